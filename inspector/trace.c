@@ -1,0 +1,164 @@
+/* Opening a trace for reading; see trace.h. */
+#include "trace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gradtrace/recorder.h>
+
+struct gt_trace {
+    sqlite3 *db;
+    char *path;
+    int schema_version;
+    int partial;
+};
+
+static int int_query(sqlite3 *db, const char *sql, int *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int(st, 0);
+            rc = SQLITE_OK;
+        } else if (rc == SQLITE_DONE) {
+            *out = 0;
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Fold a write-ahead log left by a killed recording into the main file, so
+ * a read-only connection sees every committed batch. Loses nothing: only
+ * committed frames are copied. */
+static void checkpoint_wal(const char *path)
+{
+    size_t n = strlen(path);
+    char *wal = malloc(n + 5);
+    if (!wal)
+        return;
+    memcpy(wal, path, n);
+    memcpy(wal + n, "-wal", 5);
+    struct stat st;
+    int has_wal = stat(wal, &st) == 0;
+    free(wal);
+    if (!has_wal || access(path, W_OK) != 0)
+        return;
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 2000);
+        sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    }
+    sqlite3_close(db);
+}
+
+int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
+{
+    int rc = GT_OK;
+    sqlite3 *db = NULL;
+    gt_trace *t = NULL;
+    struct stat st;
+    char head[16];
+    FILE *f;
+
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return GT_EIO;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "cannot open %s: is a directory", path);
+        return GT_EINVAL;
+    }
+    if (st.st_size == 0) {
+        snprintf(err, errlen, "cannot open %s: empty file, not a gradtrace trace", path);
+        return GT_ENOTTRACE;
+    }
+    f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return GT_EIO;
+    }
+    size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    if (got < sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
+        snprintf(err, errlen, "cannot open %s: not a gradtrace trace (not an SQLite file)",
+                 path);
+        return GT_ENOTTRACE;
+    }
+
+    checkpoint_wal(path);
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path,
+                 db ? sqlite3_errmsg(db) : "out of memory");
+        rc = GT_EIO;
+        goto out;
+    }
+    sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+
+    int version = 0, has_run = 0;
+    if (int_query(db, "PRAGMA user_version", &version) != SQLITE_OK ||
+        int_query(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'run' "
+                      "AND type = 'table'", &has_run) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
+        rc = GT_ECORRUPT;
+        goto out;
+    }
+    if (version == 0 || !has_run) {
+        snprintf(err, errlen, "cannot open %s: not a gradtrace trace", path);
+        rc = GT_ENOTTRACE;
+        goto out;
+    }
+    if (version > GT_SCHEMA_VERSION) {
+        snprintf(err, errlen,
+                 "cannot open %s: trace schema version %d is newer than this "
+                 "gradtrace (reads up to %d); upgrade gradtrace",
+                 path, version, GT_SCHEMA_VERSION);
+        rc = GT_ENEWER;
+        goto out;
+    }
+    int partial = 0;
+    if (int_query(db, "SELECT count(*) FROM run WHERE status = 'running'", &partial)
+        != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
+                 sqlite3_errmsg(db));
+        rc = GT_ECORRUPT;
+        goto out;
+    }
+    t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(path))) {
+        free(t);
+        t = NULL;
+        snprintf(err, errlen, "cannot open %s: out of memory", path);
+        rc = GT_ENOMEM;
+        goto out;
+    }
+    t->db = db;
+    t->schema_version = version;
+    t->partial = partial > 0;
+    db = NULL;
+    *out = t;
+out:
+    sqlite3_close(db);
+    return rc;
+}
+
+void gt_trace_close(gt_trace *t)
+{
+    if (!t)
+        return;
+    sqlite3_close(t->db);
+    free(t->path);
+    free(t);
+}
+
+sqlite3 *gt_trace_db(gt_trace *t) { return t->db; }
+const char *gt_trace_path(gt_trace *t) { return t->path; }
+int gt_trace_schema_version(gt_trace *t) { return t->schema_version; }
+int gt_trace_partial(gt_trace *t) { return t->partial; }

@@ -1,0 +1,41 @@
+/*
+ * Opening a trace for reading: the one door through which every inspector
+ * command reaches a trace file.
+ *
+ * gt_trace_open checks, in order: the file exists and is readable, it is not
+ * empty, it is an SQLite database, it holds a gradtrace schema (table run and
+ * PRAGMA user_version > 0), and that schema is not newer than this build.
+ * A trace left with a write-ahead log by a killed recording is checkpointed
+ * first, so every committed batch is visible. The connection is then opened
+ * read-only with query_only set.
+ */
+#ifndef GT_INSPECTOR_TRACE_H
+#define GT_INSPECTOR_TRACE_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+
+typedef struct gt_trace gt_trace;
+
+/* Open `path` for reading. On failure returns a negative GT_E* code, writes
+ * a one-line message without a trailing newline to err (e.g. "cannot open
+ * run.db: not a gradtrace trace"), and leaves *out untouched. */
+int gt_trace_open(const char *path, gt_trace **out /* OUT */, char *err, size_t errlen);
+
+/* Close and free; accepts NULL. */
+void gt_trace_close(gt_trace *t);
+
+/* The read-only connection, owned by the trace. */
+sqlite3 *gt_trace_db(gt_trace *t);
+
+/* The path the trace was opened with. */
+const char *gt_trace_path(gt_trace *t);
+
+/* Schema version of the file (PRAGMA user_version). */
+int gt_trace_schema_version(gt_trace *t);
+
+/* 1 if the recording did not close the trace (run.status = 'running': the
+ * process was killed or is still running), else 0. */
+int gt_trace_partial(gt_trace *t);
+
+#endif

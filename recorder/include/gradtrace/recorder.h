@@ -1,0 +1,274 @@
+/*
+ * gradtrace recorder: the C API an autograd engine calls to write a trace.
+ *
+ * Invariants
+ *   - One handle writes one trace file (schema/gradtrace.sql, version
+ *     GT_SCHEMA_VERSION). Nothing here is specific to one engine.
+ *   - Every event call takes the next value of one sequence counter shared by
+ *     all event kinds, so `seq` is strictly increasing across tables.
+ *   - Events are buffered into transactions of at most `batch_events` events
+ *     or `batch_ms` milliseconds, whichever comes first. After the process is
+ *     killed, every committed batch is readable.
+ *   - On the first write error (full disk, RLIMIT_FSIZE, I/O error, size cap)
+ *     the handle turns "failed": the message is kept (gt_recorder_errmsg),
+ *     every later event call returns the same error without touching the
+ *     file, and the host process keeps running. Nothing here aborts or exits.
+ *   - Ids of tensors, storages and nodes are chosen by the caller (the engine
+ *     adapter knows object identity); they must be positive and never reused.
+ *     Ids of strings, frames, stacks and threads are assigned here, by
+ *     interning: equal input gives the same id.
+ *
+ * Threads: a handle may be shared between threads; every call takes the
+ * handle's mutex. gt_recorder_close must not race with other calls.
+ *
+ * Result codes: 0 on success, a negative GT_E* value on failure (see
+ * gt_strerror). Out-parameters come last, marked OUT, and are written only on
+ * success. Strings passed in are copied; the caller keeps ownership.
+ */
+#ifndef GRADTRACE_RECORDER_H
+#define GRADTRACE_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GT_WARN_UNUSED __attribute__((warn_unused_result))
+#else
+#define GT_WARN_UNUSED
+#endif
+
+/* Error codes: X(name, value, message). gt_strerror() is generated from it. */
+#define GT_ERRNO_MAP(X)                                                  \
+    X(GT_OK, 0, "success")                                               \
+    X(GT_EINVAL, -1, "invalid argument")                                 \
+    X(GT_ENOMEM, -2, "out of memory")                                    \
+    X(GT_EIO, -3, "i/o error")                                           \
+    X(GT_EEXIST, -4, "file exists")                                      \
+    X(GT_ENOTTRACE, -5, "not a gradtrace trace")                         \
+    X(GT_ENEWER, -6, "trace schema is newer than this gradtrace")        \
+    X(GT_EFULL, -7, "disk full or size limit reached")                   \
+    X(GT_ECLOSED, -8, "handle is closed")                                \
+    X(GT_EFAILED, -9, "recording stopped after an earlier error")        \
+    X(GT_ESQL, -10, "sqlite error")                                      \
+    X(GT_ECORRUPT, -11, "trace is damaged")
+
+enum gt_errno {
+#define GT__ERRNO_ENUM(name, value, msg) name = value,
+    GT_ERRNO_MAP(GT__ERRNO_ENUM)
+#undef GT__ERRNO_ENUM
+};
+
+/* The static message for a result code; never NULL, "unknown error" for an
+ * unknown code. */
+const char *gt_strerror(int code);
+
+/* Schema version this library writes (PRAGMA user_version of the trace). */
+#define GT_SCHEMA_VERSION 1
+#define GT_VERSION_STRING "0.1.0"
+
+typedef struct gt_recorder gt_recorder;
+typedef int64_t gt_id;
+
+/* Roles of an op's tensor argument (table roles). */
+enum gt_role { GT_ROLE_INPUT = 0, GT_ROLE_OUTPUT = 1, GT_ROLE_MUTATED = 2 };
+
+/* Phases of an op (table phases). */
+enum gt_phase { GT_PHASE_FORWARD = 0, GT_PHASE_BACKWARD = 1, GT_PHASE_OTHER = 2 };
+
+/* How a run ended (run.status). */
+enum gt_run_status {
+    GT_RUN_OK = 0,
+    GT_RUN_EXCEPTION = 1,
+    GT_RUN_SIGNAL = 2,
+};
+
+/* Options for gt_recorder_open. Zero-initialise, then set what you need;
+ * zero fields take the defaults. */
+typedef struct gt_recorder_options {
+    unsigned batch_events; /* commit after this many events (default 20000) */
+    unsigned batch_ms;     /* ... or after this many ms (default 250) */
+    int64_t max_bytes;     /* stop recording past this file size; 0 = none */
+    int overwrite;         /* 1: replace an existing file; 0: GT_EEXIST */
+} gt_recorder_options;
+
+/* Run metadata (table run). Any pointer may be NULL. */
+typedef struct gt_run_info {
+    const char *engine;         /* e.g. "pytorch" */
+    const char *engine_version; /* e.g. "2.13.0+cpu" */
+    const char *python_version;
+    const char *argv_json;      /* JSON array of strings, inserted as JSON */
+    const char *cwd;
+    const char *host;
+    const char *options_json;   /* JSON object of recording options */
+    int64_t pid;
+    int64_t rank;               /* < 0: no rank */
+} gt_run_info;
+
+/* One op (table ops). */
+typedef struct gt_op_info {
+    gt_id name;     /* interned string id of the op name */
+    int phase;      /* enum gt_phase */
+    int grad_mode;  /* 1 if grad mode is on */
+    gt_id thread;   /* from gt_intern_thread */
+    gt_id stack;    /* from gt_intern_stack, 0 for none */
+} gt_op_info;
+
+/* One tensor, recorded the first time it is seen (table tensors). */
+typedef struct gt_tensor_info {
+    gt_id id;               /* caller-chosen, > 0, never reused */
+    gt_id storage;          /* storage id, 0 for none */
+    gt_id dtype;            /* interned string id */
+    int ndim;
+    const int64_t *shape;   /* ndim sizes */
+    const int64_t *strides; /* ndim strides, in elements */
+    int64_t storage_offset;
+    int requires_grad;
+    int is_leaf;
+    int64_t created_by;     /* op seq that output it, 0 for unknown */
+    gt_id alias_of;         /* tensor id it aliases, 0 for none */
+    int shares_version;     /* 1 if it shares alias_of's version counter */
+    gt_id version_counter;  /* counter id; 0 means "its own" (= id) */
+} gt_tensor_info;
+
+/* One autograd node (table nodes). */
+typedef struct gt_node_info {
+    gt_id id;              /* caller-chosen, > 0, never reused */
+    gt_id name;            /* interned string id, e.g. "MulBackward0" */
+    int64_t op;            /* op seq that created it, 0 for unknown */
+    int64_t sequence_nr;   /* engine's node sequence number, < 0 for none */
+    gt_id thread;          /* 0 for unknown */
+    gt_id variable;        /* leaf tensor it accumulates into, 0 for none */
+} gt_node_info;
+
+/* One backward call (table backward_calls). */
+typedef struct gt_backward_info {
+    gt_id api;          /* interned string id, e.g. "Tensor.backward" */
+    int retain_graph;
+    int create_graph;
+    gt_id thread;
+    gt_id stack;
+} gt_backward_info;
+
+/* ---- lifecycle ------------------------------------------------------- */
+
+/* Create a trace at `path` and return a handle in *out. Fails with
+ * GT_EEXIST if the file exists and opts->overwrite is 0, GT_EIO if it cannot
+ * be created. opts may be NULL for defaults. On failure *out is untouched and
+ * a message is written to errbuf (if not NULL, at most errlen bytes). */
+GT_WARN_UNUSED int gt_recorder_open(const char *path, const gt_recorder_options *opts,
+                                    char *errbuf, size_t errlen,
+                                    gt_recorder **out /* OUT */);
+
+/* Mark how the run ended, commit every pending event, create the indexes
+ * the inspector uses, and close the file. Frees the handle; accepts NULL.
+ * If the run was never ended with gt_run_end the status stays 'running'.
+ * Returns the handle's first error, if any, else 0. */
+int gt_recorder_close(gt_recorder *r);
+
+/* The detailed message of the handle's last error ("" if none); owned by
+ * the handle, valid until the next call on it. */
+const char *gt_recorder_errmsg(gt_recorder *r);
+
+/* 1 once a write error stopped recording, else 0. */
+int gt_recorder_failed(gt_recorder *r);
+
+/* Commit pending events now (e.g. before a fork or at an exception). */
+int gt_recorder_flush(gt_recorder *r);
+
+/* Number of events recorded so far (the last seq handed out). */
+int64_t gt_recorder_seq(gt_recorder *r);
+
+/* ---- run ------------------------------------------------------------- */
+
+/* Fill in run metadata; may be called again to update. */
+int gt_run_set(gt_recorder *r, const gt_run_info *info);
+
+/* Record how the run ended: status, exit code (or -1), signal (or 0). */
+int gt_run_end(gt_recorder *r, int status, int exit_code, int signal);
+
+/* ---- interning (ids assigned here, equal input -> equal id) ----------- */
+
+/* Intern `len` bytes of UTF-8 text. */
+int gt_intern_string(gt_recorder *r, const char *s, size_t len, gt_id *out /* OUT */);
+
+/* Intern a source frame. code may be NULL (unknown), other strings not. */
+int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *function,
+                    const char *code, gt_id *out /* OUT */);
+
+/* Intern a stack: `parent` (0 for outermost) plus innermost `frame`.
+ * user_frame: the innermost user frame of the whole stack, 0 if none. */
+int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
+                    gt_id *out /* OUT */);
+
+/* Intern a thread by OS thread id; name may be NULL. */
+int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name,
+                     gt_id *out /* OUT */);
+
+/* ---- events (each takes the next seq unless said otherwise) ----------- */
+
+/* Record an op; its seq is returned in *seq. */
+int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq /* OUT */);
+
+/* Record a tensor argument of op `seq` (no seq of its own). */
+int gt_op_arg(gt_recorder *r, int64_t seq, int role, int pos, gt_id tensor,
+              int64_t version);
+
+/* Record a storage the first time it is seen (no seq of its own). */
+int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device);
+
+/* Record a tensor the first time it is seen; takes a seq. */
+int gt_tensor(gt_recorder *r, const gt_tensor_info *t);
+
+/* Record that `tensor`'s version counter reached `version` because of op
+ * `op` (0 if not known: observed = 1). */
+int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version,
+                    int observed, int64_t *seq /* OUT, may be NULL */);
+
+/* Record an autograd node; takes a seq. */
+int gt_node(gt_recorder *r, const gt_node_info *n);
+
+/* Record next edge `pos` of `node`: to `next` (0 for an empty edge). */
+int gt_edge(gt_recorder *r, gt_id node, int pos, gt_id next, int input_nr);
+
+/* Record that output `output_nr` of `node` is `tensor`. */
+int gt_node_output(gt_recorder *r, gt_id node, int output_nr, gt_id tensor);
+
+/* Record a tensor saved by `node` in `slot` (interned) at `version`.
+ * tensor 0: could not be matched to a recorded tensor. nbytes < 0: unknown. */
+int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
+                    int64_t version, int is_output, int64_t nbytes,
+                    int64_t *seq /* OUT, may be NULL */);
+
+/* Start a backward call; its 1-based index is returned in *id. */
+int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id /* OUT */);
+
+/* Root `pos` of backward `id`: a tensor and its grad_fn node (0 if none). */
+int gt_backward_root(gt_recorder *r, gt_id id, int pos, gt_id tensor, gt_id node);
+
+/* Input `pos` of backward `id` (torch.autograd.grad's inputs=). */
+int gt_backward_input(gt_recorder *r, gt_id id, int pos, gt_id tensor);
+
+/* End backward `id`: ok = 1 if it returned, 0 if it raised. */
+int gt_backward_end(gt_recorder *r, gt_id id, int ok);
+
+/* The engine ran `node` during backward `id`. */
+int gt_node_exec(gt_recorder *r, gt_id backward, gt_id node);
+
+/* An exception: type name (interned here), message, stack, and the backward
+ * call during which it was raised (0 if none). */
+int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
+             gt_id backward, int64_t *seq /* OUT, may be NULL */);
+
+/* The user's variable `name` (interned here) was bound to `tensor` at event
+ * `seq`. Duplicate triples are ignored. */
+int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADTRACE_RECORDER_H */
