@@ -1,0 +1,69 @@
+/*
+ * Diagnosis: replay each backward call of a trace and report every saved
+ * tensor whose value was changed between its save and the backward that
+ * needed it (and the other finding kinds below).
+ *
+ * This header is the contract between the diagnosis (diagnose.c, replay.c)
+ * and its users (cmd_diagnose.c, graph.c). Findings refer to trace rows by
+ * id, so a user can fetch whatever else it wants to show from the trace.
+ * Fields may be added; the ones here keep their meaning.
+ */
+#ifndef GT_INSPECTOR_DIAGNOSE_H
+#define GT_INSPECTOR_DIAGNOSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace.h"
+
+enum gt_finding_kind {
+    GT_FINDING_INPLACE_INVALIDATED_SAVED = 0, /* "inplace_invalidated_saved" */
+    GT_FINDING_SILENT_STORAGE_WRITE = 1,      /* "silent_storage_write" */
+    GT_FINDING_BACKWARD_TWICE = 2,            /* "backward_twice" */
+    GT_FINDING_LEAF_INPLACE = 3,              /* "leaf_inplace" */
+};
+
+/* The kind's name as printed in JSON ("inplace_invalidated_saved", ...). */
+const char *gt_finding_kind_name(int kind);
+
+typedef struct gt_mutation {
+    int64_t seq;           /* ops.seq of the writing op */
+    int64_t bump_seq;      /* version_bumps.seq, 0 for a silent write */
+    int64_t tensor;        /* tensors.id written */
+    int64_t version_after; /* counter value after the write, -1 if none */
+} gt_mutation;
+
+typedef struct gt_finding {
+    int kind;              /* enum gt_finding_kind */
+    int first_to_fail;     /* 1 for the one the engine raises on */
+    int64_t backward;      /* backward_calls.id, 0 if none */
+    int64_t other_backward;/* backward_twice: the earlier call that freed it */
+    int64_t node;          /* nodes.id of the node that needs the tensor */
+    int64_t saved_seq;     /* saved_tensors.seq, 0 if none */
+    int64_t tensor;        /* tensors.id of the saved (or leaf) tensor */
+    int64_t saved_version; /* version at save, -1 if none */
+    int64_t version_at_backward; /* counter value when backward reached it */
+    size_t n_mutations;
+    gt_mutation *mutations; /* in order; owned by the finding */
+    char *suggestion;      /* owned by the finding */
+} gt_finding;
+
+typedef struct gt_findings {
+    size_t n;
+    gt_finding *v;         /* owned */
+} gt_findings;
+
+typedef struct gt_diagnose_options {
+    int64_t backward;      /* restrict to this backward_calls.id; 0 = all */
+} gt_diagnose_options;
+
+/* Replay the backward calls of `t` and collect findings into *out.
+ * Returns 0 (even with zero findings) or a negative GT_E* code with a
+ * one-line message in err; *out is written only on success. */
+int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts,
+                gt_findings **out /* OUT */, char *err, size_t errlen);
+
+/* Free findings; accepts NULL. */
+void gt_findings_free(gt_findings *f);
+
+#endif
