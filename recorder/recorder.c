@@ -1,0 +1,1256 @@
+/*
+ * The trace writer: one SQLite connection per handle, a prepared statement
+ * per insert, events batched into transactions, the schema compiled in.
+ *
+ * Life of a handle
+ *   open    create the file (O_EXCL), execute schema + views, user_version,
+ *           WAL + synchronous=NORMAL, insert the run row, prepare statements.
+ *   events  each call takes the handle mutex; the first write of a batch
+ *           runs BEGIN; after batch_events rows or batch_ms milliseconds
+ *           (monotonic clock, checked at every write) the batch is committed.
+ *   failure the first SQLite error that is not the caller's fault (full
+ *           disk, file size limit, i/o error, max_bytes) turns the handle
+ *           "failed": the message is kept and every later call returns
+ *           GT_EFAILED without touching the file.
+ *   close   commit, run.end_ns, indexes.sql, checkpoint the WAL into the
+ *           main file and switch back to journal_mode=DELETE, so a closed
+ *           trace is one self-contained file.
+ *
+ * Memory: apart from the interning tables (one entry per distinct string,
+ * frame, stack and thread, see intern.h), a handle holds a fixed set of
+ * statements and SQLite's page cache (bounded by cache_size), however long
+ * the run.
+ */
+#include "intern.h"
+
+#include <gradtrace/recorder.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gt_indexes_sql.h"
+#include "gt_schema_sql.h"
+#include "gt_views_sql.h"
+
+#define GT__DEFAULT_BATCH_EVENTS 20000
+#define GT__DEFAULT_BATCH_MS 250
+
+/* X(name, sql): every statement the writer uses, prepared once at open. */
+#define GT__STMT_MAP(X)                                                          \
+    X(BEGIN, "BEGIN")                                                            \
+    X(COMMIT, "COMMIT")                                                          \
+    X(ROLLBACK, "ROLLBACK")                                                      \
+    X(PAGE_COUNT, "PRAGMA page_count")                                           \
+    X(RUN_SET, "UPDATE run SET engine = coalesce(?1, engine),"                   \
+               " engine_version = coalesce(?2, engine_version),"                 \
+               " python_version = coalesce(?3, python_version),"                 \
+               " argv = coalesce(json(?4), argv), cwd = coalesce(?5, cwd),"      \
+               " host = coalesce(?6, host),"                                     \
+               " options = coalesce(json(?7), options),"                         \
+               " pid = coalesce(?8, pid), rank = ?9 WHERE id = 1")               \
+    X(RUN_END, "UPDATE run SET status = ?1, exit_code = ?2, signal = ?3"         \
+               " WHERE id = 1")                                                  \
+    X(RUN_CLOSE, "UPDATE run SET end_ns = ?1 WHERE id = 1")                      \
+    X(STRING, "INSERT INTO strings (id, text) VALUES (?1, ?2)")                  \
+    X(FRAME, "INSERT INTO frames (id, file, line, function, code)"               \
+             " VALUES (?1, ?2, ?3, ?4, ?5)")                                     \
+    X(STACK, "INSERT INTO stacks (id, parent, frame, user_frame)"                \
+             " VALUES (?1, ?2, ?3, ?4)")                                         \
+    X(THREAD, "INSERT INTO threads (id, os_tid, name) VALUES (?1, ?2, ?3)")      \
+    X(OP, "INSERT INTO ops (seq, name, phase, grad_mode, thread, stack)"         \
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                                    \
+    X(OP_ARG, "INSERT INTO op_args (op, role, pos, tensor, version)"             \
+              " VALUES (?1, ?2, ?3, ?4, ?5)")                                    \
+    X(STORAGE, "INSERT OR IGNORE INTO storages (id, nbytes, device)"             \
+               " VALUES (?1, ?2, ?3)")                                           \
+    X(TENSOR, "INSERT INTO tensors (id, seq, storage, dtype, shape, strides,"    \
+              " storage_offset, requires_grad, is_leaf, created_by, alias_of,"   \
+              " shares_version, version_counter)"                                \
+              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)") \
+    X(BUMP, "INSERT INTO version_bumps (seq, op, tensor, version, observed)"     \
+            " VALUES (?1, ?2, ?3, ?4, ?5)")                                      \
+    X(NODE, "INSERT INTO nodes (id, seq, name, op, sequence_nr, thread,"         \
+            " variable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                    \
+    X(EDGE, "INSERT INTO edges (node, pos, next, input_nr)"                      \
+            " VALUES (?1, ?2, ?3, ?4)")                                          \
+    X(NODE_OUTPUT, "INSERT INTO node_outputs (node, output_nr, tensor)"          \
+                   " VALUES (?1, ?2, ?3)")                                       \
+    X(SAVED, "INSERT INTO saved_tensors (seq, node, slot, tensor, version,"      \
+             " is_output, nbytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")          \
+    X(BW_BEGIN, "INSERT INTO backward_calls (id, seq, api, retain_graph,"        \
+                " create_graph, thread, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)") \
+    X(BW_ROOT, "INSERT INTO backward_roots (backward, pos, tensor, node)"        \
+               " VALUES (?1, ?2, ?3, ?4)")                                       \
+    X(BW_INPUT, "INSERT INTO backward_inputs (backward, pos, tensor)"            \
+                " VALUES (?1, ?2, ?3)")                                          \
+    X(BW_END, "UPDATE backward_calls SET end_seq = ?2, status = ?3"              \
+              " WHERE id = ?1")                                                  \
+    X(NODE_EXEC, "INSERT INTO node_execs (seq, backward, node)"                  \
+                 " VALUES (?1, ?2, ?3)")                                         \
+    X(ERROR, "INSERT INTO errors (seq, type, message, stack, backward)"          \
+             " VALUES (?1, ?2, ?3, ?4, ?5)")                                     \
+    X(NAME, "INSERT OR IGNORE INTO names (seq, tensor, name) VALUES (?1, ?2, ?3)")
+
+enum gt__stmt {
+#define GT__STMT_ENUM(name, sql) ST_##name,
+    GT__STMT_MAP(GT__STMT_ENUM)
+#undef GT__STMT_ENUM
+    ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+#define GT__STMT_SQL(name, sql) sql,
+    GT__STMT_MAP(GT__STMT_SQL)
+#undef GT__STMT_SQL
+};
+
+struct gt_recorder {
+    pthread_mutex_t mu;
+    sqlite3 *db;
+    sqlite3_stmt *st[ST_COUNT];
+    char *path;
+    pid_t pid; /* process that opened the handle */
+
+    int64_t seq;
+    int64_t next_string, next_frame, next_stack, next_thread, next_backward;
+
+    int in_txn;
+    unsigned batch_n;        /* rows written in the open transaction */
+    int64_t batch_start_ms;  /* monotonic ms at its BEGIN */
+    unsigned batch_events;
+    unsigned batch_ms;
+    int64_t max_bytes;
+    int64_t page_size;
+
+    int failed; /* 0, or the GT_E* code of the error that stopped recording */
+    int closed; /* 1: used from a forked child; never touch the file again */
+    char errmsg[512];
+
+    gt__strtab strings;
+    gt__inttab frames;  /* (file, line, function, code) */
+    gt__inttab stacks;  /* (parent, frame) -> id, aux = user_frame */
+    gt__inttab threads; /* (os_tid) */
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void set_errmsg(gt_recorder *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_errmsg(gt_recorder *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+    va_end(ap);
+}
+
+static void put_err(char *errbuf, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void put_err(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+    if (!errbuf || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* strerror with a lowercase first letter, as house messages are. */
+static const char *errno_text(int e, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", strerror(e));
+    if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
+        buf[0] = (char)(buf[0] - 'A' + 'a');
+    return buf;
+}
+
+static void bind_id(sqlite3_stmt *st, int i, int64_t v)
+{
+    if (v == 0)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_int64(st, i, v);
+}
+
+static void bind_str(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* ---- failure ------------------------------------------------------------ */
+
+/* Turn the handle failed with `code` and the message already in errmsg;
+ * roll back the open transaction. Returns code. */
+static int fail(gt_recorder *r, int code)
+{
+    r->failed = code;
+    if (r->db && !sqlite3_get_autocommit(r->db)) {
+        sqlite3_step(r->st[ST_ROLLBACK]);
+        sqlite3_reset(r->st[ST_ROLLBACK]);
+    }
+    r->in_txn = 0;
+    r->batch_n = 0;
+    return code;
+}
+
+/* Classify SQLite error `src` met while doing `what`. Errors caused by the
+ * caller's values (constraint, bad JSON, ...) return GT_EINVAL and leave the
+ * handle working, unless `fatal` is set (a failed COMMIT loses the batch).
+ * Every other error stops recording. */
+static int sql_error(gt_recorder *r, int src, const char *what, int fatal)
+{
+    int prim = src & 0xff;
+    char eb[128];
+    if (!fatal && (prim == SQLITE_CONSTRAINT || prim == SQLITE_MISMATCH ||
+                   prim == SQLITE_RANGE || prim == SQLITE_TOOBIG || prim == SQLITE_ERROR)) {
+        set_errmsg(r, "gradtrace: %s: %s", what, sqlite3_errmsg(r->db));
+        return GT_EINVAL;
+    }
+    int sys = sqlite3_system_errno(r->db);
+    if (prim == SQLITE_FULL ||
+        (prim == SQLITE_IOERR && (sys == EFBIG || sys == ENOSPC || sys == EDQUOT))) {
+        set_errmsg(r, "gradtrace: recording stopped: disk full or file size limit (%s: %s%s%s)",
+                   what, sqlite3_errstr(src), sys ? ": " : "",
+                   sys ? errno_text(sys, eb, sizeof(eb)) : "");
+        return fail(r, GT_EFULL);
+    }
+    if (prim == SQLITE_IOERR) {
+        set_errmsg(r, "gradtrace: recording stopped: i/o error (%s: %s%s%s)", what,
+                   sqlite3_errmsg(r->db), sys ? ": " : "",
+                   sys ? errno_text(sys, eb, sizeof(eb)) : "");
+        return fail(r, GT_EIO);
+    }
+    if (prim == SQLITE_NOMEM) {
+        set_errmsg(r, "gradtrace: recording stopped: out of memory (%s)", what);
+        return fail(r, GT_ENOMEM);
+    }
+    if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
+        set_errmsg(r, "gradtrace: recording stopped: trace is damaged (%s: %s)", what,
+                   sqlite3_errmsg(r->db));
+        return fail(r, GT_ECORRUPT);
+    }
+    set_errmsg(r, "gradtrace: recording stopped: sqlite error (%s: %s)", what,
+               sqlite3_errmsg(r->db));
+    return fail(r, GT_ESQL);
+}
+
+/* Run a bound statement to completion and reset it. */
+static int step(gt_recorder *r, enum gt__stmt which, const char *what, int fatal)
+{
+    sqlite3_stmt *st = r->st[which];
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+        sqlite3_reset(st);
+        return 0;
+    }
+    rc = sqlite3_reset(st);
+    if (rc == SQLITE_OK)
+        rc = SQLITE_ERROR;
+    return sql_error(r, rc, what, fatal);
+}
+
+/* ---- batching ----------------------------------------------------------- */
+
+/* Guard of every call that may write: the handle is usable and a
+ * transaction is open. */
+static int begin_write(gt_recorder *r)
+{
+    if (r->closed)
+        return GT_ECLOSED;
+    if (r->failed)
+        return GT_EFAILED;
+    if (r->in_txn)
+        return 0;
+    if (getpid() != r->pid) {
+        /* a forked child must not write through its parent's connection */
+        r->closed = 1;
+        set_errmsg(r, "gradtrace: recorder handle was opened by process %ld, "
+                      "not by this (forked) process", (long)r->pid);
+        return GT_ECLOSED;
+    }
+    int rc = step(r, ST_BEGIN, "begin", 1);
+    if (rc)
+        return rc;
+    r->in_txn = 1;
+    r->batch_n = 0;
+    r->batch_start_ms = now_ms();
+    return 0;
+}
+
+static int commit(gt_recorder *r)
+{
+    if (!r->in_txn)
+        return 0;
+    if (getpid() != r->pid) {
+        r->closed = 1;
+        set_errmsg(r, "gradtrace: recorder handle was opened by process %ld, "
+                      "not by this (forked) process", (long)r->pid);
+        return GT_ECLOSED;
+    }
+    int rc = step(r, ST_COMMIT, "commit", 1);
+    r->in_txn = 0;
+    r->batch_n = 0;
+    if (rc)
+        return rc;
+    if (r->max_bytes > 0) {
+        sqlite3_stmt *st = r->st[ST_PAGE_COUNT];
+        int64_t pages = 0;
+        if (sqlite3_step(st) == SQLITE_ROW)
+            pages = sqlite3_column_int64(st, 0);
+        rc = sqlite3_reset(st);
+        if (rc != SQLITE_OK)
+            return sql_error(r, rc, "page_count", 1);
+        if (pages * r->page_size > r->max_bytes) {
+            set_errmsg(r, "gradtrace: recording stopped: trace reached its size cap "
+                          "(%" PRId64 " bytes > max_bytes %" PRId64 ")",
+                       pages * r->page_size, r->max_bytes);
+            return fail(r, GT_EFULL);
+        }
+    }
+    return 0;
+}
+
+/* After a row was written: count it and commit when the batch is full or
+ * old enough. */
+static int end_write(gt_recorder *r)
+{
+    if (++r->batch_n >= r->batch_events || now_ms() - r->batch_start_ms >= r->batch_ms)
+        return commit(r);
+    return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void unlink_trace(const char *path)
+{
+    size_t n = strlen(path);
+    char *side = malloc(n + 5);
+    unlink(path);
+    if (!side)
+        return;
+    memcpy(side, path, n);
+    memcpy(side + n, "-wal", 5);
+    unlink(side);
+    memcpy(side + n, "-shm", 5);
+    unlink(side);
+    free(side);
+}
+
+static void release(gt_recorder *r)
+{
+    gt__strtab_release(&r->strings);
+    gt__inttab_release(&r->frames);
+    gt__inttab_release(&r->stacks);
+    gt__inttab_release(&r->threads);
+    pthread_mutex_destroy(&r->mu);
+    free(r->path);
+    free(r);
+}
+
+int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *errbuf,
+                     size_t errlen, gt_recorder **out)
+{
+    gt_recorder *r = NULL;
+    char eb[128];
+    int rc, fd, created = 0;
+
+    if (!path || !*path || !out) {
+        put_err(errbuf, errlen, "gradtrace: cannot create trace: no path given");
+        return GT_EINVAL;
+    }
+    r = calloc(1, sizeof(*r));
+    if (!r) {
+        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: out of memory", path);
+        return GT_ENOMEM;
+    }
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: mutex init failed", path);
+        return GT_ENOMEM;
+    }
+    gt__strtab_init(&r->strings);
+    gt__inttab_init(&r->frames, 4);
+    gt__inttab_init(&r->stacks, 2);
+    gt__inttab_init(&r->threads, 1);
+    r->batch_events = opts && opts->batch_events ? opts->batch_events
+                                                  : GT__DEFAULT_BATCH_EVENTS;
+    r->batch_ms = opts && opts->batch_ms ? opts->batch_ms : GT__DEFAULT_BATCH_MS;
+    r->max_bytes = opts ? opts->max_bytes : 0;
+    r->pid = getpid();
+    r->next_string = r->next_frame = r->next_stack = r->next_thread = 1;
+    r->next_backward = 1;
+    r->path = strdup(path);
+    if (!r->path) {
+        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: out of memory", path);
+        rc = GT_ENOMEM;
+        goto fail_alloc;
+    }
+
+    /* Create the file ourselves: O_EXCL refuses an existing trace and the
+     * errno says why a path is unusable. */
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (!(opts && opts->overwrite)) {
+            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: file exists", path);
+            rc = GT_EEXIST;
+            goto fail_alloc;
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: is a directory",
+                    path);
+            rc = GT_EIO;
+            goto fail_alloc;
+        }
+        if (unlink(path) != 0) {
+            put_err(errbuf, errlen, "gradtrace: cannot replace trace %s: %s", path,
+                    errno_text(errno, eb, sizeof(eb)));
+            rc = GT_EIO;
+            goto fail_alloc;
+        }
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: %s", path,
+                errno_text(e, eb, sizeof(eb)));
+        rc = e == EEXIST ? GT_EEXIST : GT_EIO;
+        goto fail_alloc;
+    }
+    close(fd);
+    created = 1;
+    /* a stale write-ahead log of an earlier file of that name would be
+     * replayed into the new one */
+    {
+        size_t n = strlen(path);
+        char *side = malloc(n + 5);
+        if (side) {
+            memcpy(side, path, n);
+            memcpy(side + n, "-wal", 5);
+            unlink(side);
+            memcpy(side + n, "-shm", 5);
+            unlink(side);
+            free(side);
+        }
+    }
+
+    rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        put_err(errbuf, errlen, "gradtrace: cannot open trace %s: %s", path,
+                r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
+        rc = rc == SQLITE_NOMEM ? GT_ENOMEM : GT_EIO;
+        goto fail_db;
+    }
+    sqlite3_extended_result_codes(r->db, 1);
+
+    char pragmas[160];
+    snprintf(pragmas, sizeof(pragmas),
+             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+             " PRAGMA user_version = %d;", GT_SCHEMA_VERSION);
+    char *emsg = NULL;
+    const char *stage = "set up";
+    if (sqlite3_exec(r->db, pragmas, NULL, NULL, &emsg) != SQLITE_OK)
+        goto fail_exec;
+    stage = "create schema";
+    if (sqlite3_exec(r->db, "BEGIN", NULL, NULL, &emsg) != SQLITE_OK ||
+        sqlite3_exec(r->db, gt_schema_sql, NULL, NULL, &emsg) != SQLITE_OK)
+        goto fail_exec;
+    stage = "create views";
+    if (sqlite3_exec(r->db, gt_views_sql, NULL, NULL, &emsg) != SQLITE_OK)
+        goto fail_exec;
+    stage = "insert run";
+    {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(r->db,
+                                "INSERT INTO run (id, gradtrace_version, schema_version,"
+                                " start_ns, pid) VALUES (1, ?1, ?2, ?3, ?4)",
+                                -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, GT_VERSION_STRING, -1, SQLITE_STATIC);
+            sqlite3_bind_int(st, 2, GT_SCHEMA_VERSION);
+            sqlite3_bind_int64(st, 3, wall_ns());
+            sqlite3_bind_int64(st, 4, (int64_t)r->pid);
+            rc = sqlite3_step(st);
+            rc = rc == SQLITE_DONE ? SQLITE_OK : sqlite3_reset(st);
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_OK)
+            goto fail_exec;
+    }
+    if (sqlite3_exec(r->db, "COMMIT", NULL, NULL, &emsg) != SQLITE_OK)
+        goto fail_exec;
+
+    for (int i = 0; i < ST_COUNT; i++) {
+        rc = sqlite3_prepare_v3(r->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                &r->st[i], NULL);
+        if (rc != SQLITE_OK) {
+            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: prepare %s: %s",
+                    path, stmt_sql[i], sqlite3_errmsg(r->db));
+            rc = GT_ESQL;
+            goto fail_stmts;
+        }
+    }
+    {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(r->db, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            r->page_size = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        if (r->page_size <= 0)
+            r->page_size = 4096;
+    }
+    *out = r;
+    return 0;
+
+fail_exec:
+    put_err(errbuf, errlen, "gradtrace: cannot create trace %s: %s: %s", path, stage,
+            emsg ? emsg : sqlite3_errmsg(r->db));
+    {
+        int prim = sqlite3_errcode(r->db) & 0xff;
+        rc = prim == SQLITE_FULL ? GT_EFULL : prim == SQLITE_NOMEM ? GT_ENOMEM
+             : prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN ? GT_EIO : GT_ESQL;
+    }
+    sqlite3_free(emsg);
+fail_stmts:
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(r->st[i]);
+fail_db:
+    sqlite3_close(r->db);
+    if (created)
+        unlink_trace(path);
+fail_alloc:
+    release(r);
+    return rc;
+}
+
+int gt_recorder_close(gt_recorder *r)
+{
+    if (!r)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&r->mu);
+    if (r->closed || getpid() != r->pid) {
+        /* A forked child's copy: closing the connection here could
+         * checkpoint or delete the parent's write-ahead log. Leak it. */
+        pthread_mutex_unlock(&r->mu);
+        release(r);
+        return GT_ECLOSED;
+    }
+    if (!r->failed) {
+        if (begin_write(r) == 0) {
+            sqlite3_stmt *st = r->st[ST_RUN_CLOSE];
+            sqlite3_bind_int64(st, 1, wall_ns());
+            step(r, ST_RUN_CLOSE, "close run", 1);
+        }
+        if (!r->failed)
+            commit(r);
+        if (!r->failed) {
+            char *emsg = NULL;
+            if (sqlite3_exec(r->db, "BEGIN", NULL, NULL, &emsg) != SQLITE_OK ||
+                sqlite3_exec(r->db, gt_indexes_sql, NULL, NULL, &emsg) != SQLITE_OK ||
+                sqlite3_exec(r->db, "COMMIT", NULL, NULL, &emsg) != SQLITE_OK) {
+                sql_error(r, sqlite3_extended_errcode(r->db), "create indexes", 1);
+            }
+            sqlite3_free(emsg);
+        }
+        if (!r->failed) {
+            char *emsg = NULL;
+            if (sqlite3_exec(r->db, "PRAGMA wal_checkpoint(TRUNCATE);"
+                             " PRAGMA journal_mode = DELETE;", NULL, NULL, &emsg) != SQLITE_OK)
+                sql_error(r, sqlite3_extended_errcode(r->db), "checkpoint", 1);
+            sqlite3_free(emsg);
+        }
+    }
+    rc = r->failed;
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(r->st[i]);
+    if (sqlite3_close(r->db) != SQLITE_OK && rc == 0)
+        rc = GT_ESQL;
+    pthread_mutex_unlock(&r->mu);
+    release(r);
+    return rc;
+}
+
+const char *gt_recorder_errmsg(gt_recorder *r)
+{
+    if (!r)
+        return "gradtrace: no recorder handle";
+    return r->errmsg;
+}
+
+int gt_recorder_failed(gt_recorder *r)
+{
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    int failed = r->failed != 0;
+    pthread_mutex_unlock(&r->mu);
+    return failed;
+}
+
+int gt_recorder_flush(gt_recorder *r)
+{
+    if (!r)
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->closed ? GT_ECLOSED : r->failed ? GT_EFAILED : commit(r);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int64_t gt_recorder_seq(gt_recorder *r)
+{
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    int64_t seq = r->seq;
+    pthread_mutex_unlock(&r->mu);
+    return seq;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+int gt_run_set(gt_recorder *r, const gt_run_info *info)
+{
+    if (!r || !info)
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int rc = begin_write(r);
+    if (rc)
+        goto out;
+    sqlite3_stmt *st = r->st[ST_RUN_SET];
+    bind_str(st, 1, info->engine);
+    bind_str(st, 2, info->engine_version);
+    bind_str(st, 3, info->python_version);
+    bind_str(st, 4, info->argv_json);
+    bind_str(st, 5, info->cwd);
+    bind_str(st, 6, info->host);
+    bind_str(st, 7, info->options_json);
+    bind_id(st, 8, info->pid > 0 ? info->pid : 0);
+    if (info->rank >= 0)
+        sqlite3_bind_int64(st, 9, info->rank);
+    else
+        sqlite3_bind_null(st, 9);
+    rc = step(r, ST_RUN_SET, "run metadata", 0);
+    sqlite3_clear_bindings(st);
+    if (rc)
+        goto out;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
+{
+    static const char *const names[] = {"ok", "exception", "signal"};
+    if (!r || status < GT_RUN_OK || status > GT_RUN_SIGNAL)
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int rc = begin_write(r);
+    if (rc)
+        goto out;
+    sqlite3_stmt *st = r->st[ST_RUN_END];
+    sqlite3_bind_text(st, 1, names[status], -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, exit_code);
+    sqlite3_bind_int(st, 3, signal);
+    rc = step(r, ST_RUN_END, "run end", 0);
+    if (rc)
+        goto out;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* ---- interning ---------------------------------------------------------- */
+
+static int intern_string_locked(gt_recorder *r, const char *s, size_t len, gt_id *out)
+{
+    uint64_t h = gt__strhash(s, len);
+    int64_t id = gt__strtab_find(&r->strings, s, len, h);
+    if (id) {
+        *out = id;
+        return 0;
+    }
+    int rc = begin_write(r);
+    if (rc)
+        return rc;
+    if (len > INT32_MAX) {
+        set_errmsg(r, "gradtrace: string of %zu bytes is too long", len);
+        return GT_EINVAL;
+    }
+    id = r->next_string;
+    sqlite3_stmt *st = r->st[ST_STRING];
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, len ? s : "", (int)len, SQLITE_STATIC);
+    rc = step(r, ST_STRING, "intern string", 0);
+    sqlite3_bind_null(st, 2);
+    if (rc)
+        return rc;
+    if (gt__strtab_add(&r->strings, s, len, h, id) != 0) {
+        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern string)");
+        return fail(r, GT_ENOMEM);
+    }
+    r->next_string++;
+    *out = id;
+    return end_write(r);
+}
+
+int gt_intern_string(gt_recorder *r, const char *s, size_t len, gt_id *out)
+{
+    if (!r || (!s && len) || !out)
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->closed ? GT_ECLOSED : r->failed ? GT_EFAILED
+                                                 : intern_string_locked(r, s ? s : "", len, out);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *function,
+                    const char *code, gt_id *out)
+{
+    if (!r || !file || !function || !out)
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int rc;
+    gt_id fid, fnid, cid = 0;
+    if (r->closed || r->failed) {
+        rc = r->closed ? GT_ECLOSED : GT_EFAILED;
+        goto out;
+    }
+    if ((rc = intern_string_locked(r, file, strlen(file), &fid)) != 0 ||
+        (rc = intern_string_locked(r, function, strlen(function), &fnid)) != 0 ||
+        (code && (rc = intern_string_locked(r, code, strlen(code), &cid)) != 0))
+        goto out;
+    int64_t key[4] = {fid, line, fnid, cid};
+    const struct gt__intent *e = gt__inttab_find(&r->frames, key);
+    if (e) {
+        *out = e->id;
+        goto out;
+    }
+    if ((rc = begin_write(r)) != 0)
+        goto out;
+    int64_t id = r->next_frame;
+    sqlite3_stmt *st = r->st[ST_FRAME];
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, fid);
+    sqlite3_bind_int(st, 3, line);
+    sqlite3_bind_int64(st, 4, fnid);
+    bind_id(st, 5, cid);
+    if ((rc = step(r, ST_FRAME, "intern frame", 0)) != 0)
+        goto out;
+    if (gt__inttab_add(&r->frames, key, id, 0) != 0) {
+        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern frame)");
+        rc = fail(r, GT_ENOMEM);
+        goto out;
+    }
+    r->next_frame++;
+    *out = id;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame, gt_id *out)
+{
+    if (!r || !out || frame <= 0 || parent < 0 || user_frame < 0)
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    int64_t key[2] = {parent, frame};
+    if (r->closed || r->failed) {
+        rc = r->closed ? GT_ECLOSED : GT_EFAILED;
+        goto out;
+    }
+    const struct gt__intent *e = gt__inttab_find(&r->stacks, key);
+    if (e) {
+        *out = e->id;
+        goto out;
+    }
+    if ((rc = begin_write(r)) != 0)
+        goto out;
+    int64_t id = r->next_stack;
+    sqlite3_stmt *st = r->st[ST_STACK];
+    sqlite3_bind_int64(st, 1, id);
+    bind_id(st, 2, parent);
+    sqlite3_bind_int64(st, 3, frame);
+    bind_id(st, 4, user_frame);
+    if ((rc = step(r, ST_STACK, "intern stack", 0)) != 0)
+        goto out;
+    if (gt__inttab_add(&r->stacks, key, id, user_frame) != 0) {
+        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern stack)");
+        rc = fail(r, GT_ENOMEM);
+        goto out;
+    }
+    r->next_stack++;
+    *out = id;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *out)
+{
+    if (!r || !out)
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    int64_t key[1] = {os_tid};
+    if (r->closed || r->failed) {
+        rc = r->closed ? GT_ECLOSED : GT_EFAILED;
+        goto out;
+    }
+    const struct gt__intent *e = gt__inttab_find(&r->threads, key);
+    if (e) {
+        *out = e->id;
+        goto out;
+    }
+    if ((rc = begin_write(r)) != 0)
+        goto out;
+    int64_t id = r->next_thread;
+    sqlite3_stmt *st = r->st[ST_THREAD];
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, os_tid);
+    bind_str(st, 3, name);
+    if ((rc = step(r, ST_THREAD, "intern thread", 0)) != 0)
+        goto out;
+    if (gt__inttab_add(&r->threads, key, id, 0) != 0) {
+        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern thread)");
+        rc = fail(r, GT_ENOMEM);
+        goto out;
+    }
+    r->next_thread++;
+    *out = id;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+#define LOCKED_BEGIN(r)                \
+    pthread_mutex_lock(&(r)->mu);      \
+    int rc = begin_write(r);           \
+    if (rc)                            \
+        goto out
+
+#define LOCKED_END(r, what)                        \
+    if ((rc = step(r, st_id, what, 0)) != 0)       \
+        goto out;                                  \
+    rc = end_write(r);                             \
+    out:                                           \
+    pthread_mutex_unlock(&(r)->mu);                \
+    return rc
+
+int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
+{
+    if (!r || !op || !seq || op->name <= 0 || op->stack < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_OP;
+    int64_t s;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    s = ++r->seq;
+    sqlite3_bind_int64(st, 1, s);
+    sqlite3_bind_int64(st, 2, op->name);
+    sqlite3_bind_int(st, 3, op->phase);
+    sqlite3_bind_int(st, 4, op->grad_mode ? 1 : 0);
+    sqlite3_bind_int64(st, 5, op->thread);
+    bind_id(st, 6, op->stack);
+    if ((rc = step(r, st_id, "op", 0)) != 0)
+        goto out;
+    *seq = s;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_op_arg(gt_recorder *r, int64_t seq, int role, int pos, gt_id tensor, int64_t version)
+{
+    if (!r || seq <= 0 || role < GT_ROLE_INPUT || role > GT_ROLE_MUTATED || tensor <= 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_OP_ARG;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int(st, 2, role);
+    sqlite3_bind_int(st, 3, pos);
+    sqlite3_bind_int64(st, 4, tensor);
+    sqlite3_bind_int64(st, 5, version);
+    LOCKED_END(r, "op argument");
+}
+
+int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
+{
+    if (!r || id <= 0 || device <= 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_STORAGE;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, nbytes);
+    sqlite3_bind_int64(st, 3, device);
+    LOCKED_END(r, "storage");
+}
+
+/* "[1,2,3]" from n integers into buf (room for n * 21 + 3 bytes). */
+static size_t json_ints(char *buf, const int64_t *v, int n)
+{
+    size_t k = 0;
+    buf[k++] = '[';
+    for (int i = 0; i < n; i++) {
+        if (i)
+            buf[k++] = ',';
+        char tmp[24];
+        int t = 0;
+        uint64_t u = v[i] < 0 ? (uint64_t)0 - (uint64_t)v[i] : (uint64_t)v[i];
+        do {
+            tmp[t++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v[i] < 0)
+            buf[k++] = '-';
+        while (t)
+            buf[k++] = tmp[--t];
+    }
+    buf[k++] = ']';
+    buf[k] = '\0';
+    return k;
+}
+
+int gt_tensor(gt_recorder *r, const gt_tensor_info *t)
+{
+    if (!r || !t || t->id <= 0 || t->dtype <= 0 || t->ndim < 0 || t->ndim > 4096 ||
+        (t->ndim > 0 && (!t->shape || !t->strides)) || t->storage < 0)
+        return GT_EINVAL;
+    char small[2][32 * 21 + 3];
+    char *shape = small[0], *strides = small[1], *big = NULL;
+    if (t->ndim > 32) {
+        size_t each = (size_t)t->ndim * 21 + 3;
+        big = malloc(2 * each);
+        if (!big)
+            return GT_ENOMEM;
+        shape = big;
+        strides = big + each;
+    }
+    size_t nshape = json_ints(shape, t->shape, t->ndim);
+    size_t nstrides = json_ints(strides, t->strides, t->ndim);
+    const enum gt__stmt st_id = ST_TENSOR;
+    pthread_mutex_lock(&r->mu);
+    int rc = begin_write(r);
+    if (rc)
+        goto out;
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, t->id);
+    sqlite3_bind_int64(st, 2, ++r->seq);
+    bind_id(st, 3, t->storage);
+    sqlite3_bind_int64(st, 4, t->dtype);
+    sqlite3_bind_text(st, 5, shape, (int)nshape, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, strides, (int)nstrides, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 7, t->storage_offset);
+    sqlite3_bind_int(st, 8, t->requires_grad ? 1 : 0);
+    sqlite3_bind_int(st, 9, t->is_leaf ? 1 : 0);
+    bind_id(st, 10, t->created_by > 0 ? t->created_by : 0);
+    bind_id(st, 11, t->alias_of > 0 ? t->alias_of : 0);
+    sqlite3_bind_int(st, 12, t->alias_of > 0 && t->shares_version ? 1 : 0);
+    sqlite3_bind_int64(st, 13, t->version_counter > 0 ? t->version_counter : t->id);
+    rc = step(r, st_id, "tensor", 0);
+    sqlite3_bind_null(st, 5);
+    sqlite3_bind_null(st, 6);
+    if (rc)
+        goto out;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    free(big);
+    return rc;
+}
+
+int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version, int observed,
+                    int64_t *seq)
+{
+    if (!r || tensor <= 0 || op < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_BUMP;
+    int64_t s;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    s = ++r->seq;
+    sqlite3_bind_int64(st, 1, s);
+    bind_id(st, 2, op);
+    sqlite3_bind_int64(st, 3, tensor);
+    sqlite3_bind_int64(st, 4, version);
+    sqlite3_bind_int(st, 5, observed ? 1 : 0);
+    if ((rc = step(r, st_id, "version bump", 0)) != 0)
+        goto out;
+    if (seq)
+        *seq = s;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_node(gt_recorder *r, const gt_node_info *n)
+{
+    if (!r || !n || n->id <= 0 || n->name <= 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_NODE;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, n->id);
+    sqlite3_bind_int64(st, 2, ++r->seq);
+    sqlite3_bind_int64(st, 3, n->name);
+    bind_id(st, 4, n->op > 0 ? n->op : 0);
+    if (n->sequence_nr >= 0)
+        sqlite3_bind_int64(st, 5, n->sequence_nr);
+    else
+        sqlite3_bind_null(st, 5);
+    bind_id(st, 6, n->thread > 0 ? n->thread : 0);
+    bind_id(st, 7, n->variable > 0 ? n->variable : 0);
+    LOCKED_END(r, "node");
+}
+
+int gt_edge(gt_recorder *r, gt_id node, int pos, gt_id next, int input_nr)
+{
+    if (!r || node <= 0 || next < 0 || pos < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_EDGE;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, node);
+    sqlite3_bind_int(st, 2, pos);
+    bind_id(st, 3, next);
+    if (next > 0)
+        sqlite3_bind_int(st, 4, input_nr);
+    else
+        sqlite3_bind_null(st, 4);
+    LOCKED_END(r, "edge");
+}
+
+int gt_node_output(gt_recorder *r, gt_id node, int output_nr, gt_id tensor)
+{
+    if (!r || node <= 0 || tensor <= 0 || output_nr < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_NODE_OUTPUT;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, node);
+    sqlite3_bind_int(st, 2, output_nr);
+    sqlite3_bind_int64(st, 3, tensor);
+    LOCKED_END(r, "node output");
+}
+
+int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_t version,
+                    int is_output, int64_t nbytes, int64_t *seq)
+{
+    if (!r || node <= 0 || slot <= 0 || tensor < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_SAVED;
+    int64_t s;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    s = ++r->seq;
+    sqlite3_bind_int64(st, 1, s);
+    sqlite3_bind_int64(st, 2, node);
+    sqlite3_bind_int64(st, 3, slot);
+    bind_id(st, 4, tensor);
+    sqlite3_bind_int64(st, 5, version);
+    sqlite3_bind_int(st, 6, is_output ? 1 : 0);
+    if (nbytes >= 0)
+        sqlite3_bind_int64(st, 7, nbytes);
+    else
+        sqlite3_bind_null(st, 7);
+    if ((rc = step(r, st_id, "saved tensor", 0)) != 0)
+        goto out;
+    if (seq)
+        *seq = s;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id)
+{
+    if (!r || !b || !id || b->api <= 0 || b->stack < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_BW_BEGIN;
+    int64_t bid;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    bid = r->next_backward;
+    sqlite3_bind_int64(st, 1, bid);
+    sqlite3_bind_int64(st, 2, ++r->seq);
+    sqlite3_bind_int64(st, 3, b->api);
+    sqlite3_bind_int(st, 4, b->retain_graph ? 1 : 0);
+    sqlite3_bind_int(st, 5, b->create_graph ? 1 : 0);
+    bind_id(st, 6, b->thread > 0 ? b->thread : 0);
+    bind_id(st, 7, b->stack);
+    if ((rc = step(r, st_id, "backward call", 0)) != 0)
+        goto out;
+    r->next_backward++;
+    *id = bid;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_backward_root(gt_recorder *r, gt_id id, int pos, gt_id tensor, gt_id node)
+{
+    if (!r || id <= 0 || pos < 0 || tensor < 0 || node < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_BW_ROOT;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, pos);
+    bind_id(st, 3, tensor);
+    bind_id(st, 4, node);
+    LOCKED_END(r, "backward root");
+}
+
+int gt_backward_input(gt_recorder *r, gt_id id, int pos, gt_id tensor)
+{
+    if (!r || id <= 0 || pos < 0 || tensor <= 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_BW_INPUT;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int(st, 2, pos);
+    sqlite3_bind_int64(st, 3, tensor);
+    LOCKED_END(r, "backward input");
+}
+
+int gt_backward_end(gt_recorder *r, gt_id id, int ok)
+{
+    if (!r || id <= 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_BW_END;
+    LOCKED_BEGIN(r);
+    if (id >= r->next_backward) {
+        set_errmsg(r, "gradtrace: backward end: no backward call %" PRId64, id);
+        rc = GT_EINVAL;
+        goto out;
+    }
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, ++r->seq);
+    sqlite3_bind_text(st, 3, ok ? "ok" : "error", -1, SQLITE_STATIC);
+    LOCKED_END(r, "backward end");
+}
+
+int gt_node_exec(gt_recorder *r, gt_id backward, gt_id node)
+{
+    if (!r || backward <= 0 || node <= 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_NODE_EXEC;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, ++r->seq);
+    sqlite3_bind_int64(st, 2, backward);
+    sqlite3_bind_int64(st, 3, node);
+    LOCKED_END(r, "node execution");
+}
+
+int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
+             gt_id backward, int64_t *seq)
+{
+    if (!r || !type || stack < 0 || backward < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_ERROR;
+    gt_id tid;
+    int64_t s;
+    LOCKED_BEGIN(r);
+    if ((rc = intern_string_locked(r, type, strlen(type), &tid)) != 0)
+        goto out;
+    if ((rc = begin_write(r)) != 0) /* the interning may have committed */
+        goto out;
+    sqlite3_stmt *st = r->st[st_id];
+    s = ++r->seq;
+    sqlite3_bind_int64(st, 1, s);
+    sqlite3_bind_int64(st, 2, tid);
+    sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
+    bind_id(st, 4, stack);
+    bind_id(st, 5, backward);
+    if ((rc = step(r, st_id, "error", 0)) != 0)
+        goto out;
+    if (seq)
+        *seq = s;
+    rc = end_write(r);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name)
+{
+    if (!r || !name || seq < 0 || tensor <= 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_NAME;
+    gt_id nid;
+    LOCKED_BEGIN(r);
+    if ((rc = intern_string_locked(r, name, strlen(name), &nid)) != 0)
+        goto out;
+    if ((rc = begin_write(r)) != 0)
+        goto out;
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int64(st, 2, tensor);
+    sqlite3_bind_int64(st, 3, nid);
+    LOCKED_END(r, "name");
+}
+
+/* ---- internal, for tests and the benchmark ------------------------------ */
+
+size_t gt__recorder_intern_bytes(gt_recorder *r);
+
+size_t gt__recorder_intern_bytes(gt_recorder *r)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = gt__strtab_bytes(&r->strings) + gt__inttab_bytes(&r->frames) +
+               gt__inttab_bytes(&r->stacks) + gt__inttab_bytes(&r->threads);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
