@@ -1,12 +1,400 @@
-/* gradtrace sql: placeholder until its issue lands. */
+/*
+ * gradtrace sql TRACE [QUERY]: run SQL on a trace, read-only.
+ *
+ * The trace is opened read-only (gt_trace_open) and guarded three ways so a
+ * query can neither change it nor reach another file: an authorizer that
+ * refuses every write, ATTACH/DETACH and every PRAGMA that sets something
+ * (with a message naming what was refused), SQLITE_DBCONFIG_DEFENSIVE, and
+ * a check that each prepared statement is read-only (which also stops
+ * VACUUM INTO). Queries come from argv or, without one, from stdin, where
+ * they are split into statements with sqlite3_prepare's tail.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "table_out.h"
+#include "trace.h"
+
+typedef struct param {
+    const char *name;  /* as given, without a prefix or with one */
+    const char *value;
+} param;
+
+/* State of the authorizer: why it refused the last statement. */
+typedef struct guard {
+    char why[256];
+} guard;
+
+/* PRAGMAs whose argument names a table or index to read, not a value. */
+static const char *const read_pragmas_with_arg[] = {
+    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
+    "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check",
+};
+
+/* PRAGMAs that act even without an argument. */
+static const char *const acting_pragmas[] = {
+    "optimize", "wal_checkpoint", "incremental_vacuum", "shrink_memory",
+};
+
+static int in_list(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcasecmp(name, list[i]))
+            return 1;
+    return 0;
+}
+
+/* The verb of a write action, for the refusal message; *a1 is cleared when
+ * it does not name the object written. */
+static const char *write_verb(int action, const char **a1)
+{
+    const char *verb;
+    switch (action) {
+    case SQLITE_INSERT: verb = "INSERT into"; break;
+    case SQLITE_UPDATE: verb = "UPDATE of"; break;
+    case SQLITE_DELETE: verb = "DELETE from"; break;
+    case SQLITE_CREATE_TABLE:
+    case SQLITE_CREATE_TEMP_TABLE: verb = "CREATE TABLE"; break;
+    case SQLITE_CREATE_VIEW:
+    case SQLITE_CREATE_TEMP_VIEW: verb = "CREATE VIEW"; break;
+    case SQLITE_CREATE_INDEX:
+    case SQLITE_CREATE_TEMP_INDEX: verb = "CREATE INDEX"; break;
+    case SQLITE_CREATE_TRIGGER:
+    case SQLITE_CREATE_TEMP_TRIGGER: verb = "CREATE TRIGGER"; break;
+    case SQLITE_DROP_TABLE:
+    case SQLITE_DROP_TEMP_TABLE: verb = "DROP TABLE"; break;
+    case SQLITE_DROP_VIEW:
+    case SQLITE_DROP_TEMP_VIEW: verb = "DROP VIEW"; break;
+    case SQLITE_DROP_INDEX:
+    case SQLITE_DROP_TEMP_INDEX: verb = "DROP INDEX"; break;
+    case SQLITE_DROP_TRIGGER:
+    case SQLITE_DROP_TEMP_TRIGGER: verb = "DROP TRIGGER"; break;
+    case SQLITE_ALTER_TABLE: verb = "ALTER TABLE"; break;
+    case SQLITE_REINDEX: verb = "REINDEX"; break;
+    case SQLITE_ANALYZE: verb = "ANALYZE"; break;
+    case SQLITE_CREATE_VTABLE: verb = "CREATE VIRTUAL TABLE"; break;
+    case SQLITE_DROP_VTABLE: verb = "DROP of a virtual table"; break;
+    default: verb = "this statement"; *a1 = NULL; break;
+    }
+    return verb;
+}
+
+static int authorize(void *ud, int action, const char *a1, const char *a2,
+                     const char *db, const char *trigger)
+{
+    guard *g = ud;
+    (void)db;
+    (void)trigger;
+    switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_FUNCTION:
+    case SQLITE_RECURSIVE:
+    case SQLITE_TRANSACTION:
+    case SQLITE_SAVEPOINT:
+        return SQLITE_OK;
+    case SQLITE_PRAGMA:
+        if (in_list(a1, read_pragmas_with_arg,
+                    sizeof read_pragmas_with_arg / sizeof *read_pragmas_with_arg))
+            return SQLITE_OK;
+        if (!a2 && !in_list(a1, acting_pragmas,
+                            sizeof acting_pragmas / sizeof *acting_pragmas))
+            return SQLITE_OK;
+        snprintf(g->why, sizeof g->why,
+                 "PRAGMA %s%s%s would change the trace or the connection; "
+                 "only reading pragmas are allowed",
+                 a1, a2 ? " = " : "", a2 ? a2 : "");
+        return SQLITE_DENY;
+    case SQLITE_ATTACH:
+    case SQLITE_DETACH:
+        snprintf(g->why, sizeof g->why,
+                 "ATTACH and DETACH are not allowed: gradtrace sql reads one trace");
+        return SQLITE_DENY;
+    default: {
+        const char *verb = write_verb(action, &a1);
+        snprintf(g->why, sizeof g->why, "the trace is read-only: %s%s%s is not allowed",
+                 verb, a1 ? " " : "", a1 ? a1 : "");
+        return SQLITE_DENY;
+    }
+    }
+}
+
+/* Make a freshly opened trace connection safe for user SQL. */
+static int guard_connection(sqlite3 *db, guard *g)
+{
+    int on = 0;
+    sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+    if (sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on) != SQLITE_OK || !on)
+        return SQLITE_ERROR;
+    return sqlite3_set_authorizer(db, authorize, g);
+}
+
+/* Bind every parameter of `st` from the -p list: the integer, then the real
+ * number, that the whole value spells, else the text. Returns 0, or -1 with
+ * the name of a parameter that has no value in *missing. */
+static int bind_params(sqlite3_stmt *st, const param *ps, size_t n, const char **missing)
+{
+    int count = sqlite3_bind_parameter_count(st);
+    for (int k = 1; k <= count; k++) {
+        const char *pname = sqlite3_bind_parameter_name(st, k);
+        const param *p = NULL;
+        for (size_t i = 0; pname && i < n && !p; i++) {
+            const char *want = ps[i].name;
+            if (!strcmp(want, pname) ||
+                (strchr(":@$", pname[0]) && !strcmp(want, pname + 1)))
+                p = &ps[i];
+        }
+        if (!p) {
+            *missing = pname ? pname : "?";
+            return -1;
+        }
+        char *end;
+        errno = 0;
+        long long iv = strtoll(p->value, &end, 10);
+        if (*p->value && !*end && !errno) {
+            sqlite3_bind_int64(st, k, iv);
+            continue;
+        }
+        double dv = strtod(p->value, &end);
+        if (*p->value && !*end && !isspace((unsigned char)*p->value)) {
+            sqlite3_bind_double(st, k, dv);
+            continue;
+        }
+        sqlite3_bind_text(st, k, p->value, -1, SQLITE_STATIC);
+    }
+    return 0;
+}
+
+/* Read all of stdin into a NUL-terminated string; NULL on failure. */
+static char *read_stdin(void)
+{
+    size_t len = 0, cap = 4096;
+    char *s = malloc(cap);
+    while (s) {
+        size_t got = fread(s + len, 1, cap - len - 1, stdin);
+        len += got;
+        if (got == 0)
+            break;
+        if (len + 1 == cap) {
+            char *p = realloc(s, cap * 2);
+            if (!p) {
+                free(s);
+                return NULL;
+            }
+            s = p;
+            cap *= 2;
+        }
+    }
+    if (!s)
+        return NULL;
+    if (ferror(stdin)) {
+        free(s);
+        return NULL;
+    }
+    s[len] = '\0';
+    return s;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gradtrace sql [options] TRACE [QUERY]\n"
+            "\n"
+            "Run SQL on a trace, read-only. Without QUERY (or with '-') the\n"
+            "statements are read from stdin. Views such as op_log, mutations,\n"
+            "saved, invalidations and tensor_history are described in\n"
+            "schema/SCHEMA.md, with a cookbook of queries.\n"
+            "\n"
+            "options:\n"
+            "  --table             aligned columns (default when stdout is a terminal)\n"
+            "  --tsv               tab-separated (default otherwise)\n"
+            "  --csv               comma-separated values (RFC 4180)\n"
+            "  --json              one JSON array of objects per statement\n"
+            "  --header            print column names (default)\n"
+            "  --no-header         do not print column names\n"
+            "  --max-width N       table mode: cut cells longer than N characters\n"
+            "                      (default 60 on a terminal, 0 = never)\n"
+            "  -p, --param NAME=VALUE\n"
+            "                      bind :NAME (or @NAME, $NAME) in the queries\n"
+            "  -h, --help          show this help\n"
+            "\n"
+            "exit status: 0 success, 2 bad usage, unreadable trace, SQL error or\n"
+            "a statement refused because it would write\n");
+}
 
 int gt_cmd_sql(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "gradtrace: sql: not built yet\n");
-    return 2;
+    enum { OPT_TABLE = 256, OPT_TSV, OPT_CSV, OPT_JSON, OPT_HEADER, OPT_NO_HEADER,
+           OPT_MAX_WIDTH };
+    static const struct option longopts[] = {
+        {"table", no_argument, NULL, OPT_TABLE},
+        {"tsv", no_argument, NULL, OPT_TSV},
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"header", no_argument, NULL, OPT_HEADER},
+        {"no-header", no_argument, NULL, OPT_NO_HEADER},
+        {"max-width", required_argument, NULL, OPT_MAX_WIDTH},
+        {"param", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int tty = isatty(STDOUT_FILENO);
+    gt_table_opts o = {tty ? GT_OUT_TABLE : GT_OUT_TSV, 1, -1};
+    param *ps = NULL;
+    size_t nps = 0;
+    gt_trace *t = NULL;
+    char *input = NULL;
+    sqlite3_stmt *st = NULL;
+    guard g = {{0}};
+    char err[512];
+    int status = 2, c;
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:hp:", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_TABLE: o.mode = GT_OUT_TABLE; break;
+        case OPT_TSV: o.mode = GT_OUT_TSV; break;
+        case OPT_CSV: o.mode = GT_OUT_CSV; break;
+        case OPT_JSON: o.mode = GT_OUT_JSON; break;
+        case OPT_HEADER: o.header = 1; break;
+        case OPT_NO_HEADER: o.header = 0; break;
+        case OPT_MAX_WIDTH: {
+            char *end;
+            long w = strtol(optarg, &end, 10);
+            if (!*optarg || *end || w < 0 || w > 100000) {
+                fprintf(stderr, "gradtrace: sql: bad --max-width '%s': "
+                                "want a number of characters\n", optarg);
+                goto out;
+            }
+            o.max_width = (int)w;
+            break;
+        }
+        case 'p': {
+            const char *eq = strchr(optarg, '=');
+            param *p;
+            if (!eq || eq == optarg) {
+                fprintf(stderr, "gradtrace: sql: bad --param '%s': want NAME=VALUE\n",
+                        optarg);
+                goto out;
+            }
+            p = realloc(ps, (nps + 1) * sizeof *ps);
+            if (!p) {
+                fprintf(stderr, "gradtrace: sql: out of memory\n");
+                goto out;
+            }
+            ps = p;
+            /* NAME ends at '=': cut it there in argv, which we own now. */
+            optarg[eq - optarg] = '\0';
+            ps[nps].name = optarg;
+            ps[nps].value = eq + 1;
+            nps++;
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            status = 0;
+            goto out;
+        case ':':
+            fprintf(stderr, "gradtrace: sql: option '%s' needs a value\n",
+                    argv[optind - 1]);
+            usage(stderr);
+            goto out;
+        default:
+            fprintf(stderr, "gradtrace: sql: unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            goto out;
+        }
+    }
+    if (o.max_width < 0)
+        o.max_width = o.mode == GT_OUT_TABLE && tty ? 60 : 0;
+    if (argc - optind < 1 || argc - optind > 2) {
+        fprintf(stderr, "gradtrace: sql: want a trace and at most one query\n");
+        usage(stderr);
+        goto out;
+    }
+    const char *path = argv[optind];
+    const char *sql = argc - optind == 2 ? argv[optind + 1] : "-";
+    if (!strcmp(sql, "-")) {
+        if (!(input = read_stdin())) {
+            fprintf(stderr, "gradtrace: sql: cannot read queries from stdin: %s\n",
+                    strerror(errno ? errno : EIO));
+            goto out;
+        }
+        sql = input;
+    }
+
+    if (gt_trace_open(path, &t, err, sizeof err) != GT_OK) {
+        fprintf(stderr, "gradtrace: %s\n", err);
+        goto out;
+    }
+    sqlite3 *db = gt_trace_db(t);
+    if (guard_connection(db, &g) != SQLITE_OK) {
+        fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,
+                sqlite3_errmsg(db));
+        goto out;
+    }
+
+    int printed = 0;
+    const char *tail = sql;
+    while (*tail) {
+        const char *next = NULL;
+        g.why[0] = '\0';
+        int rc = sqlite3_prepare_v2(db, tail, -1, &st, &next);
+        if (rc != SQLITE_OK) {
+            if (g.why[0])
+                fprintf(stderr, "gradtrace: sql: refused: %s\n", g.why);
+            else
+                fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
+            goto out;
+        }
+        tail = next;
+        if (!st) /* only blanks or a comment */
+            continue;
+        if (!sqlite3_stmt_readonly(st)) {
+            fprintf(stderr, "gradtrace: sql: refused: the trace is read-only and "
+                            "this statement would write: %s\n", sqlite3_sql(st));
+            goto out;
+        }
+        const char *missing;
+        if (bind_params(st, ps, nps, &missing) != 0) {
+            fprintf(stderr, "gradtrace: sql: no value for parameter %s: "
+                            "give it with -p %s=VALUE\n",
+                    missing, missing + (strchr(":@$", missing[0]) ? 1 : 0));
+            goto out;
+        }
+        if (printed && sqlite3_column_count(st) && o.mode == GT_OUT_TABLE)
+            fputc('\n', stdout);
+        rc = gt_table_print(st, &o, stdout, NULL);
+        if (rc != SQLITE_OK) {
+            fflush(stdout);
+            fprintf(stderr, "gradtrace: sql: %s\n",
+                    rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+            goto out;
+        }
+        if (sqlite3_column_count(st))
+            printed = 1;
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "gradtrace: sql: cannot write the result: %s\n", strerror(errno));
+        goto out;
+    }
+    status = 0;
+out:
+    sqlite3_finalize(st);
+    gt_trace_close(t);
+    free(input);
+    free(ps);
+    return status;
 }

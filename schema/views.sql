@@ -1,6 +1,525 @@
--- Views over the raw tables (schema/SCHEMA.md documents their columns).
--- Created in every trace with IF NOT EXISTS; they keep their names and
--- columns across schema versions.
+-- Views over the raw tables: the stable, documented way to query a trace
+-- (schema/SCHEMA.md, "## Views", lists every column). Created in every trace
+-- with IF NOT EXISTS. Raw tables may grow; these views keep their names and
+-- columns (new columns are only ever appended).
+--
+-- Rules that keep them usable from any SQLite client (the sqlite3 shell,
+-- Python's sqlite3 and pandas, DuckDB's sqlite scanner):
+--   * plain SQL and SQLite's built-in functions only, no custom functions;
+--   * no ORDER BY inside a view: add your own (ORDER BY seq is the order in
+--     which things happened);
+--   * a "location" (file, line, function, code) is always the innermost frame
+--     of the USER's code on the stack of the event (stacks.user_frame), NULL
+--     when the event had no Python stack or no user frame on it;
+--   * `names` columns are the user's variable names bound to any tensor that
+--     shares the tensor's version counter (views and detach() of one tensor
+--     are one variable for autograd), joined with ', ' in the order they were
+--     first seen, NULL if none.
+
+-- One row per op the engine ran.
 CREATE VIEW IF NOT EXISTS op_log AS
-SELECT o.seq, s.text AS op, p.name AS phase, o.grad_mode
-FROM ops o JOIN strings s ON s.id = o.name JOIN phases p ON p.id = o.phase;
+SELECT o.seq,
+       so.text AS op,
+       p.name AS phase,
+       o.grad_mode,
+       o.thread,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code,
+       o.stack
+FROM ops o
+JOIN strings so ON so.id = o.name
+JOIN phases p ON p.id = o.phase
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
+-- One row per frame of every interned stack: depth 0 is the innermost frame.
+-- is_user is 1 for frames of the user's code. Filter by stack
+-- (op_log.stack, backward_log.stack, error_log.stack, ...).
+CREATE VIEW IF NOT EXISTS stack_frames AS
+WITH RECURSIVE walk(stack, depth, node) AS (
+    SELECT id, 0, id FROM stacks
+    UNION ALL
+    SELECT w.stack, w.depth + 1, s.parent
+    FROM walk w JOIN stacks s ON s.id = w.node
+    WHERE s.parent IS NOT NULL
+)
+SELECT w.stack,
+       w.depth,
+       s.frame,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code,
+       (s.user_frame IS NOT NULL AND s.user_frame = s.frame) AS is_user
+FROM walk w
+JOIN stacks s ON s.id = w.node
+JOIN frames fr ON fr.id = s.frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
+-- One row per (variable name, tensor) binding the recorder saw.
+CREATE VIEW IF NOT EXISTS variables AS
+SELECT sn.text AS name,
+       n.tensor,
+       n.seq,
+       t.version_counter,
+       t.storage,
+       sd.text AS dtype,
+       t.shape
+FROM names n
+JOIN strings sn ON sn.id = n.name
+LEFT JOIN tensors t ON t.id = n.tensor
+LEFT JOIN strings sd ON sd.id = t.dtype;
+
+-- One row per tensor, with its storage, creating op and variable names.
+CREATE VIEW IF NOT EXISTS tensor_info AS
+SELECT t.id AS tensor,
+       t.seq,
+       sd.text AS dtype,
+       t.shape,
+       t.strides,
+       t.storage_offset,
+       t.storage,
+       sdev.text AS device,
+       sg.nbytes AS storage_nbytes,
+       t.requires_grad,
+       t.is_leaf,
+       t.alias_of,
+       t.shares_version,
+       t.version_counter,
+       t.created_by,
+       so.text AS created_by_op,
+       (SELECT group_concat(name, ', ') FROM (
+            SELECT sn.text AS name, min(n.seq) AS first
+            FROM tensors t2
+            JOIN names n ON n.tensor = t2.id
+            JOIN strings sn ON sn.id = n.name
+            WHERE t2.version_counter = t.version_counter
+            GROUP BY sn.text ORDER BY first, name)) AS names,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code
+FROM tensors t
+LEFT JOIN strings sd ON sd.id = t.dtype
+LEFT JOIN storages sg ON sg.id = t.storage
+LEFT JOIN strings sdev ON sdev.id = sg.device
+LEFT JOIN ops o ON o.seq = t.created_by
+LEFT JOIN strings so ON so.id = o.name
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
+-- One row per version bump (an in-place write to a tensor's version
+-- counter), with the op and the user line that did it.
+CREATE VIEW IF NOT EXISTS mutations AS
+SELECT b.seq,
+       b.op AS op_seq,
+       so.text AS op,
+       b.tensor,
+       t.storage,
+       t.version_counter,
+       COALESCE(
+           (SELECT a.version FROM op_args a
+            WHERE a.op = b.op AND a.role = 2 AND a.tensor = b.tensor LIMIT 1),
+           (SELECT b2.version FROM version_bumps b2
+            JOIN tensors t2 ON t2.id = b2.tensor
+            WHERE t2.version_counter = t.version_counter AND b2.seq < b.seq
+            ORDER BY b2.seq DESC LIMIT 1),
+           b.version - 1) AS version_before,
+       b.version AS version_after,
+       b.observed,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code,
+       (SELECT group_concat(name, ', ') FROM (
+            SELECT sn.text AS name, min(n.seq) AS first
+            FROM tensors t2
+            JOIN names n ON n.tensor = t2.id
+            JOIN strings sn ON sn.id = n.name
+            WHERE t2.version_counter = t.version_counter
+            GROUP BY sn.text ORDER BY first, name)) AS names
+FROM version_bumps b
+LEFT JOIN tensors t ON t.id = b.tensor
+LEFT JOIN ops o ON o.seq = b.op
+LEFT JOIN strings so ON so.id = o.name
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
+-- One row per tensor saved for backward by an autograd node. The location
+-- is the user line of the op that created the node (the line that saved it).
+CREATE VIEW IF NOT EXISTS saved AS
+SELECT s.seq,
+       s.node,
+       sn.text AS node_name,
+       ss.text AS slot,
+       s.tensor,
+       sd.text AS dtype,
+       t.shape,
+       s.nbytes,
+       s.version AS saved_version,
+       s.is_output,
+       t.storage,
+       t.version_counter,
+       nd.op AS op_seq,
+       so.text AS op,
+       (SELECT group_concat(name, ', ') FROM (
+            SELECT sv.text AS name, min(n.seq) AS first
+            FROM tensors t2
+            JOIN names n ON n.tensor = t2.id
+            JOIN strings sv ON sv.id = n.name
+            WHERE t2.version_counter = t.version_counter
+            GROUP BY sv.text ORDER BY first, name)) AS names,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code
+FROM saved_tensors s
+JOIN nodes nd ON nd.id = s.node
+JOIN strings sn ON sn.id = nd.name
+JOIN strings ss ON ss.id = s.slot
+LEFT JOIN tensors t ON t.id = s.tensor
+LEFT JOIN strings sd ON sd.id = t.dtype
+LEFT JOIN ops o ON o.seq = nd.op
+LEFT JOIN strings so ON so.id = o.name
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
+-- Bytes held by saved tensors, one row per node type.
+CREATE VIEW IF NOT EXISTS saved_memory AS
+SELECT sn.text AS node_name,
+       count(DISTINCT s.node) AS nodes,
+       count(*) AS saved,
+       count(DISTINCT s.tensor) AS tensors,
+       COALESCE(sum(s.nbytes), 0) AS nbytes,
+       max(s.nbytes) AS max_nbytes
+FROM saved_tensors s
+JOIN nodes nd ON nd.id = s.node
+JOIN strings sn ON sn.id = nd.name
+GROUP BY sn.text;
+
+-- The nodes each backward call reaches: its roots' grad_fn nodes and every
+-- node reachable from them along edges. depth is the shortest edge distance.
+CREATE VIEW IF NOT EXISTS backward_reach AS
+WITH RECURSIVE reach(backward, node, depth) AS (
+    SELECT backward, node, 0 FROM backward_roots WHERE node IS NOT NULL
+    UNION
+    SELECT r.backward, e.next, r.depth + 1
+    FROM reach r JOIN edges e ON e.node = r.node
+    WHERE e.next IS NOT NULL
+)
+SELECT r.backward, r.node, sn.text AS node_name, min(r.depth) AS depth
+FROM reach r
+JOIN nodes nd ON nd.id = r.node
+JOIN strings sn ON sn.id = nd.name
+GROUP BY r.backward, r.node;
+
+-- The diagnosis in SQL: every saved tensor whose version counter moved
+-- between its save and a backward call that reaches its node, with one row
+-- per mutation in between (mutation columns are NULL if the counter moved
+-- without a recorded bump). file/line/function/code locate the mutation;
+-- saved_* the line that saved the tensor; backward_* the backward call.
+CREATE VIEW IF NOT EXISTS invalidations AS
+WITH RECURSIVE reach(backward, node) AS (
+    SELECT backward, node FROM backward_roots WHERE node IS NOT NULL
+    UNION
+    SELECT r.backward, e.next
+    FROM reach r JOIN edges e ON e.node = r.node
+    WHERE e.next IS NOT NULL
+),
+checked AS (
+    SELECT b.id AS backward,
+           b.seq AS backward_seq,
+           b.stack AS backward_stack,
+           s.seq AS saved_seq,
+           s.node,
+           s.slot,
+           s.tensor,
+           s.version AS saved_version,
+           t.version_counter,
+           COALESCE(
+               (SELECT vb.version FROM version_bumps vb
+                JOIN tensors tv ON tv.id = vb.tensor
+                WHERE tv.version_counter = t.version_counter
+                  AND vb.seq > s.seq AND vb.seq < b.seq
+                ORDER BY vb.seq DESC LIMIT 1),
+               s.version) AS version_at_backward
+    FROM reach r
+    JOIN backward_calls b ON b.id = r.backward
+    JOIN saved_tensors s ON s.node = r.node AND s.seq < b.seq
+    JOIN tensors t ON t.id = s.tensor
+)
+SELECT c.backward,
+       c.backward_seq,
+       bff.text AS backward_file,
+       bfr.line AS backward_line,
+       c.node,
+       sn.text AS node_name,
+       c.saved_seq,
+       ss.text AS slot,
+       c.tensor,
+       (SELECT group_concat(name, ', ') FROM (
+            SELECT sv.text AS name, min(n.seq) AS first
+            FROM tensors t2
+            JOIN names n ON n.tensor = t2.id
+            JOIN strings sv ON sv.id = n.name
+            WHERE t2.version_counter = c.version_counter
+            GROUP BY sv.text ORDER BY first, name)) AS names,
+       c.saved_version,
+       c.version_at_backward,
+       sff.text AS saved_file,
+       sfr.line AS saved_line,
+       sfc.text AS saved_code,
+       m.seq AS mutation_seq,
+       m.op AS op_seq,
+       mo.text AS op,
+       m.tensor AS mutated_tensor,
+       m.version AS version_after,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code
+FROM checked c
+JOIN nodes nd ON nd.id = c.node
+JOIN strings sn ON sn.id = nd.name
+JOIN strings ss ON ss.id = c.slot
+LEFT JOIN stacks bst ON bst.id = c.backward_stack
+LEFT JOIN frames bfr ON bfr.id = bst.user_frame
+LEFT JOIN strings bff ON bff.id = bfr.file
+LEFT JOIN ops so ON so.seq = nd.op
+LEFT JOIN stacks sst ON sst.id = so.stack
+LEFT JOIN frames sfr ON sfr.id = sst.user_frame
+LEFT JOIN strings sff ON sff.id = sfr.file
+LEFT JOIN strings sfc ON sfc.id = sfr.code
+LEFT JOIN (version_bumps m JOIN tensors tm ON tm.id = m.tensor)
+       ON tm.version_counter = c.version_counter
+      AND m.seq > c.saved_seq AND m.seq < c.backward_seq
+      AND m.version > c.saved_version
+LEFT JOIN ops o ON o.seq = m.op
+LEFT JOIN strings mo ON mo.id = o.name
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code
+WHERE c.version_at_backward <> c.saved_version;
+
+-- One row per event that touched a tensor. kind is one of: created (first
+-- seen; op is the op that output it), read (an op's input), written (an
+-- op's mutated argument; version is the value before the op), bump (its
+-- version counter moved; version is the value after), saved (saved for
+-- backward; op is the node name, detail the slot), name (bound to a
+-- variable; detail is the name), root (a backward call started from it; op
+-- is the API). Filter by tensor, or by version_counter for all its aliases.
+CREATE VIEW IF NOT EXISTS tensor_history AS
+SELECT t.id AS tensor, t.version_counter, t.seq, 'created' AS kind,
+       so.text AS op, NULL AS version, NULL AS detail,
+       ff.text AS file, fr.line, fn.text AS function, fc.text AS code
+FROM tensors t
+LEFT JOIN ops o ON o.seq = t.created_by
+LEFT JOIN strings so ON so.id = o.name
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code
+UNION ALL
+SELECT a.tensor, t.version_counter, a.op,
+       CASE a.role WHEN 0 THEN 'read' ELSE 'written' END,
+       so.text, a.version, NULL,
+       ff.text, fr.line, fn.text, fc.text
+FROM op_args a
+JOIN ops o ON o.seq = a.op
+JOIN strings so ON so.id = o.name
+LEFT JOIN tensors t ON t.id = a.tensor
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code
+WHERE a.role IN (0, 2)
+UNION ALL
+SELECT b.tensor, t.version_counter, b.seq, 'bump',
+       so.text, b.version, CASE WHEN b.observed THEN 'observed' END,
+       ff.text, fr.line, fn.text, fc.text
+FROM version_bumps b
+LEFT JOIN tensors t ON t.id = b.tensor
+LEFT JOIN ops o ON o.seq = b.op
+LEFT JOIN strings so ON so.id = o.name
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code
+UNION ALL
+SELECT s.tensor, t.version_counter, s.seq, 'saved',
+       sn.text, s.version, ss.text,
+       ff.text, fr.line, fn.text, fc.text
+FROM saved_tensors s
+JOIN nodes nd ON nd.id = s.node
+JOIN strings sn ON sn.id = nd.name
+JOIN strings ss ON ss.id = s.slot
+LEFT JOIN tensors t ON t.id = s.tensor
+LEFT JOIN ops o ON o.seq = nd.op
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code
+WHERE s.tensor IS NOT NULL
+UNION ALL
+SELECT n.tensor, t.version_counter, n.seq, 'name',
+       so.text, NULL, sv.text,
+       ff.text, fr.line, fn.text, fc.text
+FROM names n
+JOIN strings sv ON sv.id = n.name
+LEFT JOIN tensors t ON t.id = n.tensor
+LEFT JOIN ops o ON o.seq = n.seq
+LEFT JOIN strings so ON so.id = o.name
+LEFT JOIN stacks st ON st.id = o.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code
+UNION ALL
+SELECT r.tensor, t.version_counter, b.seq, 'root',
+       sa.text, NULL, 'backward ' || b.id,
+       ff.text, fr.line, fn.text, fc.text
+FROM backward_roots r
+JOIN backward_calls b ON b.id = r.backward
+JOIN strings sa ON sa.id = b.api
+LEFT JOIN tensors t ON t.id = r.tensor
+LEFT JOIN stacks st ON st.id = b.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code
+WHERE r.tensor IS NOT NULL;
+
+-- One row per backward call: how it was called, how it ended, from where.
+CREATE VIEW IF NOT EXISTS backward_log AS
+SELECT b.id,
+       b.seq,
+       b.end_seq,
+       sa.text AS api,
+       b.status,
+       b.retain_graph,
+       b.create_graph,
+       (SELECT count(*) FROM backward_roots r WHERE r.backward = b.id) AS roots,
+       (SELECT count(*) FROM backward_inputs i WHERE i.backward = b.id) AS inputs,
+       (SELECT count(*) FROM node_execs x WHERE x.backward = b.id) AS nodes_run,
+       (SELECT se.text FROM errors e JOIN strings se ON se.id = e.type
+        WHERE e.backward = b.id ORDER BY e.seq LIMIT 1) AS error_type,
+       (SELECT e.message FROM errors e
+        WHERE e.backward = b.id ORDER BY e.seq LIMIT 1) AS error,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code,
+       b.stack
+FROM backward_calls b
+JOIN strings sa ON sa.id = b.api
+LEFT JOIN stacks st ON st.id = b.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
+-- One row per exception the recorder saw.
+CREATE VIEW IF NOT EXISTS error_log AS
+SELECT e.seq,
+       se.text AS type,
+       e.message,
+       e.backward,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code,
+       e.stack
+FROM errors e
+JOIN strings se ON se.id = e.type
+LEFT JOIN stacks st ON st.id = e.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
+-- The autograd graph's edges with node names on both ends.
+CREATE VIEW IF NOT EXISTS graph_edges AS
+SELECT e.node,
+       sa.text AS node_name,
+       e.pos,
+       e.next,
+       sb.text AS next_name,
+       e.input_nr
+FROM edges e
+JOIN nodes na ON na.id = e.node
+JOIN strings sa ON sa.id = na.name
+LEFT JOIN nodes nb ON nb.id = e.next
+LEFT JOIN strings sb ON sb.id = nb.name;
+
+-- Every event of the trace, one row per seq, whatever its kind: op, tensor,
+-- bump, node, saved, backward, node_exec, error. what names it (op name,
+-- dtype+shape, node name, slot, API, error type); tensor and node are set
+-- where they apply. The location is the event's user line, as elsewhere.
+CREATE VIEW IF NOT EXISTS events AS
+SELECT u.seq, u.kind, u.what, u.tensor, u.node,
+       ff.text AS file, fr.line, fn.text AS function, fc.text AS code, u.stack
+FROM (
+SELECT o.seq, 'op' AS kind, so.text AS what, NULL AS tensor, NULL AS node,
+       o.stack AS stack
+FROM ops o JOIN strings so ON so.id = o.name
+UNION ALL
+SELECT t.seq, 'tensor', sd.text || t.shape, t.id, NULL, o.stack
+FROM tensors t
+LEFT JOIN strings sd ON sd.id = t.dtype
+LEFT JOIN ops o ON o.seq = t.created_by
+UNION ALL
+SELECT b.seq, 'bump', so.text, b.tensor, NULL, o.stack
+FROM version_bumps b
+LEFT JOIN ops o ON o.seq = b.op
+LEFT JOIN strings so ON so.id = o.name
+UNION ALL
+SELECT nd.seq, 'node', sn.text, NULL, nd.id, o.stack
+FROM nodes nd
+JOIN strings sn ON sn.id = nd.name
+LEFT JOIN ops o ON o.seq = nd.op
+UNION ALL
+SELECT s.seq, 'saved', sn.text || '.' || ss.text, s.tensor, s.node, o.stack
+FROM saved_tensors s
+JOIN nodes nd ON nd.id = s.node
+JOIN strings sn ON sn.id = nd.name
+JOIN strings ss ON ss.id = s.slot
+LEFT JOIN ops o ON o.seq = nd.op
+UNION ALL
+SELECT b.seq, 'backward', sa.text, NULL, NULL, b.stack
+FROM backward_calls b JOIN strings sa ON sa.id = b.api
+UNION ALL
+SELECT x.seq, 'node_exec', sn.text, NULL, x.node, NULL
+FROM node_execs x
+JOIN nodes nd ON nd.id = x.node
+JOIN strings sn ON sn.id = nd.name
+UNION ALL
+SELECT e.seq, 'error', se.text, NULL, NULL, e.stack
+FROM errors e JOIN strings se ON se.id = e.type
+) u
+LEFT JOIN stacks st ON st.id = u.stack
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
