@@ -1,12 +1,338 @@
-/* gradtrace info: placeholder until its issue lands. */
+/*
+ * gradtrace info TRACE [--json]: the summary a user looks at first.
+ *
+ * What ran (engine, versions, command line), how it ended (status, exit
+ * code, duration), how many rows each table holds, every backward call with
+ * its status and user line, and every error with its type, message and
+ * line. The text and the JSON say the same things; the JSON is built by one
+ * SQL query with SQLite's json functions, the text by a few small queries.
+ * Both read the views backward_log and error_log (schema/views.sql).
+ */
+#include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "trace.h"
+
+/* The tables counted, in the order they are shown. Constant names only:
+ * they are pasted into SQL text. */
+static const char *const counted[] = {
+    "ops", "op_args", "tensors", "storages", "version_bumps", "nodes", "edges",
+    "node_outputs", "saved_tensors", "backward_calls", "backward_roots",
+    "backward_inputs", "node_execs", "errors", "names", "threads", "stacks",
+    "frames", "strings",
+};
+#define N_COUNTED (sizeof counted / sizeof *counted)
+
+/* The highest seq of any event table: the number of events recorded. */
+#define EVENTS_SQL                                                            \
+    "SELECT max(m) FROM (SELECT max(seq) AS m FROM ops"                       \
+    " UNION ALL SELECT max(seq) FROM tensors"                                 \
+    " UNION ALL SELECT max(seq) FROM version_bumps"                           \
+    " UNION ALL SELECT max(seq) FROM nodes"                                   \
+    " UNION ALL SELECT max(seq) FROM saved_tensors"                           \
+    " UNION ALL SELECT max(end_seq) FROM backward_calls"                      \
+    " UNION ALL SELECT max(seq) FROM backward_calls"                          \
+    " UNION ALL SELECT max(seq) FROM node_execs"                              \
+    " UNION ALL SELECT max(seq) FROM errors)"
+
+/* The run row, with argv as one line and the duration in seconds. */
+#define RUN_SQL                                                               \
+    "SELECT gradtrace_version, schema_version, engine, engine_version,"       \
+    " python_version,"                                                        \
+    " CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"               \
+    "  THEN (SELECT group_concat(value, ' ') FROM json_each(run.argv))"       \
+    "  ELSE argv END,"                                                        \
+    " cwd, pid, host, status, exit_code, signal,"                             \
+    " CASE WHEN end_ns IS NOT NULL THEN (end_ns - start_ns) / 1e9 END,"       \
+    " datetime(start_ns / 1000000000, 'unixepoch')"                           \
+    " FROM run WHERE id = 1"
+
+#define BACKWARD_SQL                                                          \
+    "SELECT id, api, status, file, line, code, error_type, error, roots,"     \
+    " nodes_run FROM backward_log ORDER BY id"
+
+#define ERRORS_SQL                                                            \
+    "SELECT type, message, file, line, code, backward FROM error_log"         \
+    " ORDER BY seq"
+
+/* The whole summary as one JSON object (?1 = path, ?2 = partial). */
+static const char json_head[] =
+    "SELECT json_object("
+    " 'trace', ?1,"
+    " 'partial', json(CASE WHEN ?2 THEN 'true' ELSE 'false' END),"
+    " 'run', (SELECT json_object("
+    "   'gradtrace_version', gradtrace_version,"
+    "   'schema_version', schema_version,"
+    "   'engine', engine, 'engine_version', engine_version,"
+    "   'python_version', python_version,"
+    "   'argv', CASE WHEN json_valid(argv) THEN json(argv) ELSE argv END,"
+    "   'cwd', cwd, 'pid', pid, 'rank', rank, 'host', host,"
+    "   'status', status, 'exit_code', exit_code, 'signal', signal,"
+    "   'start_ns', start_ns, 'end_ns', end_ns,"
+    "   'duration_s', CASE WHEN end_ns IS NOT NULL"
+    "                 THEN (end_ns - start_ns) / 1e9 END,"
+    "   'options', CASE WHEN json_valid(options) THEN json(options) ELSE options END)"
+    "  FROM run WHERE id = 1),"
+    " 'events', (" EVENTS_SQL "),"
+    " 'backward_calls', (SELECT json_group_array(json(o)) FROM ("
+    "   SELECT json_object('id', id, 'api', api, 'status', status,"
+    "    'retain_graph', retain_graph, 'create_graph', create_graph,"
+    "    'roots', roots, 'nodes_run', nodes_run,"
+    "    'file', file, 'line', line, 'code', code,"
+    "    'error_type', error_type, 'error', error) AS o"
+    "   FROM backward_log ORDER BY id)),"
+    " 'errors', (SELECT json_group_array(json(o)) FROM ("
+    "   SELECT json_object('seq', seq, 'type', type, 'message', message,"
+    "    'backward', backward, 'file', file, 'line', line,"
+    "    'function', function, 'code', code) AS o"
+    "   FROM error_log ORDER BY seq)),"
+    " 'counts', json_object(";
+
+/* Build the JSON query: json_head, then 'name', (SELECT count(*) FROM name)
+ * for every counted table. Returns a malloc'd string or NULL. */
+static char *json_sql(void)
+{
+    size_t cap = sizeof json_head + 16;
+    for (size_t i = 0; i < N_COUNTED; i++)
+        cap += 2 * strlen(counted[i]) + 40;
+    char *s = malloc(cap);
+    if (!s)
+        return NULL;
+    size_t n = (size_t)snprintf(s, cap, "%s", json_head);
+    for (size_t i = 0; i < N_COUNTED; i++)
+        n += (size_t)snprintf(s + n, cap - n, "%s'%s', (SELECT count(*) FROM %s)",
+                              i ? ", " : "", counted[i], counted[i]);
+    snprintf(s + n, cap - n, "))");
+    return s;
+}
+
+static const char *col(sqlite3_stmt *st, int i)
+{
+    const char *s = (const char *)sqlite3_column_text(st, i);
+    return s ? s : "";
+}
+
+static int print_json(gt_trace *t, FILE *out)
+{
+    sqlite3 *db = gt_trace_db(t);
+    sqlite3_stmt *st = NULL;
+    char *sql = json_sql();
+    int rc = SQLITE_NOMEM;
+    if (!sql)
+        goto out;
+    rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        goto out;
+    sqlite3_bind_text(st, 1, gt_trace_path(t), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, gt_trace_partial(t));
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        fprintf(out, "%s\n", col(st, 0));
+        rc = SQLITE_OK;
+    }
+out:
+    sqlite3_finalize(st);
+    free(sql);
+    return rc;
+}
+
+/* Print `msg` with every line after the first indented by `indent`. */
+static void put_indented(FILE *out, const char *msg, const char *indent)
+{
+    for (; *msg; msg++) {
+        fputc(*msg, out);
+        if (*msg == '\n' && msg[1])
+            fputs(indent, out);
+    }
+}
+
+static int print_text(gt_trace *t, FILE *out)
+{
+    sqlite3 *db = gt_trace_db(t);
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    /* run */
+    if ((rc = sqlite3_prepare_v2(db, RUN_SQL, -1, &st, NULL)) != SQLITE_OK)
+        goto out;
+    if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
+        rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
+        goto out;
+    }
+    fprintf(out, "trace      %s (schema %d, written by gradtrace %s)\n",
+            gt_trace_path(t), sqlite3_column_int(st, 1), col(st, 0));
+    fprintf(out, "engine     %s %s", sqlite3_column_type(st, 2) == SQLITE_NULL
+                                         ? "unknown" : col(st, 2), col(st, 3));
+    if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+        fprintf(out, ", python %s", col(st, 4));
+    fputc('\n', out);
+    if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+        fprintf(out, "command    %s\n", col(st, 5));
+    if (sqlite3_column_type(st, 6) != SQLITE_NULL)
+        fprintf(out, "cwd        %s\n", col(st, 6));
+    fprintf(out, "started    %s UTC", col(st, 13));
+    if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+        fprintf(out, ", pid %s", col(st, 7));
+    if (sqlite3_column_type(st, 8) != SQLITE_NULL)
+        fprintf(out, " on %s", col(st, 8));
+    fputc('\n', out);
+    const char *status = col(st, 9);
+    fprintf(out, "status     %s", status);
+    if (sqlite3_column_type(st, 10) != SQLITE_NULL)
+        fprintf(out, ", exit code %d", sqlite3_column_int(st, 10));
+    if (sqlite3_column_int(st, 11))
+        fprintf(out, ", signal %d", sqlite3_column_int(st, 11));
+    if (sqlite3_column_type(st, 12) != SQLITE_NULL)
+        fprintf(out, ", %.3f s", sqlite3_column_double(st, 12));
+    fputc('\n', out);
+    if (gt_trace_partial(t))
+        fprintf(out, "           partial trace: the recording did not finish (killed, or "
+                     "still running);\n           it holds every batch committed until "
+                     "then\n");
+    sqlite3_finalize(st);
+    st = NULL;
+
+    /* events and counts */
+    if ((rc = sqlite3_prepare_v2(db, EVENTS_SQL, -1, &st, NULL)) != SQLITE_OK)
+        goto out;
+    if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+        goto out;
+    fprintf(out, "events     %" PRId64 "\n", (int64_t)sqlite3_column_int64(st, 0));
+    sqlite3_finalize(st);
+    st = NULL;
+    fprintf(out, "\nrows per table\n");
+    for (size_t i = 0; i < N_COUNTED; i++) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", counted[i]);
+        if ((rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) != SQLITE_OK)
+            goto out;
+        if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+            goto out;
+        fprintf(out, "  %-16s %10" PRId64 "\n", counted[i],
+                (int64_t)sqlite3_column_int64(st, 0));
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+
+    /* backward calls */
+    if ((rc = sqlite3_prepare_v2(db, BACKWARD_SQL, -1, &st, NULL)) != SQLITE_OK)
+        goto out;
+    int n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!n++)
+            fprintf(out, "\nbackward calls\n");
+        fprintf(out, "  #%d %s  %s", sqlite3_column_int(st, 0), col(st, 1), col(st, 2));
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL)
+            fprintf(out, "  %s:%d", col(st, 3), sqlite3_column_int(st, 4));
+        if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+            fprintf(out, "  %s", col(st, 5));
+        fprintf(out, "\n      %d root%s, %d node%s run\n", sqlite3_column_int(st, 8),
+                sqlite3_column_int(st, 8) == 1 ? "" : "s", sqlite3_column_int(st, 9),
+                sqlite3_column_int(st, 9) == 1 ? "" : "s");
+    }
+    if (rc != SQLITE_DONE)
+        goto out;
+    if (!n)
+        fprintf(out, "\nbackward calls: none\n");
+    sqlite3_finalize(st);
+    st = NULL;
+
+    /* errors */
+    if ((rc = sqlite3_prepare_v2(db, ERRORS_SQL, -1, &st, NULL)) != SQLITE_OK)
+        goto out;
+    n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!n++)
+            fprintf(out, "\nerrors\n");
+        fprintf(out, "  %s", col(st, 0));
+        if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+            fprintf(out, " at %s:%d", col(st, 2), sqlite3_column_int(st, 3));
+        if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+            fprintf(out, " (in backward #%d)", sqlite3_column_int(st, 5));
+        fputc('\n', out);
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+            fprintf(out, "    %s\n", col(st, 4));
+        fputs("    ", out);
+        put_indented(out, col(st, 1), "    ");
+        fputc('\n', out);
+    }
+    if (rc != SQLITE_DONE)
+        goto out;
+    if (!n)
+        fprintf(out, "\nerrors: none\n");
+    rc = SQLITE_OK;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gradtrace info [--json] TRACE\n"
+            "\n"
+            "Summarise a trace: what ran and how it ended, rows per table,\n"
+            "backward calls with their status and line, errors.\n"
+            "\n"
+            "options:\n"
+            "  --json      one JSON object instead of text\n"
+            "  -h, --help  show this help\n");
+}
 
 int gt_cmd_info(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "gradtrace: info: not built yet\n");
-    return 2;
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    gt_trace *t = NULL;
+    char err[512];
+    int json = 0, status = 2, c;
+
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fprintf(stderr, "gradtrace: info: unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "gradtrace: info: want exactly one trace\n");
+        usage(stderr);
+        return 2;
+    }
+    if (gt_trace_open(argv[optind], &t, err, sizeof err) != GT_OK) {
+        fprintf(stderr, "gradtrace: %s\n", err);
+        return 2;
+    }
+    int rc = json ? print_json(t, stdout) : print_text(t, stdout);
+    if (rc != SQLITE_OK) {
+        fprintf(stderr, "gradtrace: info: cannot read %s: %s\n", argv[optind],
+                rc == SQLITE_CORRUPT ? "no run row" : sqlite3_errmsg(gt_trace_db(t)));
+        goto out;
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "gradtrace: info: cannot write the summary\n");
+        goto out;
+    }
+    status = 0;
+out:
+    gt_trace_close(t);
+    return status;
 }

@@ -58,6 +58,12 @@ static int in_list(const char *name, const char *const *list, size_t n)
 static const char *write_verb(int action, const char **a1)
 {
     const char *verb;
+    if ((action == SQLITE_INSERT || action == SQLITE_DELETE) && *a1 &&
+        (!strcmp(*a1, "sqlite_master") || !strcmp(*a1, "sqlite_temp_master"))) {
+        /* the first step of CREATE and DROP statements */
+        *a1 = NULL;
+        return "changing the schema (CREATE, DROP)";
+    }
     switch (action) {
     case SQLITE_INSERT: verb = "INSERT into"; break;
     case SQLITE_UPDATE: verb = "UPDATE of"; break;
@@ -94,6 +100,8 @@ static int authorize(void *ud, int action, const char *a1, const char *a2,
     guard *g = ud;
     (void)db;
     (void)trigger;
+    if (g->why[0]) /* keep the first reason: it names what the user wrote */
+        return SQLITE_DENY;
     switch (action) {
     case SQLITE_SELECT:
     case SQLITE_READ:
@@ -102,6 +110,15 @@ static int authorize(void *ud, int action, const char *a1, const char *a2,
     case SQLITE_TRANSACTION:
     case SQLITE_SAVEPOINT:
         return SQLITE_OK;
+    case SQLITE_UPDATE:
+        /* Using a table-valued function (json_each, pragma_table_info)
+         * asks for UPDATE of sqlite_master columns when SQLite sets the
+         * virtual table up. A real UPDATE of sqlite_master is still stopped:
+         * writable_schema is off, the statement is not read-only (checked
+         * after prepare) and the connection is read-only. */
+        if (a1 && (!strcmp(a1, "sqlite_master") || !strcmp(a1, "sqlite_temp_master")))
+            return SQLITE_OK;
+        break;
     case SQLITE_PRAGMA:
         if (in_list(a1, read_pragmas_with_arg,
                     sizeof read_pragmas_with_arg / sizeof *read_pragmas_with_arg))
@@ -119,13 +136,13 @@ static int authorize(void *ud, int action, const char *a1, const char *a2,
         snprintf(g->why, sizeof g->why,
                  "ATTACH and DETACH are not allowed: gradtrace sql reads one trace");
         return SQLITE_DENY;
-    default: {
-        const char *verb = write_verb(action, &a1);
-        snprintf(g->why, sizeof g->why, "the trace is read-only: %s%s%s is not allowed",
-                 verb, a1 ? " " : "", a1 ? a1 : "");
-        return SQLITE_DENY;
+    default:
+        break;
     }
-    }
+    const char *verb = write_verb(action, &a1);
+    snprintf(g->why, sizeof g->why, "the trace is read-only: %s%s%s is not allowed", verb,
+             a1 ? " " : "", a1 ? a1 : "");
+    return SQLITE_DENY;
 }
 
 /* Make a freshly opened trace connection safe for user SQL. */
