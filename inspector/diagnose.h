@@ -46,6 +46,15 @@ typedef struct gt_finding {
     size_t n_mutations;
     gt_mutation *mutations; /* in order; owned by the finding */
     char *suggestion;      /* owned by the finding */
+    /* Added after the first contract (same meaning forever): */
+    int64_t error_seq;     /* errors.seq of the error this finding explains
+                            * (the backward's error, or the leaf op's), 0 if none */
+    int matches_error;     /* 1: dtype, shape and versions equal the error
+                            * message's; 0: they differ; -1: nothing to compare */
+    int64_t stack;         /* stacks.id where it happened when there is no node
+                            * (leaf_inplace: where the op raised), else 0 */
+    int64_t op;            /* leaf_inplace: ops.seq of the in-place op if it was
+                            * recorded, else 0 */
 } gt_finding;
 
 typedef struct gt_findings {

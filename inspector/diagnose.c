@@ -1,0 +1,945 @@
+/* Diagnosis: replay every backward call and report what broke it; see
+ * diagnose.h for the contract and replay.h for the engine model. */
+#include "diagnose.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gradtrace/recorder.h>
+
+#include "replay.h"
+
+const char *gt_finding_kind_name(int kind)
+{
+    switch (kind) {
+    case GT_FINDING_INPLACE_INVALIDATED_SAVED:
+        return "inplace_invalidated_saved";
+    case GT_FINDING_SILENT_STORAGE_WRITE:
+        return "silent_storage_write";
+    case GT_FINDING_BACKWARD_TWICE:
+        return "backward_twice";
+    case GT_FINDING_LEAF_INPLACE:
+        return "leaf_inplace";
+    }
+    return "unknown";
+}
+
+/* ---- SQL --------------------------------------------------------------- */
+
+static const char sql_calls[] = "SELECT id FROM backward_calls ORDER BY id";
+static const char sql_saved[] =
+    "SELECT st.seq, coalesce(st.tensor, 0), st.version, t.version_counter, t.storage "
+    "FROM saved_tensors st LEFT JOIN tensors t ON t.id = st.tensor "
+    "WHERE st.node = ?1 ORDER BY st.seq";
+static const char sql_silent[] =
+    "SELECT a.op, a.tensor FROM tensors w "
+    "JOIN op_args a ON a.tensor = w.id AND a.role = 2 "
+    "WHERE w.storage = ?1 AND w.version_counter != ?2 AND a.op > ?3 AND a.op < ?4 "
+    "ORDER BY a.op, a.pos";
+static const char sql_tensor[] =
+    "SELECT t.storage_offset, t.shape, t.strides, coalesce(s.text, ''), t.requires_grad, "
+    "t.is_leaf, coalesce(t.alias_of, 0) "
+    "FROM tensors t LEFT JOIN strings s ON s.id = t.dtype WHERE t.id = ?1";
+static const char sql_bwerr[] =
+    "SELECT seq, message FROM errors WHERE backward = ?1 ORDER BY seq LIMIT 1";
+static const char sql_op[] =
+    "SELECT coalesce(s.text, ''), o.phase, coalesce(o.stack, 0) "
+    "FROM ops o LEFT JOIN strings s ON s.id = o.name WHERE o.seq = ?1";
+static const char sql_leaf_errors[] =
+    "SELECT e.seq, e.message, coalesce(e.stack, 0), coalesce(e.backward, 0) FROM errors e "
+    "WHERE e.message LIKE '%leaf Variable that requires grad is being used in an "
+    "in-place operation%' ORDER BY e.seq";
+/* The innermost user frame of a stack (its own frame if none is marked). */
+static const char sql_loc[] =
+    "SELECT coalesce(sf.text, ''), f.line, coalesce(sc.text, ''), f.id "
+    "FROM stacks s JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
+    "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sc ON sc.id = f.code "
+    "WHERE s.id = ?1";
+static const char sql_names[] = GT__NAMES_SQL;
+
+/* ---- context ----------------------------------------------------------- */
+
+typedef struct dctx {
+    sqlite3 *db;
+    gt_replayer *rp;
+    sqlite3_stmt *saved, *silent, *tensor, *bwerr, *op, *loc, *names;
+    gt_imap freed; /* node id -> backward call that freed its saved tensors */
+    gt_findings *f;
+    size_t cap;
+    char *err;
+    size_t errlen;
+} dctx;
+
+static int sql_fail(dctx *c)
+{
+    snprintf(c->err, c->errlen, "cannot read trace: %s", sqlite3_errmsg(c->db));
+    return GT_ECORRUPT;
+}
+
+static int nomem(dctx *c)
+{
+    snprintf(c->err, c->errlen, "out of memory");
+    return GT_ENOMEM;
+}
+
+static void finding_release(gt_finding *f)
+{
+    free(f->mutations);
+    free(f->suggestion);
+}
+
+void gt_findings_free(gt_findings *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n; i++)
+        finding_release(&f->v[i]);
+    free(f->v);
+    free(f);
+}
+
+/* Append a zeroed finding; NULL on ENOMEM. */
+static gt_finding *add_finding(dctx *c, int kind, int64_t backward)
+{
+    if (c->f->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        gt_finding *v = realloc(c->f->v, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        c->f->v = v;
+        c->cap = cap;
+    }
+    gt_finding *f = &c->f->v[c->f->n++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    f->backward = backward;
+    f->saved_version = -1;
+    f->version_at_backward = -1;
+    f->matches_error = -1;
+    return f;
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+/* Parse a JSON array of integers ("[16, 8]") into v (at most max); returns
+ * the count, or -1 if it is not one. */
+static int parse_ints(const char *s, int64_t *v, int max)
+{
+    int n = 0;
+    if (!s || *s != '[')
+        return -1;
+    s++;
+    for (;;) {
+        while (isspace((unsigned char)*s) || *s == ',')
+            s++;
+        if (*s == ']')
+            return n;
+        char *end;
+        long long x = strtoll(s, &end, 10);
+        if (end == s || n == max)
+            return -1;
+        v[n++] = x;
+        s = end;
+    }
+}
+
+static int64_t dtype_size(const char *d)
+{
+    static const struct {
+        const char *name;
+        int64_t size;
+    } sizes[] = {
+        {"float64", 8},  {"float32", 4},   {"float16", 2},   {"bfloat16", 2},
+        {"int64", 8},    {"int32", 4},     {"int16", 2},     {"int8", 1},
+        {"uint8", 1},    {"bool", 1},      {"complex64", 8}, {"complex128", 16},
+        {"complex32", 4}, {"uint16", 2},   {"uint32", 4},    {"uint64", 8},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (!strcmp(d, sizes[i].name))
+            return sizes[i].size;
+    return 1;
+}
+
+typedef struct tinfo {
+    int64_t lo, hi;       /* byte extent [lo, hi) in its storage; lo == hi: empty */
+    char dtype[32];
+    char shape[128];      /* "3" or "16,8": sizes without brackets or spaces */
+    int requires_grad, is_leaf;
+    int64_t alias_of;
+    int found;
+} tinfo;
+
+static int load_tensor(dctx *c, int64_t id, tinfo *t)
+{
+    memset(t, 0, sizeof *t);
+    sqlite3_stmt *st = c->tensor;
+    sqlite3_bind_int64(st, 1, id);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        int64_t shape[64], strides[64];
+        int64_t off = sqlite3_column_int64(st, 0);
+        int nd = parse_ints((const char *)sqlite3_column_text(st, 1), shape, 64);
+        int ns = parse_ints((const char *)sqlite3_column_text(st, 2), strides, 64);
+        snprintf(t->dtype, sizeof t->dtype, "%s", (const char *)sqlite3_column_text(st, 3));
+        int64_t es = dtype_size(t->dtype);
+        t->lo = t->hi = off * es;
+        if (nd >= 0 && nd == ns) {
+            int64_t last = off, empty = 0;
+            size_t used = 0;
+            for (int i = 0; i < nd; i++) {
+                if (shape[i] == 0)
+                    empty = 1;
+                else
+                    last += (shape[i] - 1) * (strides[i] < 0 ? -strides[i] : strides[i]);
+                used += (size_t)snprintf(t->shape + used, sizeof t->shape - used, "%s%lld",
+                                         i ? "," : "", (long long)shape[i]);
+                if (used >= sizeof t->shape)
+                    used = sizeof t->shape - 1;
+            }
+            if (!empty)
+                t->hi = (last + 1) * es;
+        }
+        t->requires_grad = sqlite3_column_int(st, 4);
+        t->is_leaf = sqlite3_column_int(st, 5);
+        t->alias_of = sqlite3_column_int64(st, 6);
+        t->found = 1;
+    }
+    sqlite3_reset(st);
+    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(c);
+}
+
+/* PyTorch's version message, e.g. "[torch.FloatTensor [3]] is at version 6;
+ * expected version 0 instead" (optionally ", which is output 0 of X,"). */
+typedef struct errinfo {
+    int64_t seq;
+    int has_versions;  /* 1 if the message is a version mismatch */
+    int twice;         /* 1 if it is "backward through the graph a second time" */
+    char dtype[32];
+    char shape[128];
+    int64_t version, expected;
+} errinfo;
+
+static void parse_error(const char *msg, errinfo *e)
+{
+    static const struct {
+        const char *type;
+        const char *dtype;
+    } types[] = {
+        {"FloatTensor", "float32"},   {"DoubleTensor", "float64"},
+        {"HalfTensor", "float16"},    {"BFloat16Tensor", "bfloat16"},
+        {"LongTensor", "int64"},      {"IntTensor", "int32"},
+        {"ShortTensor", "int16"},     {"CharTensor", "int8"},
+        {"ByteTensor", "uint8"},      {"BoolTensor", "bool"},
+        {"ComplexFloatTensor", "complex64"}, {"ComplexDoubleTensor", "complex128"},
+    };
+    const char *p, *q;
+    e->has_versions = 0;
+    e->twice = msg && strstr(msg, "backward through the graph a second time") != NULL;
+    if (!msg || !(p = strstr(msg, "[torch.")))
+        return;
+    p += 7;
+    if (!strncmp(p, "cuda.", 5))
+        p += 5;
+    q = strchr(p, ' ');
+    if (!q || q[1] != '[')
+        return;
+    e->dtype[0] = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if ((size_t)(q - p) == strlen(types[i].type) && !strncmp(p, types[i].type, q - p))
+            snprintf(e->dtype, sizeof e->dtype, "%s", types[i].dtype);
+    p = q + 2;
+    size_t n = 0;
+    for (; *p && *p != ']'; p++)
+        if (*p != ' ' && n + 1 < sizeof e->shape)
+            e->shape[n++] = *p;
+    e->shape[n] = 0;
+    if (!(p = strstr(p, "is at version ")))
+        return;
+    e->version = strtoll(p + 14, NULL, 10);
+    if (!(p = strstr(p, "expected version ")))
+        return;
+    e->expected = strtoll(p + 17, NULL, 10);
+    e->has_versions = 1;
+}
+
+/* The first error recorded during backward `b` (e->seq = 0 if none). */
+static int load_backward_error(dctx *c, int64_t b, errinfo *e)
+{
+    memset(e, 0, sizeof *e);
+    sqlite3_stmt *st = c->bwerr;
+    sqlite3_bind_int64(st, 1, b);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        e->seq = sqlite3_column_int64(st, 0);
+        parse_error((const char *)sqlite3_column_text(st, 1), e);
+    }
+    sqlite3_reset(st);
+    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(c);
+}
+
+/* ---- suggestions ------------------------------------------------------- */
+
+/* Copy the first variable name of `tensor` (its own, its base's, or one
+ * sharing its version counter) into buf; "" if it has none. */
+static void first_name(dctx *c, int64_t tensor, char *buf, size_t len)
+{
+    buf[0] = 0;
+    sqlite3_stmt *st = c->names;
+    sqlite3_bind_int64(st, 1, tensor);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_reset(st);
+}
+
+/* "file:line" of a stack's user frame, and its code line; "" if unknown. */
+static void stack_loc(dctx *c, int64_t stack, char *where, size_t wlen, char *code,
+                      size_t clen, int64_t *frame)
+{
+    where[0] = 0;
+    if (code)
+        code[0] = 0;
+    if (frame)
+        *frame = 0;
+    sqlite3_stmt *st = c->loc;
+    sqlite3_bind_int64(st, 1, stack);
+    if (stack && sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(where, wlen, "%s:%d", (const char *)sqlite3_column_text(st, 0),
+                 sqlite3_column_int(st, 1));
+        if (code)
+            snprintf(code, clen, "%s", (const char *)sqlite3_column_text(st, 2));
+        if (frame)
+            *frame = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_reset(st);
+}
+
+typedef struct opinfo {
+    char name[128];
+    int phase;
+    int64_t stack;
+} opinfo;
+
+static void load_op(dctx *c, int64_t seq, opinfo *o)
+{
+    memset(o, 0, sizeof *o);
+    sqlite3_stmt *st = c->op;
+    sqlite3_bind_int64(st, 1, seq);
+    if (seq && sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(o->name, sizeof o->name, "%s", (const char *)sqlite3_column_text(st, 0));
+        o->phase = sqlite3_column_int(st, 1);
+        o->stack = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_reset(st);
+}
+
+/* "aten::add_.Tensor" -> "add" (the out-of-place method name). */
+static void out_of_place(const char *op, char *buf, size_t len)
+{
+    const char *p = strstr(op, "::");
+    p = p ? p + 2 : op;
+    size_t n = strcspn(p, ".");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    while (n > 0 && buf[n - 1] == '_')
+        buf[--n] = 0;
+}
+
+static int is_activation_inplace(const char *op)
+{
+    static const char *acts[] = {
+        "aten::relu_",       "aten::threshold_", "aten::hardtanh_", "aten::leaky_relu_",
+        "aten::elu_",        "aten::celu_",      "aten::selu_",     "aten::silu_",
+        "aten::mish_",       "aten::hardswish_", "aten::hardsigmoid_", "aten::rrelu_",
+        "aten::relu6_",      "aten::gelu_",      "aten::sigmoid_",  "aten::tanh_",
+        "aten::rrelu_with_noise_",
+    };
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        size_t n = strlen(acts[i]);
+        if (!strncmp(op, acts[i], n) && (op[n] == 0 || op[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+/* 1 if the tensor or a base it views is a leaf that requires grad. */
+static int is_param(dctx *c, int64_t tensor)
+{
+    for (int depth = 0; tensor && depth < 16; depth++) {
+        tinfo t;
+        if (load_tensor(c, tensor, &t) != 0 || !t.found)
+            return 0;
+        if (t.is_leaf && t.requires_grad)
+            return 1;
+        tensor = t.alias_of;
+    }
+    return 0;
+}
+
+static int set_suggestion(dctx *c, gt_finding *f, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    free(f->suggestion);
+    f->suggestion = strdup(buf);
+    return f->suggestion ? 0 : nomem(c);
+}
+
+static int suggest_inplace(dctx *c, gt_finding *f)
+{
+    char name[128], where[512], code[512];
+    tinfo saved;
+    int rc = load_tensor(c, f->tensor, &saved);
+    if (rc)
+        return rc;
+    first_name(c, f->tensor, name, sizeof name);
+    const char *nm = name[0] ? name : "the tensor";
+
+    /* In-place activations first, then optimizer-like parameter updates. */
+    for (size_t i = 0; i < f->n_mutations; i++) {
+        opinfo o;
+        load_op(c, f->mutations[i].seq, &o);
+        if (is_activation_inplace(o.name)) {
+            char act[64];
+            out_of_place(o.name, act, sizeof act);
+            return set_suggestion(c, f,
+                                  "use inplace=False: %s changes %s in place (%s), but the "
+                                  "backward needs its old value; build the layer with "
+                                  "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
+                                  "out-of-place torch.%s",
+                                  o.name, nm, o.name, act);
+        }
+    }
+    for (size_t i = 0; i < f->n_mutations; i++) {
+        opinfo o;
+        load_op(c, f->mutations[i].seq, &o);
+        stack_loc(c, o.stack, where, sizeof where, code, sizeof code, NULL);
+        int foreach = strstr(o.name, "::_foreach_") != NULL;
+        if (foreach || strstr(code, ".step(") ||
+            (o.phase == GT_PHASE_OTHER && is_param(c, f->mutations[i].tensor))) {
+            return set_suggestion(c, f,
+                                  "move optimizer.step() after the last backward() that uses "
+                                  "this graph, or recompute the forward after the step: the "
+                                  "step%s%s updated %s in place after the forward saved it",
+                                  where[0] ? " at " : "", where, nm);
+        }
+    }
+    if (!saved.requires_grad && saved.is_leaf && name[0])
+        return set_suggestion(c, f,
+                              "update a copy: %s = %s.clone().detach() before changing it, "
+                              "or move the update after backward()",
+                              name, name);
+    opinfo o;
+    load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
+    if (o.name[0]) {
+        char meth[64];
+        out_of_place(o.name, meth, sizeof meth);
+        if (!strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero") ||
+            !strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))
+            return set_suggestion(c, f,
+                                  "modify a copy: %s = %s.clone() before the assignment "
+                                  "(%s), or build the new value out of place (e.g. "
+                                  "torch.where)",
+                                  nm, nm, o.name);
+        return set_suggestion(c, f,
+                              "replace the in-place %s with an out-of-place version "
+                              "(%s = %s.%s(...)), or clone() %s before modifying it",
+                              o.name, nm, nm, meth, nm);
+    }
+    return set_suggestion(c, f,
+                          "replace the in-place change of %s with an out-of-place version "
+                          "(x = x.op(...)), or clone() it before modifying it",
+                          nm);
+}
+
+static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
+{
+    char where[512], name[128];
+    switch (f->kind) {
+    case GT_FINDING_INPLACE_INVALIDATED_SAVED:
+        return suggest_inplace(c, f);
+    case GT_FINDING_SILENT_STORAGE_WRITE:
+        first_name(c, f->tensor, name, sizeof name);
+        return set_suggestion(c, f,
+                              "this write bypasses autograd (an alias with its own version "
+                              "counter, such as .data), so the gradients are silently wrong: "
+                              "modify %s only after backward(), under torch.no_grad() on the "
+                              "tensor itself, or write to a clone()",
+                              name[0] ? name : "the tensor");
+    case GT_FINDING_BACKWARD_TWICE: {
+        sqlite3_stmt *st = NULL;
+        int64_t stack = 0;
+        if (sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
+                                      "WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, f->other_backward);
+            if (sqlite3_step(st) == SQLITE_ROW)
+                stack = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+        stack_loc(c, stack, where, sizeof where, NULL, 0, NULL);
+        (void)r;
+        return set_suggestion(c, f,
+                              "pass retain_graph=True to the earlier backward()%s%s if the "
+                              "graph must be backpropagated twice, or recompute the forward "
+                              "pass before the second backward()",
+                              where[0] ? " at " : "", where);
+    }
+    case GT_FINDING_LEAF_INPLACE:
+        first_name(c, f->tensor, name, sizeof name);
+        return set_suggestion(c, f,
+                              "wrap the update in `with torch.no_grad():` (as optimizers do), "
+                              "or change a copy instead: %s = %s.clone()",
+                              name[0] ? name : "x", name[0] ? name : "x");
+    }
+    return 0;
+}
+
+/* ---- one backward call ------------------------------------------------- */
+
+/* Check saved tensor row `st` of node `nd` for stale versions and silent
+ * writes. */
+static int check_saved(dctx *c, const gt_replay *r, const gt_replay_node *nd, int64_t P,
+                       int64_t saved_seq, int64_t tensor, int64_t version, int64_t vc,
+                       int64_t storage, int has_storage, const errinfo *e)
+{
+    int64_t now;
+    gt_mutation *bumps = NULL;
+    size_t nb = 0;
+    int rc = gt__replay_counter(c->rp, vc, saved_seq, version, P, &now, &bumps, &nb, c->err,
+                                c->errlen);
+    if (rc)
+        return rc;
+    tinfo ti;
+    int loaded = 0;
+    if (now != version) {
+        gt_finding *f = add_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED, r->backward);
+        if (!f) {
+            free(bumps);
+            return nomem(c);
+        }
+        f->node = nd->id;
+        f->saved_seq = saved_seq;
+        f->tensor = tensor;
+        f->saved_version = version;
+        f->version_at_backward = now;
+        f->mutations = bumps;
+        f->n_mutations = nb;
+        f->error_seq = e->seq;
+        if ((rc = load_tensor(c, tensor, &ti)) != 0)
+            return rc;
+        loaded = 1;
+        if (e->seq && e->has_versions)
+            f->matches_error = !strcmp(ti.dtype, e->dtype) && !strcmp(ti.shape, e->shape) &&
+                               e->version == now && e->expected == version;
+        else if (e->seq)
+            f->matches_error = 0;
+    } else {
+        free(bumps);
+    }
+
+    if (!has_storage)
+        return 0;
+    /* Writes to the same bytes through a tensor with another counter. */
+    gt_mutation *w = NULL;
+    size_t nw = 0, wcap = 0;
+    sqlite3_stmt *st = c->silent;
+    sqlite3_bind_int64(st, 1, storage);
+    sqlite3_bind_int64(st, 2, vc);
+    sqlite3_bind_int64(st, 3, saved_seq);
+    sqlite3_bind_int64(st, 4, P);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t op = sqlite3_column_int64(st, 0), wt = sqlite3_column_int64(st, 1);
+        tinfo wi;
+        if (!loaded) {
+            if ((rc = load_tensor(c, tensor, &ti)) != 0)
+                break;
+            loaded = 1;
+        }
+        if ((rc = load_tensor(c, wt, &wi)) != 0)
+            break;
+        if (!(wi.lo < ti.hi && ti.lo < wi.hi))
+            continue;
+        if (nw == wcap) {
+            wcap = wcap ? wcap * 2 : 4;
+            gt_mutation *nv = realloc(w, wcap * sizeof *nv);
+            if (!nv) {
+                rc = nomem(c);
+                break;
+            }
+            w = nv;
+        }
+        w[nw].seq = op;
+        w[nw].bump_seq = 0;
+        w[nw].tensor = wt;
+        w[nw].version_after = -1;
+        nw++;
+    }
+    sqlite3_reset(st);
+    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = sql_fail(c);
+    if (rc || nw == 0) {
+        free(w);
+        return rc;
+    }
+    gt_finding *f = add_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward);
+    if (!f) {
+        free(w);
+        return nomem(c);
+    }
+    f->node = nd->id;
+    f->saved_seq = saved_seq;
+    f->tensor = tensor;
+    f->saved_version = version;
+    f->version_at_backward = now;
+    f->mutations = w;
+    f->n_mutations = nw;
+    return 0;
+}
+
+static int raises(const gt_finding *f)
+{
+    return f->kind == GT_FINDING_INPLACE_INVALIDATED_SAVED ||
+           f->kind == GT_FINDING_BACKWARD_TWICE;
+}
+
+static int diagnose_backward(dctx *c, int64_t b, int report)
+{
+    gt_replay *r = NULL;
+    errinfo e;
+    size_t first = c->f->n;
+    long fail_at = -1;
+    int rc = gt__replay_backward(c->rp, b, &r, c->err, c->errlen);
+    if (rc)
+        return rc;
+    if ((rc = load_backward_error(c, b, &e)) != 0)
+        goto out;
+
+    for (size_t i = 0; i < r->n && !rc; i++) {
+        const gt_replay_node *nd = &r->order[i];
+        int64_t P = nd->exec_seq ? nd->exec_seq : r->seq, freer = 0;
+        int freed = gt__imap_get(&c->freed, nd->id, &freer);
+        size_t before = c->f->n;
+        sqlite3_stmt *st = c->saved;
+        sqlite3_bind_int64(st, 1, nd->id);
+        int s;
+        while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t saved_seq = sqlite3_column_int64(st, 0);
+            int64_t tensor = sqlite3_column_int64(st, 1);
+            int64_t version = sqlite3_column_int64(st, 2);
+            if (freed) {
+                gt_finding *f = add_finding(c, GT_FINDING_BACKWARD_TWICE, b);
+                if (!f) {
+                    rc = nomem(c);
+                    break;
+                }
+                f->other_backward = freer;
+                f->node = nd->id;
+                f->saved_seq = saved_seq;
+                f->tensor = tensor;
+                f->saved_version = version;
+                f->error_seq = e.seq;
+                f->matches_error = e.seq ? e.twice : -1;
+                break; /* one finding per freed node */
+            }
+            if (!tensor || sqlite3_column_type(st, 3) == SQLITE_NULL || saved_seq >= P)
+                continue;
+            rc = check_saved(c, r, nd, P, saved_seq, tensor, version,
+                             sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                             sqlite3_column_type(st, 4) != SQLITE_NULL, &e);
+        }
+        sqlite3_reset(st);
+        if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
+            rc = sql_fail(c);
+        for (size_t k = before; k < c->f->n && fail_at < 0; k++)
+            if (raises(&c->f->v[k]))
+                fail_at = (long)i;
+    }
+    if (rc)
+        goto out;
+
+    /* Only the first freed node of a call is worth a finding: the engine
+     * stops there, and the rest repeat it. */
+    int seen_twice = 0;
+    size_t keep = first;
+    for (size_t k = first; k < c->f->n; k++) {
+        if (c->f->v[k].kind == GT_FINDING_BACKWARD_TWICE) {
+            if (seen_twice) {
+                finding_release(&c->f->v[k]);
+                continue;
+            }
+            seen_twice = 1;
+        }
+        c->f->v[keep++] = c->f->v[k];
+    }
+    c->f->n = keep;
+
+    /* The one the engine raises on: the first in replay order; within its
+     * node (or, failing that, the call), the one the error message names. */
+    gt_finding *ftf = NULL;
+    for (size_t k = first; k < c->f->n && !ftf; k++)
+        if (raises(&c->f->v[k]))
+            ftf = &c->f->v[k];
+    if (ftf && ftf->matches_error == 0) {
+        gt_finding *alt = NULL;
+        for (size_t k = first; k < c->f->n && !alt; k++)
+            if (raises(&c->f->v[k]) && c->f->v[k].matches_error == 1 &&
+                c->f->v[k].node == ftf->node)
+                alt = &c->f->v[k];
+        for (size_t k = first; k < c->f->n && !alt; k++)
+            if (raises(&c->f->v[k]) && c->f->v[k].matches_error == 1)
+                alt = &c->f->v[k];
+        if (alt) {
+            ftf = alt;
+            fail_at = gt__replay_find(r, alt->node);
+        }
+    }
+    if (ftf)
+        ftf->first_to_fail = 1;
+
+    for (size_t k = first; k < c->f->n && !rc; k++)
+        rc = suggest(c, &c->f->v[k], r);
+    if (rc)
+        goto out;
+
+    /* Without retain_graph the engine frees the saved tensors of every node
+     * it ran: those recorded in node_execs, else all the nodes before the
+     * one that raised (all of them if the call returned). */
+    if (!r->retain_graph && !r->create_graph) {
+        for (size_t i = 0; i < r->n; i++) {
+            const gt_replay_node *nd = &r->order[i];
+            int ran;
+            if (r->status != GT_BACKWARD_OK && fail_at >= 0 && (long)i >= fail_at)
+                ran = (long)i != fail_at && r->has_execs && nd->exec_seq != 0;
+            else
+                ran = r->has_execs ? nd->exec_seq != 0 : 1;
+            int64_t prev;
+            if (ran && !gt__imap_get(&c->freed, nd->id, &prev) &&
+                gt__imap_put(&c->freed, nd->id, b) != 0) {
+                rc = nomem(c);
+                goto out;
+            }
+        }
+    }
+    if (!report) {
+        for (size_t k = first; k < c->f->n; k++)
+            finding_release(&c->f->v[k]);
+        c->f->n = first;
+    }
+out:
+    gt__replay_free(r);
+    return rc;
+}
+
+/* ---- leaf in-place errors ---------------------------------------------- */
+
+/* 1 if `name` occurs in `code` as a whole identifier. */
+static int mentions(const char *code, const char *name)
+{
+    size_t n = strlen(name);
+    if (!n)
+        return 0;
+    for (const char *p = code; (p = strstr(p, name)) != NULL; p++) {
+        int before = p > code && (isalnum((unsigned char)p[-1]) || p[-1] == '_' ||
+                                  p[-1] == '.');
+        int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+        if (!before && !after)
+            return 1;
+    }
+    return 0;
+}
+
+/* The leaf behind tensor `t` (itself or a base it views), 0 if none. */
+static int64_t leaf_of(dctx *c, int64_t t)
+{
+    for (int depth = 0; t && depth < 16; depth++) {
+        tinfo ti;
+        if (load_tensor(c, t, &ti) != 0 || !ti.found)
+            return 0;
+        if (ti.is_leaf && ti.requires_grad)
+            return t;
+        t = ti.alias_of;
+    }
+    return 0;
+}
+
+static int find_leaf(dctx *c, int64_t err_seq, int64_t frame, const char *code,
+                     int64_t *leaf, int64_t *op)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    *leaf = 0;
+    *op = 0;
+    /* The op itself, if it was recorded: the last op of the same user line
+     * before the error, with a mutated argument. */
+    if (frame) {
+        if (sqlite3_prepare_v2(c->db,
+                               "SELECT o.seq, a.tensor FROM ops o "
+                               "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
+                               "JOIN stacks s ON s.id = o.stack "
+                               "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
+                               "AND coalesce(s.user_frame, s.frame) = ?2 "
+                               "ORDER BY o.seq DESC LIMIT 1",
+                               -1, &st, NULL) != SQLITE_OK)
+            return sql_fail(c);
+        sqlite3_bind_int64(st, 1, err_seq);
+        sqlite3_bind_int64(st, 2, frame);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t l = leaf_of(c, sqlite3_column_int64(st, 1));
+            if (l) {
+                *leaf = l;
+                *op = sqlite3_column_int64(st, 0);
+            }
+        } else if (s != SQLITE_DONE) {
+            rc = sql_fail(c);
+        }
+        sqlite3_finalize(st);
+        if (rc || *leaf)
+            return rc;
+    }
+    /* Otherwise the latest variable named on the line that is (a view of)
+     * a leaf requiring grad. */
+    if (!code || !code[0])
+        return 0;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT n.tensor, s.text FROM names n "
+                           "JOIN strings s ON s.id = n.name WHERE n.seq < ?1 "
+                           "ORDER BY n.seq DESC LIMIT 20000",
+                           -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(c);
+    sqlite3_bind_int64(st, 1, err_seq);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!mentions(code, (const char *)sqlite3_column_text(st, 1)))
+            continue;
+        int64_t l = leaf_of(c, sqlite3_column_int64(st, 0));
+        if (l) {
+            *leaf = l;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = sql_fail(c);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int diagnose_leaf_errors(dctx *c)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    if (sqlite3_prepare_v2(c->db, sql_leaf_errors, -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(c);
+    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(st, 0), stack = sqlite3_column_int64(st, 2);
+        char where[512], code[512];
+        int64_t frame, leaf, op;
+        stack_loc(c, stack, where, sizeof where, code, sizeof code, &frame);
+        if ((rc = find_leaf(c, seq, frame, code, &leaf, &op)) != 0)
+            break;
+        gt_finding *f = add_finding(c, GT_FINDING_LEAF_INPLACE, sqlite3_column_int64(st, 3));
+        if (!f) {
+            rc = nomem(c);
+            break;
+        }
+        f->first_to_fail = 1;
+        f->tensor = leaf;
+        f->stack = stack;
+        f->op = op;
+        f->error_seq = seq;
+        rc = suggest(c, f, NULL);
+    }
+    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = sql_fail(c);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- entry point ------------------------------------------------------- */
+
+int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out, char *err,
+                size_t errlen)
+{
+    dctx c;
+    int rc = 0;
+    int64_t only = opts ? opts->backward : 0;
+    sqlite3_stmt *calls = NULL;
+    memset(&c, 0, sizeof c);
+    c.db = gt_trace_db(t);
+    c.err = err;
+    c.errlen = errlen;
+    if (!(c.f = calloc(1, sizeof *c.f))) {
+        rc = nomem(&c);
+        goto out;
+    }
+    if ((rc = gt__replayer_new(c.db, &c.rp, err, errlen)) != 0)
+        goto out;
+    struct {
+        const char *sql;
+        sqlite3_stmt **st;
+    } stmts[] = {
+        {sql_saved, &c.saved}, {sql_silent, &c.silent}, {sql_tensor, &c.tensor},
+        {sql_bwerr, &c.bwerr}, {sql_op, &c.op},         {sql_loc, &c.loc},
+        {sql_names, &c.names}, {sql_calls, &calls},
+    };
+    for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+        if (sqlite3_prepare_v3(c.db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
+                               stmts[i].st, NULL) != SQLITE_OK) {
+            rc = sql_fail(&c);
+            goto out;
+        }
+    }
+    if (only) {
+        sqlite3_stmt *chk = NULL;
+        int found = 0;
+        if (sqlite3_prepare_v2(c.db, "SELECT 1 FROM backward_calls WHERE id = ?1", -1, &chk,
+                               NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(chk, 1, only);
+            found = sqlite3_step(chk) == SQLITE_ROW;
+        }
+        sqlite3_finalize(chk);
+        if (!found) {
+            snprintf(err, errlen, "no backward call %lld in %s", (long long)only,
+                     gt_trace_path(t));
+            rc = GT_EINVAL;
+            goto out;
+        }
+    }
+    /* Calls before the one asked for are replayed too (unreported): they
+     * decide which graphs were already freed. */
+    int s;
+    while ((s = sqlite3_step(calls)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(calls, 0);
+        if (only && b > only)
+            break;
+        if ((rc = diagnose_backward(&c, b, !only || b == only)) != 0)
+            goto out;
+    }
+    if (s != SQLITE_DONE && s != SQLITE_ROW) {
+        rc = sql_fail(&c);
+        goto out;
+    }
+    if (!only && (rc = diagnose_leaf_errors(&c)) != 0)
+        goto out;
+    *out = c.f;
+    c.f = NULL;
+out:
+    sqlite3_finalize(calls);
+    sqlite3_finalize(c.saved);
+    sqlite3_finalize(c.silent);
+    sqlite3_finalize(c.tensor);
+    sqlite3_finalize(c.bwerr);
+    sqlite3_finalize(c.op);
+    sqlite3_finalize(c.loc);
+    sqlite3_finalize(c.names);
+    gt__replayer_free(c.rp);
+    gt__imap_clear(&c.freed);
+    gt_findings_free(c.f);
+    return rc;
+}

@@ -1,0 +1,133 @@
+/*
+ * Replay engine: rebuilds one backward call from a trace and orders its
+ * nodes the way PyTorch's autograd engine runs them. Internal to the
+ * inspector (diagnose.c and the unit tests use it); the public contract is
+ * diagnose.h.
+ *
+ * Invariants
+ *   - The graph of a backward call is every node reachable from its roots
+ *     (backward_roots.node) along edges (edges.next); several roots behave
+ *     like PyTorch's GraphRoot: one virtual node with an edge to each root.
+ *   - Dependencies are counted per edge, as the engine does: a node becomes
+ *     ready when every edge into it from the graph has been executed.
+ *   - Among ready nodes the one with the higher sequence_nr runs first;
+ *     AccumulateGrad nodes (sequence_nr UINT64_MAX in the engine, stored as
+ *     NULL or negative, or recognised by name or by `variable`) come first;
+ *     ties go to the lower node id, so the order is deterministic.
+ *   - Version counters only grow: the value of a counter at event seq P is
+ *     the largest value observed before P (a bump, a save, an op argument).
+ *
+ * Only the rows of the graph being replayed are read: memory does not grow
+ * with the rest of the trace. Queries use the indexes of schema/indexes.sql
+ * when present and still work (more slowly) on a killed trace without them.
+ */
+#ifndef GT_INSPECTOR_REPLAY_H
+#define GT_INSPECTOR_REPLAY_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diagnose.h"
+
+/* backward_calls.status */
+enum gt_backward_status {
+    GT_BACKWARD_RUNNING = 0,
+    GT_BACKWARD_OK = 1,
+    GT_BACKWARD_ERROR = 2,
+};
+
+typedef struct gt_replay_node {
+    int64_t id;          /* nodes.id */
+    int64_t seq;         /* nodes.seq, 0 if the node row is missing */
+    int64_t op;          /* nodes.op (forward op that created it), 0 if unknown */
+    int64_t name;        /* nodes.name (strings.id), 0 if unknown */
+    uint64_t priority;   /* sequence_nr as the engine compares it */
+    int64_t exec_seq;    /* node_execs.seq in this backward, 0 if not recorded */
+    int accumulate_grad; /* 1 for an AccumulateGrad node */
+} gt_replay_node;
+
+typedef struct gt_replay {
+    int64_t backward;     /* backward_calls.id */
+    int64_t seq;          /* backward_calls.seq */
+    int64_t end_seq;      /* backward_calls.end_seq, 0 if it never ended */
+    int64_t stack;        /* backward_calls.stack, 0 if none */
+    int retain_graph;
+    int create_graph;
+    int status;           /* enum gt_backward_status */
+    int has_execs;        /* 1 if node_execs rows exist for this call */
+    size_t n;             /* nodes in engine order */
+    gt_replay_node *order;
+} gt_replay;
+
+/* A reusable replay context over one trace connection: holds the prepared
+ * statements. Not thread-safe; one per connection user. */
+typedef struct gt_replayer gt_replayer;
+
+/* Prepare a replayer on `db`. Returns 0, or a negative GT_E* code with a
+ * message in err (and *out untouched). */
+int gt__replayer_new(sqlite3 *db, gt_replayer **out /* OUT */, char *err, size_t errlen);
+
+/* Free; accepts NULL. */
+void gt__replayer_free(gt_replayer *rp);
+
+/* Rebuild backward call `backward` and compute its engine order into *out
+ * (free with gt__replay_free). Returns 0, GT_EINVAL if there is no such
+ * backward call, or another negative GT_E* code with a message in err. */
+int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out /* OUT */,
+                        char *err, size_t errlen);
+
+/* Free a replay; accepts NULL. */
+void gt__replay_free(gt_replay *r);
+
+/* Index of node `id` in r->order, or -1 if the backward does not reach it. */
+long gt__replay_find(const gt_replay *r, int64_t id);
+
+/* Version arithmetic for version counter `vc` (tensors.version_counter):
+ * starting from `from_version` at event `from_seq` (a save), collect every
+ * bump of any tensor sharing the counter with from_seq < seq < to_seq, in
+ * seq order, into *bumps and *n (malloc'd, NULL when none; the caller frees),
+ * and the counter's value just before `to_seq` into *version: the largest of
+ * from_version, those bumps and the versions op arguments of that counter
+ * were seen at in the same window. Returns 0 or a negative GT_E* code with a
+ * message in err; the out-parameters are written only on success. */
+int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq, int64_t from_version,
+                       int64_t to_seq, int64_t *version /* OUT */,
+                       gt_mutation **bumps /* OUT */, size_t *n /* OUT */, char *err,
+                       size_t errlen);
+
+/* The variable names of tensor ?1, one per row, best first: its own names,
+ * then those of the bases it views (nearest first), then those of tensors
+ * sharing its version counter (detach(), views); each group in binding
+ * order. */
+#define GT__NAMES_SQL                                                            \
+    "WITH RECURSIVE base(id, depth) AS ("                                        \
+    " SELECT ?1, 0 UNION ALL SELECT t.alias_of, base.depth + 1 FROM tensors t"   \
+    " JOIN base ON t.id = base.id WHERE t.alias_of IS NOT NULL AND base.depth < 16"\
+    "), fam(id, rank) AS ("                                                       \
+    " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"          \
+    " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                \
+    " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "        \
+    "SELECT s.text FROM names n JOIN fam ON fam.id = n.tensor"                   \
+    " JOIN strings s ON s.id = n.name GROUP BY s.text"                          \
+    " ORDER BY min(fam.rank), min(n.seq)"
+
+/* ---- a small int64 -> int64 hash map, shared with diagnose.c ---------- */
+
+typedef struct gt_imap {
+    size_t cap;      /* slots, a power of two (0 when empty) */
+    size_t len;
+    int64_t *keys;   /* 0 marks an empty slot: keys must be non-zero */
+    int64_t *vals;
+} gt_imap;
+
+/* Look `key` up; returns 1 and writes *val if present, else 0. */
+int gt__imap_get(const gt_imap *m, int64_t key, int64_t *val /* OUT */);
+
+/* Insert or replace. Returns 0 or GT_ENOMEM (map unchanged). key != 0. */
+int gt__imap_put(gt_imap *m, int64_t key, int64_t val);
+
+/* Free the slots; the map is empty and reusable afterwards. */
+void gt__imap_clear(gt_imap *m);
+
+#endif
