@@ -1,0 +1,334 @@
+/* Unit tests of inspector/replay.c: engine order and version arithmetic, on
+ * traces built by hand with the recorder API. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <gradtrace/recorder.h>
+
+#include "replay.h"
+#include "trace.h"
+
+/* ---- a tiny trace builder ---------------------------------------------- */
+
+typedef struct tb {
+    gt_recorder *r;
+    char path[256];
+    gt_id dtype, thread, cpu;
+} tb;
+
+static void tb_open(tb *b, const char *name)
+{
+    gt_recorder_options o = {.overwrite = 1};
+    char err[256];
+    snprintf(b->path, sizeof b->path, "/tmp/gt_test_replay_%d_%s.db", (int)getpid(), name);
+    assert_int_equal(gt_recorder_open(b->path, &o, err, sizeof err, &b->r), 0);
+    assert_int_equal(gt_intern_string(b->r, "float32", 7, &b->dtype), 0);
+    assert_int_equal(gt_intern_string(b->r, "cpu", 3, &b->cpu), 0);
+    assert_int_equal(gt_intern_thread(b->r, 1, "main", &b->thread), 0);
+}
+
+static gt_id tb_str(tb *b, const char *s)
+{
+    gt_id id;
+    assert_int_equal(gt_intern_string(b->r, s, strlen(s), &id), 0);
+    return id;
+}
+
+static gt_id tb_stack(tb *b, int line, const char *code)
+{
+    gt_id f, s;
+    assert_int_equal(gt_intern_frame(b->r, "model.py", line, "<module>", code, &f), 0);
+    assert_int_equal(gt_intern_stack(b->r, 0, f, f, &s), 0);
+    return s;
+}
+
+/* A float32 tensor of `n` elements on `storage` (0: none). */
+static void tb_tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t offset,
+                      gt_id alias_of, gt_id vc)
+{
+    int64_t shape[1] = {n}, strides[1] = {1};
+    gt_tensor_info t = {.id = id, .storage = storage, .dtype = b->dtype, .ndim = 1,
+                        .shape = shape, .strides = strides, .storage_offset = offset,
+                        .alias_of = alias_of, .shares_version = alias_of && vc,
+                        .version_counter = vc};
+    assert_int_equal(gt_tensor(b->r, &t), 0);
+}
+
+static int64_t tb_op(tb *b, const char *name, int line)
+{
+    gt_op_info o = {.name = tb_str(b, name), .phase = GT_PHASE_FORWARD, .grad_mode = 1,
+                    .thread = b->thread, .stack = line ? tb_stack(b, line, name) : 0};
+    int64_t seq;
+    assert_int_equal(gt_op(b->r, &o, &seq), 0);
+    return seq;
+}
+
+static void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr,
+                    gt_id variable)
+{
+    gt_node_info n = {.id = id, .name = tb_str(b, name), .op = op, .sequence_nr = seqnr,
+                      .thread = b->thread, .variable = variable};
+    assert_int_equal(gt_node(b->r, &n), 0);
+}
+
+static void tb_edges(tb *b, gt_id node, int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(gt_edge(b->r, node, i, va_arg(ap, gt_id), 0), 0);
+    va_end(ap);
+}
+
+static gt_id tb_backward(tb *b, int nroots, const gt_id *roots, int retain)
+{
+    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"), .retain_graph = retain,
+                           .thread = b->thread, .stack = tb_stack(b, 99, "loss.backward()")};
+    gt_id id;
+    assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
+    for (int i = 0; i < nroots; i++)
+        assert_int_equal(gt_backward_root(b->r, id, i, 0, roots[i]), 0);
+    return id;
+}
+
+/* Close the recording and open it for reading with a replayer. */
+static void tb_finish(tb *b, gt_trace **t, gt_replayer **rp)
+{
+    char err[256];
+    assert_int_equal(gt_run_end(b->r, GT_RUN_OK, 0, 0), 0);
+    assert_int_equal(gt_recorder_close(b->r), 0);
+    b->r = NULL;
+    assert_int_equal(gt_trace_open(b->path, t, err, sizeof err), 0);
+    assert_int_equal(gt__replayer_new(gt_trace_db(*t), rp, err, sizeof err), 0);
+}
+
+static void tb_cleanup(tb *b, gt_trace *t, gt_replayer *rp)
+{
+    gt__replayer_free(rp);
+    gt_trace_close(t);
+    unlink(b->path);
+}
+
+static void assert_order(const gt_replay *r, size_t n, const int64_t *want)
+{
+    for (size_t i = 0; i < r->n; i++)
+        printf("  order[%zu] = node %lld\n", i, (long long)r->order[i].id);
+    assert_int_equal(r->n, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(r->order[i].id, want[i]);
+}
+
+/* ---- engine order ------------------------------------------------------ */
+
+/* R(10) -> Acc0, N(9), M(7); M -> D(3); N -> D; D -> Acc1.
+ * The engine runs AccumulateGrad first when it is ready, then the higher
+ * sequence_nr; D waits for both its parents. */
+static void test_order_priority_and_dependencies(void **state)
+{
+    (void)state;
+    tb b;
+    gt_trace *t;
+    gt_replayer *rp;
+    gt_replay *r;
+    char err[256];
+    tb_open(&b, "order");
+    tb_tensor(&b, 100, 0, 3, 0, 0, 0);
+    tb_tensor(&b, 101, 0, 3, 0, 0, 0);
+    tb_node(&b, 20, "torch::autograd::AccumulateGrad", 0, -1, 100);
+    tb_node(&b, 21, "torch::autograd::AccumulateGrad", 0, -1, 101);
+    tb_node(&b, 3, "MulBackward0", tb_op(&b, "aten::mul", 3), 3, 0);
+    tb_node(&b, 7, "ExpBackward0", tb_op(&b, "aten::exp", 4), 7, 0);
+    tb_node(&b, 9, "SinBackward0", tb_op(&b, "aten::sin", 5), 9, 0);
+    tb_node(&b, 10, "AddBackward0", tb_op(&b, "aten::add", 6), 10, 0);
+    tb_edges(&b, 10, 3, (gt_id)20, (gt_id)9, (gt_id)7);
+    tb_edges(&b, 7, 1, (gt_id)3);
+    tb_edges(&b, 9, 1, (gt_id)3);
+    tb_edges(&b, 3, 2, (gt_id)21, (gt_id)0);
+    gt_id root = 10;
+    gt_id bw = tb_backward(&b, 1, &root, 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    tb_finish(&b, &t, &rp);
+
+    assert_int_equal(gt__replay_backward(rp, bw, &r, err, sizeof err), 0);
+    const int64_t want[] = {10, 20, 9, 7, 3, 21};
+    assert_order(r, 6, want);
+    assert_int_equal(r->order[1].accumulate_grad, 1);
+    assert_int_equal(r->order[2].priority, 9);
+    assert_int_equal(r->status, GT_BACKWARD_OK);
+    assert_int_equal(r->retain_graph, 0);
+    assert_int_equal(gt__replay_find(r, 7), 3);
+    assert_int_equal(gt__replay_find(r, 12345), -1);
+    gt__replay_free(r);
+    tb_cleanup(&b, t, rp);
+}
+
+/* Roots 6, 5 and 8, where 5 feeds 6: the fed root waits for its edge
+ * (dependencies count per edge, as with GraphRoot), so 5 runs before 6
+ * despite the lower sequence number; 8, ready and highest, runs first.
+ * Node 30 also feeds 1 but is not reachable from the roots: not replayed. */
+static void test_order_multiple_roots(void **state)
+{
+    (void)state;
+    tb b;
+    gt_trace *t;
+    gt_replayer *rp;
+    gt_replay *r;
+    char err[256];
+    tb_open(&b, "roots");
+    tb_node(&b, 1, "ExpBackward0", tb_op(&b, "aten::exp", 1), 1, 0);
+    tb_node(&b, 6, "MulBackward0", tb_op(&b, "aten::mul", 2), 6, 0);
+    tb_node(&b, 5, "SumBackward0", tb_op(&b, "aten::sum", 3), 5, 0);
+    tb_node(&b, 8, "NegBackward0", tb_op(&b, "aten::neg", 4), 8, 0);
+    tb_node(&b, 30, "CosBackward0", tb_op(&b, "aten::cos", 5), 30, 0);
+    tb_edges(&b, 5, 1, (gt_id)6);
+    tb_edges(&b, 6, 1, (gt_id)1);
+    tb_edges(&b, 8, 1, (gt_id)1);
+    tb_edges(&b, 30, 1, (gt_id)1);
+    gt_id roots[] = {6, 5, 8};
+    gt_id bw = tb_backward(&b, 3, roots, 1);
+    assert_int_equal(gt_node_exec(b.r, bw, 8), 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 0), 0);
+    tb_finish(&b, &t, &rp);
+
+    assert_int_equal(gt__replay_backward(rp, bw, &r, err, sizeof err), 0);
+    const int64_t want[] = {8, 5, 6, 1};
+    assert_order(r, 4, want);
+    assert_int_equal(r->status, GT_BACKWARD_ERROR);
+    assert_int_equal(r->retain_graph, 1);
+    assert_int_equal(r->has_execs, 1);
+    assert_true(r->order[0].exec_seq > r->seq);
+    assert_int_equal(r->order[1].exec_seq, 0);
+    gt__replay_free(r);
+
+    assert_int_equal(gt__replay_backward(rp, 42, &r, err, sizeof err), GT_EINVAL);
+    assert_non_null(strstr(err, "no backward call 42"));
+    tb_cleanup(&b, t, rp);
+}
+
+/* ---- version arithmetic ------------------------------------------------ */
+
+/* t (counter t) with a view v sharing it and an unrelated u: saved at
+ * version 0, bumped through v (1) and t (2), u bumped (its own counter),
+ * then the backward; a later bump (3) is after the backward. */
+static void test_counter_bumps_between_save_and_backward(void **state)
+{
+    (void)state;
+    tb b;
+    gt_trace *t;
+    gt_replayer *rp;
+    char err[256];
+    tb_open(&b, "counter");
+    assert_int_equal(gt_storage(b.r, 1, 12, b.cpu), 0);
+    assert_int_equal(gt_storage(b.r, 2, 12, b.cpu), 0);
+    tb_tensor(&b, 100, 1, 3, 0, 0, 0);
+    tb_tensor(&b, 101, 1, 1, 1, 100, 100); /* v = t[1] */
+    tb_tensor(&b, 102, 2, 3, 0, 0, 0);
+    int64_t op = tb_op(&b, "aten::mul", 10), save;
+    tb_node(&b, 1, "MulBackward0", op, 1, 0);
+    assert_int_equal(gt_saved_tensor(b.r, 1, tb_str(&b, "self"), 100, 0, 0, 12, &save), 0);
+    int64_t m1 = tb_op(&b, "aten::mul_.Tensor", 11), b1;
+    assert_int_equal(gt_op_arg(b.r, m1, GT_ROLE_MUTATED, 0, 101, 0), 0);
+    assert_int_equal(gt_version_bump(b.r, m1, 101, 1, 0, &b1), 0);
+    int64_t u = tb_op(&b, "aten::add_.Tensor", 12);
+    assert_int_equal(gt_version_bump(b.r, u, 102, 1, 0, NULL), 0);
+    int64_t m2 = tb_op(&b, "aten::zero_", 13), b2;
+    assert_int_equal(gt_version_bump(b.r, m2, 100, 2, 0, &b2), 0);
+    gt_id root = 1;
+    gt_id bw = tb_backward(&b, 1, &root, 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    int64_t m3 = tb_op(&b, "aten::zero_", 14);
+    assert_int_equal(gt_version_bump(b.r, m3, 100, 3, 0, NULL), 0);
+    /* Its op_args saw version 7 after the backward: outside the window. */
+    assert_int_equal(gt_op_arg(b.r, m3, GT_ROLE_MUTATED, 0, 100, 7), 0);
+    tb_finish(&b, &t, &rp);
+
+    gt_replay *r;
+    assert_int_equal(gt__replay_backward(rp, bw, &r, err, sizeof err), 0);
+    int64_t version = -1;
+    gt_mutation *m = NULL;
+    size_t n = 0;
+    assert_int_equal(
+        gt__replay_counter(rp, 100, save, 0, r->seq, &version, &m, &n, err, sizeof err), 0);
+    assert_int_equal(version, 2);
+    assert_int_equal(n, 2);
+    assert_int_equal(m[0].seq, m1);
+    assert_int_equal(m[0].bump_seq, b1);
+    assert_int_equal(m[0].tensor, 101);
+    assert_int_equal(m[0].version_after, 1);
+    assert_int_equal(m[1].seq, m2);
+    assert_int_equal(m[1].tensor, 100);
+    assert_int_equal(m[1].version_after, 2);
+    free(m);
+
+    /* From after the first bump: only the second counts. */
+    assert_int_equal(
+        gt__replay_counter(rp, 100, b1, 1, r->seq, &version, &m, &n, err, sizeof err), 0);
+    assert_int_equal(version, 2);
+    assert_int_equal(n, 1);
+    free(m);
+
+    /* Up to the end of the trace: the later bump and the op argument count;
+     * the largest observation wins. */
+    assert_int_equal(
+        gt__replay_counter(rp, 100, save, 0, INT64_MAX, &version, &m, &n, err, sizeof err),
+        0);
+    assert_int_equal(version, 7);
+    assert_int_equal(n, 3);
+    free(m);
+
+    /* The unrelated counter moved once; nothing happened to counter 101's
+     * id (it is not a counter of its own). */
+    assert_int_equal(
+        gt__replay_counter(rp, 102, 0, 0, r->seq, &version, &m, &n, err, sizeof err), 0);
+    assert_int_equal(version, 1);
+    assert_int_equal(n, 1);
+    free(m);
+    assert_int_equal(
+        gt__replay_counter(rp, 101, 0, 0, r->seq, &version, &m, &n, err, sizeof err), 0);
+    assert_int_equal(version, 0);
+    assert_int_equal(n, 0);
+    assert_null(m);
+    gt__replay_free(r);
+    tb_cleanup(&b, t, rp);
+}
+
+/* ---- hash map ---------------------------------------------------------- */
+
+static void test_imap(void **state)
+{
+    (void)state;
+    gt_imap m = {0};
+    int64_t v;
+    assert_int_equal(gt__imap_get(&m, 5, &v), 0);
+    for (int64_t k = 1; k <= 10000; k++)
+        assert_int_equal(gt__imap_put(&m, k * 7919, k), 0);
+    assert_int_equal(m.len, 10000);
+    assert_int_equal(gt__imap_put(&m, 7919, 42), 0);
+    assert_int_equal(m.len, 10000);
+    assert_int_equal(gt__imap_get(&m, 7919, &v), 1);
+    assert_int_equal(v, 42);
+    assert_int_equal(gt__imap_get(&m, 7919 * 5000, &v), 1);
+    assert_int_equal(v, 5000);
+    assert_int_equal(gt__imap_get(&m, 7918, &v), 0);
+    gt__imap_clear(&m);
+    assert_int_equal(gt__imap_get(&m, 7919, &v), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_order_priority_and_dependencies),
+        cmocka_unit_test(test_order_multiple_roots),
+        cmocka_unit_test(test_counter_bumps_between_save_and_backward),
+        cmocka_unit_test(test_imap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
