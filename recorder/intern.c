@@ -154,6 +154,7 @@ void gt__inttab_init(gt__inttab *t, int nkey)
 {
     memset(t, 0, sizeof(*t));
     t->nkey = nkey;
+    t->stride = nkey + 2;
 }
 
 void gt__inttab_release(gt__inttab *t)
@@ -171,52 +172,57 @@ static int key_eq(const int64_t *a, const int64_t *b, int nkey)
     return 1;
 }
 
-const struct gt__intent *gt__inttab_find(const gt__inttab *t, const int64_t *key)
+int64_t gt__inttab_find(const gt__inttab *t, const int64_t *key, int64_t *aux)
 {
     if (t->cap == 0)
-        return NULL;
+        return 0;
     size_t mask = t->cap - 1;
     for (size_t i = inthash(key, t->nkey) & mask;; i = (i + 1) & mask) {
-        const struct gt__intent *e = &t->slots[i];
-        if (e->id == 0)
-            return NULL;
-        if (key_eq(e->key, key, t->nkey))
-            return e;
+        const int64_t *e = t->slots + i * (size_t)t->stride;
+        if (e[t->nkey] == 0)
+            return 0;
+        if (key_eq(e, key, t->nkey)) {
+            if (aux)
+                *aux = e[t->nkey + 1];
+            return e[t->nkey];
+        }
     }
 }
 
-static void inttab_place(struct gt__intent *slots, size_t cap, int nkey,
-                         const struct gt__intent *e)
+static void inttab_place(int64_t *slots, size_t cap, int nkey, const int64_t *e)
 {
-    size_t mask = cap - 1;
-    size_t i = inthash(e->key, nkey) & mask;
-    while (slots[i].id != 0)
+    size_t mask = cap - 1, stride = (size_t)nkey + 2;
+    size_t i = inthash(e, nkey) & mask;
+    while (slots[i * stride + (size_t)nkey] != 0)
         i = (i + 1) & mask;
-    slots[i] = *e;
+    memcpy(slots + i * stride, e, stride * sizeof(int64_t));
 }
 
 int gt__inttab_add(gt__inttab *t, const int64_t *key, int64_t id, int64_t aux)
 {
+    size_t stride = (size_t)t->stride;
     if ((t->n + 1) * 2 > t->cap) {
         size_t ncap = t->cap ? t->cap * 2 : 256;
-        struct gt__intent *ns = calloc(ncap, sizeof(*ns));
+        int64_t *ns = calloc(ncap, stride * sizeof(int64_t));
         if (!ns)
             return GT_ENOMEM;
         for (size_t i = 0; i < t->cap; i++)
-            if (t->slots[i].id != 0)
-                inttab_place(ns, ncap, t->nkey, &t->slots[i]);
+            if (t->slots[i * stride + (size_t)t->nkey] != 0)
+                inttab_place(ns, ncap, t->nkey, t->slots + i * stride);
         free(t->slots);
         t->slots = ns;
         t->cap = ncap;
     }
-    struct gt__intent e = {.id = id, .aux = aux};
-    memcpy(e.key, key, (size_t)t->nkey * sizeof(int64_t));
-    inttab_place(t->slots, t->cap, t->nkey, &e);
+    int64_t e[GT__INTTAB_MAXKEY + 2];
+    memcpy(e, key, (size_t)t->nkey * sizeof(int64_t));
+    e[t->nkey] = id;
+    e[t->nkey + 1] = aux;
+    inttab_place(t->slots, t->cap, t->nkey, e);
     t->n++;
     return 0;
 }
 
 size_t gt__inttab_bytes(const gt__inttab *t)
 {
-    return t->cap * sizeof(struct gt__intent);
+    return t->cap * (size_t)t->stride * sizeof(int64_t);
 }

@@ -34,17 +34,14 @@ typedef struct gt__strtab {
     struct gt__arena_block *blocks;
 } gt__strtab;
 
-struct gt__intent {
-    int64_t key[GT__INTTAB_MAXKEY];
-    int64_t id;   /* 0: empty slot */
-    int64_t aux;  /* a value kept beside the id (stacks: user_frame) */
-};
-
+/* A slot is nkey + 2 int64 laid out as key[0..nkey), id, aux, so that a
+ * table of 2-int keys (stacks) takes 32 bytes a slot. id 0: empty slot. */
 typedef struct gt__inttab {
-    struct gt__intent *slots;
+    int64_t *slots;
     size_t cap;
     size_t n;
-    int nkey; /* how many of key[] are used, 1..4 */
+    int nkey;   /* 1..GT__INTTAB_MAXKEY */
+    int stride; /* nkey + 2 */
 } gt__inttab;
 
 /* Hash of a byte string (for gt__strtab_find / gt__strtab_add). */
@@ -60,8 +57,9 @@ int gt__strtab_add(gt__strtab *t, const char *s, size_t len, uint64_t hash, int6
 
 void gt__inttab_init(gt__inttab *t, int nkey);
 void gt__inttab_release(gt__inttab *t);
-/* The entry of key[0..nkey) or NULL if absent; valid until the next add. */
-const struct gt__intent *gt__inttab_find(const gt__inttab *t, const int64_t *key);
+/* The id of key[0..nkey) or 0 if absent; *aux (if not NULL) gets the value
+ * stored beside it. */
+int64_t gt__inttab_find(const gt__inttab *t, const int64_t *key, int64_t *aux);
 /* Add key -> (id, aux); the key must be absent. Returns 0 or GT_ENOMEM. */
 int gt__inttab_add(gt__inttab *t, const int64_t *key, int64_t id, int64_t aux);
 

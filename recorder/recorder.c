@@ -758,9 +758,9 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
         (code && (rc = intern_string_locked(r, code, strlen(code), &cid)) != 0))
         goto out;
     int64_t key[4] = {fid, line, fnid, cid};
-    const struct gt__intent *e = gt__inttab_find(&r->frames, key);
-    if (e) {
-        *out = e->id;
+    int64_t found = gt__inttab_find(&r->frames, key, NULL);
+    if (found) {
+        *out = found;
         goto out;
     }
     if ((rc = begin_write(r)) != 0)
@@ -798,9 +798,9 @@ int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
         rc = r->closed ? GT_ECLOSED : GT_EFAILED;
         goto out;
     }
-    const struct gt__intent *e = gt__inttab_find(&r->stacks, key);
-    if (e) {
-        *out = e->id;
+    int64_t found = gt__inttab_find(&r->stacks, key, NULL);
+    if (found) {
+        *out = found;
         goto out;
     }
     if ((rc = begin_write(r)) != 0)
@@ -837,9 +837,9 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
         rc = r->closed ? GT_ECLOSED : GT_EFAILED;
         goto out;
     }
-    const struct gt__intent *e = gt__inttab_find(&r->threads, key);
-    if (e) {
-        *out = e->id;
+    int64_t found = gt__inttab_find(&r->threads, key, NULL);
+    if (found) {
+        *out = found;
         goto out;
     }
     if ((rc = begin_write(r)) != 0)
