@@ -276,18 +276,18 @@ static void print_loc(FILE *o, sqlite3 *db, const style *st, const char *cwd,
                       const char *label, const char *loc)
 {
     if (!loc || !loc[0] || !strcmp(loc, "null")) {
-        fprintf(o, "  %-10s %s(location unknown)%s\n", label, st->dim, st->reset);
+        fprintf(o, "    %-11s %s(location unknown)%s\n", label, st->dim, st->reset);
         return;
     }
     char *file = jx(db, loc, "$.file"), *line = jx(db, loc, "$.line");
     char *fn = jx(db, loc, "$.function"), *code = jx(db, loc, "$.code");
-    fprintf(o, "  %-10s %s%s:%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), line, st->reset,
+    fprintf(o, "    %-11s %s%s:%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), line, st->reset,
             fn[0] ? "  in " : "", fn, "");
     const char *c = code;
     while (*c == ' ' || *c == '\t')
         c++;
     if (*c)
-        fprintf(o, "  %10s %s%5s |%s %s\n", "", st->dim, line, st->reset, c);
+        fprintf(o, "    %11s %s%5s |%s %s\n", "", st->dim, line, st->reset, c);
     free(file);
     free(line);
     free(fn);
@@ -333,12 +333,12 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
                 ln[0] ? ln : "a leaf");
         free(ln);
     }
-    fprintf(o, "%s  %s%s%s%s\n", st->reset, st->dim, kind,
+    fprintf(o, "%s  %s[%s%s]%s\n", st->reset, st->dim, kind,
             !strcmp(ftf, "1") ? ", first to fail" : "", st->reset);
 
     if (strcmp(kind, "leaf_inplace") != 0) {
         print_loc(o, db, st, cwd, "saved at", nloc);
-        fprintf(o, "  %10s %s saved %s%s%s%s = %s (%s %s) at version %s\n", "", node,
+        fprintf(o, "    %11s %s saved %s%s%s%s = %s (%s %s) at version %s\n", "", node,
                 st->bold, slot[0] ? slot : "?", st->reset, "", nm, dtype, shape, sv);
     } else {
         print_loc(o, db, st, cwd, "raised at", loc);
@@ -359,7 +359,7 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
             print_loc(o, db, st, cwd,
                       !strcmp(kind, "silent_storage_write") ? "written at" : "modified at",
                       mloc);
-        fprintf(o, "  %10s %s%s%s %s%s%s\n", "", st->yellow, op, st->reset,
+        fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
                 mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);
         free(prev);
         prev = mloc;
@@ -372,23 +372,23 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
 
     if (!strcmp(kind, "backward_twice")) {
         print_loc(o, db, st, cwd, "freed by", floc);
-        fprintf(o, "  %10s backward #%s ran without retain_graph=True\n", "", fb);
+        fprintf(o, "    %11s backward #%s ran without retain_graph=True\n", "", fb);
     }
     if (bi[0]) {
         print_loc(o, db, st, cwd, "needed by", bloc);
         if (!strcmp(kind, "inplace_invalidated_saved"))
-            fprintf(o, "  %10s backward #%s found version %s, expected %s\n", "", bi, va, sv);
+            fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi, va, sv);
         else
-            fprintf(o, "  %10s backward #%s\n", "", bi);
+            fprintf(o, "    %11s backward #%s\n", "", bi);
     }
     if (!strcmp(match, "1"))
-        fprintf(o, "  %-10s %smatches the error PyTorch raised%s\n", "error", st->green,
+        fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
                 st->reset);
     else if (!strcmp(match, "0"))
-        fprintf(o, "  %-10s %sdoes not match the error PyTorch raised%s\n", "error",
+        fprintf(o, "    %-11s %sdoes not match the error PyTorch raised%s\n", "error",
                 st->yellow, st->reset);
     if (sugg[0])
-        fprintf(o, "  %s%-10s%s %s\n", st->green, "fix", st->reset, sugg);
+        fprintf(o, "    %s%-11s%s %s\n", st->green, "fix", st->reset, sugg);
     fputc('\n', o);
 
     free(kind);
@@ -485,6 +485,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     char *fjson = NULL, *ejson = NULL, *doc = NULL;
 
     optind = 0;
+    opterr = 0;
     while ((ch = getopt_long(argc, argv, "+hb:", longopts, NULL)) != -1) {
         switch (ch) {
         case 'j':
@@ -516,6 +517,9 @@ int gt_cmd_diagnose(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
+            fprintf(stderr, "gradtrace: diagnose: %s '%s'\n",
+                    optopt && ch == ':' ? "missing value for option" : "unknown option",
+                    argv[optind - 1]);
             usage(stderr);
             return 2;
         }

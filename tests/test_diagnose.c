@@ -1,0 +1,625 @@
+/* Unit tests of inspector/diagnose.c and `gradtrace diagnose`
+ * (cmd_diagnose.c), on traces built by hand with the recorder API. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <gradtrace/recorder.h>
+
+#include "cmd.h"
+#include "diagnose.h"
+#include "trace.h"
+
+/* ---- a tiny trace builder ---------------------------------------------- */
+
+typedef struct tb {
+    gt_recorder *r;
+    char path[256];
+    gt_id dtype, thread, cpu;
+} tb;
+
+static void tb_open(tb *b, const char *name)
+{
+    gt_recorder_options o = {.overwrite = 1};
+    char err[256];
+    snprintf(b->path, sizeof b->path, "/tmp/gt_test_diag_%d_%s.db", (int)getpid(), name);
+    assert_int_equal(gt_recorder_open(b->path, &o, err, sizeof err, &b->r), 0);
+    assert_int_equal(gt_intern_string(b->r, "float32", 7, &b->dtype), 0);
+    assert_int_equal(gt_intern_string(b->r, "cpu", 3, &b->cpu), 0);
+    assert_int_equal(gt_intern_thread(b->r, 1, "main", &b->thread), 0);
+}
+
+static gt_id tb_str(tb *b, const char *s)
+{
+    gt_id id;
+    assert_int_equal(gt_intern_string(b->r, s, strlen(s), &id), 0);
+    return id;
+}
+
+static gt_id tb_stack(tb *b, int line, const char *code)
+{
+    gt_id f, s;
+    assert_int_equal(gt_intern_frame(b->r, "/src/train.py", line, "<module>", code, &f), 0);
+    assert_int_equal(gt_intern_stack(b->r, 0, f, f, &s), 0);
+    return s;
+}
+
+/* A float32 1-d tensor of n elements at `offset` in `storage`. */
+static void tb_tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t offset, int rg,
+                      int leaf, gt_id alias_of, int shares, gt_id vc)
+{
+    int64_t shape[1] = {n}, strides[1] = {1};
+    gt_tensor_info t = {.id = id, .storage = storage, .dtype = b->dtype, .ndim = 1,
+                        .shape = shape, .strides = strides, .storage_offset = offset,
+                        .requires_grad = rg, .is_leaf = leaf, .alias_of = alias_of,
+                        .shares_version = shares, .version_counter = vc};
+    assert_int_equal(gt_tensor(b->r, &t), 0);
+}
+
+static int64_t tb_op(tb *b, const char *name, int phase, int line, const char *code)
+{
+    gt_op_info o = {.name = tb_str(b, name), .phase = phase, .grad_mode = 1,
+                    .thread = b->thread, .stack = tb_stack(b, line, code)};
+    int64_t seq;
+    assert_int_equal(gt_op(b->r, &o, &seq), 0);
+    return seq;
+}
+
+static void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr)
+{
+    gt_node_info n = {.id = id, .name = tb_str(b, name), .op = op, .sequence_nr = seqnr,
+                      .thread = b->thread};
+    assert_int_equal(gt_node(b->r, &n), 0);
+}
+
+static int64_t tb_save(tb *b, gt_id node, const char *slot, gt_id tensor, int64_t version)
+{
+    int64_t seq;
+    assert_int_equal(gt_saved_tensor(b->r, node, tb_str(b, slot), tensor, version, 0, 12, &seq),
+                     0);
+    return seq;
+}
+
+/* An in-place op at `line` writing `tensor`, bumping its counter to `v`. */
+static int64_t tb_mutate(tb *b, const char *op, int line, const char *code, gt_id tensor,
+                         int64_t v)
+{
+    int64_t seq = tb_op(b, op, GT_PHASE_FORWARD, line, code);
+    assert_int_equal(gt_op_arg(b->r, seq, GT_ROLE_MUTATED, 0, tensor, v - 1), 0);
+    assert_int_equal(gt_version_bump(b->r, seq, tensor, v, 0, NULL), 0);
+    return seq;
+}
+
+static gt_id tb_backward(tb *b, gt_id root, int retain, int line)
+{
+    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"), .retain_graph = retain,
+                           .thread = b->thread, .stack = tb_stack(b, line, "loss.backward()")};
+    gt_id id;
+    assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
+    assert_int_equal(gt_backward_root(b->r, id, 0, 0, root), 0);
+    return id;
+}
+
+static void tb_close(tb *b, int ended)
+{
+    if (ended)
+        assert_int_equal(gt_run_end(b->r, GT_RUN_EXCEPTION, 1, 0), 0);
+    assert_int_equal(gt_recorder_close(b->r), 0);
+    b->r = NULL;
+}
+
+static gt_findings *diagnose(const char *path, int64_t backward, int partial)
+{
+    gt_trace *t;
+    gt_findings *f = NULL;
+    char err[256];
+    gt_diagnose_options o = {.backward = backward};
+    assert_int_equal(gt_trace_open(path, &t, err, sizeof err), 0);
+    assert_int_equal(gt_trace_partial(t), partial);
+    int rc = gt_diagnose(t, &o, &f, err, sizeof err);
+    if (rc)
+        printf("  gt_diagnose: %s\n", err);
+    assert_int_equal(rc, 0);
+    gt_trace_close(t);
+    for (size_t i = 0; i < f->n; i++)
+        printf("  finding %zu: %s node %lld tensor %lld v%lld->v%lld (%zu writes) ftf %d "
+               "match %d: %s\n",
+               i, gt_finding_kind_name(f->v[i].kind), (long long)f->v[i].node,
+               (long long)f->v[i].tensor, (long long)f->v[i].saved_version,
+               (long long)f->v[i].version_at_backward, f->v[i].n_mutations,
+               f->v[i].first_to_fail, f->v[i].matches_error, f->v[i].suggestion);
+    return f;
+}
+
+/* Run `gradtrace diagnose` with `args` (NULL-terminated), capturing stdout
+ * into out (malloc'd). Returns the exit status. */
+static int run_cmd(char **out, ...)
+{
+    char *argv[16];
+    int argc = 0;
+    va_list ap;
+    argv[argc++] = "diagnose";
+    va_start(ap, out);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL && argc < 15)
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    char tmp[] = "/tmp/gt_test_diag_out_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    fflush(stdout);
+    int saved = dup(1);
+    dup2(fd, 1);
+    int status = gt_cmd_diagnose(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    off_t n = lseek(fd, 0, SEEK_END);
+    *out = calloc(1, (size_t)n + 1);
+    assert_int_equal(pread(fd, *out, (size_t)n, 0), n);
+    close(fd);
+    unlink(tmp);
+    return status;
+}
+
+/* json_extract(doc, path) as text ("" for NULL). */
+static char *jx(const char *doc, const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    static char buf[4096];
+    assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT json_extract(?1, ?2)", -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s != SQLITE_ROW)
+        printf("  json_extract(%s) failed on: %s\n", path, doc);
+    assert_int_equal(s, SQLITE_ROW);
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    snprintf(buf, sizeof buf, "%s", v ? v : "");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return buf;
+}
+
+/* ---- the seed: class weights updated in place before backward ---------- */
+
+#define SEED_MSG                                                                          \
+    "one of the variables needed for gradient computation has been modified by an "       \
+    "inplace operation: [torch.FloatTensor [3]] is at version 6; expected version 0 "     \
+    "instead. Hint: enable anomaly detection."
+
+/* class_weights (100) saved as `weight` by NllLossBackward0 (node 1), then
+ * changed three times through select views (mul_ + copy_ each: versions
+ * 1..6) at line 43, then backward at line 46 raising PyTorch's error. */
+static void build_seed(tb *b, const char *name, int mutate, int ended)
+{
+    tb_open(b, name);
+    assert_int_equal(gt_storage(b->r, 1, 12, b->cpu), 0);
+    assert_int_equal(gt_storage(b->r, 2, 64, b->cpu), 0);
+    tb_tensor(b, 100, 1, 3, 0, 0, 1, 0, 0, 0);
+    assert_int_equal(gt_name(b->r, gt_recorder_seq(b->r), 100, "class_weights"), 0);
+    tb_tensor(b, 101, 2, 16, 0, 1, 0, 0, 0, 0);
+    int64_t ls = tb_op(b, "aten::_log_softmax", GT_PHASE_FORWARD, 36,
+                       "    log_probs = F.log_softmax(model(x), dim=1)");
+    tb_node(b, 2, "LogSoftmaxBackward0", ls, 4);
+    tb_save(b, 2, "result", 101, 0);
+    int64_t nll = tb_op(b, "aten::nll_loss_forward", GT_PHASE_FORWARD, 37,
+                        "    loss = F.nll_loss(log_probs, target, weight=class_weights)");
+    tb_node(b, 1, "NllLossBackward0", nll, 5);
+    assert_int_equal(gt_edge(b->r, 1, 0, 2, 0), 0);
+    tb_save(b, 1, "self", 101, 0);
+    tb_save(b, 1, "weight", 100, 0);
+    if (mutate) {
+        for (int i = 0; i < 3; i++) {
+            gt_id view = 110 + i;
+            tb_tensor(b, view, 1, 1, i, 0, 0, 100, 1, 100);
+            tb_mutate(b, "aten::mul_.Tensor", 43, "        class_weights[i] *= 1.0 + share",
+                      view, 2 * i + 1);
+            tb_mutate(b, "aten::copy_", 43, "        class_weights[i] *= 1.0 + share", view,
+                      2 * i + 2);
+        }
+    }
+    gt_id bw = tb_backward(b, 1, 0, 46);
+    if (mutate) {
+        assert_int_equal(gt_error(b->r, "RuntimeError", SEED_MSG, tb_stack(b, 46, "loss."
+                                                                           "backward()"),
+                                  bw, NULL),
+                         0);
+        assert_int_equal(gt_backward_end(b->r, bw, 0), 0);
+    } else {
+        assert_int_equal(gt_backward_end(b->r, bw, 1), 0);
+    }
+    if (ended >= 0)
+        tb_close(b, ended);
+}
+
+static void test_seed_finding(void **state)
+{
+    (void)state;
+    tb b;
+    build_seed(&b, "seed", 1, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    gt_finding *x = &f->v[0];
+    assert_int_equal(x->kind, GT_FINDING_INPLACE_INVALIDATED_SAVED);
+    assert_int_equal(x->node, 1);
+    assert_int_equal(x->tensor, 100);
+    assert_int_equal(x->backward, 1);
+    assert_int_equal(x->saved_version, 0);
+    assert_int_equal(x->version_at_backward, 6);
+    assert_int_equal(x->n_mutations, 6);
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(x->mutations[i].version_after, (int64_t)i + 1);
+        assert_int_equal(x->mutations[i].tensor, 110 + (int64_t)i / 2);
+    }
+    assert_int_equal(x->first_to_fail, 1);
+    assert_int_equal(x->matches_error, 1);
+    assert_true(x->error_seq > 0);
+    assert_string_equal(x->suggestion, "update a copy: class_weights = class_weights.clone()"
+                                       ".detach() before changing it, or move the update "
+                                       "after backward()");
+    gt_findings_free(f);
+
+    /* The command: JSON in the shape, exit 1. */
+    char *out;
+    assert_int_equal(run_cmd(&out, "--json", b.path, NULL), 1);
+    assert_string_equal(jx(out, "$.trace"), b.path);
+    assert_string_equal(jx(out, "$.partial"), "0");
+    assert_string_equal(jx(out, "$.error.type"), "RuntimeError");
+    assert_string_equal(jx(out, "$.error.location.line"), "46");
+    assert_string_equal(jx(out, "$.findings[0].kind"), "inplace_invalidated_saved");
+    assert_string_equal(jx(out, "$.findings[0].first_to_fail"), "1");
+    assert_string_equal(jx(out, "$.findings[0].backward.index"), "1");
+    assert_string_equal(jx(out, "$.findings[0].backward.location.code"), "loss.backward()");
+    assert_string_equal(jx(out, "$.findings[0].node.name"), "NllLossBackward0");
+    assert_string_equal(jx(out, "$.findings[0].node.location.line"), "37");
+    assert_string_equal(jx(out, "$.findings[0].node.location.file"), "/src/train.py");
+    assert_string_equal(jx(out, "$.findings[0].saved.slot"), "weight");
+    assert_string_equal(jx(out, "$.findings[0].saved.dtype"), "float32");
+    assert_string_equal(jx(out, "$.findings[0].saved.shape"), "[3]");
+    assert_string_equal(jx(out, "$.findings[0].saved.names"), "[\"class_weights\"]");
+    assert_string_equal(jx(out, "$.findings[0].saved.saved_version"), "0");
+    assert_string_equal(jx(out, "$.findings[0].saved.version_at_backward"), "6");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].op"), "aten::mul_.Tensor");
+    assert_string_equal(jx(out, "$.findings[0].mutations[1].op"), "aten::copy_");
+    assert_string_equal(jx(out, "$.findings[0].mutations[5].version_after"), "6");
+    assert_string_equal(jx(out, "$.findings[0].mutations[5].location.line"), "43");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].names"), "[\"class_weights\"]");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].location.function"), "<module>");
+    assert_string_equal(jx(out, "$.findings[0].matches_error"), "1");
+    assert_string_equal(jx(out, "$.findings[1]"), "");
+    free(out);
+
+    /* Text: the pair, clickable locations, no colour off a terminal. */
+    assert_int_equal(run_cmd(&out, b.path, NULL), 1);
+    printf("%s", out);
+    assert_non_null(strstr(out, "class_weights modified in place after NllLossBackward0 "
+                                "saved it (version 0 -> 6)"));
+    assert_non_null(strstr(out, "/src/train.py:37"));
+    assert_non_null(strstr(out, "/src/train.py:43"));
+    assert_non_null(strstr(out, "class_weights[i] *= 1.0 + share"));
+    assert_non_null(strstr(out, "backward #1 found version 6, expected 0"));
+    assert_non_null(strstr(out, "matches the error"));
+    assert_null(strstr(out, "\033["));
+    free(out);
+    assert_int_equal(run_cmd(&out, "--color", "always", b.path, NULL), 1);
+    assert_non_null(strstr(out, "\033["));
+    free(out);
+    unlink(b.path);
+}
+
+static void test_seed_control_no_findings(void **state)
+{
+    (void)state;
+    tb b;
+    build_seed(&b, "control", 0, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 0);
+    gt_findings_free(f);
+    char *out;
+    assert_int_equal(run_cmd(&out, "--json", b.path, NULL), 0);
+    assert_string_equal(jx(out, "$.findings"), "[]");
+    assert_string_equal(jx(out, "$.error"), "");
+    assert_non_null(strstr(out, "\"error\":null"));
+    free(out);
+    assert_int_equal(run_cmd(&out, b.path, NULL), 0);
+    assert_non_null(strstr(out, "no findings"));
+    free(out);
+    unlink(b.path);
+}
+
+/* A killed recording: no gt_run_end, no close (no indexes), status running. */
+static void test_partial_trace(void **state)
+{
+    (void)state;
+    tb b;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        build_seed(&b, "partial", 1, -1);
+        gt_recorder_flush(b.r);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(WEXITSTATUS(status), 0);
+    snprintf(b.path, sizeof b.path, "/tmp/gt_test_diag_%d_%s.db", (int)pid, "partial");
+    gt_findings *f = diagnose(b.path, 0, 1);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].version_at_backward, 6);
+    assert_int_equal(f->v[0].n_mutations, 6);
+    gt_findings_free(f);
+    char *out;
+    assert_int_equal(run_cmd(&out, "--json", b.path, NULL), 1);
+    assert_string_equal(jx(out, "$.partial"), "1");
+    free(out);
+    assert_int_equal(run_cmd(&out, b.path, NULL), 1);
+    assert_non_null(strstr(out, "the trace is partial"));
+    free(out);
+    char p[300];
+    unlink(b.path);
+    snprintf(p, sizeof p, "%s-wal", b.path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", b.path);
+    unlink(p);
+}
+
+/* ---- silent writes through an alias with its own counter --------------- */
+
+static void test_silent_storage_write(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "silent");
+    assert_int_equal(gt_storage(b.r, 1, 24, b.cpu), 0);
+    tb_tensor(&b, 200, 1, 3, 0, 1, 1, 0, 0, 0); /* w = storage[0:3] */
+    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 200, "w"), 0);
+    int64_t op = tb_op(&b, "aten::mul", GT_PHASE_FORWARD, 10, "y = x * w");
+    tb_node(&b, 1, "MulBackward0", op, 3);
+    tb_save(&b, 1, "other", 200, 0);
+    /* w.data: same bytes, its own counter; and a neighbour at [3:6]. */
+    tb_tensor(&b, 201, 1, 3, 0, 0, 1, 200, 0, 0);
+    tb_tensor(&b, 202, 1, 3, 3, 0, 1, 0, 0, 0);
+    int64_t w1 = tb_mutate(&b, "aten::mul_.Tensor", 11, "w.data.mul_(2)", 201, 1);
+    tb_mutate(&b, "aten::zero_", 12, "other.zero_()", 202, 1);
+    gt_id bw = tb_backward(&b, 1, 0, 13);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    tb_close(&b, 1);
+
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_SILENT_STORAGE_WRITE);
+    assert_int_equal(f->v[0].tensor, 200);
+    assert_int_equal(f->v[0].first_to_fail, 0);
+    assert_int_equal(f->v[0].saved_version, 0);
+    assert_int_equal(f->v[0].version_at_backward, 0);
+    assert_int_equal(f->v[0].n_mutations, 1);
+    assert_int_equal(f->v[0].mutations[0].seq, w1);
+    assert_int_equal(f->v[0].mutations[0].tensor, 201);
+    gt_findings_free(f);
+    char *out;
+    assert_int_equal(run_cmd(&out, "--json", b.path, NULL), 1);
+    assert_string_equal(jx(out, "$.findings[0].kind"), "silent_storage_write");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].location.line"), "11");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].names"), "[\"w\"]");
+    assert_string_equal(jx(out, "$.findings[0].saved.names"), "[\"w\"]");
+    free(out);
+    unlink(b.path);
+}
+
+/* ---- backward twice ---------------------------------------------------- */
+
+static void build_twice(tb *b, const char *name, int retain)
+{
+    tb_open(b, name);
+    tb_tensor(b, 300, 0, 3, 0, 1, 1, 0, 0, 0);
+    int64_t op = tb_op(b, "aten::exp", GT_PHASE_FORWARD, 5, "y = x.exp()");
+    tb_node(b, 1, "ExpBackward0", op, 1);
+    tb_tensor(b, 301, 0, 3, 0, 1, 0, 0, 0, 0);
+    int64_t s = 0;
+    assert_int_equal(gt_saved_tensor(b->r, 1, tb_str(b, "result"), 301, 0, 1, 12, &s), 0);
+    int64_t sop = tb_op(b, "aten::sum", GT_PHASE_FORWARD, 6, "loss = y.sum()");
+    tb_node(b, 2, "SumBackward0", sop, 2);
+    assert_int_equal(gt_edge(b->r, 2, 0, 1, 0), 0);
+    gt_id b1 = tb_backward(b, 2, retain, 7);
+    assert_int_equal(gt_backward_end(b->r, b1, 1), 0);
+    gt_id b2 = tb_backward(b, 2, 0, 8);
+    if (!retain) {
+        assert_int_equal(gt_error(b->r, "RuntimeError",
+                                  "Trying to backward through the graph a second time (or "
+                                  "directly access saved tensors after they have already "
+                                  "been freed).",
+                                  tb_stack(b, 8, "loss.backward()"), b2, NULL),
+                         0);
+    }
+    assert_int_equal(gt_backward_end(b->r, b2, retain), 0);
+    tb_close(b, 1);
+}
+
+static void test_backward_twice(void **state)
+{
+    (void)state;
+    tb b;
+    build_twice(&b, "twice", 0);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_BACKWARD_TWICE);
+    assert_int_equal(f->v[0].backward, 2);
+    assert_int_equal(f->v[0].other_backward, 1);
+    assert_int_equal(f->v[0].node, 1);
+    assert_int_equal(f->v[0].first_to_fail, 1);
+    assert_int_equal(f->v[0].matches_error, 1);
+    assert_non_null(strstr(f->v[0].suggestion, "retain_graph=True"));
+    assert_non_null(strstr(f->v[0].suggestion, "/src/train.py:7"));
+    gt_findings_free(f);
+
+    /* --backward 1 alone: nothing wrong with the first call. */
+    f = diagnose(b.path, 1, 0);
+    assert_int_equal(f->n, 0);
+    gt_findings_free(f);
+    f = diagnose(b.path, 2, 0);
+    assert_int_equal(f->n, 1);
+    gt_findings_free(f);
+
+    char *out;
+    assert_int_equal(run_cmd(&out, "--json", b.path, NULL), 1);
+    assert_string_equal(jx(out, "$.findings[0].kind"), "backward_twice");
+    assert_string_equal(jx(out, "$.findings[0].backward.location.line"), "8");
+    assert_string_equal(jx(out, "$.findings[0].freed_by.index"), "1");
+    assert_string_equal(jx(out, "$.findings[0].freed_by.location.line"), "7");
+    assert_string_equal(jx(out, "$.findings[0].mutations"), "[]");
+    free(out);
+    assert_int_equal(run_cmd(&out, "--backward", "1", b.path, NULL), 0);
+    free(out);
+    unlink(b.path);
+
+    build_twice(&b, "twice_retained", 1);
+    f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 0);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
+/* ---- in-place on a leaf ------------------------------------------------ */
+
+static void test_leaf_inplace(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "leaf");
+    tb_tensor(&b, 400, 0, 3, 0, 1, 1, 0, 0, 0);
+    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 400, "w"), 0);
+    tb_tensor(&b, 401, 0, 3, 0, 0, 1, 0, 0, 0);
+    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 401, "wx"), 0);
+    assert_int_equal(gt_error(b.r, "RuntimeError",
+                              "a leaf Variable that requires grad is being used in an "
+                              "in-place operation.",
+                              tb_stack(&b, 21, "    w += 1  # wx too"), 0, NULL),
+                     0);
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_LEAF_INPLACE);
+    assert_int_equal(f->v[0].tensor, 400);
+    assert_int_equal(f->v[0].first_to_fail, 1);
+    assert_non_null(strstr(f->v[0].suggestion, "torch.no_grad()"));
+    gt_findings_free(f);
+    char *out;
+    assert_int_equal(run_cmd(&out, "--json", b.path, NULL), 1);
+    assert_string_equal(jx(out, "$.findings[0].kind"), "leaf_inplace");
+    assert_string_equal(jx(out, "$.findings[0].location.line"), "21");
+    assert_string_equal(jx(out, "$.findings[0].leaf.names"), "[\"w\"]");
+    assert_string_equal(jx(out, "$.findings[0].backward"), "");
+    free(out);
+    unlink(b.path);
+}
+
+/* ---- two saved tensors broken in one backward -------------------------- */
+
+/* a (node 9) and b (node 3) both saved, both changed; the engine runs
+ * node 9 first, so its tensor is the one PyTorch names. */
+static void test_two_invalidated(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "two");
+    tb_tensor(&b, 500, 0, 3, 0, 1, 0, 0, 0, 0);
+    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 500, "a"), 0);
+    int64_t s = tb_op(&b, "aten::sin", GT_PHASE_FORWARD, 3, "b = a.sin()");
+    tb_node(&b, 3, "SinBackward0", s, 3);
+    tb_save(&b, 3, "self", 500, 0);
+    tb_tensor(&b, 501, 0, 3, 0, 1, 0, 0, 0, 0);
+    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 501, "b"), 0);
+    int64_t c = tb_op(&b, "aten::cos", GT_PHASE_FORWARD, 4, "c = b.cos()");
+    tb_node(&b, 9, "CosBackward0", c, 9);
+    assert_int_equal(gt_edge(b.r, 9, 0, 3, 0), 0);
+    tb_save(&b, 9, "self", 501, 0);
+    tb_mutate(&b, "aten::add_.Tensor", 5, "a += 1", 500, 1);
+    tb_mutate(&b, "aten::mul_.Tensor", 6, "b *= 2", 501, 1);
+    tb_mutate(&b, "aten::mul_.Tensor", 7, "b *= 2", 501, 2);
+    gt_id bw = tb_backward(&b, 9, 0, 8);
+    assert_int_equal(gt_error(b.r, "RuntimeError",
+                              "one of the variables needed for gradient computation has "
+                              "been modified by an inplace operation: [torch.FloatTensor "
+                              "[3]] is at version 2; expected version 0 instead.",
+                              tb_stack(&b, 8, "c.sum().backward()"), bw, NULL),
+                     0);
+    assert_int_equal(gt_backward_end(b.r, bw, 0), 0);
+    tb_close(&b, 1);
+
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 2);
+    assert_int_equal(f->v[0].node, 9);
+    assert_int_equal(f->v[0].tensor, 501);
+    assert_int_equal(f->v[0].version_at_backward, 2);
+    assert_int_equal(f->v[0].first_to_fail, 1);
+    assert_int_equal(f->v[0].matches_error, 1);
+    assert_non_null(strstr(f->v[0].suggestion, "b = b.mul(...)"));
+    assert_int_equal(f->v[1].node, 3);
+    assert_int_equal(f->v[1].tensor, 500);
+    assert_int_equal(f->v[1].version_at_backward, 1);
+    assert_int_equal(f->v[1].first_to_fail, 0);
+    assert_int_equal(f->v[1].matches_error, 0);
+    assert_non_null(strstr(f->v[1].suggestion, "a = a.add(...)"));
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
+/* ---- bad input --------------------------------------------------------- */
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    char *out;
+    char path[] = "/tmp/gt_test_diag_junk_XXXXXX";
+    int fd = mkstemp(path);
+    assert_int_equal(write(fd, "hello, not a database at all", 28), 28);
+    close(fd);
+    assert_int_equal(run_cmd(&out, path, NULL), 2);
+    assert_string_equal(out, "");
+    free(out);
+    unlink(path);
+    assert_int_equal(run_cmd(&out, "/nonexistent/run.db", NULL), 2);
+    free(out);
+    assert_int_equal(run_cmd(&out, NULL), 2);
+    free(out);
+    assert_int_equal(run_cmd(&out, "--backward", "0", "x.db", NULL), 2);
+    free(out);
+    assert_int_equal(run_cmd(&out, "--bogus", "x.db", NULL), 2);
+    free(out);
+    tb b;
+    build_seed(&b, "badbw", 0, 1);
+    assert_int_equal(run_cmd(&out, "--backward", "9", b.path, NULL), 2);
+    assert_string_equal(out, "");
+    free(out);
+    unlink(b.path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seed_finding),
+        cmocka_unit_test(test_seed_control_no_findings),
+        cmocka_unit_test(test_partial_trace),
+        cmocka_unit_test(test_silent_storage_write),
+        cmocka_unit_test(test_backward_twice),
+        cmocka_unit_test(test_leaf_inplace),
+        cmocka_unit_test(test_two_invalidated),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
