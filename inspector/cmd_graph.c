@@ -1,12 +1,172 @@
-/* gradtrace graph: placeholder until its issue lands. */
+/* gradtrace graph: draw one backward call's autograd graph (graph.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "diagnose.h"
+#include "graph.h"
+#include "trace.h"
+
+static const char usage_text[] =
+    "usage: gradtrace graph TRACE -o FILE [--format dot|svg|png] [--backward N]\n"
+    "                       [--hops K] [--all] [--no-legend]\n"
+    "\n"
+    "Draw the autograd graph of one backward call: its nodes with the user's\n"
+    "lines, saved tensors, and for each finding the in-place ops that changed a\n"
+    "saved tensor (red) and the node the backward fails on (outlined).\n"
+    "\n"
+    "  -o, --output FILE   where to write; '-' for standard output\n"
+    "  -f, --format FMT    dot, svg or png (default: from FILE's extension;\n"
+    "                      dot for '-')\n"
+    "  -b, --backward N    the backward call to draw (default: the one with\n"
+    "                      findings, else the last)\n"
+    "  -k, --hops K        draw nodes within K edges of a finding (default 2)\n"
+    "  -a, --all           draw the whole graph, not just around the findings\n"
+    "      --no-legend     leave the legend out\n"
+    "  -h, --help          show this help\n";
+
+/* Parse a non-negative integer in [min, max]; 0 on success. */
+static int parse_int(const char *s, long long min, long long max, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
 
 int gt_cmd_graph(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "gradtrace: graph: not built yet\n");
-    return 2;
+    enum { OPT_NO_LEGEND = 256 };
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"format", required_argument, NULL, 'f'},
+        {"backward", required_argument, NULL, 'b'},
+        {"hops", required_argument, NULL, 'k'},
+        {"all", no_argument, NULL, 'a'},
+        {"no-legend", no_argument, NULL, OPT_NO_LEGEND},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    gt_graph_options opts = {.hops = -1};
+    const char *output = NULL, *format_name = NULL;
+    gt_trace *trace = NULL;
+    gt_graph *graph = NULL;
+    gt_findings *findings = NULL;
+    char err[1024];
+    int format = -1, c, status = 2;
+    long long v;
+
+    optind = 0; /* reset: main may have parsed before */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:f:b:k:ah", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'f':
+            format_name = optarg;
+            if (gt_graph_format_parse(optarg, &format) != 0) {
+                fprintf(stderr, "gradtrace: graph: unknown format '%s' (use dot, svg or png)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'b':
+            if (parse_int(optarg, 1, INT64_MAX, &v) != 0) {
+                fprintf(stderr, "gradtrace: graph: --backward wants a positive number, "
+                                "not '%s'\n", optarg);
+                return 2;
+            }
+            opts.backward = v;
+            break;
+        case 'k':
+            if (parse_int(optarg, 0, 1000000, &v) != 0) {
+                fprintf(stderr, "gradtrace: graph: --hops wants a number >= 0, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            opts.hops = (int)v;
+            break;
+        case 'a':
+            opts.all = 1;
+            break;
+        case OPT_NO_LEGEND:
+            opts.no_legend = 1;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        case ':':
+            fprintf(stderr, "gradtrace: graph: option '%s' needs a value\n",
+                    argv[optind - 1]);
+            return 2;
+        default:
+            if (optopt && optopt < 256)
+                fprintf(stderr, "gradtrace: graph: unknown option '-%c' (see gradtrace "
+                                "graph --help)\n", optopt);
+            else
+                fprintf(stderr, "gradtrace: graph: unknown option '%s' (see gradtrace "
+                                "graph --help)\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gradtrace: graph: missing TRACE (usage: gradtrace graph TRACE "
+                        "-o FILE [options])\n");
+        return 2;
+    }
+    if (argc - optind > 1) {
+        fprintf(stderr, "gradtrace: graph: unexpected argument '%s'\n", argv[optind + 1]);
+        return 2;
+    }
+    if (!output) {
+        fprintf(stderr, "gradtrace: graph: missing -o FILE (use '-' for standard output)\n");
+        return 2;
+    }
+    if (!format_name) {
+        if (!strcmp(output, "-")) {
+            format = GT_GRAPH_DOT;
+        } else if (gt_graph_format_from_path(output, &format) != 0) {
+            fprintf(stderr, "gradtrace: graph: cannot tell the format of %s from its "
+                            "extension: use --format dot, svg or png\n", output);
+            return 2;
+        }
+    }
+
+    if (gt_trace_open(argv[optind], &trace, err, sizeof err) != 0) {
+        fprintf(stderr, "gradtrace: %s\n", err);
+        return 2;
+    }
+    /* The findings decide the default backward call and the focus. */
+    gt_diagnose_options dopts = {.backward = opts.backward};
+    if (gt_diagnose(trace, &dopts, &findings, err, sizeof err) != 0) {
+        fprintf(stderr, "gradtrace: graph: %s\n", err);
+        goto out;
+    }
+    opts.findings = findings;
+    if (gt_graph_build(trace, &opts, &graph, err, sizeof err) != 0 ||
+        gt_graph_render(graph, format, output, err, sizeof err) != 0) {
+        fprintf(stderr, "gradtrace: graph: %s\n", err);
+        goto out;
+    }
+    if (strcmp(output, "-"))
+        printf("wrote %s: backward call %lld, %zu of %zu autograd nodes, %zu %s\n", output,
+               (long long)gt_graph_backward(graph), gt_graph_nodes_drawn(graph),
+               gt_graph_nodes_total(graph), gt_graph_findings_shown(graph),
+               gt_graph_findings_shown(graph) == 1 ? "finding" : "findings");
+    status = 0;
+out:
+    gt_graph_free(graph);
+    gt_findings_free(findings);
+    gt_trace_close(trace);
+    return status;
 }

@@ -1,0 +1,1458 @@
+/* Building one backward call's graph with cgraph and rendering it with gvc;
+ * see graph.h. */
+#include "graph.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <graphviz/gvc.h>
+#include <sqlite3.h>
+
+#include <gradtrace/recorder.h>
+
+#define LABEL_CHARS 60 /* characters of one piece of user text in a label */
+#define FILE_CHARS 40  /* characters of a file's base name */
+#define NAMES_MAX 3    /* variable names listed per tensor */
+#define BIG_GRAPH 300  /* above this many nodes, cheaper layout settings */
+
+/* The Debian package that holds Graphviz's layout and render plugins
+ * (libgvplugin_core, _dot_layout, _pango: svg, and png through cairo). */
+#define GV_PACKAGE "libgvc6"
+
+struct gt_graph {
+    Agraph_t *g;
+    int64_t backward;
+    size_t nodes_drawn;
+    size_t nodes_total;
+    size_t findings_shown;
+    size_t layout_limit;
+};
+
+/* ---- a growable string --------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof tmp) {
+        sb_add(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_add(b, big, (size_t)n);
+    free(big);
+}
+
+static void sb_reset(sbuf *b)
+{
+    b->n = 0;
+    if (b->p)
+        b->p[0] = '\0';
+}
+
+static void sb_release(sbuf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* The text so far ("" when empty). */
+static const char *sb_get(sbuf *b) { return b->p && !b->oom ? b->p : ""; }
+
+/* ---- label text ------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), its code point in
+ * *cp; 0 if the bytes are not valid UTF-8 (overlong, surrogate, too big,
+ * truncated). */
+static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    uint32_t c = s[0];
+    size_t len;
+    uint32_t min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if ((c & 0xe0) == 0xc0) {
+        len = 2, min = 0x80, c &= 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3, min = 0x800, c &= 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4, min = 0x10000, c &= 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+/* Append user text escaped for a plain DOT label (graph.h), trimmed of
+ * surrounding white space and elided to max_chars characters (0: all). */
+static void sb_text(sbuf *b, const char *text, size_t max_chars)
+{
+    static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
+    static const char ellipsis[] = "\xe2\x80\xa6";    /* U+2026 */
+    const unsigned char *s = (const unsigned char *)(text ? text : "");
+    size_t n = strlen((const char *)s);
+    while (n && strchr(" \t\r\n", s[0]))
+        s++, n--;
+    while (n && strchr(" \t\r\n", s[n - 1]))
+        n--;
+
+    size_t chars = 0;
+    for (size_t i = 0; i < n; chars++) {
+        uint32_t cp;
+        size_t len = utf8_next(s + i, n - i, &cp);
+        i += len ? len : 1;
+    }
+    size_t keep = chars;
+    if (max_chars && chars > max_chars)
+        keep = max_chars - 1;
+
+    size_t i = 0;
+    for (size_t k = 0; k < keep; k++) {
+        uint32_t cp;
+        size_t len = utf8_next(s + i, n - i, &cp);
+        if (!len) {
+            sb_str(b, replacement);
+            i++;
+            continue;
+        }
+        if (cp == '\\')
+            sb_str(b, "\\\\");
+        else if (cp == '&')
+            sb_str(b, "&amp;");
+        else if (cp == '\n')
+            sb_str(b, "\\n");
+        else if (cp == '\t')
+            sb_str(b, " ");
+        else if (cp == '\r' && i + 1 < n && s[i + 1] == '\n')
+            ; /* CR LF: the LF makes the break */
+        else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
+            sb_str(b, replacement);
+        else
+            sb_add(b, (const char *)s + i, len);
+        i += len;
+    }
+    if (keep < chars)
+        sb_str(b, ellipsis);
+}
+
+char *gt_graph_label_escape(const char *text, size_t max_chars)
+{
+    sbuf b = {0};
+    sb_text(&b, text, max_chars);
+    if (b.oom) {
+        sb_release(&b);
+        return NULL;
+    }
+    if (!b.p)
+        return strdup("");
+    return b.p;
+}
+
+/* A label line break. */
+static void sb_br(sbuf *b) { sb_str(b, "\\n"); }
+
+/* "file.py:12" with the file's base name, escaped. */
+static void sb_loc(sbuf *b, const char *file, int64_t line)
+{
+    const char *base = file ? strrchr(file, '/') : NULL;
+    sb_text(b, base ? base + 1 : file ? file : "?", FILE_CHARS);
+    sb_printf(b, ":%lld", (long long)line);
+}
+
+/* ---- a map from positive int64 ids to indexes ------------------------- */
+
+typedef struct idmap {
+    int64_t *keys; /* 0: empty slot */
+    size_t *vals;
+    size_t cap, n;
+} idmap;
+
+static size_t id_hash(int64_t k, size_t cap)
+{
+    uint64_t x = (uint64_t)k * 0x9e3779b97f4a7c15ull;
+    return (size_t)(x ^ (x >> 29)) & (cap - 1);
+}
+
+/* Index of id, or (size_t)-1. */
+static size_t idmap_get(const idmap *m, int64_t id)
+{
+    if (!m->cap || id <= 0)
+        return (size_t)-1;
+    for (size_t h = id_hash(id, m->cap);; h = (h + 1) & (m->cap - 1)) {
+        if (m->keys[h] == id)
+            return m->vals[h];
+        if (m->keys[h] == 0)
+            return (size_t)-1;
+    }
+}
+
+/* Insert id -> val (id not present yet, id > 0). Returns 0 or GT_ENOMEM. */
+static int idmap_put(idmap *m, int64_t id, size_t val)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        int64_t *keys = calloc(cap, sizeof *keys);
+        size_t *vals = calloc(cap, sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            return GT_ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i])
+                continue;
+            size_t h = id_hash(m->keys[i], cap);
+            while (keys[h])
+                h = (h + 1) & (cap - 1);
+            keys[h] = m->keys[i];
+            vals[h] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t h = id_hash(id, m->cap);
+    while (m->keys[h])
+        h = (h + 1) & (m->cap - 1);
+    m->keys[h] = id;
+    m->vals[h] = val;
+    m->n++;
+    return 0;
+}
+
+static void idmap_release(idmap *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- the builder ------------------------------------------------------ */
+
+typedef struct gnode {
+    int64_t id;
+    size_t dist;    /* focus distance; (size_t)-1: not reached */
+    int root;
+    int visible;
+    size_t hidden_in, hidden_out;
+    Agnode_t *an;
+} gnode;
+
+typedef struct gedge {
+    size_t node, next; /* indexes: next feeds node */
+} gedge;
+
+enum {
+    Q_EDGES,
+    Q_NODE,
+    Q_TENSOR,
+    Q_NAMES,
+    Q_SAVED,
+    Q_OP,
+    Q_BACKWARD,
+    Q_COUNT
+};
+
+static const char *const queries[Q_COUNT] = {
+    [Q_EDGES] = "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL "
+                "ORDER BY pos",
+    [Q_NODE] = "SELECT s.text, n.variable, f.line, fs.text, fc.text "
+               "FROM nodes n JOIN strings s ON s.id = n.name "
+               "LEFT JOIN ops o ON o.seq = n.op "
+               "LEFT JOIN stacks k ON k.id = o.stack "
+               "LEFT JOIN frames f ON f.id = k.user_frame "
+               "LEFT JOIN strings fs ON fs.id = f.file "
+               "LEFT JOIN strings fc ON fc.id = f.code WHERE n.id = ?1",
+    [Q_TENSOR] = "SELECT d.text, t.shape, t.alias_of FROM tensors t "
+                 "LEFT JOIN strings d ON d.id = t.dtype WHERE t.id = ?1",
+    [Q_NAMES] = "SELECT s.text FROM names m JOIN strings s ON s.id = m.name "
+                "WHERE m.tensor = ?1 GROUP BY s.text ORDER BY min(m.seq)",
+    [Q_SAVED] = "SELECT v.seq, l.text, v.tensor, v.version, v.is_output "
+                "FROM saved_tensors v JOIN strings l ON l.id = v.slot "
+                "WHERE v.node = ?1 ORDER BY v.seq",
+    [Q_OP] = "SELECT s.text, f.line, fs.text, fc.text FROM ops o "
+             "JOIN strings s ON s.id = o.name "
+             "LEFT JOIN stacks k ON k.id = o.stack "
+             "LEFT JOIN frames f ON f.id = k.user_frame "
+             "LEFT JOIN strings fs ON fs.id = f.file "
+             "LEFT JOIN strings fc ON fc.id = f.code WHERE o.seq = ?1",
+    [Q_BACKWARD] = "SELECT a.text, f.line, fs.text, b.status FROM backward_calls b "
+                   "JOIN strings a ON a.id = b.api "
+                   "LEFT JOIN stacks k ON k.id = b.stack "
+                   "LEFT JOIN frames f ON f.id = k.user_frame "
+                   "LEFT JOIN strings fs ON fs.id = f.file WHERE b.id = ?1",
+};
+
+typedef struct builder {
+    gt_trace *trace;
+    sqlite3 *db;
+    sqlite3_stmt *q[Q_COUNT];
+    const gt_graph_options *opts;
+    int64_t backward;
+    gnode *nodes;
+    size_t nnodes, capnodes;
+    gedge *edges;
+    size_t nedges, capedges;
+    idmap map;
+    Agraph_t *g;
+    sbuf lab;  /* scratch for labels */
+    sbuf tmp;  /* scratch for names */
+    char *err;
+    size_t errlen;
+} builder;
+
+static int sql_fail(builder *b)
+{
+    snprintf(b->err, b->errlen, "cannot read trace %s: %s", gt_trace_path(b->trace),
+             sqlite3_errmsg(b->db));
+    return GT_ESQL;
+}
+
+static int oom(builder *b)
+{
+    snprintf(b->err, b->errlen, "cannot draw %s: out of memory", gt_trace_path(b->trace));
+    return GT_ENOMEM;
+}
+
+/* Column i as text, or NULL. */
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+/* cgraph's API takes char * for strings it only reads. */
+static void set(void *obj, const char *name, const char *value)
+{
+    agsafeset(obj, (char *)name, (char *)value, (char *)"");
+}
+
+static Agnode_t *mknode(Agraph_t *g, const char *name)
+{
+    return agnode(g, (char *)name, 1);
+}
+
+static Agnode_t *findnode(Agraph_t *g, const char *name)
+{
+    return agnode(g, (char *)name, 0);
+}
+
+static Agedge_t *mkedge(Agraph_t *g, Agnode_t *tail, Agnode_t *head)
+{
+    return agedge(g, tail, head, NULL, 1);
+}
+
+/* Add node id (if new) to the list; its index in *idx. */
+static int add_node(builder *b, int64_t id, size_t *idx)
+{
+    size_t i = idmap_get(&b->map, id);
+    if (i != (size_t)-1) {
+        *idx = i;
+        return 0;
+    }
+    if (b->nnodes == b->capnodes) {
+        size_t cap = b->capnodes ? b->capnodes * 2 : 256;
+        gnode *v = realloc(b->nodes, cap * sizeof *v);
+        if (!v)
+            return oom(b);
+        b->nodes = v;
+        b->capnodes = cap;
+    }
+    if (idmap_put(&b->map, id, b->nnodes) != 0)
+        return oom(b);
+    gnode *n = &b->nodes[b->nnodes];
+    memset(n, 0, sizeof *n);
+    n->id = id;
+    n->dist = (size_t)-1;
+    *idx = b->nnodes++;
+    return 0;
+}
+
+static int add_edge(builder *b, size_t node, size_t next)
+{
+    if (b->nedges == b->capedges) {
+        size_t cap = b->capedges ? b->capedges * 2 : 256;
+        gedge *v = realloc(b->edges, cap * sizeof *v);
+        if (!v)
+            return oom(b);
+        b->edges = v;
+        b->capedges = cap;
+    }
+    b->edges[b->nedges].node = node;
+    b->edges[b->nedges].next = next;
+    b->nedges++;
+    return 0;
+}
+
+/* Does finding f belong to the drawn backward call? */
+static int finding_here(const builder *b, const gt_finding *f)
+{
+    if (f->backward)
+        return f->backward == b->backward;
+    return f->node && idmap_get(&b->map, f->node) != (size_t)-1;
+}
+
+/* Pick the backward call: the option, else the one with findings (the
+ * first to fail first), else the last. 0 if the trace has none. */
+static int pick_backward(builder *b)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    int64_t want = b->opts->backward, last = 0, count = 0;
+    if (sqlite3_prepare_v2(b->db, "SELECT count(*), max(id) FROM backward_calls", -1,
+                           &st, NULL) != SQLITE_OK)
+        return sql_fail(b);
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = sql_fail(b);
+        goto out;
+    }
+    count = sqlite3_column_int64(st, 0);
+    last = sqlite3_column_int64(st, 1);
+    if (want) {
+        sqlite3_finalize(st);
+        st = NULL;
+        if (sqlite3_prepare_v2(b->db, "SELECT 1 FROM backward_calls WHERE id = ?1", -1,
+                               &st, NULL) != SQLITE_OK)
+            return sql_fail(b);
+        sqlite3_bind_int64(st, 1, want);
+        int step = sqlite3_step(st);
+        if (step == SQLITE_DONE) {
+            snprintf(b->err, b->errlen, "trace %s has no backward call %lld (it has %lld)",
+                     gt_trace_path(b->trace), (long long)want, (long long)count);
+            rc = GT_EINVAL;
+            goto out;
+        }
+        if (step != SQLITE_ROW) {
+            rc = sql_fail(b);
+            goto out;
+        }
+        b->backward = want;
+        goto out;
+    }
+    const gt_findings *fs = b->opts->findings;
+    b->backward = last;
+    for (int pass = 0; fs && pass < 2; pass++) {
+        for (size_t i = 0; i < fs->n; i++) {
+            if (fs->v[i].backward > 0 && (pass == 1 || fs->v[i].first_to_fail)) {
+                b->backward = fs->v[i].backward;
+                goto out;
+            }
+        }
+    }
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Seed the node list with the roots of the backward call (or, without
+ * one, every node no edge leads to) and the nodes of its findings. */
+static int seed_roots(builder *b)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    const char *sql = b->backward
+        ? "SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL "
+          "ORDER BY pos"
+        : "SELECT id FROM nodes WHERE id NOT IN "
+          "(SELECT next FROM edges WHERE next IS NOT NULL) ORDER BY id";
+    if (sqlite3_prepare_v2(b->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return sql_fail(b);
+    if (b->backward)
+        sqlite3_bind_int64(st, 1, b->backward);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        size_t idx;
+        if ((rc = add_node(b, sqlite3_column_int64(st, 0), &idx)) != 0)
+            goto out;
+        b->nodes[idx].root = 1;
+    }
+    if (step != SQLITE_DONE) {
+        rc = sql_fail(b);
+        goto out;
+    }
+    const gt_findings *fs = b->opts->findings;
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        const gt_finding *f = &fs->v[i];
+        size_t idx;
+        if (f->node > 0 && f->backward == b->backward && b->backward &&
+            (rc = add_node(b, f->node, &idx)) != 0)
+            goto out;
+    }
+    if (b->nnodes == 0) {
+        if (b->backward)
+            snprintf(b->err, b->errlen,
+                     "backward call %lld of %s has no recorded graph to draw",
+                     (long long)b->backward, gt_trace_path(b->trace));
+        else
+            snprintf(b->err, b->errlen, "trace %s holds no autograd graph to draw",
+                     gt_trace_path(b->trace));
+        rc = GT_EINVAL;
+    }
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Walk next edges from the seeds: every node of the backward's graph. */
+static int walk(builder *b)
+{
+    sqlite3_stmt *st = b->q[Q_EDGES];
+    for (size_t i = 0; i < b->nnodes; i++) {
+        int64_t id = b->nodes[i].id;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, id);
+        int step;
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t next = sqlite3_column_int64(st, 0);
+            size_t j;
+            int rc;
+            if (next <= 0)
+                continue;
+            if ((rc = add_node(b, next, &j)) != 0 || (rc = add_edge(b, i, j)) != 0)
+                return rc;
+        }
+        if (step != SQLITE_DONE)
+            return sql_fail(b);
+    }
+    sqlite3_reset(st);
+    return 0;
+}
+
+/* Mark the nodes to draw: all, or those within `hops` of the centre. */
+static int focus(builder *b, size_t *centre_count)
+{
+    const gt_findings *fs = b->opts->findings;
+    int hops = b->opts->hops < 0 ? GT_GRAPH_DEFAULT_HOPS : b->opts->hops;
+    size_t limit = b->opts->layout_limit ? b->opts->layout_limit
+                                         : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    size_t *queue = NULL, *off = NULL, *adj = NULL, head = 0, tail = 0;
+    int rc = 0;
+
+    *centre_count = 0;
+    if (b->opts->all) {
+        for (size_t i = 0; i < b->nnodes; i++)
+            b->nodes[i].visible = 1;
+        return 0;
+    }
+    queue = malloc((b->nnodes + 1) * sizeof *queue);
+    if (!queue)
+        return oom(b);
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        size_t idx = idmap_get(&b->map, fs->v[i].node);
+        if (!finding_here(b, &fs->v[i]) || idx == (size_t)-1 || b->nodes[idx].dist == 0)
+            continue;
+        b->nodes[idx].dist = 0;
+        queue[tail++] = idx;
+    }
+    if (tail == 0) {
+        /* No finding here: everything if it can be laid out, else the roots. */
+        if (b->nnodes <= limit) {
+            for (size_t i = 0; i < b->nnodes; i++)
+                b->nodes[i].visible = 1;
+            goto out;
+        }
+        for (size_t i = 0; i < b->nnodes; i++) {
+            if (b->nodes[i].root) {
+                b->nodes[i].dist = 0;
+                queue[tail++] = i;
+            }
+        }
+    }
+    *centre_count = tail;
+
+    /* Undirected adjacency in CSR form. */
+    off = calloc(b->nnodes + 1, sizeof *off);
+    adj = malloc((2 * b->nedges + 1) * sizeof *adj);
+    if (!off || !adj) {
+        rc = oom(b);
+        goto out;
+    }
+    for (size_t e = 0; e < b->nedges; e++) {
+        off[b->edges[e].node + 1]++;
+        off[b->edges[e].next + 1]++;
+    }
+    for (size_t i = 0; i < b->nnodes; i++)
+        off[i + 1] += off[i];
+    {
+        size_t *fill = calloc(b->nnodes, sizeof *fill);
+        if (!fill) {
+            rc = oom(b);
+            goto out;
+        }
+        for (size_t e = 0; e < b->nedges; e++) {
+            size_t u = b->edges[e].node, v = b->edges[e].next;
+            adj[off[u] + fill[u]++] = v;
+            adj[off[v] + fill[v]++] = u;
+        }
+        free(fill);
+    }
+    while (head < tail) {
+        size_t u = queue[head++];
+        b->nodes[u].visible = 1;
+        if (b->nodes[u].dist >= (size_t)hops)
+            continue;
+        for (size_t k = off[u]; k < off[u + 1]; k++) {
+            size_t v = adj[k];
+            if (b->nodes[v].dist != (size_t)-1)
+                continue;
+            b->nodes[v].dist = b->nodes[u].dist + 1;
+            queue[tail++] = v;
+        }
+    }
+out:
+    free(queue);
+    free(off);
+    free(adj);
+    return rc;
+}
+
+/* Append ", "-joined variable names of tensor (or of its view base) to
+ * b->tmp; returns how many. */
+static int tensor_names(builder *b, int64_t tensor, int64_t alias_of)
+{
+    sqlite3_stmt *st = b->q[Q_NAMES];
+    int count = 0;
+    for (int pass = 0; pass < 2 && count == 0; pass++) {
+        int64_t id = pass == 0 ? tensor : alias_of;
+        if (id <= 0)
+            continue;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, id);
+        int step;
+        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+            if (count == NAMES_MAX) {
+                sb_str(&b->tmp, ", \xe2\x80\xa6");
+                break;
+            }
+            if (count++)
+                sb_str(&b->tmp, ", ");
+            sb_text(&b->tmp, col_text(st, 0), LABEL_CHARS / 2);
+        }
+        if (step != SQLITE_DONE && step != SQLITE_ROW) {
+            sqlite3_reset(st);
+            return sql_fail(b);
+        }
+    }
+    sqlite3_reset(st);
+    return count;
+}
+
+/* Append "dtype shape" and a line of variable names of a tensor to b->lab. */
+static int describe_tensor(builder *b, int64_t tensor)
+{
+    sqlite3_stmt *st = b->q[Q_TENSOR];
+    int64_t alias_of = 0;
+    int rc = 0;
+    if (tensor <= 0)
+        return 0;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, tensor);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        sb_br(&b->lab);
+        sb_text(&b->lab, col_text(st, 0) ? col_text(st, 0) : "?", LABEL_CHARS / 2);
+        sb_str(&b->lab, " ");
+        sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
+        alias_of = sqlite3_column_int64(st, 2);
+    } else if (step != SQLITE_DONE) {
+        rc = sql_fail(b);
+    }
+    sqlite3_reset(st);
+    if (rc)
+        return rc;
+    sb_reset(&b->tmp);
+    int names = tensor_names(b, tensor, alias_of);
+    if (names < 0)
+        return names;
+    if (names > 0) {
+        sb_br(&b->lab);
+        sb_str(&b->lab, sb_get(&b->tmp));
+    }
+    return 0;
+}
+
+/* Append the op's user line (file:line, then its source) to b->lab. */
+static void describe_site(builder *b, sqlite3_stmt *st, int line_col)
+{
+    if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
+        return;
+    sb_br(&b->lab);
+    sb_loc(&b->lab, col_text(st, line_col + 1), sqlite3_column_int64(st, line_col));
+    if (col_text(st, line_col + 2) && col_text(st, line_col + 2)[0]) {
+        sb_br(&b->lab);
+        sb_text(&b->lab, col_text(st, line_col + 2), LABEL_CHARS);
+    }
+}
+
+static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_col)
+{
+    if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
+        return;
+    sb_reset(&b->tmp);
+    sb_text(&b->tmp, col_text(st, line_col + 1), 0);
+    sb_printf(&b->tmp, ":%lld", (long long)sqlite3_column_int64(st, line_col));
+    set(obj, "tooltip", sb_get(&b->tmp));
+}
+
+/* Draw autograd node i. */
+static int draw_node(builder *b, size_t i)
+{
+    gnode *n = &b->nodes[i];
+    sqlite3_stmt *st = b->q[Q_NODE];
+    char name[48];
+    int64_t variable = 0;
+    int rc = 0;
+
+    snprintf(name, sizeof name, "n%lld", (long long)n->id);
+    n->an = mknode(b->g, name);
+    if (!n->an)
+        return oom(b);
+    sb_reset(&b->lab);
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, n->id);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
+        variable = sqlite3_column_int64(st, 1);
+        describe_site(b, st, 2);
+        set_tooltip_site(b, n->an, st, 2);
+    } else if (step == SQLITE_DONE) {
+        sb_printf(&b->lab, "(node %lld not recorded)", (long long)n->id);
+    } else {
+        rc = sql_fail(b);
+    }
+    sqlite3_reset(st);
+    if (rc)
+        return rc;
+    if (variable > 0 && (rc = describe_tensor(b, variable)) != 0)
+        return rc;
+    if (n->root) {
+        sb_br(&b->lab);
+        sb_str(&b->lab, "(backward root)");
+    }
+    if (b->lab.oom)
+        return oom(b);
+    set(n->an, "label", sb_get(&b->lab));
+    const char *cls = n->root ? (variable > 0 ? "gt-node gt-leaf gt-root" : "gt-node gt-root")
+                              : (variable > 0 ? "gt-node gt-leaf" : "gt-node");
+    set(n->an, "class", cls);
+    if (variable > 0)
+        set(n->an, "fillcolor", "lightblue");
+    else if (n->root)
+        set(n->an, "fillcolor", "darkolivegreen1");
+    return 0;
+}
+
+/* Draw the saved tensors of autograd node i. */
+static int draw_saved(builder *b, size_t i)
+{
+    sqlite3_stmt *st = b->q[Q_SAVED];
+    int rc = 0;
+    int step;
+    /* Q_SAVED stays stepped while describe_tensor uses other statements. */
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b->nodes[i].id);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        char name[48];
+        snprintf(name, sizeof name, "s%lld", (long long)sqlite3_column_int64(st, 0));
+        Agnode_t *s = mknode(b->g, name);
+        if (!s) {
+            rc = oom(b);
+            break;
+        }
+        sb_reset(&b->lab);
+        sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
+        sb_str(&b->lab, sqlite3_column_int(st, 4) ? " (saved output)" : " (saved)");
+        if ((rc = describe_tensor(b, sqlite3_column_int64(st, 2))) != 0)
+            break;
+        sb_br(&b->lab);
+        sb_printf(&b->lab, "saved at version %lld", (long long)sqlite3_column_int64(st, 3));
+        if (b->lab.oom) {
+            rc = oom(b);
+            break;
+        }
+        set(s, "label", sb_get(&b->lab));
+        set(s, "shape", "note");
+        set(s, "fillcolor", "orange");
+        set(s, "class", "gt-saved");
+        Agedge_t *e = mkedge(b->g, s, b->nodes[i].an);
+        if (!e) {
+            rc = oom(b);
+            break;
+        }
+        set(e, "dir", "none");
+        set(e, "class", "gt-saves");
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = sql_fail(b);
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* Draw finding f: its mutations, what they invalidated, where it fails. */
+static int draw_finding(builder *b, const gt_finding *f)
+{
+    char name[48];
+    size_t idx = idmap_get(&b->map, f->node);
+    Agnode_t *node = idx == (size_t)-1 ? NULL : b->nodes[idx].an;
+    Agnode_t *target = node, *saved = NULL;
+    int rc = 0;
+
+    if (f->saved_seq > 0) {
+        snprintf(name, sizeof name, "s%lld", (long long)f->saved_seq);
+        saved = findnode(b->g, name);
+        if (saved)
+            target = saved;
+    }
+    if (!target)
+        return 0;
+    if (saved) {
+        sb_reset(&b->lab);
+        sb_str(&b->lab, agget(saved, (char *)"label"));
+        sb_br(&b->lab);
+        sb_printf(&b->lab, "version %lld when backward ran",
+                  (long long)f->version_at_backward);
+        if (b->lab.oom)
+            return oom(b);
+        set(saved, "label", sb_get(&b->lab));
+        set(saved, "color", "red");
+        set(saved, "penwidth", "2");
+        set(saved, "class", "gt-saved gt-invalidated");
+    }
+    if (node && f->first_to_fail) {
+        set(node, "color", "red");
+        set(node, "penwidth", "3");
+        sb_reset(&b->lab);
+        sb_str(&b->lab, agget(node, (char *)"label"));
+        sb_br(&b->lab);
+        sb_str(&b->lab, "backward fails here");
+        if (b->lab.oom)
+            return oom(b);
+        set(node, "label", sb_get(&b->lab));
+        sb_reset(&b->lab);
+        sb_str(&b->lab, agget(node, (char *)"class"));
+        sb_str(&b->lab, " gt-fail");
+        set(node, "class", sb_get(&b->lab));
+    }
+    for (size_t k = 0; k < f->n_mutations; k++) {
+        const gt_mutation *m = &f->mutations[k];
+        sqlite3_stmt *st = b->q[Q_OP];
+        snprintf(name, sizeof name, "m%lld", (long long)m->seq);
+        Agnode_t *mn = findnode(b->g, name);
+        if (!mn) {
+            if (!(mn = mknode(b->g, name)))
+                return oom(b);
+            sb_reset(&b->lab);
+            sqlite3_reset(st);
+            sqlite3_bind_int64(st, 1, m->seq);
+            int step = sqlite3_step(st);
+            if (step == SQLITE_ROW) {
+                sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
+                describe_site(b, st, 1);
+                set_tooltip_site(b, mn, st, 1);
+            } else if (step == SQLITE_DONE) {
+                sb_printf(&b->lab, "op %lld", (long long)m->seq);
+            } else {
+                rc = sql_fail(b);
+            }
+            sqlite3_reset(st);
+            if (rc)
+                return rc;
+            sb_br(&b->lab);
+            if (m->bump_seq > 0 && m->version_after >= 0)
+                sb_printf(&b->lab, "\xe2\x86\x92 version %lld", (long long)m->version_after);
+            else
+                sb_str(&b->lab, "writes without a version bump");
+            if (b->lab.oom)
+                return oom(b);
+            set(mn, "label", sb_get(&b->lab));
+            set(mn, "fillcolor", "#ffd6d6");
+            set(mn, "color", "red");
+            set(mn, "fontcolor", "red3");
+            set(mn, "class", "gt-mutation");
+        }
+        Agedge_t *e = mkedge(b->g, mn, target);
+        if (!e)
+            return oom(b);
+        set(e, "color", "red");
+        set(e, "penwidth", "1.5");
+        set(e, "class", "gt-invalidates");
+    }
+    return 0;
+}
+
+/* Markers where focus hid neighbours of node i. */
+static int draw_more(builder *b, size_t i)
+{
+    gnode *n = &b->nodes[i];
+    char name[64];
+    for (int dir = 0; dir < 2; dir++) {
+        size_t count = dir == 0 ? n->hidden_in : n->hidden_out;
+        if (!count)
+            continue;
+        snprintf(name, sizeof name, "%s%lld", dir == 0 ? "more_in_n" : "more_out_n",
+                 (long long)n->id);
+        Agnode_t *m = mknode(b->g, name);
+        if (!m)
+            return oom(b);
+        sb_reset(&b->lab);
+        sb_printf(&b->lab, "\xe2\x8b\xaf %zu more %s", count,
+                  dir == 0 ? (count == 1 ? "input" : "inputs")
+                           : (count == 1 ? "user" : "users"));
+        set(m, "label", sb_get(&b->lab));
+        set(m, "shape", "plaintext");
+        set(m, "style", "");
+        set(m, "fontcolor", "grey40");
+        set(m, "class", "gt-more");
+        Agedge_t *e = dir == 0 ? mkedge(b->g, m, n->an) : mkedge(b->g, n->an, m);
+        if (!e)
+            return oom(b);
+        set(e, "style", "dashed");
+        set(e, "color", "grey60");
+        set(e, "class", "gt-more");
+    }
+    return 0;
+}
+
+static int draw_legend(builder *b)
+{
+    static const struct {
+        const char *name, *label, *shape, *fill, *color, *penwidth;
+    } items[] = {
+        {"legend_node", "autograd node\\nforward op's file:line", "box", "lightgrey",
+         "black", "1"},
+        {"legend_leaf", "AccumulateGrad (leaf)\\nparameter name", "box", "lightblue",
+         "black", "1"},
+        {"legend_root", "backward root", "box", "darkolivegreen1", "black", "1"},
+        {"legend_saved", "saved tensor: slot, dtype, shape,\\nnames, saved version", "note",
+         "orange", "black", "1"},
+        {"legend_mutation", "in-place op that changed it:\\nline, version it produced",
+         "box", "#ffd6d6", "red", "1"},
+        {"legend_fail", "node the backward fails on", "box", "lightgrey", "red", "3"},
+    };
+    Agraph_t *sub = agsubg(b->g, (char *)"cluster_legend", 1);
+    if (!sub)
+        return oom(b);
+    set(sub, "label", "legend");
+    set(sub, "style", "dashed");
+    set(sub, "color", "grey60");
+    Agnode_t *prev = NULL;
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        Agnode_t *n = mknode(sub, items[i].name);
+        if (!n)
+            return oom(b);
+        set(n, "label", items[i].label);
+        set(n, "shape", items[i].shape);
+        set(n, "fillcolor", items[i].fill);
+        set(n, "color", items[i].color);
+        set(n, "penwidth", items[i].penwidth);
+        set(n, "class", "gt-legend");
+        if (!strcmp(items[i].name, "legend_mutation"))
+            set(n, "fontcolor", "red3");
+        if (prev) {
+            Agedge_t *e = mkedge(sub, prev, n);
+            if (!e)
+                return oom(b);
+            set(e, "style", "invis");
+        }
+        prev = n;
+    }
+    return 0;
+}
+
+/* The graph's title: which backward call and what part of it. */
+static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
+{
+    sqlite3_stmt *st = b->q[Q_BACKWARD];
+    const char *path = gt_trace_path(b->trace);
+    const char *base = strrchr(path, '/');
+    int rc = 0;
+    int hops = b->opts->hops < 0 ? GT_GRAPH_DEFAULT_HOPS : b->opts->hops;
+
+    sb_reset(&b->lab);
+    if (b->backward) {
+        sb_printf(&b->lab, "backward call %lld of ", (long long)b->backward);
+        sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, b->backward);
+        int step = sqlite3_step(st);
+        if (step == SQLITE_ROW) {
+            sb_str(&b->lab, ": ");
+            sb_text(&b->lab, col_text(st, 0), LABEL_CHARS / 2);
+            if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
+                sb_str(&b->lab, " at ");
+                sb_loc(&b->lab, col_text(st, 2), sqlite3_column_int64(st, 1));
+            }
+            if (col_text(st, 3) && !strcmp(col_text(st, 3), "error"))
+                sb_str(&b->lab, " (raised)");
+        } else if (step != SQLITE_DONE) {
+            rc = sql_fail(b);
+        }
+        sqlite3_reset(st);
+        if (rc)
+            return rc;
+    } else {
+        sb_str(&b->lab, "autograd graph of ");
+        sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
+        sb_str(&b->lab, " (no backward call recorded)");
+    }
+    sb_br(&b->lab);
+    if (drawn == b->nnodes)
+        sb_printf(&b->lab, "all %zu autograd nodes", b->nnodes);
+    else
+        sb_printf(&b->lab, "%zu of %zu autograd nodes: %d hops around %zu %s", drawn,
+                  b->nnodes, hops, centre,
+                  findings ? (centre == 1 ? "finding node" : "finding nodes")
+                           : (centre == 1 ? "root" : "roots"));
+    if (findings)
+        sb_printf(&b->lab, ", %zu %s", findings, findings == 1 ? "finding" : "findings");
+    else
+        sb_str(&b->lab, ", no findings");
+    if (b->lab.oom)
+        return oom(b);
+    agattr(b->g, AGRAPH, (char *)"label", (char *)sb_get(&b->lab));
+    return 0;
+}
+
+static void declare_defaults(Agraph_t *g)
+{
+    static const char *const graph_attrs[][2] = {
+        {"labelloc", "t"}, {"fontname", "Helvetica"}, {"fontsize", "12"},
+        {"nodesep", "0.25"}, {"ranksep", "0.3"}, {"style", ""}, {"color", "black"},
+    };
+    static const char *const node_attrs[][2] = {
+        {"shape", "box"}, {"style", "filled"}, {"fillcolor", "lightgrey"},
+        {"color", "black"}, {"fontcolor", "black"}, {"penwidth", "1"},
+        {"fontname", "monospace"}, {"fontsize", "10"}, {"height", "0.2"},
+        {"label", ""}, {"tooltip", ""}, {"class", ""},
+    };
+    static const char *const edge_attrs[][2] = {
+        {"color", "black"}, {"style", "solid"}, {"dir", "forward"},
+        {"penwidth", "1"}, {"arrowsize", "0.7"}, {"class", ""},
+    };
+    for (size_t i = 0; i < sizeof graph_attrs / sizeof graph_attrs[0]; i++)
+        agattr(g, AGRAPH, (char *)graph_attrs[i][0], (char *)graph_attrs[i][1]);
+    for (size_t i = 0; i < sizeof node_attrs / sizeof node_attrs[0]; i++)
+        agattr(g, AGNODE, (char *)node_attrs[i][0], (char *)node_attrs[i][1]);
+    for (size_t i = 0; i < sizeof edge_attrs / sizeof edge_attrs[0]; i++)
+        agattr(g, AGEDGE, (char *)edge_attrs[i][0], (char *)edge_attrs[i][1]);
+}
+
+static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
+{
+    const gt_findings *fs = b->opts->findings;
+    int rc;
+
+    b->g = agopen((char *)"gradtrace", Agdirected, NULL);
+    if (!b->g)
+        return oom(b);
+    declare_defaults(b->g);
+    *drawn = 0;
+    for (size_t i = 0; i < b->nnodes; i++) {
+        if (!b->nodes[i].visible)
+            continue;
+        if ((rc = draw_node(b, i)) != 0)
+            return rc;
+        ++*drawn;
+    }
+    for (size_t e = 0; e < b->nedges; e++) {
+        gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];
+        if (node->visible && next->visible) {
+            Agedge_t *ae = mkedge(b->g, next->an, node->an);
+            if (!ae)
+                return oom(b);
+        } else if (node->visible) {
+            node->hidden_in++;
+        } else if (next->visible) {
+            next->hidden_out++;
+        }
+    }
+    for (size_t i = 0; i < b->nnodes; i++) {
+        if (!b->nodes[i].visible)
+            continue;
+        if ((rc = draw_saved(b, i)) != 0 || (rc = draw_more(b, i)) != 0)
+            return rc;
+    }
+    *findings = 0;
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        const gt_finding *f = &fs->v[i];
+        size_t idx = idmap_get(&b->map, f->node);
+        if (!finding_here(b, f) || idx == (size_t)-1 || !b->nodes[idx].visible)
+            continue;
+        if ((rc = draw_finding(b, f)) != 0)
+            return rc;
+        ++*findings;
+    }
+    if (!b->opts->no_legend && (rc = draw_legend(b)) != 0)
+        return rc;
+    if ((rc = draw_title(b, *drawn, centre, *findings)) != 0)
+        return rc;
+    if ((size_t)agnnodes(b->g) > BIG_GRAPH) {
+        /* Bound the dot layout's iterations on big graphs. */
+        agattr(b->g, AGRAPH, (char *)"nslimit", (char *)"2");
+        agattr(b->g, AGRAPH, (char *)"nslimit1", (char *)"2");
+        agattr(b->g, AGRAPH, (char *)"mclimit", (char *)"0.2");
+        agattr(b->g, AGRAPH, (char *)"searchsize", (char *)"20");
+    }
+    return 0;
+}
+
+int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, char *err,
+                   size_t errlen)
+{
+    static const gt_graph_options defaults = {.hops = -1};
+    builder b = {0};
+    gt_graph *gr = NULL;
+    size_t centre = 0, drawn = 0, findings = 0;
+    int rc = 0;
+
+    b.trace = t;
+    b.db = gt_trace_db(t);
+    b.opts = opts ? opts : &defaults;
+    b.err = err;
+    b.errlen = errlen;
+    for (int i = 0; i < Q_COUNT; i++) {
+        if (sqlite3_prepare_v2(b.db, queries[i], -1, &b.q[i], NULL) != SQLITE_OK) {
+            rc = sql_fail(&b);
+            goto out;
+        }
+    }
+    if ((rc = pick_backward(&b)) != 0 || (rc = seed_roots(&b)) != 0 ||
+        (rc = walk(&b)) != 0 || (rc = focus(&b, &centre)) != 0 ||
+        (rc = draw(&b, centre, &drawn, &findings)) != 0)
+        goto out;
+    gr = calloc(1, sizeof *gr);
+    if (!gr) {
+        rc = oom(&b);
+        goto out;
+    }
+    gr->g = b.g;
+    b.g = NULL;
+    gr->backward = b.backward;
+    gr->nodes_drawn = drawn;
+    gr->nodes_total = b.nnodes;
+    gr->findings_shown = findings;
+    gr->layout_limit = b.opts->layout_limit ? b.opts->layout_limit
+                                            : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    *out = gr;
+out:
+    for (int i = 0; i < Q_COUNT; i++)
+        sqlite3_finalize(b.q[i]);
+    if (b.g)
+        agclose(b.g);
+    free(b.nodes);
+    free(b.edges);
+    idmap_release(&b.map);
+    sb_release(&b.lab);
+    sb_release(&b.tmp);
+    return rc;
+}
+
+Agraph_t *gt_graph_agraph(gt_graph *g) { return g->g; }
+int64_t gt_graph_backward(const gt_graph *g) { return g->backward; }
+size_t gt_graph_nodes_drawn(const gt_graph *g) { return g->nodes_drawn; }
+size_t gt_graph_nodes_total(const gt_graph *g) { return g->nodes_total; }
+size_t gt_graph_findings_shown(const gt_graph *g) { return g->findings_shown; }
+
+void gt_graph_free(gt_graph *g)
+{
+    if (!g)
+        return;
+    if (g->g)
+        agclose(g->g);
+    free(g);
+}
+
+/* ---- formats ----------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    int format;
+} format_names[] = {
+    {"dot", GT_GRAPH_DOT}, {"gv", GT_GRAPH_DOT}, {"svg", GT_GRAPH_SVG},
+    {"png", GT_GRAPH_PNG},
+};
+
+int gt_graph_format_parse(const char *name, int *out)
+{
+    for (size_t i = 0; name && i < sizeof format_names / sizeof format_names[0]; i++) {
+        if (!strcasecmp(name, format_names[i].name)) {
+            *out = format_names[i].format;
+            return 0;
+        }
+    }
+    return GT_EINVAL;
+}
+
+int gt_graph_format_from_path(const char *path, int *out)
+{
+    const char *slash = strrchr(path, '/');
+    const char *dot = strrchr(slash ? slash : path, '.');
+    if (!dot)
+        return GT_EINVAL;
+    return gt_graph_format_parse(dot + 1, out);
+}
+
+const char *gt_graph_format_name(int format)
+{
+    switch (format) {
+    case GT_GRAPH_DOT:
+        return "dot";
+    case GT_GRAPH_SVG:
+        return "svg";
+    case GT_GRAPH_PNG:
+        return "png";
+    }
+    return "?";
+}
+
+/* ---- rendering --------------------------------------------------------- */
+
+/* The one Graphviz context of the process. Graphviz 2.42's pango plugin
+ * keeps a static pointer to the last font name, which gvFreeContext frees:
+ * the first text measured under a second context reads freed memory
+ * (valgrind shows it). So all graphs share one context, made on first use
+ * and kept for the life of the process; what its plugins offer is looked
+ * up once (gvPluginList also leaks the duplicates it skips). */
+static struct {
+    pthread_once_t once;
+    GVC_t *gvc;
+    int cairo, png, svg, dot; /* the plugins found */
+} gv = {.once = PTHREAD_ONCE_INIT};
+
+/* 1 if `name` is in Graphviz's list of plugins of `kind`. */
+static int has_plugin(GVC_t *gvc, const char *kind, const char *name)
+{
+    int n = 0, found = 0;
+    char **list = gvPluginList(gvc, kind, &n, NULL);
+    for (int i = 0; i < n; i++) {
+        if (list[i] && !strcmp(list[i], name))
+            found = 1;
+        free(list[i]);
+    }
+    free(list);
+    return found;
+}
+
+static void gv_init(void)
+{
+    gv.gvc = gvContext();
+    if (!gv.gvc)
+        return;
+    gv.cairo = has_plugin(gv.gvc, "render", "cairo");
+    gv.svg = has_plugin(gv.gvc, "render", "svg");
+    gv.png = gv.cairo || has_plugin(gv.gvc, "render", "gd");
+    gv.dot = has_plugin(gv.gvc, "layout", "dot");
+}
+
+/* Check size and plugins and lay g out; *device: the gvc format to render
+ * with. */
+static int layout(gt_graph *g, int format, const char **device, char *err, size_t errlen)
+{
+    size_t n = (size_t)agnnodes(g->g);
+    if (n > g->layout_limit) {
+        snprintf(err, errlen,
+                 "cannot lay out %zu nodes as %s (the limit is %zu): write --format dot "
+                 "instead, or draw fewer nodes (no --all, or a smaller --hops)",
+                 n, gt_graph_format_name(format), g->layout_limit);
+        return GT_EINVAL;
+    }
+    pthread_once(&gv.once, gv_init);
+    if (!gv.gvc) {
+        snprintf(err, errlen, "cannot render: graphviz context: out of memory");
+        return GT_ENOMEM;
+    }
+    if (format == GT_GRAPH_PNG)
+        *device = gv.cairo ? "png:cairo" : "png";
+    else
+        *device = "svg";
+    if ((format == GT_GRAPH_PNG ? !gv.png : !gv.svg) || !gv.dot) {
+        snprintf(err, errlen,
+                 "cannot render %s: graphviz has no %s plugin here; install the debian "
+                 "package %s (graphviz's dot layout, svg and cairo png plugins) and run "
+                 "'dot -c' as root",
+                 gt_graph_format_name(format),
+                 !gv.dot ? "dot layout" : format == GT_GRAPH_PNG ? "png (cairo)" : "svg",
+                 GV_PACKAGE);
+        return GT_EIO;
+    }
+    if (gvLayout(gv.gvc, g->g, "dot") != 0) {
+        snprintf(err, errlen, "cannot lay out the graph: graphviz's dot layout failed");
+        return GT_EIO;
+    }
+    return 0;
+}
+
+/* Write g to f. gvRender(FILE *) rather than gvRenderData keeps us off
+ * gvRenderData's length type, unsigned int * up to Graphviz 2.4x and
+ * size_t * later. */
+static int render_to(gt_graph *g, int format, FILE *f, char *err, size_t errlen)
+{
+    const char *device = NULL;
+    int rc;
+    if (format == GT_GRAPH_DOT) {
+        if (agwrite(g->g, f) != 0 || ferror(f)) {
+            snprintf(err, errlen, "cannot write dot: %s", strerror(errno ? errno : EIO));
+            return GT_EIO;
+        }
+        return 0;
+    }
+    if ((rc = layout(g, format, &device, err, errlen)) != 0)
+        return rc;
+    rc = gvRender(gv.gvc, g->g, device, f);
+    gvFreeLayout(gv.gvc, g->g);
+    if (rc != 0 || ferror(f)) {
+        snprintf(err, errlen, "cannot render %s: graphviz's %s renderer failed",
+                 gt_graph_format_name(format), device);
+        return GT_EIO;
+    }
+    return 0;
+}
+
+int gt_graph_layout_only(gt_graph *g, char *err, size_t errlen)
+{
+    const char *device = NULL;
+    int rc = layout(g, GT_GRAPH_SVG, &device, err, errlen);
+    if (rc == 0)
+        gvFreeLayout(gv.gvc, g->g);
+    return rc;
+}
+
+int gt_graph_render(gt_graph *g, int format, const char *path, char *err, size_t errlen)
+{
+    char *tmp = NULL;
+    FILE *f = NULL;
+    int fd = -1, rc = 0;
+
+    if (!strcmp(path, "-")) {
+        rc = render_to(g, format, stdout, err, errlen);
+        if (rc == 0 && fflush(stdout) != 0) {
+            snprintf(err, errlen, "cannot write to standard output: %s", strerror(errno));
+            rc = GT_EIO;
+        }
+        return rc;
+    }
+    size_t n = strlen(path) + 32;
+    if (!(tmp = malloc(n))) {
+        snprintf(err, errlen, "cannot write %s: out of memory", path);
+        return GT_ENOMEM;
+    }
+    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        rc = GT_EIO;
+        goto fail_open;
+    }
+    fd = -1;
+    errno = 0;
+    if ((rc = render_to(g, format, f, err, errlen)) != 0)
+        goto fail_render;
+    if (fclose(f) != 0) {
+        f = NULL;
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        rc = GT_EIO;
+        goto fail_render;
+    }
+    f = NULL;
+    if (rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        rc = GT_EIO;
+        goto fail_render;
+    }
+    free(tmp);
+    return 0;
+fail_render:
+    if (f)
+        fclose(f);
+    unlink(tmp);
+fail_open:
+    if (fd >= 0)
+        close(fd);
+    free(tmp);
+    return rc;
+}
+
+int gt_graph_render_data(gt_graph *g, int format, char **data, size_t *len, char *err,
+                         size_t errlen)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f) {
+        snprintf(err, errlen, "cannot render %s: out of memory", gt_graph_format_name(format));
+        return GT_ENOMEM;
+    }
+    int rc = render_to(g, format, f, err, errlen);
+    if (fclose(f) != 0 && rc == 0) {
+        snprintf(err, errlen, "cannot render %s: out of memory", gt_graph_format_name(format));
+        rc = GT_ENOMEM;
+    }
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = size;
+    return 0;
+}

@@ -1,0 +1,129 @@
+/*
+ * Drawing a trace: one backward call's autograd graph as a cgraph Agraph_t,
+ * written as DOT or laid out and rendered in-process by gvc (SVG, PNG).
+ *
+ * What the graph holds (DOT node names in brackets, `class` attribute after):
+ *   - every autograd node of the backward call [n<nodes.id>] ("gt-node",
+ *     plus "gt-leaf" for a node that accumulates into a leaf tensor and
+ *     "gt-root" for a backward root): a box labelled with the node's name,
+ *     the user's file:line and source of the forward op that created it, the
+ *     leaf's variable names, dtype and shape;
+ *   - an edge from each next function to the node that feeds it (torchviz's
+ *     direction: leaves on top, the root at the bottom);
+ *   - each saved tensor of a drawn node [s<saved_tensors.seq>] ("gt-saved"),
+ *     a note joined to its node by an undirected edge, labelled with slot,
+ *     dtype, shape, variable names and saved version;
+ *   - for each finding of the backward: each mutating op [m<ops.seq>]
+ *     ("gt-mutation"), red, with its line and the version it produced, and a
+ *     red edge to the saved tensor it invalidated (to the node when the
+ *     finding has no saved tensor); the node PyTorch fails on outlined in red
+ *     ("gt-fail");
+ *   - boundary markers [more_in_<id>, more_out_<id>] ("gt-more") where focus
+ *     hid neighbours, and a legend (subgraph cluster_legend, nodes legend_*).
+ *
+ * Labels are plain (not HTML-like) DOT strings: user text is elided to a
+ * maximum length with "…", invalid UTF-8 and control characters become
+ * U+FFFD, a backslash is doubled, '&' is written "&amp;" (Graphviz decodes
+ * entities in plain labels) and a newline becomes the DOT escape "\n".
+ * cgraph quotes '"' itself when it writes the file.
+ *
+ * Focus: without `all`, only the nodes within `hops` edges (either direction)
+ * of a finding's node are drawn; with no finding in the backward, the whole
+ * graph if it is small enough to lay out, else the roots' neighbourhood.
+ */
+#ifndef GT_INSPECTOR_GRAPH_H
+#define GT_INSPECTOR_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <graphviz/cgraph.h>
+
+#include "diagnose.h"
+#include "trace.h"
+
+enum gt_graph_format {
+    GT_GRAPH_DOT = 0, /* cgraph's agwrite, no layout */
+    GT_GRAPH_SVG = 1, /* gvLayout "dot" + gvc's svg renderer */
+    GT_GRAPH_PNG = 2, /* gvLayout "dot" + the cairo png renderer */
+};
+
+#define GT_GRAPH_DEFAULT_HOPS 2
+/* Graphs with more drawn nodes than this are not laid out (SVG, PNG): the
+ * dot layout's time grows much faster than linearly. DOT output has no
+ * limit. */
+#define GT_GRAPH_DEFAULT_LAYOUT_LIMIT 2500
+
+typedef struct gt_graph_options {
+    int64_t backward;             /* backward_calls.id; 0: the one with
+                                     findings, else the last */
+    int hops;                     /* focus radius; < 0: the default */
+    int all;                      /* 1: draw the whole graph, no focus */
+    const gt_findings *findings;  /* from gt_diagnose, or NULL for none */
+    size_t layout_limit;          /* 0: GT_GRAPH_DEFAULT_LAYOUT_LIMIT */
+    int no_legend;                /* 1: leave the legend out */
+} gt_graph_options;
+
+typedef struct gt_graph gt_graph;
+
+/* Parse a format name ("dot", "gv", "svg", "png"). Returns 0 and writes
+ * *out, or GT_EINVAL and leaves *out untouched. */
+int gt_graph_format_parse(const char *name, int *out /* OUT */);
+
+/* The format named by a path's extension (".dot", ".gv", ".svg", ".png",
+ * any case). Returns 0 and writes *out, or GT_EINVAL. */
+int gt_graph_format_from_path(const char *path, int *out /* OUT */);
+
+/* The format's name ("dot", "svg", "png"); "?" for an unknown value. */
+const char *gt_graph_format_name(int format);
+
+/* Build the graph of one backward call of `t` (see the top of this file).
+ * opts may be NULL for defaults. Returns 0, or a negative GT_E* code with a
+ * one-line message in err (GT_EINVAL: no such backward call, or nothing to
+ * draw); *out is written only on success. The graph does not keep `t` or
+ * opts->findings. */
+int gt_graph_build(gt_trace *t, const gt_graph_options *opts,
+                   gt_graph **out /* OUT */, char *err, size_t errlen);
+
+/* The cgraph graph, owned by g. */
+Agraph_t *gt_graph_agraph(gt_graph *g);
+
+/* The backward call drawn (0 when the trace has none and every root-less
+ * node was taken as a root). */
+int64_t gt_graph_backward(const gt_graph *g);
+
+/* Autograd nodes drawn / in the backward call's whole graph. */
+size_t gt_graph_nodes_drawn(const gt_graph *g);
+size_t gt_graph_nodes_total(const gt_graph *g);
+
+/* Findings of the backward call that the graph shows. */
+size_t gt_graph_findings_shown(const gt_graph *g);
+
+/* Write g to `path` ("-" for stdout) in `format`. The file is written to a
+ * temporary name beside it and renamed on success, so a failed render leaves
+ * no partial file. Returns 0, or a negative GT_E* code with a one-line
+ * message in err: GT_EINVAL when the graph is too large to lay out (the
+ * message suggests --format dot or focus), GT_EIO when the file cannot be
+ * written or Graphviz lacks the renderer (the message names the Debian
+ * package to install). */
+int gt_graph_render(gt_graph *g, int format, const char *path, char *err,
+                    size_t errlen);
+
+/* Render g into memory: *data (NUL-terminated, free with free()) and *len
+ * are written only on success. Errors as gt_graph_render. */
+int gt_graph_render_data(gt_graph *g, int format, char **data /* OUT */,
+                         size_t *len /* OUT */, char *err, size_t errlen);
+
+/* Lay out g with dot and free the layout again, without rendering: the
+ * anchor the benchmark compares rendering with. Errors as gt_graph_render. */
+int gt_graph_layout_only(gt_graph *g, char *err, size_t errlen);
+
+/* `text` as gt_graph_build puts it into a label (see above): at most
+ * max_chars characters (0: no limit), escaped for a plain DOT label.
+ * Returns a new string (free with free()), or NULL when out of memory. */
+char *gt_graph_label_escape(const char *text, size_t max_chars);
+
+/* Free the graph and its Graphviz context; accepts NULL. */
+void gt_graph_free(gt_graph *g);
+
+#endif
