@@ -118,16 +118,29 @@ static void cut(char *s, int w)
     strcpy(p, w > 3 ? "..." : "");
 }
 
-static void put_padded(FILE *out, const char *s, size_t width, int right)
+/* Append s padded with blanks to `width` characters, on the left if
+ * `right`. */
+static int add_padded(buf *line, const char *s, size_t width, int right)
 {
     size_t w = utf8_width(s);
-    if (right)
-        for (size_t k = w; k < width; k++)
-            fputc(' ', out);
-    fputs(s, out);
-    if (!right)
-        for (size_t k = w; k < width; k++)
-            fputc(' ', out);
+    int rc = SQLITE_OK;
+    for (size_t k = w; right && k < width && rc == SQLITE_OK; k++)
+        rc = buf_add(line, " ", 1);
+    if (rc == SQLITE_OK)
+        rc = buf_adds(line, s);
+    for (size_t k = w; !right && k < width && rc == SQLITE_OK; k++)
+        rc = buf_add(line, " ", 1);
+    return rc;
+}
+
+/* Print a table line without its trailing blanks, and empty it. */
+static void put_line(buf *line, FILE *out)
+{
+    while (line->len && line->p[line->len - 1] == ' ')
+        line->len--;
+    fwrite(line->p ? line->p : "", 1, line->len, out);
+    fputc('\n', out);
+    line->len = 0;
 }
 
 /* Table mode: every row is kept, then printed with column widths known. */
@@ -139,6 +152,7 @@ static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out,
     int *numeric = calloc((size_t)ncol, sizeof *numeric);
     char **cells = NULL;
     size_t n = 0, cap = 0;
+    buf line = {0};
     int rc = SQLITE_NOMEM;
 
     if (!width || !numeric)
@@ -182,32 +196,30 @@ static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out,
         goto out;
     rc = SQLITE_OK;
 
-    if (o->header) {
-        for (int i = 0; i < ncol; i++) {
+    for (size_t r = 0; r < n + (o->header ? 2 * (size_t)ncol : 0) && rc == SQLITE_OK;
+         r += (size_t)ncol) {
+        /* r counts the header and its rule first, then the rows */
+        size_t k = o->header ? r - 2 * (size_t)ncol : r;
+        for (int i = 0; i < ncol && rc == SQLITE_OK; i++) {
             if (i)
-                fputs("  ", out);
-            put_padded(out, sqlite3_column_name(st, i),
-                       i == ncol - 1 && !numeric[i] ? 0 : width[i], numeric[i]);
+                rc = buf_add(&line, "  ", 2);
+            if (rc != SQLITE_OK)
+                break;
+            if (o->header && r == 0) {
+                rc = add_padded(&line, sqlite3_column_name(st, i), width[i], numeric[i]);
+            } else if (o->header && r == (size_t)ncol) {
+                for (size_t d = 0; d < (width[i] ? width[i] : 1) && rc == SQLITE_OK; d++)
+                    rc = buf_add(&line, "-", 1);
+            } else {
+                const char *c = cells[k + (size_t)i];
+                rc = add_padded(&line, c ? c : "", width[i], numeric[i]);
+            }
         }
-        fputc('\n', out);
-        for (int i = 0; i < ncol; i++) {
-            if (i)
-                fputs("  ", out);
-            for (size_t k = 0; k < (width[i] ? width[i] : 1); k++)
-                fputc('-', out);
-        }
-        fputc('\n', out);
+        if (rc == SQLITE_OK)
+            put_line(&line, out);
     }
-    for (size_t r = 0; r < n; r += (size_t)ncol) {
-        for (int i = 0; i < ncol; i++) {
-            const char *c = cells[r + (size_t)i] ? cells[r + (size_t)i] : "";
-            if (i)
-                fputs("  ", out);
-            /* no trailing blanks after the last column */
-            put_padded(out, c, i == ncol - 1 && !numeric[i] ? 0 : width[i], numeric[i]);
-        }
-        fputc('\n', out);
-    }
+    if (rc != SQLITE_OK)
+        goto out;
     if (rows)
         *rows = ncol ? (int64_t)(n / (size_t)ncol) : 0;
 out:
@@ -216,6 +228,7 @@ out:
     free(cells);
     free(width);
     free(numeric);
+    free(line.p);
     sqlite3_reset(st);
     return rc;
 }

@@ -230,10 +230,21 @@ JOIN strings sn ON sn.id = nd.name
 GROUP BY r.backward, r.node;
 
 -- The diagnosis in SQL: every saved tensor whose version counter moved
--- between its save and a backward call that reaches its node, with one row
--- per mutation in between (mutation columns are NULL if the counter moved
--- without a recorded bump). file/line/function/code locate the mutation;
--- saved_* the line that saved the tensor; backward_* the backward call.
+-- between its save and the moment a backward call reached its node, with one
+-- row per version bump in between (mutation columns are NULL if the counter
+-- moved without a recorded bump). The same pairs `gradtrace diagnose` reports
+-- as inplace_invalidated_saved:
+--   * a backward call reaches every node reachable from its roots' nodes
+--     along edges;
+--   * it reaches a node when the node ran (node_execs.seq), or at the call
+--     itself when that was not recorded;
+--   * the counter's value then is the largest value seen for it after the
+--     save: a bump, or a version an op saw on an argument;
+--   * nodes whose saved tensors an earlier backward call already freed (it
+--     ran them without retain_graph or create_graph) are left out: that is
+--     "backward through the graph a second time", not an in-place change.
+-- file/line/function/code locate the mutation; saved_* the line that saved
+-- the tensor; backward_* the backward call.
 CREATE VIEW IF NOT EXISTS invalidations AS
 WITH RECURSIVE reach(backward, node) AS (
     SELECT backward, node FROM backward_roots WHERE node IS NOT NULL
@@ -242,26 +253,55 @@ WITH RECURSIVE reach(backward, node) AS (
     FROM reach r JOIN edges e ON e.node = r.node
     WHERE e.next IS NOT NULL
 ),
+-- the first backward call that freed each node's saved tensors
+freed(node, backward) AS (
+    SELECT r.node, min(b.id)
+    FROM reach r
+    JOIN backward_calls b ON b.id = r.backward
+    WHERE b.retain_graph = 0 AND b.create_graph = 0
+      AND CASE WHEN EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = b.id)
+          -- it ran the node, unless the node is where it raised (its last)
+          THEN EXISTS (SELECT 1 FROM node_execs x
+                       WHERE x.backward = b.id AND x.node = r.node
+                         AND (b.status = 'ok' OR x.seq < (
+                              SELECT max(y.seq) FROM node_execs y
+                              WHERE y.backward = b.id)))
+          ELSE b.status = 'ok' END
+    GROUP BY r.node
+),
+reached AS (
+    SELECT r.backward, r.node, b.stack AS backward_stack, b.seq AS backward_seq,
+           COALESCE((SELECT min(x.seq) FROM node_execs x
+                     WHERE x.backward = r.backward AND x.node = r.node),
+                    b.seq) AS at_seq
+    FROM reach r
+    JOIN backward_calls b ON b.id = r.backward
+    WHERE NOT EXISTS (SELECT 1 FROM freed f
+                      WHERE f.node = r.node AND f.backward < r.backward)
+),
 checked AS (
-    SELECT b.id AS backward,
-           b.seq AS backward_seq,
-           b.stack AS backward_stack,
+    SELECT d.backward,
+           d.backward_seq,
+           d.backward_stack,
+           d.at_seq,
            s.seq AS saved_seq,
            s.node,
            s.slot,
            s.tensor,
            s.version AS saved_version,
            t.version_counter,
-           COALESCE(
-               (SELECT vb.version FROM version_bumps vb
-                JOIN tensors tv ON tv.id = vb.tensor
-                WHERE tv.version_counter = t.version_counter
-                  AND vb.seq > s.seq AND vb.seq < b.seq
-                ORDER BY vb.seq DESC LIMIT 1),
-               s.version) AS version_at_backward
-    FROM reach r
-    JOIN backward_calls b ON b.id = r.backward
-    JOIN saved_tensors s ON s.node = r.node AND s.seq < b.seq
+           max(s.version,
+               COALESCE((SELECT max(vb.version) FROM version_bumps vb
+                         JOIN tensors tv ON tv.id = vb.tensor
+                         WHERE tv.version_counter = t.version_counter
+                           AND vb.seq > s.seq AND vb.seq < d.at_seq), s.version),
+               COALESCE((SELECT max(a.version) FROM op_args a
+                         JOIN tensors ta ON ta.id = a.tensor
+                         WHERE ta.version_counter = t.version_counter
+                           AND a.op > s.seq AND a.op < d.at_seq), s.version))
+               AS version_at_backward
+    FROM reached d
+    JOIN saved_tensors s ON s.node = d.node AND s.seq < d.at_seq
     JOIN tensors t ON t.id = s.tensor
 )
 SELECT c.backward,
@@ -308,8 +348,7 @@ LEFT JOIN strings sff ON sff.id = sfr.file
 LEFT JOIN strings sfc ON sfc.id = sfr.code
 LEFT JOIN (version_bumps m JOIN tensors tm ON tm.id = m.tensor)
        ON tm.version_counter = c.version_counter
-      AND m.seq > c.saved_seq AND m.seq < c.backward_seq
-      AND m.version > c.saved_version
+      AND m.seq > c.saved_seq AND m.seq < c.at_seq
 LEFT JOIN ops o ON o.seq = m.op
 LEFT JOIN strings mo ON mo.id = o.name
 LEFT JOIN stacks st ON st.id = o.stack

@@ -1,0 +1,252 @@
+/*
+ * Tests for `gradtrace info` (inspector/cmd_info.c) on traces written
+ * through the recorder API: the text summary, the JSON summary, a partial
+ * trace, and bad input.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <sqlite3.h>
+
+#include "cmd.h"
+#include "sqltrace.h"
+
+static void info_run(captured *c, const char *a1, const char *a2)
+{
+    char *argv[4] = {"info", (char *)a1, (char *)a2, NULL};
+    run_captured(gt_cmd_info, a2 ? 3 : a1 ? 2 : 1, argv, NULL, c);
+}
+
+static void assert_contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle))
+        fail_msg("missing:\n%s\n--- in:\n%s", needle, hay);
+}
+
+static void test_info_text(void **state)
+{
+    (void)state;
+    char path[64];
+    seed_ids ids;
+    captured c;
+    snprintf(path, sizeof path, "/tmp/gt_test_info_%d.db", (int)getpid());
+    build_seed(path, &ids, 1, NULL);
+
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_string_equal(c.err, "");
+    char head[256];
+    snprintf(head, sizeof head,
+             "trace      %s (schema 1, written by gradtrace " GT_VERSION_STRING ")\n"
+             "engine     pytorch 2.13.0+cpu, python 3.11.7\n"
+             "command    examples/seed.py --steps 1\n"
+             "cwd        /work\n",
+             path);
+    assert_memory_equal(c.out, head, strlen(head));
+    assert_contains(c.out, ", pid 4242 on testhost\n");
+    assert_contains(c.out, "\nstatus     exception, exit code 1, ");
+    assert_contains(c.out, "\nevents     33\n");
+    assert_contains(c.out, "\n  ops                      11\n");
+    assert_contains(c.out, "\n  version_bumps             6\n");
+    assert_contains(c.out, "\n  saved_tensors             4\n");
+    assert_contains(c.out, "\n  errors                    1\n");
+    assert_contains(c.out, "\nbackward calls\n"
+                           "  #1 Tensor.backward  error  examples/seed.py:47  "
+                           "loss.backward()\n"
+                           "      1 root, 0 nodes run\n");
+    assert_contains(c.out, "\nerrors\n"
+                           "  RuntimeError at examples/seed.py:47 (in backward #1)\n"
+                           "    loss.backward()\n"
+                           "    one of the variables needed for gradient computation has "
+                           "been modified by an inplace operation: [torch.FloatTensor [3]] "
+                           "is at version 6; expected version 0 instead.\n"
+                           "    Hint: enable anomaly detection\n");
+    assert_null(strstr(c.out, "partial"));
+    captured_free(&c);
+    unlink(path);
+}
+
+/* json_extract(doc, path) for each path, as text joined by '|'. */
+static void assert_json(const char *doc, const char *const *paths, size_t n,
+                        const char *want)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char got[1024] = "";
+    assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT json_valid(?1), json_extract(?1, ?2)",
+                                        -1, &st, NULL), SQLITE_OK);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, paths[i], -1, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(st, 0), 1);
+        const char *v = (const char *)sqlite3_column_text(st, 1);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? "|" : "",
+                 v ? v : "NULL");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    assert_string_equal(got, want);
+}
+
+static void test_info_json(void **state)
+{
+    (void)state;
+    char path[64];
+    seed_ids ids;
+    captured c;
+    snprintf(path, sizeof path, "/tmp/gt_test_info_json_%d.db", (int)getpid());
+    build_seed(path, &ids, 1, NULL);
+
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 0);
+    static const char *const paths[] = {
+        "$.partial", "$.run.engine", "$.run.engine_version", "$.run.argv[2]",
+        "$.run.status", "$.run.exit_code", "$.run.pid", "$.events",
+        "$.counts.ops", "$.counts.version_bumps", "$.counts.saved_tensors",
+        "$.counts.node_execs", "$.backward_calls[0].id", "$.backward_calls[0].api",
+        "$.backward_calls[0].status", "$.backward_calls[0].line",
+        "$.backward_calls[0].code", "$.backward_calls[0].error_type",
+        "$.errors[0].type", "$.errors[0].line", "$.errors[0].backward",
+        "$.errors[1]",
+    };
+    assert_json(c.out, paths, sizeof paths / sizeof *paths,
+                "0|pytorch|2.13.0+cpu|1|exception|1|4242|33|11|6|4|0|1|"
+                "Tensor.backward|error|47|loss.backward()|RuntimeError|RuntimeError|47|1|"
+                "NULL");
+    /* duration is end - start, a number; argv is a JSON array */
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT json_type(?1, '$.run.duration_s'), "
+                                        "json_extract(?1, '$.run.end_ns') - "
+                                        "json_extract(?1, '$.run.start_ns') >= 0, "
+                                        "json_array_length(?1, '$.run.argv'), "
+                                        "json_extract(?1, '$.trace')",
+                                        -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_text(st, 1, c.out, -1, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal(sqlite3_column_text(st, 0), "real");
+    assert_int_equal(sqlite3_column_int(st, 1), 1);
+    assert_int_equal(sqlite3_column_int(st, 2), 3);
+    assert_string_equal(sqlite3_column_text(st, 3), path);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    captured_free(&c);
+    unlink(path);
+}
+
+static void test_info_partial(void **state)
+{
+    (void)state;
+    char path[64];
+    seed_ids ids;
+    gt_recorder *r = NULL;
+    captured c;
+    snprintf(path, sizeof path, "/tmp/gt_test_info_partial_%d.db", (int)getpid());
+    build_seed(path, &ids, 0, &r);
+
+    /* the recording is still open: what was flushed is summarised */
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "\nstatus     running\n");
+    assert_contains(c.out, "partial trace: the recording did not finish");
+    assert_contains(c.out, "\n  version_bumps             6\n");
+    captured_free(&c);
+
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 0);
+    static const char *const paths[] = {"$.partial", "$.run.status", "$.run.duration_s",
+                                        "$.counts.version_bumps"};
+    assert_json(c.out, paths, 4, "1|running|NULL|6");
+    captured_free(&c);
+
+    assert_int_equal(gt_recorder_close(r), GT_OK);
+    unlink(path);
+}
+
+static void test_info_empty_trace(void **state)
+{
+    (void)state;
+    char path[64];
+    tb b;
+    captured c;
+    snprintf(path, sizeof path, "/tmp/gt_test_info_empty_%d.db", (int)getpid());
+    tb_open(&b, path);
+    assert_int_equal(gt_run_end(b.r, GT_RUN_OK, 0, 0), GT_OK);
+    assert_int_equal(gt_recorder_close(b.r), GT_OK);
+
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "\nstatus     ok, exit code 0, ");
+    assert_contains(c.out, "\nevents     0\n");
+    assert_contains(c.out, "\nbackward calls: none\n");
+    assert_contains(c.out, "\nerrors: none\n");
+    captured_free(&c);
+
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 0);
+    static const char *const paths[] = {"$.backward_calls", "$.errors", "$.counts.ops",
+                                        "$.run.status"};
+    assert_json(c.out, paths, 4, "[]|[]|0|ok");
+    captured_free(&c);
+    unlink(path);
+}
+
+static void test_info_bad_input(void **state)
+{
+    (void)state;
+    captured c;
+    char path[64];
+
+    info_run(&c, NULL, NULL);
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "gradtrace: info: want exactly one trace");
+    captured_free(&c);
+
+    info_run(&c, "--nope", "x.db");
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "gradtrace: info: unknown option '--nope'");
+    captured_free(&c);
+
+    info_run(&c, "/nonexistent/x.db", NULL);
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "gradtrace: cannot open /nonexistent/x.db: ");
+    captured_free(&c);
+
+    /* a file that is not a trace */
+    snprintf(path, sizeof path, "/tmp/gt_test_info_junk_%d.db", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a database at all, just text\n", f);
+    fclose(f);
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "not a gradtrace trace");
+    captured_free(&c);
+    unlink(path);
+
+    info_run(&c, "--help", NULL);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "usage: gradtrace info");
+    captured_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_info_text),
+        cmocka_unit_test(test_info_json),
+        cmocka_unit_test(test_info_partial),
+        cmocka_unit_test(test_info_empty_trace),
+        cmocka_unit_test(test_info_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
