@@ -1,0 +1,1871 @@
+/*
+ * _gradtrace: the PyTorch adapter's per-op work, in C over gtrecorder.
+ *
+ * The Python side (gradtrace/_mode.py) is a TorchDispatchMode whose
+ * __torch_dispatch__ is one call: Recorder.dispatch(func, args, kwargs). Here
+ * that call
+ *   1. discovers the autograd nodes created by the previous op: its outputs
+ *      (and mutated arguments) got their grad_fn after the dispatch returned,
+ *      and no other op ran since, so each new node's saved tensors are read
+ *      now at their save-time version;
+ *   2. records the op: name, phase, grad mode, thread, interned Python stack;
+ *   3. records each tensor argument (flattening tensor lists) with its
+ *      version, noticing version changes nobody predicted ("observed");
+ *   4. calls func exactly once and returns what it returns (or its
+ *      exception), whatever happened to the recording;
+ *   5. records the predicted version bump of each argument the schema marks
+ *      as written, the variable names bound to it in the user's frame, and
+ *      the outputs (views share their input's version counter).
+ *
+ * Identity: a tensor is identified by its Python object, which PyTorch keeps
+ * alive as long as the TensorImpl lives (PyObject preservation); a weakref
+ * callback forgets it when it dies, so addresses can be reused but ids never
+ * are. A storage is identified by its data pointer while a recorded tensor
+ * on it lives. A node is identified by an id stored in its own metadata dict
+ * (grad_fn.metadata lives on the C++ node), so a node's Python wrapper may
+ * come and go and a freed node's address may be reused.
+ *
+ * Nothing here raises into the recorded program: bookkeeping errors are
+ * cleared; a recorder write failure (size cap, disk full) stops recording
+ * with one warning.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#include <gradtrace/recorder.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gtmap.h"
+
+/* Save and restore the pending exception around bookkeeping (3.11 API). */
+typedef struct {
+    PyObject *type, *value, *tb;
+} excsave;
+
+static excsave exc_save(void)
+{
+    excsave e;
+    PyErr_Fetch(&e.type, &e.value, &e.tb);
+    return e;
+}
+
+static void exc_restore(excsave e)
+{
+    PyErr_Restore(e.type, e.value, e.tb);
+}
+
+#define MAX_DEPTH 256
+#define MAX_ARGS 64
+
+typedef struct gt_vc {
+    gt_id id;         /* version counter id: the first tensor seen with it */
+    int64_t expected; /* the value we believe the counter has */
+    int refs;
+} gt_vc;
+
+struct TensorEnt;
+
+typedef struct gt_storage_ent {
+    gt_id id;
+    uint64_t key;
+    int refs;
+    struct TensorEnt *head, *tail; /* live recorded tensors on it, oldest first */
+} gt_storage_ent;
+
+typedef struct TensorEnt {
+    PyObject_HEAD
+    struct Recorder *rec; /* NULL once forgotten */
+    PyObject *wr;         /* weakref to the tensor, with this as callback */
+    uintptr_t addr;       /* the tensor object's address: key in rec->tensors */
+    gt_id id;
+    gt_vc *vc;
+    gt_storage_ent *st;
+    struct TensorEnt *st_prev, *st_next;
+    gt_id dtype;
+    int64_t created_by;
+    int64_t offset;
+    int ndim;
+    int64_t *geom; /* ndim sizes then ndim strides */
+} TensorEnt;
+
+typedef struct {
+    gt_id name;
+    uint64_t wmask;   /* schema positions of written arguments */
+    PyObject *wnames; /* tuple of written argument names (for kwargs) */
+    int view_arg;     /* schema position an output aliases, -1 for none */
+} gt_opmeta;
+
+typedef struct {
+    gt_id name;
+    int is_acc;       /* AccumulateGrad */
+    PyObject *saved;  /* tuple of (attribute, slot) */
+} gt_nodetype;
+
+typedef struct Recorder {
+    PyObject_HEAD
+    gt_recorder *r;
+    int active;      /* recording ops now */
+    int failed;      /* write failure: recording stopped for good */
+    int forked;      /* this is a forked child: never touch the handle */
+    int busy;        /* depth inside dispatch */
+    int in_backward; /* depth of recorded backward calls */
+    int has_seqnr;   /* nodes have _sequence_nr() */
+    int has_untyped; /* tensors have untyped_storage() */
+    int64_t errors;  /* bookkeeping errors cleared */
+    PyObject *tensor_type;
+    PyObject *op_meta_fn;    /* func -> (name, wmask, wnames, view_arg) */
+    PyObject *saved_fn;      /* node type -> tuple of (attr, slot) */
+    PyObject *grad_enabled;  /* torch.is_grad_enabled */
+    PyObject *getline;       /* linecache.getline */
+    PyObject *hidden;        /* tuple of path prefixes never put in stacks */
+    PyObject *engine;        /* tuple of path prefixes of the engine (torch) */
+    PyObject *key;           /* key of our node id in grad_fn.metadata */
+    PyObject *keep;          /* list: objects whose address keys a cache */
+    PyObject *retry;         /* list of (node, id, op, pairs) to read again */
+    gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
+    gt_id next_tensor, next_storage, next_node;
+    PyObject **pending; /* owned: outputs and mutated args of the last op */
+    Py_ssize_t npending, cappending;
+    int64_t pending_seq;
+    gt_id pending_thread;
+} Recorder;
+
+typedef struct {
+    PyTypeObject *recorder_type;
+    PyTypeObject *ent_type;
+    PyObject *s_version, *s_grad_fn, *s_metadata, *s_next_functions, *s_output_nr,
+        *s_data_ptr, *s_storage_offset, *s_shape, *s_stride, *s_dtype, *s_requires_grad,
+        *s_is_leaf, *s_is_view, *s_base, *s_variable, *s_sequence_nr, *s_untyped_storage,
+        *s_storage, *s_nbytes, *s_device, *s_element_size, *s_strip;
+} modstate;
+
+static modstate *state_of_type(PyTypeObject *tp)
+{
+    return (modstate *)PyType_GetModuleState(tp);
+}
+
+#define STATE(self) state_of_type(Py_TYPE(self))
+
+/* ---- small helpers ------------------------------------------------------ */
+
+/* Clear a bookkeeping error: it must never reach the recorded program. */
+static void swallow(Recorder *self)
+{
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        self->errors++;
+    }
+}
+
+/* Check a recorder result; on a write failure stop recording with one
+ * warning. Returns rc. */
+static int ck(Recorder *self, int rc)
+{
+    if (rc < 0 && !self->failed && self->r && gt_recorder_failed(self->r)) {
+        self->failed = 1;
+        self->active = 0;
+        PySys_WriteStderr("gradtrace: recording stopped: %s\n",
+                          gt_recorder_errmsg(self->r));
+    }
+    return rc;
+}
+
+static int recording(Recorder *self)
+{
+    return self->r && self->active && !self->failed && !self->forked;
+}
+
+static int64_t long_attr(PyObject *o, PyObject *name, int64_t dflt, Recorder *self)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v) {
+        swallow(self);
+        return dflt;
+    }
+    int64_t x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) {
+        swallow(self);
+        return dflt;
+    }
+    return x;
+}
+
+static int64_t long_call(PyObject *o, PyObject *name, int64_t dflt, Recorder *self)
+{
+    PyObject *v = PyObject_CallMethodNoArgs(o, name);
+    if (!v) {
+        swallow(self);
+        return dflt;
+    }
+    int64_t x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) {
+        swallow(self);
+        return dflt;
+    }
+    return x;
+}
+
+static int truth_attr(PyObject *o, PyObject *name, Recorder *self)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v) {
+        swallow(self);
+        return 0;
+    }
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (t < 0) {
+        swallow(self);
+        return 0;
+    }
+    return t;
+}
+
+static gt_id intern_str(Recorder *self, const char *s)
+{
+    gt_id id = 0;
+    if (ck(self, gt_intern_string(self->r, s, strlen(s), &id)) < 0)
+        return 0;
+    return id;
+}
+
+static int keep(Recorder *self, PyObject *o)
+{
+    return PyList_Append(self->keep, o);
+}
+
+static gt_id current_thread(Recorder *self)
+{
+    unsigned long tid = PyThread_get_thread_native_id();
+    uint64_t *v = gt_map_get(&self->threads, tid, 0, 0);
+    if (v)
+        return (gt_id)*v;
+    gt_id id = 0;
+    if (ck(self, gt_intern_thread(self->r, (int64_t)tid, NULL, &id)) < 0)
+        return 0;
+    if (gt_map_put(&self->threads, tid, 0, 0, (uint64_t)id) < 0)
+        PyErr_NoMemory(), swallow(self);
+    return id;
+}
+
+/* ---- stacks -------------------------------------------------------------- */
+
+enum { CODE_USER = 1, CODE_ENGINE = 2, CODE_HIDDEN = 3 };
+
+static int starts_with_any(PyObject *s, PyObject *prefixes)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(prefixes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyTuple_GET_ITEM(prefixes, i);
+        Py_ssize_t r = PyUnicode_Tailmatch(s, p, 0, PY_SSIZE_T_MAX, -1);
+        if (r > 0)
+            return 1;
+        if (r < 0)
+            PyErr_Clear();
+    }
+    return 0;
+}
+
+static int code_kind(Recorder *self, PyCodeObject *co)
+{
+    uint64_t *v = gt_map_get(&self->codes, (uintptr_t)co, 0, 0);
+    if (v)
+        return (int)*v;
+    PyObject *file = co->co_filename;
+    int kind = CODE_USER;
+    if (starts_with_any(file, self->hidden))
+        kind = CODE_HIDDEN;
+    else if (starts_with_any(file, self->engine))
+        kind = CODE_ENGINE;
+    if (keep(self, (PyObject *)co) < 0 ||
+        gt_map_put(&self->codes, (uintptr_t)co, 0, 0, (uint64_t)kind) < 0)
+        swallow(self);
+    return kind;
+}
+
+static gt_id intern_frame(Recorder *self, PyCodeObject *co, int line)
+{
+    uint64_t *v = gt_map_get(&self->frames, (uintptr_t)co, (uint64_t)line, 0);
+    if (v)
+        return (gt_id)*v;
+    gt_id id = 0;
+    const char *file = PyUnicode_AsUTF8(co->co_filename);
+    PyObject *qual = PyObject_GetAttrString((PyObject *)co, "co_qualname");
+    if (!qual) {
+        PyErr_Clear();
+        qual = Py_NewRef(co->co_name);
+    }
+    const char *func = qual ? PyUnicode_AsUTF8(qual) : NULL;
+    PyObject *text = PyObject_CallFunction(self->getline, "Oi", co->co_filename, line);
+    PyObject *stripped = NULL;
+    if (text)
+        stripped = PyObject_CallMethodNoArgs(text, STATE(self)->s_strip);
+    const char *code = NULL;
+    if (stripped && PyUnicode_Check(stripped) && PyUnicode_GET_LENGTH(stripped) > 0)
+        code = PyUnicode_AsUTF8(stripped);
+    if (!file || !func) {
+        swallow(self);
+        goto out;
+    }
+    swallow(self);
+    if (ck(self, gt_intern_frame(self->r, file, line, func, code, &id)) < 0) {
+        id = 0;
+        goto out;
+    }
+    if (gt_map_put(&self->frames, (uintptr_t)co, (uint64_t)line, 0, (uint64_t)id) < 0)
+        PyErr_NoMemory(), swallow(self);
+out:
+    Py_XDECREF(stripped);
+    Py_XDECREF(text);
+    Py_XDECREF(qual);
+    return id;
+}
+
+/* Intern the current Python stack (without gradtrace's and runpy's frames).
+ * Returns the stack id (0 if none); *user gets a new reference to the
+ * innermost user frame if user is not NULL. */
+static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
+                                PyFrameObject **user /* OUT */)
+{
+    PyFrameObject *frames[MAX_DEPTH];
+    int n = 0;
+    PyFrameObject *f = start;
+    Py_XINCREF(f);
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int kind = code_kind(self, co);
+        Py_DECREF(co);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        if (kind != CODE_HIDDEN && n < MAX_DEPTH)
+            frames[n++] = f; /* owned; deeper than MAX_DEPTH: outermost dropped */
+        else
+            Py_DECREF(f);
+        f = back;
+    }
+    gt_id parent = 0;
+    uint64_t ufr = 0;
+    int user_index = -1;
+    for (int i = n - 1; i >= 0; i--) {
+        PyCodeObject *co = PyFrame_GetCode(frames[i]);
+        int lasti = PyFrame_GetLasti(frames[i]);
+        int kind = code_kind(self, co);
+        if (kind == CODE_USER)
+            user_index = i;
+        uint64_t *v = gt_map_get(&self->stacks, (uint64_t)parent, (uintptr_t)co,
+                                 (uint64_t)(int64_t)lasti);
+        if (v) {
+            parent = (gt_id)(*v & 0xffffffffu);
+            ufr = *v >> 32;
+            Py_DECREF(co);
+            continue;
+        }
+        int line = PyFrame_GetLineNumber(frames[i]);
+        gt_id fr = intern_frame(self, co, line);
+        if (kind == CODE_USER)
+            ufr = (uint64_t)fr;
+        gt_id sid = 0;
+        if (!fr || ck(self, gt_intern_stack(self->r, parent, fr, (gt_id)ufr, &sid)) < 0) {
+            Py_DECREF(co);
+            parent = 0;
+            break;
+        }
+        if (gt_map_put(&self->stacks, (uint64_t)parent, (uintptr_t)co,
+                       (uint64_t)(int64_t)lasti, (uint64_t)sid | (ufr << 32)) < 0)
+            PyErr_NoMemory(), swallow(self);
+        Py_DECREF(co); /* the code object is kept alive by code_kind's keep */
+        parent = sid;
+    }
+    if (user) {
+        *user = user_index >= 0 ? frames[user_index] : NULL;
+        Py_XINCREF(*user);
+    }
+    for (int i = 0; i < n; i++)
+        Py_DECREF(frames[i]);
+    return parent;
+}
+
+static gt_id capture_stack(Recorder *self, PyFrameObject **user)
+{
+    return capture_stack_from(self, PyEval_GetFrame(), user);
+}
+
+/* ---- tensors and storages ------------------------------------------------ */
+
+static void vc_release(gt_vc *vc)
+{
+    if (vc && --vc->refs == 0)
+        free(vc);
+}
+
+static void storage_release(Recorder *self, gt_storage_ent *st)
+{
+    if (!st || --st->refs > 0)
+        return;
+    uint64_t *v = gt_map_get(&self->storages, st->key, 0, 0);
+    if (v && *v == (uintptr_t)st)
+        gt_map_del(&self->storages, st->key, 0, 0);
+    free(st);
+}
+
+/* Forget a tensor entry: out of the map, off its storage, weakref dropped. */
+static void ent_forget(Recorder *self, TensorEnt *e)
+{
+    if (!e->rec)
+        return;
+    e->rec = NULL;
+    if (e->st) {
+        if (e->st_prev)
+            e->st_prev->st_next = e->st_next;
+        else
+            e->st->head = e->st_next;
+        if (e->st_next)
+            e->st_next->st_prev = e->st_prev;
+        else
+            e->st->tail = e->st_prev;
+        storage_release(self, e->st);
+        e->st = NULL;
+    }
+    vc_release(e->vc);
+    e->vc = NULL;
+    uint64_t *v = gt_map_get(&self->tensors, e->addr, 0, 0);
+    int mine = v && *v == (uintptr_t)e;
+    if (mine)
+        gt_map_del(&self->tensors, e->addr, 0, 0);
+    PyObject *wr = e->wr;
+    e->wr = NULL;
+    Py_XDECREF(wr);
+    if (mine)
+        Py_DECREF(e); /* the map's reference */
+}
+
+/* Weakref callback: the tensor died. */
+static PyObject *ent_call(PyObject *op, PyObject *args, PyObject *kw)
+{
+    (void)args;
+    (void)kw;
+    TensorEnt *e = (TensorEnt *)op;
+    Py_INCREF(e);
+    if (e->rec)
+        ent_forget(e->rec, e);
+    Py_DECREF(e);
+    Py_RETURN_NONE;
+}
+
+static void ent_dealloc(PyObject *op)
+{
+    TensorEnt *e = (TensorEnt *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    Py_CLEAR(e->wr);
+    free(e->geom);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot ent_slots[] = {
+    {Py_tp_call, ent_call},
+    {Py_tp_dealloc, ent_dealloc},
+    {Py_tp_doc, "a recorded tensor (weakref callback forgetting it)"},
+    {0, NULL},
+};
+
+static PyType_Spec ent_spec = {
+    .name = "_gradtrace.TensorEntry",
+    .basicsize = sizeof(TensorEnt),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = ent_slots,
+};
+
+/* dtype: interned name and item size, cached by dtype object. */
+static gt_id dtype_of(Recorder *self, PyObject *t, PyObject *dtype, int *itemsize)
+{
+    uint64_t *v = gt_map_get(&self->dtypes, (uintptr_t)dtype, 0, 0);
+    if (v) {
+        *itemsize = (int)(*v >> 48);
+        return (gt_id)(*v & 0xffffffffffffull);
+    }
+    PyObject *s = PyObject_Str(dtype);
+    const char *name = s ? PyUnicode_AsUTF8(s) : NULL;
+    if (!name) {
+        Py_XDECREF(s);
+        swallow(self);
+        *itemsize = 1;
+        return 0;
+    }
+    if (!strncmp(name, "torch.", 6))
+        name += 6;
+    gt_id id = intern_str(self, name);
+    Py_DECREF(s);
+    int64_t isz = long_call(t, STATE(self)->s_element_size, 1, self);
+    *itemsize = (int)isz;
+    if (id && keep(self, dtype) == 0)
+        gt_map_put(&self->dtypes, (uintptr_t)dtype, 0, 0, (uint64_t)id | ((uint64_t)isz << 48));
+    swallow(self);
+    return id;
+}
+
+static int read_geom(Recorder *self, PyObject *t, int *ndim, int64_t **geom)
+{
+    modstate *ms = STATE(self);
+    PyObject *shape = PyObject_GetAttr(t, ms->s_shape);
+    PyObject *stride = shape ? PyObject_CallMethodNoArgs(t, ms->s_stride) : NULL;
+    int rc = -1;
+    if (!shape || !stride || !PyTuple_Check(shape) || !PyTuple_Check(stride) ||
+        PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(stride))
+        goto out;
+    Py_ssize_t n = PyTuple_GET_SIZE(shape);
+    int64_t *g = malloc(sizeof *g * (size_t)(2 * n + 1));
+    if (!g)
+        goto out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        g[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        g[n + i] = PyLong_AsLongLong(PyTuple_GET_ITEM(stride, i));
+    }
+    if (PyErr_Occurred()) {
+        free(g);
+        goto out;
+    }
+    *ndim = (int)n;
+    *geom = g;
+    rc = 0;
+out:
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    swallow(self);
+    return rc;
+}
+
+static int64_t read_version(Recorder *self, PyObject *t)
+{
+    /* inference tensors have no version counter: report 0 */
+    return long_attr(t, STATE(self)->s_version, 0, self);
+}
+
+/* The storage key of t (data pointer of its storage), 0 if it has none. */
+static uint64_t storage_key(Recorder *self, PyObject *t, int64_t offset, int itemsize)
+{
+    int64_t dp = long_call(t, STATE(self)->s_data_ptr, 0, self);
+    if (!dp)
+        return 0;
+    return (uint64_t)(dp - offset * itemsize);
+}
+
+static gt_storage_ent *storage_for(Recorder *self, PyObject *t, uint64_t key)
+{
+    uint64_t *v = gt_map_get(&self->storages, key, 0, 0);
+    if (v)
+        return (gt_storage_ent *)(uintptr_t)*v;
+    modstate *ms = STATE(self);
+    gt_storage_ent *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->id = ++self->next_storage;
+    st->key = key;
+    PyObject *s = PyObject_CallMethodNoArgs(
+        t, self->has_untyped ? ms->s_untyped_storage : ms->s_storage);
+    int64_t nbytes = s ? long_call(s, ms->s_nbytes, 0, self) : 0;
+    Py_XDECREF(s);
+    swallow(self);
+    PyObject *dev = PyObject_GetAttr(t, ms->s_device);
+    PyObject *devs = dev ? PyObject_Str(dev) : NULL;
+    const char *dname = devs ? PyUnicode_AsUTF8(devs) : NULL;
+    gt_id did = intern_str(self, dname ? dname : "unknown");
+    Py_XDECREF(devs);
+    Py_XDECREF(dev);
+    swallow(self);
+    ck(self, gt_storage(self->r, st->id, nbytes, did));
+    if (gt_map_put(&self->storages, key, 0, 0, (uintptr_t)st) < 0) {
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static TensorEnt *lookup(Recorder *self, PyObject *t)
+{
+    uint64_t *v = gt_map_get(&self->tensors, (uintptr_t)t, 0, 0);
+    return v ? (TensorEnt *)(uintptr_t)*v : NULL;
+}
+
+/* Compare a tensor's version with what we expect; record an observed bump
+ * when it differs. */
+static void observe(Recorder *self, TensorEnt *e, int64_t version)
+{
+    if (e->vc && version != e->vc->expected) {
+        ck(self, gt_version_bump(self->r, 0, e->id, version, 1, NULL));
+        e->vc->expected = version;
+    }
+}
+
+/* Find or record tensor t. created_by: op seq for an op's output, else 0.
+ * via: the tensor it is a view of per the op schema (shares its version
+ * counter), or NULL. *version gets t's version now. Returns a borrowed entry
+ * or NULL (untracked). */
+static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, TensorEnt *via,
+                             int64_t *version)
+{
+    modstate *ms = STATE(self);
+    int64_t ver = read_version(self, t);
+    if (version)
+        *version = ver;
+    TensorEnt *e = lookup(self, t);
+    if (e) {
+        observe(self, e, ver);
+        return e;
+    }
+    e = PyObject_New(TensorEnt, ms->ent_type);
+    if (!e) {
+        swallow(self);
+        return NULL;
+    }
+    e->rec = NULL;
+    e->wr = NULL;
+    e->addr = (uintptr_t)t;
+    e->vc = NULL;
+    e->st = NULL;
+    e->st_prev = e->st_next = NULL;
+    e->geom = NULL;
+    e->ndim = 0;
+    e->id = ++self->next_tensor;
+    e->created_by = created_by;
+    e->wr = PyWeakref_NewRef(t, (PyObject *)e);
+    if (!e->wr) {
+        swallow(self);
+        Py_DECREF(e);
+        return NULL;
+    }
+    if (gt_map_put(&self->tensors, (uintptr_t)t, 0, 0, (uintptr_t)e) < 0) {
+        Py_DECREF(e); /* drops the weakref too */
+        return NULL;
+    }
+    e->rec = self; /* the map owns our reference from here on */
+
+    PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
+    int itemsize = 1;
+    e->dtype = dtype ? dtype_of(self, t, dtype, &itemsize) : 0;
+    Py_XDECREF(dtype);
+    swallow(self);
+    e->offset = long_call(t, ms->s_storage_offset, 0, self);
+    if (read_geom(self, t, &e->ndim, &e->geom) < 0) {
+        e->ndim = 0;
+        e->geom = NULL;
+    }
+    uint64_t key = storage_key(self, t, e->offset, itemsize);
+    if (key) {
+        e->st = storage_for(self, t, key);
+        if (e->st)
+            e->st->refs++;
+    }
+    gt_id alias_of = 0;
+    int shares = 0;
+    if (via && via->vc) {
+        /* inside __torch_dispatch__ a view output does not share its base's
+         * counter yet (ADInplaceOrView sets that up after we return): take
+         * the base's version */
+        alias_of = via->id;
+        shares = 1;
+        e->vc = via->vc;
+        ver = via->vc->expected;
+        if (version)
+            *version = ver;
+    }
+    if (!shares) {
+        PyObject *isv = PyObject_CallMethodNoArgs(t, ms->s_is_view);
+        int is_view = isv ? PyObject_IsTrue(isv) : 0;
+        Py_XDECREF(isv);
+        swallow(self);
+        if (is_view > 0) {
+            PyObject *base = PyObject_GetAttr(t, ms->s_base);
+            if (base && PyObject_TypeCheck(base, (PyTypeObject *)self->tensor_type)) {
+                TensorEnt *b = see_tensor(self, base, 0, NULL, NULL);
+                if (b && b->vc) {
+                    alias_of = b->id;
+                    shares = 1;
+                    e->vc = b->vc;
+                }
+            }
+            Py_XDECREF(base);
+            swallow(self);
+        }
+    }
+    if (!shares && e->st && e->st->head)
+        alias_of = e->st->head->id;
+    if (shares) {
+        e->vc->refs++;
+    } else {
+        e->vc = calloc(1, sizeof *e->vc);
+        if (e->vc) {
+            e->vc->id = e->id;
+            e->vc->expected = ver;
+            e->vc->refs = 1;
+        }
+    }
+    if (e->st) {
+        e->st_prev = e->st->tail;
+        if (e->st->tail)
+            e->st->tail->st_next = e;
+        else
+            e->st->head = e;
+        e->st->tail = e;
+    }
+    gt_tensor_info ti = {
+        .id = e->id,
+        .storage = e->st ? e->st->id : 0,
+        .dtype = e->dtype,
+        .ndim = e->ndim,
+        .shape = e->geom,
+        .strides = e->geom ? e->geom + e->ndim : NULL,
+        .storage_offset = e->offset,
+        .requires_grad = truth_attr(t, ms->s_requires_grad, self),
+        .is_leaf = truth_attr(t, ms->s_is_leaf, self),
+        .created_by = created_by,
+        .alias_of = alias_of,
+        .shares_version = shares,
+        .version_counter = e->vc ? e->vc->id : e->id,
+    };
+    static const int64_t none[1] = {0};
+    if (!ti.shape) {
+        ti.shape = none;
+        ti.strides = none;
+    }
+    ck(self, gt_tensor(self->r, &ti));
+    if (shares && !via)
+        observe(self, e, ver);
+    return e;
+}
+
+/* ---- op metadata --------------------------------------------------------- */
+
+static gt_opmeta *op_meta(Recorder *self, PyObject *func)
+{
+    uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
+    if (v)
+        return (gt_opmeta *)(uintptr_t)*v;
+    PyObject *res = PyObject_CallOneArg(self->op_meta_fn, func);
+    const char *name;
+    unsigned long long mask;
+    PyObject *wnames;
+    int view_arg;
+    if (!res || !PyArg_ParseTuple(res, "sKO!i", &name, &mask, &PyTuple_Type, &wnames,
+                                  &view_arg)) {
+        Py_XDECREF(res);
+        swallow(self);
+        return NULL;
+    }
+    gt_opmeta *m = calloc(1, sizeof *m);
+    if (!m) {
+        Py_DECREF(res);
+        return NULL;
+    }
+    m->name = intern_str(self, name);
+    m->wmask = mask;
+    m->wnames = Py_NewRef(wnames);
+    m->view_arg = view_arg;
+    Py_DECREF(res);
+    if (keep(self, func) < 0 || keep(self, m->wnames) < 0 ||
+        gt_map_put(&self->ops, (uintptr_t)func, 0, 0, (uintptr_t)m) < 0) {
+        swallow(self);
+        Py_DECREF(m->wnames);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- autograd nodes ------------------------------------------------------ */
+
+static gt_nodetype *node_type(Recorder *self, PyTypeObject *tp)
+{
+    uint64_t *v = gt_map_get(&self->types, (uintptr_t)tp, 0, 0);
+    if (v)
+        return (gt_nodetype *)(uintptr_t)*v;
+    PyObject *saved = PyObject_CallOneArg(self->saved_fn, (PyObject *)tp);
+    if (!saved || !PyTuple_Check(saved)) {
+        Py_XDECREF(saved);
+        swallow(self);
+        return NULL;
+    }
+    gt_nodetype *nt = calloc(1, sizeof *nt);
+    if (!nt) {
+        Py_DECREF(saved);
+        return NULL;
+    }
+    const char *name = strrchr(tp->tp_name, '.');
+    name = name ? name + 1 : tp->tp_name;
+    nt->name = intern_str(self, name);
+    nt->is_acc = !strcmp(name, "AccumulateGrad");
+    nt->saved = saved;
+    if (keep(self, (PyObject *)tp) < 0 ||
+        gt_map_put(&self->types, (uintptr_t)tp, 0, 0, (uintptr_t)nt) < 0) {
+        swallow(self);
+        Py_DECREF(saved);
+        free(nt);
+        return NULL;
+    }
+    return nt;
+}
+
+/* The id stored in the node's metadata, 0 if it has none. *md gets a new
+ * reference to the metadata dict (NULL if the node has none). */
+static gt_id node_known(Recorder *self, PyObject *node, PyObject **md)
+{
+    *md = PyObject_GetAttr(node, STATE(self)->s_metadata);
+    if (!*md || !PyDict_Check(*md)) {
+        Py_CLEAR(*md);
+        swallow(self);
+        return 0;
+    }
+    PyObject *v = PyDict_GetItemWithError(*md, self->key);
+    if (!v) {
+        swallow(self);
+        return 0;
+    }
+    return (gt_id)PyLong_AsLongLong(v);
+}
+
+/* The recorded tensor a saved tensor is: the same object, else the live
+ * tensor with the same storage, offset, geometry and dtype (for `result`
+ * slots preferring the outputs of the node's op, else the latest seen). */
+static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t node_op,
+                         int64_t *nbytes)
+{
+    modstate *ms = STATE(self);
+    PyObject *dtype = PyObject_GetAttr(v, ms->s_dtype);
+    int itemsize = 1;
+    gt_id dt = dtype ? dtype_of(self, v, dtype, &itemsize) : 0;
+    Py_XDECREF(dtype);
+    swallow(self);
+    int ndim = 0;
+    int64_t *geom = NULL;
+    read_geom(self, v, &ndim, &geom);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++)
+        numel *= geom[i];
+    *nbytes = geom ? numel * itemsize : -1;
+    gt_id found = 0;
+    TensorEnt *e = lookup(self, v);
+    if (e) {
+        found = e->id;
+        goto out;
+    }
+    if (!geom)
+        goto out;
+    int64_t offset = long_call(v, ms->s_storage_offset, 0, self);
+    uint64_t key = storage_key(self, v, offset, itemsize);
+    uint64_t *sv = key ? gt_map_get(&self->storages, key, 0, 0) : NULL;
+    if (!sv)
+        goto out;
+    gt_storage_ent *st = (gt_storage_ent *)(uintptr_t)*sv;
+    TensorEnt *best = NULL;
+    for (TensorEnt *c = st->head; c; c = c->st_next) {
+        if (c->offset != offset || c->ndim != ndim || c->dtype != dt || !c->geom ||
+            memcmp(c->geom, geom, sizeof *geom * (size_t)(2 * ndim)))
+            continue;
+        if (is_result && node_op && c->created_by == node_op) {
+            best = c;
+            break;
+        }
+        best = c; /* later entries are newer */
+    }
+    if (best)
+        found = best->id;
+out:
+    free(geom);
+    return found;
+}
+
+static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, PyObject *v)
+{
+    const char *s = PyUnicode_AsUTF8(slot);
+    if (!s) {
+        swallow(self);
+        return;
+    }
+    int is_result = !strncmp(s, "result", 6);
+    int64_t nbytes = -1;
+    gt_id tid = match_saved(self, v, is_result, op, &nbytes);
+    int64_t ver = read_version(self, v);
+    ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver, is_result, nbytes,
+                             NULL));
+}
+
+/* Record the tensors node `nid` saved, reading the (attribute, slot) pairs
+ * of `pairs`. Returns a new tuple of the pairs that gave nothing (None or an
+ * error), or NULL if none did: an output is saved after the node is attached
+ * to it, so a slot may only be filled one op later. */
+static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObject *node,
+                                  PyObject *pairs)
+{
+    PyObject *missing = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(pairs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(pairs, i);
+        PyObject *attr = PyTuple_GET_ITEM(pair, 0), *slot = PyTuple_GET_ITEM(pair, 1);
+        PyObject *v = PyObject_GetAttr(node, attr);
+        if (!v || v == Py_None) {
+            /* not saved yet; or freed by an earlier backward, or modified
+             * already: then the engine will say so itself if it matters */
+            Py_XDECREF(v);
+            swallow(self);
+            if (!missing)
+                missing = PyList_New(0);
+            if (missing && PyList_Append(missing, pair) < 0)
+                swallow(self);
+            continue;
+        }
+        if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
+            record_saved(self, nid, op, slot, v);
+        } else if (PyTuple_Check(v) || PyList_Check(v)) {
+            Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
+            for (Py_ssize_t j = 0; j < m; j++) {
+                PyObject *x = PySequence_Fast_GET_ITEM(v, j);
+                if (!PyObject_TypeCheck(x, (PyTypeObject *)self->tensor_type))
+                    continue;
+                PyObject *sl = PyUnicode_FromFormat("%U[%zd]", slot, j);
+                if (sl)
+                    record_saved(self, nid, op, sl, x);
+                Py_XDECREF(sl);
+            }
+        }
+        Py_DECREF(v);
+        swallow(self);
+    }
+    if (!missing)
+        return NULL;
+    PyObject *t = PyList_AsTuple(missing);
+    Py_DECREF(missing);
+    swallow(self);
+    return t;
+}
+
+/* Record node `root` (attributed to op seq `op`) and every node reachable
+ * from it that is not yet known. Returns root's id (0 on failure). */
+static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, int *is_new)
+{
+    modstate *ms = STATE(self);
+    PyObject *md = NULL;
+    gt_id rid = node_known(self, root, &md);
+    if (is_new)
+        *is_new = 0;
+    if (rid || !md) {
+        Py_XDECREF(md);
+        return rid;
+    }
+    if (is_new)
+        *is_new = 1;
+    /* worklist of (node, id, op) for new nodes */
+    PyObject *work = PyList_New(0);
+    if (!work) {
+        Py_DECREF(md);
+        swallow(self);
+        return 0;
+    }
+    rid = ++self->next_node;
+    PyObject *idobj = PyLong_FromLongLong(rid);
+    PyObject *item = idobj ? Py_BuildValue("(OOL)", root, idobj, (long long)op) : NULL;
+    if (!item || PyDict_SetItem(md, self->key, idobj) < 0 || PyList_Append(work, item) < 0) {
+        Py_XDECREF(item);
+        Py_XDECREF(idobj);
+        Py_DECREF(md);
+        Py_DECREF(work);
+        swallow(self);
+        return 0;
+    }
+    Py_DECREF(item);
+    Py_DECREF(idobj);
+    Py_DECREF(md);
+    while (PyList_GET_SIZE(work) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(work) - 1;
+        PyObject *it = Py_NewRef(PyList_GET_ITEM(work, last));
+        PyList_SetSlice(work, last, last + 1, NULL);
+        PyObject *node = PyTuple_GET_ITEM(it, 0);
+        gt_id nid = (gt_id)PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1));
+        int64_t nop = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2));
+        gt_nodetype *nt = node_type(self, Py_TYPE(node));
+        gt_node_info ni = {.id = nid, .name = nt ? nt->name : intern_str(self, "?"),
+                           .op = nop, .sequence_nr = -1, .thread = thread};
+        if (self->has_seqnr && !(nt && nt->is_acc))
+            ni.sequence_nr = long_call(node, ms->s_sequence_nr, -1, self);
+        if (nt && nt->is_acc) {
+            PyObject *var = PyObject_GetAttr(node, ms->s_variable);
+            if (var && PyObject_TypeCheck(var, (PyTypeObject *)self->tensor_type)) {
+                TensorEnt *ve = see_tensor(self, var, 0, NULL, NULL);
+                if (ve)
+                    ni.variable = ve->id;
+            }
+            Py_XDECREF(var);
+            swallow(self);
+        }
+        ck(self, gt_node(self->r, &ni));
+        PyObject *missing = nt ? record_saved_all(self, nid, nop, node, nt->saved) : NULL;
+        if (missing) {
+            PyObject *retry = Py_BuildValue("(OLLO)", node, (long long)nid, (long long)nop,
+                                            missing);
+            if (!retry || PyList_Append(self->retry, retry) < 0)
+                swallow(self);
+            Py_XDECREF(retry);
+            Py_DECREF(missing);
+        }
+        PyObject *nf = PyObject_GetAttr(node, ms->s_next_functions);
+        if (nf && PyTuple_Check(nf)) {
+            for (Py_ssize_t pos = 0; pos < PyTuple_GET_SIZE(nf); pos++) {
+                PyObject *pair = PyTuple_GET_ITEM(nf, pos);
+                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2)
+                    continue;
+                PyObject *nx = PyTuple_GET_ITEM(pair, 0);
+                int input_nr = (int)PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+                gt_id xid = 0;
+                if (nx != Py_None) {
+                    PyObject *xmd = NULL;
+                    xid = node_known(self, nx, &xmd);
+                    if (!xid && xmd) {
+                        xid = ++self->next_node;
+                        /* a CopySlices reached from a fresh node was made by
+                         * the same in-place-through-a-view op */
+                        const char *tn = Py_TYPE(nx)->tp_name;
+                        int64_t xop = strstr(tn, "CopySlices") ? op : 0;
+                        PyObject *xo = PyLong_FromLongLong(xid);
+                        PyObject *xi = xo ? Py_BuildValue("(OOL)", nx, xo, (long long)xop)
+                                          : NULL;
+                        if (!xi || PyDict_SetItem(xmd, self->key, xo) < 0 ||
+                            PyList_Append(work, xi) < 0)
+                            xid = 0;
+                        Py_XDECREF(xi);
+                        Py_XDECREF(xo);
+                    }
+                    Py_XDECREF(xmd);
+                    swallow(self);
+                }
+                ck(self, gt_edge(self->r, nid, (int)pos, xid, input_nr));
+            }
+        }
+        Py_XDECREF(nf);
+        swallow(self);
+        Py_DECREF(it);
+    }
+    Py_DECREF(work);
+    return rid;
+}
+
+static void clear_pending(Recorder *self)
+{
+    for (Py_ssize_t i = 0; i < self->npending; i++)
+        Py_DECREF(self->pending[i]);
+    self->npending = 0;
+}
+
+/* Discover the nodes the last op's outputs got, then forget them. */
+static void flush_pending(Recorder *self)
+{
+    if (!self->npending && !(self->retry && PyList_GET_SIZE(self->retry)))
+        return;
+    modstate *ms = STATE(self);
+    if (self->retry && PyList_GET_SIZE(self->retry)) {
+        PyObject *retry = self->retry;
+        self->retry = PyList_New(0);
+        for (Py_ssize_t i = 0; self->retry && i < PyList_GET_SIZE(retry); i++) {
+            PyObject *it = PyList_GET_ITEM(retry, i);
+            PyObject *still = record_saved_all(
+                self, (gt_id)PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1)),
+                PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)), PyTuple_GET_ITEM(it, 0),
+                PyTuple_GET_ITEM(it, 3));
+            Py_XDECREF(still); /* one retry only: a slot may really be empty */
+        }
+        Py_DECREF(retry);
+        swallow(self);
+    }
+    gt_id fresh[MAX_ARGS];     /* nodes first recorded in this flush */
+    gt_id done_node[MAX_ARGS]; /* (node, output_nr) pairs recorded */
+    int64_t done_nr[MAX_ARGS];
+    int nfresh = 0, ndone = 0;
+    int64_t op = self->pending_seq;
+    for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
+        PyObject *t = self->pending[i];
+        PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
+        if (!g || g == Py_None) {
+            Py_XDECREF(g);
+            swallow(self);
+            continue;
+        }
+        int is_new = 0;
+        gt_id nid = discover(self, g, op, self->pending_thread, &is_new);
+        Py_DECREF(g);
+        if (!nid)
+            continue;
+        if (is_new && nfresh < MAX_ARGS)
+            fresh[nfresh++] = nid;
+        int ok = 0;
+        for (int k = 0; k < nfresh; k++)
+            ok |= fresh[k] == nid;
+        if (!ok)
+            continue; /* an older node: its outputs were recorded with it */
+        int64_t nr = long_attr(t, ms->s_output_nr, 0, self);
+        for (int k = 0; k < ndone; k++)
+            if (done_node[k] == nid && done_nr[k] == nr)
+                ok = 0;
+        TensorEnt *e = lookup(self, t);
+        if (ok && e && ndone < MAX_ARGS) {
+            ck(self, gt_node_output(self->r, nid, (int)nr, e->id));
+            done_node[ndone] = nid;
+            done_nr[ndone++] = nr;
+        }
+    }
+    clear_pending(self);
+}
+
+static void add_pending(Recorder *self, PyObject *t)
+{
+    if (self->npending == self->cappending) {
+        Py_ssize_t ncap = self->cappending ? self->cappending * 2 : 16;
+        PyObject **np = realloc(self->pending, sizeof *np * (size_t)ncap);
+        if (!np)
+            return;
+        self->pending = np;
+        self->cappending = ncap;
+    }
+    self->pending[self->npending++] = Py_NewRef(t);
+}
+
+/* ---- names --------------------------------------------------------------- */
+
+static void names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t, TensorEnt *te,
+                     PyObject *base, TensorEnt *be)
+{
+    if (!dict || !PyDict_Check(dict))
+        return;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &k, &v)) {
+        if (!PyUnicode_Check(k))
+            continue;
+        if (v == t || (base && v == base)) {
+            const char *name = PyUnicode_AsUTF8(k);
+            if (!name) {
+                swallow(self);
+                continue;
+            }
+            if (v == base && be)
+                ck(self, gt_name(self->r, seq, be->id, name));
+            ck(self, gt_name(self->r, seq, te->id, name));
+        }
+    }
+}
+
+/* Names bound to mutated tensor t (or the tensor it is a view of) in the
+ * user's frame: locals, then globals. */
+static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObject *t,
+                         TensorEnt *te)
+{
+    modstate *ms = STATE(self);
+    PyObject *base = NULL;
+    TensorEnt *be = NULL;
+    PyObject *isv = PyObject_CallMethodNoArgs(t, ms->s_is_view);
+    if (isv && PyObject_IsTrue(isv) > 0) {
+        base = PyObject_GetAttr(t, ms->s_base);
+        if (base && PyObject_TypeCheck(base, (PyTypeObject *)self->tensor_type))
+            be = lookup(self, base);
+    }
+    Py_XDECREF(isv);
+    swallow(self);
+    PyObject *locals = PyFrame_GetLocals(uf);
+    PyObject *globals = PyFrame_GetGlobals(uf);
+    names_in(self, locals, seq, t, te, base, be);
+    if (globals != locals)
+        names_in(self, globals, seq, t, te, base, be);
+    Py_XDECREF(locals);
+    Py_XDECREF(globals);
+    Py_XDECREF(base);
+    swallow(self);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject *t;
+    int written;
+    int schema_pos;
+} argref;
+
+static int collect(Recorder *self, PyObject *v, int written, int pos, argref *out, int *n)
+{
+    if (*n >= MAX_ARGS)
+        return 0;
+    if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
+        out[(*n)++] = (argref){v, written, pos};
+    } else if (PyList_Check(v) || PyTuple_Check(v)) {
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
+        for (Py_ssize_t j = 0; j < m && *n < MAX_ARGS; j++) {
+            PyObject *x = PySequence_Fast_GET_ITEM(v, j);
+            if (PyObject_TypeCheck(x, (PyTypeObject *)self->tensor_type))
+                out[(*n)++] = (argref){x, written, pos};
+        }
+    }
+    return 0;
+}
+
+static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
+{
+    Recorder *self = (Recorder *)op;
+    if (argc != 3 || !PyTuple_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "dispatch(func, args, kwargs)");
+        return NULL;
+    }
+    PyObject *func = argv[0], *args = argv[1], *kwargs = argv[2];
+    if (kwargs == Py_None)
+        kwargs = NULL;
+    if (!recording(self) || self->busy)
+        return PyObject_Call(func, args, kwargs);
+
+    /* the caller's exception state must survive our bookkeeping */
+    excsave saved_exc = exc_save();
+    self->busy++;
+    flush_pending(self);
+
+    gt_opmeta *meta = op_meta(self, func);
+    PyFrameObject *uf = NULL;
+    gt_id stack = 0;
+    int64_t seq = 0;
+    int grad = 0;
+    argref in[MAX_ARGS];
+    int64_t inver[MAX_ARGS];
+    TensorEnt *inent[MAX_ARGS];
+    int nin = 0;
+    if (meta && recording(self)) {
+        stack = capture_stack(self, &uf);
+        PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
+        grad = ge == Py_True;
+        Py_XDECREF(ge);
+        swallow(self);
+        gt_op_info oi = {.name = meta->name,
+                         .phase = self->in_backward ? GT_PHASE_BACKWARD
+                                  : grad            ? GT_PHASE_FORWARD
+                                                    : GT_PHASE_OTHER,
+                         .grad_mode = grad,
+                         .thread = current_thread(self),
+                         .stack = stack};
+        if (ck(self, gt_op(self->r, &oi, &seq)) < 0)
+            seq = 0;
+        self->pending_thread = oi.thread;
+    }
+    if (seq) {
+        Py_ssize_t na = PyTuple_GET_SIZE(args);
+        for (Py_ssize_t i = 0; i < na; i++)
+            collect(self, PyTuple_GET_ITEM(args, i), i < 64 && (meta->wmask >> i) & 1, (int)i,
+                    in, &nin);
+        if (kwargs && PyDict_Check(kwargs)) {
+            PyObject *k, *v;
+            Py_ssize_t p = 0;
+            while (PyDict_Next(kwargs, &p, &k, &v)) {
+                int w = PySequence_Contains(meta->wnames, k) > 0;
+                collect(self, v, w, -1, in, &nin);
+            }
+        }
+        int nmut = 0;
+        for (int i = 0; i < nin; i++) {
+            inent[i] = see_tensor(self, in[i].t, 0, NULL, &inver[i]);
+            if (inent[i])
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, i, inent[i]->id, inver[i]));
+            if (in[i].written && inent[i])
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, inent[i]->id,
+                                   inver[i]));
+        }
+    }
+    swallow(self);
+    exc_restore(saved_exc);
+
+    PyObject *out = PyObject_Call(func, args, kwargs);
+
+    if (seq && recording(self)) {
+        saved_exc = exc_save();
+        /* predicted bumps: the ADInplaceOrView kernel bumps after we return */
+        for (int i = 0; i < nin; i++) {
+            if (!in[i].written || !inent[i] || !inent[i]->vc || !out)
+                continue;
+            int dup = 0;
+            for (int j = 0; j < i; j++)
+                if (in[j].written && inent[j] && inent[j]->vc == inent[i]->vc)
+                    dup = 1;
+            if (dup)
+                continue;
+            int64_t after = inver[i] + 1;
+            inent[i]->vc->expected = after;
+            ck(self, gt_version_bump(self->r, seq, inent[i]->id, after, 0, NULL));
+            if (uf)
+                record_names(self, uf, seq, in[i].t, inent[i]);
+            add_pending(self, in[i].t);
+        }
+        if (out) {
+            argref outs[MAX_ARGS];
+            int nout = 0;
+            if (PyTuple_Check(out) || PyList_Check(out)) {
+                Py_ssize_t m = PySequence_Fast_GET_SIZE(out);
+                for (Py_ssize_t j = 0; j < m; j++)
+                    collect(self, PySequence_Fast_GET_ITEM(out, j), 0, (int)j, outs, &nout);
+            } else {
+                collect(self, out, 0, 0, outs, &nout);
+            }
+            TensorEnt *via = NULL;
+            if (meta->view_arg >= 0)
+                for (int i = 0; i < nin; i++)
+                    if (in[i].schema_pos == meta->view_arg && !in[i].written) {
+                        via = inent[i];
+                        break;
+                    }
+            for (int j = 0; j < nout; j++) {
+                int64_t ver = 0;
+                TensorEnt *e = lookup(self, outs[j].t);
+                if (e) {
+                    ver = e->vc ? e->vc->expected : 0;
+                } else {
+                    e = see_tensor(self, outs[j].t, seq, via, &ver);
+                    if (e)
+                        add_pending(self, outs[j].t);
+                }
+                if (e)
+                    ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, j, e->id, ver));
+            }
+        }
+        self->pending_seq = seq;
+        swallow(self);
+        exc_restore(saved_exc);
+    }
+    Py_XDECREF(uf);
+    self->busy--;
+    return out;
+}
+
+/* ---- Python API ---------------------------------------------------------- */
+
+static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
+{
+    Recorder *self = (Recorder *)op;
+    static char *kwlist[] = {"path",     "tensor_type", "op_meta",   "saved_names",
+                             "grad_enabled", "getline", "hidden",    "engine",
+                             "key",      "overwrite",   "max_bytes", "batch_events",
+                             "has_sequence_nr", "has_untyped_storage", NULL};
+    const char *path;
+    PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key;
+    int overwrite = 0, seqnr = 0, untyped = 1;
+    long long max_bytes = 0;
+    unsigned int batch = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!U|pLIpp", kwlist, &path, &tt, &om,
+                                     &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type, &eng,
+                                     &key, &overwrite, &max_bytes, &batch, &seqnr, &untyped))
+        return -1;
+    if (self->r) {
+        PyErr_SetString(PyExc_RuntimeError, "recorder already open");
+        return -1;
+    }
+    gt_recorder_options opts = {.max_bytes = max_bytes, .overwrite = overwrite,
+                                .batch_events = batch};
+    char err[512] = "";
+    gt_recorder *r = NULL;
+    int rc = gt_recorder_open(path, &opts, err, sizeof err, &r);
+    if (rc < 0) {
+        PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
+                     "gradtrace: cannot create trace %s: %s", path,
+                     err[0] ? err : gt_strerror(rc));
+        return -1;
+    }
+    self->r = r;
+    Py_XSETREF(self->tensor_type, Py_NewRef(tt));
+    Py_XSETREF(self->op_meta_fn, Py_NewRef(om));
+    Py_XSETREF(self->saved_fn, Py_NewRef(sn));
+    Py_XSETREF(self->grad_enabled, Py_NewRef(ge));
+    Py_XSETREF(self->getline, Py_NewRef(gl));
+    Py_XSETREF(self->hidden, Py_NewRef(hid));
+    Py_XSETREF(self->engine, Py_NewRef(eng));
+    Py_XSETREF(self->key, Py_NewRef(key));
+    if (!self->keep && !(self->keep = PyList_New(0)))
+        return -1;
+    if (!self->retry && !(self->retry = PyList_New(0)))
+        return -1;
+    self->has_seqnr = seqnr;
+    self->has_untyped = untyped;
+    self->active = 1;
+    return 0;
+}
+
+static void free_caches(Recorder *self)
+{
+    /* forget every tensor (collect first: forgetting edits the map) */
+    size_t n = self->tensors.len, k = 0;
+    TensorEnt **all = n ? malloc(sizeof *all * n) : NULL;
+    for (size_t i = 0; all && i < self->tensors.cap; i++)
+        if (self->tensors.slots[i].used)
+            all[k++] = (TensorEnt *)(uintptr_t)self->tensors.slots[i].value;
+    for (size_t i = 0; i < k; i++)
+        ent_forget(self, all[i]);
+    free(all);
+    gt_map_clear(&self->tensors);
+    for (size_t i = 0; i < self->storages.cap; i++)
+        if (self->storages.slots[i].used)
+            free((void *)(uintptr_t)self->storages.slots[i].value);
+    gt_map_clear(&self->storages);
+    for (size_t i = 0; i < self->ops.cap; i++)
+        if (self->ops.slots[i].used) {
+            gt_opmeta *m = (gt_opmeta *)(uintptr_t)self->ops.slots[i].value;
+            Py_XDECREF(m->wnames);
+            free(m);
+        }
+    gt_map_clear(&self->ops);
+    for (size_t i = 0; i < self->types.cap; i++)
+        if (self->types.slots[i].used) {
+            gt_nodetype *nt = (gt_nodetype *)(uintptr_t)self->types.slots[i].value;
+            Py_XDECREF(nt->saved);
+            free(nt);
+        }
+    gt_map_clear(&self->types);
+    gt_map_clear(&self->stacks);
+    gt_map_clear(&self->frames);
+    gt_map_clear(&self->codes);
+    gt_map_clear(&self->dtypes);
+    gt_map_clear(&self->threads);
+    clear_pending(self);
+    if (self->retry)
+        PyList_SetSlice(self->retry, 0, PY_SSIZE_T_MAX, NULL);
+    free(self->pending);
+    self->pending = NULL;
+    self->cappending = 0;
+}
+
+/* close(status, exit_code, signal) -> None or the recorder's error message */
+static PyObject *Recorder_close(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    int status = GT_RUN_OK, exit_code = 0, sig = 0;
+    if (!PyArg_ParseTuple(args, "|iii", &status, &exit_code, &sig))
+        return NULL;
+    if (!self->r || self->forked)
+        Py_RETURN_NONE;
+    excsave saved_exc = exc_save();
+    if (!self->failed)
+        flush_pending(self);
+    self->active = 0;
+    int rc = 0;
+    if (!self->failed)
+        ck(self, gt_run_end(self->r, status, exit_code, sig));
+    if (self->busy) {
+        /* called from a signal handler in the middle of an op: commit and
+         * leave the handle be (the process is about to die) */
+        gt_recorder_flush(self->r);
+        swallow(self);
+        exc_restore(saved_exc);
+        Py_RETURN_NONE;
+    }
+    clear_pending(self);
+    gt_recorder *r = self->r;
+    self->r = NULL;
+    char msg[512] = "";
+    if (self->failed)
+        snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
+    rc = gt_recorder_close(r);
+    free_caches(self);
+    swallow(self);
+    exc_restore(saved_exc);
+    if (rc < 0 || msg[0])
+        return PyUnicode_FromString(msg[0] ? msg : gt_strerror(rc));
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_set_run(PyObject *op, PyObject *args, PyObject *kw)
+{
+    Recorder *self = (Recorder *)op;
+    static char *kwlist[] = {"engine_version", "python_version", "argv_json", "cwd",
+                             "host", "options_json", "pid", "rank", NULL};
+    gt_run_info ri = {.engine = "pytorch", .rank = -1};
+    long long pid = 0, rank = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLL", kwlist, &ri.engine_version,
+                                     &ri.python_version, &ri.argv_json, &ri.cwd, &ri.host,
+                                     &ri.options_json, &pid, &rank))
+        return NULL;
+    ri.pid = pid;
+    ri.rank = rank;
+    if (self->r && !self->forked && !self->failed)
+        ck(self, gt_run_set(self->r, &ri));
+    Py_RETURN_NONE;
+}
+
+/* flush(): discover pending nodes and commit what was recorded. */
+static PyObject *Recorder_flush(PyObject *op, PyObject *Py_UNUSED(a))
+{
+    Recorder *self = (Recorder *)op;
+    excsave saved_exc = exc_save();
+    if (recording(self) && !self->busy) {
+        flush_pending(self);
+        ck(self, gt_recorder_flush(self->r));
+    }
+    swallow(self);
+    exc_restore(saved_exc);
+    Py_RETURN_NONE;
+}
+
+static gt_id node_of(Recorder *self, PyObject *t)
+{
+    PyObject *g = PyObject_GetAttr(t, STATE(self)->s_grad_fn);
+    gt_id nid = 0;
+    if (g && g != Py_None)
+        nid = discover(self, g, 0, current_thread(self), NULL);
+    Py_XDECREF(g);
+    swallow(self);
+    return nid;
+}
+
+/* backward_begin(api, roots, retain_graph, create_graph, inputs) -> id (0:
+ * not recorded) */
+static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    const char *api;
+    PyObject *roots, *inputs;
+    int retain, create;
+    if (!PyArg_ParseTuple(args, "sOppO", &api, &roots, &retain, &create, &inputs))
+        return NULL;
+    if (!recording(self) || self->busy)
+        return PyLong_FromLong(0);
+    flush_pending(self);
+    gt_backward_info bi = {.api = intern_str(self, api), .retain_graph = retain,
+                           .create_graph = create, .thread = current_thread(self),
+                           .stack = capture_stack(self, NULL)};
+    gt_id id = 0;
+    if (ck(self, gt_backward_begin(self->r, &bi, &id)) < 0)
+        return PyLong_FromLong(0);
+    PyObject *seq = PySequence_Fast(roots, "roots");
+    for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type))
+            continue;
+        TensorEnt *e = see_tensor(self, t, 0, NULL, NULL);
+        ck(self, gt_backward_root(self->r, id, (int)i, e ? e->id : 0, node_of(self, t)));
+    }
+    Py_XDECREF(seq);
+    if (inputs != Py_None) {
+        seq = PySequence_Fast(inputs, "inputs");
+        for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+            if (!PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type))
+                continue;
+            TensorEnt *e = see_tensor(self, t, 0, NULL, NULL);
+            if (e)
+                ck(self, gt_backward_input(self->r, id, (int)i, e->id));
+        }
+        Py_XDECREF(seq);
+    }
+    swallow(self);
+    self->in_backward++;
+    return PyLong_FromLongLong(id);
+}
+
+static void record_error(Recorder *self, PyObject *exc, gt_id stack, gt_id bid)
+{
+    PyObject *msg = PyObject_Str(exc);
+    const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    const char *tname = _PyType_Name(Py_TYPE(exc));
+    ck(self, gt_error(self->r, tname, m ? m : "", stack, bid, NULL));
+    Py_XDECREF(msg);
+    swallow(self);
+}
+
+/* backward_end(id, exc_or_None): record how backward `id` ended; an
+ * exception is written (and committed) before the caller re-raises it. */
+static PyObject *Recorder_backward_end(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    long long id;
+    PyObject *exc;
+    if (!PyArg_ParseTuple(args, "LO", &id, &exc))
+        return NULL;
+    if (self->in_backward > 0 && id)
+        self->in_backward--;
+    if (!id || !self->r || self->forked || self->failed)
+        Py_RETURN_NONE;
+    excsave saved_exc = exc_save();
+    if (exc != Py_None)
+        record_error(self, exc, capture_stack(self, NULL), id);
+    ck(self, gt_backward_end(self->r, id, exc == Py_None));
+    if (exc != Py_None)
+        ck(self, gt_recorder_flush(self->r));
+    swallow(self);
+    exc_restore(saved_exc);
+    Py_RETURN_NONE;
+}
+
+/* error(exc): record an exception that ends the run, at the innermost
+ * frame of its traceback. */
+static PyObject *Recorder_error(PyObject *op, PyObject *exc)
+{
+    Recorder *self = (Recorder *)op;
+    if (!self->r || self->forked || self->failed)
+        Py_RETURN_NONE;
+    excsave saved_exc = exc_save();
+    flush_pending(self);
+    PyObject *tb = PyException_GetTraceback(exc);
+    PyFrameObject *f = NULL;
+    while (tb && tb != Py_None) {
+        PyObject *next = PyObject_GetAttrString(tb, "tb_next");
+        if (!next || next == Py_None) {
+            Py_XDECREF(next);
+            f = (PyFrameObject *)PyObject_GetAttrString(tb, "tb_frame");
+            break;
+        }
+        Py_SETREF(tb, next);
+    }
+    Py_XDECREF(tb);
+    swallow(self);
+    gt_id stack = 0;
+    if (f && PyFrame_Check(f)) {
+        /* the traceback's line, not the frame's current one, is what we want;
+         * for an uncaught exception they agree */
+        stack = capture_stack_from(self, f, NULL);
+    }
+    Py_XDECREF(f);
+    record_error(self, exc, stack, 0);
+    ck(self, gt_recorder_flush(self->r));
+    swallow(self);
+    exc_restore(saved_exc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
+{
+    Recorder *self = (Recorder *)op;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    if (!on && self->active && recording(self) && !self->busy)
+        flush_pending(self);
+    if (!on)
+        clear_pending(self);
+    self->active = on && !self->failed;
+    Py_RETURN_NONE;
+}
+
+/* forked(): called in a forked child; never touch the parent's trace. */
+static PyObject *Recorder_forked(PyObject *op, PyObject *Py_UNUSED(a))
+{
+    Recorder *self = (Recorder *)op;
+    self->forked = 1;
+    self->active = 0;
+    self->r = NULL; /* the parent's connection: leaked on purpose */
+    Py_RETURN_NONE;
+}
+
+static PyObject *Recorder_get_recording(PyObject *op, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(recording((Recorder *)op));
+}
+
+static PyObject *Recorder_get_failed(PyObject *op, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(((Recorder *)op)->failed);
+}
+
+static PyObject *Recorder_get_seq(PyObject *op, void *c)
+{
+    (void)c;
+    Recorder *self = (Recorder *)op;
+    return PyLong_FromLongLong(self->r ? gt_recorder_seq(self->r) : 0);
+}
+
+static PyObject *Recorder_get_internal_errors(PyObject *op, void *c)
+{
+    (void)c;
+    return PyLong_FromLongLong(((Recorder *)op)->errors);
+}
+
+static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Recorder *self = (Recorder *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->tensor_type);
+    Py_VISIT(self->op_meta_fn);
+    Py_VISIT(self->saved_fn);
+    Py_VISIT(self->grad_enabled);
+    Py_VISIT(self->getline);
+    Py_VISIT(self->hidden);
+    Py_VISIT(self->engine);
+    Py_VISIT(self->key);
+    Py_VISIT(self->keep);
+    Py_VISIT(self->retry);
+    return 0;
+}
+
+static int Recorder_clear(PyObject *op)
+{
+    Recorder *self = (Recorder *)op;
+    Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->op_meta_fn);
+    Py_CLEAR(self->saved_fn);
+    Py_CLEAR(self->grad_enabled);
+    Py_CLEAR(self->getline);
+    Py_CLEAR(self->hidden);
+    Py_CLEAR(self->engine);
+    Py_CLEAR(self->key);
+    Py_CLEAR(self->keep);
+    Py_CLEAR(self->retry);
+    return 0;
+}
+
+static void Recorder_dealloc(PyObject *op)
+{
+    Recorder *self = (Recorder *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (self->r && !self->forked)
+        gt_recorder_close(self->r);
+    self->r = NULL;
+    free_caches(self);
+    Recorder_clear(op);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef Recorder_methods[] = {
+    {"dispatch", (PyCFunction)(void (*)(void))Recorder_dispatch, METH_FASTCALL,
+     "dispatch(func, args, kwargs): record the op and call func(*args, **kwargs)"},
+    {"close", Recorder_close, METH_VARARGS,
+     "close(status=0, exit_code=0, signal=0): end the run and close the trace; returns "
+     "the recorder's error message or None"},
+    {"set_run", (PyCFunction)(void (*)(void))Recorder_set_run, METH_VARARGS | METH_KEYWORDS,
+     "set_run(**run_info): fill in the run row"},
+    {"flush", Recorder_flush, METH_NOARGS, "discover pending nodes and commit"},
+    {"backward_begin", Recorder_backward_begin, METH_VARARGS,
+     "backward_begin(api, roots, retain_graph, create_graph, inputs) -> id"},
+    {"backward_end", Recorder_backward_end, METH_VARARGS, "backward_end(id, exc_or_None)"},
+    {"error", Recorder_error, METH_O, "error(exc): record the exception ending the run"},
+    {"set_active", Recorder_set_active, METH_O, "set_active(bool): open/close the window"},
+    {"forked", Recorder_forked, METH_NOARGS, "in a forked child: stop without writing"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Recorder_getset[] = {
+    {"recording", Recorder_get_recording, NULL, "True while ops are being recorded", NULL},
+    {"failed", Recorder_get_failed, NULL, "True once a write failure stopped recording", NULL},
+    {"seq", Recorder_get_seq, NULL, "events recorded so far", NULL},
+    {"internal_errors", Recorder_get_internal_errors, NULL,
+     "bookkeeping errors cleared (for tests)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Recorder_slots[] = {
+    {Py_tp_init, Recorder_init},
+    {Py_tp_dealloc, Recorder_dealloc},
+    {Py_tp_traverse, Recorder_traverse},
+    {Py_tp_clear, Recorder_clear},
+    {Py_tp_methods, Recorder_methods},
+    {Py_tp_getset, Recorder_getset},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_doc, "Recorder(path, ...): writes one gradtrace trace"},
+    {0, NULL},
+};
+
+static PyType_Spec Recorder_spec = {
+    .name = "_gradtrace.Recorder",
+    .basicsize = sizeof(Recorder),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Recorder_slots,
+};
+
+/* ---- module -------------------------------------------------------------- */
+
+static int mod_exec(PyObject *m)
+{
+    modstate *ms = PyModule_GetState(m);
+    ms->recorder_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Recorder_spec, NULL);
+    if (!ms->recorder_type || PyModule_AddType(m, ms->recorder_type) < 0)
+        return -1;
+    ms->ent_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &ent_spec, NULL);
+    if (!ms->ent_type)
+        return -1;
+#define INTERN(field, text)                                                              \
+    if (!(ms->field = PyUnicode_InternFromString(text)))                                 \
+        return -1;
+    INTERN(s_version, "_version")
+    INTERN(s_grad_fn, "grad_fn")
+    INTERN(s_metadata, "metadata")
+    INTERN(s_next_functions, "next_functions")
+    INTERN(s_output_nr, "output_nr")
+    INTERN(s_data_ptr, "data_ptr")
+    INTERN(s_storage_offset, "storage_offset")
+    INTERN(s_shape, "shape")
+    INTERN(s_stride, "stride")
+    INTERN(s_dtype, "dtype")
+    INTERN(s_requires_grad, "requires_grad")
+    INTERN(s_is_leaf, "is_leaf")
+    INTERN(s_is_view, "_is_view")
+    INTERN(s_base, "_base")
+    INTERN(s_variable, "variable")
+    INTERN(s_sequence_nr, "_sequence_nr")
+    INTERN(s_untyped_storage, "untyped_storage")
+    INTERN(s_storage, "storage")
+    INTERN(s_nbytes, "nbytes")
+    INTERN(s_device, "device")
+    INTERN(s_element_size, "element_size")
+    INTERN(s_strip, "strip")
+#undef INTERN
+    if (PyModule_AddStringConstant(m, "version", GT_VERSION_STRING) < 0 ||
+        PyModule_AddIntConstant(m, "schema_version", GT_SCHEMA_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "RUN_OK", GT_RUN_OK) < 0 ||
+        PyModule_AddIntConstant(m, "RUN_EXCEPTION", GT_RUN_EXCEPTION) < 0 ||
+        PyModule_AddIntConstant(m, "RUN_SIGNAL", GT_RUN_SIGNAL) < 0)
+        return -1;
+    return 0;
+}
+
+static int mod_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    modstate *ms = PyModule_GetState(m);
+    Py_VISIT(ms->recorder_type);
+    Py_VISIT(ms->ent_type);
+    return 0;
+}
+
+static int mod_clear(PyObject *m)
+{
+    modstate *ms = PyModule_GetState(m);
+    Py_CLEAR(ms->recorder_type);
+    Py_CLEAR(ms->ent_type);
+    PyObject **names[] = {
+        &ms->s_version, &ms->s_grad_fn, &ms->s_metadata, &ms->s_next_functions,
+        &ms->s_output_nr, &ms->s_data_ptr, &ms->s_storage_offset, &ms->s_shape,
+        &ms->s_stride, &ms->s_dtype, &ms->s_requires_grad, &ms->s_is_leaf, &ms->s_is_view,
+        &ms->s_base, &ms->s_variable, &ms->s_sequence_nr, &ms->s_untyped_storage,
+        &ms->s_storage, &ms->s_nbytes, &ms->s_device, &ms->s_element_size, &ms->s_strip,
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        Py_CLEAR(*names[i]);
+    return 0;
+}
+
+static void mod_free(void *m)
+{
+    mod_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot mod_slots[] = {
+    {Py_mod_exec, mod_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef mod_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_gradtrace",
+    .m_doc = "gradtrace's PyTorch adapter: per-op recording in C over gtrecorder",
+    .m_size = sizeof(modstate),
+    .m_slots = mod_slots,
+    .m_traverse = mod_traverse,
+    .m_clear = mod_clear,
+    .m_free = mod_free,
+};
+
+PyMODINIT_FUNC PyInit__gradtrace(void)
+{
+    return PyModuleDef_Init(&mod_def);
+}

@@ -1,0 +1,260 @@
+"""gradtrace: record what PyTorch's autograd does into a SQLite trace.
+
+    with gradtrace.record("run.db"):
+        train()
+
+or, as a start/stop object (like torch.profiler.profile):
+
+    rec = gradtrace.record("run.db")
+    rec.start()
+    ...
+    rec.stop()
+
+Then `gradtrace diagnose run.db` names the in-place write that broke a
+backward. From the shell: `gradtrace record -o run.db -- script.py args...`.
+
+Options
+    overwrite       replace an existing file at path (default: refuse)
+    max_size        stop recording (with one warning) once the trace file
+                    would grow past this many bytes; the run goes on
+    backward_calls  (first, last), 1-based: record only the ops from the end
+                    of backward call first-1 (so the forward pass feeding
+                    call `first` is included) to the end of call `last`;
+                    ops before and after run unrecorded. The trace numbers
+                    recorded calls from 1; run.options keeps the window.
+
+Processes and threads: a forked child (DataLoader workers) does not record
+and never touches the parent's trace. Ops run on threads other than the one
+that started recording are not seen (a dispatch mode is per thread), except
+the autograd engine's work for a backward called on the recording thread.
+While recording, SIGXFSZ is ignored so that hitting a file size limit stops
+recording instead of killing the process, and SIGTERM (if it had its
+default disposition) closes the trace before the process dies of it.
+"""
+import json
+import linecache
+import os
+import signal
+import socket
+import sys
+import threading
+
+__all__ = ["record", "Recording"]
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_current = None
+
+
+def _fork_child():
+    global _current
+    if _current is not None:
+        _current._forked()
+        _current = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fork_child)
+
+
+class Recording:
+    """One trace being recorded; see the module docstring for options."""
+
+    def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
+                 argv=None):
+        self.path = os.fspath(path)
+        self.overwrite = bool(overwrite)
+        self.max_size = int(max_size) if max_size else 0
+        if backward_calls is not None:
+            first, last = backward_calls
+            if not (1 <= first <= last):
+                raise ValueError("backward_calls must be (first, last) with 1 <= first <= last")
+            backward_calls = (int(first), int(last))
+        self.backward_calls = backward_calls
+        self.argv = list(sys.argv if argv is None else argv)
+        self._rec = None
+        self._mode = None
+        self._patch = None
+        self._done_calls = 0
+        self._old_xfsz = None
+        self._old_term = None
+        self._thread = None
+        self._backward_exc = None
+        self.error = None  # the recorder's error message after stop(), if any
+
+    # -- lifecycle -------------------------------------------------------
+
+    def start(self):
+        """Create the trace and start recording. Raises FileExistsError if
+        the file exists and overwrite is False, OSError if it cannot be
+        created, RuntimeError if another recording is on."""
+        global _current
+        if _current is not None:
+            raise RuntimeError("gradtrace: a recording is already running")
+        import torch
+        import _gradtrace
+        from . import _mode
+
+        torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+        hidden = (_PKG_DIR + os.sep, "<frozen runpy>",
+                  os.path.join(os.path.dirname(os.__file__), "runpy.py"))
+        self._rec = _gradtrace.Recorder(
+            self.path,
+            tensor_type=torch.Tensor,
+            op_meta=_mode.op_meta,
+            saved_names=_mode.saved_names,
+            grad_enabled=torch.is_grad_enabled,
+            getline=linecache.getline,
+            hidden=hidden,
+            engine=(torch_dir,),
+            key="gradtrace:%d:%d" % (os.getpid(), id(self)),
+            overwrite=self.overwrite,
+            max_bytes=self.max_size,
+            has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
+            has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
+        )
+        options = {"max_size": self.max_size or None,
+                   "backward_calls": list(self.backward_calls) if self.backward_calls else None}
+        self._rec.set_run(
+            engine_version=torch.__version__,
+            python_version=sys.version.split()[0],
+            argv_json=json.dumps(self.argv),
+            cwd=os.getcwd(),
+            host=socket.gethostname(),
+            options_json=json.dumps(options),
+            pid=os.getpid(),
+            rank=int(os.environ["RANK"]) if os.environ.get("RANK", "").isdigit() else -1,
+        )
+        self._done_calls = 0
+        self._update_window()
+        _current = self
+        self._thread = threading.current_thread()
+        if threading.current_thread() is threading.main_thread():
+            if hasattr(signal, "SIGXFSZ"):
+                self._old_xfsz = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                self._old_term = signal.signal(signal.SIGTERM, self._on_signal)
+        self._patch = _mode.BackwardPatch(self)
+        self._patch.install()
+        self._mode = _mode.DispatchMode(self._rec.dispatch)
+        self._mode.__enter__()
+        return self
+
+    def stop(self, status=None, exit_code=0, sig=0, exc=None):
+        """Stop recording and close the trace. status: 'ok', 'exception' or
+        'signal' (default: 'exception' if exc is given, else 'ok'); exc: the
+        exception that ended the run, recorded as an error. Returns the
+        recorder's error message (also kept in .error), or None."""
+        global _current
+        if self._rec is None:
+            return self.error
+        import _gradtrace
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            try:
+                mode.__exit__(None, None, None)
+            except Exception:
+                pass  # the mode stack was unwound by someone else
+        if self._patch is not None:
+            self._patch.remove()
+            self._patch = None
+        if exc is not None and exc is not self._backward_exc:
+            self._rec.error(exc)  # a backward's exception is recorded already
+        if status is None:
+            status = "exception" if exc is not None else "ok"
+        code = {"ok": _gradtrace.RUN_OK, "exception": _gradtrace.RUN_EXCEPTION,
+                "signal": _gradtrace.RUN_SIGNAL}[status]
+        self.error = self._rec.close(code, exit_code, sig)
+        self._rec = None
+        if threading.current_thread() is threading.main_thread():
+            if self._old_xfsz is not None:
+                signal.signal(signal.SIGXFSZ, self._old_xfsz)
+            if self._old_term is not None and signal.getsignal(signal.SIGTERM) == self._on_signal:
+                signal.signal(signal.SIGTERM, self._old_term)
+        self._old_xfsz = self._old_term = None
+        if _current is self:
+            _current = None
+        return self.error
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, etype, exc, tb):
+        if exc is None:
+            self.stop("ok")
+        elif isinstance(exc, SystemExit):
+            self.stop("ok", _exit_code(exc))
+        elif isinstance(exc, KeyboardInterrupt):
+            self.stop("signal", -1, signal.SIGINT)
+        else:
+            self.stop("exception", 1, 0, exc)
+        return False
+
+    # -- used by the backward wrappers ------------------------------------
+
+    def is_on(self):
+        return self._rec is not None
+
+    def _update_window(self):
+        if self.backward_calls is None:
+            return
+        first, last = self.backward_calls
+        self._rec.set_active(first - 1 <= self._done_calls < last)
+
+    def backward_begin(self, api, roots, retain, create, inputs):
+        if self._rec is None:
+            return 0
+        return self._rec.backward_begin(api, roots, retain, create, inputs)
+
+    def backward_end(self, bid, exc):
+        if self._rec is None:
+            return
+        self._rec.backward_end(bid, exc)
+        if exc is not None and bid:
+            self._backward_exc = exc
+        self._done_calls += 1
+        self._update_window()
+
+    @property
+    def recording(self):
+        """True while ops are being recorded (inside the window, no failure)."""
+        return self._rec is not None and self._rec.recording
+
+    # -- signals and fork ---------------------------------------------------
+
+    def _on_signal(self, signum, frame):
+        self.stop("signal", -1, signum)
+        _on_signal_exit(self.path, signum)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def _forked(self):
+        if self._rec is not None:
+            self._rec.forked()
+        self._rec = None
+        self._mode = None  # left on the child's mode stack, now pass-through
+        if self._patch is not None:
+            self._patch.remove()
+            self._patch = None
+
+
+def _exit_code(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    return 1
+
+
+_signal_hooks = []
+
+
+def _on_signal_exit(path, signum):
+    for hook in _signal_hooks:
+        hook(path, signum)
+
+
+def record(path="gradtrace.db", **options):
+    """A Recording of everything autograd does, into the trace at path.
+    Use it as a context manager, or call start() and stop()."""
+    return Recording(path, **options)

@@ -1,0 +1,140 @@
+"""The PyTorch hooks gradtrace needs, and nothing else: a TorchDispatchMode
+whose __torch_dispatch__ hands every aten op to the C recorder, the per-op
+and per-node-class metadata the C side caches, and wrappers around the three
+backward entry points (Tensor.backward, torch.autograd.backward,
+torch.autograd.grad) that record each call, its roots and its exception.
+
+No saved-tensor hooks are ever registered: they would switch off PyTorch's
+own version check (SavedVariable::unpack skips it when hooks are set), and
+the recorded run must fail exactly where the unrecorded one does.
+"""
+import functools
+import inspect
+import threading
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+SAVED_PREFIX = "_saved_"
+
+
+def op_meta(func):
+    """(name, written-argument mask, written-argument names, view argument)
+    of an OpOverload, from its schema: alias_info.is_write marks what the op
+    mutates (in-place, out= and copy_ alike); a return with non-write alias
+    info is a view of the first argument with alias info."""
+    schema = func._schema
+    name = schema.name
+    if schema.overload_name:
+        name += "." + schema.overload_name
+    mask = 0
+    written = []
+    for i, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        if info is not None and info.is_write:
+            if i < 64:
+                mask |= 1 << i
+            written.append(arg.name)
+    view_arg = -1
+    if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
+        for i, arg in enumerate(schema.arguments):
+            if arg.alias_info is not None and not arg.alias_info.is_write:
+                view_arg = i
+                break
+    return (name, mask, tuple(written), view_arg)
+
+
+def saved_names(cls):
+    """((attribute, slot), ...) of the tensors a node class saves: the
+    `_saved_<slot>` attributes of built-in nodes, `saved_tensors` of custom
+    autograd.Function nodes."""
+    names = sorted(n for n in dir(cls) if n.startswith(SAVED_PREFIX))
+    pairs = tuple((n, n[len(SAVED_PREFIX):]) for n in names)
+    if not pairs and issubclass(cls, torch.autograd.function.BackwardCFunction):
+        pairs = (("saved_tensors", "saved_tensors"),)
+    return pairs
+
+
+class DispatchMode(TorchDispatchMode):
+    """Hands each op to the recorder, which records it and calls it."""
+
+    def __init__(self, dispatch):
+        super().__init__()
+        self._gt_dispatch = dispatch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self._gt_dispatch(func, args, kwargs)
+
+
+_tls = threading.local()
+
+
+def _as_list(x):
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return [x]
+    return list(x)
+
+
+class BackwardPatch:
+    """Wraps the backward entry points while a recording is on.
+
+    A wrapper records one backward call per user call: the call made inside
+    another (Tensor.backward calls torch.autograd.backward) is not recorded
+    again. Functions imported by name before recording started
+    (`from torch.autograd import grad`) are not wrapped."""
+
+    TARGETS = (
+        (torch.Tensor, "backward", "Tensor.backward", "self", "inputs"),
+        (torch.autograd, "backward", "torch.autograd.backward", "tensors", "inputs"),
+        (torch.autograd, "grad", "torch.autograd.grad", "outputs", "inputs"),
+    )
+
+    def __init__(self, recording):
+        self._recording = recording
+        self._saved = []
+
+    def install(self):
+        for owner, attr, api, roots, inputs in self.TARGETS:
+            orig = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
+            self._saved.append((owner, attr, orig))
+            setattr(owner, attr, self._wrap(orig, api, roots, inputs))
+
+    def remove(self):
+        for owner, attr, orig in reversed(self._saved):
+            setattr(owner, attr, orig)
+        self._saved = []
+
+    def _wrap(self, orig, api, roots_name, inputs_name):
+        sig = inspect.signature(orig)
+        recording = self._recording
+
+        @functools.wraps(orig)
+        def wrapper(*args, **kwargs):
+            if getattr(_tls, "depth", 0) or not recording.is_on():
+                return orig(*args, **kwargs)
+            try:
+                bound = sig.bind(*args, **kwargs)
+                a = bound.arguments
+                roots = _as_list(a.get(roots_name))
+                create = bool(a.get("create_graph", False))
+                retain = a.get("retain_graph")
+                retain = create if retain is None else bool(retain)
+                inputs = _as_list(a.get(inputs_name))
+            except TypeError:
+                return orig(*args, **kwargs)  # let PyTorch report the bad call
+            _tls.depth = 1
+            try:
+                bid = recording.backward_begin(api, roots or [], retain, create, inputs)
+                try:
+                    result = orig(*args, **kwargs)
+                except BaseException as exc:
+                    recording.backward_end(bid, exc)
+                    raise
+                recording.backward_end(bid, None)
+                return result
+            finally:
+                _tls.depth = 0
+
+        return wrapper

@@ -1,0 +1,151 @@
+"""Run a script under recording, as `python3 script.py args...` would.
+
+Used by `gradtrace record` (which validates its input first):
+
+    python -m gradtrace.run --output run.db [--force] [--max-size BYTES]
+        [--backward-calls A-B] [--command gradtrace] -- script.py args...
+
+The script gets the same sys.argv, sys.path[0], __main__, working
+directory, stdout/stderr, traceback (gradtrace's and runpy's frames are
+removed from it) and exit status as without recording. At exit one line on
+stderr says where the trace is and, if the run failed, how to diagnose it.
+"""
+import atexit
+import os
+import runpy
+import signal
+import sys
+import types
+
+import gradtrace
+
+
+def _parse(argv):
+    opts = {"output": "gradtrace.db", "force": False, "max_size": 0, "window": None,
+            "command": "gradtrace"}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return opts, argv[i + 1:]
+        if a == "--force":
+            opts["force"] = True
+            i += 1
+            continue
+        if i + 1 >= len(argv):
+            break
+        v = argv[i + 1]
+        if a == "--output":
+            opts["output"] = v
+        elif a == "--max-size":
+            opts["max_size"] = int(v)
+        elif a == "--backward-calls":
+            first, _, last = v.partition("-")
+            opts["window"] = (int(first), int(last or first))
+        elif a == "--command":
+            opts["command"] = v
+        else:
+            break
+        i += 2
+    sys.stderr.write("usage: python -m gradtrace.run [options] -- script.py [args...]\n")
+    sys.exit(2)
+
+
+def _hidden(filename):
+    return (filename.startswith(gradtrace._PKG_DIR + os.sep) or filename == "<frozen runpy>"
+            or filename == runpy.__file__)
+
+
+def _strip(exc):
+    """Drop gradtrace's and runpy's frames from exc's traceback (and from
+    the exceptions chained to it), wherever they are."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        keep = []
+        tb = exc.__traceback__
+        while tb is not None:
+            if not _hidden(tb.tb_frame.f_code.co_filename):
+                keep.append(tb)
+            tb = tb.tb_next
+        new = None
+        for tb in reversed(keep):
+            new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+        exc.__traceback__ = new
+        exc = exc.__cause__ or exc.__context__
+
+
+def _hook_stripping():
+    """Strip at print time: frames re-enter the traceback as the exception
+    leaves this module and runpy's -m machinery."""
+    orig = sys.excepthook
+
+    def hook(etype, value, tb):
+        _strip(value)
+        orig(etype, value, value.__traceback__)
+
+    sys.excepthook = hook
+
+
+def main(argv):
+    opts, rest = _parse(argv)
+    if not rest:
+        sys.stderr.write("gradtrace: no script given\n")
+        return 2
+    script = rest[0]
+    out = opts["output"]
+    failed = [False]
+
+    def footer():
+        line = "gradtrace: trace written to %s" % out
+        if failed[0]:
+            line += "; the run failed, diagnose it with: %s diagnose %s" % (
+                opts["command"], out)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    # registered before the script's own atexit handlers, so it runs last
+    atexit.register(footer)
+    gradtrace._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
+
+    orig_pp = os.environ.pop("GRADTRACE_ORIG_PYTHONPATH", None)
+    if orig_pp is not None:
+        if orig_pp == "\0":
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = orig_pp
+
+    sys.argv = list(rest)
+    path = os.path.abspath(script)
+    sys.path[0] = os.path.dirname(path)
+    rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
+                              backward_calls=opts["window"], argv=rest)
+    try:
+        rec.start()
+    except OSError as e:
+        atexit.unregister(footer)
+        sys.stderr.write("%s\n" % e)
+        return 2
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        code = gradtrace._exit_code(e)
+        failed[0] = code != 0
+        rec.stop("ok", code)
+        raise
+    except KeyboardInterrupt as e:
+        failed[0] = True
+        rec.stop("signal", -1, signal.SIGINT)
+        _hook_stripping()
+        raise
+    except BaseException as e:
+        failed[0] = True
+        rec.stop("exception", 1, 0, e)
+        _hook_stripping()
+        raise
+    rec.stop("ok", 0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
