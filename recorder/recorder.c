@@ -227,11 +227,23 @@ static int fail(gt_recorder *r, int code)
     return code;
 }
 
+/* The errno that explains an SQLite i/o error: SQLite's own record of it
+ * (often 0 for a failed write), else `err`, the errno seen right after the
+ * failed call, if it is one a write can fail with. */
+static int full_errno(int sys, int err)
+{
+    if (sys != 0)
+        return sys;
+    if (err == EFBIG || err == ENOSPC || err == EDQUOT || err == EIO)
+        return err;
+    return 0;
+}
+
 /* Classify SQLite error `src` met while doing `what`. Errors caused by the
  * caller's values (constraint, bad JSON, ...) return GT_EINVAL and leave the
  * handle working, unless `fatal` is set (a failed COMMIT loses the batch).
  * Every other error stops recording. */
-static int sql_error(gt_recorder *r, int src, const char *what, int fatal)
+static int sql_error(gt_recorder *r, int src, const char *what, int fatal, int err)
 {
     int prim = src & 0xff;
     char eb[128];
@@ -240,7 +252,7 @@ static int sql_error(gt_recorder *r, int src, const char *what, int fatal)
         set_errmsg(r, "gradtrace: %s: %s", what, sqlite3_errmsg(r->db));
         return GT_EINVAL;
     }
-    int sys = sqlite3_system_errno(r->db);
+    int sys = full_errno(sqlite3_system_errno(r->db), err);
     if (prim == SQLITE_FULL ||
         (prim == SQLITE_IOERR && (sys == EFBIG || sys == ENOSPC || sys == EDQUOT))) {
         set_errmsg(r, "gradtrace: recording stopped: disk full or file size limit (%s: %s%s%s)",
@@ -272,15 +284,27 @@ static int sql_error(gt_recorder *r, int src, const char *what, int fatal)
 static int step(gt_recorder *r, enum gt__stmt which, const char *what, int fatal)
 {
     sqlite3_stmt *st = r->st[which];
+    errno = 0;
     int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
         sqlite3_reset(st);
         return 0;
     }
+    int err = errno;
     rc = sqlite3_reset(st);
     if (rc == SQLITE_OK)
         rc = SQLITE_ERROR;
-    return sql_error(r, rc, what, fatal);
+    return sql_error(r, rc, what, fatal, err);
+}
+
+/* sqlite3_exec that also keeps the errno seen right after a failure. */
+static int exec_sql(sqlite3 *db, const char *sql, char **emsg, int *err)
+{
+    errno = 0;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, emsg);
+    if (rc != SQLITE_OK)
+        *err = errno;
+    return rc;
 }
 
 /* ---- batching ----------------------------------------------------------- */
@@ -333,7 +357,7 @@ static int commit(gt_recorder *r)
             pages = sqlite3_column_int64(st, 0);
         rc = sqlite3_reset(st);
         if (rc != SQLITE_OK)
-            return sql_error(r, rc, "page_count", 1);
+            return sql_error(r, rc, "page_count", 1, 0);
         if (pages * r->page_size > r->max_bytes) {
             set_errmsg(r, "gradtrace: recording stopped: trace reached its size cap "
                           "(%" PRId64 " bytes > max_bytes %" PRId64 ")",
@@ -355,11 +379,11 @@ static int end_write(gt_recorder *r)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-static void unlink_trace(const char *path)
+/* Remove path-wal and path-shm, if any. */
+static void unlink_sidecars(const char *path)
 {
     size_t n = strlen(path);
     char *side = malloc(n + 5);
-    unlink(path);
     if (!side)
         return;
     memcpy(side, path, n);
@@ -454,18 +478,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     created = 1;
     /* a stale write-ahead log of an earlier file of that name would be
      * replayed into the new one */
-    {
-        size_t n = strlen(path);
-        char *side = malloc(n + 5);
-        if (side) {
-            memcpy(side, path, n);
-            memcpy(side + n, "-wal", 5);
-            unlink(side);
-            memcpy(side + n, "-shm", 5);
-            unlink(side);
-            free(side);
-        }
-    }
+    unlink_sidecars(path);
 
     rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
@@ -481,15 +494,16 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
              "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
              " PRAGMA user_version = %d;", GT_SCHEMA_VERSION);
     char *emsg = NULL;
+    int exec_errno = 0;
     const char *stage = "set up";
-    if (sqlite3_exec(r->db, pragmas, NULL, NULL, &emsg) != SQLITE_OK)
+    if (exec_sql(r->db, pragmas, &emsg, &exec_errno) != SQLITE_OK)
         goto fail_exec;
     stage = "create schema";
-    if (sqlite3_exec(r->db, "BEGIN", NULL, NULL, &emsg) != SQLITE_OK ||
-        sqlite3_exec(r->db, gt_schema_sql, NULL, NULL, &emsg) != SQLITE_OK)
+    if (exec_sql(r->db, "BEGIN", &emsg, &exec_errno) != SQLITE_OK ||
+        exec_sql(r->db, gt_schema_sql, &emsg, &exec_errno) != SQLITE_OK)
         goto fail_exec;
     stage = "create views";
-    if (sqlite3_exec(r->db, gt_views_sql, NULL, NULL, &emsg) != SQLITE_OK)
+    if (exec_sql(r->db, gt_views_sql, &emsg, &exec_errno) != SQLITE_OK)
         goto fail_exec;
     stage = "insert run";
     {
@@ -503,14 +517,16 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             sqlite3_bind_int(st, 2, GT_SCHEMA_VERSION);
             sqlite3_bind_int64(st, 3, wall_ns());
             sqlite3_bind_int64(st, 4, (int64_t)r->pid);
+            errno = 0;
             rc = sqlite3_step(st);
+            exec_errno = errno;
             rc = rc == SQLITE_DONE ? SQLITE_OK : sqlite3_reset(st);
         }
         sqlite3_finalize(st);
         if (rc != SQLITE_OK)
             goto fail_exec;
     }
-    if (sqlite3_exec(r->db, "COMMIT", NULL, NULL, &emsg) != SQLITE_OK)
+    if (exec_sql(r->db, "COMMIT", &emsg, &exec_errno) != SQLITE_OK)
         goto fail_exec;
 
     for (int i = 0; i < ST_COUNT; i++) {
@@ -540,8 +556,16 @@ fail_exec:
             emsg ? emsg : sqlite3_errmsg(r->db));
     {
         int prim = sqlite3_errcode(r->db) & 0xff;
-        rc = prim == SQLITE_FULL ? GT_EFULL : prim == SQLITE_NOMEM ? GT_ENOMEM
-             : prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN ? GT_EIO : GT_ESQL;
+        int sys = full_errno(sqlite3_system_errno(r->db), exec_errno);
+        if (prim == SQLITE_FULL ||
+            (prim == SQLITE_IOERR && (sys == EFBIG || sys == ENOSPC || sys == EDQUOT)))
+            rc = GT_EFULL;
+        else if (prim == SQLITE_NOMEM)
+            rc = GT_ENOMEM;
+        else if (prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN)
+            rc = GT_EIO;
+        else
+            rc = GT_ESQL;
     }
     sqlite3_free(emsg);
 fail_stmts:
@@ -549,8 +573,10 @@ fail_stmts:
         sqlite3_finalize(r->st[i]);
 fail_db:
     sqlite3_close(r->db);
-    if (created)
-        unlink_trace(path);
+    if (created) {
+        unlink(path);
+        unlink_sidecars(path);
+    }
 fail_alloc:
     release(r);
     return rc;
@@ -579,18 +605,20 @@ int gt_recorder_close(gt_recorder *r)
             commit(r);
         if (!r->failed) {
             char *emsg = NULL;
-            if (sqlite3_exec(r->db, "BEGIN", NULL, NULL, &emsg) != SQLITE_OK ||
-                sqlite3_exec(r->db, gt_indexes_sql, NULL, NULL, &emsg) != SQLITE_OK ||
-                sqlite3_exec(r->db, "COMMIT", NULL, NULL, &emsg) != SQLITE_OK) {
-                sql_error(r, sqlite3_extended_errcode(r->db), "create indexes", 1);
+            int err = 0;
+            if (exec_sql(r->db, "BEGIN", &emsg, &err) != SQLITE_OK ||
+                exec_sql(r->db, gt_indexes_sql, &emsg, &err) != SQLITE_OK ||
+                exec_sql(r->db, "COMMIT", &emsg, &err) != SQLITE_OK) {
+                sql_error(r, sqlite3_extended_errcode(r->db), "create indexes", 1, err);
             }
             sqlite3_free(emsg);
         }
         if (!r->failed) {
             char *emsg = NULL;
-            if (sqlite3_exec(r->db, "PRAGMA wal_checkpoint(TRUNCATE);"
-                             " PRAGMA journal_mode = DELETE;", NULL, NULL, &emsg) != SQLITE_OK)
-                sql_error(r, sqlite3_extended_errcode(r->db), "checkpoint", 1);
+            int err = 0;
+            if (exec_sql(r->db, "PRAGMA wal_checkpoint(TRUNCATE);"
+                         " PRAGMA journal_mode = DELETE;", &emsg, &err) != SQLITE_OK)
+                sql_error(r, sqlite3_extended_errcode(r->db), "checkpoint", 1, err);
             sqlite3_free(emsg);
         }
     }
