@@ -1,12 +1,326 @@
-/* gradtrace record: placeholder until its issue lands. */
+/*
+ * gradtrace record [options] [--] script.py [args...]: run a Python script
+ * under recording, exactly as `python3 script.py args...` would run it.
+ *
+ * This command checks what it can before the script starts (the script, the
+ * output path, the interpreter, the option values), then replaces itself
+ * with `PYTHON -m gradtrace.run ...` (recorder/python/gradtrace/run.py),
+ * which checks that the interpreter imports torch and the _gradtrace
+ * extension, starts recording, runs the script with runpy and closes the
+ * trace however the script ends. Every input error is one line on stderr
+ * and exit status 2; otherwise the exit status is the script's.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 
+#ifndef GT_PYTHONPATH
+#define GT_PYTHONPATH ""
+#endif
+#ifndef GT_DEFAULT_PYTHON
+#define GT_DEFAULT_PYTHON "python3"
+#endif
+
+#define DEFAULT_OUTPUT "gradtrace.db"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gradtrace record [options] [--] script.py [args...]\n"
+            "\n"
+            "Run script.py as `python3 script.py args...` would, recording every aten op,\n"
+            "tensor, version bump, autograd node, saved tensor and backward call.\n"
+            "\n"
+            "options:\n"
+            "  -o, --output TRACE       trace file to write (default " DEFAULT_OUTPUT ")\n"
+            "  -f, --force              overwrite TRACE if it exists\n"
+            "  --python PY              interpreter that imports torch (default: $GRADTRACE_PYTHON,\n"
+            "                           else %s)\n"
+            "  --backward-calls A-B     record only backward calls A..B (1-based) and the ops\n"
+            "                           from the end of call A-1 to the end of call B (so the\n"
+            "                           forward feeding call A is included); 'A' means A-A\n"
+            "  --max-size SIZE          stop recording, with one warning, once the trace would\n"
+            "                           grow past SIZE bytes (suffix K, M or G); the script\n"
+            "                           runs on\n"
+            "  -h, --help               show this help\n"
+            "\n"
+            "At the end one line on stderr says where the trace is and, if the run failed,\n"
+            "the command that diagnoses it.\n",
+            GT_DEFAULT_PYTHON);
+}
+
+/* Parse "123", "64K", "10M", "1G" into bytes; -1 if malformed. */
+static int64_t parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v <= 0)
+        return -1;
+    int64_t mul = 1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1024, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1024 * 1024, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1024 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v > INT64_MAX / mul)
+        return -1;
+    return v * mul;
+}
+
+/* Parse "A-B" or "A" into first/last; 0 on success, -1 if malformed. */
+static int parse_window(const char *s, long *first, long *last)
+{
+    char *end;
+    errno = 0;
+    long a = strtol(s, &end, 10);
+    long b = a;
+    if (errno || end == s)
+        return -1;
+    if (*end == '-') {
+        const char *p = end + 1;
+        b = strtol(p, &end, 10);
+        if (errno || end == p)
+            return -1;
+    }
+    if (*end || a < 1 || b < a)
+        return -1;
+    *first = a;
+    *last = b;
+    return 0;
+}
+
+/* 1 if `name` (a path, or a command looked up in PATH) is executable. */
+static int executable(const char *name)
+{
+    if (strchr(name, '/'))
+        return access(name, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path)
+        return 0;
+    char buf[PATH_MAX];
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        int w = snprintf(buf, sizeof buf, "%.*s/%s", (int)n, n ? path : ".", name);
+        if (w > 0 && (size_t)w < sizeof buf && access(buf, X_OK) == 0)
+            return 1;
+        path += n;
+        if (*path == ':')
+            path++;
+    }
+    return 0;
+}
+
+/* Check that `out` can be created: 0, or -1 after printing why not. */
+static int check_output(const char *out, int force)
+{
+    struct stat st;
+    if (stat(out, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "gradtrace: cannot write trace %s: is a directory\n", out);
+            return -1;
+        }
+        if (!force) {
+            fprintf(stderr,
+                    "gradtrace: trace %s exists: use --force to overwrite it or -o to choose "
+                    "another file\n",
+                    out);
+            return -1;
+        }
+        if (access(out, W_OK) != 0) {
+            fprintf(stderr, "gradtrace: cannot write trace %s: %s\n", out, strerror(errno));
+            return -1;
+        }
+    }
+    char *copy = strdup(out);
+    if (!copy) {
+        fprintf(stderr, "gradtrace: out of memory\n");
+        return -1;
+    }
+    const char *dir = dirname(copy);
+    int rc = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "gradtrace: cannot write trace %s: directory %s does not exist\n",
+                out, dir);
+        rc = -1;
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "gradtrace: cannot write trace %s: directory %s: %s\n", out, dir,
+                strerror(errno));
+        rc = -1;
+    }
+    free(copy);
+    return rc;
+}
+
+/* PYTHONPATH = GT_PYTHONPATH[:old], keeping the old value for the runner
+ * to restore before the script starts. 0, or -1 on failure. */
+static int setup_env(void)
+{
+    const char *old = getenv("PYTHONPATH");
+    size_t n = strlen(GT_PYTHONPATH) + (old ? strlen(old) : 0) + 2;
+    char *pp = malloc(n);
+    char *orig = malloc((old ? strlen(old) : 0) + 2);
+    int rc = -1;
+    if (!pp || !orig)
+        goto out;
+    if (old && *old)
+        snprintf(pp, n, "%s:%s", GT_PYTHONPATH, old);
+    else
+        snprintf(pp, n, "%s", GT_PYTHONPATH);
+    /* "=value" if PYTHONPATH was set, "" if it was not */
+    snprintf(orig, (old ? strlen(old) : 0) + 2, "%s%s", old ? "=" : "", old ? old : "");
+    if (setenv("PYTHONPATH", pp, 1) < 0 || setenv("GRADTRACE_ORIG_PYTHONPATH", orig, 1) < 0)
+        goto out;
+    rc = 0;
+out:
+    free(pp);
+    free(orig);
+    return rc;
+}
+
 int gt_cmd_record(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "gradtrace: record: not built yet\n");
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"force", no_argument, NULL, 'f'},
+        {"python", required_argument, NULL, 'p'},
+        {"backward-calls", required_argument, NULL, 'b'},
+        {"max-size", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *out = DEFAULT_OUTPUT;
+    const char *python = NULL;
+    const char *window = NULL;
+    int force = 0;
+    int64_t max_size = 0;
+    long first = 0, last = 0;
+    int c;
+
+    optind = 1;
+    /* '+': stop at the script, so its own options are left alone */
+    while ((c = getopt_long(argc, argv, "+o:fh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            out = optarg;
+            break;
+        case 'f':
+            force = 1;
+            break;
+        case 'p':
+            python = optarg;
+            break;
+        case 'b':
+            if (parse_window(optarg, &first, &last) < 0) {
+                fprintf(stderr,
+                        "gradtrace: invalid --backward-calls '%s': expected A-B with "
+                        "1 <= A <= B\n",
+                        optarg);
+                return 2;
+            }
+            window = optarg;
+            break;
+        case 's':
+            max_size = parse_size(optarg);
+            if (max_size < 0) {
+                fprintf(stderr,
+                        "gradtrace: invalid --max-size '%s': expected a positive size like "
+                        "500M\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gradtrace: record: no script given\n");
+        usage(stderr);
+        return 2;
+    }
+    const char *script = argv[optind];
+    struct stat st;
+    if (stat(script, &st) != 0) {
+        fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script, strerror(errno));
+        return 2;
+    }
+    if (!S_ISREG(st.st_mode) || access(script, R_OK) != 0) {
+        fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script,
+                S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
+        return 2;
+    }
+    if (check_output(out, force) < 0)
+        return 2;
+    const char *how = "--python";
+    if (!python && (python = getenv("GRADTRACE_PYTHON")) && *python)
+        how = "GRADTRACE_PYTHON";
+    if (!python || !*python) {
+        python = GT_DEFAULT_PYTHON;
+        how = "default";
+    }
+    if (!executable(python)) {
+        fprintf(stderr,
+                "gradtrace: cannot run interpreter %s (%s): not found or not executable; "
+                "choose one that imports torch with --python PATH or GRADTRACE_PYTHON\n",
+                python, how);
+        return 2;
+    }
+    if (setup_env() < 0) {
+        fprintf(stderr, "gradtrace: cannot set up the environment: %s\n", strerror(errno));
+        return 2;
+    }
+
+    /* PYTHON -m gradtrace.run --output OUT [--force] [--max-size N]
+     *        [--backward-calls A-B] -- script args... */
+    int nscript = argc - optind;
+    char **av = calloc((size_t)nscript + 16, sizeof *av);
+    char sizebuf[32], winbuf[64];
+    if (!av) {
+        fprintf(stderr, "gradtrace: out of memory\n");
+        return 2;
+    }
+    int k = 0;
+    av[k++] = (char *)python;
+    av[k++] = "-m";
+    av[k++] = "gradtrace.run";
+    av[k++] = "--output";
+    av[k++] = (char *)out;
+    if (force)
+        av[k++] = "--force";
+    if (max_size) {
+        snprintf(sizebuf, sizeof sizebuf, "%" PRId64, max_size);
+        av[k++] = "--max-size";
+        av[k++] = sizebuf;
+    }
+    if (window) {
+        snprintf(winbuf, sizeof winbuf, "%ld-%ld", first, last);
+        av[k++] = "--backward-calls";
+        av[k++] = winbuf;
+    }
+    av[k++] = "--";
+    for (int i = optind; i < argc; i++)
+        av[k++] = argv[i];
+    av[k] = NULL;
+    fflush(NULL);
+    execvp(python, av);
+    fprintf(stderr, "gradtrace: cannot run interpreter %s: %s\n", python, strerror(errno));
+    free(av);
     return 2;
 }

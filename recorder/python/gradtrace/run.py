@@ -94,6 +94,20 @@ def main(argv):
         return 2
     script = rest[0]
     out = opts["output"]
+    try:
+        import torch  # noqa: F401
+    except Exception as e:
+        sys.stderr.write("gradtrace: interpreter %s cannot import torch (%s): choose another "
+                         "with --python PATH or GRADTRACE_PYTHON\n" % (sys.executable, e))
+        return 2
+    try:
+        import _gradtrace  # noqa: F401
+    except Exception as e:
+        sys.stderr.write("gradtrace: interpreter %s cannot import gradtrace's extension (%s): "
+                         "build it for this interpreter (cmake -DGT_PYTHON=%s) or choose "
+                         "another with --python PATH or GRADTRACE_PYTHON\n"
+                         % (sys.executable, e, sys.executable))
+        return 2
     failed = [False]
 
     def footer():
@@ -108,12 +122,14 @@ def main(argv):
     atexit.register(footer)
     gradtrace._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
 
+    # `gradtrace record` put gradtrace on PYTHONPATH: the script's children
+    # get the user's value back ("=value", or "" when it was unset)
     orig_pp = os.environ.pop("GRADTRACE_ORIG_PYTHONPATH", None)
     if orig_pp is not None:
-        if orig_pp == "\0":
-            os.environ.pop("PYTHONPATH", None)
+        if orig_pp.startswith("="):
+            os.environ["PYTHONPATH"] = orig_pp[1:]
         else:
-            os.environ["PYTHONPATH"] = orig_pp
+            os.environ.pop("PYTHONPATH", None)
 
     sys.argv = list(rest)
     path = os.path.abspath(script)
