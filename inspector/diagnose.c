@@ -29,16 +29,19 @@ const char *gt_finding_kind_name(int kind)
 
 /* ---- SQL --------------------------------------------------------------- */
 
-static const char sql_calls[] = "SELECT id FROM backward_calls ORDER BY id";
+static const char sql_calls[] = "SELECT id, seq FROM backward_calls ORDER BY id";
+/* The saved tensors of the nodes in JSON array ?1. */
 static const char sql_saved[] =
-    "SELECT st.seq, coalesce(st.tensor, 0), st.version, t.version_counter, t.storage "
-    "FROM saved_tensors st LEFT JOIN tensors t ON t.id = st.tensor "
-    "WHERE st.node = ?1 ORDER BY st.seq";
+    "SELECT st.node, st.seq, coalesce(st.tensor, 0), st.version, t.version_counter, "
+    "t.storage FROM json_each(?1) j JOIN saved_tensors st ON st.node = j.value "
+    "LEFT JOIN tensors t ON t.id = st.tensor";
+/* Writes (mutated op arguments) within (?2, ?3) through any tensor on the
+ * storages in JSON array ?1, by storage then op. */
 static const char sql_silent[] =
-    "SELECT a.op, a.tensor FROM tensors w "
-    "JOIN op_args a ON a.tensor = w.id AND a.role = 2 "
-    "WHERE w.storage = ?1 AND w.version_counter != ?2 AND a.op > ?3 AND a.op < ?4 "
-    "ORDER BY a.op, a.pos";
+    "SELECT w.storage, a.op, a.tensor, w.version_counter FROM json_each(?1) j "
+    "JOIN tensors w ON w.storage = j.value "
+    "JOIN op_args a ON a.tensor = w.id AND a.role = 2 AND a.op > ?2 AND a.op < ?3 "
+    "ORDER BY 1, 2, a.pos";
 static const char sql_tensor[] =
     "SELECT t.storage_offset, t.shape, t.strides, coalesce(s.text, ''), t.requires_grad, "
     "t.is_leaf, coalesce(t.alias_of, 0) "
@@ -503,67 +506,249 @@ static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
 
 /* ---- one backward call ------------------------------------------------- */
 
-/* Check saved tensor row `st` of node `nd` for stale versions and silent
- * writes. */
-static int check_saved(dctx *c, const gt_replay *r, const gt_replay_node *nd, int64_t P,
-                       int64_t saved_seq, int64_t tensor, int64_t version, int64_t vc,
-                       int64_t storage, int has_storage, const errinfo *e)
+/* A saved tensor of a node of the graph being replayed. */
+typedef struct srec {
+    long order;            /* index of its node in the replay order */
+    int64_t seq, tensor, version, vc, storage;
+    int has_vc, has_storage;
+} srec;
+
+/* A write through a tensor on one of the saved tensors' storages. */
+typedef struct wrec {
+    int64_t storage, op, tensor, vc;
+} wrec;
+
+/* Everything one replay's checks read, loaded in a few batched queries. */
+typedef struct batch {
+    srec *saved;
+    size_t nsaved;
+    wrec *writes;
+    size_t nwrites;
+    gt_counters *counters;
+} batch;
+
+static void batch_release(batch *bt)
+{
+    free(bt->saved);
+    free(bt->writes);
+    gt__counters_free(bt->counters);
+}
+
+static int cmp_srec(const void *a, const void *b)
+{
+    const srec *x = a, *y = b;
+    if (x->order != y->order)
+        return x->order < y->order ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sort and drop duplicates; returns the new length. */
+static size_t uniq(int64_t *v, size_t n)
+{
+    size_t k = 0;
+    qsort(v, n, sizeof *v, cmp_i64);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    return k;
+}
+
+/* The event a node's saved tensors are checked at: when the engine ran it
+ * (node_execs), else the start of the backward call. */
+static int64_t check_point(const gt_replay *r, const gt_replay_node *nd)
+{
+    return nd->exec_seq ? nd->exec_seq : r->seq;
+}
+
+static int load_batch(dctx *c, const gt_replay *r, batch *bt)
+{
+    int rc = 0, s;
+    int64_t *ids = NULL, *vcs = NULL, *stor = NULL;
+    char *list = NULL;
+    size_t cap = 0, nv = 0, ns = 0;
+    gt_imap pos;
+    sqlite3_stmt *st = c->saved;
+    memset(&pos, 0, sizeof pos);
+    memset(bt, 0, sizeof *bt);
+    if (r->n == 0)
+        return 0;
+
+    if (!(ids = malloc(r->n * sizeof *ids)))
+        goto nomem;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        ids[i] = r->order[i].id;
+        if (gt__imap_put(&pos, ids[i], (int64_t)i) != 0)
+            goto nomem;
+        if (check_point(r, &r->order[i]) > hi)
+            hi = check_point(r, &r->order[i]);
+    }
+    if (!(list = gt__json_ints(ids, r->n)))
+        goto nomem;
+    sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (bt->nsaved == cap) {
+            cap = cap ? cap * 2 : 64;
+            srec *v = realloc(bt->saved, cap * sizeof *v);
+            if (!v) {
+                sqlite3_reset(st);
+                goto nomem;
+            }
+            bt->saved = v;
+        }
+        srec *x = &bt->saved[bt->nsaved++];
+        int64_t order = 0;
+        gt__imap_get(&pos, sqlite3_column_int64(st, 0), &order);
+        x->order = (long)order;
+        x->seq = sqlite3_column_int64(st, 1);
+        x->tensor = sqlite3_column_int64(st, 2);
+        x->version = sqlite3_column_int64(st, 3);
+        x->has_vc = sqlite3_column_type(st, 4) != SQLITE_NULL;
+        x->vc = sqlite3_column_int64(st, 4);
+        x->has_storage = sqlite3_column_type(st, 5) != SQLITE_NULL;
+        x->storage = sqlite3_column_int64(st, 5);
+        if (x->seq < lo)
+            lo = x->seq;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (s != SQLITE_DONE) {
+        rc = sql_fail(c);
+        goto out;
+    }
+    if (bt->nsaved == 0)
+        goto out;
+    qsort(bt->saved, bt->nsaved, sizeof *bt->saved, cmp_srec);
+
+    /* The counters and storages of the saved tensors, over the window from
+     * the earliest save to the last check point. */
+    vcs = malloc(bt->nsaved * sizeof *vcs);
+    stor = malloc(bt->nsaved * sizeof *stor);
+    if (!vcs || !stor)
+        goto nomem;
+    for (size_t i = 0; i < bt->nsaved; i++) {
+        if (bt->saved[i].tensor && bt->saved[i].has_vc)
+            vcs[nv++] = bt->saved[i].vc;
+        if (bt->saved[i].tensor && bt->saved[i].has_storage)
+            stor[ns++] = bt->saved[i].storage;
+    }
+    nv = uniq(vcs, nv);
+    ns = uniq(stor, ns);
+    if ((rc = gt__counters_load(c->rp, vcs, nv, lo, hi, &bt->counters, c->err, c->errlen)))
+        goto out;
+
+    free(list);
+    if (!(list = gt__json_ints(stor, ns)))
+        goto nomem;
+    st = c->silent;
+    sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+    cap = 0;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (bt->nwrites == cap) {
+            cap = cap ? cap * 2 : 16;
+            wrec *v = realloc(bt->writes, cap * sizeof *v);
+            if (!v) {
+                sqlite3_reset(st);
+                goto nomem;
+            }
+            bt->writes = v;
+        }
+        wrec *w = &bt->writes[bt->nwrites++];
+        w->storage = sqlite3_column_int64(st, 0);
+        w->op = sqlite3_column_int64(st, 1);
+        w->tensor = sqlite3_column_int64(st, 2);
+        w->vc = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (s != SQLITE_DONE)
+        rc = sql_fail(c);
+    goto out;
+nomem:
+    rc = nomem(c);
+out:
+    if (st)
+        sqlite3_clear_bindings(st);
+    free(list);
+    free(ids);
+    free(vcs);
+    free(stor);
+    gt__imap_clear(&pos);
+    return rc;
+}
+
+/* Check saved tensor `x` of node `nd`, at event P, for a stale version and
+ * for silent writes. */
+static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
+                       const gt_replay_node *nd, int64_t P, const srec *x, const errinfo *e)
 {
     int64_t now;
     gt_mutation *bumps = NULL;
     size_t nb = 0;
-    int rc = gt__replay_counter(c->rp, vc, saved_seq, version, P, &now, &bumps, &nb, c->err,
-                                c->errlen);
+    int rc = gt__counters_window(bt->counters, x->vc, x->seq, x->version, P, &now, &bumps,
+                                 &nb);
     if (rc)
-        return rc;
+        return nomem(c);
     tinfo ti;
     int loaded = 0;
-    if (now != version) {
+    if (now != x->version) {
         gt_finding *f = add_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED, r->backward);
         if (!f) {
             free(bumps);
             return nomem(c);
         }
         f->node = nd->id;
-        f->saved_seq = saved_seq;
-        f->tensor = tensor;
-        f->saved_version = version;
+        f->saved_seq = x->seq;
+        f->tensor = x->tensor;
+        f->saved_version = x->version;
         f->version_at_backward = now;
         f->mutations = bumps;
         f->n_mutations = nb;
         f->error_seq = e->seq;
-        if ((rc = load_tensor(c, tensor, &ti)) != 0)
+        if ((rc = load_tensor(c, x->tensor, &ti)) != 0)
             return rc;
         loaded = 1;
         if (e->seq && e->has_versions)
             f->matches_error = !strcmp(ti.dtype, e->dtype) && !strcmp(ti.shape, e->shape) &&
-                               e->version == now && e->expected == version;
+                               e->version == now && e->expected == x->version;
         else if (e->seq)
             f->matches_error = 0;
     } else {
         free(bumps);
     }
-
-    if (!has_storage)
+    if (!x->has_storage)
         return 0;
+
     /* Writes to the same bytes through a tensor with another counter. */
+    size_t lo = 0, hi = bt->nwrites;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (bt->writes[mid].storage < x->storage)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     gt_mutation *w = NULL;
     size_t nw = 0, wcap = 0;
-    sqlite3_stmt *st = c->silent;
-    sqlite3_bind_int64(st, 1, storage);
-    sqlite3_bind_int64(st, 2, vc);
-    sqlite3_bind_int64(st, 3, saved_seq);
-    sqlite3_bind_int64(st, 4, P);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t op = sqlite3_column_int64(st, 0), wt = sqlite3_column_int64(st, 1);
+    for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
+        const wrec *wr = &bt->writes[i];
         tinfo wi;
+        if (wr->vc == x->vc || wr->op <= x->seq || wr->op >= P)
+            continue;
         if (!loaded) {
-            if ((rc = load_tensor(c, tensor, &ti)) != 0)
+            if ((rc = load_tensor(c, x->tensor, &ti)) != 0)
                 break;
             loaded = 1;
         }
-        if ((rc = load_tensor(c, wt, &wi)) != 0)
+        if ((rc = load_tensor(c, wr->tensor, &wi)) != 0)
             break;
         if (!(wi.lo < ti.hi && ti.lo < wi.hi))
             continue;
@@ -576,15 +761,12 @@ static int check_saved(dctx *c, const gt_replay *r, const gt_replay_node *nd, in
             }
             w = nv;
         }
-        w[nw].seq = op;
+        w[nw].seq = wr->op;
         w[nw].bump_seq = 0;
-        w[nw].tensor = wt;
+        w[nw].tensor = wr->tensor;
         w[nw].version_after = -1;
         nw++;
     }
-    sqlite3_reset(st);
-    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
-        rc = sql_fail(c);
     if (rc || nw == 0) {
         free(w);
         return rc;
@@ -595,9 +777,9 @@ static int check_saved(dctx *c, const gt_replay *r, const gt_replay_node *nd, in
         return nomem(c);
     }
     f->node = nd->id;
-    f->saved_seq = saved_seq;
-    f->tensor = tensor;
-    f->saved_version = version;
+    f->saved_seq = x->seq;
+    f->tensor = x->tensor;
+    f->saved_version = x->version;
     f->version_at_backward = now;
     f->mutations = w;
     f->n_mutations = nw;
@@ -614,27 +796,30 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
 {
     gt_replay *r = NULL;
     errinfo e;
-    size_t first = c->f->n;
+    batch bt;
+    size_t first = c->f->n, k = 0;
     long fail_at = -1;
+    memset(&bt, 0, sizeof bt);
     int rc = gt__replay_backward(c->rp, b, &r, c->err, c->errlen);
     if (rc)
         return rc;
     if ((rc = load_backward_error(c, b, &e)) != 0)
         goto out;
+    if ((rc = load_batch(c, r, &bt)) != 0)
+        goto out;
 
     for (size_t i = 0; i < r->n && !rc; i++) {
         const gt_replay_node *nd = &r->order[i];
-        int64_t P = nd->exec_seq ? nd->exec_seq : r->seq, freer = 0;
+        int64_t P = check_point(r, nd), freer = 0;
         int freed = gt__imap_get(&c->freed, nd->id, &freer);
         size_t before = c->f->n;
-        sqlite3_stmt *st = c->saved;
-        sqlite3_bind_int64(st, 1, nd->id);
-        int s;
-        while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
-            int64_t saved_seq = sqlite3_column_int64(st, 0);
-            int64_t tensor = sqlite3_column_int64(st, 1);
-            int64_t version = sqlite3_column_int64(st, 2);
+        while (k < bt.nsaved && bt.saved[k].order < (long)i)
+            k++;
+        for (; k < bt.nsaved && bt.saved[k].order == (long)i && !rc; k++) {
+            const srec *x = &bt.saved[k];
             if (freed) {
+                if (c->f->n > before)
+                    continue; /* one finding per freed node */
                 gt_finding *f = add_finding(c, GT_FINDING_BACKWARD_TWICE, b);
                 if (!f) {
                     rc = nomem(c);
@@ -642,24 +827,19 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
                 }
                 f->other_backward = freer;
                 f->node = nd->id;
-                f->saved_seq = saved_seq;
-                f->tensor = tensor;
-                f->saved_version = version;
+                f->saved_seq = x->seq;
+                f->tensor = x->tensor;
+                f->saved_version = x->version;
                 f->error_seq = e.seq;
                 f->matches_error = e.seq ? e.twice : -1;
-                break; /* one finding per freed node */
-            }
-            if (!tensor || sqlite3_column_type(st, 3) == SQLITE_NULL || saved_seq >= P)
                 continue;
-            rc = check_saved(c, r, nd, P, saved_seq, tensor, version,
-                             sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
-                             sqlite3_column_type(st, 4) != SQLITE_NULL, &e);
+            }
+            if (!x->tensor || !x->has_vc || x->seq >= P)
+                continue;
+            rc = check_saved(c, r, &bt, nd, P, x, &e);
         }
-        sqlite3_reset(st);
-        if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
-            rc = sql_fail(c);
-        for (size_t k = before; k < c->f->n && fail_at < 0; k++)
-            if (raises(&c->f->v[k]))
+        for (size_t j = before; j < c->f->n && fail_at < 0; j++)
+            if (raises(&c->f->v[j]))
                 fail_at = (long)i;
     }
     if (rc)
@@ -734,6 +914,7 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
         c->f->n = first;
     }
 out:
+    batch_release(&bt);
     gt__replay_free(r);
     return rc;
 }
@@ -911,13 +1092,30 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
             goto out;
         }
     }
-    /* Calls before the one asked for are replayed too (unreported): they
-     * decide which graphs were already freed. */
+    /* Calls before the one asked for are replayed too (unreported) when they
+     * started after its oldest node was made: they may have run and freed
+     * part of its graph. Older calls cannot have: their graphs were built
+     * before any of its nodes existed (AccumulateGrad nodes live across
+     * calls but save nothing, so they do not count). */
+    int64_t oldest = 0;
+    if (only) {
+        gt_replay *r = NULL;
+        if ((rc = gt__replay_backward(c.rp, only, &r, err, errlen)) != 0)
+            goto out;
+        oldest = INT64_MAX;
+        for (size_t i = 0; i < r->n; i++)
+            if (!r->order[i].accumulate_grad && r->order[i].seq &&
+                r->order[i].seq < oldest)
+                oldest = r->order[i].seq;
+        gt__replay_free(r);
+    }
     int s;
     while ((s = sqlite3_step(calls)) == SQLITE_ROW) {
-        int64_t b = sqlite3_column_int64(calls, 0);
+        int64_t b = sqlite3_column_int64(calls, 0), bseq = sqlite3_column_int64(calls, 1);
         if (only && b > only)
             break;
+        if (only && b < only && bseq < oldest)
+            continue;
         if ((rc = diagnose_backward(&c, b, !only || b == only)) != 0)
             goto out;
     }

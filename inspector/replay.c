@@ -11,11 +11,9 @@ struct gt_replayer {
     sqlite3 *db;
     sqlite3_stmt *call;
     sqlite3_stmt *roots;
-    sqlite3_stmt *node;
-    sqlite3_stmt *edges;
+    sqlite3_stmt *graph;
     sqlite3_stmt *execs;
-    sqlite3_stmt *bumps;
-    sqlite3_stmt *argmax;
+    sqlite3_stmt *counters;
 };
 
 /* ---- hash map ---------------------------------------------------------- */
@@ -97,22 +95,30 @@ static const char sql_call[] =
 static const char sql_roots[] =
     "SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL "
     "ORDER BY pos";
-static const char sql_node[] =
-    "SELECT n.seq, n.op, n.name, n.sequence_nr, n.variable, s.text "
-    "FROM nodes n LEFT JOIN strings s ON s.id = n.name WHERE n.id = ?1";
-static const char sql_edges[] =
-    "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL ORDER BY pos";
+/* The graph of a call: every node reachable from its roots, one row per
+ * node and next edge (the node columns repeat; next is NULL for a node
+ * without edges). */
+static const char sql_graph[] =
+    "WITH RECURSIVE g(id) AS ("
+    " SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL"
+    " UNION"
+    " SELECT e.next FROM g JOIN edges e ON e.node = g.id WHERE e.next IS NOT NULL) "
+    "SELECT g.id, n.seq, n.op, n.name, n.sequence_nr, n.variable, e.next "
+    "FROM g LEFT JOIN nodes n ON n.id = g.id "
+    "LEFT JOIN edges e ON e.node = g.id AND e.next IS NOT NULL";
 /* node_execs has no index on backward: its seq range (the call's) keeps the
  * scan to the rows of this call. */
 static const char sql_execs[] =
     "SELECT seq, node FROM node_execs WHERE seq > ?1 AND seq <= ?2 AND backward = ?3";
-static const char sql_bumps[] =
-    "SELECT b.seq, coalesce(b.op, 0), b.tensor, b.version "
-    "FROM tensors t JOIN version_bumps b ON b.tensor = t.id "
-    "WHERE t.version_counter = ?1 AND b.seq > ?2 AND b.seq < ?3 ORDER BY b.seq";
-static const char sql_argmax[] =
-    "SELECT max(a.version) FROM tensors t JOIN op_args a ON a.tensor = t.id "
-    "WHERE t.version_counter = ?1 AND a.op > ?2 AND a.op < ?3";
+/* Every bump of the counters in JSON array ?1 within (?2, ?3): seq, op,
+ * tensor, version after; by counter then seq. Bumps the adapter did not
+ * predict are recorded as observed ones (observed = 1), so op arguments'
+ * versions add nothing and are not read: they are most of the rows. */
+static const char sql_counters[] =
+    "SELECT t.version_counter, b.seq, coalesce(b.op, 0), b.tensor, b.version, 1 "
+    "FROM json_each(?1) j JOIN tensors t ON t.version_counter = j.value "
+    "JOIN version_bumps b ON b.tensor = t.id AND b.seq > ?2 AND b.seq < ?3 "
+    "ORDER BY 1, 2";
 
 static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, size_t errlen)
 {
@@ -134,11 +140,9 @@ int gt__replayer_new(sqlite3 *db, gt_replayer **out, char *err, size_t errlen)
     int rc;
     if ((rc = prepare(db, sql_call, &rp->call, err, errlen)) ||
         (rc = prepare(db, sql_roots, &rp->roots, err, errlen)) ||
-        (rc = prepare(db, sql_node, &rp->node, err, errlen)) ||
-        (rc = prepare(db, sql_edges, &rp->edges, err, errlen)) ||
+        (rc = prepare(db, sql_graph, &rp->graph, err, errlen)) ||
         (rc = prepare(db, sql_execs, &rp->execs, err, errlen)) ||
-        (rc = prepare(db, sql_bumps, &rp->bumps, err, errlen)) ||
-        (rc = prepare(db, sql_argmax, &rp->argmax, err, errlen))) {
+        (rc = prepare(db, sql_counters, &rp->counters, err, errlen))) {
         gt__replayer_free(rp);
         return rc;
     }
@@ -152,11 +156,9 @@ void gt__replayer_free(gt_replayer *rp)
         return;
     sqlite3_finalize(rp->call);
     sqlite3_finalize(rp->roots);
-    sqlite3_finalize(rp->node);
-    sqlite3_finalize(rp->edges);
+    sqlite3_finalize(rp->graph);
     sqlite3_finalize(rp->execs);
-    sqlite3_finalize(rp->bumps);
-    sqlite3_finalize(rp->argmax);
+    sqlite3_finalize(rp->counters);
     free(rp);
 }
 
@@ -183,10 +185,10 @@ typedef struct graph {
     gt_imap index;          /* node id -> position in nodes */
     gt_replay_node *nodes;
     size_t n, cap;
-    size_t *edge_start;     /* per node: first edge in `edges` */
-    size_t *edge_count;
-    size_t *edges;          /* positions in nodes */
+    int64_t *efrom, *eto;   /* edges as (from id, to id) while reading */
     size_t ne, ecap;
+    size_t *edge_start;     /* per node: first edge in `edges` (CSR) */
+    size_t *edges;          /* target positions in nodes */
     long *deps;
 } graph;
 
@@ -194,55 +196,11 @@ static void graph_release(graph *g)
 {
     gt__imap_clear(&g->index);
     free(g->nodes);
+    free(g->efrom);
+    free(g->eto);
     free(g->edge_start);
-    free(g->edge_count);
     free(g->edges);
     free(g->deps);
-}
-
-/* Position of node `id`, adding it (unvisited) if new; -1 on ENOMEM. */
-static long graph_add(graph *g, int64_t id)
-{
-    int64_t pos;
-    if (gt__imap_get(&g->index, id, &pos))
-        return (long)pos;
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 64;
-        gt_replay_node *nodes = realloc(g->nodes, cap * sizeof *nodes);
-        if (!nodes)
-            return -1;
-        g->nodes = nodes;
-        size_t *es = realloc(g->edge_start, cap * sizeof *es);
-        if (!es)
-            return -1;
-        g->edge_start = es;
-        size_t *ec = realloc(g->edge_count, cap * sizeof *ec);
-        if (!ec)
-            return -1;
-        g->edge_count = ec;
-        g->cap = cap;
-    }
-    if (gt__imap_put(&g->index, id, (int64_t)g->n) != 0)
-        return -1;
-    memset(&g->nodes[g->n], 0, sizeof g->nodes[g->n]);
-    g->nodes[g->n].id = id;
-    g->edge_start[g->n] = 0;
-    g->edge_count[g->n] = 0;
-    return (long)g->n++;
-}
-
-static int graph_edge(graph *g, size_t to)
-{
-    if (g->ne == g->ecap) {
-        size_t cap = g->ecap ? g->ecap * 2 : 128;
-        size_t *e = realloc(g->edges, cap * sizeof *e);
-        if (!e)
-            return GT_ENOMEM;
-        g->edges = e;
-        g->ecap = cap;
-    }
-    g->edges[g->ne++] = to;
-    return 0;
 }
 
 static int sql_fail(gt_replayer *rp, char *err, size_t errlen)
@@ -251,64 +209,122 @@ static int sql_fail(gt_replayer *rp, char *err, size_t errlen)
     return GT_ECORRUPT;
 }
 
-/* Read node row `pos` of g into its gt_replay_node. */
-static int load_node(gt_replayer *rp, graph *g, size_t pos, char *err, size_t errlen)
+/* Add node `id` (unvisited) if new and return its position; -1 on ENOMEM. */
+static long graph_add(graph *g, int64_t id, int *added)
 {
-    gt_replay_node *nd = &g->nodes[pos];
-    sqlite3_stmt *st = rp->node;
-    int rc = 0;
-    sqlite3_bind_int64(st, 1, nd->id);
-    int s = sqlite3_step(st);
-    nd->priority = 0;
-    if (s == SQLITE_ROW) {
-        nd->seq = sqlite3_column_int64(st, 0);
-        nd->op = sqlite3_column_int64(st, 1);
-        nd->name = sqlite3_column_int64(st, 2);
-        const char *name = (const char *)sqlite3_column_text(st, 5);
-        int acc = sqlite3_column_type(st, 4) != SQLITE_NULL ||
-                  (name && strstr(name, "AccumulateGrad"));
-        if (acc || sqlite3_column_type(st, 3) == SQLITE_NULL ||
-            sqlite3_column_int64(st, 3) < 0)
-            nd->priority = UINT64_MAX;
-        else
-            nd->priority = (uint64_t)sqlite3_column_int64(st, 3);
-        nd->accumulate_grad = acc;
-    } else if (s != SQLITE_DONE) {
-        rc = sql_fail(rp, err, errlen);
+    int64_t pos;
+    *added = 0;
+    if (gt__imap_get(&g->index, id, &pos))
+        return (long)pos;
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 64;
+        gt_replay_node *nodes = realloc(g->nodes, cap * sizeof *nodes);
+        if (!nodes)
+            return -1;
+        g->nodes = nodes;
+        g->cap = cap;
     }
-    sqlite3_reset(st);
-    return rc;
+    if (gt__imap_put(&g->index, id, (int64_t)g->n) != 0)
+        return -1;
+    memset(&g->nodes[g->n], 0, sizeof g->nodes[g->n]);
+    g->nodes[g->n].id = id;
+    *added = 1;
+    return (long)g->n++;
 }
 
-/* Breadth-first from the roots: every reachable node with its edges. */
-static int build_graph(gt_replayer *rp, graph *g, const int64_t *roots, size_t nroots,
-                       char *err, size_t errlen)
+static int graph_edge(graph *g, int64_t from, int64_t to)
 {
-    for (size_t i = 0; i < nroots; i++)
-        if (graph_add(g, roots[i]) < 0)
-            goto nomem;
-    for (size_t pos = 0; pos < g->n; pos++) {
-        int rc = load_node(rp, g, pos, err, errlen);
-        if (rc)
-            return rc;
-        g->edge_start[pos] = g->ne;
-        sqlite3_stmt *st = rp->edges;
-        sqlite3_bind_int64(st, 1, g->nodes[pos].id);
-        int s;
-        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            long to = graph_add(g, sqlite3_column_int64(st, 0));
-            if (to < 0 || graph_edge(g, (size_t)to) != 0) {
-                sqlite3_reset(st);
-                goto nomem;
-            }
-        }
-        sqlite3_reset(st);
-        if (s != SQLITE_DONE)
-            return sql_fail(rp, err, errlen);
-        g->edge_count[pos] = g->ne - g->edge_start[pos];
+    if (g->ne == g->ecap) {
+        size_t cap = g->ecap ? g->ecap * 2 : 128;
+        int64_t *f = realloc(g->efrom, cap * sizeof *f);
+        if (!f)
+            return GT_ENOMEM;
+        g->efrom = f;
+        int64_t *t = realloc(g->eto, cap * sizeof *t);
+        if (!t)
+            return GT_ENOMEM;
+        g->eto = t;
+        g->ecap = cap;
     }
+    g->efrom[g->ne] = from;
+    g->eto[g->ne] = to;
+    g->ne++;
+    return 0;
+}
+
+/* Fill a node's fields from the graph query's row. */
+static void node_from_row(gt_replay_node *nd, sqlite3_stmt *st)
+{
+    if (sqlite3_column_type(st, 1) == SQLITE_NULL) {
+        nd->priority = 0; /* no node row (a damaged or partial trace) */
+        return;
+    }
+    nd->seq = sqlite3_column_int64(st, 1);
+    nd->op = sqlite3_column_int64(st, 2);
+    nd->name = sqlite3_column_int64(st, 3);
+    int acc = sqlite3_column_type(st, 5) != SQLITE_NULL;
+    if (acc || sqlite3_column_type(st, 4) == SQLITE_NULL || sqlite3_column_int64(st, 4) < 0)
+        nd->priority = UINT64_MAX;
+    else
+        nd->priority = (uint64_t)sqlite3_column_int64(st, 4);
+    nd->accumulate_grad = acc;
+}
+
+/* Every node reachable from the call's roots, with its edges, in one
+ * recursive query (one row per node and edge); then the edges as CSR. */
+static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = rp->graph;
+    int s, added;
+    sqlite3_bind_int64(st, 1, backward);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        long pos = graph_add(g, id, &added);
+        if (pos < 0)
+            goto nomem;
+        if (added)
+            node_from_row(&g->nodes[pos], st);
+        if (sqlite3_column_type(st, 6) != SQLITE_NULL &&
+            graph_edge(g, id, sqlite3_column_int64(st, 6)) != 0)
+            goto nomem;
+    }
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE)
+        return sql_fail(rp, err, errlen);
+
+    g->edge_start = calloc(g->n + 1, sizeof *g->edge_start);
+    g->edges = malloc((g->ne ? g->ne : 1) * sizeof *g->edges);
+    if (!g->edge_start || !g->edges)
+        goto nomem;
+    for (size_t e = 0; e < g->ne; e++) {
+        int64_t from;
+        gt__imap_get(&g->index, g->efrom[e], &from);
+        g->edge_start[from + 1]++;
+    }
+    for (size_t i = 0; i < g->n; i++)
+        g->edge_start[i + 1] += g->edge_start[i];
+    size_t *fill = calloc(g->n ? g->n : 1, sizeof *fill);
+    if (!fill)
+        goto nomem;
+    for (size_t e = 0; e < g->ne; e++) {
+        int64_t from, to;
+        gt__imap_get(&g->index, g->efrom[e], &from);
+        /* Targets are in the graph: it is closed under edges. */
+        if (!gt__imap_get(&g->index, g->eto[e], &to))
+            continue;
+        g->edges[g->edge_start[from] + fill[from]++] = (size_t)to;
+    }
+    /* A target missing from the map would leave a hole: shrink the row. */
+    for (size_t i = 0; i < g->n; i++)
+        if (fill[i] != g->edge_start[i + 1] - g->edge_start[i]) {
+            free(fill);
+            snprintf(err, errlen, "cannot read trace: inconsistent edges");
+            return GT_ECORRUPT;
+        }
+    free(fill);
     return 0;
 nomem:
+    sqlite3_reset(st);
     snprintf(err, errlen, "out of memory");
     return GT_ENOMEM;
 }
@@ -441,7 +457,7 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
         goto out;
     }
 
-    if ((rc = build_graph(rp, &g, roots, nroots, err, errlen)) != 0)
+    if ((rc = build_graph(rp, &g, backward, err, errlen)) != 0)
         goto out;
     if ((rc = load_execs(rp, &g, r, err, errlen)) != 0)
         goto out;
@@ -454,7 +470,7 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
         if (!g.deps || !heap || !r->order)
             goto nomem;
     }
-    for (size_t e = 0; e < g.ne; e++)
+    for (size_t e = 0; e < g.edge_start[g.n]; e++)
         g.deps[g.edges[e]]++;
     /* The virtual root (PyTorch's GraphRoot, or the single root itself) runs
      * first: a root is ready once no edge from the graph still feeds it. */
@@ -470,7 +486,7 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
     while (hlen) {
         size_t v = heap_pop(heap, &hlen, g.nodes);
         r->order[r->n++] = g.nodes[v];
-        for (size_t e = g.edge_start[v]; e < g.edge_start[v] + g.edge_count[v]; e++) {
+        for (size_t e = g.edge_start[v]; e < g.edge_start[v + 1]; e++) {
             size_t to = g.edges[e];
             if (--g.deps[to] == 0) {
                 g.deps[to] = -1;
@@ -496,60 +512,161 @@ out:
 
 /* ---- version arithmetic ------------------------------------------------ */
 
-int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq, int64_t from_version,
-                       int64_t to_seq, int64_t *version, gt_mutation **bumps, size_t *n,
-                       char *err, size_t errlen)
-{
-    gt_mutation *v = NULL;
-    size_t len = 0, cap = 0;
-    int64_t cur = from_version;
-    sqlite3_stmt *st = rp->bumps;
-    int s;
+typedef struct vobs {
+    int64_t seq;     /* bump seq, or the op's seq for an op argument */
+    int64_t op;      /* ops.seq that caused it (0 if observed) */
+    int64_t tensor;
+    int64_t version; /* after the bump, or seen before the op */
+    int bump;
+} vobs;
 
-    sqlite3_bind_int64(st, 1, vc);
+struct gt_counters {
+    vobs *v;         /* by counter, then seq */
+    size_t n, cap;
+    gt_imap start;   /* counter -> first index in v */
+    gt_imap end;     /* counter -> one past its last index */
+};
+
+char *gt__json_ints(const int64_t *v, size_t n)
+{
+    char *s = malloc(2 + n * 21), *p = s;
+    if (!s)
+        return NULL;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        char tmp[24];
+        int k = 0;
+        uint64_t x = v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i];
+        if (i)
+            *p++ = ',';
+        if (v[i] < 0)
+            *p++ = '-';
+        do {
+            tmp[k++] = (char)('0' + x % 10);
+            x /= 10;
+        } while (x);
+        while (k)
+            *p++ = tmp[--k];
+    }
+    *p++ = ']';
+    *p = 0;
+    return s;
+}
+
+void gt__counters_free(gt_counters *c)
+{
+    if (!c)
+        return;
+    free(c->v);
+    gt__imap_clear(&c->start);
+    gt__imap_clear(&c->end);
+    free(c);
+}
+
+int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t from_seq,
+                      int64_t to_seq, gt_counters **out, char *err, size_t errlen)
+{
+    int rc = 0, s;
+    char *list = gt__json_ints(vcs, n);
+    gt_counters *c = calloc(1, sizeof *c);
+    sqlite3_stmt *st = rp->counters;
+    if (!list || !c)
+        goto nomem;
+    sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, from_seq);
     sqlite3_bind_int64(st, 3, to_seq);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (c->n == c->cap) {
+            size_t cap = c->cap ? c->cap * 2 : 64;
+            vobs *v = realloc(c->v, cap * sizeof *v);
+            if (!v)
+                goto nomem;
+            c->v = v;
+            c->cap = cap;
+        }
+        int64_t vc = sqlite3_column_int64(st, 0), dummy;
+        vobs *o = &c->v[c->n];
+        o->seq = sqlite3_column_int64(st, 1);
+        o->op = sqlite3_column_int64(st, 2);
+        o->tensor = sqlite3_column_int64(st, 3);
+        o->version = sqlite3_column_int64(st, 4);
+        o->bump = sqlite3_column_int(st, 5);
+        if (!gt__imap_get(&c->start, vc, &dummy) &&
+            gt__imap_put(&c->start, vc, (int64_t)c->n) != 0)
+            goto nomem;
+        c->n++;
+        if (gt__imap_put(&c->end, vc, (int64_t)c->n) != 0)
+            goto nomem;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (s != SQLITE_DONE) {
+        rc = sql_fail(rp, err, errlen);
+        goto out;
+    }
+    *out = c;
+    c = NULL;
+    goto out;
+nomem:
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    snprintf(err, errlen, "out of memory");
+    rc = GT_ENOMEM;
+out:
+    free(list);
+    gt__counters_free(c);
+    return rc;
+}
+
+int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
+                        int64_t from_version, int64_t to_seq, int64_t *version,
+                        gt_mutation **bumps, size_t *n)
+{
+    int64_t lo, hi, cur = from_version;
+    gt_mutation *v = NULL;
+    size_t len = 0, cap = 0;
+    if (!gt__imap_get(&c->start, vc, &lo) || !gt__imap_get(&c->end, vc, &hi))
+        lo = hi = 0;
+    for (int64_t i = lo; i < hi; i++) {
+        const vobs *o = &c->v[i];
+        if (o->seq <= from_seq || o->seq >= to_seq)
+            continue;
+        if (o->version > cur)
+            cur = o->version;
+        if (!o->bump)
+            continue;
         if (len == cap) {
             cap = cap ? cap * 2 : 8;
             gt_mutation *nv = realloc(v, cap * sizeof *nv);
             if (!nv) {
-                sqlite3_reset(st);
                 free(v);
-                snprintf(err, errlen, "out of memory");
                 return GT_ENOMEM;
             }
             v = nv;
         }
-        gt_mutation *m = &v[len++];
-        m->bump_seq = sqlite3_column_int64(st, 0);
-        m->seq = sqlite3_column_int64(st, 1);
-        m->tensor = sqlite3_column_int64(st, 2);
-        m->version_after = sqlite3_column_int64(st, 3);
-        if (m->version_after > cur)
-            cur = m->version_after;
-    }
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE) {
-        free(v);
-        return sql_fail(rp, err, errlen);
-    }
-
-    st = rp->argmax;
-    sqlite3_bind_int64(st, 1, vc);
-    sqlite3_bind_int64(st, 2, from_seq);
-    sqlite3_bind_int64(st, 3, to_seq);
-    s = sqlite3_step(st);
-    if (s == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
-        sqlite3_column_int64(st, 0) > cur)
-        cur = sqlite3_column_int64(st, 0);
-    sqlite3_reset(st);
-    if (s != SQLITE_ROW) {
-        free(v);
-        return sql_fail(rp, err, errlen);
+        v[len].seq = o->op;
+        v[len].bump_seq = o->seq;
+        v[len].tensor = o->tensor;
+        v[len].version_after = o->version;
+        len++;
     }
     *version = cur;
     *bumps = v;
     *n = len;
     return 0;
+}
+
+int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq, int64_t from_version,
+                       int64_t to_seq, int64_t *version, gt_mutation **bumps, size_t *n,
+                       char *err, size_t errlen)
+{
+    gt_counters *c = NULL;
+    int rc = gt__counters_load(rp, &vc, 1, from_seq, to_seq, &c, err, errlen);
+    if (rc)
+        return rc;
+    rc = gt__counters_window(c, vc, from_seq, from_version, to_seq, version, bumps, n);
+    if (rc)
+        snprintf(err, errlen, "out of memory");
+    gt__counters_free(c);
+    return rc;
 }

@@ -11,11 +11,13 @@
  *   - Dependencies are counted per edge, as the engine does: a node becomes
  *     ready when every edge into it from the graph has been executed.
  *   - Among ready nodes the one with the higher sequence_nr runs first;
- *     AccumulateGrad nodes (sequence_nr UINT64_MAX in the engine, stored as
- *     NULL or negative, or recognised by name or by `variable`) come first;
- *     ties go to the lower node id, so the order is deterministic.
+ *     AccumulateGrad nodes (sequence_nr UINT64_MAX in the engine, which
+ *     does not fit the column: stored as NULL, or recognised by `variable`)
+ *     come first; ties go to the lower node id, so the order is
+ *     deterministic.
  *   - Version counters only grow: the value of a counter at event seq P is
- *     the largest value observed before P (a bump, a save, an op argument).
+ *     the largest value it had at the save or after a bump (predicted or
+ *     observed) of any tensor sharing it before P.
  *
  * Only the rows of the graph being replayed are read: memory does not grow
  * with the rest of the trace. Queries use the indexes of schema/indexes.sql
@@ -44,7 +46,7 @@ typedef struct gt_replay_node {
     int64_t name;        /* nodes.name (strings.id), 0 if unknown */
     uint64_t priority;   /* sequence_nr as the engine compares it */
     int64_t exec_seq;    /* node_execs.seq in this backward, 0 if not recorded */
-    int accumulate_grad; /* 1 for an AccumulateGrad node */
+    int accumulate_grad; /* 1 for a node with `variable` (AccumulateGrad) */
 } gt_replay_node;
 
 typedef struct gt_replay {
@@ -86,15 +88,37 @@ long gt__replay_find(const gt_replay *r, int64_t id);
 /* Version arithmetic for version counter `vc` (tensors.version_counter):
  * starting from `from_version` at event `from_seq` (a save), collect every
  * bump of any tensor sharing the counter with from_seq < seq < to_seq, in
- * seq order, into *bumps and *n (malloc'd, NULL when none; the caller frees),
- * and the counter's value just before `to_seq` into *version: the largest of
- * from_version, those bumps and the versions op arguments of that counter
- * were seen at in the same window. Returns 0 or a negative GT_E* code with a
- * message in err; the out-parameters are written only on success. */
+ * seq order, into *bumps and *n (malloc'd, NULL when none; the caller
+ * frees), and the counter's value just before `to_seq` into *version: the
+ * largest of from_version and those bumps. Returns 0 or a negative GT_E*
+ * code with a message in err; the out-parameters are written only on
+ * success. */
 int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq, int64_t from_version,
                        int64_t to_seq, int64_t *version /* OUT */,
                        gt_mutation **bumps /* OUT */, size_t *n /* OUT */, char *err,
                        size_t errlen);
+
+/* The bumps of many version counters over one
+ * window of events, read in one query: the batch form of the arithmetic
+ * above, used by diagnose for all the saved tensors of a backward call. */
+typedef struct gt_counters gt_counters;
+
+/* Load every observation of the `n` counters `vcs` with from_seq < seq <
+ * to_seq. Returns 0 or a negative GT_E* code with a message in err. */
+int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t from_seq,
+                      int64_t to_seq, gt_counters **out /* OUT */, char *err, size_t errlen);
+
+/* gt__replay_counter over loaded observations; the window must lie within
+ * the loaded one. Returns 0 or GT_ENOMEM (out-parameters untouched). */
+int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
+                        int64_t from_version, int64_t to_seq, int64_t *version /* OUT */,
+                        gt_mutation **bumps /* OUT */, size_t *n /* OUT */);
+
+/* Free; accepts NULL. */
+void gt__counters_free(gt_counters *c);
+
+/* "[1,2,3]": a JSON array of the integers, malloc'd; NULL on ENOMEM. */
+char *gt__json_ints(const int64_t *v, size_t n);
 
 /* The variable names of tensor ?1, one per row, best first: its own names,
  * then those of the bases it views (nearest first), then those of tensors

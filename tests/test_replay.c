@@ -246,8 +246,9 @@ static void test_counter_bumps_between_save_and_backward(void **state)
     assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
     int64_t m3 = tb_op(&b, "aten::zero_", 14);
     assert_int_equal(gt_version_bump(b.r, m3, 100, 3, 0, NULL), 0);
-    /* Its op_args saw version 7 after the backward: outside the window. */
-    assert_int_equal(gt_op_arg(b.r, m3, GT_ROLE_MUTATED, 0, 100, 7), 0);
+    /* An observed bump (the adapter saw version 7 without predicting it). */
+    int64_t ob;
+    assert_int_equal(gt_version_bump(b.r, 0, 100, 7, 1, &ob), 0);
     tb_finish(&b, &t, &rp);
 
     gt_replay *r;
@@ -275,13 +276,17 @@ static void test_counter_bumps_between_save_and_backward(void **state)
     assert_int_equal(n, 1);
     free(m);
 
-    /* Up to the end of the trace: the later bump and the op argument count;
-     * the largest observation wins. */
+    /* Up to the end of the trace: the later bump and the observed one
+     * count; an observed bump has no op. */
     assert_int_equal(
         gt__replay_counter(rp, 100, save, 0, INT64_MAX, &version, &m, &n, err, sizeof err),
         0);
     assert_int_equal(version, 7);
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 4);
+    assert_int_equal(m[2].seq, m3);
+    assert_int_equal(m[3].seq, 0);
+    assert_int_equal(m[3].bump_seq, ob);
+    assert_int_equal(m[3].version_after, 7);
     free(m);
 
     /* The unrelated counter moved once; nothing happened to counter 101's
