@@ -894,6 +894,7 @@ static int draw_finding(builder *b, const gt_finding *f)
         sb_str(&b->lab, " gt-fail");
         set(node, "class", sb_get(&b->lab));
     }
+    Agnode_t *prev = NULL;
     for (size_t k = 0; k < f->n_mutations; k++) {
         const gt_mutation *m = &f->mutations[k];
         sqlite3_stmt *st = b->q[Q_OP];
@@ -937,6 +938,16 @@ static int draw_finding(builder *b, const gt_finding *f)
         set(e, "color", "red");
         set(e, "penwidth", "1.5");
         set(e, "class", "gt-invalidates");
+        /* Stack the mutations in order, one rank each, rather than in a
+         * wide row: an invisible edge from the previous one. */
+        if (prev && prev != mn && !agedge(b->g, prev, mn, NULL, 0)) {
+            Agedge_t *order = mkedge(b->g, prev, mn);
+            if (!order)
+                return oom(b);
+            set(order, "style", "invis");
+            set(order, "class", "gt-order");
+        }
+        prev = mn;
     }
     return 0;
 }

@@ -387,8 +387,14 @@ static void test_seed_dot(void **state)
         assert_string_equal(attr(agedge(d, node(d, m[i]), node(d, sw), NULL, 0), "color"),
                             "red");
     }
-    /* 3 next edges + 2 saved + 3 mutations + 5 invisible legend edges. */
-    assert_int_equal(count_edges(d), 13);
+    /* The mutations stacked in order by invisible edges. */
+    for (int i = 0; i + 1 < 3; i++) {
+        Agedge_t *order = agedge(d, node(d, m[i]), node(d, m[i + 1]), NULL, 0);
+        assert_non_null(order);
+        assert_string_equal(attr(order, "style"), "invis");
+    }
+    /* 3 next edges + 2 saved + 3 mutations + 2 order + 5 invisible legend. */
+    assert_int_equal(count_edges(d), 15);
     assert_int_equal(count_nodes(d, "legend_"), 6);
     assert_non_null(agsubg(d, (char *)"cluster_legend", 0));
     assert_contains(shown(agget(d, (char *)"label")),
