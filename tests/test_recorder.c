@@ -728,6 +728,46 @@ static void test_forked_child_gets_closed_handle(void **state)
     sqlite3_close(db);
 }
 
+size_t gt__recorder_intern_bytes(gt_recorder *r); /* recorder.c, internal */
+
+/* Memory does not grow with the number of events, only with distinct
+ * interned values: once SQLite's page cache (cache_size, 2 MiB by default)
+ * is warm, its heap and the intern tables stay put while many more events
+ * are recorded. */
+static void test_memory_bounded(void **state)
+{
+    (void)state;
+    gt_recorder_options o = {.batch_events = 5000};
+    gt_recorder *r = open_new("memory.db", &o);
+    gt_id name, frame, stack;
+    assert_int_equal(gt_intern_string(r, "aten::add", 9, &name), 0);
+    assert_int_equal(gt_intern_frame(r, "m.py", 1, "f", "x + 1", &frame), 0);
+    assert_int_equal(gt_intern_stack(r, 0, frame, frame, &stack), 0);
+    int64_t mem[3];
+    size_t intern[3];
+    long n = 0;
+    for (int phase = 0; phase < 3; phase++) {
+        for (long i = 0; i < 100000; i++, n++) {
+            gt_op_info op = {.name = name, .thread = 1, .stack = stack};
+            int64_t seq;
+            assert_int_equal(gt_op(r, &op, &seq), 0);
+            assert_int_equal(gt_op_arg(r, seq, 0, 0, n + 1, 0), 0);
+            gt_id again;
+            assert_int_equal(gt_intern_stack(r, 0, frame, frame, &again), 0);
+            assert_int_equal(again, stack);
+        }
+        assert_int_equal(gt_recorder_flush(r), 0);
+        mem[phase] = sqlite3_memory_used();
+        intern[phase] = gt__recorder_intern_bytes(r);
+    }
+    print_message("sqlite heap after 100k/200k/300k ops: %lld %lld %lld bytes\n",
+                  (long long)mem[0], (long long)mem[1], (long long)mem[2]);
+    assert_true(mem[2] < 4 * 1024 * 1024);
+    assert_true(mem[2] - mem[1] < 256 * 1024);
+    assert_int_equal(intern[2], intern[0]);
+    assert_int_equal(gt_recorder_close(r), 0);
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -753,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_batch_ms_boundary),
         cmocka_unit_test(test_max_bytes_stops_recording),
         cmocka_unit_test(test_forked_child_gets_closed_handle),
+        cmocka_unit_test(test_memory_bounded),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -8,11 +8,31 @@
  *     all event kinds, so `seq` is strictly increasing across tables.
  *   - Events are buffered into transactions of at most `batch_events` events
  *     or `batch_ms` milliseconds, whichever comes first. After the process is
- *     killed, every committed batch is readable.
+ *     killed, every committed batch is readable. (Rows written count as
+ *     events here, interned strings/frames/stacks/threads included. The clock
+ *     is read at each call: a batch is not committed by time alone while no
+ *     call comes; call gt_recorder_flush when going idle.)
  *   - On the first write error (full disk, RLIMIT_FSIZE, I/O error, size cap)
  *     the handle turns "failed": the message is kept (gt_recorder_errmsg),
  *     every later event call returns the same error without touching the
  *     file, and the host process keeps running. Nothing here aborts or exits.
+ *     (The failing call returns the cause: GT_EFULL for a full disk, a file
+ *     size limit or max_bytes, GT_EIO, GT_ENOMEM, GT_ECORRUPT or GT_ESQL;
+ *     later calls return GT_EFAILED; gt_recorder_close returns the cause.)
+ *   - Caller mistakes (a negative id, an unknown role, a duplicate tensor id,
+ *     malformed argv JSON) return GT_EINVAL with a message and leave the
+ *     handle recording.
+ *   - A file size limit (RLIMIT_FSIZE) raises SIGXFSZ, which kills the
+ *     process by default. The library never changes signal dispositions: a
+ *     host that may hit such a limit should ignore SIGXFSZ (signal(SIGXFSZ,
+ *     SIG_IGN)); the write then fails with EFBIG and the handle fails as
+ *     above.
+ *   - A handle belongs to the process that opened it. Used in a forked child
+ *     it refuses to write (GT_ECLOSED) and gt_recorder_close there frees the
+ *     memory without touching the file. Flush before fork().
+ *   - Memory: the interning tables grow with the number of distinct strings,
+ *     frames, stacks and threads; everything else (statements, SQLite's page
+ *     cache of 2 MiB) is bounded, however many events are recorded.
  *   - Ids of tensors, storages and nodes are chosen by the caller (the engine
  *     adapter knows object identity); they must be positive and never reused.
  *     Ids of strings, frames, stacks and threads are assigned here, by
