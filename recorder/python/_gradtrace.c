@@ -87,6 +87,7 @@ typedef struct TensorEnt {
     struct TensorEnt *st_prev, *st_next;
     gt_id dtype;
     int64_t created_by;
+    int64_t last_out;   /* seq of the last op that output or mutated it */
     int64_t offset;
     int ndim;
     int64_t *geom; /* ndim sizes then ndim strides */
@@ -97,6 +98,7 @@ typedef struct {
     uint64_t wmask;   /* schema positions of written arguments */
     PyObject *wnames; /* tuple of written argument names (for kwargs) */
     int view_arg;     /* schema position an output aliases, -1 for none */
+    int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
 } gt_opmeta;
 
 typedef struct {
@@ -111,7 +113,7 @@ typedef struct Recorder {
     int active;      /* recording ops now */
     int failed;      /* write failure: recording stopped for good */
     int forked;      /* this is a forked child: never touch the handle */
-    int busy;        /* depth inside dispatch */
+    int busy;        /* ops in flight (inside dispatch, any thread) */
     int in_backward; /* depth of recorded backward calls */
     int has_seqnr;   /* nodes have _sequence_nr() */
     int has_untyped; /* tensors have untyped_storage() */
@@ -120,6 +122,7 @@ typedef struct Recorder {
     PyObject *op_meta_fn;    /* func -> (name, wmask, wnames, view_arg) */
     PyObject *saved_fn;      /* node type -> tuple of (attr, slot) */
     PyObject *grad_enabled;  /* torch.is_grad_enabled */
+    PyObject *via_autograd;  /* () -> True when the op came through autograd */
     PyObject *getline;       /* linecache.getline */
     PyObject *hidden;        /* tuple of path prefixes never put in stacks */
     PyObject *engine;        /* tuple of path prefixes of the engine (torch) */
@@ -633,6 +636,7 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
     e->ndim = 0;
     e->id = ++self->next_tensor;
     e->created_by = created_by;
+    e->last_out = created_by;
     e->wr = PyWeakref_NewRef(t, (PyObject *)e);
     if (!e->wr) {
         swallow(self);
@@ -766,6 +770,7 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
     m->wmask = mask;
     m->wnames = Py_NewRef(wnames);
     m->view_arg = view_arg;
+    m->is_detach = !strcmp(name, "aten::detach");
     Py_DECREF(res);
     if (keep(self, func) < 0 || keep(self, m->wnames) < 0 ||
         gt_map_put(&self->ops, (uintptr_t)func, 0, 0, (uintptr_t)m) < 0) {
@@ -866,7 +871,7 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
         if (c->offset != offset || c->ndim != ndim || c->dtype != dt || !c->geom ||
             memcmp(c->geom, geom, sizeof *geom * (size_t)(2 * ndim)))
             continue;
-        if (is_result && node_op && c->created_by == node_op) {
+        if (is_result && node_op && c->last_out == node_op) {
             best = c;
             break;
         }
@@ -1218,7 +1223,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     PyObject *func = argv[0], *args = argv[1], *kwargs = argv[2];
     if (kwargs == Py_None)
         kwargs = NULL;
-    if (!recording(self) || self->busy)
+    if (!recording(self))
         return PyObject_Call(func, args, kwargs);
 
     /* the caller's exception state must survive our bookkeeping */
@@ -1294,6 +1299,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
                 continue;
             int64_t after = inver[i] + 1;
             inent[i]->vc->expected = after;
+            inent[i]->last_out = seq;
             ck(self, gt_version_bump(self->r, seq, inent[i]->id, after, 0, NULL));
             if (uf)
                 record_names(self, uf, seq, in[i].t, inent[i]);
@@ -1310,7 +1316,17 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
                 collect(self, out, 0, 0, outs, &nout);
             }
             TensorEnt *via = NULL;
-            if (meta->view_arg >= 0)
+            int shallow = 0;
+            if (meta->is_detach && self->via_autograd != Py_None) {
+                /* `.data` (and SavedVariable's tensor_data) reach us as a
+                 * detach that did not come through the autograd kernels:
+                 * .data gets a version counter of its own */
+                PyObject *r = PyObject_CallNoArgs(self->via_autograd);
+                shallow = r == Py_False;
+                Py_XDECREF(r);
+                swallow(self);
+            }
+            if (meta->view_arg >= 0 && !shallow)
                 for (int i = 0; i < nin; i++)
                     if (in[i].schema_pos == meta->view_arg && !in[i].written) {
                         via = inent[i];
@@ -1346,16 +1362,16 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     Recorder *self = (Recorder *)op;
     static char *kwlist[] = {"path",     "tensor_type", "op_meta",   "saved_names",
                              "grad_enabled", "getline", "hidden",    "engine",
-                             "key",      "overwrite",   "max_bytes", "batch_events",
+                             "key", "via_autograd",      "overwrite",   "max_bytes", "batch_events",
                              "has_sequence_nr", "has_untyped_storage", NULL};
     const char *path;
-    PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key;
+    PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via;
     int overwrite = 0, seqnr = 0, untyped = 1;
     long long max_bytes = 0;
     unsigned int batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!U|pLIpp", kwlist, &path, &tt, &om,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIpp", kwlist, &path, &tt, &om,
                                      &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type, &eng,
-                                     &key, &overwrite, &max_bytes, &batch, &seqnr, &untyped))
+                                     &key, &via, &overwrite, &max_bytes, &batch, &seqnr, &untyped))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
@@ -1381,6 +1397,7 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     Py_XSETREF(self->hidden, Py_NewRef(hid));
     Py_XSETREF(self->engine, Py_NewRef(eng));
     Py_XSETREF(self->key, Py_NewRef(key));
+    Py_XSETREF(self->via_autograd, Py_NewRef(via));
     if (!self->keep && !(self->keep = PyList_New(0)))
         return -1;
     if (!self->retry && !(self->retry = PyList_New(0)))
@@ -1526,7 +1543,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
     int retain, create;
     if (!PyArg_ParseTuple(args, "sOppO", &api, &roots, &retain, &create, &inputs))
         return NULL;
-    if (!recording(self) || self->busy)
+    if (!recording(self))
         return PyLong_FromLong(0);
     flush_pending(self);
     gt_backward_info bi = {.api = intern_str(self, api), .retain_graph = retain,
@@ -1692,6 +1709,7 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->hidden);
     Py_VISIT(self->engine);
     Py_VISIT(self->key);
+    Py_VISIT(self->via_autograd);
     Py_VISIT(self->keep);
     Py_VISIT(self->retry);
     return 0;
@@ -1708,6 +1726,7 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->hidden);
     Py_CLEAR(self->engine);
     Py_CLEAR(self->key);
+    Py_CLEAR(self->via_autograd);
     Py_CLEAR(self->keep);
     Py_CLEAR(self->retry);
     return 0;

@@ -79,6 +79,7 @@ class Recording:
         self._old_term = None
         self._thread = None
         self._backward_exc = None
+        self._orig_bootstrap = None
         self.error = None  # the recorder's error message after stop(), if any
 
     # -- lifecycle -------------------------------------------------------
@@ -107,6 +108,7 @@ class Recording:
             hidden=hidden,
             engine=(torch_dir,),
             key="gradtrace:%d:%d" % (os.getpid(), id(self)),
+            via_autograd=_mode.via_autograd_probe(),
             overwrite=self.overwrite,
             max_bytes=self.max_size,
             has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
@@ -135,9 +137,26 @@ class Recording:
                 self._old_term = signal.signal(signal.SIGTERM, self._on_signal)
         self._patch = _mode.BackwardPatch(self)
         self._patch.install()
+        self._patch_threads()
         self._mode = _mode.DispatchMode(self._rec.dispatch)
         self._mode.__enter__()
         return self
+
+    def _patch_threads(self):
+        """Threads started while recording run under their own dispatch mode
+        (modes are per thread), so their ops are recorded with their thread."""
+        from . import _mode
+        orig = threading.Thread._bootstrap_inner
+        rec = self
+
+        def _bootstrap_inner(thread):
+            if rec._rec is None:
+                return orig(thread)
+            with _mode.DispatchMode(rec._rec.dispatch):
+                return orig(thread)
+
+        threading.Thread._bootstrap_inner = _bootstrap_inner
+        self._orig_bootstrap = orig
 
     def stop(self, status=None, exit_code=0, sig=0, exc=None):
         """Stop recording and close the trace. status: 'ok', 'exception' or
@@ -157,6 +176,9 @@ class Recording:
         if self._patch is not None:
             self._patch.remove()
             self._patch = None
+        if self._orig_bootstrap is not None:
+            threading.Thread._bootstrap_inner = self._orig_bootstrap
+            self._orig_bootstrap = None
         if exc is not None and exc is not self._backward_exc:
             self._rec.error(exc)  # a backward's exception is recorded already
         if status is None:

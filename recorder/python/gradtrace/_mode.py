@@ -55,6 +55,18 @@ def saved_names(cls):
     return pairs
 
 
+def via_autograd_probe():
+    """A no-argument function telling, inside __torch_dispatch__, whether the
+    op came through the autograd kernels (x.detach()) rather than straight
+    from a shallow copy (x.data), or None where PyTorch cannot tell."""
+    keys = torch._C.DispatchKey
+    probe = getattr(torch._C, "_dispatch_tls_is_dispatch_key_excluded", None)
+    key = getattr(keys, "AutogradFunctionality", None)
+    if probe is None or key is None:
+        return None
+    return functools.partial(probe, key)
+
+
 class DispatchMode(TorchDispatchMode):
     """Hands each op to the recorder, which records it and calls it."""
 
