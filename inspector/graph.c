@@ -358,6 +358,7 @@ typedef struct builder {
     Agraph_t *g;
     sbuf lab;  /* scratch for labels */
     sbuf tmp;  /* scratch for names */
+    char *cwd; /* run.cwd, or NULL */
     char *err;
     size_t errlen;
 } builder;
@@ -450,6 +451,25 @@ static int finding_here(const builder *b, const gt_finding *f)
     if (f->backward)
         return f->backward == b->backward;
     return f->node && idmap_get(&b->map, f->node) != (size_t)-1;
+}
+
+/* The directory the run started in (run.cwd), to shorten paths below it. */
+static int load_cwd(builder *b)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(b->db, "SELECT cwd FROM run WHERE id = 1", -1, &st, NULL) !=
+        SQLITE_OK)
+        return sql_fail(b);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW && col_text(st, 0)) {
+        if (!(b->cwd = strdup(col_text(st, 0))))
+            rc = oom(b);
+    } else if (step != SQLITE_ROW && step != SQLITE_DONE) {
+        rc = sql_fail(b);
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 /* Pick the backward call: the option, else the one with findings (the
@@ -748,8 +768,13 @@ static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_c
 {
     if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
         return;
+    const char *file = col_text(st, line_col + 1);
+    size_t n = b->cwd ? strlen(b->cwd) : 0;
+    /* Relative to the run's directory when it is below it. */
+    if (file && n > 1 && !strncmp(file, b->cwd, n) && file[n] == '/')
+        file += n + 1;
     sb_reset(&b->tmp);
-    sb_text(&b->tmp, col_text(st, line_col + 1), 0);
+    sb_text(&b->tmp, file, 0);
     sb_printf(&b->tmp, ":%lld", (long long)sqlite3_column_int64(st, line_col));
     set(obj, "tooltip", sb_get(&b->tmp));
 }
@@ -1188,7 +1213,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
             goto out;
         }
     }
-    if ((rc = pick_backward(&b)) != 0 || (rc = seed_roots(&b)) != 0 ||
+    if ((rc = load_cwd(&b)) != 0 || (rc = pick_backward(&b)) != 0 ||
+        (rc = seed_roots(&b)) != 0 ||
         (rc = walk(&b)) != 0 || (rc = focus(&b, &centre)) != 0 ||
         (rc = draw(&b, centre, &drawn, &findings)) != 0)
         goto out;
@@ -1216,6 +1242,7 @@ out:
     idmap_release(&b.map);
     sb_release(&b.lab);
     sb_release(&b.tmp);
+    free(b.cwd);
     return rc;
 }
 

@@ -6,8 +6,9 @@
  *   - every autograd node of the backward call [n<nodes.id>] ("gt-node",
  *     plus "gt-leaf" for a node that accumulates into a leaf tensor and
  *     "gt-root" for a backward root): a box labelled with the node's name,
- *     the user's file:line and source of the forward op that created it, the
- *     leaf's variable names, dtype and shape;
+ *     the user's file:line (base name) and source of the forward op that
+ *     created it, the leaf's variable names, dtype and shape; its tooltip
+ *     holds the file's path, relative to run.cwd when below it;
  *   - an edge from each next function to the node that feeds it (torchviz's
  *     direction: leaves on top, the root at the bottom);
  *   - each saved tensor of a drawn node [s<saved_tensors.seq>] ("gt-saved"),

@@ -133,6 +133,8 @@ static void make_seed(seed *s, const char *name)
     tb *t = &s->t;
     int64_t w_shape[2] = {3, 4}, cw_shape[1] = {3}, lp_shape[2] = {16, 3};
     tb_open(t, name);
+    gt_run_info run = {.cwd = "/home", .rank = -1};
+    assert_int_equal(gt_run_set(t->r, &run), 0);
 
     tb_tensor(t, 1, 2, w_shape, 1); /* model.0.weight */
     assert_int_equal(gt_name(t->r, 1, 1, "model.0.weight"), 0);
@@ -337,6 +339,8 @@ static void test_seed_dot(void **state)
     assert_contains(label_of(d, "n13"), "NllLossBackward0\nseed_class_weights.py:38\n"
                                         "loss = F.nll_loss(log_probs, target, weight=class_weights)");
     assert_contains(label_of(d, "n12"), "LogSoftmaxBackward0\nseed_class_weights.py:37");
+    /* Tooltips: the path relative to the run's directory (/home). */
+    assert_string_equal(attr(node(d, "n12"), "tooltip"), "u/seed_class_weights.py:37");
     assert_contains(label_of(d, "n10"), "AccumulateGrad\nfloat32 [3,4]\nmodel.0.weight");
     assert_string_equal(attr(node(d, "n10"), "fillcolor"), "lightblue");
     assert_string_equal(attr(node(d, "n10"), "class"), "gt-node gt-leaf");
