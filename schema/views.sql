@@ -253,31 +253,36 @@ WITH RECURSIVE reach(backward, node) AS (
     FROM reach r JOIN edges e ON e.node = r.node
     WHERE e.next IS NOT NULL
 ),
--- the first backward call that freed each node's saved tensors
+-- when each backward call ran each node, and the last node it ran
+execs AS (
+    SELECT backward, node, min(seq) AS seq FROM node_execs GROUP BY backward, node
+),
+last_exec AS (
+    SELECT backward, max(seq) AS seq FROM node_execs GROUP BY backward
+),
+-- the first backward call that freed each node's saved tensors: it ran the
+-- node (all of its graph if it returned and node runs were not recorded),
+-- except the node where it raised (its last run)
 freed(node, backward) AS (
     SELECT r.node, min(b.id)
     FROM reach r
     JOIN backward_calls b ON b.id = r.backward
+    LEFT JOIN last_exec le ON le.backward = b.id
+    LEFT JOIN execs x ON x.backward = b.id AND x.node = r.node
     WHERE b.retain_graph = 0 AND b.create_graph = 0
-      AND CASE WHEN EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = b.id)
-          -- it ran the node, unless the node is where it raised (its last)
-          THEN EXISTS (SELECT 1 FROM node_execs x
-                       WHERE x.backward = b.id AND x.node = r.node
-                         AND (b.status = 'ok' OR x.seq < (
-                              SELECT max(y.seq) FROM node_execs y
-                              WHERE y.backward = b.id)))
+      AND CASE WHEN le.seq IS NOT NULL
+          THEN x.seq IS NOT NULL AND (b.status = 'ok' OR x.seq < le.seq)
           ELSE b.status = 'ok' END
     GROUP BY r.node
 ),
 reached AS (
     SELECT r.backward, r.node, b.stack AS backward_stack, b.seq AS backward_seq,
-           COALESCE((SELECT min(x.seq) FROM node_execs x
-                     WHERE x.backward = r.backward AND x.node = r.node),
-                    b.seq) AS at_seq
+           COALESCE(x.seq, b.seq) AS at_seq
     FROM reach r
     JOIN backward_calls b ON b.id = r.backward
-    WHERE NOT EXISTS (SELECT 1 FROM freed f
-                      WHERE f.node = r.node AND f.backward < r.backward)
+    LEFT JOIN execs x ON x.backward = r.backward AND x.node = r.node
+    LEFT JOIN freed f ON f.node = r.node
+    WHERE f.backward IS NULL OR f.backward >= r.backward
 ),
 checked AS (
     SELECT d.backward,
@@ -293,11 +298,11 @@ checked AS (
            max(s.version,
                COALESCE((SELECT max(vb.version) FROM version_bumps vb
                          JOIN tensors tv ON tv.id = vb.tensor
-                         WHERE tv.version_counter = t.version_counter
+                         WHERE +tv.version_counter = t.version_counter
                            AND vb.seq > s.seq AND vb.seq < d.at_seq), s.version),
                COALESCE((SELECT max(a.version) FROM op_args a
                          JOIN tensors ta ON ta.id = a.tensor
-                         WHERE ta.version_counter = t.version_counter
+                         WHERE +ta.version_counter = t.version_counter
                            AND a.op > s.seq AND a.op < d.at_seq), s.version))
                AS version_at_backward
     FROM reached d
@@ -513,9 +518,10 @@ LEFT JOIN nodes nb ON nb.id = e.next
 LEFT JOIN strings sb ON sb.id = nb.name;
 
 -- Every event of the trace, one row per seq, whatever its kind: op, tensor,
--- bump, node, saved, backward, node_exec, error. what names it (op name,
--- dtype+shape, node name, slot, API, error type); tensor and node are set
--- where they apply. The location is the event's user line, as elsewhere.
+-- bump, node, saved, backward, backward_end, node_exec, error. what names it
+-- (op name, dtype+shape, node name, node.slot, API, end status, error type);
+-- tensor and node are set where they apply. The location is the event's
+-- user line, as elsewhere (a backward_end has its call's).
 CREATE VIEW IF NOT EXISTS events AS
 SELECT u.seq, u.kind, u.what, u.tensor, u.node,
        ff.text AS file, fr.line, fn.text AS function, fc.text AS code, u.stack
@@ -548,6 +554,9 @@ LEFT JOIN ops o ON o.seq = nd.op
 UNION ALL
 SELECT b.seq, 'backward', sa.text, NULL, NULL, b.stack
 FROM backward_calls b JOIN strings sa ON sa.id = b.api
+UNION ALL
+SELECT b.end_seq, 'backward_end', b.status, NULL, NULL, b.stack
+FROM backward_calls b WHERE b.end_seq IS NOT NULL
 UNION ALL
 SELECT x.seq, 'node_exec', sn.text, NULL, x.node, NULL
 FROM node_execs x
