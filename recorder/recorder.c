@@ -616,9 +616,17 @@ int gt_recorder_close(gt_recorder *r)
         if (!r->failed) {
             char *emsg = NULL;
             int err = 0;
+            /* Fold the log into the file and leave WAL mode, so the closed
+             * trace is one file. If another connection has the trace open
+             * (someone reading it live) SQLite refuses with SQLITE_BUSY:
+             * everything is committed and the log stays valid, so that is
+             * not an error; the last connection to close folds it in. */
             if (exec_sql(r->db, "PRAGMA wal_checkpoint(TRUNCATE);"
-                         " PRAGMA journal_mode = DELETE;", &emsg, &err) != SQLITE_OK)
-                sql_error(r, sqlite3_extended_errcode(r->db), "checkpoint", 1, err);
+                         " PRAGMA journal_mode = DELETE;", &emsg, &err) != SQLITE_OK) {
+                int prim = sqlite3_errcode(r->db) & 0xff;
+                if (prim != SQLITE_BUSY && prim != SQLITE_LOCKED)
+                    sql_error(r, sqlite3_extended_errcode(r->db), "checkpoint", 1, err);
+            }
             sqlite3_free(emsg);
         }
     }

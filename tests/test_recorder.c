@@ -153,6 +153,29 @@ static void test_open_creates_schema_and_run(void **state)
     sqlite3_close(db);
 }
 
+/* A reader attached while the recorder closes (someone looking at a live
+ * trace) keeps the trace in WAL mode; that is not an error, and the data is
+ * all there. */
+static void test_close_with_reader_attached(void **state)
+{
+    (void)state;
+    gt_recorder *r = open_new("reader.db", NULL);
+    gt_id s;
+    assert_int_equal(gt_intern_string(r, "seen live", 9, &s), 0);
+    assert_int_equal(gt_recorder_flush(r), 0);
+    sqlite3 *db = db_open("reader.db");
+    assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 1);
+    assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
+    assert_int_equal(gt_recorder_close(r), 0);
+    assert_string_equal(q_text(db, "SELECT status FROM run"), "ok");
+    assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                               " AND name = 'op_args_tensor'"), 1);
+    assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
+    sqlite3_close(db);
+    /* the last connection folded the log in */
+    assert_false(file_exists(tpath("reader.db-wal")));
+}
+
 static void test_close_null_and_null_handle(void **state)
 {
     (void)state;
@@ -781,6 +804,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_creates_schema_and_run),
+        cmocka_unit_test(test_close_with_reader_attached),
         cmocka_unit_test(test_close_null_and_null_handle),
         cmocka_unit_test(test_open_existing_file),
         cmocka_unit_test(test_open_bad_paths),
