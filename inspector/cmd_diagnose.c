@@ -170,16 +170,18 @@ static char *finding_json(sqlite3 *db, int *rc, const gt_finding *f)
         "   ELSE NULL END,"
         " 'freed_by', CASE WHEN ?15 = 0 THEN NULL ELSE json_object('index', ?15,"
         "   'location', json(?16)) END,"
-        " 'leaf', CASE WHEN ?17 = 0 OR ?7 != 0 THEN NULL ELSE json_object('tensor', ?17,"
+        " 'leaf', CASE WHEN ?1 != 'leaf_inplace' THEN NULL ELSE json_object("
+        "   'tensor', CASE WHEN ?17 = 0 THEN NULL ELSE ?17 END,"
         "   'dtype', (SELECT s.text FROM tensors t JOIN strings s ON s.id = t.dtype"
         "   WHERE t.id = ?17), 'shape', json((SELECT shape FROM tensors WHERE id = ?17)),"
-        "   'names', json(coalesce(?9, '[]'))) END,"
+        "   'names', CASE WHEN json_array_length(coalesce(?9, '[]')) = 0 AND ?19 IS NOT"
+        "   NULL THEN json_array(?19) ELSE json(coalesce(?9, '[]')) END) END,"
         " 'location', json(?18))",
-        "ssisisiisiissiisis", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
+        "ssisisiisiissiisiss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
         f->backward, bw_loc, f->node, node_loc, f->saved_seq, f->tensor, saved_names,
         f->saved_version, f->version_at_backward, muts, f->suggestion,
         (int64_t)f->matches_error, f->other_backward, other_loc,
-        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where);
+        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name);
 out:
     free(bw_stack);
     free(bw_loc);
@@ -318,12 +320,12 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
 
     fprintf(o, "%s[%zu] %s%s", st->bold, index, st->reset, st->red);
     if (!strcmp(kind, "inplace_invalidated_saved"))
-        fprintf(o, "%s modified in place after %s saved it (version %s -> %s)", nm, node,
-                sv, va);
+        fprintf(o, "%s modified in place after %s saved it as %s (version %s -> %s)", nm,
+                node, slot, sv, va);
     else if (!strcmp(kind, "silent_storage_write"))
         fprintf(o, "%s overwritten through an alias autograd cannot see, after %s saved "
-                   "it: gradients are silently wrong",
-                nm, node);
+                   "it as %s: gradients are silently wrong",
+                nm, node, slot);
     else if (!strcmp(kind, "backward_twice"))
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
@@ -338,8 +340,9 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
 
     if (strcmp(kind, "leaf_inplace") != 0) {
         print_loc(o, db, st, cwd, "saved at", nloc);
-        fprintf(o, "    %11s %s saved %s%s%s%s = %s (%s %s) at version %s\n", "", node,
-                st->bold, slot[0] ? slot : "?", st->reset, "", nm, dtype, shape, sv);
+        fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s) at version %s\n", "", node,
+                st->bold, slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names,
+                dtype, shape, sv);
     } else {
         print_loc(o, db, st, cwd, "raised at", loc);
     }
@@ -381,7 +384,10 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
         else
             fprintf(o, "    %11s backward #%s\n", "", bi);
     }
-    if (!strcmp(match, "1"))
+    if (strcmp(ftf, "1") != 0 && match[0])
+        fprintf(o, "    %-11s %snot the one PyTorch raised: it stops at the first stale "
+                   "tensor%s\n", "error", st->dim, st->reset);
+    else if (!strcmp(match, "1"))
         fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
                 st->reset);
     else if (!strcmp(match, "0"))

@@ -33,7 +33,7 @@ static const char sql_calls[] = "SELECT id, seq FROM backward_calls ORDER BY id"
 /* The saved tensors of the nodes in JSON array ?1. */
 static const char sql_saved[] =
     "SELECT st.node, st.seq, coalesce(st.tensor, 0), st.version, t.version_counter, "
-    "t.storage FROM json_each(?1) j JOIN saved_tensors st ON st.node = j.value "
+    "t.storage, st.is_output FROM json_each(?1) j JOIN saved_tensors st ON st.node = j.value "
     "LEFT JOIN tensors t ON t.id = st.tensor";
 /* Writes (mutated op arguments) within (?2, ?3) through any tensor on the
  * storages in JSON array ?1, by storage then op. */
@@ -92,6 +92,7 @@ static void finding_release(gt_finding *f)
 {
     free(f->mutations);
     free(f->suggestion);
+    free(f->name);
 }
 
 void gt_findings_free(gt_findings *f)
@@ -223,6 +224,8 @@ typedef struct errinfo {
     char dtype[32];
     char shape[128];
     int64_t version, expected;
+    char grad_fn[128]; /* ", which is output N of NAME,": NAME ("" if absent) */
+    int64_t output_nr;
 } errinfo;
 
 static void parse_error(const char *msg, errinfo *e)
@@ -259,6 +262,18 @@ static void parse_error(const char *msg, errinfo *e)
         if (*p != ' ' && n + 1 < sizeof e->shape)
             e->shape[n++] = *p;
     e->shape[n] = 0;
+    e->grad_fn[0] = 0;
+    if ((q = strstr(p, "which is output ")) != NULL) {
+        char *end;
+        e->output_nr = strtoll(q + 16, &end, 10);
+        if (!strncmp(end, " of ", 4)) {
+            size_t k = strcspn(end + 4, ",");
+            if (k >= sizeof e->grad_fn)
+                k = sizeof e->grad_fn - 1;
+            memcpy(e->grad_fn, end + 4, k);
+            e->grad_fn[k] = 0;
+        }
+    }
     if (!(p = strstr(p, "is at version ")))
         return;
     e->version = strtoll(p + 14, NULL, 10);
@@ -395,29 +410,59 @@ static int set_suggestion(dctx *c, gt_finding *f, const char *fmt, ...)
     return f->suggestion ? 0 : nomem(c);
 }
 
+/* 1 if the tensor has (or had) a grad_fn or is a parameter: an output of
+ * a node, a view of one, a tensor an AccumulateGrad node accumulates into,
+ * or one recorded as requiring grad. Such tensors are not the "constant
+ * updated in place" of the seed story. */
+static int has_autograd(dctx *c, int64_t tensor)
+{
+    sqlite3_stmt *st = NULL;
+    int yes = 0;
+    for (int depth = 0; tensor && depth < 16 && !yes; depth++) {
+        tinfo t;
+        if (load_tensor(c, tensor, &t) != 0 || !t.found)
+            break;
+        if (t.requires_grad)
+            return 1;
+        if (sqlite3_prepare_v2(c->db,
+                               "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = ?1) "
+                               "OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, tensor);
+            if (sqlite3_step(st) == SQLITE_ROW)
+                yes = sqlite3_column_int(st, 0);
+        }
+        sqlite3_finalize(st);
+        tensor = t.alias_of;
+    }
+    return yes;
+}
+
 static int suggest_inplace(dctx *c, gt_finding *f)
 {
-    char name[128], where[512], code[512];
-    tinfo saved;
-    int rc = load_tensor(c, f->tensor, &saved);
-    if (rc)
-        return rc;
+    char name[128], mname[128], where[512], code[512];
+    int rc = 0;
     first_name(c, f->tensor, name, sizeof name);
+    mname[0] = 0;
+    if (f->n_mutations)
+        first_name(c, f->mutations[0].tensor, mname, sizeof mname);
     const char *nm = name[0] ? name : "the tensor";
+    const char *mn = mname[0] ? mname : nm;
 
     /* In-place activations first, then optimizer-like parameter updates. */
     for (size_t i = 0; i < f->n_mutations; i++) {
         opinfo o;
         load_op(c, f->mutations[i].seq, &o);
+        stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
         if (is_activation_inplace(o.name)) {
             char act[64];
             out_of_place(o.name, act, sizeof act);
             return set_suggestion(c, f,
-                                  "use inplace=False: %s changes %s in place (%s), but the "
-                                  "backward needs its old value; build the layer with "
+                                  "use inplace=False: the in-place %s%s%s overwrote %s, "
+                                  "which the backward needs; build the layer with "
                                   "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
                                   "out-of-place torch.%s",
-                                  o.name, nm, o.name, act);
+                                  o.name, where[0] ? " at " : "", where, nm, act);
         }
     }
     for (size_t i = 0; i < f->n_mutations; i++) {
@@ -431,10 +476,13 @@ static int suggest_inplace(dctx *c, gt_finding *f)
                                   "move optimizer.step() after the last backward() that uses "
                                   "this graph, or recompute the forward after the step: the "
                                   "step%s%s updated %s in place after the forward saved it",
-                                  where[0] ? " at " : "", where, nm);
+                                  where[0] ? " at " : "", where,
+                                  name[0] ? name : "a parameter");
         }
     }
-    if (!saved.requires_grad && saved.is_leaf && name[0])
+    /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
+     * op saved, then updated in place. */
+    if (name[0] && !has_autograd(c, f->tensor))
         return set_suggestion(c, f,
                               "update a copy: %s = %s.clone().detach() before changing it, "
                               "or move the update after backward()",
@@ -450,16 +498,17 @@ static int suggest_inplace(dctx *c, gt_finding *f)
                                   "modify a copy: %s = %s.clone() before the assignment "
                                   "(%s), or build the new value out of place (e.g. "
                                   "torch.where)",
-                                  nm, nm, o.name);
+                                  mn, mn, o.name);
         return set_suggestion(c, f,
                               "replace the in-place %s with an out-of-place version "
                               "(%s = %s.%s(...)), or clone() %s before modifying it",
-                              o.name, nm, nm, meth, nm);
+                              o.name, mn, mn, meth, mn);
     }
-    return set_suggestion(c, f,
-                          "replace the in-place change of %s with an out-of-place version "
-                          "(x = x.op(...)), or clone() it before modifying it",
-                          nm);
+    return rc ? rc
+              : set_suggestion(c, f,
+                               "replace the in-place change of %s with an out-of-place "
+                               "version (x = x.op(...)), or clone() it before modifying it",
+                               nm);
 }
 
 static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
@@ -496,6 +545,8 @@ static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
     }
     case GT_FINDING_LEAF_INPLACE:
         first_name(c, f->tensor, name, sizeof name);
+        if (!name[0] && f->name)
+            snprintf(name, sizeof name, "%s", f->name);
         return set_suggestion(c, f,
                               "wrap the update in `with torch.no_grad():` (as optimizers do), "
                               "or change a copy instead: %s = %s.clone()",
@@ -510,7 +561,7 @@ static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
 typedef struct srec {
     long order;            /* index of its node in the replay order */
     int64_t seq, tensor, version, vc, storage;
-    int has_vc, has_storage;
+    int has_vc, has_storage, is_output;
 } srec;
 
 /* A write through a tensor on one of the saved tensors' storages. */
@@ -613,6 +664,7 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
         x->vc = sqlite3_column_int64(st, 4);
         x->has_storage = sqlite3_column_type(st, 5) != SQLITE_NULL;
         x->storage = sqlite3_column_int64(st, 5);
+        x->is_output = sqlite3_column_int(st, 6);
         if (x->seq < lo)
             lo = x->seq;
     }
@@ -685,6 +737,39 @@ out:
     return rc;
 }
 
+/* When PyTorch's message names the tensor's grad_fn (", which is output N
+ * of NAME,"; PyTorch drops the "Backward0" suffix), 1 if it is the one the
+ * engine sees at unpack, else 0; 1 as well when the trace cannot tell.
+ * The engine reports, for a saved output, the node that saved it; for a
+ * view whose base was changed in place, a regenerated view node (not in
+ * the trace); otherwise the tensor's current grad_fn: its latest node
+ * before `before` (an in-place op gives it a new one). */
+static int grad_fn_matches(dctx *c, const srec *x, int64_t node, int64_t before,
+                           int mutated, const tinfo *ti, const errinfo *e)
+{
+    sqlite3_stmt *st = NULL;
+    int ok = 1;
+    if (!e->grad_fn[0] || (!x->is_output && ti->alias_of && mutated))
+        return 1;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT s.text, no.output_nr FROM node_outputs no "
+                           "JOIN nodes n ON n.id = no.node JOIN strings s ON s.id = n.name "
+                           "WHERE no.tensor = ?1 AND n.seq < ?2 AND (?3 = 0 OR n.id = ?3) "
+                           "ORDER BY n.seq DESC LIMIT 1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, x->tensor);
+        sqlite3_bind_int64(st, 2, before);
+        sqlite3_bind_int64(st, 3, x->is_output ? node : 0);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(st, 0);
+            ok = name && !strncmp(name, e->grad_fn, strlen(e->grad_fn)) &&
+                 sqlite3_column_int64(st, 1) == e->output_nr;
+        }
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
 /* Check saved tensor `x` of node `nd`, at event P, for a stale version and
  * for silent writes. */
 static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
@@ -718,7 +803,8 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
         loaded = 1;
         if (e->seq && e->has_versions)
             f->matches_error = !strcmp(ti.dtype, e->dtype) && !strcmp(ti.shape, e->shape) &&
-                               e->version == now && e->expected == x->version;
+                               e->version == now && e->expected == x->version &&
+                               grad_fn_matches(c, x, nd->id, P, nb > 0, &ti, e);
         else if (e->seq)
             f->matches_error = 0;
     } else {
@@ -1011,6 +1097,91 @@ static int find_leaf(dctx *c, int64_t err_seq, int64_t frame, const char *code,
     return rc;
 }
 
+/* The variable a line of code changes in place: "w -= ...", "w[0] = ...",
+ * "w.add_(...)", "self.w *= ..." give "w" / "self.w". Writes it to buf
+ * ("" if the line is not of that form). */
+static void target_of(const char *code, char *buf, size_t len)
+{
+    const char *p = code, *start, *end, *last_dot = NULL;
+    int ok = 0;
+    buf[0] = 0;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    start = p;
+    if (!isalpha((unsigned char)*p) && *p != '_')
+        return;
+    while (isalnum((unsigned char)*p) || *p == '_' || *p == '.') {
+        if (*p == '.')
+            last_dot = p;
+        p++;
+    }
+    end = p;
+    if (*p == '(' && last_dot && p[-1] == '_') {
+        end = last_dot; /* w.add_(...) */
+        ok = 1;
+    } else {
+        int subscript = *p == '[';
+        for (int depth = 0; subscript && *p; p++) { /* w[...] */
+            if (*p == '[')
+                depth++;
+            else if (*p == ']' && --depth == 0) {
+                p++;
+                break;
+            }
+        }
+        while (*p == ' ')
+            p++;
+        if (strchr("+-*/%&|^@<>", *p) && *p) {
+            const char *q = p + 1;
+            if (*q == *p && (*p == '*' || *p == '/' || *p == '<' || *p == '>'))
+                q++; /* **= //= <<= >>= */
+            ok = *q == '=' && q[1] != '=';
+        } else if (subscript && *p == '=' && p[1] != '=') {
+            ok = 1; /* w[...] = ... */
+        }
+    }
+    size_t n = (size_t)(end - start);
+    if (!ok || n == 0 || n >= len)
+        return;
+    memcpy(buf, start, n);
+    buf[n] = 0;
+}
+
+/* The tensor last assigned to `name` before event `before`: the output of
+ * the latest op whose user line reads "name = ...". 0 if none. */
+static int64_t assigned_tensor(dctx *c, const char *name, int64_t before)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t t = 0;
+    size_t n = strlen(name);
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
+                           "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
+                           "FROM ops o JOIN stacks s ON s.id = o.stack "
+                           "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
+                           "JOIN strings c ON c.id = f.code "
+                           "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, before);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *code = (const char *)sqlite3_column_text(st, 1);
+        while (code && (*code == ' ' || *code == '\t'))
+            code++;
+        if (!code || strncmp(code, name, n) != 0 || sqlite3_column_type(st, 2) == SQLITE_NULL)
+            continue;
+        const char *p = code + n;
+        while (*p == ' ')
+            p++;
+        if (*p == '=' && p[1] != '=') {
+            t = sqlite3_column_int64(st, 2);
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    return t;
+}
+
 static int diagnose_leaf_errors(dctx *c)
 {
     sqlite3_stmt *st = NULL;
@@ -1024,8 +1195,16 @@ static int diagnose_leaf_errors(dctx *c)
         stack_loc(c, stack, where, sizeof where, code, sizeof code, &frame);
         if ((rc = find_leaf(c, seq, frame, code, &leaf, &op)) != 0)
             break;
+        char target[128];
+        target_of(code, target, sizeof target);
+        if (!leaf && target[0])
+            leaf = assigned_tensor(c, target, seq);
         gt_finding *f = add_finding(c, GT_FINDING_LEAF_INPLACE, sqlite3_column_int64(st, 3));
         if (!f) {
+            rc = nomem(c);
+            break;
+        }
+        if (target[0] && !(f->name = strdup(target))) {
             rc = nomem(c);
             break;
         }

@@ -55,6 +55,9 @@ typedef struct gt_finding {
                             * (leaf_inplace: where the op raised), else 0 */
     int64_t op;            /* leaf_inplace: ops.seq of the in-place op if it was
                             * recorded, else 0 */
+    char *name;            /* leaf_inplace: the variable the raising line
+                            * changes, parsed from its code, NULL if none;
+                            * owned by the finding */
 } gt_finding;
 
 typedef struct gt_findings {

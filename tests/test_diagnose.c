@@ -308,7 +308,7 @@ static void test_seed_finding(void **state)
     assert_int_equal(run_cmd(&out, b.path, NULL), 1);
     printf("%s", out);
     assert_non_null(strstr(out, "class_weights modified in place after NllLossBackward0 "
-                                "saved it (version 0 -> 6)"));
+                                "saved it as weight (version 0 -> 6)"));
     assert_non_null(strstr(out, "/src/train.py:37"));
     assert_non_null(strstr(out, "/src/train.py:43"));
     assert_non_null(strstr(out, "class_weights[i] *= 1.0 + share"));
