@@ -798,6 +798,49 @@ static void test_no_backward(void **state)
     gt_trace_close(tr);
 }
 
+/* What a damaged or hostile trace may hold: a cycle, an edge to a node
+ * that was never recorded, a saved tensor that was not matched. */
+static void test_odd_graphs(void **state)
+{
+    (void)state;
+    tb t;
+    tb_open(&t, "odd.db");
+    tb_node(&t, 1, "A", 0, 0);
+    tb_node(&t, 2, "B", 0, 0);
+    tb_node(&t, 3, "C", 0, 0);
+    tb_edge(&t, 1, 0, 2);
+    tb_edge(&t, 2, 0, 3);
+    tb_edge(&t, 3, 0, 1);
+    tb_edge(&t, 2, 1, 99);
+    tb_edge(&t, 2, 2, 0); /* an empty edge */
+    tb_edge(&t, 3, 1, 3); /* itself */
+    int64_t saved = tb_saved(&t, 2, "self", 0, 4);
+    tb_backward(&t, 0, 1, 1);
+    tb_close(&t);
+
+    gt_graph *g = build(t.path, NULL);
+    assert_int_equal(gt_graph_nodes_total(g), 4);
+    Agraph_t *d = reparse(g);
+    assert_true(has_edge(d, "n2", "n1"));
+    assert_true(has_edge(d, "n3", "n2"));
+    assert_true(has_edge(d, "n1", "n3"));
+    assert_true(has_edge(d, "n3", "n3"));
+    assert_true(has_edge(d, "n99", "n2"));
+    assert_string_equal(label_of(d, "n99"), "(node 99 not recorded)");
+    assert_string_equal(label_of(d, "n1"), "A\n(backward root)");
+    char sname[32];
+    set_name(sname, sizeof sname, "s", saved);
+    assert_string_equal(label_of(d, sname), "self (saved)\nsaved at version 4");
+    agclose(d);
+    /* And it lays out. */
+    char *svg = NULL, err[512] = "";
+    size_t len = 0;
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err), 0);
+    assert_non_null(strstr(svg, "(node 99 not recorded)"));
+    free(svg);
+    gt_graph_free(g);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -830,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_render_files),
         cmocka_unit_test(test_layout_limit),
         cmocka_unit_test(test_no_backward),
+        cmocka_unit_test(test_odd_graphs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
