@@ -529,7 +529,7 @@ struct gt_counters {
 
 char *gt__json_ints(const int64_t *v, size_t n)
 {
-    char *s = malloc(2 + n * 21), *p = s;
+    char *s = malloc(3 + n * 21), *p = s; /* "[", n * "-digits,", "]", NUL */
     if (!s)
         return NULL;
     *p++ = '[';
