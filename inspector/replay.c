@@ -14,6 +14,7 @@ struct gt_replayer {
     sqlite3_stmt *graph;
     sqlite3_stmt *execs;
     sqlite3_stmt *counters;
+    sqlite3_stmt *inputs;
 };
 
 /* ---- hash map ---------------------------------------------------------- */
@@ -90,8 +91,17 @@ void gt__imap_clear(gt_imap *m)
 /* ---- replayer ---------------------------------------------------------- */
 
 static const char sql_call[] =
-    "SELECT seq, end_seq, stack, retain_graph, create_graph, status "
-    "FROM backward_calls WHERE id = ?1";
+    "SELECT b.seq, b.end_seq, b.stack, b.retain_graph, b.create_graph, b.status, "
+    "s.text = 'torch.autograd.grad', "
+    "EXISTS (SELECT 1 FROM backward_inputs i WHERE i.backward = b.id) "
+    "FROM backward_calls b LEFT JOIN strings s ON s.id = b.api WHERE b.id = ?1";
+/* The graph nodes in JSON array ?1 whose output is an input (inputs=) of
+ * call ?2: the grad_fn of a non-leaf input. */
+static const char sql_inputs[] =
+    "SELECT no.node FROM json_each(?1) j JOIN node_outputs no ON no.node = j.value "
+    "WHERE no.tensor IN (SELECT tensor FROM backward_inputs WHERE backward = ?2) "
+    "UNION SELECT n.id FROM json_each(?1) j JOIN nodes n ON n.id = j.value "
+    "WHERE n.variable IN (SELECT tensor FROM backward_inputs WHERE backward = ?2)";
 static const char sql_roots[] =
     "SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL "
     "ORDER BY pos";
@@ -142,7 +152,8 @@ int gt__replayer_new(sqlite3 *db, gt_replayer **out, char *err, size_t errlen)
         (rc = prepare(db, sql_roots, &rp->roots, err, errlen)) ||
         (rc = prepare(db, sql_graph, &rp->graph, err, errlen)) ||
         (rc = prepare(db, sql_execs, &rp->execs, err, errlen)) ||
-        (rc = prepare(db, sql_counters, &rp->counters, err, errlen))) {
+        (rc = prepare(db, sql_counters, &rp->counters, err, errlen)) ||
+        (rc = prepare(db, sql_inputs, &rp->inputs, err, errlen))) {
         gt__replayer_free(rp);
         return rc;
     }
@@ -159,6 +170,7 @@ void gt__replayer_free(gt_replayer *rp)
     sqlite3_finalize(rp->graph);
     sqlite3_finalize(rp->execs);
     sqlite3_finalize(rp->counters);
+    sqlite3_finalize(rp->inputs);
     free(rp);
 }
 
@@ -190,6 +202,7 @@ typedef struct graph {
     size_t *edge_start;     /* per node: first edge in `edges` (CSR) */
     size_t *edges;          /* target positions in nodes */
     long *deps;
+    char *needed;           /* with inputs=: 1 for the nodes the engine runs */
 } graph;
 
 static void graph_release(graph *g)
@@ -201,6 +214,7 @@ static void graph_release(graph *g)
     free(g->edge_start);
     free(g->edges);
     free(g->deps);
+    free(g->needed);
 }
 
 static int sql_fail(gt_replayer *rp, char *err, size_t errlen)
@@ -329,6 +343,94 @@ nomem:
     return GT_ENOMEM;
 }
 
+/* With inputs= the engine runs only the nodes through which a gradient
+ * reaches an input (exec_info): those with a path to an input's node. That
+ * node itself runs for Tensor.backward/torch.autograd.backward (it
+ * accumulates) but not for torch.autograd.grad (it only captures). The
+ * other nodes are skipped, so their saved tensors are never checked. */
+static int mark_needed(gt_replayer *rp, graph *g, const gt_replay *r, char *err,
+                       size_t errlen)
+{
+    int rc = 0, s;
+    int64_t *ids = malloc((g->n ? g->n : 1) * sizeof *ids);
+    char *target = calloc(g->n ? g->n : 1, 1), *list = NULL;
+    size_t *stack = malloc((g->n ? g->n : 1) * sizeof *stack);
+    g->needed = calloc(g->n ? g->n : 1, 1);
+    if (!ids || !target || !stack || !g->needed)
+        goto nomem;
+    for (size_t i = 0; i < g->n; i++)
+        ids[i] = g->nodes[i].id;
+    if (!(list = gt__json_ints(ids, g->n)))
+        goto nomem;
+    sqlite3_stmt *st = rp->inputs;
+    sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, r->backward);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t pos;
+        if (gt__imap_get(&g->index, sqlite3_column_int64(st, 0), &pos))
+            target[pos] = 1;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (s != SQLITE_DONE) {
+        rc = sql_fail(rp, err, errlen);
+        goto out;
+    }
+    /* needed(v) = v reaches a target through at least one edge, or v is a
+     * target the call accumulates into: iterate to a fixed point with a
+     * depth-first search per node (memo in `state`: 0 new, 1 open, 2 done). */
+    char *state = calloc(g->n ? g->n : 1, 1);
+    size_t *iter = malloc((g->n ? g->n : 1) * sizeof *iter);
+    if (!state || !iter) {
+        free(state);
+        free(iter);
+        goto nomem;
+    }
+    for (size_t root = 0; root < g->n; root++) {
+        if (state[root])
+            continue;
+        size_t sp = 0;
+        stack[sp++] = root;
+        state[root] = 1;
+        iter[root] = g->edge_start[root];
+        while (sp) {
+            size_t v = stack[sp - 1];
+            if (iter[v] < g->edge_start[v + 1]) {
+                size_t to = g->edges[iter[v]++];
+                if (state[to] == 0) {
+                    state[to] = 1;
+                    iter[to] = g->edge_start[to];
+                    stack[sp++] = to;
+                } else if (state[to] == 2 && (g->needed[to] || target[to])) {
+                    g->needed[v] = 1;
+                }
+                continue;
+            }
+            /* v is finished: its children are done (cycles aside). */
+            for (size_t e = g->edge_start[v]; e < g->edge_start[v + 1]; e++)
+                if (g->needed[g->edges[e]] || target[g->edges[e]])
+                    g->needed[v] = 1;
+            state[v] = 2;
+            sp--;
+        }
+    }
+    for (size_t i = 0; i < g->n; i++)
+        if (target[i] && !r->grad_api)
+            g->needed[i] = 1;
+    free(state);
+    free(iter);
+    goto out;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    rc = GT_ENOMEM;
+out:
+    free(ids);
+    free(target);
+    free(stack);
+    free(list);
+    return rc;
+}
+
 /* ---- ready queue: a binary max-heap of node positions ------------------ */
 
 /* 1 if node a runs before node b. */
@@ -411,6 +513,8 @@ static int load_call(gt_replayer *rp, gt_replay *r, char *err, size_t errlen)
                     : !strcmp(status, "ok")    ? GT_BACKWARD_OK
                     : !strcmp(status, "error") ? GT_BACKWARD_ERROR
                                                : GT_BACKWARD_RUNNING;
+        r->grad_api = sqlite3_column_int(st, 6);
+        r->has_inputs = sqlite3_column_int(st, 7);
     } else if (s == SQLITE_DONE) {
         snprintf(err, errlen, "no backward call %lld in the trace", (long long)r->backward);
         rc = GT_EINVAL;
@@ -461,6 +565,8 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
         goto out;
     if ((rc = load_execs(rp, &g, r, err, errlen)) != 0)
         goto out;
+    if (r->has_inputs && (rc = mark_needed(rp, &g, r, err, errlen)) != 0)
+        goto out;
 
     /* Dependencies per edge, the virtual root's edges included. */
     if (g.n) {
@@ -485,7 +591,8 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
     }
     while (hlen) {
         size_t v = heap_pop(heap, &hlen, g.nodes);
-        r->order[r->n++] = g.nodes[v];
+        if (!r->has_inputs || g.needed[v])
+            r->order[r->n++] = g.nodes[v];
         for (size_t e = g.edge_start[v]; e < g.edge_start[v + 1]; e++) {
             size_t to = g.edges[e];
             if (--g.deps[to] == 0) {

@@ -10,6 +10,9 @@
  *     like PyTorch's GraphRoot: one virtual node with an edge to each root.
  *   - Dependencies are counted per edge, as the engine does: a node becomes
  *     ready when every edge into it from the graph has been executed.
+ *   - With inputs= (backward_inputs), only the nodes the engine runs are in
+ *     the order: those with a path to an input's node (and that node unless
+ *     the call is torch.autograd.grad).
  *   - Among ready nodes the one with the higher sequence_nr runs first;
  *     AccumulateGrad nodes (sequence_nr UINT64_MAX in the engine, which
  *     does not fit the column: stored as NULL, or recognised by `variable`)
@@ -58,6 +61,10 @@ typedef struct gt_replay {
     int create_graph;
     int status;           /* enum gt_backward_status */
     int has_execs;        /* 1 if node_execs rows exist for this call */
+    int has_inputs;       /* 1 if the call has inputs= (backward_inputs): only
+                           * the nodes leading to them are in `order` */
+    int grad_api;         /* 1 for torch.autograd.grad (captures, does not
+                           * run the inputs' own nodes) */
     size_t n;             /* nodes in engine order */
     gt_replay_node *order;
 } gt_replay;

@@ -213,6 +213,67 @@ static void test_order_multiple_roots(void **state)
     tb_cleanup(&b, t, rp);
 }
 
+/* inputs=: R -> A -> Acc(x), R -> B -> Acc(y), A -> C (non-leaf input c).
+ * torch.autograd.grad(out, inputs=[x]) runs R and A only (x's AccumulateGrad
+ * just captures); Tensor.backward(inputs=[x]) runs it too; inputs=[c]
+ * (C's output) runs R and A, not C. B, not on a path to an input, never
+ * runs. */
+static void test_order_inputs(void **state)
+{
+    (void)state;
+    tb b;
+    gt_trace *t;
+    gt_replayer *rp;
+    gt_replay *r;
+    char err[256];
+    tb_open(&b, "inputs");
+    tb_tensor(&b, 100, 0, 3, 0, 0, 0);
+    tb_tensor(&b, 101, 0, 3, 0, 0, 0);
+    tb_tensor(&b, 102, 0, 3, 0, 0, 0);
+    tb_node(&b, 40, "torch::autograd::AccumulateGrad", 0, -1, 100);
+    tb_node(&b, 41, "torch::autograd::AccumulateGrad", 0, -1, 101);
+    tb_node(&b, 2, "MulBackward0", tb_op(&b, "aten::mul", 2), 2, 0);
+    assert_int_equal(gt_node_output(b.r, 2, 0, 102), 0);
+    tb_node(&b, 4, "ExpBackward0", tb_op(&b, "aten::exp", 3), 4, 0);
+    tb_node(&b, 5, "SinBackward0", tb_op(&b, "aten::sin", 4), 5, 0);
+    tb_node(&b, 9, "AddBackward0", tb_op(&b, "aten::add", 5), 9, 0);
+    tb_edges(&b, 9, 2, (gt_id)4, (gt_id)5);
+    tb_edges(&b, 4, 2, (gt_id)40, (gt_id)2);
+    tb_edges(&b, 5, 1, (gt_id)41);
+    gt_id root = 9;
+    gt_backward_info gi = {.api = tb_str(&b, "torch.autograd.grad"), .thread = b.thread};
+    gt_id g1, g2, g3;
+    assert_int_equal(gt_backward_begin(b.r, &gi, &g1), 0);
+    assert_int_equal(gt_backward_root(b.r, g1, 0, 0, root), 0);
+    assert_int_equal(gt_backward_input(b.r, g1, 0, 100), 0);
+    assert_int_equal(gt_backward_end(b.r, g1, 1), 0);
+    g2 = tb_backward(&b, 1, &root, 1);
+    assert_int_equal(gt_backward_input(b.r, g2, 0, 100), 0);
+    assert_int_equal(gt_backward_end(b.r, g2, 1), 0);
+    assert_int_equal(gt_backward_begin(b.r, &gi, &g3), 0);
+    assert_int_equal(gt_backward_root(b.r, g3, 0, 0, root), 0);
+    assert_int_equal(gt_backward_input(b.r, g3, 0, 102), 0);
+    assert_int_equal(gt_backward_end(b.r, g3, 1), 0);
+    tb_finish(&b, &t, &rp);
+
+    assert_int_equal(gt__replay_backward(rp, g1, &r, err, sizeof err), 0);
+    assert_int_equal(r->has_inputs, 1);
+    assert_int_equal(r->grad_api, 1);
+    const int64_t want1[] = {9, 4};
+    assert_order(r, 2, want1);
+    gt__replay_free(r);
+    assert_int_equal(gt__replay_backward(rp, g2, &r, err, sizeof err), 0);
+    assert_int_equal(r->grad_api, 0);
+    const int64_t want2[] = {9, 4, 40};
+    assert_order(r, 3, want2);
+    gt__replay_free(r);
+    assert_int_equal(gt__replay_backward(rp, g3, &r, err, sizeof err), 0);
+    const int64_t want3[] = {9, 4};
+    assert_order(r, 2, want3);
+    gt__replay_free(r);
+    tb_cleanup(&b, t, rp);
+}
+
 /* ---- version arithmetic ------------------------------------------------ */
 
 /* t (counter t) with a view v sharing it and an unrelated u: saved at
@@ -332,6 +393,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_priority_and_dependencies),
         cmocka_unit_test(test_order_multiple_roots),
+        cmocka_unit_test(test_order_inputs),
         cmocka_unit_test(test_counter_bumps_between_save_and_backward),
         cmocka_unit_test(test_imap),
     };
