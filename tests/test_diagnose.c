@@ -579,6 +579,39 @@ static void test_two_invalidated(void **state)
     unlink(b.path);
 }
 
+/* ---- a damaged trace: every read failure is an error, not a crash ----- */
+
+static void test_damaged_trace(void **state)
+{
+    (void)state;
+    static const char *drops[] = {"edges", "saved_tensors", "version_bumps", "node_outputs"};
+    for (size_t i = 0; i < sizeof drops / sizeof drops[0]; i++) {
+        tb b;
+        char name[64], sql[128], err[256];
+        snprintf(name, sizeof name, "damaged_%s", drops[i]);
+        build_seed(&b, name, 1, 1);
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(b.path, &db), SQLITE_OK);
+        snprintf(sql, sizeof sql, "DROP TABLE %s", drops[i]);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        gt_trace *t;
+        gt_findings *f = NULL;
+        assert_int_equal(gt_trace_open(b.path, &t, err, sizeof err), 0);
+        int rc = gt_diagnose(t, NULL, &f, err, sizeof err);
+        printf("  without %s: %d %s\n", drops[i], rc, err);
+        assert_int_equal(rc, GT_ECORRUPT);
+        assert_null(f);
+        assert_non_null(strstr(err, "cannot read trace: no such table"));
+        char *out;
+        assert_int_equal(run_cmd(&out, b.path, NULL), 2);
+        assert_string_equal(out, "");
+        free(out);
+        gt_trace_close(t);
+        unlink(b.path);
+    }
+}
+
 /* ---- bad input --------------------------------------------------------- */
 
 static void test_bad_input(void **state)
@@ -619,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_backward_twice),
         cmocka_unit_test(test_leaf_inplace),
         cmocka_unit_test(test_two_invalidated),
+        cmocka_unit_test(test_damaged_trace),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
