@@ -9,7 +9,6 @@
  * VACUUM INTO). Queries come from argv or, without one, from stdin, where
  * they are split into statements with sqlite3_prepare's tail.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -155,9 +154,10 @@ static int guard_connection(sqlite3 *db, guard *g)
     return sqlite3_set_authorizer(db, authorize, g);
 }
 
-/* Bind every parameter of `st` from the -p list: the integer, then the real
- * number, that the whole value spells, else the text. Returns 0, or -1 with
- * the name of a parameter that has no value in *missing. */
+/* Bind every parameter of `st` from the -p list: the integer, then the
+ * decimal real number, that the whole value spells, else the text (so
+ * "nan", "inf" or "0x10" stay text). Returns 0, or -1 with the name of a
+ * parameter that has no value in *missing. */
 static int bind_params(sqlite3_stmt *st, const param *ps, size_t n, const char **missing)
 {
     int count = sqlite3_bind_parameter_count(st);
@@ -182,7 +182,7 @@ static int bind_params(sqlite3_stmt *st, const param *ps, size_t n, const char *
             continue;
         }
         double dv = strtod(p->value, &end);
-        if (*p->value && !*end && !isspace((unsigned char)*p->value)) {
+        if (*p->value && !*end && strspn(p->value, "0123456789.eE+-") == strlen(p->value)) {
             sqlite3_bind_double(st, k, dv);
             continue;
         }

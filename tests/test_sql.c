@@ -671,10 +671,11 @@ static void test_sql_stdin_and_params(void **state)
     assert_string_equal(c.out, "1\n");
     captured_free(&c);
 
-    /* a real number */
-    sql_run(&c, NULL, "--no-header", "-p", "x=2.5", f->path, "SELECT :x * 2", NULL);
+    /* a real number; words that strtod would take stay text */
+    sql_run(&c, NULL, "--no-header", "-p", "x=2.5", "-p", "n=nan", "-p", "h=0x10", "-p",
+            "e=", f->path, "SELECT :x * 2, typeof(:n), :h, typeof(:e)", NULL);
     assert_int_equal(c.status, 0);
-    assert_string_equal(c.out, "5.0\n");
+    assert_string_equal(c.out, "5.0\ttext\t0x10\ttext\n");
     captured_free(&c);
 
     /* a parameter without a value */

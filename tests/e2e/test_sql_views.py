@@ -75,9 +75,10 @@ def sh(*args, input=None, check=True):
 
 
 def record(path, script, *args):
-    """Record `script` into `path`; the script may raise (the seed does)."""
-    r = subprocess.run([GRADTRACE, "record", "-o", path, "--", script, *args],
-                       capture_output=True, text=True)
+    """Record `script` into `path` with this interpreter; the script may
+    raise (the seed does)."""
+    r = subprocess.run([GRADTRACE, "record", "--python", sys.executable, "-o", path, "--",
+                        script, *args], capture_output=True, text=True)
     if not os.path.exists(path):
         raise AssertionError(f"no trace written for {script}: {r.stderr}")
     return r
@@ -364,6 +365,36 @@ class Recorded(unittest.TestCase):
             r = sh("sqlite3", "-readonly", self.seed,
                    "SELECT count(*) FROM invalidations; SELECT count(*) FROM mutations;")
             self.assertEqual(r.stdout, "6\n10\n")
+
+    def test_table_on_a_terminal(self):
+        """On a TTY the default is an aligned table, long cells cut at 60."""
+        import pty
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(GRADTRACE, [GRADTRACE, "sql", self.seed,
+                                 "SELECT id, status, error FROM backward_log"])
+        out = b""
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        lines = out.decode().replace("\r\n", "\n").splitlines()
+        self.assertEqual(lines[0].split(), ["id", "status", "error"])
+        self.assertEqual(lines[1], "--  ------  " + "-" * 60)
+        self.assertEqual(lines[2], " 1  error   " + "one of the variables needed for "
+                         "gradient computation has ...")
+        self.assertEqual(len(lines), 3)
+        # piped: tab-separated, nothing cut
+        r = sh(GRADTRACE, "sql", self.seed, "SELECT id, status, error FROM backward_log")
+        self.assertTrue(r.stdout.startswith("id\tstatus\terror\n1\terror\tone of"))
+        self.assertIn("expected version 0 instead", r.stdout)
 
     def test_info(self):
         r = sh(GRADTRACE, "info", self.seed)
