@@ -90,7 +90,8 @@ static inline int64_t tb_op(tb *b, const char *name, gt_id stack, int phase)
 
 /* A tensor of `ndim` (0 or 1, 2) sizes d0, d1 on its storage. */
 static inline void tb_tensor(tb *b, gt_id id, gt_id storage, const char *dtype, int ndim,
-                      int64_t d0, int64_t d1, int64_t created_by, gt_id alias_of, gt_id vc)
+                             int64_t d0, int64_t d1, int64_t created_by, gt_id alias_of,
+                             gt_id vc)
 {
     int64_t shape[2] = {d0, d1}, strides[2] = {d1 ? d1 : 1, 1};
     gt_tensor_info t = {0};
@@ -108,7 +109,8 @@ static inline void tb_tensor(tb *b, gt_id id, gt_id storage, const char *dtype, 
     assert_int_equal(gt_tensor(b->r, &t), GT_OK);
 }
 
-static inline void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t sequence_nr)
+static inline void tb_node(tb *b, gt_id id, const char *name, int64_t op,
+                           int64_t sequence_nr)
 {
     gt_node_info n = {0};
     n.id = id;
@@ -119,12 +121,13 @@ static inline void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_
     assert_int_equal(gt_node(b->r, &n), GT_OK);
 }
 
-static inline int64_t tb_saved(tb *b, gt_id node, const char *slot, gt_id tensor, int64_t version,
-                        int is_output, int64_t nbytes)
+static inline int64_t tb_saved(tb *b, gt_id node, const char *slot, gt_id tensor,
+                               int64_t version, int is_output, int64_t nbytes)
 {
     int64_t seq;
-    assert_int_equal(gt_saved_tensor(b->r, node, tb_str(b, slot), tensor, version, is_output,
-                                     nbytes, &seq), GT_OK);
+    assert_int_equal(gt_saved_tensor(b->r, node, tb_str(b, slot), tensor, version,
+                                     is_output, nbytes, &seq),
+                     GT_OK);
     return seq;
 }
 
@@ -164,7 +167,8 @@ static inline void tb_run(tb *b, const char *argv_json)
 /* The seed story (see the top of this file). With `close` 0 the recorder is
  * flushed but left open and the run never ended: a partial trace (call
  * gt_recorder_close on *open_out later). */
-static inline void build_seed(const char *path, seed_ids *ids, int close, gt_recorder **open_out)
+static inline void build_seed(const char *path, seed_ids *ids, int close,
+                              gt_recorder **open_out)
 {
     tb b;
     int64_t seq;
@@ -274,8 +278,8 @@ static inline char *slurp_file(const char *path, size_t *len)
 
 /* Run cmd(argc, argv) with stdin from `input` (NULL: empty) and stdout and
  * stderr captured into c. */
-static inline void run_captured(int (*cmd)(int, char **), int argc, char **argv, const char *input,
-                         captured *c)
+static inline void run_captured(int (*cmd)(int, char **), int argc, char **argv,
+                                const char *input, captured *c)
 {
     char tin[] = "/tmp/gt_test_inXXXXXX", tout[] = "/tmp/gt_test_outXXXXXX",
          terr[] = "/tmp/gt_test_errXXXXXX";
