@@ -187,25 +187,36 @@ static int load_tensor(dctx *c, int64_t id, tinfo *t)
         int64_t off = sqlite3_column_int64(st, 0);
         int nd = parse_ints((const char *)sqlite3_column_text(st, 1), shape, 64);
         int ns = parse_ints((const char *)sqlite3_column_text(st, 2), strides, 64);
-        snprintf(t->dtype, sizeof t->dtype, "%s", (const char *)sqlite3_column_text(st, 3));
+        const char *dtype = (const char *)sqlite3_column_text(st, 3);
+        snprintf(t->dtype, sizeof t->dtype, "%s", dtype ? dtype : "?");
         int64_t es = dtype_size(t->dtype);
-        t->lo = t->hi = off * es;
+        /* A damaged or hostile trace may hold any numbers here: an extent
+         * that overflows is unknown, and an unknown extent overlaps nothing. */
+        int bad = __builtin_mul_overflow(off, es, &t->lo);
+        t->hi = t->lo;
         if (nd >= 0 && nd == ns) {
-            int64_t last = off, empty = 0;
+            int64_t last = off, empty = 0, span, stride, n1;
             size_t used = 0;
             for (int i = 0; i < nd; i++) {
+                stride = strides[i];
                 if (shape[i] == 0)
                     empty = 1;
-                else
-                    last += (shape[i] - 1) * (strides[i] < 0 ? -strides[i] : strides[i]);
+                else if ((stride < 0 && __builtin_sub_overflow(0, stride, &stride)) ||
+                         __builtin_sub_overflow(shape[i], 1, &n1) ||
+                         __builtin_mul_overflow(n1, stride, &span) ||
+                         __builtin_add_overflow(last, span, &last))
+                    bad = 1;
                 used += (size_t)snprintf(t->shape + used, sizeof t->shape - used, "%s%lld",
                                          i ? "," : "", (long long)shape[i]);
                 if (used >= sizeof t->shape)
                     used = sizeof t->shape - 1;
             }
-            if (!empty)
-                t->hi = (last + 1) * es;
+            if (!empty && (__builtin_add_overflow(last, 1, &last) ||
+                           __builtin_mul_overflow(last, es, &t->hi)))
+                bad = 1;
         }
+        if (bad)
+            t->lo = t->hi = 0;
         t->requires_grad = sqlite3_column_int(st, 4);
         t->is_leaf = sqlite3_column_int(st, 5);
         t->alias_of = sqlite3_column_int64(st, 6);
