@@ -1290,6 +1290,11 @@ const char *__lsan_default_suppressions(void)
            "leak:libfontconfig.so\n"
            "leak:libpango\n";
 }
+
+/* ... and without the table of suppressions used at exit, which would
+ * otherwise end every render's stderr. */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) { return "print_suppressions=0"; }
 #endif
 
 /* ---- formats ----------------------------------------------------------- */
