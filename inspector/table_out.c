@@ -294,8 +294,9 @@ out:
     return rc;
 }
 
-/* JSON text of one value, by SQLite's json_quote: bind, step, copy out. */
-static int json_of(sqlite3_stmt *q, sqlite3_value *v, const char *text, FILE *out)
+/* JSON text of one value, by SQLite's json_quote: bind `v` (or `text`),
+ * step, append the result to b. */
+static int json_of(sqlite3_stmt *q, sqlite3_value *v, const char *text, buf *b)
 {
     int rc;
     if (text)
@@ -307,12 +308,7 @@ static int json_of(sqlite3_stmt *q, sqlite3_value *v, const char *text, FILE *ou
     rc = sqlite3_step(q);
     if (rc == SQLITE_ROW) {
         const char *s = (const char *)sqlite3_column_text(q, 0);
-        if (s) {
-            fputs(s, out);
-            rc = SQLITE_OK;
-        } else {
-            rc = SQLITE_NOMEM;
-        }
+        rc = s ? buf_adds(b, s) : SQLITE_NOMEM;
     }
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
@@ -323,33 +319,44 @@ static int print_json(sqlite3_stmt *st, FILE *out, int64_t *rows)
 {
     sqlite3_stmt *q = NULL;
     int ncol = sqlite3_column_count(st);
+    buf *keys = calloc((size_t)ncol, sizeof *keys);
+    buf row = {0};
     int64_t n = 0;
-    int rc = sqlite3_prepare_v2(sqlite3_db_handle(st), "SELECT json_quote(?1)", -1, &q,
-                                NULL);
+    int rc = SQLITE_NOMEM;
+
+    if (!keys)
+        goto out;
+    rc = sqlite3_prepare_v2(sqlite3_db_handle(st), "SELECT json_quote(?1)", -1, &q, NULL);
+    /* the keys, quoted once: "name": */
+    for (int i = 0; i < ncol && rc == SQLITE_OK; i++)
+        if ((rc = json_of(q, NULL, sqlite3_column_name(st, i), &keys[i])) == SQLITE_OK)
+            rc = buf_add(&keys[i], ":", 1);
     if (rc != SQLITE_OK)
         goto out;
     fputc('[', out);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        fputs(n ? ",{" : "{", out);
-        for (int i = 0; i < ncol; i++) {
-            if (i)
-                fputc(',', out);
-            if ((rc = json_of(q, NULL, sqlite3_column_name(st, i), out)) != SQLITE_OK)
-                goto out;
-            fputc(':', out);
+        row.len = 0;
+        rc = buf_adds(&row, n ? ",{" : "{");
+        for (int i = 0; i < ncol && rc == SQLITE_OK; i++) {
+            if (i && (rc = buf_add(&row, ",", 1)) != SQLITE_OK)
+                break;
+            if ((rc = buf_add(&row, keys[i].p, keys[i].len)) != SQLITE_OK)
+                break;
             if (sqlite3_column_type(st, i) == SQLITE_BLOB) {
                 char *hex;
                 if ((rc = cell_text(st, i, 0, &hex)) != SQLITE_OK)
-                    goto out;
-                rc = json_of(q, NULL, hex, out);
+                    break;
+                rc = json_of(q, NULL, hex, &row);
                 free(hex);
             } else {
-                rc = json_of(q, sqlite3_column_value(st, i), NULL, out);
+                rc = json_of(q, sqlite3_column_value(st, i), NULL, &row);
             }
-            if (rc != SQLITE_OK)
-                goto out;
         }
-        fputc('}', out);
+        if (rc == SQLITE_OK)
+            rc = buf_add(&row, "}", 1);
+        if (rc != SQLITE_OK)
+            goto out;
+        fwrite(row.p, 1, row.len, out);
         n++;
     }
     if (rc == SQLITE_DONE) {
@@ -359,6 +366,10 @@ static int print_json(sqlite3_stmt *st, FILE *out, int64_t *rows)
             *rows = n;
     }
 out:
+    for (int i = 0; keys && i < ncol; i++)
+        free(keys[i].p);
+    free(keys);
+    free(row.p);
     sqlite3_finalize(q);
     sqlite3_reset(st);
     return rc;
