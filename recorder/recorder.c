@@ -488,6 +488,9 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         goto fail_db;
     }
     sqlite3_extended_result_codes(r->db, 1);
+    /* a reader checkpointing the live trace may hold the log briefly: wait
+     * for it rather than failing the recording */
+    sqlite3_busy_timeout(r->db, 5000);
 
     char pragmas[160];
     snprintf(pragmas, sizeof(pragmas),
@@ -621,6 +624,7 @@ int gt_recorder_close(gt_recorder *r)
              * (someone reading it live) SQLite refuses with SQLITE_BUSY:
              * everything is committed and the log stays valid, so that is
              * not an error; the last connection to close folds it in. */
+            sqlite3_busy_timeout(r->db, 0); /* never wait for readers here */
             if (exec_sql(r->db, "PRAGMA wal_checkpoint(TRUNCATE);"
                          " PRAGMA journal_mode = DELETE;", &emsg, &err) != SQLITE_OK) {
                 int prim = sqlite3_errcode(r->db) & 0xff;

@@ -174,6 +174,20 @@ static void test_close_with_reader_attached(void **state)
     sqlite3_close(db);
     /* the last connection folded the log in */
     assert_false(file_exists(tpath("reader.db-wal")));
+
+    /* a reader in the middle of a read transaction does not block close */
+    r = open_new("reader2.db", NULL);
+    assert_int_equal(gt_intern_string(r, "x", 1, &s), 0);
+    assert_int_equal(gt_recorder_flush(r), 0);
+    db = db_open("reader2.db");
+    assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 1);
+    assert_int_equal(gt_recorder_close(r), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 1); /* its snapshot */
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    assert_string_equal(q_text(db, "SELECT status FROM run"), "running");
+    assert_int_equal(q_int(db, "SELECT end_ns IS NOT NULL FROM run"), 1);
+    sqlite3_close(db);
 }
 
 static void test_close_null_and_null_handle(void **state)
