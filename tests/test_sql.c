@@ -877,6 +877,64 @@ static size_t parse_cookbook(char *md, recipe *out, size_t max)
     return n;
 }
 
+/* Every view of the trace is documented in SCHEMA.md's "## Views" section
+ * with exactly its columns, in order: a "### name" heading and a table
+ * whose first cells list the columns ("a, b" for several). */
+static void test_views_documented(void **state)
+{
+    fixture *f = *state;
+    char *md = schema_md();
+    char *p = strstr(md, "\n## Views\n");
+    assert_non_null(p);
+    char *end = strstr(p + 1, "\n## ");
+    assert_non_null(end);
+    *end = '\0';
+    int views = 0;
+    while ((p = strstr(p, "\n### ")) != NULL) {
+        char name[64], doc[2048] = "", sql[128];
+        p += 5;
+        size_t n = strcspn(p, "\n");
+        assert_true(n < sizeof name);
+        memcpy(name, p, n);
+        name[n] = '\0';
+        /* the table rows up to the next heading */
+        char *next = strstr(p, "\n### ");
+        for (char *row = strstr(p, "\n| "); row && (!next || row < next);
+             row = strstr(row + 1, "\n| ")) {
+            char *cell = row + 3;
+            size_t len = strcspn(cell, "|");
+            while (len && cell[len - 1] == ' ')
+                len--;
+            if (len == 6 && !strncmp(cell, "column", 6))
+                continue;
+            /* "a, b" -> "a\nb\n" */
+            for (size_t k = 0; k < len; k++) {
+                size_t at = strlen(doc);
+                if (cell[k] == ',') {
+                    doc[at] = '\n';
+                    doc[at + 1] = '\0';
+                    k++; /* the blank after the comma */
+                } else {
+                    doc[at] = cell[k];
+                    doc[at + 1] = '\0';
+                }
+            }
+            strcat(doc, "\n");
+        }
+        snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%s') ORDER BY cid",
+                 name);
+        char *cols = rows_of(f->db, sql);
+        if (strcmp(cols, doc) != 0)
+            fail_msg("view %s: columns:\n%s--- SCHEMA.md documents:\n%s", name, cols, doc);
+        free(cols);
+        views++;
+        p += n;
+    }
+    assert_int_equal(views, int_of(f->db, "SELECT count(*) FROM sqlite_schema "
+                                          "WHERE type = 'view'"));
+    free(md);
+}
+
 static void test_cookbook(void **state)
 {
     fixture *f = *state;
@@ -988,6 +1046,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sql_errors, seed_setup, seed_teardown),
         cmocka_unit_test_setup_teardown(test_sql_refuses_writes, seed_setup, seed_teardown),
         cmocka_unit_test_setup_teardown(test_sql_allows_reads, seed_setup, seed_teardown),
+        cmocka_unit_test_setup_teardown(test_views_documented, seed_setup, seed_teardown),
         cmocka_unit_test_setup_teardown(test_cookbook, seed_setup, seed_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
