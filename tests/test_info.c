@@ -239,6 +239,48 @@ static void test_info_bad_input(void **state)
     captured_free(&c);
 }
 
+/* Damage a closed seed trace with `sql` (through a writable connection). */
+static void damage(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void test_info_damaged_trace(void **state)
+{
+    (void)state;
+    char path[64];
+    seed_ids ids;
+    captured c;
+    snprintf(path, sizeof path, "/tmp/gt_test_info_damaged_%d.db", (int)getpid());
+
+    /* no run row: both outputs fail with a message, exit 2 */
+    build_seed(path, &ids, 1, NULL);
+    damage(path, "DELETE FROM run");
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "gradtrace: info: cannot read ");
+    assert_contains(c.err, ": no run row\n");
+    captured_free(&c);
+    unlink(path);
+
+    /* a view the summary reads is gone */
+    build_seed(path, &ids, 1, NULL);
+    damage(path, "DROP VIEW backward_log");
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "no such table: backward_log");
+    captured_free(&c);
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "no such table: backward_log");
+    assert_string_equal(c.out, "");
+    captured_free(&c);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_info_partial),
         cmocka_unit_test(test_info_empty_trace),
         cmocka_unit_test(test_info_bad_input),
+        cmocka_unit_test(test_info_damaged_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
