@@ -36,14 +36,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-#define CHECK(call)                                                          \
-    do {                                                                     \
-        int rc_ = (call);                                                    \
-        if (rc_ != 0) {                                                      \
-            printf("error: %s: %s (%s)\n", #call, gt_strerror(rc_),          \
-                   gt_recorder_errmsg(r));                                   \
-            goto out;                                                        \
-        }                                                                    \
+#define CHECK(call)                                                                      \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != 0) {                                                                  \
+            printf("error: %s: %s (%s)\n", #call, gt_strerror(rc_),                      \
+                   gt_recorder_errmsg(r));                                               \
+            goto out;                                                                    \
+        }                                                                                \
     } while (0)
 
 static gt_id str(gt_recorder *r, const char *s)
@@ -62,7 +62,8 @@ static int make_trace(const char *path, int layers)
     char err[256] = "";
     int ok = -1;
     gt_id thread, frame_fwd, frame_upd, stack_fwd, stack_upd, frame_bw, stack_bw;
-    int64_t shape2[2] = {64, 64}, strides2[2] = {64, 1}, shape1[1] = {64}, strides1[1] = {1};
+    int64_t shape2[2] = {64, 64}, strides2[2] = {64, 1}, shape1[1] = {64},
+            strides1[1] = {1};
 
     if (gt_recorder_open(path, &ro, err, sizeof err, &r) != 0) {
         printf("error: cannot create %s: %s\n", path, err);
@@ -81,21 +82,36 @@ static int make_trace(const char *path, int layers)
     CHECK(gt_intern_frame(r, "/bench/mlp.py", 31, "<module>", "acts[mid].mul_(0.5)",
                           &frame_upd));
     CHECK(gt_intern_stack(r, 0, frame_upd, frame_upd, &stack_upd));
-    CHECK(gt_intern_frame(r, "/bench/mlp.py", 33, "<module>", "loss.backward()", &frame_bw));
+    CHECK(gt_intern_frame(r, "/bench/mlp.py", 33, "<module>", "loss.backward()",
+                          &frame_bw));
     CHECK(gt_intern_stack(r, 0, frame_bw, frame_bw, &stack_bw));
 
     /* Ids: tensors and nodes 10*layer + k. */
     gt_id prev_node = 0, prev_act = 1, mid_act = 0;
-    gt_tensor_info x = {.id = prev_act, .dtype = f32, .ndim = 2, .shape = shape2,
-                        .strides = strides2, .is_leaf = 1};
+    gt_tensor_info x = {.id = prev_act,
+                        .dtype = f32,
+                        .ndim = 2,
+                        .shape = shape2,
+                        .strides = strides2,
+                        .is_leaf = 1};
     CHECK(gt_tensor(r, &x));
     for (int l = 1; l <= layers; l++) {
         gt_id base = 10 * (gt_id)l;
         gt_id w = base + 1, b = base + 2, wt = base + 3, pre = base + 4, act = base + 5;
-        gt_tensor_info tw = {.id = w, .dtype = f32, .ndim = 2, .shape = shape2,
-                             .strides = strides2, .requires_grad = 1, .is_leaf = 1};
-        gt_tensor_info tb = {.id = b, .dtype = f32, .ndim = 1, .shape = shape1,
-                             .strides = strides1, .requires_grad = 1, .is_leaf = 1};
+        gt_tensor_info tw = {.id = w,
+                             .dtype = f32,
+                             .ndim = 2,
+                             .shape = shape2,
+                             .strides = strides2,
+                             .requires_grad = 1,
+                             .is_leaf = 1};
+        gt_tensor_info tb = {.id = b,
+                             .dtype = f32,
+                             .ndim = 1,
+                             .shape = shape1,
+                             .strides = strides1,
+                             .requires_grad = 1,
+                             .is_leaf = 1};
         CHECK(gt_tensor(r, &tw));
         CHECK(gt_tensor(r, &tb));
         char name[64];
@@ -105,15 +121,23 @@ static int make_trace(const char *path, int layers)
         CHECK(gt_name(r, gt_recorder_seq(r), b, name));
 
         int64_t seq_t, seq_mm, seq_relu;
-        gt_op_info o = {.name = op_t, .phase = GT_PHASE_FORWARD, .grad_mode = 1,
-                        .thread = thread, .stack = stack_fwd};
+        gt_op_info o = {.name = op_t,
+                        .phase = GT_PHASE_FORWARD,
+                        .grad_mode = 1,
+                        .thread = thread,
+                        .stack = stack_fwd};
         CHECK(gt_op(r, &o, &seq_t));
         o.name = op_addmm;
         CHECK(gt_op(r, &o, &seq_mm));
         o.name = op_relu;
         CHECK(gt_op(r, &o, &seq_relu));
-        gt_tensor_info tp = {.id = pre, .dtype = f32, .ndim = 2, .shape = shape2,
-                             .strides = strides2, .requires_grad = 1, .created_by = seq_mm};
+        gt_tensor_info tp = {.id = pre,
+                             .dtype = f32,
+                             .ndim = 2,
+                             .shape = shape2,
+                             .strides = strides2,
+                             .requires_grad = 1,
+                             .created_by = seq_mm};
         gt_tensor_info ta = tp;
         ta.id = act;
         ta.created_by = seq_relu;
@@ -129,26 +153,41 @@ static int make_trace(const char *path, int layers)
         CHECK(gt_op_arg(r, seq_relu, GT_ROLE_INPUT, 0, pre, 0));
         CHECK(gt_op_arg(r, seq_relu, GT_ROLE_OUTPUT, 0, act, 0));
 
-        gt_node_info n = {.id = base + 1, .name = accum, .sequence_nr = -1,
-                          .thread = thread, .variable = w};
+        gt_node_info n = {.id = base + 1,
+                          .name = accum,
+                          .sequence_nr = -1,
+                          .thread = thread,
+                          .variable = w};
         CHECK(gt_node(r, &n));
-        n = (gt_node_info){.id = base + 2, .name = accum, .sequence_nr = -1,
-                           .thread = thread, .variable = b};
+        n = (gt_node_info){.id = base + 2,
+                           .name = accum,
+                           .sequence_nr = -1,
+                           .thread = thread,
+                           .variable = b};
         CHECK(gt_node(r, &n));
-        n = (gt_node_info){.id = base + 3, .name = tback, .op = seq_t,
-                           .sequence_nr = 3 * l, .thread = thread};
+        n = (gt_node_info){.id = base + 3,
+                           .name = tback,
+                           .op = seq_t,
+                           .sequence_nr = 3 * l,
+                           .thread = thread};
         CHECK(gt_node(r, &n));
         CHECK(gt_edge(r, base + 3, 0, base + 1, 0));
-        n = (gt_node_info){.id = base + 4, .name = addmm, .op = seq_mm,
-                           .sequence_nr = 3 * l + 1, .thread = thread};
+        n = (gt_node_info){.id = base + 4,
+                           .name = addmm,
+                           .op = seq_mm,
+                           .sequence_nr = 3 * l + 1,
+                           .thread = thread};
         CHECK(gt_node(r, &n));
         CHECK(gt_edge(r, base + 4, 0, base + 2, 0));
         CHECK(gt_edge(r, base + 4, 1, prev_node, 0));
         CHECK(gt_edge(r, base + 4, 2, base + 3, 0));
         CHECK(gt_saved_tensor(r, base + 4, s_mat1, prev_act, 0, 0, 64 * 64 * 4, NULL));
         CHECK(gt_saved_tensor(r, base + 4, s_mat2, wt, 0, 0, 64 * 64 * 4, NULL));
-        n = (gt_node_info){.id = base + 5, .name = relu, .op = seq_relu,
-                           .sequence_nr = 3 * l + 2, .thread = thread};
+        n = (gt_node_info){.id = base + 5,
+                           .name = relu,
+                           .op = seq_relu,
+                           .sequence_nr = 3 * l + 2,
+                           .thread = thread};
         CHECK(gt_node(r, &n));
         CHECK(gt_edge(r, base + 5, 0, base + 4, 0));
         CHECK(gt_saved_tensor(r, base + 5, s_result, act, 0, 1, 64 * 64 * 4, NULL));
@@ -160,14 +199,17 @@ static int make_trace(const char *path, int layers)
     }
     /* The bug: the middle layer's saved ReLU output changed in place. */
     int64_t seq_mul;
-    gt_op_info o = {.name = op_mul, .phase = GT_PHASE_FORWARD, .grad_mode = 1,
-                    .thread = thread, .stack = stack_upd};
+    gt_op_info o = {.name = op_mul,
+                    .phase = GT_PHASE_FORWARD,
+                    .grad_mode = 1,
+                    .thread = thread,
+                    .stack = stack_upd};
     CHECK(gt_op(r, &o, &seq_mul));
     CHECK(gt_op_arg(r, seq_mul, GT_ROLE_MUTATED, 0, mid_act, 0));
     CHECK(gt_version_bump(r, seq_mul, mid_act, 1, 0, NULL));
 
-    gt_backward_info bi = {.api = str(r, "Tensor.backward"), .thread = thread,
-                           .stack = stack_bw};
+    gt_backward_info bi = {
+        .api = str(r, "Tensor.backward"), .thread = thread, .stack = stack_bw};
     gt_id bw;
     CHECK(gt_backward_begin(r, &bi, &bw));
     CHECK(gt_backward_root(r, bw, 0, prev_act, prev_node));
@@ -207,8 +249,8 @@ static void measure(gt_trace *t, const gt_findings *fs, const char *name, int al
     int rc = gt_graph_render(g, format, path, err, sizeof err);
     double t2 = now_s();
     if (rc == GT_EINVAL)
-        printf("%s_%s: refused (%s) after %.4f s\n", name, gt_graph_format_name(format), err,
-               t2 - t1);
+        printf("%s_%s: refused (%s) after %.4f s\n", name, gt_graph_format_name(format),
+               err, t2 - t1);
     else if (rc != 0)
         printf("error: %s: %s\n", name, err);
     else
@@ -254,8 +296,8 @@ int main(int argc, char **argv)
     t0 = now_s();
     measure(t, fs, "focus", 0, 0, GT_GRAPH_SVG, out, &focus_build_s);
     double focus_s = now_s() - t0;
-    printf("focus_svg_total: %.4f s (diagnose + build + layout + render: %.4f s)\n", focus_s,
-           focus_s + diag_s);
+    printf("focus_svg_total: %.4f s (diagnose + build + layout + render: %.4f s)\n",
+           focus_s, focus_s + diag_s);
     snprintf(out, sizeof out, "%s.focus.png", path);
     measure(t, fs, "focus_png", 0, 0, GT_GRAPH_PNG, out, &build_s);
     unlink(out);

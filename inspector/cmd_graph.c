@@ -75,22 +75,26 @@ int gt_cmd_graph(int argc, char **argv)
         case 'f':
             format_name = optarg;
             if (gt_graph_format_parse(optarg, &format) != 0) {
-                fprintf(stderr, "gradtrace: graph: unknown format '%s' (use dot, svg or png)\n",
+                fprintf(stderr,
+                        "gradtrace: graph: unknown format '%s' (use dot, svg or png)\n",
                         optarg);
                 return 2;
             }
             break;
         case 'b':
             if (parse_int(optarg, 1, INT64_MAX, &v) != 0) {
-                fprintf(stderr, "gradtrace: graph: --backward wants a positive number, "
-                                "not '%s'\n", optarg);
+                fprintf(stderr,
+                        "gradtrace: graph: --backward wants a positive number, "
+                        "not '%s'\n",
+                        optarg);
                 return 2;
             }
             opts.backward = v;
             break;
         case 'k':
             if (parse_int(optarg, 0, 1000000, &v) != 0) {
-                fprintf(stderr, "gradtrace: graph: --hops wants a number >= 0, not '%s'\n",
+                fprintf(stderr,
+                        "gradtrace: graph: --hops wants a number >= 0, not '%s'\n",
                         optarg);
                 return 2;
             }
@@ -111,11 +115,15 @@ int gt_cmd_graph(int argc, char **argv)
             return 2;
         default:
             if (optopt && optopt < 256)
-                fprintf(stderr, "gradtrace: graph: unknown option '-%c' (see gradtrace "
-                                "graph --help)\n", optopt);
+                fprintf(stderr,
+                        "gradtrace: graph: unknown option '-%c' (see gradtrace "
+                        "graph --help)\n",
+                        optopt);
             else
-                fprintf(stderr, "gradtrace: graph: unknown option '%s' (see gradtrace "
-                                "graph --help)\n", argv[optind - 1]);
+                fprintf(stderr,
+                        "gradtrace: graph: unknown option '%s' (see gradtrace "
+                        "graph --help)\n",
+                        argv[optind - 1]);
             return 2;
         }
     }
@@ -129,15 +137,18 @@ int gt_cmd_graph(int argc, char **argv)
         return 2;
     }
     if (!output) {
-        fprintf(stderr, "gradtrace: graph: missing -o FILE (use '-' for standard output)\n");
+        fprintf(stderr,
+                "gradtrace: graph: missing -o FILE (use '-' for standard output)\n");
         return 2;
     }
     if (!format_name) {
         if (!strcmp(output, "-")) {
             format = GT_GRAPH_DOT;
         } else if (gt_graph_format_from_path(output, &format) != 0) {
-            fprintf(stderr, "gradtrace: graph: cannot tell the format of %s from its "
-                            "extension: use --format dot, svg or png\n", output);
+            fprintf(stderr,
+                    "gradtrace: graph: cannot tell the format of %s from its "
+                    "extension: use --format dot, svg or png\n",
+                    output);
             return 2;
         }
     }
@@ -159,8 +170,8 @@ int gt_cmd_graph(int argc, char **argv)
         goto out;
     }
     if (strcmp(output, "-"))
-        printf("wrote %s: backward call %lld, %zu of %zu autograd nodes, %zu %s\n", output,
-               (long long)gt_graph_backward(graph), gt_graph_nodes_drawn(graph),
+        printf("wrote %s: backward call %lld, %zu of %zu autograd nodes, %zu %s\n",
+               output, (long long)gt_graph_backward(graph), gt_graph_nodes_drawn(graph),
                gt_graph_nodes_total(graph), gt_graph_findings_shown(graph),
                gt_graph_findings_shown(graph) == 1 ? "finding" : "findings");
     status = 0;

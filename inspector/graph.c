@@ -17,10 +17,10 @@
 
 #include <gradtrace/recorder.h>
 
-#define LABEL_CHARS 60 /* characters of one piece of user text in a label */
-#define FILE_CHARS 40  /* characters of a file's base name */
-#define NAMES_MAX 3    /* variable names listed per tensor */
-#define BIG_GRAPH 300  /* above this many nodes, cheaper layout settings */
+#define LABEL_CHARS 60  /* characters of one piece of user text in a label */
+#define FILE_CHARS  40  /* characters of a file's base name */
+#define NAMES_MAX   3   /* variable names listed per tensor */
+#define BIG_GRAPH   300 /* above this many nodes, cheaper layout settings */
 
 /* The Debian package that holds Graphviz's layout and render plugins
  * (libgvplugin_core, _dot_layout, _pango: svg, and png through cairo). */
@@ -64,7 +64,10 @@ static void sb_add(sbuf *b, const char *s, size_t n)
     b->p[b->n] = '\0';
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
 
 static void sb_printf(sbuf *b, const char *fmt, ...)
 {
@@ -105,7 +108,10 @@ static void sb_release(sbuf *b)
 }
 
 /* The text so far ("" when empty). */
-static const char *sb_get(sbuf *b) { return b->p && !b->oom ? b->p : ""; }
+static const char *sb_get(sbuf *b)
+{
+    return b->p && !b->oom ? b->p : "";
+}
 
 /* ---- label text ------------------------------------------------------- */
 
@@ -208,7 +214,10 @@ char *gt_graph_label_escape(const char *text, size_t max_chars)
 }
 
 /* A label line break. */
-static void sb_br(sbuf *b) { sb_str(b, "\\n"); }
+static void sb_br(sbuf *b)
+{
+    sb_str(b, "\\n");
+}
 
 /* "file.py:12" with the file's base name, escaped. */
 static void sb_loc(sbuf *b, const char *file, int64_t line)
@@ -292,7 +301,7 @@ static void idmap_release(idmap *m)
 
 typedef struct gnode {
     int64_t id;
-    size_t dist;    /* focus distance; (size_t)-1: not reached */
+    size_t dist; /* focus distance; (size_t)-1: not reached */
     int root;
     int visible;
     size_t hidden_in, hidden_out;
@@ -303,16 +312,7 @@ typedef struct gedge {
     size_t node, next; /* indexes: next feeds node */
 } gedge;
 
-enum {
-    Q_EDGES,
-    Q_NODE,
-    Q_TENSOR,
-    Q_NAMES,
-    Q_SAVED,
-    Q_OP,
-    Q_BACKWARD,
-    Q_COUNT
-};
+enum { Q_EDGES, Q_NODE, Q_TENSOR, Q_NAMES, Q_SAVED, Q_OP, Q_BACKWARD, Q_COUNT };
 
 static const char *const queries[Q_COUNT] = {
     [Q_EDGES] = "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL "
@@ -479,8 +479,8 @@ static int pick_backward(builder *b)
     sqlite3_stmt *st = NULL;
     int rc = 0;
     int64_t want = b->opts->backward, last = 0, count = 0;
-    if (sqlite3_prepare_v2(b->db, "SELECT count(*), max(id) FROM backward_calls", -1,
-                           &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(b->db, "SELECT count(*), max(id) FROM backward_calls", -1, &st,
+                           NULL) != SQLITE_OK)
         return sql_fail(b);
     if (sqlite3_step(st) != SQLITE_ROW) {
         rc = sql_fail(b);
@@ -497,7 +497,8 @@ static int pick_backward(builder *b)
         sqlite3_bind_int64(st, 1, want);
         int step = sqlite3_step(st);
         if (step == SQLITE_DONE) {
-            snprintf(b->err, b->errlen, "trace %s has no backward call %lld (it has %lld)",
+            snprintf(b->err, b->errlen,
+                     "trace %s has no backward call %lld (it has %lld)",
                      gt_trace_path(b->trace), (long long)want, (long long)count);
             rc = GT_EINVAL;
             goto out;
@@ -530,11 +531,12 @@ static int seed_roots(builder *b)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0;
-    const char *sql = b->backward
-        ? "SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL "
-          "ORDER BY pos"
-        : "SELECT id FROM nodes WHERE id NOT IN "
-          "(SELECT next FROM edges WHERE next IS NOT NULL) ORDER BY id";
+    const char *sql =
+        b->backward
+            ? "SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL "
+              "ORDER BY pos"
+            : "SELECT id FROM nodes WHERE id NOT IN "
+              "(SELECT next FROM edges WHERE next IS NOT NULL) ORDER BY id";
     if (sqlite3_prepare_v2(b->db, sql, -1, &st, NULL) != SQLITE_OK)
         return sql_fail(b);
     if (b->backward)
@@ -603,8 +605,8 @@ static int focus(builder *b, size_t *centre_count)
 {
     const gt_findings *fs = b->opts->findings;
     int hops = b->opts->hops < 0 ? GT_GRAPH_DEFAULT_HOPS : b->opts->hops;
-    size_t limit = b->opts->layout_limit ? b->opts->layout_limit
-                                         : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    size_t limit =
+        b->opts->layout_limit ? b->opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
     size_t *queue = NULL, *off = NULL, *adj = NULL, head = 0, tail = 0;
     int rc = 0;
 
@@ -818,8 +820,9 @@ static int draw_node(builder *b, size_t i)
     if (b->lab.oom)
         return oom(b);
     set(n->an, "label", sb_get(&b->lab));
-    const char *cls = n->root ? (variable > 0 ? "gt-node gt-leaf gt-root" : "gt-node gt-root")
-                              : (variable > 0 ? "gt-node gt-leaf" : "gt-node");
+    const char *cls = n->root
+                          ? (variable > 0 ? "gt-node gt-leaf gt-root" : "gt-node gt-root")
+                          : (variable > 0 ? "gt-node gt-leaf" : "gt-node");
     set(n->an, "class", cls);
     if (variable > 0)
         set(n->an, "fillcolor", "lightblue");
@@ -851,7 +854,8 @@ static int draw_saved(builder *b, size_t i)
         if ((rc = describe_tensor(b, sqlite3_column_int64(st, 2))) != 0)
             break;
         sb_br(&b->lab);
-        sb_printf(&b->lab, "saved at version %lld", (long long)sqlite3_column_int64(st, 3));
+        sb_printf(&b->lab, "saved at version %lld",
+                  (long long)sqlite3_column_int64(st, 3));
         if (b->lab.oom) {
             rc = oom(b);
             break;
@@ -946,7 +950,8 @@ static int draw_finding(builder *b, const gt_finding *f)
                 return rc;
             sb_br(&b->lab);
             if (m->bump_seq > 0 && m->version_after >= 0)
-                sb_printf(&b->lab, "\xe2\x86\x92 version %lld", (long long)m->version_after);
+                sb_printf(&b->lab, "\xe2\x86\x92 version %lld",
+                          (long long)m->version_after);
             else
                 sb_str(&b->lab, "writes without a version bump");
             if (b->lab.oom)
@@ -1020,8 +1025,8 @@ static int draw_legend(builder *b)
         {"legend_leaf", "AccumulateGrad (leaf)\\nparameter name", "box", "lightblue",
          "black", "1"},
         {"legend_root", "backward root", "box", "darkolivegreen1", "black", "1"},
-        {"legend_saved", "saved tensor: slot, dtype, shape,\\nnames, saved version", "note",
-         "orange", "black", "1"},
+        {"legend_saved", "saved tensor: slot, dtype, shape,\\nnames, saved version",
+         "note", "orange", "black", "1"},
         {"legend_mutation", "in-place op that changed it:\\nline, version it produced",
          "box", "#ffd6d6", "red", "1"},
         {"legend_fail", "node the backward fails on", "box", "lightgrey", "red", "3"},
@@ -1113,18 +1118,27 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
 static void declare_defaults(Agraph_t *g)
 {
     static const char *const graph_attrs[][2] = {
-        {"labelloc", "t"}, {"fontname", "Helvetica"}, {"fontsize", "12"},
-        {"nodesep", "0.25"}, {"ranksep", "0.3"}, {"style", ""}, {"color", "black"},
+        {"labelloc", "t"},   {"fontname", "Helvetica"}, {"fontsize", "12"},
+        {"nodesep", "0.25"}, {"ranksep", "0.3"},        {"style", ""},
+        {"color", "black"},
     };
     static const char *const node_attrs[][2] = {
-        {"shape", "box"}, {"style", "filled"}, {"fillcolor", "lightgrey"},
-        {"color", "black"}, {"fontcolor", "black"}, {"penwidth", "1"},
-        {"fontname", "monospace"}, {"fontsize", "10"}, {"height", "0.2"},
-        {"label", ""}, {"tooltip", ""}, {"class", ""},
+        {"shape", "box"},
+        {"style", "filled"},
+        {"fillcolor", "lightgrey"},
+        {"color", "black"},
+        {"fontcolor", "black"},
+        {"penwidth", "1"},
+        {"fontname", "monospace"},
+        {"fontsize", "10"},
+        {"height", "0.2"},
+        {"label", ""},
+        {"tooltip", ""},
+        {"class", ""},
     };
     static const char *const edge_attrs[][2] = {
-        {"color", "black"}, {"style", "solid"}, {"dir", "forward"},
-        {"penwidth", "1"}, {"arrowsize", "0.7"}, {"class", ""},
+        {"color", "black"}, {"style", "solid"},   {"dir", "forward"},
+        {"penwidth", "1"},  {"arrowsize", "0.7"}, {"class", ""},
     };
     for (size_t i = 0; i < sizeof graph_attrs / sizeof graph_attrs[0]; i++)
         agattr(g, AGRAPH, (char *)graph_attrs[i][0], (char *)graph_attrs[i][1]);
@@ -1214,9 +1228,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
         }
     }
     if ((rc = load_cwd(&b)) != 0 || (rc = pick_backward(&b)) != 0 ||
-        (rc = seed_roots(&b)) != 0 ||
-        (rc = walk(&b)) != 0 || (rc = focus(&b, &centre)) != 0 ||
-        (rc = draw(&b, centre, &drawn, &findings)) != 0)
+        (rc = seed_roots(&b)) != 0 || (rc = walk(&b)) != 0 ||
+        (rc = focus(&b, &centre)) != 0 || (rc = draw(&b, centre, &drawn, &findings)) != 0)
         goto out;
     gr = calloc(1, sizeof *gr);
     if (!gr) {
@@ -1229,8 +1242,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
     gr->nodes_drawn = drawn;
     gr->nodes_total = b.nnodes;
     gr->findings_shown = findings;
-    gr->layout_limit = b.opts->layout_limit ? b.opts->layout_limit
-                                            : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    gr->layout_limit =
+        b.opts->layout_limit ? b.opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
     *out = gr;
 out:
     for (int i = 0; i < Q_COUNT; i++)
@@ -1246,11 +1259,26 @@ out:
     return rc;
 }
 
-Agraph_t *gt_graph_agraph(gt_graph *g) { return g->g; }
-int64_t gt_graph_backward(const gt_graph *g) { return g->backward; }
-size_t gt_graph_nodes_drawn(const gt_graph *g) { return g->nodes_drawn; }
-size_t gt_graph_nodes_total(const gt_graph *g) { return g->nodes_total; }
-size_t gt_graph_findings_shown(const gt_graph *g) { return g->findings_shown; }
+Agraph_t *gt_graph_agraph(gt_graph *g)
+{
+    return g->g;
+}
+int64_t gt_graph_backward(const gt_graph *g)
+{
+    return g->backward;
+}
+size_t gt_graph_nodes_drawn(const gt_graph *g)
+{
+    return g->nodes_drawn;
+}
+size_t gt_graph_nodes_total(const gt_graph *g)
+{
+    return g->nodes_total;
+}
+size_t gt_graph_findings_shown(const gt_graph *g)
+{
+    return g->findings_shown;
+}
 
 void gt_graph_free(gt_graph *g)
 {
@@ -1294,7 +1322,10 @@ const char *__lsan_default_suppressions(void)
 /* ... and without the table of suppressions used at exit, which would
  * otherwise end every render's stderr. */
 const char *__lsan_default_options(void);
-const char *__lsan_default_options(void) { return "print_suppressions=0"; }
+const char *__lsan_default_options(void)
+{
+    return "print_suppressions=0";
+}
 #endif
 
 /* ---- formats ----------------------------------------------------------- */
@@ -1303,7 +1334,9 @@ static const struct {
     const char *name;
     int format;
 } format_names[] = {
-    {"dot", GT_GRAPH_DOT}, {"gv", GT_GRAPH_DOT}, {"svg", GT_GRAPH_SVG},
+    {"dot", GT_GRAPH_DOT},
+    {"gv", GT_GRAPH_DOT},
+    {"svg", GT_GRAPH_SVG},
     {"png", GT_GRAPH_PNG},
 };
 
@@ -1406,7 +1439,9 @@ static int layout(gt_graph *g, int format, const char **device, char *err, size_
                  "package %s (graphviz's dot layout, svg and cairo png plugins) and run "
                  "'dot -c' as root",
                  gt_graph_format_name(format),
-                 !gv.dot ? "dot layout" : format == GT_GRAPH_PNG ? "png (cairo)" : "svg",
+                 !gv.dot                  ? "dot layout"
+                 : format == GT_GRAPH_PNG ? "png (cairo)"
+                                          : "svg",
                  GV_PACKAGE);
         return GT_EIO;
     }
@@ -1514,12 +1549,14 @@ int gt_graph_render_data(gt_graph *g, int format, char **data, size_t *len, char
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
     if (!f) {
-        snprintf(err, errlen, "cannot render %s: out of memory", gt_graph_format_name(format));
+        snprintf(err, errlen, "cannot render %s: out of memory",
+                 gt_graph_format_name(format));
         return GT_ENOMEM;
     }
     int rc = render_to(g, format, f, err, errlen);
     if (fclose(f) != 0 && rc == 0) {
-        snprintf(err, errlen, "cannot render %s: out of memory", gt_graph_format_name(format));
+        snprintf(err, errlen, "cannot render %s: out of memory",
+                 gt_graph_format_name(format));
         rc = GT_ENOMEM;
     }
     if (rc != 0) {

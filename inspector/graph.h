@@ -56,13 +56,13 @@ enum gt_graph_format {
 #define GT_GRAPH_DEFAULT_LAYOUT_LIMIT 2500
 
 typedef struct gt_graph_options {
-    int64_t backward;             /* backward_calls.id; 0: the one with
-                                     findings, else the last */
-    int hops;                     /* focus radius; < 0: the default */
-    int all;                      /* 1: draw the whole graph, no focus */
-    const gt_findings *findings;  /* from gt_diagnose, or NULL for none */
-    size_t layout_limit;          /* 0: GT_GRAPH_DEFAULT_LAYOUT_LIMIT */
-    int no_legend;                /* 1: leave the legend out */
+    int64_t backward;            /* backward_calls.id; 0: the one with
+                                    findings, else the last */
+    int hops;                    /* focus radius; < 0: the default */
+    int all;                     /* 1: draw the whole graph, no focus */
+    const gt_findings *findings; /* from gt_diagnose, or NULL for none */
+    size_t layout_limit;         /* 0: GT_GRAPH_DEFAULT_LAYOUT_LIMIT */
+    int no_legend;               /* 1: leave the legend out */
 } gt_graph_options;
 
 typedef struct gt_graph gt_graph;
@@ -83,8 +83,8 @@ const char *gt_graph_format_name(int format);
  * one-line message in err (GT_EINVAL: no such backward call, or nothing to
  * draw); *out is written only on success. The graph does not keep `t` or
  * opts->findings. */
-int gt_graph_build(gt_trace *t, const gt_graph_options *opts,
-                   gt_graph **out /* OUT */, char *err, size_t errlen);
+int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out /* OUT */,
+                   char *err, size_t errlen);
 
 /* The cgraph graph, owned by g. */
 Agraph_t *gt_graph_agraph(gt_graph *g);
@@ -107,8 +107,7 @@ size_t gt_graph_findings_shown(const gt_graph *g);
  * message suggests --format dot or focus), GT_EIO when the file cannot be
  * written or Graphviz lacks the renderer (the message names the Debian
  * package to install). */
-int gt_graph_render(gt_graph *g, int format, const char *path, char *err,
-                    size_t errlen);
+int gt_graph_render(gt_graph *g, int format, const char *path, char *err, size_t errlen);
 
 /* Render g into memory: *data (NUL-terminated, free with free()) and *len
  * are written only on success. Errors as gt_graph_render. */

@@ -65,8 +65,11 @@ static gt_id tb_stack(tb *t, const char *file, int line, const char *code)
 
 static int64_t tb_op(tb *t, const char *name, gt_id stack)
 {
-    gt_op_info op = {.name = tb_str(t, name), .phase = GT_PHASE_FORWARD, .grad_mode = 1,
-                     .thread = t->thread, .stack = stack};
+    gt_op_info op = {.name = tb_str(t, name),
+                     .phase = GT_PHASE_FORWARD,
+                     .grad_mode = 1,
+                     .thread = t->thread,
+                     .stack = stack};
     int64_t seq;
     assert_int_equal(gt_op(t->r, &op, &seq), 0);
     return seq;
@@ -75,16 +78,24 @@ static int64_t tb_op(tb *t, const char *name, gt_id stack)
 static void tb_tensor(tb *t, gt_id id, int ndim, const int64_t *shape, int is_leaf)
 {
     int64_t strides[4] = {1, 1, 1, 1};
-    gt_tensor_info ti = {.id = id, .dtype = tb_str(t, "float32"), .ndim = ndim,
-                         .shape = shape, .strides = strides, .is_leaf = is_leaf,
+    gt_tensor_info ti = {.id = id,
+                         .dtype = tb_str(t, "float32"),
+                         .ndim = ndim,
+                         .shape = shape,
+                         .strides = strides,
+                         .is_leaf = is_leaf,
                          .requires_grad = 1};
     assert_int_equal(gt_tensor(t->r, &ti), 0);
 }
 
 static void tb_node(tb *t, gt_id id, const char *name, int64_t op, gt_id variable)
 {
-    gt_node_info n = {.id = id, .name = tb_str(t, name), .op = op, .sequence_nr = -1,
-                      .thread = t->thread, .variable = variable};
+    gt_node_info n = {.id = id,
+                      .name = tb_str(t, name),
+                      .op = op,
+                      .sequence_nr = -1,
+                      .thread = t->thread,
+                      .variable = variable};
     assert_int_equal(gt_node(t->r, &n), 0);
 }
 
@@ -93,19 +104,21 @@ static void tb_edge(tb *t, gt_id node, int pos, gt_id next)
     assert_int_equal(gt_edge(t->r, node, pos, next, 0), 0);
 }
 
-static int64_t tb_saved(tb *t, gt_id node, const char *slot, gt_id tensor, int64_t version)
+static int64_t tb_saved(tb *t, gt_id node, const char *slot, gt_id tensor,
+                        int64_t version)
 {
     int64_t seq;
-    assert_int_equal(gt_saved_tensor(t->r, node, tb_str(t, slot), tensor, version, 0, 12,
-                                     &seq), 0);
+    assert_int_equal(
+        gt_saved_tensor(t->r, node, tb_str(t, slot), tensor, version, 0, 12, &seq), 0);
     return seq;
 }
 
 static gt_id tb_backward(tb *t, gt_id root_tensor, gt_id root_node, int ok)
 {
-    gt_backward_info bi = {.api = tb_str(t, "Tensor.backward"), .thread = t->thread,
-                           .stack = tb_stack(t, "/home/u/seed_class_weights.py", 48,
-                                             "loss.backward()")};
+    gt_backward_info bi = {
+        .api = tb_str(t, "Tensor.backward"),
+        .thread = t->thread,
+        .stack = tb_stack(t, "/home/u/seed_class_weights.py", 48, "loss.backward()")};
     gt_id id;
     assert_int_equal(gt_backward_begin(t->r, &bi, &id), 0);
     assert_int_equal(gt_backward_root(t->r, id, 0, root_tensor, root_node), 0);
@@ -166,7 +179,9 @@ static void make_seed(seed *s, const char *name)
     for (int i = 0; i < 3; i++) {
         s->mul[i] = tb_op(t, "aten::mul_.Tensor", upd);
         assert_int_equal(gt_version_bump(t->r, s->mul[i], 2, i + 1, 0, &s->bump[i]), 0);
-        s->muts[i] = (gt_mutation){.seq = s->mul[i], .bump_seq = s->bump[i], .tensor = 2,
+        s->muts[i] = (gt_mutation){.seq = s->mul[i],
+                                   .bump_seq = s->bump[i],
+                                   .tensor = 2,
                                    .version_after = i + 1};
     }
     gt_id bw = tb_backward(t, 7, 13, 0);
@@ -174,10 +189,15 @@ static void make_seed(seed *s, const char *name)
     tb_close(t);
 
     s->finding = (gt_finding){.kind = GT_FINDING_INPLACE_INVALIDATED_SAVED,
-                              .first_to_fail = 1, .backward = 1, .node = 13,
-                              .saved_seq = s->saved_weight, .tensor = 2,
-                              .saved_version = 0, .version_at_backward = 3,
-                              .n_mutations = 3, .mutations = s->muts};
+                              .first_to_fail = 1,
+                              .backward = 1,
+                              .node = 13,
+                              .saved_seq = s->saved_weight,
+                              .tensor = 2,
+                              .saved_version = 0,
+                              .version_at_backward = 3,
+                              .n_mutations = 3,
+                              .mutations = s->muts};
     s->findings = (gt_findings){.n = 1, .v = &s->finding};
 }
 
@@ -202,7 +222,8 @@ static Agraph_t *reparse(gt_graph *g)
 {
     char *data = NULL, err[512] = "";
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err), 0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err),
+                     0);
     assert_true(len > 0);
     Agraph_t *back = agmemread(data);
     free(data);
@@ -336,8 +357,9 @@ static void test_seed_dot(void **state)
 
     /* Autograd nodes with their user lines, edges from next to node. */
     assert_int_equal(count_nodes(d, "n"), 4);
-    assert_contains(label_of(d, "n13"), "NllLossBackward0\nseed_class_weights.py:38\n"
-                                        "loss = F.nll_loss(log_probs, target, weight=class_weights)");
+    assert_contains(label_of(d, "n13"),
+                    "NllLossBackward0\nseed_class_weights.py:38\n"
+                    "loss = F.nll_loss(log_probs, target, weight=class_weights)");
     assert_contains(label_of(d, "n12"), "LogSoftmaxBackward0\nseed_class_weights.py:37");
     /* Tooltips: the path relative to the run's directory (/home). */
     assert_string_equal(attr(node(d, "n12"), "tooltip"), "u/seed_class_weights.py:37");
@@ -383,7 +405,8 @@ static void test_seed_dot(void **state)
         set_name(m[i], sizeof m[i], "m", s.mul[i]);
         snprintf(want, sizeof want,
                  "aten::mul_.Tensor\nseed_class_weights.py:45\n"
-                 "class_weights[i] *= 1.0 + share\n\xe2\x86\x92 version %d", i + 1);
+                 "class_weights[i] *= 1.0 + share\n\xe2\x86\x92 version %d",
+                 i + 1);
         assert_string_equal(label_of(d, m[i]), want);
         assert_string_equal(attr(node(d, m[i]), "color"), "red");
         assert_true(has_edge(d, m[i], sw));
@@ -422,7 +445,8 @@ static void test_seed_without_findings(void **state)
     assert_int_equal(count_nodes(d, "legend_"), 0);
     assert_null(agsubg(d, (char *)"cluster_legend", 0));
     assert_string_equal(attr(node(d, "n13"), "color"), "black");
-    assert_contains(shown(agget(d, (char *)"label")), "all 4 autograd nodes, no findings");
+    assert_contains(shown(agget(d, (char *)"label")),
+                    "all 4 autograd nodes, no findings");
     agclose(d);
     gt_graph_free(g);
 }
@@ -450,8 +474,8 @@ static void test_focus_hops(void **state)
     (void)state;
     tb t;
     make_chain(&t, "chain.db", 1);
-    gt_finding f = {.kind = GT_FINDING_BACKWARD_TWICE, .backward = 1, .node = 25,
-                    .first_to_fail = 1};
+    gt_finding f = {
+        .kind = GT_FINDING_BACKWARD_TWICE, .backward = 1, .node = 25, .first_to_fail = 1};
     gt_findings fs = {.n = 1, .v = &f};
 
     gt_graph_options o = {.hops = -1, .findings = &fs};
@@ -516,7 +540,10 @@ static void test_choose_backward(void **state)
     /* Findings: the first to fail, else the first with a call. */
     gt_finding f[2] = {
         {.kind = GT_FINDING_BACKWARD_TWICE, .backward = 1, .node = 10},
-        {.kind = GT_FINDING_BACKWARD_TWICE, .backward = 2, .node = 40, .first_to_fail = 1},
+        {.kind = GT_FINDING_BACKWARD_TWICE,
+         .backward = 2,
+         .node = 40,
+         .first_to_fail = 1},
     };
     gt_findings fs = {.n = 2, .v = f};
     gt_graph_options o = {.hops = -1, .findings = &fs};
@@ -584,7 +611,8 @@ static void test_label_escape(void **state)
 }
 
 /* Every awkward character in file names, code and variable names. */
-static const char awkward_file[] = "/tmp/\xe9\xa1\xb9\xe7\x9b\xae \"q\"/\xe8\xae\xad\xe7\xbb\x83<&>.py";
+static const char awkward_file[] =
+    "/tmp/\xe9\xa1\xb9\xe7\x9b\xae \"q\"/\xe8\xae\xad\xe7\xbb\x83<&>.py";
 static const char awkward_code[] = "s = \"a\\\\b\" + '<tag>' & x  # \\n not a newline";
 static const char awkward_name[] = "\xe6\x9d\x83\xe9\x87\x8d\"<&>\\";
 
@@ -624,9 +652,15 @@ static void test_awkward_round_trip(void **state)
     char mname[32], sname[32], want[512];
     make_awkward(&t, "awkward \"\xe8\xae\xad\xe7\xbb\x83\".db", &mut, &saved);
     gt_mutation m = {.seq = mut, .bump_seq = 1, .tensor = 1, .version_after = 1};
-    gt_finding f = {.kind = GT_FINDING_INPLACE_INVALIDATED_SAVED, .first_to_fail = 1,
-                    .backward = 1, .node = 2, .saved_seq = saved, .tensor = 1,
-                    .version_at_backward = 1, .n_mutations = 1, .mutations = &m};
+    gt_finding f = {.kind = GT_FINDING_INPLACE_INVALIDATED_SAVED,
+                    .first_to_fail = 1,
+                    .backward = 1,
+                    .node = 2,
+                    .saved_seq = saved,
+                    .tensor = 1,
+                    .version_at_backward = 1,
+                    .n_mutations = 1,
+                    .mutations = &m};
     gt_findings fs = {.n = 1, .v = &f};
     gt_graph_options o = {.hops = -1, .findings = &fs};
     gt_graph *g = build(t.path, &o);
@@ -648,7 +682,8 @@ static void test_awkward_round_trip(void **state)
     /* A long line elided to 60 characters. */
     set_name(mname, sizeof mname, "m", mut);
     const char *ml = label_of(d, mname);
-    assert_contains(ml, "long = xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\xe2\x80\xa6\n");
+    assert_contains(
+        ml, "long = xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\xe2\x80\xa6\n");
     assert_null(strstr(ml, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\xe2"));
     assert_true(has_edge(d, mname, sname));
     /* The title holds the trace's file name with its quotes. */
@@ -659,7 +694,8 @@ static void test_awkward_round_trip(void **state)
     /* SVG: XML-escaped by gvc; nothing raw that would break the XML. */
     char *svg = NULL, err[512] = "";
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err), 0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err),
+                     0);
     assert_int_equal(strlen(svg), len);
     assert_true(!strncmp(svg, "<?xml", 5));
     assert_non_null(strstr(svg, "</svg>"));
@@ -751,7 +787,8 @@ static void test_layout_limit(void **state)
     assert_contains(err, "cannot lay out 56 nodes as svg (the limit is 40)");
     assert_contains(err, "--format dot");
     /* DOT has no limit. */
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err), 0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err),
+                     0);
     assert_non_null(strstr(data, "n50"));
     free(data);
     gt_graph_free(g);
@@ -763,7 +800,8 @@ static void test_layout_limit(void **state)
     Agraph_t *d = reparse(g);
     assert_non_null(node(d, "n50"));
     assert_non_null(node(d, "n48"));
-    assert_contains(shown(agget(d, (char *)"label")), "3 of 50 autograd nodes: 2 hops around 1 root");
+    assert_contains(shown(agget(d, (char *)"label")),
+                    "3 of 50 autograd nodes: 2 hops around 1 root");
     agclose(d);
     gt_graph_free(g);
 }
@@ -835,7 +873,8 @@ static void test_odd_graphs(void **state)
     /* And it lays out. */
     char *svg = NULL, err[512] = "";
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err), 0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err),
+                     0);
     assert_non_null(strstr(svg, "(node 99 not recorded)"));
     free(svg);
     gt_graph_free(g);
