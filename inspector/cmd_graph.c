@@ -157,12 +157,17 @@ int gt_cmd_graph(int argc, char **argv)
         fprintf(stderr, "gradtrace: %s\n", err);
         return 2;
     }
-    /* The findings decide the default backward call and the focus. */
+    /* The findings decide the default backward call and the focus. A trace
+     * the diagnosis cannot read may still be drawn: say so and go on. */
     gt_diagnose_options dopts = {.backward = opts.backward};
-    if (gt_diagnose(trace, &dopts, &findings, err, sizeof err) != 0) {
+    int rc = gt_diagnose(trace, &dopts, &findings, err, sizeof err);
+    if (rc == GT_EINVAL || rc == GT_ENOMEM) {
         fprintf(stderr, "gradtrace: graph: %s\n", err);
         goto out;
     }
+    if (rc != 0)
+        fprintf(stderr,
+                "gradtrace: graph: cannot diagnose, drawing without findings: %s\n", err);
     opts.findings = findings;
     if (gt_graph_build(trace, &opts, &graph, err, sizeof err) != 0 ||
         gt_graph_render(graph, format, output, err, sizeof err) != 0) {

@@ -306,6 +306,24 @@ class GraphCli(unittest.TestCase):
         self.assertFalse(os.path.exists(self.path("x.svg")))
         self.assertFalse(os.path.exists(self.path("x.jpg")))
 
+    def test_draws_what_diagnose_cannot_read(self):
+        trace = self.path("damaged.db")
+        chain_trace(trace, 5)
+        db = sqlite3.connect(trace)
+        db.execute("DROP TABLE version_bumps")
+        db.commit()
+        db.close()
+        out = self.path("d.svg")
+        r = run(trace, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stderr.startswith(
+            "gradtrace: graph: cannot diagnose, drawing without findings: "), r.stderr)
+        self.assertIn("version_bumps", r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        _, nodes = svg_nodes(out)
+        self.assertEqual(sorted(k for k in nodes if k.startswith("n")),
+                         ["n1", "n2", "n3", "n4", "n5"])
+
     def test_help(self):
         r = run("--help")
         self.assertEqual(r.returncode, 0)
