@@ -1435,9 +1435,9 @@ static int layout(gt_graph *g, int format, const char **device, char *err, size_
         *device = "svg";
     if ((format == GT_GRAPH_PNG ? !gv.png : !gv.svg) || !gv.dot) {
         snprintf(err, errlen,
-                 "cannot render %s: graphviz has no %s plugin here; install the debian "
-                 "package %s (graphviz's dot layout, svg and cairo png plugins) and run "
-                 "'dot -c' as root",
+                 "cannot render %s: graphviz has no %s plugin here: install the debian "
+                 "package %s, which holds and registers graphviz's dot layout, svg and "
+                 "cairo png plugins (or write --format dot)",
                  gt_graph_format_name(format),
                  !gv.dot                  ? "dot layout"
                  : format == GT_GRAPH_PNG ? "png (cairo)"

@@ -324,6 +324,25 @@ class GraphCli(unittest.TestCase):
         self.assertEqual(sorted(k for k in nodes if k.startswith("n")),
                          ["n1", "n2", "n3", "n4", "n5"])
 
+    def test_missing_graphviz_plugins(self):
+        # GVBINDIR points Graphviz at a directory without plugins.
+        trace = self.path("chain.db")
+        chain_trace(trace, 3)
+        env = dict(os.environ, GVBINDIR=self.path("no-plugins"))
+        os.mkdir(env["GVBINDIR"])
+        for ext in ("svg", "png"):
+            r = subprocess.run([GRADTRACE, "graph", trace, "-o", self.path("g." + ext)],
+                               capture_output=True, text=True, timeout=120, env=env)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"cannot render {ext}: graphviz has no dot layout plugin here: "
+                          "install the debian package libgvc6", r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertFalse(os.path.exists(self.path("g." + ext)))
+        # DOT needs no plugin.
+        r = subprocess.run([GRADTRACE, "graph", trace, "-o", self.path("g.dot")],
+                           capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_help(self):
         r = run("--help")
         self.assertEqual(r.returncode, 0)
