@@ -277,12 +277,76 @@ static void test_fsize_limit_at_open(void **state)
     assert_int_not_equal(stat(side, &sb), 0);
 }
 
+/* A write failure while closing (the indexes or the checkpoint need the
+ * files to grow past the limit): close reports it, the child keeps running,
+ * and every event flushed before is in the trace. */
+static long long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
+static int close_fail_child(const char *path)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    char err[256];
+    gt_recorder *r = NULL;
+    if (gt_recorder_open(path, NULL, err, sizeof(err), &r) != 0)
+        return 40;
+    gt_id name;
+    if (gt_intern_string(r, "aten::add.Tensor", 16, &name) != 0)
+        return 41;
+    for (int64_t i = 1; i <= 20000; i++) {
+        gt_op_info op = {.name = name, .thread = 1};
+        int64_t seq;
+        if (gt_op(r, &op, &seq) != 0 || gt_op_arg(r, seq, 0, 0, i, 0) != 0)
+            return 42;
+    }
+    if (gt_recorder_flush(r) != 0)
+        return 43;
+    char wal[600];
+    snprintf(wal, sizeof(wal), "%s-wal", path);
+    long long db = file_size(path), lg = file_size(wal);
+    long long limit = db > lg ? db : lg;
+    struct rlimit rl = {.rlim_cur = (rlim_t)limit, .rlim_max = (rlim_t)limit};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 44;
+    int rc = gt_recorder_close(r);
+    if (rc != GT_EFULL) {
+        fprintf(stderr, "child: close returned %d\n", rc);
+        return 45;
+    }
+    return 0;
+}
+
+static void test_fsize_limit_at_close(void **state)
+{
+    (void)state;
+    const char *path = tpath("fsize_close.db");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(close_fail_child(path));
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_integrity_ok(db);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), 20000);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM op_args"), 20000);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kill9_leaves_committed_batches),
         cmocka_unit_test(test_fsize_limit_fails_handle_not_process),
         cmocka_unit_test(test_fsize_limit_at_open),
+        cmocka_unit_test(test_fsize_limit_at_close),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
