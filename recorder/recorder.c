@@ -587,6 +587,13 @@ fail_alloc:
 
 int gt_recorder_close(gt_recorder *r)
 {
+    return gt_recorder_close_msg(r, NULL, 0);
+}
+
+int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
+{
+    if (errbuf && errlen)
+        errbuf[0] = '\0';
     if (!r)
         return 0;
     int rc = 0;
@@ -594,6 +601,7 @@ int gt_recorder_close(gt_recorder *r)
     if (r->closed || getpid() != r->pid) {
         /* A forked child's copy: closing the connection here could
          * checkpoint or delete the parent's write-ahead log. Leak it. */
+        put_err(errbuf, errlen, "%s", r->errmsg);
         pthread_mutex_unlock(&r->mu);
         release(r);
         return GT_ECLOSED;
@@ -637,8 +645,13 @@ int gt_recorder_close(gt_recorder *r)
     rc = r->failed;
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
-    if (sqlite3_close(r->db) != SQLITE_OK && rc == 0)
+    if (sqlite3_close(r->db) != SQLITE_OK && rc == 0) {
+        set_errmsg(r, "gradtrace: cannot close trace %s: %s", r->path,
+                   sqlite3_errmsg(r->db));
         rc = GT_ESQL;
+    }
+    if (rc)
+        put_err(errbuf, errlen, "%s", r->errmsg);
     pthread_mutex_unlock(&r->mu);
     release(r);
     return rc;

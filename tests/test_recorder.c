@@ -194,6 +194,9 @@ static void test_close_null_and_null_handle(void **state)
 {
     (void)state;
     assert_int_equal(gt_recorder_close(NULL), 0);
+    char msg[16] = "junk";
+    assert_int_equal(gt_recorder_close_msg(NULL, msg, sizeof(msg)), 0);
+    assert_string_equal(msg, "");
     gt_op_info op = {.name = 1, .thread = 1};
     int64_t seq = -7;
     assert_int_equal(gt_op(NULL, &op, &seq), GT_EINVAL);
@@ -713,7 +716,9 @@ static void test_max_bytes_stops_recording(void **state)
     assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), GT_EFAILED);
     assert_int_equal(gt_recorder_seq(r), before);
     assert_non_null(strstr(gt_recorder_errmsg(r), "size cap"));
-    assert_int_equal(gt_recorder_close(r), GT_EFULL);
+    char msg[512] = "x";
+    assert_int_equal(gt_recorder_close_msg(r, msg, sizeof(msg)), GT_EFULL);
+    assert_non_null(strstr(msg, "recording stopped: trace reached its size cap"));
 
     /* everything committed is there and consistent */
     sqlite3 *db = db_open("cap.db");

@@ -311,10 +311,16 @@ static int close_fail_child(const char *path)
     struct rlimit rl = {.rlim_cur = (rlim_t)limit, .rlim_max = (rlim_t)limit};
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
         return 44;
-    int rc = gt_recorder_close(r);
+    char msg[512];
+    int rc = gt_recorder_close_msg(r, msg, sizeof(msg));
     if (rc != GT_EFULL) {
         fprintf(stderr, "child: close returned %d\n", rc);
         return 45;
+    }
+    if (!strstr(msg, "recording stopped: disk full or file size limit") ||
+        !strstr(msg, "file too large")) {
+        fprintf(stderr, "child: close message: %s\n", msg);
+        return 46;
     }
     return 0;
 }

@@ -189,6 +189,11 @@ GT_WARN_UNUSED int gt_recorder_open(const char *path, const gt_recorder_options 
  * Returns the handle's first error, if any, else 0. */
 int gt_recorder_close(gt_recorder *r);
 
+/* gt_recorder_close, and the handle's last message (what made it fail, ""
+ * if nothing did) copied to errbuf (if not NULL, at most errlen bytes), since
+ * gt_recorder_errmsg cannot be called after the handle is freed. */
+int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen);
+
 /* The detailed message of the handle's last error ("" if none); owned by
  * the handle, valid until the next call on it. */
 const char *gt_recorder_errmsg(gt_recorder *r);
