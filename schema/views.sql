@@ -298,11 +298,11 @@ checked AS (
            max(s.version,
                COALESCE((SELECT max(vb.version) FROM version_bumps vb
                          JOIN tensors tv ON tv.id = vb.tensor
-                         WHERE +tv.version_counter = t.version_counter
+                         WHERE tv.version_counter = t.version_counter
                            AND vb.seq > s.seq AND vb.seq < d.at_seq), s.version),
                COALESCE((SELECT max(a.version) FROM op_args a
                          JOIN tensors ta ON ta.id = a.tensor
-                         WHERE +ta.version_counter = t.version_counter
+                         WHERE ta.version_counter = t.version_counter
                            AND a.op > s.seq AND a.op < d.at_seq), s.version))
                AS version_at_backward
     FROM reached d
