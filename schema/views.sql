@@ -308,6 +308,17 @@ checked AS (
     FROM reached d
     JOIN saved_tensors s ON s.node = d.node AND s.seq < d.at_seq
     JOIN tensors t ON t.id = s.tensor
+),
+-- the saved tensors whose counter moved, and the bumps in between
+stale AS (
+    SELECT * FROM checked WHERE version_at_backward <> saved_version
+),
+stale_bumps AS (
+    SELECT c.backward, c.saved_seq, m.seq, m.op, m.tensor, m.version
+    FROM stale c
+    JOIN tensors tm ON tm.version_counter = c.version_counter
+    JOIN version_bumps m ON m.tensor = tm.id
+                        AND m.seq > c.saved_seq AND m.seq < c.at_seq
 )
 SELECT c.backward,
        c.backward_seq,
@@ -339,7 +350,7 @@ SELECT c.backward,
        fr.line,
        fn.text AS function,
        fc.text AS code
-FROM checked c
+FROM stale c
 JOIN nodes nd ON nd.id = c.node
 JOIN strings sn ON sn.id = nd.name
 JOIN strings ss ON ss.id = c.slot
@@ -351,17 +362,14 @@ LEFT JOIN stacks sst ON sst.id = so.stack
 LEFT JOIN frames sfr ON sfr.id = sst.user_frame
 LEFT JOIN strings sff ON sff.id = sfr.file
 LEFT JOIN strings sfc ON sfc.id = sfr.code
-LEFT JOIN (version_bumps m JOIN tensors tm ON tm.id = m.tensor)
-       ON tm.version_counter = c.version_counter
-      AND m.seq > c.saved_seq AND m.seq < c.at_seq
+LEFT JOIN stale_bumps m ON m.backward = c.backward AND m.saved_seq = c.saved_seq
 LEFT JOIN ops o ON o.seq = m.op
 LEFT JOIN strings mo ON mo.id = o.name
 LEFT JOIN stacks st ON st.id = o.stack
 LEFT JOIN frames fr ON fr.id = st.user_frame
 LEFT JOIN strings ff ON ff.id = fr.file
 LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code
-WHERE c.version_at_backward <> c.saved_version;
+LEFT JOIN strings fc ON fc.id = fr.code;
 
 -- One row per event that touched a tensor. kind is one of: created (first
 -- seen; op is the op that output it), read (an op's input), written (an
