@@ -90,9 +90,10 @@ class DiagnoseScenarios(unittest.TestCase):
             self.assertIn(name + " raised:", self.log)
         self.assertIn("data_write ok", self.log)
         self.assertIn("control_unsaved ok", self.log)
+        self.assertIn("clean_training ok", self.log)
         self.assertEqual(len(self.doc["findings"]), 11, [
             (f["kind"], f["node"]["name"]) for f in self.doc["findings"]])
-        self.assertEqual(gtutil.one(self.db, "SELECT count(*) FROM backward_calls"), 12)
+        self.assertEqual(gtutil.one(self.db, "SELECT count(*) FROM backward_calls"), 15)
 
     def test_relu_inplace_after_sigmoid(self):
         f = self.one_inplace("relu_backward", "SigmoidBackward0", "result", "relu_save")
@@ -214,6 +215,18 @@ class DiagnoseScenarios(unittest.TestCase):
         self.assertEqual(m["location"]["function"], "normalize_")
         self.assertEqual(m["names"], ["t"])
 
+    def calls_at(self, tag):
+        """Ids of the backward calls made on the line tagged `tag`."""
+        return [r[0] for r in gtutil.rows(
+            self.db, "SELECT b.id FROM backward_calls b JOIN stacks s ON s.id = b.stack"
+            " JOIN frames f ON f.id = s.user_frame WHERE f.line = ? ORDER BY b.id",
+            marker(tag))]
+
+    def test_control_clean_training_loop(self):
+        # Three steps of a real loop with safe in-place ops: nothing.
+        self.assertEqual(len(self.calls_at("clean_backward")), 3)
+        self.assertEqual(self.by_backward("clean_backward"), [])
+
     def test_control_inplace_on_unsaved_tensor(self):
         self.assertEqual(self.by_backward("control_backward"), [])
         lines = {marker("control_mutate"), marker("control_backward")}
@@ -230,7 +243,7 @@ class DiagnoseScenarios(unittest.TestCase):
         only = json.loads(r.stdout)["findings"]
         self.assertEqual([(g["node"]["name"], g["first_to_fail"]) for g in only],
                          [("CosBackward0", True), ("SinBackward0", False)])
-        ctl = self.doc["findings"][-1]["backward"]["index"] + 1  # the control's call
+        [ctl] = self.calls_at("control_backward")
         r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--backward", str(ctl), self.trace],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual((r.returncode, r.stderr), (0, ""))

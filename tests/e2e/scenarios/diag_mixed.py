@@ -111,6 +111,25 @@ def helper_module():
     e.sum().backward()  # @helper_backward
 
 
+def clean_training():
+    # A control: a normal training loop with the in-place ops that are safe
+    # (ReLU(inplace) after Linear, BatchNorm's running statistics, Adam's
+    # state, a manual decay after backward) must report nothing.
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.ReLU(inplace=True), torch.nn.Linear(8, 8),
+        torch.nn.BatchNorm1d(8), torch.nn.Dropout(0.1), torch.nn.Linear(8, 3))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(3):
+        x = torch.randn(16, 4)
+        loss = torch.nn.functional.cross_entropy(model(x), torch.randint(0, 3, (16,)))
+        opt.zero_grad()
+        loss.backward()  # @clean_backward
+        opt.step()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(0.999)
+
+
 def control_unsaved():
     x = torch.randn(3, requires_grad=True)
     h = x + 1
@@ -128,4 +147,5 @@ run("data_write", data_write)
 run("backward_twice", backward_twice)
 run("two_saved", two_saved)
 run("helper_module", helper_module)
+run("clean_training", clean_training)
 run("control_unsaved", control_unsaved)
