@@ -44,7 +44,31 @@
 
 #define GT__DEFAULT_BATCH_EVENTS 20000
 #define GT__DEFAULT_BATCH_MS 250
-#define GT__ARGS_N 16 /* op_args rows per multi-row INSERT */
+#define GT__BUF_ROWS 16 /* rows per multi-row INSERT */
+#define GT__BUF_MAXCOL 7
+
+/* Buffered row kinds, in the order of buf_info. */
+enum gt__buf { B_OP, B_OP_ARG, B_BUMP, B_SAVED, GT__NBUF };
+
+static const struct {
+    const char *cols;
+    int ncol;
+    const char *what;
+} buf_info[GT__NBUF] = {
+    {"ops (seq, name, phase, grad_mode, thread, stack)", 6, "op"},
+    {"op_args (op, role, pos, tensor, version)", 5, "op argument"},
+    {"version_bumps (seq, op, tensor, version, observed)", 5, "version bump"},
+    {"saved_tensors (seq, node, slot, tensor, version, is_output, nbytes)", 7,
+     "saved tensor"},
+};
+
+struct gt__rowbuf {
+    sqlite3_stmt *multi; /* INSERT of GT__BUF_ROWS rows */
+    sqlite3_stmt *one;   /* INSERT of one row */
+    int n;               /* rows waiting */
+    int64_t val[GT__BUF_ROWS][GT__BUF_MAXCOL];
+    unsigned char null[GT__BUF_ROWS][GT__BUF_MAXCOL]; /* 1: bind NULL */
+};
 
 /* X(name, sql): every statement the writer uses, prepared once at open. */
 #define GT__STMT_MAP(X)                                                          \
@@ -68,26 +92,18 @@
     X(STACK, "INSERT INTO stacks (id, parent, frame, user_frame)"                \
              " VALUES (?1, ?2, ?3, ?4)")                                         \
     X(THREAD, "INSERT INTO threads (id, os_tid, name) VALUES (?1, ?2, ?3)")      \
-    X(OP, "INSERT INTO ops (seq, name, phase, grad_mode, thread, stack)"         \
-          " VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                                    \
-    X(OP_ARG, "INSERT INTO op_args (op, role, pos, tensor, version)"             \
-              " VALUES (?1, ?2, ?3, ?4, ?5)")                                    \
     X(STORAGE, "INSERT OR IGNORE INTO storages (id, nbytes, device)"             \
                " VALUES (?1, ?2, ?3)")                                           \
     X(TENSOR, "INSERT INTO tensors (id, seq, storage, dtype, shape, strides,"    \
               " storage_offset, requires_grad, is_leaf, created_by, alias_of,"   \
               " shares_version, version_counter)"                                \
               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)") \
-    X(BUMP, "INSERT INTO version_bumps (seq, op, tensor, version, observed)"     \
-            " VALUES (?1, ?2, ?3, ?4, ?5)")                                      \
     X(NODE, "INSERT INTO nodes (id, seq, name, op, sequence_nr, thread,"         \
             " variable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                    \
     X(EDGE, "INSERT INTO edges (node, pos, next, input_nr)"                      \
             " VALUES (?1, ?2, ?3, ?4)")                                          \
     X(NODE_OUTPUT, "INSERT INTO node_outputs (node, output_nr, tensor)"          \
                    " VALUES (?1, ?2, ?3)")                                       \
-    X(SAVED, "INSERT INTO saved_tensors (seq, node, slot, tensor, version,"      \
-             " is_output, nbytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")          \
     X(BW_BEGIN, "INSERT INTO backward_calls (id, seq, api, retain_graph,"        \
                 " create_graph, thread, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)") \
     X(BW_ROOT, "INSERT INTO backward_roots (backward, pos, tensor, node)"        \
@@ -137,12 +153,12 @@ struct gt_recorder {
     int closed; /* 1: used from a forked child; never touch the file again */
     char errmsg[512];
 
-    /* op_args rows wait here and go in GT__ARGS_N at a time through one
-     * multi-row INSERT (st_args): a third of the per-row cost of SQLite's
-     * statement machinery. Written before every COMMIT. */
-    sqlite3_stmt *st_args;
-    int nargs;
-    int64_t args[GT__ARGS_N][5];
+    /* Rows of the four most frequent kinds (ops, op_args, version_bumps,
+     * saved_tensors) wait here and go GT__BUF_ROWS at a time through one
+     * multi-row INSERT: SQLite's per-statement cost is then paid once per
+     * group. Every buffer is written before every COMMIT, so a committed
+     * batch is complete. */
+    struct gt__rowbuf buf[GT__NBUF];
 
     gt__strtab strings;
     gt__inttab frames;  /* (file, line, function, code) */
@@ -232,7 +248,8 @@ static int fail(gt_recorder *r, int code)
     }
     r->in_txn = 0;
     r->batch_n = 0;
-    r->nargs = 0;
+    for (int i = 0; i < GT__NBUF; i++)
+        r->buf[i].n = 0;
     return code;
 }
 
@@ -316,46 +333,101 @@ static int exec_sql(sqlite3 *db, const char *sql, char **emsg, int *err)
     return rc;
 }
 
-/* Insert the buffered op_args rows: GT__ARGS_N at once when the buffer is
- * full, else one by one. A caller mistake (a duplicate (op, role, pos))
- * fails the multi-row statement as a whole; the rows are then inserted one
- * by one so that only the bad ones are dropped, and GT_EINVAL is returned
- * with the handle still recording. Other errors stop recording. */
-static int flush_args(gt_recorder *r)
+static void bind_row(sqlite3_stmt *st, int first, const int64_t *val,
+                     const unsigned char *null, int ncol)
 {
-    int n = r->nargs, rc = 0, bad = 0;
+    for (int k = 0; k < ncol; k++) {
+        if (null[k])
+            sqlite3_bind_null(st, first + k);
+        else
+            sqlite3_bind_int64(st, first + k, val[k]);
+    }
+}
+
+/* Insert the rows waiting in buffer `which`: GT__BUF_ROWS at once when it is
+ * full, else one by one. A caller mistake (only possible for op_args: a
+ * duplicate (op, role, pos)) fails the multi-row statement as a whole; the
+ * rows are then inserted one by one so that only the bad ones are dropped,
+ * and GT_EINVAL is returned with the handle still recording. Other errors
+ * stop recording. */
+static int flush_buf(gt_recorder *r, int which)
+{
+    struct gt__rowbuf *b = &r->buf[which];
+    int n = b->n, ncol = buf_info[which].ncol, rc, bad = 0;
     if (n == 0)
         return 0;
-    r->nargs = 0;
-    if (n == GT__ARGS_N) {
-        sqlite3_stmt *st = r->st_args;
+    b->n = 0;
+    if (n == GT__BUF_ROWS) {
         for (int i = 0; i < n; i++)
-            for (int k = 0; k < 5; k++)
-                sqlite3_bind_int64(st, i * 5 + k + 1, r->args[i][k]);
+            bind_row(b->multi, i * ncol + 1, b->val[i], b->null[i], ncol);
         errno = 0;
-        int src = sqlite3_step(st);
+        int src = sqlite3_step(b->multi);
         if (src == SQLITE_DONE) {
-            sqlite3_reset(st);
+            sqlite3_reset(b->multi);
             return 0;
         }
         int err = errno;
-        src = sqlite3_reset(st);
+        src = sqlite3_reset(b->multi);
         if ((src & 0xff) != SQLITE_CONSTRAINT)
-            return sql_error(r, src == SQLITE_OK ? SQLITE_ERROR : src, "op argument", 1, err);
+            return sql_error(r, src == SQLITE_OK ? SQLITE_ERROR : src, buf_info[which].what,
+                             1, err);
     }
     for (int i = 0; i < n; i++) {
-        sqlite3_stmt *st = r->st[ST_OP_ARG];
-        for (int k = 0; k < 5; k++)
-            sqlite3_bind_int64(st, k + 1, r->args[i][k]);
-        rc = step(r, ST_OP_ARG, "op argument", 0);
-        if (rc == GT_EINVAL) {
-            bad = 1;
+        bind_row(b->one, 1, b->val[i], b->null[i], ncol);
+        errno = 0;
+        int src = sqlite3_step(b->one);
+        if (src == SQLITE_DONE) {
+            sqlite3_reset(b->one);
             continue;
         }
+        int err = errno;
+        src = sqlite3_reset(b->one);
+        rc = sql_error(r, src == SQLITE_OK ? SQLITE_ERROR : src, buf_info[which].what, 0,
+                       err);
+        if (rc != GT_EINVAL)
+            return rc;
+        bad = 1;
+    }
+    return bad ? GT_EINVAL : 0;
+}
+
+/* Write every buffer; the first GT_EINVAL is returned after all are
+ * written, any other error at once. */
+static int flush_bufs(gt_recorder *r)
+{
+    int first = 0;
+    for (int i = 0; i < GT__NBUF; i++) {
+        int rc = flush_buf(r, i);
+        if (rc && rc != GT_EINVAL)
+            return rc;
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
+}
+
+/* Take the next row of buffer `which` (the caller fills it and calls
+ * buf_push_done). */
+static int64_t *buf_row(gt_recorder *r, int which, unsigned char **null)
+{
+    struct gt__rowbuf *b = &r->buf[which];
+    memset(b->null[b->n], 0, GT__BUF_MAXCOL);
+    *null = b->null[b->n];
+    return b->val[b->n];
+}
+
+/* The row taken by buf_row is complete: count it, write the buffer if full,
+ * and see whether the batch is due. */
+static int end_write(gt_recorder *r);
+
+static int buf_push_done(gt_recorder *r, int which)
+{
+    if (++r->buf[which].n == GT__BUF_ROWS) {
+        int rc = flush_buf(r, which);
         if (rc)
             return rc;
     }
-    return bad ? GT_EINVAL : 0;
+    return end_write(r);
 }
 
 /* ---- batching ----------------------------------------------------------- */
@@ -396,7 +468,7 @@ static int commit(gt_recorder *r)
                       "not by this (forked) process", (long)r->pid);
         return GT_ECLOSED;
     }
-    int args_rc = flush_args(r);
+    int args_rc = flush_bufs(r);
     if (args_rc && args_rc != GT_EINVAL)
         return args_rc;
     int rc = step(r, ST_COMMIT, "commit", 1);
@@ -596,19 +668,26 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             goto fail_stmts;
         }
     }
-    {
-        char sql[64 + GT__ARGS_N * 20];
-        size_t k = (size_t)snprintf(sql, sizeof(sql), "INSERT INTO op_args (op, role, pos,"
-                                                      " tensor, version) VALUES ");
-        for (int i = 0; i < GT__ARGS_N; i++)
-            k += (size_t)snprintf(sql + k, sizeof(sql) - k, "%s(?,?,?,?,?)", i ? "," : "");
-        rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->st_args,
-                                NULL);
-        if (rc != SQLITE_OK) {
-            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: prepare %s: %s",
-                    path, sql, sqlite3_errmsg(r->db));
-            rc = GT_ESQL;
-            goto fail_stmts;
+    for (int w = 0; w < GT__NBUF; w++) {
+        char sql[160 + GT__BUF_ROWS * (GT__BUF_MAXCOL * 2 + 3)];
+        int ncol = buf_info[w].ncol;
+        for (int rows = 1; rows <= GT__BUF_ROWS; rows += GT__BUF_ROWS - 1) {
+            size_t k = (size_t)snprintf(sql, sizeof(sql), "INSERT INTO %s VALUES ",
+                                        buf_info[w].cols);
+            for (int i = 0; i < rows; i++) {
+                k += (size_t)snprintf(sql + k, sizeof(sql) - k, "%s(?", i ? "," : "");
+                for (int c = 1; c < ncol; c++)
+                    k += (size_t)snprintf(sql + k, sizeof(sql) - k, ",?");
+                k += (size_t)snprintf(sql + k, sizeof(sql) - k, ")");
+            }
+            sqlite3_stmt **st = rows == 1 ? &r->buf[w].one : &r->buf[w].multi;
+            rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+            if (rc != SQLITE_OK) {
+                put_err(errbuf, errlen, "gradtrace: cannot create trace %s: prepare %s: %s",
+                        path, sql, sqlite3_errmsg(r->db));
+                rc = GT_ESQL;
+                goto fail_stmts;
+            }
         }
     }
     {
@@ -641,7 +720,10 @@ fail_exec:
     }
     sqlite3_free(emsg);
 fail_stmts:
-    sqlite3_finalize(r->st_args);
+    for (int i = 0; i < GT__NBUF; i++) {
+        sqlite3_finalize(r->buf[i].multi);
+        sqlite3_finalize(r->buf[i].one);
+    }
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
 fail_db:
@@ -713,7 +795,10 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
         }
     }
     rc = r->failed;
-    sqlite3_finalize(r->st_args);
+    for (int i = 0; i < GT__NBUF; i++) {
+        sqlite3_finalize(r->buf[i].multi);
+        sqlite3_finalize(r->buf[i].one);
+    }
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
     if (sqlite3_close(r->db) != SQLITE_OK && rc == 0) {
@@ -1008,21 +1093,22 @@ int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
 {
     if (!r || !op || !seq || op->name <= 0 || op->stack < 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_OP;
-    int64_t s;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    s = ++r->seq;
-    sqlite3_bind_int64(st, 1, s);
-    sqlite3_bind_int64(st, 2, op->name);
-    sqlite3_bind_int(st, 3, op->phase);
-    sqlite3_bind_int(st, 4, op->grad_mode ? 1 : 0);
-    sqlite3_bind_int64(st, 5, op->thread);
-    bind_id(st, 6, op->stack);
-    if ((rc = step(r, st_id, "op", 0)) != 0)
+    pthread_mutex_lock(&r->mu);
+    int rc = begin_write(r);
+    if (rc)
         goto out;
+    unsigned char *null;
+    int64_t *v = buf_row(r, B_OP, &null);
+    int64_t s = ++r->seq;
+    v[0] = s;
+    v[1] = op->name;
+    v[2] = op->phase;
+    v[3] = op->grad_mode ? 1 : 0;
+    v[4] = op->thread;
+    v[5] = op->stack;
+    null[5] = op->stack == 0;
     *seq = s;
-    rc = end_write(r);
+    rc = buf_push_done(r, B_OP);
 out:
     pthread_mutex_unlock(&r->mu);
     return rc;
@@ -1036,15 +1122,14 @@ int gt_op_arg(gt_recorder *r, int64_t seq, int role, int pos, gt_id tensor, int6
     int rc = begin_write(r);
     if (rc)
         goto out;
-    int64_t *a = r->args[r->nargs++];
-    a[0] = seq;
-    a[1] = role;
-    a[2] = pos;
-    a[3] = tensor;
-    a[4] = version;
-    if (r->nargs == GT__ARGS_N && (rc = flush_args(r)) != 0)
-        goto out;
-    rc = end_write(r);
+    unsigned char *null;
+    int64_t *v = buf_row(r, B_OP_ARG, &null);
+    v[0] = seq;
+    v[1] = role;
+    v[2] = pos;
+    v[3] = tensor;
+    v[4] = version;
+    rc = buf_push_done(r, B_OP_ARG);
 out:
     pthread_mutex_unlock(&r->mu);
     return rc;
@@ -1141,21 +1226,22 @@ int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version, i
 {
     if (!r || tensor <= 0 || op < 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_BUMP;
-    int64_t s;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    s = ++r->seq;
-    sqlite3_bind_int64(st, 1, s);
-    bind_id(st, 2, op);
-    sqlite3_bind_int64(st, 3, tensor);
-    sqlite3_bind_int64(st, 4, version);
-    sqlite3_bind_int(st, 5, observed ? 1 : 0);
-    if ((rc = step(r, st_id, "version bump", 0)) != 0)
+    pthread_mutex_lock(&r->mu);
+    int rc = begin_write(r);
+    if (rc)
         goto out;
+    unsigned char *null;
+    int64_t *v = buf_row(r, B_BUMP, &null);
+    int64_t s = ++r->seq;
+    v[0] = s;
+    v[1] = op;
+    null[1] = op == 0;
+    v[2] = tensor;
+    v[3] = version;
+    v[4] = observed ? 1 : 0;
     if (seq)
         *seq = s;
-    rc = end_write(r);
+    rc = buf_push_done(r, B_BUMP);
 out:
     pthread_mutex_unlock(&r->mu);
     return rc;
@@ -1216,26 +1302,25 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_
 {
     if (!r || node <= 0 || slot <= 0 || tensor < 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_SAVED;
-    int64_t s;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    s = ++r->seq;
-    sqlite3_bind_int64(st, 1, s);
-    sqlite3_bind_int64(st, 2, node);
-    sqlite3_bind_int64(st, 3, slot);
-    bind_id(st, 4, tensor);
-    sqlite3_bind_int64(st, 5, version);
-    sqlite3_bind_int(st, 6, is_output ? 1 : 0);
-    if (nbytes >= 0)
-        sqlite3_bind_int64(st, 7, nbytes);
-    else
-        sqlite3_bind_null(st, 7);
-    if ((rc = step(r, st_id, "saved tensor", 0)) != 0)
+    pthread_mutex_lock(&r->mu);
+    int rc = begin_write(r);
+    if (rc)
         goto out;
+    unsigned char *null;
+    int64_t *v = buf_row(r, B_SAVED, &null);
+    int64_t s = ++r->seq;
+    v[0] = s;
+    v[1] = node;
+    v[2] = slot;
+    v[3] = tensor;
+    null[3] = tensor == 0;
+    v[4] = version;
+    v[5] = is_output ? 1 : 0;
+    v[6] = nbytes;
+    null[6] = nbytes < 0;
     if (seq)
         *seq = s;
-    rc = end_write(r);
+    rc = buf_push_done(r, B_SAVED);
 out:
     pthread_mutex_unlock(&r->mu);
     return rc;
