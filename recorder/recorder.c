@@ -8,6 +8,9 @@
  *   events  each call takes the handle mutex; the first write of a batch
  *           runs BEGIN; after batch_events rows or batch_ms milliseconds
  *           (monotonic clock, checked at every write) the batch is committed.
+ *           The four most frequent row kinds (ops, op_args, version_bumps,
+ *           saved_tensors) are grouped 16 to an INSERT; every group is
+ *           written before each COMMIT.
  *   failure the first SQLite error that is not the caller's fault (full
  *           disk, file size limit, i/o error, max_bytes) turns the handle
  *           "failed": the message is kept and every later call returns
