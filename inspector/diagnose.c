@@ -36,12 +36,22 @@ static const char sql_saved[] =
     "t.storage, st.is_output FROM json_each(?1) j JOIN saved_tensors st ON st.node = j.value "
     "LEFT JOIN tensors t ON t.id = st.tensor";
 /* Writes (mutated op arguments) within (?2, ?3) through any tensor on the
- * storages in JSON array ?1, by storage then op. */
+ * storages in JSON array ?1, by storage then op: through each tensor of
+ * each storage, or through the window's op arguments (see
+ * gt__pick_plan). */
 static const char sql_silent[] =
     "SELECT w.storage, a.op, a.tensor, w.version_counter FROM json_each(?1) j "
     "JOIN tensors w ON w.storage = j.value "
     "JOIN op_args a ON a.tensor = w.id AND a.role = 2 AND a.op > ?2 AND a.op < ?3 "
     "ORDER BY 1, 2, a.pos";
+static const char sql_silent_window[] =
+    "SELECT w.storage, a.op, a.tensor, w.version_counter "
+    "FROM op_args a CROSS JOIN tensors w ON w.id = a.tensor "
+    "WHERE a.op > ?2 AND a.op < ?3 AND a.role = 2 "
+    "AND +w.storage IN (SELECT value FROM json_each(?1)) ORDER BY 1, 2, a.pos";
+static const char sql_silent_size[] =
+    "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors w "
+    "ON w.storage = j.value LIMIT ?2)";
 static const char sql_tensor[] =
     "SELECT t.storage_offset, t.shape, t.strides, coalesce(s.text, ''), t.requires_grad, "
     "t.is_leaf, coalesce(t.alias_of, 0) "
@@ -68,7 +78,8 @@ static const char sql_names[] = GT__NAMES_SQL;
 typedef struct dctx {
     sqlite3 *db;
     gt_replayer *rp;
-    sqlite3_stmt *saved, *silent, *tensor, *bwerr, *op, *loc, *names;
+    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op, *loc,
+        *names;
     gt_imap freed; /* node id -> backward call that freed its saved tensors */
     gt_findings *f;
     size_t cap;
@@ -710,6 +721,11 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
     if (!(list = gt__json_ints(stor, ns)))
         goto nomem;
     st = c->silent;
+    if ((rc = gt__pick_plan(c->db, c->silent_size, list, lo, hi, c->err, c->errlen)) < 0)
+        goto out;
+    if (rc == 1)
+        st = c->silent_window;
+    rc = 0;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, lo);
     sqlite3_bind_int64(st, 3, hi);
@@ -1256,6 +1272,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
         sqlite3_stmt **st;
     } stmts[] = {
         {sql_saved, &c.saved}, {sql_silent, &c.silent}, {sql_tensor, &c.tensor},
+        {sql_silent_window, &c.silent_window}, {sql_silent_size, &c.silent_size},
         {sql_bwerr, &c.bwerr}, {sql_op, &c.op},         {sql_loc, &c.loc},
         {sql_names, &c.names}, {sql_calls, &calls},
     };
@@ -1321,6 +1338,8 @@ out:
     sqlite3_finalize(calls);
     sqlite3_finalize(c.saved);
     sqlite3_finalize(c.silent);
+    sqlite3_finalize(c.silent_window);
+    sqlite3_finalize(c.silent_size);
     sqlite3_finalize(c.tensor);
     sqlite3_finalize(c.bwerr);
     sqlite3_finalize(c.op);

@@ -14,6 +14,8 @@ struct gt_replayer {
     sqlite3_stmt *graph;
     sqlite3_stmt *execs;
     sqlite3_stmt *counters;
+    sqlite3_stmt *counters_window;
+    sqlite3_stmt *counters_size;
     sqlite3_stmt *inputs;
 };
 
@@ -123,12 +125,25 @@ static const char sql_execs[] =
 /* Every bump of the counters in JSON array ?1 within (?2, ?3): seq, op,
  * tensor, version after; by counter then seq. Bumps the adapter did not
  * predict are recorded as observed ones (observed = 1), so op arguments'
- * versions add nothing and are not read: they are most of the rows. */
+ * versions add nothing and are not read: they are most of the rows.
+ * Two plans for one answer: through each tensor of each counter (cheap when
+ * the counters have few tensors), or through the window's bumps (cheap
+ * when the window is short and a counter has many tensors, like a
+ * parameter with a new weight.t() view every step). sql_counters_size
+ * tells which. */
 static const char sql_counters[] =
     "SELECT t.version_counter, b.seq, coalesce(b.op, 0), b.tensor, b.version, 1 "
     "FROM json_each(?1) j JOIN tensors t ON t.version_counter = j.value "
     "JOIN version_bumps b ON b.tensor = t.id AND b.seq > ?2 AND b.seq < ?3 "
     "ORDER BY 1, 2";
+static const char sql_counters_window[] =
+    "SELECT t.version_counter, b.seq, coalesce(b.op, 0), b.tensor, b.version, 1 "
+    "FROM version_bumps b CROSS JOIN tensors t ON t.id = b.tensor "
+    "WHERE b.seq > ?2 AND b.seq < ?3 "
+    "AND +t.version_counter IN (SELECT value FROM json_each(?1)) ORDER BY 1, 2";
+static const char sql_counters_size[] =
+    "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors t "
+    "ON t.version_counter = j.value LIMIT ?2)";
 
 static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, size_t errlen)
 {
@@ -153,6 +168,8 @@ int gt__replayer_new(sqlite3 *db, gt_replayer **out, char *err, size_t errlen)
         (rc = prepare(db, sql_graph, &rp->graph, err, errlen)) ||
         (rc = prepare(db, sql_execs, &rp->execs, err, errlen)) ||
         (rc = prepare(db, sql_counters, &rp->counters, err, errlen)) ||
+        (rc = prepare(db, sql_counters_window, &rp->counters_window, err, errlen)) ||
+        (rc = prepare(db, sql_counters_size, &rp->counters_size, err, errlen)) ||
         (rc = prepare(db, sql_inputs, &rp->inputs, err, errlen))) {
         gt__replayer_free(rp);
         return rc;
@@ -170,6 +187,8 @@ void gt__replayer_free(gt_replayer *rp)
     sqlite3_finalize(rp->graph);
     sqlite3_finalize(rp->execs);
     sqlite3_finalize(rp->counters);
+    sqlite3_finalize(rp->counters_window);
+    sqlite3_finalize(rp->counters_size);
     sqlite3_finalize(rp->inputs);
     free(rp);
 }
@@ -660,6 +679,28 @@ char *gt__json_ints(const int64_t *v, size_t n)
     return s;
 }
 
+int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
+                  int64_t to_seq, char *err, size_t errlen)
+{
+    /* A seek per tensor against a visit per event of the window (only some
+     * events are bumps or writes, each costing about a seek): the window
+     * wins once there are more than a quarter as many tensors as events.
+     * Counting stops there, so choosing costs less than either plan. */
+    int64_t cap = (to_seq - from_seq) / 4 + 1, n = 0;
+    sqlite3_bind_text(size, 1, list, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(size, 2, cap);
+    int s = sqlite3_step(size);
+    if (s == SQLITE_ROW)
+        n = sqlite3_column_int64(size, 0);
+    sqlite3_reset(size);
+    sqlite3_clear_bindings(size);
+    if (s != SQLITE_ROW) {
+        snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
+        return GT_ECORRUPT;
+    }
+    return n >= cap ? 1 : 0;
+}
+
 void gt__counters_free(gt_counters *c)
 {
     if (!c)
@@ -679,6 +720,12 @@ int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t fro
     sqlite3_stmt *st = rp->counters;
     if (!list || !c)
         goto nomem;
+    if ((rc = gt__pick_plan(rp->db, rp->counters_size, list, from_seq, to_seq, err,
+                            errlen)) < 0)
+        goto out;
+    if (rc == 1)
+        st = rp->counters_window;
+    rc = 0;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, from_seq);
     sqlite3_bind_int64(st, 3, to_seq);

@@ -124,6 +124,14 @@ int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
 /* Free; accepts NULL. */
 void gt__counters_free(gt_counters *c);
 
+/* Choose between reading rows through each of the tensors counted by the
+ * prepared statement `size` (JSON array `list` bound as ?1, a count limit
+ * as ?2) and scanning
+ * the events of the window (from_seq, to_seq): 1 for the window scan, 0 for
+ * the per-tensor plan, or GT_ECORRUPT with a message in err. */
+int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
+                  int64_t to_seq, char *err, size_t errlen);
+
 /* "[1,2,3]": a JSON array of the integers, malloc'd; NULL on ENOMEM. */
 char *gt__json_ints(const int64_t *v, size_t n);
 

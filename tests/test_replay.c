@@ -366,6 +366,57 @@ static void test_counter_bumps_between_save_and_backward(void **state)
     tb_cleanup(&b, t, rp);
 }
 
+/* A counter with many tensors (a parameter with a view per step) and a
+ * short window: the window plan (scan the window's bumps) must give the
+ * same answer as the per-tensor plan above. 60 views, 3 bumps in a window
+ * of a few events. */
+static void test_counter_many_tensors_short_window(void **state)
+{
+    (void)state;
+    tb b;
+    gt_trace *t;
+    gt_replayer *rp;
+    char err[256];
+    tb_open(&b, "window");
+    tb_tensor(&b, 1000, 0, 3, 0, 0, 0);
+    for (int i = 1; i <= 60; i++)
+        tb_tensor(&b, 1000 + i, 0, 3, 0, 1000, 1000);
+    tb_tensor(&b, 2000, 0, 3, 0, 0, 0);
+    int64_t save;
+    tb_node(&b, 1, "MmBackward0", tb_op(&b, "aten::mm", 1), 1, 0);
+    assert_int_equal(gt_saved_tensor(b.r, 1, tb_str(&b, "mat2"), 1060, 4, 0, 12, &save), 0);
+    int64_t b1, b2, b3;
+    assert_int_equal(gt_version_bump(b.r, 0, 1007, 5, 1, &b1), 0);
+    assert_int_equal(gt_version_bump(b.r, 0, 2000, 9, 0, NULL), 0);
+    assert_int_equal(gt_version_bump(b.r, 0, 1000, 6, 0, &b2), 0);
+    assert_int_equal(gt_version_bump(b.r, 0, 1033, 7, 0, &b3), 0);
+    gt_id root = 1;
+    gt_id bw = tb_backward(&b, 1, &root, 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    assert_int_equal(gt_version_bump(b.r, 0, 1001, 8, 0, NULL), 0);
+    tb_finish(&b, &t, &rp);
+
+    gt_replay *r;
+    assert_int_equal(gt__replay_backward(rp, bw, &r, err, sizeof err), 0);
+    int64_t version;
+    gt_mutation *m;
+    size_t n;
+    assert_true(r->seq - save < 4 * 61); /* the window plan's condition */
+    assert_int_equal(
+        gt__replay_counter(rp, 1000, save, 4, r->seq, &version, &m, &n, err, sizeof err), 0);
+    assert_int_equal(version, 7);
+    assert_int_equal(n, 3);
+    assert_int_equal(m[0].bump_seq, b1);
+    assert_int_equal(m[0].tensor, 1007);
+    assert_int_equal(m[0].seq, 0); /* observed: no op */
+    assert_int_equal(m[1].bump_seq, b2);
+    assert_int_equal(m[2].bump_seq, b3);
+    assert_int_equal(m[2].version_after, 7);
+    free(m);
+    gt__replay_free(r);
+    tb_cleanup(&b, t, rp);
+}
+
 /* ---- hash map ---------------------------------------------------------- */
 
 static void test_imap(void **state)
@@ -395,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_order_multiple_roots),
         cmocka_unit_test(test_order_inputs),
         cmocka_unit_test(test_counter_bumps_between_save_and_backward),
+        cmocka_unit_test(test_counter_many_tensors_short_window),
         cmocka_unit_test(test_imap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
