@@ -1,0 +1,142 @@
+"""`gradtrace record` input errors (one line, exit 2, nothing created or
+overwritten), --force, --backward-calls windows and the --max-size cap.
+
+Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
+"""
+import json
+import os
+import stat
+import subprocess
+import sys
+import unittest
+
+import gtutil
+from gtutil import one, rows
+
+
+def gradtrace(*args, **kw):
+    return subprocess.run([gtutil.GRADTRACE, *args], capture_output=True, text=True,
+                          timeout=300, **kw)
+
+
+class BadInput(unittest.TestCase):
+    def setUp(self):
+        self.dir = gtutil.tmpdir()
+        self.script = gtutil.scenario("rec_window.py")
+
+    def assertOneLineError(self, cp, *parts):
+        self.assertEqual(cp.returncode, 2, cp.stderr)
+        self.assertEqual(cp.stdout, "")
+        lines = cp.stderr.splitlines()
+        self.assertEqual(len(lines), 1, cp.stderr)
+        self.assertTrue(lines[0].startswith("gradtrace: "), lines[0])
+        for p in parts:
+            self.assertIn(p, lines[0])
+
+    def test_missing_script(self):
+        out = os.path.join(self.dir, "missing.db")
+        cp = gradtrace("record", "-o", out, "--", os.path.join(self.dir, "nope.py"))
+        self.assertOneLineError(cp, "nope.py", "No such file or directory")
+        self.assertFalse(os.path.exists(out))
+
+    def test_existing_output_is_kept(self):
+        out = os.path.join(self.dir, "exists.db")
+        with open(out, "w") as f:
+            f.write("precious")
+        cp = gradtrace("record", "-o", out, "--", self.script)
+        self.assertOneLineError(cp, out, "--force")
+        with open(out) as f:
+            self.assertEqual(f.read(), "precious")
+
+    def test_output_directory_missing(self):
+        out = os.path.join(self.dir, "no", "such", "dir", "x.db")
+        cp = gradtrace("record", "-o", out, "--", self.script)
+        self.assertOneLineError(cp, "does not exist")
+
+    @unittest.skipIf(os.geteuid() == 0, "root can write anywhere")
+    def test_output_directory_unwritable(self):
+        d = os.path.join(self.dir, "ro")
+        os.mkdir(d)
+        os.chmod(d, stat.S_IRUSR | stat.S_IXUSR)
+        try:
+            cp = gradtrace("record", "-o", os.path.join(d, "x.db"), "--", self.script)
+            self.assertOneLineError(cp, "Permission denied")
+        finally:
+            os.chmod(d, stat.S_IRWXU)
+
+    def test_interpreter_without_torch(self):
+        wrapper = os.path.join(self.dir, "python-no-site")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nexec "%s" -S "$@"\n' % gtutil.PYTHON)
+        os.chmod(wrapper, stat.S_IRWXU)
+        out = os.path.join(self.dir, "notorch.db")
+        cp = gradtrace("record", "--python", wrapper, "-o", out, "--", self.script)
+        self.assertOneLineError(cp, "cannot import torch", "--python", "GRADTRACE_PYTHON")
+        self.assertFalse(os.path.exists(out))
+        # the same through the environment variable
+        env = dict(os.environ, GRADTRACE_PYTHON=wrapper)
+        cp = gradtrace("record", "-o", out, "--", self.script, env=env)
+        self.assertOneLineError(cp, "cannot import torch")
+        self.assertFalse(os.path.exists(out))
+
+    def test_interpreter_missing(self):
+        out = os.path.join(self.dir, "nopy.db")
+        cp = gradtrace("record", "--python", "/nonexistent/python9", "-o", out, "--",
+                       self.script)
+        self.assertOneLineError(cp, "/nonexistent/python9", "--python")
+        self.assertFalse(os.path.exists(out))
+
+    def test_bad_options(self):
+        out = os.path.join(self.dir, "opts.db")
+        for opt in (["--backward-calls", "3-1"], ["--backward-calls", "x"],
+                    ["--backward-calls", "0-2"], ["--max-size", "lots"],
+                    ["--max-size", "-5"]):
+            cp = gradtrace("record", "-o", out, *opt, "--", self.script)
+            self.assertOneLineError(cp, opt[1])
+        self.assertFalse(os.path.exists(out))
+
+    def test_help(self):
+        cp = gradtrace("record", "--help")
+        self.assertEqual(cp.returncode, 0)
+        for opt in ("--output", "--force", "--python", "--backward-calls", "--max-size"):
+            self.assertIn(opt, cp.stdout)
+
+
+class Window(unittest.TestCase):
+    def test_backward_calls_2_to_3_with_force(self):
+        out = os.path.join(gtutil.tmpdir(), "window.db")
+        with open(out, "w") as f:
+            f.write("old")
+        script = gtutil.scenario("rec_window.py")
+        trace, cp = gtutil.record(script, 4, out=out,
+                                  options=("--force", "--backward-calls", "2-3"))
+        self.assertEqual(cp.stdout, "done 4\n")
+        db = gtutil.connect(trace)
+        self.assertEqual(rows(db, "SELECT id, status FROM backward_calls"),
+                         [(1, "ok"), (2, "ok")])
+        # the forward passes of steps 2 and 3 (two Linear layers each), nothing else
+        self.assertEqual(one(db, "SELECT count(*) FROM ops o JOIN strings s ON s.id = o.name"
+                                 " WHERE s.text = 'aten::addmm' AND o.phase = 0"), 4)
+        self.assertEqual(one(db, "SELECT count(*) FROM ops o JOIN strings s ON s.id = o.name"
+                                 " WHERE s.text = 'aten::pow.Tensor_Scalar'"), 2)
+        self.assertEqual(json.loads(one(db, "SELECT options FROM run"))["backward_calls"],
+                         [2, 3])
+        self.assertEqual(rows(db, "SELECT status, exit_code FROM run"), [("ok", 0)])
+
+
+class SizeCap(unittest.TestCase):
+    def test_max_size_stops_recording_not_the_run(self):
+        script = gtutil.scenario("rec_window.py")
+        trace, cp = gtutil.record(script, 300, options=("--max-size", "200K"))
+        self.assertEqual(cp.stdout, "done 300\n")
+        self.assertEqual(cp.stderr.count("recording stopped"), 1, cp.stderr)
+        db = gtutil.connect(trace)
+        ops = one(db, "SELECT count(*) FROM ops")
+        self.assertGreater(ops, 100)
+        self.assertLess(os.path.getsize(trace), 400 * 1024)
+        # a run of 300 steps has far more ops than were kept
+        self.assertLess(one(db, "SELECT count(*) FROM backward_calls"), 300)
+
+
+if __name__ == "__main__":
+    unittest.main()
