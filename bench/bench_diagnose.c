@@ -14,8 +14,8 @@
  *
  * To show that memory does not grow with the ops outside the replayed
  * graphs, a second trace with the same graphs and a tenth of the filler is
- * diagnosed too. Each diagnosis runs in a child process, so its peak RSS
- * (getrusage) is its own.
+ * diagnosed too. Each diagnosis runs in a fresh process (this program run
+ * again), so its peak RSS (getrusage) is its own.
  *
  * Prints `name: value unit` lines. Never fails the build: errors are printed
  * as `error: ...` and the program exits 0.
@@ -230,10 +230,16 @@ out:
     return rc ? rc : crc;
 }
 
-/* In a child: the anchor, then diagnose (all calls, then the last one);
- * prints the figures with `prefix`. */
-static void measure(const char *path, const char *prefix, long steps, long graph_nodes)
+/* In a fresh process (this program run again with --measure, so that its
+ * peak RSS is the diagnosis's own, not the generator's): the anchor, then
+ * diagnose (all calls, then the last one); prints the figures with
+ * `prefix`. */
+static void measure_here(const char *path, const char *prefix, long steps, long graph_nodes);
+
+static void measure(const char *self, const char *path, const char *prefix, long steps,
+                    long graph_nodes)
 {
+    char s[32], g[32];
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) {
@@ -245,12 +251,21 @@ static void measure(const char *path, const char *prefix, long steps, long graph
         waitpid(pid, &status, 0);
         return;
     }
+    snprintf(s, sizeof s, "%ld", steps);
+    snprintf(g, sizeof g, "%ld", graph_nodes);
+    execl(self, self, "--measure", path, prefix, s, g, (char *)NULL);
+    printf("error: cannot run %s again\n", self);
+    _exit(0);
+}
+
+static void measure_here(const char *path, const char *prefix, long steps, long graph_nodes)
+{
     gt_trace *t;
     gt_findings *f = NULL;
     char err[256];
     if (gt_trace_open(path, &t, err, sizeof err) != 0) {
         printf("error: %s\n", err);
-        _exit(0);
+        exit(0);
     }
     sqlite3_stmt *st;
     double t0 = now_s();
@@ -267,7 +282,7 @@ static void measure(const char *path, const char *prefix, long steps, long graph
     double c0 = cpu_s();
     if (gt_diagnose(t, &all, &f, err, sizeof err) != 0) {
         printf("error: diagnose: %s\n", err);
-        _exit(0);
+        exit(0);
     }
     double dall = now_s() - t0, call = cpu_s() - c0;
     size_t nfind = f->n;
@@ -277,7 +292,7 @@ static void measure(const char *path, const char *prefix, long steps, long graph
     t0 = now_s();
     if (gt_diagnose(t, &last, &f, err, sizeof err) != 0) {
         printf("error: diagnose: %s\n", err);
-        _exit(0);
+        exit(0);
     }
     double dlast = now_s() - t0;
     gt_findings_free(f);
@@ -295,7 +310,7 @@ static void measure(const char *path, const char *prefix, long steps, long graph
     printf("%s_peak_rss: %ld kB\n", prefix, ru.ru_maxrss);
     gt_trace_close(t);
     fflush(stdout);
-    _exit(0);
+    exit(0);
 }
 
 static long long file_size(const char *path)
@@ -306,6 +321,10 @@ static long long file_size(const char *path)
 
 int main(int argc, char **argv)
 {
+    if (argc == 6 && !strcmp(argv[1], "--measure")) {
+        measure_here(argv[2], argv[3], atol(argv[4]), atol(argv[5]));
+        return 0;
+    }
     long total = argc > 1 ? atol(argv[1]) : 1000000;
     long steps = argc > 2 ? atol(argv[2]) : 100;
     long graph = argc > 3 ? atol(argv[3]) : 500;
@@ -324,12 +343,12 @@ int main(int argc, char **argv)
     printf("generate_trace: %.2f s (%lld ops, %ld steps, %ld graph nodes per step, %lld "
            "bytes)\n",
            now_s() - t0, ops, steps, graph, file_size(big));
-    measure(big, "big", steps, graph);
+    measure(argv[0], big, "big", steps, graph);
 
     long small_total = steps * (graph + NPARAMS + 1) + (total - steps * graph) / 10;
     if (generate(small, small_total, steps, graph, &ops) == 0) {
         printf("generate_small_trace: %lld ops (same graphs, a tenth of the filler)\n", ops);
-        measure(small, "small", steps, graph);
+        measure(argv[0], small, "small", steps, graph);
     }
     if (!getenv("GT_BENCH_KEEP")) {
         unlink(big);
