@@ -11,7 +11,8 @@ struct gt_replayer {
     sqlite3 *db;
     sqlite3_stmt *call;
     sqlite3_stmt *roots;
-    sqlite3_stmt *graph;
+    sqlite3_stmt *root_nodes;
+    sqlite3_stmt *children;
     sqlite3_stmt *execs;
     sqlite3_stmt *counters;
     sqlite3_stmt *counters_window;
@@ -107,17 +108,18 @@ static const char sql_inputs[] =
 static const char sql_roots[] =
     "SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL "
     "ORDER BY pos";
-/* The graph of a call: every node reachable from its roots, one row per
- * node and next edge (the node columns repeat; next is NULL for a node
- * without edges). */
-static const char sql_graph[] =
-    "WITH RECURSIVE g(id) AS ("
-    " SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL"
-    " UNION"
-    " SELECT e.next FROM g JOIN edges e ON e.node = g.id WHERE e.next IS NOT NULL) "
-    "SELECT g.id, n.seq, n.op, n.name, n.sequence_nr, n.variable, e.next "
-    "FROM g LEFT JOIN nodes n ON n.id = g.id "
-    "LEFT JOIN edges e ON e.node = g.id AND e.next IS NOT NULL";
+/* The graph of a call, breadth-first from its roots: the roots with their
+ * node rows, then per node its next edges with the targets' node rows (a
+ * seek on edges' primary key and one per target; cheaper than a recursive
+ * CTE, whose UNION keeps a b-tree of visited ids). */
+static const char sql_root_nodes[] =
+    "SELECT r.node, n.seq, n.op, n.name, n.sequence_nr, n.variable "
+    "FROM backward_roots r LEFT JOIN nodes n ON n.id = r.node "
+    "WHERE r.backward = ?1 AND r.node IS NOT NULL";
+static const char sql_children[] =
+    "SELECT e.next, n.seq, n.op, n.name, n.sequence_nr, n.variable "
+    "FROM edges e LEFT JOIN nodes n ON n.id = e.next "
+    "WHERE e.node = ?1 AND e.next IS NOT NULL";
 /* node_execs has no index on backward: its seq range (the call's) keeps the
  * scan to the rows of this call. */
 static const char sql_execs[] =
@@ -165,7 +167,8 @@ int gt__replayer_new(sqlite3 *db, gt_replayer **out, char *err, size_t errlen)
     int rc;
     if ((rc = prepare(db, sql_call, &rp->call, err, errlen)) ||
         (rc = prepare(db, sql_roots, &rp->roots, err, errlen)) ||
-        (rc = prepare(db, sql_graph, &rp->graph, err, errlen)) ||
+        (rc = prepare(db, sql_root_nodes, &rp->root_nodes, err, errlen)) ||
+        (rc = prepare(db, sql_children, &rp->children, err, errlen)) ||
         (rc = prepare(db, sql_execs, &rp->execs, err, errlen)) ||
         (rc = prepare(db, sql_counters, &rp->counters, err, errlen)) ||
         (rc = prepare(db, sql_counters_window, &rp->counters_window, err, errlen)) ||
@@ -184,7 +187,8 @@ void gt__replayer_free(gt_replayer *rp)
         return;
     sqlite3_finalize(rp->call);
     sqlite3_finalize(rp->roots);
-    sqlite3_finalize(rp->graph);
+    sqlite3_finalize(rp->root_nodes);
+    sqlite3_finalize(rp->children);
     sqlite3_finalize(rp->execs);
     sqlite3_finalize(rp->counters);
     sqlite3_finalize(rp->counters_window);
@@ -303,27 +307,41 @@ static void node_from_row(gt_replay_node *nd, sqlite3_stmt *st)
     nd->accumulate_grad = acc;
 }
 
-/* Every node reachable from the call's roots, with its edges, in one
- * recursive query (one row per node and edge); then the edges as CSR. */
+/* Every node reachable from the call's roots, with its edges (BFS); then
+ * the edges as CSR. */
 static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err, size_t errlen)
 {
-    sqlite3_stmt *st = rp->graph;
+    sqlite3_stmt *st = rp->root_nodes;
     int s, added;
     sqlite3_bind_int64(st, 1, backward);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
-        long pos = graph_add(g, id, &added);
+        long pos = graph_add(g, sqlite3_column_int64(st, 0), &added);
         if (pos < 0)
             goto nomem;
         if (added)
             node_from_row(&g->nodes[pos], st);
-        if (sqlite3_column_type(st, 6) != SQLITE_NULL &&
-            graph_edge(g, id, sqlite3_column_int64(st, 6)) != 0)
-            goto nomem;
     }
     sqlite3_reset(st);
     if (s != SQLITE_DONE)
         return sql_fail(rp, err, errlen);
+    st = rp->children;
+    for (size_t i = 0; i < g->n; i++) {
+        int64_t id = g->nodes[i].id;
+        sqlite3_bind_int64(st, 1, id);
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t to = sqlite3_column_int64(st, 0);
+            long pos = graph_add(g, to, &added);
+            if (pos < 0)
+                goto nomem;
+            if (added)
+                node_from_row(&g->nodes[pos], st);
+            if (graph_edge(g, id, to) != 0)
+                goto nomem;
+        }
+        sqlite3_reset(st);
+        if (s != SQLITE_DONE)
+            return sql_fail(rp, err, errlen);
+    }
 
     g->edge_start = calloc(g->n + 1, sizeof *g->edge_start);
     g->edges = malloc((g->ne ? g->ne : 1) * sizeof *g->edges);
