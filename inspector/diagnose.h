@@ -49,8 +49,11 @@ typedef struct gt_finding {
     /* Added after the first contract (same meaning forever): */
     int64_t error_seq;     /* errors.seq of the error this finding explains
                             * (the backward's error, or the leaf op's), 0 if none */
-    int matches_error;     /* 1: dtype, shape and versions equal the error
-                            * message's; 0: they differ; -1: nothing to compare */
+    int matches_error;     /* 1: dtype, shape, versions (and the grad_fn, when
+                            * PyTorch names one) equal the backward's error
+                            * message's; backward_twice: the error is PyTorch's
+                            * "second time" one; 0: they differ; -1: no error
+                            * to compare with */
     int64_t stack;         /* stacks.id where it happened when there is no node
                             * (leaf_inplace: where the op raised), else 0 */
     int64_t op;            /* leaf_inplace: ops.seq of the in-place op if it was
