@@ -579,6 +579,50 @@ static void test_two_invalidated(void **state)
     unlink(b.path);
 }
 
+/* ---- node_execs: the check point is when the engine ran the node ------ */
+
+/* t is saved by A (sequence_nr 5) and B (3). During the backward, after A
+ * ran and before B ran, a hook changes t in place: only B sees it. */
+static void test_bump_during_backward(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "execs");
+    tb_tensor(&b, 600, 0, 3, 0, 1, 0, 0, 0, 0);
+    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 600, "t"), 0);
+    tb_node(&b, 3, "SinBackward0", tb_op(&b, "aten::sin", GT_PHASE_FORWARD, 3, "u = t.sin()"),
+            3);
+    tb_save(&b, 3, "self", 600, 0);
+    tb_node(&b, 5, "CosBackward0", tb_op(&b, "aten::cos", GT_PHASE_FORWARD, 4, "v = t.cos()"),
+            5);
+    tb_save(&b, 5, "self", 600, 0);
+    assert_int_equal(gt_edge(b.r, 5, 0, 3, 0), 0);
+    gt_id bw = tb_backward(&b, 5, 0, 9);
+    assert_int_equal(gt_node_exec(b.r, bw, 5), 0);
+    int64_t op = tb_op(&b, "aten::mul_.Tensor", GT_PHASE_BACKWARD, 7, "    t.mul_(2)");
+    assert_int_equal(gt_op_arg(b.r, op, GT_ROLE_MUTATED, 0, 600, 0), 0);
+    assert_int_equal(gt_version_bump(b.r, op, 600, 1, 0, NULL), 0);
+    assert_int_equal(gt_node_exec(b.r, bw, 3), 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 0), 0);
+    tb_close(&b, 1);
+
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].node, 3);
+    assert_int_equal(f->v[0].version_at_backward, 1);
+    assert_int_equal(f->v[0].n_mutations, 1);
+    assert_int_equal(f->v[0].mutations[0].seq, op);
+    assert_int_equal(f->v[0].first_to_fail, 1);
+    assert_int_equal(f->v[0].matches_error, -1);
+    gt_findings_free(f);
+    char *out;
+    assert_int_equal(run_cmd(&out, "--json", b.path, NULL), 1);
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].phase"), "backward");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].location.line"), "7");
+    free(out);
+    unlink(b.path);
+}
+
 /* ---- a damaged trace: every read failure is an error, not a crash ----- */
 
 static void test_damaged_trace(void **state)
@@ -652,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_backward_twice),
         cmocka_unit_test(test_leaf_inplace),
         cmocka_unit_test(test_two_invalidated),
+        cmocka_unit_test(test_bump_during_backward),
         cmocka_unit_test(test_damaged_trace),
         cmocka_unit_test(test_bad_input),
     };
