@@ -88,6 +88,9 @@ typedef struct TensorEnt {
     gt_id dtype;
     int64_t created_by;
     int64_t last_out;   /* seq of the last op that output or mutated it */
+    gt_id alias_of;     /* for the tensors row, written later for outputs */
+    int shares;
+    int written;        /* its tensors row is written */
     int64_t offset;
     int ndim;
     int64_t *geom; /* ndim sizes then ndim strides */
@@ -143,7 +146,7 @@ typedef struct {
     PyObject *s_version, *s_grad_fn, *s_metadata, *s_next_functions, *s_output_nr,
         *s_data_ptr, *s_storage_offset, *s_shape, *s_stride, *s_dtype, *s_requires_grad,
         *s_is_leaf, *s_is_view, *s_base, *s_variable, *s_sequence_nr, *s_untyped_storage,
-        *s_storage, *s_nbytes, *s_device, *s_element_size, *s_strip;
+        *s_storage, *s_nbytes, *s_device, *s_element_size, *s_strip, *s_get_device;
 } modstate;
 
 static modstate *state_of_type(PyTypeObject *tp)
@@ -171,8 +174,11 @@ static int ck(Recorder *self, int rc)
     if (rc < 0 && !self->failed && self->r && gt_recorder_failed(self->r)) {
         self->failed = 1;
         self->active = 0;
-        PySys_WriteStderr("gradtrace: recording stopped: %s\n",
-                          gt_recorder_errmsg(self->r));
+        const char *msg = gt_recorder_errmsg(self->r);
+        if (!strncmp(msg, "gradtrace: ", 11))
+            PySys_WriteStderr("%s\n", msg);
+        else
+            PySys_WriteStderr("gradtrace: recording stopped: %s\n", msg);
     }
     return rc;
 }
@@ -574,13 +580,21 @@ static gt_storage_ent *storage_for(Recorder *self, PyObject *t, uint64_t key)
     int64_t nbytes = s ? long_call(s, ms->s_nbytes, 0, self) : 0;
     Py_XDECREF(s);
     swallow(self);
-    PyObject *dev = PyObject_GetAttr(t, ms->s_device);
-    PyObject *devs = dev ? PyObject_Str(dev) : NULL;
-    const char *dname = devs ? PyUnicode_AsUTF8(devs) : NULL;
-    gt_id did = intern_str(self, dname ? dname : "unknown");
-    Py_XDECREF(devs);
-    Py_XDECREF(dev);
-    swallow(self);
+    /* device name, cached by get_device() (-1: cpu) */
+    int64_t dix = long_call(t, ms->s_get_device, -1, self);
+    uint64_t *dv = gt_map_get(&self->dtypes, 0, (uint64_t)dix, 1);
+    gt_id did = dv ? (gt_id)*dv : 0;
+    if (!did) {
+        PyObject *dev = PyObject_GetAttr(t, ms->s_device);
+        PyObject *devs = dev ? PyObject_Str(dev) : NULL;
+        const char *dname = devs ? PyUnicode_AsUTF8(devs) : NULL;
+        did = intern_str(self, dname ? dname : "unknown");
+        Py_XDECREF(devs);
+        Py_XDECREF(dev);
+        swallow(self);
+        if (did)
+            gt_map_put(&self->dtypes, 0, (uint64_t)dix, 1, (uint64_t)did);
+    }
     ck(self, gt_storage(self->r, st->id, nbytes, did));
     if (gt_map_put(&self->storages, key, 0, 0, (uintptr_t)st) < 0) {
         free(st);
@@ -603,6 +617,30 @@ static void observe(Recorder *self, TensorEnt *e, int64_t version)
         ck(self, gt_version_bump(self->r, 0, e->id, version, 1, NULL));
         e->vc->expected = version;
     }
+}
+
+/* Write the tensors row of e (tensor t). */
+static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t)
+{
+    modstate *ms = STATE(self);
+    static const int64_t none[1] = {0};
+    gt_tensor_info ti = {
+        .id = e->id,
+        .storage = e->st ? e->st->id : 0,
+        .dtype = e->dtype,
+        .ndim = e->ndim,
+        .shape = e->geom ? e->geom : none,
+        .strides = e->geom ? e->geom + e->ndim : none,
+        .storage_offset = e->offset,
+        .requires_grad = truth_attr(t, ms->s_requires_grad, self),
+        .is_leaf = truth_attr(t, ms->s_is_leaf, self),
+        .created_by = e->created_by,
+        .alias_of = e->alias_of,
+        .shares_version = e->shares,
+        .version_counter = e->vc ? e->vc->id : e->id,
+    };
+    e->written = 1;
+    ck(self, gt_tensor(self->r, &ti));
 }
 
 /* Find or record tensor t. created_by: op seq for an op's output, else 0.
@@ -717,27 +755,13 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
             e->st->head = e;
         e->st->tail = e;
     }
-    gt_tensor_info ti = {
-        .id = e->id,
-        .storage = e->st ? e->st->id : 0,
-        .dtype = e->dtype,
-        .ndim = e->ndim,
-        .shape = e->geom,
-        .strides = e->geom ? e->geom + e->ndim : NULL,
-        .storage_offset = e->offset,
-        .requires_grad = truth_attr(t, ms->s_requires_grad, self),
-        .is_leaf = truth_attr(t, ms->s_is_leaf, self),
-        .created_by = created_by,
-        .alias_of = alias_of,
-        .shares_version = shares,
-        .version_counter = e->vc ? e->vc->id : e->id,
-    };
-    static const int64_t none[1] = {0};
-    if (!ti.shape) {
-        ti.shape = none;
-        ti.strides = none;
-    }
-    ck(self, gt_tensor(self->r, &ti));
+    e->alias_of = alias_of;
+    e->shares = shares;
+    e->written = 0;
+    /* an op's output gets requires_grad and its grad_fn only after the
+     * dispatch returns: its row is written at the next op (flush_pending) */
+    if (!created_by)
+        write_tensor(self, e, t);
     if (shares && !via)
         observe(self, e, ver);
     return e;
@@ -1089,6 +1113,11 @@ static void flush_pending(Recorder *self)
     int64_t done_nr[MAX_ARGS];
     int nfresh = 0, ndone = 0;
     int64_t op = self->pending_seq;
+    for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
+        TensorEnt *e = lookup(self, self->pending[i]);
+        if (e && !e->written)
+            write_tensor(self, e, self->pending[i]);
+    }
     for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
         PyObject *t = self->pending[i];
         PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
@@ -1828,6 +1857,7 @@ static int mod_exec(PyObject *m)
     INTERN(s_device, "device")
     INTERN(s_element_size, "element_size")
     INTERN(s_strip, "strip")
+    INTERN(s_get_device, "get_device")
 #undef INTERN
     if (PyModule_AddStringConstant(m, "version", GT_VERSION_STRING) < 0 ||
         PyModule_AddIntConstant(m, "schema_version", GT_SCHEMA_VERSION) < 0 ||
@@ -1857,6 +1887,7 @@ static int mod_clear(PyObject *m)
         &ms->s_stride, &ms->s_dtype, &ms->s_requires_grad, &ms->s_is_leaf, &ms->s_is_view,
         &ms->s_base, &ms->s_variable, &ms->s_sequence_nr, &ms->s_untyped_storage,
         &ms->s_storage, &ms->s_nbytes, &ms->s_device, &ms->s_element_size, &ms->s_strip,
+        &ms->s_get_device,
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         Py_CLEAR(*names[i]);

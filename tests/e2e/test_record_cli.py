@@ -118,7 +118,7 @@ class Window(unittest.TestCase):
         self.assertEqual(one(db, "SELECT count(*) FROM ops o JOIN strings s ON s.id = o.name"
                                  " WHERE s.text = 'aten::addmm' AND o.phase = 0"), 4)
         self.assertEqual(one(db, "SELECT count(*) FROM ops o JOIN strings s ON s.id = o.name"
-                                 " WHERE s.text = 'aten::pow.Tensor_Scalar'"), 2)
+                                 " WHERE s.text = 'aten::pow.Tensor_Scalar' AND o.phase = 0"), 2)
         self.assertEqual(json.loads(one(db, "SELECT options FROM run"))["backward_calls"],
                          [2, 3])
         self.assertEqual(rows(db, "SELECT status, exit_code FROM run"), [("ok", 0)])
