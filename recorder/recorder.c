@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -140,6 +141,7 @@ struct gt_recorder {
     sqlite3_stmt *st[ST_COUNT];
     char *path;
     pid_t pid; /* process that opened the handle */
+    int lock_fd; /* the trace file, flock()ed while recording; -1 if none */
 
     int64_t seq;
     int64_t next_string, next_frame, next_stack, next_thread, next_backward;
@@ -530,8 +532,25 @@ static void release(gt_recorder *r)
     gt__inttab_release(&r->stacks);
     gt__inttab_release(&r->threads);
     pthread_mutex_destroy(&r->mu);
+    /* closed only once SQLite has closed its own descriptors of the file:
+     * closing any descriptor of a file drops the process's POSIX locks on
+     * it, SQLite's included */
+    if (r->lock_fd >= 0)
+        close(r->lock_fd);
     free(r->path);
     free(r);
+}
+
+/* 1 if another open file (another recording) holds the flock of the trace
+ * at `path`, else 0. */
+static int trace_is_live(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return live;
 }
 
 int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *errbuf,
@@ -550,6 +569,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         put_err(errbuf, errlen, "gradtrace: cannot create trace %s: out of memory", path);
         return GT_ENOMEM;
     }
+    r->lock_fd = -1;
     if (pthread_mutex_init(&r->mu, NULL) != 0) {
         free(r);
         put_err(errbuf, errlen, "gradtrace: cannot create trace %s: mutex init failed", path);
@@ -588,6 +608,12 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             rc = GT_EIO;
             goto fail_alloc;
         }
+        if (trace_is_live(path)) {
+            put_err(errbuf, errlen, "gradtrace: cannot replace trace %s: another recording "
+                                    "is writing it", path);
+            rc = GT_EEXIST;
+            goto fail_alloc;
+        }
         if (unlink(path) != 0) {
             put_err(errbuf, errlen, "gradtrace: cannot replace trace %s: %s", path,
                     errno_text(errno, eb, sizeof(eb)));
@@ -603,7 +629,11 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         rc = e == EEXIST ? GT_EEXIST : GT_EIO;
         goto fail_alloc;
     }
-    close(fd);
+    /* Held for the handle's life: a later overwrite of this path sees that
+     * a recording is live (flock locks are apart from SQLite's POSIX locks).
+     * A file system without flock just goes without. */
+    (void)flock(fd, LOCK_EX | LOCK_NB);
+    r->lock_fd = fd;
     created = 1;
     /* a stale write-ahead log of an earlier file of that name would be
      * replayed into the new one */

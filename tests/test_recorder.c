@@ -12,6 +12,7 @@
 #include <gradtrace/recorder.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +240,77 @@ static void test_open_existing_file(void **state)
     rc = gt_recorder_open(tmpdir, &o, err, sizeof(err), &r);
     assert_int_equal(rc, GT_EIO);
     assert_non_null(strstr(err, "is a directory"));
+}
+
+/* A child process that records into `name` and holds it open until told:
+ * returns its pid; it writes one byte to *ready once recording and exits
+ * (closing the trace) when a byte arrives on *go, or is killed. */
+static pid_t live_recorder(const char *name, int *ready, int *go)
+{
+    int p1[2], p2[2];
+    assert_int_equal(pipe(p1), 0);
+    assert_int_equal(pipe(p2), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p1[0]);
+        close(p2[1]);
+        char err[256], c = 'r';
+        gt_recorder *r = NULL;
+        gt_id s;
+        if (gt_recorder_open(tpath(name), NULL, err, sizeof(err), &r) != 0 ||
+            gt_intern_string(r, "live", 4, &s) != 0 || gt_recorder_flush(r) != 0)
+            _exit(1);
+        if (write(p1[1], &c, 1) != 1 || read(p2[0], &c, 1) != 1)
+            _exit(2);
+        _exit(gt_recorder_close(r) == 0 ? 0 : 3);
+    }
+    close(p1[1]);
+    close(p2[0]);
+    *ready = p1[0];
+    *go = p2[1];
+    char c;
+    assert_int_equal(read(*ready, &c, 1), 1);
+    return pid;
+}
+
+/* overwrite refuses a trace that another process is still recording (it
+ * would go on writing to an unlinked file and its recording would be
+ * lost), and replaces it once that recording closed or died */
+static void test_overwrite_refuses_live_trace(void **state)
+{
+    (void)state;
+    int ready, go, status;
+    char err[256];
+    gt_recorder *r = NULL;
+    gt_recorder_options o = {.overwrite = 1};
+
+    pid_t pid = live_recorder("live.db", &ready, &go);
+    int rc = gt_recorder_open(tpath("live.db"), &o, err, sizeof(err), &r);
+    assert_int_equal(rc, GT_EEXIST);
+    assert_null(r);
+    assert_non_null(strstr(err, "live.db: another recording is writing it"));
+    assert_int_equal(write(go, "g", 1), 1);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0); /* its recording was not disturbed */
+    close(ready);
+    close(go);
+    sqlite3 *db = db_open("live.db");
+    assert_int_equal(q_int(db, "SELECT count(*) FROM strings WHERE text = 'live'"), 1);
+    sqlite3_close(db);
+    r = open_new("live.db", &o); /* closed: replaced */
+    assert_int_equal(gt_recorder_close(r), 0);
+
+    /* a recording killed with SIGKILL holds nothing */
+    pid = live_recorder("dead.db", &ready, &go);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    close(ready);
+    close(go);
+    r = open_new("dead.db", &o);
+    assert_int_equal(gt_recorder_close(r), 0);
 }
 
 static void test_open_bad_paths(void **state)
@@ -851,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_close_with_reader_attached),
         cmocka_unit_test(test_close_null_and_null_handle),
         cmocka_unit_test(test_open_existing_file),
+        cmocka_unit_test(test_overwrite_refuses_live_trace),
         cmocka_unit_test(test_open_bad_paths),
         cmocka_unit_test(test_stale_wal_is_not_replayed),
         cmocka_unit_test(test_roundtrip_every_event_kind),

@@ -348,11 +348,9 @@ class TestHostile(unittest.TestCase):
         self.assertEqual(r["integrity"], "ok")
         self.assertEqual(r["run"], ("ok", 0, 0))
 
-    # Known bug (reported): --force unlinks a trace another process is
-    # still recording; the first keeps writing to the orphaned file and its
-    # recording is lost (the path then holds the second's 30 calls). Wanted:
-    # the recorder locks the trace while recording and --force is refused.
-    @unittest.expectedFailure
+    # --force must not unlink a trace another process is still recording
+    # (its recording would be lost): the recorder holds a flock on the trace
+    # while recording and refuses to replace a locked one.
     def test_force_over_live_recording(self):
         r = self._two_recordings()
         self.assertEqual(r["forced"].returncode, 2, r["forced"].stderr)
