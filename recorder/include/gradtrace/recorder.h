@@ -176,8 +176,10 @@ typedef struct gt_backward_info {
 /* ---- lifecycle ------------------------------------------------------- */
 
 /* Create a trace at `path` and return a handle in *out. Fails with
- * GT_EEXIST if the file exists and opts->overwrite is 0, GT_EIO if it cannot
- * be created. opts may be NULL for defaults. On failure *out is untouched and
+ * GT_EEXIST if the file exists and opts->overwrite is 0, or if overwrite is
+ * set but another handle (in any process) is still recording that file (the
+ * handle holds a flock(2) on it until closed), GT_EIO if it cannot be
+ * created. opts may be NULL for defaults. On failure *out is untouched and
  * a message is written to errbuf (if not NULL, at most errlen bytes). */
 GT_WARN_UNUSED int gt_recorder_open(const char *path, const gt_recorder_options *opts,
                                     char *errbuf, size_t errlen,
