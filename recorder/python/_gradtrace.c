@@ -108,6 +108,7 @@ typedef struct {
     gt_id name;
     int is_acc;       /* AccumulateGrad */
     PyObject *saved;  /* tuple of (attribute, slot) */
+    int pruned;       /* saved has lost the slots that hold no tensors */
 } gt_nodetype;
 
 typedef struct Recorder {
@@ -134,6 +135,9 @@ typedef struct Recorder {
     PyObject *retry;         /* list of (node, id, op, pairs) to read again */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
+    PyFrameObject *last_site, *last_user; /* capture_stack's last answer */
+    int last_lasti;
+    gt_id last_stack;
     PyObject **pending; /* owned: outputs and mutated args of the last op */
     Py_ssize_t npending, cappending;
     int64_t pending_seq;
@@ -399,9 +403,67 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
     return parent;
 }
 
-static gt_id capture_stack(Recorder *self, PyFrameObject **user)
+/* The innermost frame that is not gradtrace's own (new reference), and its
+ * instruction offset in *lasti; NULL if none. */
+static PyFrameObject *current_site(Recorder *self, int *lasti)
 {
-    return capture_stack_from(self, PyEval_GetFrame(), user);
+    PyFrameObject *f = PyEval_GetFrame();
+    Py_XINCREF(f);
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int kind = code_kind(self, co);
+        Py_DECREF(co);
+        if (kind != CODE_HIDDEN)
+            break;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    *lasti = f ? PyFrame_GetLasti(f) : -1;
+    return f;
+}
+
+/* The stack of an op called at `site` (borrowed). Consecutive ops from the
+ * same live frame at the same instruction (the ops of one C++ call, all the
+ * ops of a backward call) have the same callers: the last answer is reused.
+ * We hold the frame, so its address cannot be reused meanwhile. Not for
+ * generator frames, whose callers change between resumptions. */
+static gt_id capture_stack(Recorder *self, PyFrameObject *site, int lasti,
+                           PyFrameObject **user)
+{
+    if (site && site == self->last_site && lasti == self->last_lasti) {
+        if (user)
+            *user = (PyFrameObject *)Py_XNewRef(self->last_user);
+        return self->last_stack;
+    }
+    PyFrameObject *uf = NULL;
+    gt_id stack = capture_stack_from(self, site, &uf);
+    PyCodeObject *co = site ? PyFrame_GetCode(site) : NULL;
+    int gen = co && (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR));
+    Py_XDECREF(co);
+    if (site && !gen) {
+        Py_XSETREF(self->last_site, (PyFrameObject *)Py_NewRef(site));
+        Py_XSETREF(self->last_user, (PyFrameObject *)Py_XNewRef(uf));
+        self->last_lasti = lasti;
+        self->last_stack = stack;
+    } else {
+        Py_CLEAR(self->last_site);
+        Py_CLEAR(self->last_user);
+    }
+    if (user)
+        *user = uf;
+    else
+        Py_XDECREF(uf);
+    return stack;
+}
+
+static gt_id capture_stack_here(Recorder *self, PyFrameObject **user)
+{
+    int lasti;
+    PyFrameObject *site = current_site(self, &lasti);
+    gt_id stack = capture_stack(self, site, lasti, user);
+    Py_XDECREF(site);
+    return stack;
 }
 
 /* ---- tensors and storages ------------------------------------------------ */
@@ -619,8 +681,8 @@ static void observe(Recorder *self, TensorEnt *e, int64_t version)
     }
 }
 
-/* Write the tensors row of e (tensor t). */
-static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t)
+/* Write the tensors row of e (tensor t); is_leaf < 0: read it. */
+static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf)
 {
     modstate *ms = STATE(self);
     static const int64_t none[1] = {0};
@@ -633,7 +695,7 @@ static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t)
         .strides = e->geom ? e->geom + e->ndim : none,
         .storage_offset = e->offset,
         .requires_grad = truth_attr(t, ms->s_requires_grad, self),
-        .is_leaf = truth_attr(t, ms->s_is_leaf, self),
+        .is_leaf = is_leaf >= 0 ? is_leaf : truth_attr(t, ms->s_is_leaf, self),
         .created_by = e->created_by,
         .alias_of = e->alias_of,
         .shares_version = e->shares,
@@ -651,10 +713,11 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
                              int64_t *version)
 {
     modstate *ms = STATE(self);
-    int64_t ver = read_version(self, t);
+    TensorEnt *e = lookup(self, t);
+    /* a fresh output of an op starts at version 0 (a view's is its base's) */
+    int64_t ver = !e && created_by ? 0 : read_version(self, t);
     if (version)
         *version = ver;
-    TensorEnt *e = lookup(self, t);
     if (e) {
         observe(self, e, ver);
         return e;
@@ -716,7 +779,8 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
         if (version)
             *version = ver;
     }
-    if (!shares) {
+    if (!shares && !created_by) {
+        /* (an output's view metadata is set only after the dispatch) */
         PyObject *isv = PyObject_CallMethodNoArgs(t, ms->s_is_view);
         int is_view = isv ? PyObject_IsTrue(isv) : 0;
         Py_XDECREF(isv);
@@ -761,7 +825,7 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
     /* an op's output gets requires_grad and its grad_fn only after the
      * dispatch returns: its row is written at the next op (flush_pending) */
     if (!created_by)
-        write_tensor(self, e, t);
+        write_tensor(self, e, t, -1);
     if (shares && !via)
         observe(self, e, ver);
     return e;
@@ -928,9 +992,12 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, 
  * error), or NULL if none did: an output is saved after the node is attached
  * to it, so a slot may only be filled one op later. */
 static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObject *node,
-                                  PyObject *pairs)
+                                  PyObject *pairs, gt_nodetype *nt)
 {
     PyObject *missing = NULL;
+    /* the first node of a class shows which _saved_ slots hold sizes,
+     * scalars and flags rather than tensors: later nodes skip them */
+    PyObject *useful = nt && !nt->pruned ? PyList_New(0) : NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(pairs);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(pairs, i);
@@ -945,23 +1012,42 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
                 missing = PyList_New(0);
             if (missing && PyList_Append(missing, pair) < 0)
                 swallow(self);
+            if (useful && PyList_Append(useful, pair) < 0)
+                swallow(self);
             continue;
         }
         if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
             record_saved(self, nid, op, slot, v);
+            if (useful && PyList_Append(useful, pair) < 0)
+                swallow(self);
         } else if (PyTuple_Check(v) || PyList_Check(v)) {
             Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
+            int has = m == 0;
             for (Py_ssize_t j = 0; j < m; j++) {
                 PyObject *x = PySequence_Fast_GET_ITEM(v, j);
+                if (x == Py_None)
+                    has = 1;
                 if (!PyObject_TypeCheck(x, (PyTypeObject *)self->tensor_type))
                     continue;
+                has = 1;
                 PyObject *sl = PyUnicode_FromFormat("%U[%zd]", slot, j);
                 if (sl)
                     record_saved(self, nid, op, sl, x);
                 Py_XDECREF(sl);
             }
+            if (has && useful && PyList_Append(useful, pair) < 0)
+                swallow(self);
         }
         Py_DECREF(v);
+        swallow(self);
+    }
+    if (useful) {
+        PyObject *t = PyList_AsTuple(useful);
+        if (t) {
+            Py_SETREF(nt->saved, t);
+            nt->pruned = 1;
+        }
+        Py_DECREF(useful);
         swallow(self);
     }
     if (!missing)
@@ -1031,7 +1117,7 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
             swallow(self);
         }
         ck(self, gt_node(self->r, &ni));
-        PyObject *missing = nt ? record_saved_all(self, nid, nop, node, nt->saved) : NULL;
+        PyObject *missing = nt ? record_saved_all(self, nid, nop, node, nt->saved, nt) : NULL;
         if (missing) {
             PyObject *retry = Py_BuildValue("(OLLO)", node, (long long)nid, (long long)nop,
                                             missing);
@@ -1102,7 +1188,7 @@ static void flush_pending(Recorder *self)
             PyObject *still = record_saved_all(
                 self, (gt_id)PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1)),
                 PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)), PyTuple_GET_ITEM(it, 0),
-                PyTuple_GET_ITEM(it, 3));
+                PyTuple_GET_ITEM(it, 3), NULL);
             Py_XDECREF(still); /* one retry only: a slot may really be empty */
         }
         Py_DECREF(retry);
@@ -1114,13 +1200,11 @@ static void flush_pending(Recorder *self)
     int nfresh = 0, ndone = 0;
     int64_t op = self->pending_seq;
     for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
-        TensorEnt *e = lookup(self, self->pending[i]);
-        if (e && !e->written)
-            write_tensor(self, e, self->pending[i]);
-    }
-    for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
         PyObject *t = self->pending[i];
         PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
+        TensorEnt *te = lookup(self, t);
+        if (te && !te->written) /* a leaf is a tensor without grad_fn */
+            write_tensor(self, te, t, g ? g == Py_None : -1);
         if (!g || g == Py_None) {
             Py_XDECREF(g);
             swallow(self);
@@ -1245,8 +1329,18 @@ static int collect(Recorder *self, PyObject *v, int written, int pos, argref *ou
 static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
 {
     Recorder *self = (Recorder *)op;
+    PyObject *shifted[3];
+    if (argc == 5 || argc == 4) {
+        /* bound as the mode's method: ([mode,] func, types, args, kwargs) */
+        Py_ssize_t k = argc - 4;
+        shifted[0] = argv[k];
+        shifted[1] = argv[k + 2];
+        shifted[2] = argv[k + 3];
+        argv = shifted;
+        argc = 3;
+    }
     if (argc != 3 || !PyTuple_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "dispatch(func, args, kwargs)");
+        PyErr_SetString(PyExc_TypeError, "dispatch(func, [types,] args, kwargs)");
         return NULL;
     }
     PyObject *func = argv[0], *args = argv[1], *kwargs = argv[2];
@@ -1257,10 +1351,29 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
 
     /* the caller's exception state must survive our bookkeeping */
     excsave saved_exc = exc_save();
+    gt_opmeta *meta = op_meta(self, func);
+    int lasti = -1;
+    PyFrameObject *site = current_site(self, &lasti);
+    int shallow = 0;
+    if (meta && meta->is_detach && self->via_autograd != Py_None) {
+        /* `.data` (and SavedVariable's tensor_data) reach us as a detach
+         * that did not come through the autograd kernels: .data gets a
+         * version counter of its own */
+        PyObject *r = PyObject_CallNoArgs(self->via_autograd);
+        shallow = r == Py_False;
+        Py_XDECREF(r);
+        swallow(self);
+        if (shallow && site && site == self->last_site && lasti == self->last_lasti) {
+            /* autograd saving the previous op's output (same frame, same
+             * instruction): bookkeeping, not the user's op */
+            Py_DECREF(site);
+            exc_restore(saved_exc);
+            return PyObject_Call(func, args, kwargs);
+        }
+    }
     self->busy++;
     flush_pending(self);
 
-    gt_opmeta *meta = op_meta(self, func);
     PyFrameObject *uf = NULL;
     gt_id stack = 0;
     int64_t seq = 0;
@@ -1270,7 +1383,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     TensorEnt *inent[MAX_ARGS];
     int nin = 0;
     if (meta && recording(self)) {
-        stack = capture_stack(self, &uf);
+        stack = capture_stack(self, site, lasti, &uf);
         PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
         grad = ge == Py_True;
         Py_XDECREF(ge);
@@ -1345,16 +1458,6 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
                 collect(self, out, 0, 0, outs, &nout);
             }
             TensorEnt *via = NULL;
-            int shallow = 0;
-            if (meta->is_detach && self->via_autograd != Py_None) {
-                /* `.data` (and SavedVariable's tensor_data) reach us as a
-                 * detach that did not come through the autograd kernels:
-                 * .data gets a version counter of its own */
-                PyObject *r = PyObject_CallNoArgs(self->via_autograd);
-                shallow = r == Py_False;
-                Py_XDECREF(r);
-                swallow(self);
-            }
             if (meta->view_arg >= 0 && !shallow)
                 for (int i = 0; i < nin; i++)
                     if (in[i].schema_pos == meta->view_arg && !in[i].written) {
@@ -1380,6 +1483,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         exc_restore(saved_exc);
     }
     Py_XDECREF(uf);
+    Py_XDECREF(site);
     self->busy--;
     return out;
 }
@@ -1472,6 +1576,8 @@ static void free_caches(Recorder *self)
     gt_map_clear(&self->codes);
     gt_map_clear(&self->dtypes);
     gt_map_clear(&self->threads);
+    Py_CLEAR(self->last_site);
+    Py_CLEAR(self->last_user);
     clear_pending(self);
     if (self->retry)
         PyList_SetSlice(self->retry, 0, PY_SSIZE_T_MAX, NULL);
@@ -1577,7 +1683,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
     flush_pending(self);
     gt_backward_info bi = {.api = intern_str(self, api), .retain_graph = retain,
                            .create_graph = create, .thread = current_thread(self),
-                           .stack = capture_stack(self, NULL)};
+                           .stack = capture_stack_here(self, NULL)};
     gt_id id = 0;
     if (ck(self, gt_backward_begin(self->r, &bi, &id)) < 0)
         return PyLong_FromLong(0);
@@ -1632,7 +1738,7 @@ static PyObject *Recorder_backward_end(PyObject *op, PyObject *args)
         Py_RETURN_NONE;
     excsave saved_exc = exc_save();
     if (exc != Py_None)
-        record_error(self, exc, capture_stack(self, NULL), id);
+        record_error(self, exc, capture_stack_here(self, NULL), id);
     ck(self, gt_backward_end(self->r, id, exc == Py_None));
     if (exc != Py_None)
         ck(self, gt_recorder_flush(self->r));
@@ -1685,8 +1791,11 @@ static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
         return NULL;
     if (!on && self->active && recording(self) && !self->busy)
         flush_pending(self);
-    if (!on)
+    if (!on) {
         clear_pending(self);
+        Py_CLEAR(self->last_site);
+        Py_CLEAR(self->last_user);
+    }
     self->active = on && !self->failed;
     Py_RETURN_NONE;
 }
@@ -1741,6 +1850,8 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->via_autograd);
     Py_VISIT(self->keep);
     Py_VISIT(self->retry);
+    Py_VISIT(self->last_site);
+    Py_VISIT(self->last_user);
     return 0;
 }
 
@@ -1758,6 +1869,8 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->via_autograd);
     Py_CLEAR(self->keep);
     Py_CLEAR(self->retry);
+    Py_CLEAR(self->last_site);
+    Py_CLEAR(self->last_user);
     return 0;
 }
 
@@ -1777,7 +1890,7 @@ static void Recorder_dealloc(PyObject *op)
 
 static PyMethodDef Recorder_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))Recorder_dispatch, METH_FASTCALL,
-     "dispatch(func, args, kwargs): record the op and call func(*args, **kwargs)"},
+     "dispatch(func, [types,] args, kwargs): record the op and call func(*args, **kwargs)"},
     {"close", Recorder_close, METH_VARARGS,
      "close(status=0, exit_code=0, signal=0): end the run and close the trace; returns "
      "the recorder's error message or None"},

@@ -11,6 +11,7 @@ the recorded run must fail exactly where the unrecorded one does.
 import functools
 import inspect
 import threading
+import types
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -68,14 +69,26 @@ def via_autograd_probe():
 
 
 class DispatchMode(TorchDispatchMode):
-    """Hands each op to the recorder, which records it and calls it."""
+    """Hands each op straight to the recorder, which records it and calls it.
+
+    The instance's __torch_dispatch__ is the recorder's C method itself, so
+    no Python frame runs per op. PyTorch 2.x wraps a subclass's
+    __torch_dispatch__ in torch._disable_dynamo (two more Python frames and a
+    context switch per op); _should_skip_dynamo opts out of that, so ops are
+    not protected from torch.compile tracing into the recorder (it graph-breaks
+    on the C call instead)."""
 
     def __init__(self, dispatch):
         super().__init__()
-        self._gt_dispatch = dispatch
+        # a real bound method (PyTorch insists), whose function is C
+        self.__dict__["__torch_dispatch__"] = types.MethodType(dispatch, self)
+
+    @classmethod
+    def _should_skip_dynamo(cls):
+        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return self._gt_dispatch(func, args, kwargs)
+        return self.__dict__["__torch_dispatch__"](func, types, args, kwargs)  # pragma: no cover
 
 
 _tls = threading.local()
