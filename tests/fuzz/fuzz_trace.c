@@ -10,6 +10,9 @@
  * found problems) or 2 (unreadable input) -- that last one aborts here so the
  * fuzzer keeps the input.
  *
+ * Half of the mutations are libFuzzer's byte-level ones, half change the
+ * input as a trace, with SQL (LLVMFuzzerCustomMutator, at the end).
+ *
  * The commands' stdout and stderr go to /dev/null while they run; sanitizer
  * reports are sent to the real stderr (__sanitizer_set_report_fd).
  *
@@ -25,12 +28,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "cmd.h"
 #include "trace.h"
 
 void __sanitizer_set_report_fd(void *fd);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct harness {
@@ -228,4 +235,129 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         run(gt_cmd_info, 3, a);
     }
     return 0;
+}
+
+/* ---- structure-aware mutation ------------------------------------------
+ *
+ * Byte flips in an SQLite file mostly give "database disk image is
+ * malformed", which the door refuses at once. Every other input is instead
+ * mutated as a trace: loaded into an in-memory database, changed by one to
+ * three SQL statements that break the rows' relations the way a damaged or
+ * hostile trace would (an id pointing nowhere or into a cycle, a version or
+ * size out of range, a wrong type, an enormous string, a deleted or
+ * duplicated row), and written back. */
+
+/* Columns worth breaking: ids, versions, sizes, JSON and text. */
+static const struct {
+    const char *table, *column;
+} targets[] = {
+    {"saved_tensors", "tensor"}, {"saved_tensors", "node"}, {"saved_tensors", "version"},
+    {"saved_tensors", "slot"}, {"saved_tensors", "nbytes"}, {"saved_tensors", "is_output"},
+    {"edges", "next"}, {"edges", "node"}, {"edges", "input_nr"},
+    {"stacks", "parent"}, {"stacks", "frame"}, {"stacks", "user_frame"},
+    {"frames", "file"}, {"frames", "line"}, {"frames", "code"}, {"frames", "function"},
+    {"ops", "name"}, {"ops", "stack"}, {"ops", "phase"}, {"ops", "thread"},
+    {"op_args", "tensor"}, {"op_args", "version"}, {"op_args", "role"}, {"op_args", "op"},
+    {"version_bumps", "version"}, {"version_bumps", "tensor"}, {"version_bumps", "op"},
+    {"tensors", "shape"}, {"tensors", "strides"}, {"tensors", "storage_offset"},
+    {"tensors", "alias_of"}, {"tensors", "version_counter"}, {"tensors", "dtype"},
+    {"tensors", "storage"}, {"tensors", "is_leaf"}, {"tensors", "created_by"},
+    {"nodes", "op"}, {"nodes", "sequence_nr"}, {"nodes", "variable"}, {"nodes", "name"},
+    {"node_outputs", "tensor"}, {"node_outputs", "node"},
+    {"backward_calls", "seq"}, {"backward_calls", "end_seq"}, {"backward_calls", "status"},
+    {"backward_calls", "api"}, {"backward_calls", "stack"},
+    {"backward_roots", "node"}, {"backward_roots", "tensor"}, {"backward_roots", "backward"},
+    {"backward_inputs", "tensor"}, {"node_execs", "node"}, {"node_execs", "backward"},
+    {"errors", "message"}, {"errors", "backward"}, {"errors", "stack"}, {"errors", "type"},
+    {"strings", "text"}, {"names", "tensor"}, {"names", "name"}, {"storages", "nbytes"},
+    {"run", "status"}, {"run", "argv"}, {"run", "exit_code"}, {"run", "start_ns"},
+};
+
+static unsigned next_rand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 8) & 0xffffff;
+}
+
+/* A value for column c of a row: SQL text in buf. */
+static void pick_value(unsigned *s, const char *c, char *buf, size_t n)
+{
+    switch (next_rand(s) % 16) {
+    case 0: snprintf(buf, n, "NULL"); break;
+    case 1: snprintf(buf, n, "0"); break;
+    case 2: snprintf(buf, n, "-1"); break;
+    case 3: snprintf(buf, n, "9223372036854775807"); break;
+    case 4: snprintf(buf, n, "-9223372036854775807 - 1"); break;
+    case 5: snprintf(buf, n, "%s + 1", c); break;
+    case 6: snprintf(buf, n, "-%s", c); break;
+    case 7: snprintf(buf, n, "'x''\"<&>\n'"); break;
+    case 8: snprintf(buf, n, "printf('%%.*c', %u, 'z')", 1000 + next_rand(s) % 200000); break;
+    case 9: snprintf(buf, n, "x'00ff'"); break;
+    case 10: snprintf(buf, n, "'[%u,-1,9223372036854775807'", next_rand(s) % 9); break;
+    case 11: snprintf(buf, n, "1e308"); break;
+    default: snprintf(buf, n, "%u", next_rand(s) % 200); break; /* likely an id */
+    }
+}
+
+static size_t sql_mutate(uint8_t *data, size_t size, size_t max_size, unsigned seed)
+{
+    size_t out = 0;
+    sqlite3 *db = NULL;
+    unsigned char *copy = sqlite3_malloc64(size);
+    if (!copy || sqlite3_open(":memory:", &db) != SQLITE_OK)
+        goto out;
+    memcpy(copy, data, size);
+    if (sqlite3_deserialize(db, "main", copy, size, size,
+                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE)
+        != SQLITE_OK) {
+        copy = NULL; /* freed by sqlite3_deserialize on failure */
+        goto out;
+    }
+    copy = NULL;
+    unsigned s = seed;
+    int changed = 0, n = 1 + (int)(next_rand(&s) % 3);
+    for (int k = 0; k < n; k++) {
+        size_t t = next_rand(&s) % (sizeof targets / sizeof targets[0]);
+        const char *tb = targets[t].table, *c = targets[t].column;
+        unsigned off = next_rand(&s) % 40;
+        char val[96], sql[512];
+        unsigned what = next_rand(&s) % 10;
+        if (what == 0) {
+            snprintf(sql, sizeof sql, "DELETE FROM %s WHERE %s IS (SELECT %s FROM %s "
+                     "LIMIT 1 OFFSET %u)", tb, c, c, tb, off);
+        } else if (what == 1) {
+            snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO %s SELECT * FROM %s "
+                     "LIMIT 1 OFFSET %u", tb, tb, off);
+        } else {
+            pick_value(&s, c, val, sizeof val);
+            snprintf(sql, sizeof sql, "UPDATE OR IGNORE %s SET %s = %s WHERE %s IS "
+                     "(SELECT %s FROM %s LIMIT 1 OFFSET %u)%s", tb, c, val, c, c, tb, off,
+                     what == 2 ? " OR 1" : "");
+        }
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK && sqlite3_changes(db) > 0)
+            changed = 1;
+    }
+    if (!changed)
+        goto out;
+    sqlite3_int64 sz = 0;
+    unsigned char *img = sqlite3_serialize(db, "main", &sz, 0);
+    if (img && sz > 0 && (size_t)sz <= max_size) {
+        memcpy(data, img, (size_t)sz);
+        out = (size_t)sz;
+    }
+    sqlite3_free(img);
+out:
+    sqlite3_free(copy);
+    sqlite3_close(db);
+    return out;
+}
+
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed)
+{
+    if (seed % 2 == 0 && size >= 512) {
+        size_t n = sql_mutate(data, size, max_size, seed);
+        if (n)
+            return n;
+    }
+    return LLVMFuzzerMutate(data, size, max_size);
 }
