@@ -8,6 +8,8 @@
  *   events  each call takes the handle mutex; the first write of a batch
  *           runs BEGIN; after batch_events rows or batch_ms milliseconds
  *           (monotonic clock, checked at every write) the batch is committed.
+ *           The first batches are smaller (1000 rows, doubling up to
+ *           batch_events), so that an early end loses little.
  *           The four most frequent row kinds (ops, op_args, version_bumps,
  *           saved_tensors) are grouped 16 to an INSERT; every group is
  *           written before each COMMIT.
@@ -48,6 +50,10 @@
 
 #define GT__DEFAULT_BATCH_EVENTS 20000
 #define GT__DEFAULT_BATCH_MS 250
+/* The first batch holds at most this many rows, each next one twice as many
+ * up to batch_events: what a short run, or one killed or stopped by a size
+ * limit early, recorded is committed soon, and long runs get big batches. */
+#define GT__FIRST_BATCH 1000
 #define GT__BUF_ROWS 16 /* rows per multi-row INSERT */
 #define GT__BUF_MAXCOL 7
 
@@ -150,6 +156,7 @@ struct gt_recorder {
     unsigned batch_n;        /* rows written in the open transaction */
     int64_t batch_start_ms;  /* monotonic ms at its BEGIN */
     unsigned batch_events;
+    unsigned batch_cur;      /* rows of the current batch: ramps up to batch_events */
     unsigned batch_ms;
     int64_t max_bytes;
     int64_t page_size;
@@ -481,6 +488,8 @@ static int commit(gt_recorder *r)
     r->batch_n = 0;
     if (rc)
         return rc;
+    if (r->batch_cur < r->batch_events)
+        r->batch_cur = r->batch_cur > r->batch_events / 2 ? r->batch_events : r->batch_cur * 2;
     if (r->max_bytes > 0) {
         sqlite3_stmt *st = r->st[ST_PAGE_COUNT];
         int64_t pages = 0;
@@ -503,7 +512,7 @@ static int commit(gt_recorder *r)
  * old enough. */
 static int end_write(gt_recorder *r)
 {
-    if (++r->batch_n >= r->batch_events || now_ms() - r->batch_start_ms >= r->batch_ms)
+    if (++r->batch_n >= r->batch_cur || now_ms() - r->batch_start_ms >= r->batch_ms)
         return commit(r);
     return 0;
 }
@@ -581,6 +590,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     gt__inttab_init(&r->threads, 1);
     r->batch_events = opts && opts->batch_events ? opts->batch_events
                                                   : GT__DEFAULT_BATCH_EVENTS;
+    r->batch_cur = r->batch_events < GT__FIRST_BATCH ? r->batch_events : GT__FIRST_BATCH;
     r->batch_ms = opts && opts->batch_ms ? opts->batch_ms : GT__DEFAULT_BATCH_MS;
     r->max_bytes = opts ? opts->max_bytes : 0;
     r->pid = getpid();

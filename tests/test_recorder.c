@@ -759,6 +759,34 @@ static void test_batch_events_boundary(void **state)
     assert_int_equal(gt_recorder_close(r), 0);
 }
 
+/* With the default batch_events the first batches are small (1000 rows,
+ * then 2000, 4000 ...), so an early end loses little. */
+static void test_first_batches_ramp_up(void **state)
+{
+    (void)state;
+    gt_recorder_options o = {.batch_ms = 600000};
+    gt_recorder *r = open_new("ramp.db", &o);
+    sqlite3 *db = db_open("ramp.db");
+    gt_id name;
+    assert_int_equal(gt_intern_string(r, "op", 2, &name), 0); /* row 1 */
+    gt_op_info op = {.name = name, .thread = 1};
+    int64_t seq;
+    int64_t seen[4];
+    int k = 0;
+    for (int rows = 2; rows <= 7001; rows++) {
+        assert_int_equal(gt_op(r, &op, &seq), 0);
+        if (rows == 999 || rows == 1000 || rows == 2999 || rows == 3000)
+            seen[k++] = q_int(db, "SELECT count(*) FROM ops");
+    }
+    assert_int_equal(seen[0], 0);    /* 999 rows: nothing committed yet */
+    assert_int_equal(seen[1], 999);  /* row 1000 closed the first batch */
+    assert_int_equal(seen[2], 999);  /* the second holds 2000 rows */
+    assert_int_equal(seen[3], 2999);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), 6999); /* then 4000 */
+    sqlite3_close(db);
+    assert_int_equal(gt_recorder_close(r), 0);
+}
+
 static void test_batch_ms_boundary(void **state)
 {
     (void)state;
@@ -931,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_invalid_arguments),
         cmocka_unit_test(test_run_set_keeps_earlier_fields),
         cmocka_unit_test(test_batch_events_boundary),
+        cmocka_unit_test(test_first_batches_ramp_up),
         cmocka_unit_test(test_batch_ms_boundary),
         cmocka_unit_test(test_max_bytes_stops_recording),
         cmocka_unit_test(test_forked_child_gets_closed_handle),

@@ -49,6 +49,30 @@ for step in range(steps):
 print("done", steps)
 """
 
+# TRAIN that, once it wrote MARKER at step 20, holds its recording open until
+# the file RELEASE exists (at most 300 s), so that a test can act on a live
+# recording without racing it.
+HOLD = """
+import os, sys, time
+import torch
+
+marker, release, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+w = torch.randn(8, 8, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.01)
+for step in range(steps):
+    x = torch.randn(4, 8)
+    loss = (x @ w).relu().sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 20:
+        open(marker, "w").close()
+        end = time.monotonic() + 300
+        while not os.path.exists(release) and time.monotonic() < end:
+            time.sleep(0.05)
+print("done", steps)
+"""
+
 # A backward that runs for a long time: a custom Function whose backward
 # does small ops in a loop (so the recorder keeps committing) and writes
 # MARKER while it is inside the backward.
@@ -314,9 +338,11 @@ class TestHostile(unittest.TestCase):
         if TestHostile._race is not None:
             return TestHostile._race
         script = write_script("train.py", TRAIN)
-        out, marker = new_trace_path(), new_marker()
+        hold = write_script("hold.py", HOLD)
+        out, marker, release = new_trace_path(), new_marker(), new_marker()
         r = {"out": out}
-        first = subprocess.Popen(record_cmd(out, script, marker, 120),
+        # the first holds its recording open until both others are done
+        first = subprocess.Popen(record_cmd(out, hold, marker, release, 120),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             self.assertTrue(wait_for(marker, first), "first recording never started")
@@ -328,6 +354,7 @@ class TestHostile(unittest.TestCase):
                                          capture_output=True, text=True, timeout=300)
             r["forced_ran"] = os.path.exists(m3)
         finally:
+            open(release, "w").close()
             r["first_out"], r["first_err"] = first.communicate(timeout=300)
         r["first_rc"] = first.returncode
         r["integrity"] = integrity(out)
