@@ -9,7 +9,9 @@
  *   - Events are buffered into transactions of at most `batch_events` events
  *     or `batch_ms` milliseconds, whichever comes first. After the process is
  *     killed, every committed batch is readable. (Rows written count as
- *     events here, interned strings/frames/stacks/threads included. The clock
+ *     events here, interned strings/frames/stacks/threads included; the
+ *     first batches are smaller, 1000 rows doubling up to batch_events, so
+ *     that an early kill or size limit loses little. The clock
  *     is read at each call: a batch is not committed by time alone while no
  *     call comes; call gt_recorder_flush when going idle.)
  *   - On the first write error (full disk, RLIMIT_FSIZE, I/O error, size cap)
