@@ -136,6 +136,8 @@ typedef struct Recorder {
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
     PyFrameObject *last_site, *last_user; /* capture_stack's last answer */
+    PyFrameObject *names_miss; /* user frame whose names matched nothing */
+    int names_miss_lasti;
     int last_lasti;
     gt_id last_stack;
     PyObject **pending; /* owned: outputs and mutated args of the last op */
@@ -1251,11 +1253,12 @@ static void add_pending(Recorder *self, PyObject *t)
 
 /* ---- names --------------------------------------------------------------- */
 
-static void names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t, TensorEnt *te,
-                     PyObject *base, TensorEnt *be)
+static int names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t, TensorEnt *te,
+                    PyObject *base, TensorEnt *be)
 {
+    int found = 0;
     if (!dict || !PyDict_Check(dict))
-        return;
+        return 0;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(dict, &pos, &k, &v)) {
@@ -1270,8 +1273,10 @@ static void names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t, T
             if (v == base && be)
                 ck(self, gt_name(self->r, seq, be->id, name));
             ck(self, gt_name(self->r, seq, te->id, name));
+            found++;
         }
     }
+    return found;
 }
 
 /* Names bound to mutated tensor t (or the tensor it is a view of) in the
@@ -1280,6 +1285,11 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
                          TensorEnt *te)
 {
     modstate *ms = STATE(self);
+    /* an optimizer step mutates dozens of parameters from one user line
+     * whose frame names none of them: after a miss, that line is skipped */
+    int lasti = PyFrame_GetLasti(uf);
+    if (uf == self->names_miss && lasti == self->names_miss_lasti)
+        return;
     PyObject *base = NULL;
     TensorEnt *be = NULL;
     PyObject *isv = PyObject_CallMethodNoArgs(t, ms->s_is_view);
@@ -1292,9 +1302,13 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
     swallow(self);
     PyObject *locals = PyFrame_GetLocals(uf);
     PyObject *globals = PyFrame_GetGlobals(uf);
-    names_in(self, locals, seq, t, te, base, be);
+    int found = names_in(self, locals, seq, t, te, base, be);
     if (globals != locals)
-        names_in(self, globals, seq, t, te, base, be);
+        found += names_in(self, globals, seq, t, te, base, be);
+    if (!found) {
+        Py_XSETREF(self->names_miss, (PyFrameObject *)Py_NewRef(uf));
+        self->names_miss_lasti = lasti;
+    }
     Py_XDECREF(locals);
     Py_XDECREF(globals);
     Py_XDECREF(base);
@@ -1578,6 +1592,7 @@ static void free_caches(Recorder *self)
     gt_map_clear(&self->threads);
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
+    Py_CLEAR(self->names_miss);
     clear_pending(self);
     if (self->retry)
         PyList_SetSlice(self->retry, 0, PY_SSIZE_T_MAX, NULL);
@@ -1852,6 +1867,7 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->retry);
     Py_VISIT(self->last_site);
     Py_VISIT(self->last_user);
+    Py_VISIT(self->names_miss);
     return 0;
 }
 
@@ -1871,6 +1887,7 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->retry);
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
+    Py_CLEAR(self->names_miss);
     return 0;
 }
 
