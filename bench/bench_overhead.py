@@ -1,4 +1,4 @@
-"""What recording costs: small training loops on CPU, four ways, in one process.
+"""What recording costs: small training loops on CPU, five ways, in one process.
 
     python bench/bench_overhead.py [--rounds 7] [--steps 40]
 
@@ -9,6 +9,10 @@ optimizer step) on one thread. Modes:
   floor     a do-nothing TorchDispatchMode: the cost any recorder built on
             __torch_dispatch__ pays before doing any work
   gradtrace gradtrace.record(...) with every op recorded into a fresh trace
+  gt_idle   gradtrace.record(...) with its window closed (backward_calls far
+            ahead): the floor of gradtrace's own entry point (its
+            __torch_dispatch__ is a C method: no Python frame per op; the
+            rest of the floor is PyTorch boxing each op for Python)
   anomaly   torch.autograd.set_detect_anomaly(True)
 The modes are interleaved in each round (the machine is shared; wall time
 drifts) and timed in process CPU seconds; each figure is the median of the
@@ -75,10 +79,11 @@ def measure(build, mode, steps, tmp, counter):
     elif mode == "anomaly":
         with torch.autograd.set_detect_anomaly(True):
             train(model, opt, x, y, steps)
-    elif mode == "gradtrace":
+    elif mode in ("gradtrace", "gt_idle"):
         counter[0] += 1
         path = os.path.join(tmp, "bench%d.db" % counter[0])
-        rec = gradtrace.record(path)
+        window = (10 ** 6, 10 ** 6) if mode == "gt_idle" else None
+        rec = gradtrace.record(path, backward_calls=window)
         with rec:
             train(model, opt, x, y, steps)
         events = os.path.getsize(path)
@@ -92,7 +97,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    modes = ["plain", "floor", "gradtrace", "anomaly"]
+    modes = ["plain", "floor", "gradtrace", "gt_idle", "anomaly"]
     print("torch: %s" % torch.__version__)
     print("python: %s" % sys.version.split()[0])
     with tempfile.TemporaryDirectory(prefix="gtbench-") as tmp:
@@ -112,6 +117,7 @@ def main():
             for m in modes[1:]:
                 print("%s_%s_vs_plain: %.2f x" % (name, m, med[m] / med["plain"]))
             print("%s_gradtrace_vs_floor: %.2f x" % (name, med["gradtrace"] / med["floor"]))
+            print("%s_gradtrace_vs_gt_idle: %.2f x" % (name, med["gradtrace"] / med["gt_idle"]))
             print("%s_trace_size: %.1f KiB/step" % (name, size / 1024 / args.steps))
 
 
