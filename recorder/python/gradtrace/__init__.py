@@ -31,6 +31,7 @@ While recording, SIGXFSZ is ignored so that hitting a file size limit stops
 recording instead of killing the process, and SIGTERM (if it had its
 default disposition) closes the trace before the process dies of it.
 """
+import itertools
 import json
 import linecache
 import os
@@ -43,6 +44,7 @@ __all__ = ["record", "Recording"]
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _current = None
+_serial = itertools.count(1)
 
 
 def _fork_child():
@@ -107,7 +109,8 @@ class Recording:
             getline=linecache.getline,
             hidden=hidden,
             engine=(torch_dir,),
-            key="gradtrace:%d:%d" % (os.getpid(), id(self)),
+            # nodes keep our ids in grad_fn.metadata: a key per recording
+            key="gradtrace:%d:%d" % (os.getpid(), next(_serial)),
             via_autograd=_mode.via_autograd_probe(),
             overwrite=self.overwrite,
             max_bytes=self.max_size,
