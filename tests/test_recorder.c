@@ -790,19 +790,22 @@ static void test_first_batches_ramp_up(void **state)
 static void test_batch_ms_boundary(void **state)
 {
     (void)state;
-    gt_recorder_options o = {.batch_events = 1000000, .batch_ms = 1};
+    gt_recorder_options o = {.batch_events = 1000000, .batch_ms = 5};
     gt_recorder *r = open_new("batchms.db", &o);
     gt_id name;
     assert_int_equal(gt_intern_string(r, "op", 2, &name), 0);
-    struct timespec ts = {0, 20 * 1000000};
-    nanosleep(&ts, NULL);
     gt_op_info op = {.name = name, .thread = 1};
     int64_t seq;
-    /* the batch opened by the string is older than 1 ms: this event's call
-     * commits it, the op included */
+    assert_int_equal(gt_op(r, &op, &seq), 0); /* op A */
+    struct timespec ts = {0, 20 * 1000000};
+    nanosleep(&ts, NULL);
+    /* op B: either A's own call closed a batch older than 5 ms, or the batch
+     * holding A is now 20 ms old and B's call commits it. Both ways A is
+     * committed, however slow the machine (a sanitizer build, a loaded
+     * CI box) — the batch count (1,000,000) alone would commit nothing. */
     assert_int_equal(gt_op(r, &op, &seq), 0);
     sqlite3 *db = db_open("batchms.db");
-    assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), 1);
+    assert_true(q_int(db, "SELECT count(*) FROM ops") >= 1);
     assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 1);
     sqlite3_close(db);
     assert_int_equal(gt_recorder_close(r), 0);
