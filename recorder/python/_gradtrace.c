@@ -133,6 +133,12 @@ typedef struct Recorder {
     PyObject *key;           /* key of our node id in grad_fn.metadata */
     PyObject *keep;          /* list: objects whose address keys a cache */
     PyObject *retry;         /* list of (node, id, op, pairs) to read again */
+    PyObject *module_type;   /* torch.nn.Module, or NULL (looked up once) */
+    PyObject *current_node;  /* torch._C._current_autograd_node or NULL */
+    PyObject *last_exec;     /* the node the last backward op ran under */
+    int looked_up;           /* module_type and current_node looked up */
+    gt_id cur_backward;      /* the innermost recorded backward call */
+    gt_id last_exec_id;      /* its last node_execs row's node */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
     PyFrameObject *last_site, *last_user; /* capture_stack's last answer */
@@ -1315,6 +1321,130 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
     swallow(self);
 }
 
+/* Look up, once, what bind_names and note_exec need from torch. */
+static void lookup_torch(Recorder *self)
+{
+    if (self->looked_up)
+        return;
+    self->looked_up = 1;
+    PyObject *nn = PyImport_ImportModule("torch.nn");
+    self->module_type = nn ? PyObject_GetAttrString(nn, "Module") : NULL;
+    Py_XDECREF(nn);
+    if (self->module_type && !PyType_Check(self->module_type))
+        Py_CLEAR(self->module_type);
+    PyErr_Clear();
+    /* missing in older PyTorch (1.13): then no node_execs rows */
+    PyObject *c = PyImport_ImportModule("torch._C");
+    self->current_node = c ? PyObject_GetAttrString(c, "_current_autograd_node") : NULL;
+    Py_XDECREF(c);
+    if (self->current_node && !PyCallable_Check(self->current_node))
+        Py_CLEAR(self->current_node);
+    PyErr_Clear();
+}
+
+#define MAX_MODULE_PARAMS 10000
+
+/* Names "<var>.<parameter name>" (model.0.weight) for the parameters of
+ * module m bound to `var`, for parameters already recorded. Modules with
+ * more than MAX_MODULE_PARAMS parameters are skipped. */
+static void module_names(Recorder *self, int64_t seq, const char *var, PyObject *m)
+{
+    PyObject *it = PyObject_CallMethod(m, "named_parameters", NULL);
+    PyObject *all = it ? PySequence_List(it) : NULL;
+    Py_XDECREF(it);
+    if (!all || PyList_GET_SIZE(all) > MAX_MODULE_PARAMS)
+        goto out;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
+        PyObject *pair = PyList_GET_ITEM(all, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)))
+            continue;
+        TensorEnt *e = lookup(self, PyTuple_GET_ITEM(pair, 1));
+        if (!e)
+            continue;
+        PyObject *full = PyUnicode_FromFormat("%s.%U", var, PyTuple_GET_ITEM(pair, 0));
+        const char *name = full ? PyUnicode_AsUTF8(full) : NULL;
+        if (name)
+            ck(self, gt_name(self->r, seq, e->id, name));
+        Py_XDECREF(full);
+        swallow(self);
+    }
+out:
+    Py_XDECREF(all);
+    swallow(self);
+}
+
+/* Names of every recorded tensor (and recorded parameter of an nn.Module)
+ * bound in the user frame uf, at event seq: f_locals, which for module-level
+ * code are the module's globals. Tensors never recorded get no id here. */
+static void bind_names(Recorder *self, PyFrameObject *uf, int64_t seq)
+{
+    if (!uf || !seq || !self->r || self->failed || self->forked)
+        return;
+    lookup_torch(self);
+    PyObject *locals = PyFrame_GetLocals(uf);
+    if (!locals || !PyDict_Check(locals)) {
+        Py_XDECREF(locals);
+        swallow(self);
+        return;
+    }
+    /* PyDict_Next over a dict that Python code (named_parameters) may run
+     * against: iterate a snapshot of the items */
+    PyObject *items = PyDict_Items(locals);
+    Py_DECREF(locals);
+    for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i);
+        PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
+        if (!PyUnicode_Check(k))
+            continue;
+        if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
+            TensorEnt *e = lookup(self, v);
+            const char *name = e ? PyUnicode_AsUTF8(k) : NULL;
+            if (name)
+                ck(self, gt_name(self->r, seq, e->id, name));
+        } else if (self->module_type &&
+                   PyObject_TypeCheck(v, (PyTypeObject *)self->module_type)) {
+            const char *name = PyUnicode_AsUTF8(k);
+            if (name)
+                module_names(self, seq, name, v);
+        }
+        swallow(self);
+    }
+    Py_XDECREF(items);
+    swallow(self);
+}
+
+/* During a recorded backward call: the node whose apply() is running this
+ * op (torch._C._current_autograd_node), written to node_execs once per run
+ * of consecutive ops. Only nodes already recorded are written (never a new
+ * node here). A node that runs no aten op (an AccumulateGrad that just moves
+ * the incoming gradient into .grad, a node whose gradient is undefined)
+ * never shows here; nor does any node on PyTorch without
+ * _current_autograd_node (1.13). */
+static void note_exec(Recorder *self)
+{
+    if (!self->cur_backward)
+        return;
+    lookup_torch(self);
+    if (!self->current_node)
+        return;
+    PyObject *node = PyObject_CallNoArgs(self->current_node);
+    if (!node || node == Py_None || node == self->last_exec) {
+        Py_XDECREF(node);
+        swallow(self);
+        return;
+    }
+    Py_XSETREF(self->last_exec, node);
+    PyObject *md = NULL;
+    gt_id nid = node_known(self, node, &md);
+    Py_XDECREF(md);
+    if (nid && nid != self->last_exec_id) {
+        self->last_exec_id = nid;
+        ck(self, gt_node_exec(self->r, self->cur_backward, nid));
+    }
+    swallow(self);
+}
+
 /* ---- dispatch ------------------------------------------------------------ */
 
 typedef struct {
@@ -1402,6 +1532,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         grad = ge == Py_True;
         Py_XDECREF(ge);
         swallow(self);
+        if (self->in_backward)
+            note_exec(self); /* before the op: the node ran it */
         gt_op_info oi = {.name = meta->name,
                          .phase = self->in_backward ? GT_PHASE_BACKWARD
                                   : grad            ? GT_PHASE_FORWARD
@@ -1593,6 +1725,7 @@ static void free_caches(Recorder *self)
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
     Py_CLEAR(self->names_miss);
+    Py_CLEAR(self->last_exec);
     clear_pending(self);
     if (self->retry)
         PyList_SetSlice(self->retry, 0, PY_SSIZE_T_MAX, NULL);
@@ -1696,12 +1829,15 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
     if (!recording(self))
         return PyLong_FromLong(0);
     flush_pending(self);
+    PyFrameObject *uf = NULL;
     gt_backward_info bi = {.api = intern_str(self, api), .retain_graph = retain,
                            .create_graph = create, .thread = current_thread(self),
-                           .stack = capture_stack_here(self, NULL)};
+                           .stack = capture_stack_here(self, &uf)};
     gt_id id = 0;
-    if (ck(self, gt_backward_begin(self->r, &bi, &id)) < 0)
+    if (ck(self, gt_backward_begin(self->r, &bi, &id)) < 0) {
+        Py_XDECREF(uf);
         return PyLong_FromLong(0);
+    }
     PyObject *seq = PySequence_Fast(roots, "roots");
     for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++) {
         PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
@@ -1724,7 +1860,13 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
         Py_XDECREF(seq);
     }
     swallow(self);
+    /* every recorded tensor and module parameter the user's frame names */
+    bind_names(self, uf, gt_recorder_seq(self->r));
+    Py_XDECREF(uf);
     self->in_backward++;
+    self->cur_backward = id;
+    self->last_exec_id = 0;
+    Py_CLEAR(self->last_exec);
     return PyLong_FromLongLong(id);
 }
 
@@ -1749,11 +1891,19 @@ static PyObject *Recorder_backward_end(PyObject *op, PyObject *args)
         return NULL;
     if (self->in_backward > 0 && id)
         self->in_backward--;
+    if (id && id == self->cur_backward) {
+        self->cur_backward = 0;
+        Py_CLEAR(self->last_exec);
+    }
     if (!id || !self->r || self->forked || self->failed)
         Py_RETURN_NONE;
     excsave saved_exc = exc_save();
-    if (exc != Py_None)
-        record_error(self, exc, capture_stack_here(self, NULL), id);
+    if (exc != Py_None) {
+        PyFrameObject *uf = NULL;
+        record_error(self, exc, capture_stack_here(self, &uf), id);
+        bind_names(self, uf, gt_recorder_seq(self->r));
+        Py_XDECREF(uf);
+    }
     ck(self, gt_backward_end(self->r, id, exc == Py_None));
     if (exc != Py_None)
         ck(self, gt_recorder_flush(self->r));
@@ -1785,13 +1935,16 @@ static PyObject *Recorder_error(PyObject *op, PyObject *exc)
     Py_XDECREF(tb);
     swallow(self);
     gt_id stack = 0;
+    PyFrameObject *uf = NULL;
     if (f && PyFrame_Check(f)) {
         /* the traceback's line, not the frame's current one, is what we want;
          * for an uncaught exception they agree */
-        stack = capture_stack_from(self, f, NULL);
+        stack = capture_stack_from(self, f, &uf);
     }
     Py_XDECREF(f);
     record_error(self, exc, stack, 0);
+    bind_names(self, uf, gt_recorder_seq(self->r));
+    Py_XDECREF(uf);
     ck(self, gt_recorder_flush(self->r));
     swallow(self);
     exc_restore(saved_exc);
@@ -1868,6 +2021,9 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->last_site);
     Py_VISIT(self->last_user);
     Py_VISIT(self->names_miss);
+    Py_VISIT(self->module_type);
+    Py_VISIT(self->current_node);
+    Py_VISIT(self->last_exec);
     return 0;
 }
 
@@ -1888,6 +2044,9 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
     Py_CLEAR(self->names_miss);
+    Py_CLEAR(self->module_type);
+    Py_CLEAR(self->current_node);
+    Py_CLEAR(self->last_exec);
     return 0;
 }
 

@@ -6,6 +6,7 @@ error PyTorch raised.
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest); runs with either PyTorch.
 """
 import os
+import subprocess
 import unittest
 
 import gtutil
@@ -100,6 +101,79 @@ class Seed(unittest.TestCase):
         roots = rows(self.db, "SELECT node FROM backward_roots WHERE backward = 1")
         self.assertEqual(len(roots), 1)
         self.assertIsNotNone(roots[0][0])
+
+
+    def test_names_of_saved_tensors_and_parameters(self):
+        # bound at the backward call (and again at its error) from the
+        # user's frame, not only for tensors mutated in place
+        lsm = one(self.db, "SELECT a.tensor FROM ops o JOIN strings s ON s.id = o.name "
+                  "JOIN op_args a ON a.op = o.seq AND a.role = 1 "
+                  "WHERE s.text = 'aten::_log_softmax' ORDER BY o.seq LIMIT 1")
+        self.assertIn(lsm, tensors_named(self.db, "log_probs"))
+        weight = [r for r in saved(self.db, "NllLossBackward0") if r[0] == "weight"][0][1]
+        self.assertIn(weight, tensors_named(self.db, "class_weights"))
+        nll = one(self.db, "SELECT a.tensor FROM ops o JOIN strings s ON s.id = o.name "
+                  "JOIN op_args a ON a.op = o.seq AND a.role = 1 "
+                  "WHERE s.text = 'aten::nll_loss_forward' ORDER BY o.seq LIMIT 1")
+        self.assertEqual(tensors_named(self.db, "loss"), [nll])
+        # nn.Module parameters: "<variable>.<named_parameters() name>"
+        for name, shape in (("model.0.weight", "[8,4]"), ("model.0.bias", "[8]"),
+                            ("model.2.weight", "[3,8]"), ("model.2.bias", "[3]")):
+            (t,) = tensors_named(self.db, name)
+            self.assertEqual(rows(self.db, "SELECT shape, is_leaf, requires_grad FROM tensors "
+                                  "WHERE id = ?", t), [(shape, 1, 1)])
+            # the leaf its AccumulateGrad node accumulates into
+            self.assertEqual(one(self.db, "SELECT count(*) FROM nodes n JOIN strings s "
+                                 "ON s.id = n.name WHERE s.text = 'AccumulateGrad' "
+                                 "AND n.variable = ?", t), 1)
+        # the names of the failing backward call's frame: at its begin event
+        bseq = one(self.db, "SELECT seq FROM backward_calls WHERE id = 1")
+        self.assertIn(bseq, [r[0] for r in rows(
+            self.db, "SELECT n.seq FROM names n JOIN strings s ON s.id = n.name "
+            "WHERE s.text = 'model.0.weight'")])
+
+
+class NodeExecs(unittest.TestCase):
+    """The repaired seed (--fixed) trains two steps: node_execs lists the
+    nodes the engine ran during each backward, in engine order."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.script = gtutil.example("seed_class_weights.py")
+        cls.trace, cls.cp = gtutil.record(cls.script, "--fixed")
+        cls.db = gtutil.connect(cls.trace)
+        probe = subprocess.run([gtutil.PYTHON, "-c", "import torch; print(hasattr("
+                                "torch._C, '_current_autograd_node'))"],
+                               capture_output=True, text=True, timeout=300)
+        cls.supported = probe.stdout.strip() == "True"
+
+    def execs(self, backward):
+        return rows(self.db, "SELECT e.node, s.text FROM node_execs e JOIN nodes n "
+                    "ON n.id = e.node JOIN strings s ON s.id = n.name "
+                    "WHERE e.backward = ? ORDER BY e.seq", backward)
+
+    def test_engine_order(self):
+        if not self.supported:
+            self.assertEqual(rows(self.db, "SELECT count(*) FROM node_execs"), [(0,)])
+            self.skipTest("no torch._C._current_autograd_node in this PyTorch")
+        for bid in (1, 2):
+            ex = self.execs(bid)
+            names = [n for _, n in ex if n != "AccumulateGrad"]
+            # root first, then down the classifier: the ops each node ran
+            self.assertEqual(names, ["NllLossBackward0", "LogSoftmaxBackward0",
+                                     "AddmmBackward0", "TBackward0", "ReluBackward0",
+                                     "AddmmBackward0", "TBackward0"], ex)
+            root = one(self.db, "SELECT node FROM backward_roots WHERE backward = ?", bid)
+            self.assertEqual(ex[0][0], root)
+            # each node once, and only nodes of the graph that backward ran on
+            self.assertEqual(len({n for n, _ in ex}), len(ex))
+            self.assertEqual(one(self.db, "SELECT count(*) FROM node_execs e "
+                                 "JOIN nodes n ON n.id = e.node WHERE e.backward = ? "
+                                 "AND n.op IS NULL AND n.variable IS NULL", bid), 0)
+        # step 2 runs a new graph: its interior nodes are not step 1's
+        first = {n for n, s in self.execs(1) if s != "AccumulateGrad"}
+        second = {n for n, s in self.execs(2) if s != "AccumulateGrad"}
+        self.assertEqual(first & second, set())
 
 
 class ReluInplace(unittest.TestCase):
