@@ -1349,10 +1349,19 @@ static void lookup_torch(Recorder *self)
  * more than MAX_MODULE_PARAMS parameters are skipped. */
 static void module_names(Recorder *self, int64_t seq, const char *var, PyObject *m)
 {
-    PyObject *it = PyObject_CallMethod(m, "named_parameters", NULL);
-    PyObject *all = it ? PySequence_List(it) : NULL;
+    PyObject *res = PyObject_CallMethod(m, "named_parameters", NULL);
+    PyObject *it = res ? PyObject_GetIter(res) : NULL;
+    Py_XDECREF(res);
+    PyObject *all = it ? PyList_New(0) : NULL;
+    PyObject *x;
+    while (all && (x = PyIter_Next(it))) {
+        int rc = PyList_Append(all, x);
+        Py_DECREF(x);
+        if (rc < 0 || PyList_GET_SIZE(all) > MAX_MODULE_PARAMS)
+            Py_CLEAR(all); /* too big to name on every backward call */
+    }
     Py_XDECREF(it);
-    if (!all || PyList_GET_SIZE(all) > MAX_MODULE_PARAMS)
+    if (!all || PyErr_Occurred())
         goto out;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
         PyObject *pair = PyList_GET_ITEM(all, i);

@@ -126,6 +126,9 @@ class Seed(unittest.TestCase):
             self.assertEqual(one(self.db, "SELECT count(*) FROM nodes n JOIN strings s "
                                  "ON s.id = n.name WHERE s.text = 'AccumulateGrad' "
                                  "AND n.variable = ?", t), 1)
+        # names only for recorded tensors: no id made up for a bare name
+        self.assertEqual(one(self.db, "SELECT count(*) FROM names n WHERE NOT EXISTS "
+                             "(SELECT 1 FROM tensors t WHERE t.id = n.tensor)"), 0)
         # the names of the failing backward call's frame: at its begin event
         bseq = one(self.db, "SELECT seq FROM backward_calls WHERE id = 1")
         self.assertIn(bseq, [r[0] for r in rows(
