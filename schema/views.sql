@@ -47,6 +47,9 @@ WITH RECURSIVE walk(stack, depth, node) AS (
     SELECT w.stack, w.depth + 1, s.parent
     FROM walk w JOIN stacks s ON s.id = w.node
     WHERE s.parent IS NOT NULL
+      -- a damaged trace may hold a cycle: no real stack is deeper than
+      -- the number of stacks
+      AND w.depth < (SELECT count(*) FROM stacks)
 )
 SELECT w.stack,
        w.depth,
@@ -222,6 +225,9 @@ WITH RECURSIVE reach(backward, node, depth) AS (
     SELECT r.backward, e.next, r.depth + 1
     FROM reach r JOIN edges e ON e.node = r.node
     WHERE e.next IS NOT NULL
+      -- depth makes rows on a cycle (a damaged trace) distinct: bound it by
+      -- the number of nodes, which no path in a real graph exceeds
+      AND r.depth < (SELECT count(*) FROM nodes)
 )
 SELECT r.backward, r.node, sn.text AS node_name, min(r.depth) AS depth
 FROM reach r
