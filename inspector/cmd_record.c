@@ -151,9 +151,13 @@ static int check_output(const char *out, int force)
     }
     const char *dir = dirname(copy);
     int rc = 0;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (stat(dir, &st) != 0) {
         fprintf(stderr, "gradtrace: cannot write trace %s: directory %s does not exist\n",
                 out, dir);
+        rc = -1;
+    } else if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "gradtrace: cannot write trace %s: %s is not a directory\n", out,
+                dir);
         rc = -1;
     } else if (access(dir, W_OK | X_OK) != 0) {
         fprintf(stderr, "gradtrace: cannot write trace %s: directory %s: %s\n", out, dir,

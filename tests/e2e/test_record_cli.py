@@ -53,6 +53,13 @@ class BadInput(unittest.TestCase):
         cp = gradtrace("record", "-o", out, "--", self.script)
         self.assertOneLineError(cp, "does not exist")
 
+    def test_output_parent_is_a_file(self):
+        parent = os.path.join(self.dir, "plain-file")
+        with open(parent, "w") as f:
+            f.write("x")
+        cp = gradtrace("record", "-o", os.path.join(parent, "x.db"), "--", self.script)
+        self.assertOneLineError(cp, "is not a directory")
+
     @unittest.skipIf(os.geteuid() == 0, "root can write anywhere")
     def test_output_directory_unwritable(self):
         d = os.path.join(self.dir, "ro")
