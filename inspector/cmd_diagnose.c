@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "diagnose.h"
 #include "replay.h"
+#include "termtext.h"
 
 /* ---- tiny query helpers ------------------------------------------------ */
 
@@ -255,6 +256,17 @@ static char *jx(sqlite3 *db, const char *doc, const char *path)
     return v ? v : strdup("");
 }
 
+/* Like jx, for text shown to the user: trace text may hold control
+ * characters, shown as visible escapes (termtext.h). Never for a value
+ * that is parsed again as JSON. */
+static char *jt(sqlite3 *db, const char *doc, const char *path)
+{
+    char *v = jx(db, doc, path);
+    char *t = v ? gt_term_text(v) : NULL;
+    free(v);
+    return t ? t : strdup("");
+}
+
 /* A path relative to the current directory when it lies below it. */
 static const char *rel(const char *path, const char *cwd)
 {
@@ -270,7 +282,9 @@ static char *names_text(sqlite3 *db, const char *doc, const char *path)
     char *v = qtext(db, &rc,
                     "SELECT group_concat(value, ', ') FROM json_each(?1, ?2)", "ss", doc,
                     path);
-    return v ? v : strdup("");
+    char *t = v ? gt_term_text(v) : NULL;
+    free(v);
+    return t ? t : strdup("");
 }
 
 /* "  label  file:line  (in function)" then the code line. */
@@ -281,15 +295,18 @@ static void print_loc(FILE *o, sqlite3 *db, const style *st, const char *cwd,
         fprintf(o, "    %-11s %s(location unknown)%s\n", label, st->dim, st->reset);
         return;
     }
-    char *file = jx(db, loc, "$.file"), *line = jx(db, loc, "$.line");
-    char *fn = jx(db, loc, "$.function"), *code = jx(db, loc, "$.code");
+    char *file = jt(db, loc, "$.file"), *line = jt(db, loc, "$.line");
+    char *fn = jt(db, loc, "$.function"), *code = jx(db, loc, "$.code");
     fprintf(o, "    %-11s %s%s:%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), line, st->reset,
             fn[0] ? "  in " : "", fn, "");
     const char *c = code;
     while (*c == ' ' || *c == '\t')
         c++;
-    if (*c)
-        fprintf(o, "    %11s %s%5s |%s %s\n", "", st->dim, line, st->reset, c);
+    if (*c) {
+        fprintf(o, "    %11s %s%5s |%s ", "", st->dim, line, st->reset);
+        gt_term_puts(o, c);
+        fputc('\n', o);
+    }
     free(file);
     free(line);
     free(fn);
@@ -299,14 +316,14 @@ static void print_loc(FILE *o, sqlite3 *db, const style *st, const char *cwd,
 static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd,
                           const char *doc, size_t index)
 {
-    char *kind = jx(db, doc, "$.kind"), *ftf = jx(db, doc, "$.first_to_fail");
-    char *node = jx(db, doc, "$.node.name"), *slot = jx(db, doc, "$.saved.slot");
-    char *dtype = jx(db, doc, "$.saved.dtype"), *shape = jx(db, doc, "$.saved.shape");
-    char *sv = jx(db, doc, "$.saved.saved_version");
-    char *va = jx(db, doc, "$.saved.version_at_backward");
-    char *bi = jx(db, doc, "$.backward.index"), *fb = jx(db, doc, "$.freed_by.index");
+    char *kind = jt(db, doc, "$.kind"), *ftf = jx(db, doc, "$.first_to_fail");
+    char *node = jt(db, doc, "$.node.name"), *slot = jt(db, doc, "$.saved.slot");
+    char *dtype = jt(db, doc, "$.saved.dtype"), *shape = jt(db, doc, "$.saved.shape");
+    char *sv = jt(db, doc, "$.saved.saved_version");
+    char *va = jt(db, doc, "$.saved.version_at_backward");
+    char *bi = jt(db, doc, "$.backward.index"), *fb = jt(db, doc, "$.freed_by.index");
     char *names = names_text(db, doc, "$.saved.names");
-    char *sugg = jx(db, doc, "$.suggestion"), *match = jx(db, doc, "$.matches_error");
+    char *sugg = jt(db, doc, "$.suggestion"), *match = jx(db, doc, "$.matches_error");
     char *bloc = jx(db, doc, "$.backward.location"), *nloc = jx(db, doc, "$.node.location");
     char *floc = jx(db, doc, "$.freed_by.location"), *loc = jx(db, doc, "$.location");
     const char *nm = names[0] ? names : "a tensor";
@@ -356,8 +373,8 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
         char *m = qtext(db, &rc, "SELECT json_extract(?1, ?2)", "ss", doc, path);
         if (!m)
             continue;
-        char *mloc = jx(db, m, "$.location"), *op = jx(db, m, "$.op");
-        char *ver = jx(db, m, "$.version_after"), *mn = names_text(db, m, "$.names");
+        char *mloc = jx(db, m, "$.location"), *op = jt(db, m, "$.op");
+        char *ver = jt(db, m, "$.version_after"), *mn = names_text(db, m, "$.names");
         if (!prev || strcmp(prev, mloc) != 0)
             print_loc(o, db, st, cwd,
                       !strcmp(kind, "silent_storage_write") ? "written at" : "modified at",
@@ -416,10 +433,12 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
     free(loc);
 }
 
-static void print_text(FILE *o, sqlite3 *db, const style *st, const char *trace, int partial,
-                       const char *err, const char *findings, size_t n)
+static void print_text(FILE *o, sqlite3 *db, const style *st, const char *path_arg,
+                       int partial, const char *err, const char *findings, size_t n)
 {
     char cwd[4096];
+    char *tr = gt_term_text(path_arg);
+    const char *trace = tr ? tr : path_arg;
     if (!getcwd(cwd, sizeof cwd))
         cwd[0] = 0;
     if (partial)
@@ -427,13 +446,14 @@ static void print_text(FILE *o, sqlite3 *db, const style *st, const char *trace,
                    "process was killed or is still running); diagnosing what was committed\n",
                 st->yellow, st->reset);
     if (err && strcmp(err, "null") != 0) {
-        char *type = jx(db, err, "$.type"), *msg = jx(db, err, "$.message");
+        char *type = jt(db, err, "$.type"), *msg = jx(db, err, "$.message");
         char *first = msg;
         char *nl = strchr(first, '\n');
         if (nl)
             *nl = 0;
-        fprintf(o, "%s: the run raised %s%s%s: %s\n", trace, st->bold, type, st->reset,
-                first);
+        fprintf(o, "%s: the run raised %s%s%s: ", trace, st->bold, type, st->reset);
+        gt_term_puts(o, first);
+        fputc('\n', o);
         free(type);
         free(msg);
     }
@@ -441,6 +461,7 @@ static void print_text(FILE *o, sqlite3 *db, const style *st, const char *trace,
         fprintf(o, "%s: no findings: no saved tensor was modified before the backward that "
                    "needed it\n",
                 trace);
+        free(tr);
         return;
     }
     fprintf(o, "%s: %zu finding%s\n\n", trace, n, n == 1 ? "" : "s");
@@ -451,6 +472,7 @@ static void print_text(FILE *o, sqlite3 *db, const style *st, const char *trace,
         print_finding(o, db, st, cwd, doc, i + 1);
         free(doc);
     }
+    free(tr);
 }
 
 /* ---- command ----------------------------------------------------------- */

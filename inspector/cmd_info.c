@@ -17,6 +17,7 @@
 #include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "termtext.h"
 #include "trace.h"
 
 /* The tables counted, in the order they are shown. Constant names only:
@@ -142,13 +143,29 @@ out:
     return rc;
 }
 
-/* Print `msg` with every line after the first indented by `indent`. */
+/* Column i as text from the trace, control characters shown as escapes
+ * (termtext.h), a NUL included (as \x00): the text output never passes
+ * trace text to the terminal as it is. */
+static void tput(FILE *out, sqlite3_stmt *st, int i)
+{
+    const char *s = col(st, i); /* before _bytes: the length of the text */
+    gt_term_putn(out, s, (size_t)sqlite3_column_bytes(st, i));
+}
+
+/* Print `msg` with every line after the first indented by `indent`; each
+ * line's text sanitized. */
 static void put_indented(FILE *out, const char *msg, const char *indent)
 {
-    for (; *msg; msg++) {
-        fputc(*msg, out);
-        if (*msg == '\n' && msg[1])
-            fputs(indent, out);
+    for (;;) {
+        const char *nl = strchr(msg, '\n');
+        gt_term_putn(out, msg, nl ? (size_t)(nl - msg) : strlen(msg));
+        if (!nl)
+            break;
+        fputc('\n', out);
+        msg = nl + 1;
+        if (!*msg)
+            break;
+        fputs(indent, out);
     }
 }
 
@@ -165,25 +182,46 @@ static int print_text(gt_trace *t, FILE *out)
         rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
         goto out;
     }
-    fprintf(out, "trace      %s (schema %d, written by gradtrace %s)\n",
-            gt_trace_path(t), sqlite3_column_int(st, 1), col(st, 0));
-    fprintf(out, "engine     %s %s", sqlite3_column_type(st, 2) == SQLITE_NULL
-                                         ? "unknown" : col(st, 2), col(st, 3));
-    if (sqlite3_column_type(st, 4) != SQLITE_NULL)
-        fprintf(out, ", python %s", col(st, 4));
+    fputs("trace      ", out);
+    gt_term_puts(out, gt_trace_path(t));
+    fprintf(out, " (schema %d, written by gradtrace ", sqlite3_column_int(st, 1));
+    tput(out, st, 0);
+    fputs(")\nengine     ", out);
+    if (sqlite3_column_type(st, 2) == SQLITE_NULL)
+        fputs("unknown", out);
+    else
+        tput(out, st, 2);
+    fputc(' ', out);
+    tput(out, st, 3);
+    if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
+        fputs(", python ", out);
+        tput(out, st, 4);
+    }
     fputc('\n', out);
-    if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-        fprintf(out, "command    %s\n", col(st, 5));
-    if (sqlite3_column_type(st, 6) != SQLITE_NULL)
-        fprintf(out, "cwd        %s\n", col(st, 6));
-    fprintf(out, "started    %s UTC", col(st, 13));
-    if (sqlite3_column_type(st, 7) != SQLITE_NULL)
-        fprintf(out, ", pid %s", col(st, 7));
-    if (sqlite3_column_type(st, 8) != SQLITE_NULL)
-        fprintf(out, " on %s", col(st, 8));
+    if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
+        fputs("command    ", out);
+        tput(out, st, 5);
+        fputc('\n', out);
+    }
+    if (sqlite3_column_type(st, 6) != SQLITE_NULL) {
+        fputs("cwd        ", out);
+        tput(out, st, 6);
+        fputc('\n', out);
+    }
+    fputs("started    ", out);
+    tput(out, st, 13);
+    fputs(" UTC", out);
+    if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
+        fputs(", pid ", out);
+        tput(out, st, 7);
+    }
+    if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
+        fputs(" on ", out);
+        tput(out, st, 8);
+    }
     fputc('\n', out);
-    const char *status = col(st, 9);
-    fprintf(out, "status     %s", status);
+    fputs("status     ", out);
+    tput(out, st, 9);
     if (sqlite3_column_type(st, 10) != SQLITE_NULL)
         fprintf(out, ", exit code %d", sqlite3_column_int(st, 10));
     if (sqlite3_column_int(st, 11))
@@ -227,11 +265,19 @@ static int print_text(gt_trace *t, FILE *out)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (!n++)
             fprintf(out, "\nbackward calls\n");
-        fprintf(out, "  #%d %s  %s", sqlite3_column_int(st, 0), col(st, 1), col(st, 2));
-        if (sqlite3_column_type(st, 3) != SQLITE_NULL)
-            fprintf(out, "  %s:%d", col(st, 3), sqlite3_column_int(st, 4));
-        if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-            fprintf(out, "  %s", col(st, 5));
+        fprintf(out, "  #%d ", sqlite3_column_int(st, 0));
+        tput(out, st, 1);
+        fputs("  ", out);
+        tput(out, st, 2);
+        if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
+            fputs("  ", out);
+            tput(out, st, 3);
+            fprintf(out, ":%d", sqlite3_column_int(st, 4));
+        }
+        if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
+            fputs("  ", out);
+            tput(out, st, 5);
+        }
         fprintf(out, "\n      %d root%s, %d node%s run\n", sqlite3_column_int(st, 8),
                 sqlite3_column_int(st, 8) == 1 ? "" : "s", sqlite3_column_int(st, 9),
                 sqlite3_column_int(st, 9) == 1 ? "" : "s");
@@ -250,14 +296,21 @@ static int print_text(gt_trace *t, FILE *out)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (!n++)
             fprintf(out, "\nerrors\n");
-        fprintf(out, "  %s", col(st, 0));
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL)
-            fprintf(out, " at %s:%d", col(st, 2), sqlite3_column_int(st, 3));
+        fputs("  ", out);
+        tput(out, st, 0);
+        if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
+            fputs(" at ", out);
+            tput(out, st, 2);
+            fprintf(out, ":%d", sqlite3_column_int(st, 3));
+        }
         if (sqlite3_column_type(st, 5) != SQLITE_NULL)
             fprintf(out, " (in backward #%d)", sqlite3_column_int(st, 5));
         fputc('\n', out);
-        if (sqlite3_column_type(st, 4) != SQLITE_NULL)
-            fprintf(out, "    %s\n", col(st, 4));
+        if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
+            fputs("    ", out);
+            tput(out, st, 4);
+            fputc('\n', out);
+        }
         fputs("    ", out);
         put_indented(out, col(st, 1), "    ");
         fputc('\n', out);

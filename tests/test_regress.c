@@ -16,6 +16,11 @@
  *   stack_cycle.db            stacks.parent of the first and last stacks
  *                             point at each other
  *   truncated.db              the file cut in half
+ *   hostile_strings.db        every string (paths, code, names, error type,
+ *                             api, op names) ends in quotes, markup, \n \r,
+ *                             ESC [31m, a NUL and shell text: printed as it
+ *                             was, the text output drove the terminal
+ *                             (issue 7; tests/fuzz/make_corpus.py)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -191,6 +196,85 @@ static void test_truncated(void **state)
     captured_free(&c);
 }
 
+/* No byte of `s` is a control character but '\n', and no C1 control
+ * (U+0080..U+009F, UTF-8 c2 80..c2 9f) either. */
+static void assert_no_controls(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        int bad = (*p < 0x20 && *p != '\n') || *p == 0x7f ||
+                  (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
+        if (bad) {
+            printf("control byte 0x%02x at offset %td in:\n%s\n", *p,
+                   (const char *)p - s, s);
+            fail();
+        }
+    }
+}
+
+/* The hostile strings come out as visible escapes in diagnose's and
+ * info's text, and as JSON escapes in their JSON; diagnose's own colours
+ * still work with --color always. */
+static void test_hostile_strings(void **state)
+{
+    (void)state;
+    static const char tail[] = "]]> & \\\\N \\\\\" {} | \\n\\r\\x1b[31m";
+    captured c;
+
+    run_on(&c, gt_cmd_diagnose, "hostile_strings.db", 4, "diagnose", "--color", "never",
+           "@");
+    assert_int_equal(c.status, 1);
+    assert_no_controls(c.out);
+    assert_contains(c.out, "1 finding");
+    assert_contains(c.out, "the run raised RuntimeError\"; <script>alert(1)</script> ");
+    assert_contains(c.out, tail);
+    /* (the path is relative only when run from the source directory) */
+    assert_contains(c.out, "    saved at    ");
+    assert_contains(c.out, "examples/seed_class_weights.py\"; <script>alert(1)</script> "
+                           "]]> & \\\\N \\\\\" {} | \\n\\r\\x1b[31m:39  in <module>\"; ");
+    assert_contains(c.out, "   39 | loss = F.nll_loss(log_probs, target, "
+                           "weight=class_weights)\"; <script>");
+    assert_contains(c.out, "                aten::mul_.Tensor\"; <script>");
+    captured_free(&c);
+
+    run_on(&c, gt_cmd_diagnose, "hostile_strings.db", 4, "diagnose", "--color", "always",
+           "@");
+    assert_int_equal(c.status, 1);
+    assert_contains(c.out, "\033[1m[1] \033[0m\033[1;31mclass_weights\"; <script>");
+    assert_contains(c.out, tail);
+    /* every ESC is one of ours: ESC [ digits/; m */
+    for (const char *e = strchr(c.out, '\033'); e; e = strchr(e + 1, '\033')) {
+        size_t n = strspn(e + 2, "0123456789;");
+        assert_int_equal(e[1], '[');
+        assert_int_equal(e[2 + n], 'm');
+        assert_false(!strncmp(e, "\033[31m", 5)); /* the trace's code is not ours */
+    }
+    captured_free(&c);
+
+    run_on(&c, gt_cmd_info, "hostile_strings.db", 2, "info", "@");
+    assert_int_equal(c.status, 0);
+    assert_no_controls(c.out);
+    assert_contains(c.out, "status     exception, exit code 1");
+    /* a NUL in the text is shown too, with what follows it */
+    assert_contains(c.out, "  #1 Tensor.backward\"; <script>");
+    assert_contains(c.out, "\\x1b[31m\\x00tail $(touch /tmp/gt_pwned) `id` '; DROP TABLE run; --");
+    assert_contains(c.out, "  RuntimeError\"; <script>alert(1)</script> ");
+    captured_free(&c);
+
+    /* JSON: SQLite's json functions escape control characters already */
+    const char *const json_args[][3] = {{"diagnose", "--json", "@"}, {"info", "--json", "@"}};
+    int (*cmds[])(int, char **) = {gt_cmd_diagnose, gt_cmd_info};
+    for (int i = 0; i < 2; i++) {
+        run_on(&c, cmds[i], "hostile_strings.db", 3, json_args[i][0], json_args[i][1],
+               json_args[i][2]);
+        assert_int_equal(c.status, i == 0 ? 1 : 0);
+        assert_null(strchr(c.out, '\033'));
+        assert_null(strchr(c.out, '\r'));
+        assert_ptr_equal(strchr(c.out, '\n'), c.out + strlen(c.out) - 1);
+        assert_contains(c.out, "\\n\\r\\u001b[31m\\u0000tail");
+        captured_free(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_dangling_saved_tensor),
         cmocka_unit_test(test_edge_cycle),
         cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_hostile_strings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

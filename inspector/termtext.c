@@ -1,0 +1,158 @@
+/*
+ * Text from a trace, made safe for a terminal: see termtext.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "termtext.h"
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 when
+ * the bytes there are not one (overlong, surrogate, above U+10FFFF, cut
+ * short, stray continuation byte). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+    } else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return len;
+}
+
+/* Call emit(ctx, bytes, len) for each piece of the sanitized text. */
+typedef void (*emit_fn)(void *ctx, const char *p, size_t n);
+
+static void sanitize(const char *s, size_t n, emit_fn emit, void *ctx)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, run = 0; /* run: start of the pending plain bytes */
+
+    while (i < n) {
+        unsigned char c = p[i];
+        size_t len = utf8_len(p + i, n - i);
+        char esc[8];
+        size_t elen;
+
+        if (len == 1 && c >= 0x20 && c != 0x7f) {
+            i++;
+            continue;
+        }
+        if (len > 1 && !(len == 2 && c == 0xc2 && p[i + 1] <= 0x9f)) {
+            i += len;
+            continue;
+        }
+        /* something to escape: flush the plain run first */
+        if (i > run)
+            emit(ctx, s + run, i - run);
+        if (len == 2) { /* C1 control, U+0080..U+009F */
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[p[i + 1] >> 4];
+            esc[5] = hex[p[i + 1] & 15];
+            elen = 6;
+            i += 2;
+        } else {
+            if (c == '\t')
+                memcpy(esc, "\\t", elen = 2);
+            else if (c == '\n')
+                memcpy(esc, "\\n", elen = 2);
+            else if (c == '\r')
+                memcpy(esc, "\\r", elen = 2);
+            else {
+                esc[0] = '\\';
+                esc[1] = 'x';
+                esc[2] = hex[c >> 4];
+                esc[3] = hex[c & 15];
+                elen = 4;
+            }
+            i++;
+        }
+        emit(ctx, esc, elen);
+        run = i;
+    }
+    if (i > run)
+        emit(ctx, s + run, i - run);
+}
+
+static void emit_file(void *ctx, const char *p, size_t n)
+{
+    fwrite(p, 1, n, (FILE *)ctx);
+}
+
+void gt_term_putn(FILE *f, const char *s, size_t n)
+{
+    if (s)
+        sanitize(s, n, emit_file, f);
+}
+
+void gt_term_puts(FILE *f, const char *s)
+{
+    if (s)
+        sanitize(s, strlen(s), emit_file, f);
+}
+
+typedef struct strbuf {
+    char *p;
+    size_t n, cap;
+    int failed;
+} strbuf;
+
+static void emit_buf(void *ctx, const char *p, size_t n)
+{
+    strbuf *b = ctx;
+    if (b->failed)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->failed = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+char *gt_term_text(const char *s)
+{
+    strbuf b = {0};
+    if (!s)
+        s = "";
+    size_t n = strlen(s);
+    sanitize(s, n, emit_buf, &b);
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    if (!b.p)
+        return strdup("");
+    return b.p;
+}
