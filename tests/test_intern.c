@@ -17,31 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/gt_test_intern_XXXXXX",
-             base && *base ? base : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[512];
-    snprintf(buf, sizeof(buf), "%s/%s", tmpdir, name);
-    return buf;
-}
+#define GT_TMPDIR_PREFIX "gt_test_intern"
+#include "tmpdir.h"
 
 static int64_t q_int(sqlite3 *db, const char *sql)
 {

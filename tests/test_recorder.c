@@ -22,33 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/gt_test_recorder_XXXXXX",
-             base && *base ? base : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof(buf[k]), "%s/%s", tmpdir, name);
-    return buf[k];
-}
+#define GT_TMPDIR_PREFIX "gt_test_recorder"
+#include "tmpdir.h"
 
 static gt_recorder *open_new(const char *name, const gt_recorder_options *o)
 {

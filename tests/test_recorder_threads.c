@@ -24,24 +24,8 @@
 #define NOPS 3000
 #define DEPTH 8
 
-static char tmpdir[256];
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/gt_test_threads_XXXXXX",
-             base && *base ? base : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define GT_TMPDIR_PREFIX "gt_test_threads"
+#include "tmpdir.h"
 
 static int64_t q_int(sqlite3 *db, const char *sql)
 {

@@ -25,33 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char tmpdir[256];
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/gt_test_crash_XXXXXX",
-             base && *base ? base : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[2][512];
-    static int k;
-    k ^= 1;
-    snprintf(buf[k], sizeof(buf[k]), "%s/%s", tmpdir, name);
-    return buf[k];
-}
+#define GT_TMPDIR_PREFIX "gt_test_crash"
+#include "tmpdir.h"
 
 static int64_t q_int(sqlite3 *db, const char *sql)
 {
