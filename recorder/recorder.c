@@ -950,6 +950,62 @@ out:
 
 /* ---- interning ---------------------------------------------------------- */
 
+/* 0 if the handle may be used, else why not: GT_ECLOSED or GT_EFAILED. */
+static int usable(const gt_recorder *r)
+{
+    return r->closed ? GT_ECLOSED : r->failed ? GT_EFAILED : 0;
+}
+
+/* Record that interning ran out of memory: the handle is failed, its open
+ * batch rolled back. Returns GT_ENOMEM. */
+static int intern_oom(gt_recorder *r, const char *what)
+{
+    set_errmsg(r, "gradtrace: recording stopped: out of memory (%s)", what);
+    return fail(r, GT_ENOMEM);
+}
+
+/* Write the row of a newly interned value with statement `which`: ?1 is
+ * bound here to `id`, the caller has bound the other parameters. Returns 0
+ * or the error of begin_write / step. */
+static int intern_write(gt_recorder *r, enum gt__stmt which, const char *what, int64_t id)
+{
+    int rc = begin_write(r);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(r->st[which], 1, id);
+    return step(r, which, what, 0);
+}
+
+/*
+ * Intern key[0..t->nkey) absent from table t: write its row (intern_write,
+ * the caller has bound ?2...), remember key -> (id, aux) in t and advance
+ * *next, the counter ids are taken from. *out gets the id on success; on
+ * failure t and *next are unchanged (after GT_ENOMEM the handle is failed).
+ */
+static int intern_insert(gt_recorder *r, enum gt__stmt which, const char *what,
+                         gt__inttab *t, const int64_t *key, int64_t aux, int64_t *next,
+                         gt_id *out)
+{
+    int64_t id = *next;
+    int rc = intern_write(r, which, what, id);
+    if (rc)
+        return rc;
+    if (gt__inttab_add(t, key, id, aux) != 0)
+        return intern_oom(r, what);
+    *next = id + 1;
+    *out = id;
+    return end_write(r);
+}
+
+/* 1 and the id in *out if key is in table t, else 0 (*out untouched). */
+static int intern_found(const gt__inttab *t, const int64_t *key, gt_id *out)
+{
+    int64_t id = gt__inttab_find(t, key, NULL);
+    if (id)
+        *out = id;
+    return id != 0;
+}
+
 static int intern_string_locked(gt_recorder *r, const char *s, size_t len, gt_id *out)
 {
     uint64_t h = gt__strhash(s, len);
@@ -958,25 +1014,19 @@ static int intern_string_locked(gt_recorder *r, const char *s, size_t len, gt_id
         *out = id;
         return 0;
     }
-    int rc = begin_write(r);
-    if (rc)
-        return rc;
     if (len > INT32_MAX) {
         set_errmsg(r, "gradtrace: string of %zu bytes is too long", len);
         return GT_EINVAL;
     }
     id = r->next_string;
     sqlite3_stmt *st = r->st[ST_STRING];
-    sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_text(st, 2, len ? s : "", (int)len, SQLITE_STATIC);
-    rc = step(r, ST_STRING, "intern string", 0);
+    int rc = intern_write(r, ST_STRING, "intern string", id);
     sqlite3_bind_null(st, 2);
     if (rc)
         return rc;
-    if (gt__strtab_add(&r->strings, s, len, h, id) != 0) {
-        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern string)");
-        return fail(r, GT_ENOMEM);
-    }
+    if (gt__strtab_add(&r->strings, s, len, h, id) != 0)
+        return intern_oom(r, "intern string");
     r->next_string++;
     *out = id;
     return end_write(r);
@@ -987,8 +1037,9 @@ int gt_intern_string(gt_recorder *r, const char *s, size_t len, gt_id *out)
     if (!r || (!s && len) || !out)
         return GT_EINVAL;
     pthread_mutex_lock(&r->mu);
-    int rc = r->closed ? GT_ECLOSED : r->failed ? GT_EFAILED
-                                                 : intern_string_locked(r, s ? s : "", len, out);
+    int rc = usable(r);
+    if (rc == 0)
+        rc = intern_string_locked(r, s ? s : "", len, out);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -999,41 +1050,22 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
     if (!r || !file || !function || !out)
         return GT_EINVAL;
     pthread_mutex_lock(&r->mu);
-    int rc;
     gt_id fid, fnid, cid = 0;
-    if (r->closed || r->failed) {
-        rc = r->closed ? GT_ECLOSED : GT_EFAILED;
-        goto out;
-    }
-    if ((rc = intern_string_locked(r, file, strlen(file), &fid)) != 0 ||
+    int rc = usable(r);
+    if (rc ||
+        (rc = intern_string_locked(r, file, strlen(file), &fid)) != 0 ||
         (rc = intern_string_locked(r, function, strlen(function), &fnid)) != 0 ||
         (code && (rc = intern_string_locked(r, code, strlen(code), &cid)) != 0))
         goto out;
     int64_t key[4] = {fid, line, fnid, cid};
-    int64_t found = gt__inttab_find(&r->frames, key, NULL);
-    if (found) {
-        *out = found;
+    if (intern_found(&r->frames, key, out))
         goto out;
-    }
-    if ((rc = begin_write(r)) != 0)
-        goto out;
-    int64_t id = r->next_frame;
     sqlite3_stmt *st = r->st[ST_FRAME];
-    sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, fid);
     sqlite3_bind_int(st, 3, line);
     sqlite3_bind_int64(st, 4, fnid);
     bind_id(st, 5, cid);
-    if ((rc = step(r, ST_FRAME, "intern frame", 0)) != 0)
-        goto out;
-    if (gt__inttab_add(&r->frames, key, id, 0) != 0) {
-        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern frame)");
-        rc = fail(r, GT_ENOMEM);
-        goto out;
-    }
-    r->next_frame++;
-    *out = id;
-    rc = end_write(r);
+    rc = intern_insert(r, ST_FRAME, "intern frame", &r->frames, key, 0, &r->next_frame, out);
 out:
     pthread_mutex_unlock(&r->mu);
     return rc;
@@ -1043,37 +1075,17 @@ int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
 {
     if (!r || !out || frame <= 0 || parent < 0 || user_frame < 0)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    int rc = 0;
     int64_t key[2] = {parent, frame};
-    if (r->closed || r->failed) {
-        rc = r->closed ? GT_ECLOSED : GT_EFAILED;
-        goto out;
+    pthread_mutex_lock(&r->mu);
+    int rc = usable(r);
+    if (rc == 0 && !intern_found(&r->stacks, key, out)) {
+        sqlite3_stmt *st = r->st[ST_STACK];
+        bind_id(st, 2, parent);
+        sqlite3_bind_int64(st, 3, frame);
+        bind_id(st, 4, user_frame);
+        rc = intern_insert(r, ST_STACK, "intern stack", &r->stacks, key, user_frame,
+                           &r->next_stack, out);
     }
-    int64_t found = gt__inttab_find(&r->stacks, key, NULL);
-    if (found) {
-        *out = found;
-        goto out;
-    }
-    if ((rc = begin_write(r)) != 0)
-        goto out;
-    int64_t id = r->next_stack;
-    sqlite3_stmt *st = r->st[ST_STACK];
-    sqlite3_bind_int64(st, 1, id);
-    bind_id(st, 2, parent);
-    sqlite3_bind_int64(st, 3, frame);
-    bind_id(st, 4, user_frame);
-    if ((rc = step(r, ST_STACK, "intern stack", 0)) != 0)
-        goto out;
-    if (gt__inttab_add(&r->stacks, key, id, user_frame) != 0) {
-        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern stack)");
-        rc = fail(r, GT_ENOMEM);
-        goto out;
-    }
-    r->next_stack++;
-    *out = id;
-    rc = end_write(r);
-out:
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -1082,36 +1094,15 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
 {
     if (!r || !out)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    int rc = 0;
     int64_t key[1] = {os_tid};
-    if (r->closed || r->failed) {
-        rc = r->closed ? GT_ECLOSED : GT_EFAILED;
-        goto out;
+    pthread_mutex_lock(&r->mu);
+    int rc = usable(r);
+    if (rc == 0 && !intern_found(&r->threads, key, out)) {
+        sqlite3_bind_int64(r->st[ST_THREAD], 2, os_tid);
+        bind_str(r->st[ST_THREAD], 3, name);
+        rc = intern_insert(r, ST_THREAD, "intern thread", &r->threads, key, 0,
+                           &r->next_thread, out);
     }
-    int64_t found = gt__inttab_find(&r->threads, key, NULL);
-    if (found) {
-        *out = found;
-        goto out;
-    }
-    if ((rc = begin_write(r)) != 0)
-        goto out;
-    int64_t id = r->next_thread;
-    sqlite3_stmt *st = r->st[ST_THREAD];
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, os_tid);
-    bind_str(st, 3, name);
-    if ((rc = step(r, ST_THREAD, "intern thread", 0)) != 0)
-        goto out;
-    if (gt__inttab_add(&r->threads, key, id, 0) != 0) {
-        set_errmsg(r, "gradtrace: recording stopped: out of memory (intern thread)");
-        rc = fail(r, GT_ENOMEM);
-        goto out;
-    }
-    r->next_thread++;
-    *out = id;
-    rc = end_write(r);
-out:
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
