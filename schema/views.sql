@@ -309,6 +309,7 @@ checked AS (
                COALESCE((SELECT max(a.version) FROM op_args a
                          JOIN tensors ta ON ta.id = a.tensor
                          WHERE ta.version_counter = t.version_counter
+                           AND a.role = 2
                            AND a.op > s.seq AND a.op < d.at_seq), s.version))
                AS version_at_backward
     FROM reached d

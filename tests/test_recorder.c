@@ -109,7 +109,7 @@ static void test_open_creates_schema_and_run(void **state)
     assert_int_equal(q_int(db, "SELECT count(*) FROM roles"), 3);
     /* the inspector's indexes come only at close */
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                               " AND name = 'op_args_tensor'"), 0);
+                               " AND name = 'op_args_written'"), 0);
     sqlite3_close(db);
 
     assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
@@ -122,7 +122,7 @@ static void test_open_creates_schema_and_run(void **state)
     assert_string_equal(q_text(db, "PRAGMA journal_mode"), "delete");
     assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                               " AND name = 'op_args_tensor'"), 1);
+                               " AND name = 'op_args_written'"), 1);
     assert_int_equal(q_int(db, "SELECT end_ns >= start_ns FROM run"), 1);
     assert_string_equal(q_text(db, "SELECT status FROM run"), "ok");
     assert_int_equal(q_int(db, "SELECT exit_code FROM run"), 0);
@@ -145,7 +145,7 @@ static void test_close_with_reader_attached(void **state)
     assert_int_equal(gt_recorder_close(r), 0);
     assert_string_equal(q_text(db, "SELECT status FROM run"), "ok");
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                               " AND name = 'op_args_tensor'"), 1);
+                               " AND name = 'op_args_written'"), 1);
     assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
     sqlite3_close(db);
     /* the last connection folded the log in */
