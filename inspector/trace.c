@@ -10,6 +10,9 @@
 
 #include <gradtrace/recorder.h>
 
+#include "gt_schema_sql.h"
+#include "gt_views_sql.h"
+
 struct gt_trace {
     sqlite3 *db;
     char *path;
@@ -59,6 +62,76 @@ static void checkpoint_wal(const char *path)
     sqlite3_close(db);
 }
 
+/* A name of a table of this gradtrace's schema must not be anything but a
+ * table in the file: a crafted file could hold a view under a table's name
+ * that makes any query run without end. (A missing table is left to the
+ * readers, which report "no such table" and read what they can.) The list
+ * comes from the compiled-in schema itself, created in memory. */
+static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *names = NULL, *kind = NULL;
+    int rc = GT_ENOMEM, s;
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_exec(ref, gt_schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_schema WHERE type = 'table'", -1,
+                           &names, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT type FROM sqlite_schema WHERE name = ?1", -1, &kind,
+                           NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path,
+                 kind || !names ? sqlite3_errmsg(ref) : sqlite3_errmsg(db));
+        goto out;
+    }
+    while ((s = sqlite3_step(names)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(names, 0);
+        sqlite3_bind_text(kind, 1, name, -1, SQLITE_TRANSIENT);
+        s = sqlite3_step(kind);
+        if (s != SQLITE_ROW && s != SQLITE_DONE) {
+            snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
+                     sqlite3_errmsg(db));
+            rc = GT_ECORRUPT;
+            goto out;
+        }
+        if (s == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(kind, 0), "table")) {
+            snprintf(err, errlen, "cannot open %s: not a gradtrace trace (%s is a %s, not a table)",
+                     path, name, (const char *)sqlite3_column_text(kind, 0));
+            rc = GT_ENOTTRACE;
+            goto out;
+        }
+        sqlite3_reset(kind);
+    }
+    rc = s == SQLITE_DONE ? GT_OK : GT_ENOMEM;
+    if (rc != GT_OK)
+        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(ref));
+out:
+    sqlite3_finalize(kind);
+    sqlite3_finalize(names);
+    sqlite3_close(ref);
+    return rc;
+}
+
+/* The views a reader queries are this gradtrace's (schema/views.sql),
+ * created as TEMP views, which come first in name lookup: the copies the
+ * recorder stored in the file are shadowed, so a crafted file cannot swap a
+ * view for something else, and old traces get fixed view definitions. */
+static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = GT_ENOMEM;
+    if (sqlite3_prepare_v2(db, "SELECT replace(?1, 'CREATE VIEW IF NOT EXISTS ', "
+                               "'CREATE TEMP VIEW IF NOT EXISTS ')",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_bind_text(st, 1, gt_views_sql, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_exec(db, (const char *)sqlite3_column_text(st, 0), NULL, NULL, NULL) ==
+            SQLITE_OK)
+        rc = GT_OK;
+    else
+        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
 {
     int rc = GT_OK;
@@ -100,7 +173,6 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
         rc = GT_EIO;
         goto out;
     }
-    sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
 
     int version = 0, has_run = 0;
     if (int_query(db, "PRAGMA user_version", &version) != SQLITE_OK ||
@@ -123,6 +195,10 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
         rc = GT_ENEWER;
         goto out;
     }
+    if ((rc = check_tables(db, path, err, errlen)) != GT_OK ||
+        (rc = own_views(db, path, err, errlen)) != GT_OK)
+        goto out;
+    sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     int partial = 0;
     if (int_query(db, "SELECT count(*) FROM run WHERE status = 'running'", &partial)
         != SQLITE_OK) {
