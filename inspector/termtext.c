@@ -41,6 +41,24 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
+/* The code point of the valid UTF-8 sequence of len bytes at s. */
+static unsigned code_point(const unsigned char *s, size_t len)
+{
+    unsigned cp = len == 2 ? s[0] & 0x1f : len == 3 ? s[0] & 0x0f : s[0] & 0x07;
+    for (size_t i = 1; i < len; i++)
+        cp = cp << 6 | (s[i] & 0x3f);
+    return cp;
+}
+
+/* 1 for the invisible characters that change the order in which text is
+ * shown (Unicode bidirectional controls): printed as they are, they can make
+ * a source line read differently from what it is ("Trojan Source"). */
+static int is_bidi_control(unsigned cp)
+{
+    return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
 /* Call emit(ctx, bytes, len) for each piece of the sanitized text. */
 typedef void (*emit_fn)(void *ctx, const char *p, size_t n);
 
@@ -60,19 +78,20 @@ static void sanitize(const char *s, size_t n, emit_fn emit, void *ctx)
             i++;
             continue;
         }
-        if (len > 1 && !(len == 2 && c == 0xc2 && p[i + 1] <= 0x9f)) {
+        unsigned cp = len > 1 ? code_point(p + i, len) : 0;
+        if (len > 1 && cp > 0x9f && !is_bidi_control(cp)) {
             i += len;
             continue;
         }
         /* something to escape: flush the plain run first */
         if (i > run)
             emit(ctx, s + run, i - run);
-        if (len == 2) { /* C1 control, U+0080..U+009F */
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[p[i + 1] >> 4];
-            esc[5] = hex[p[i + 1] & 15];
+        if (len > 1) { /* C1 control (U+0080..U+009F) or bidi control: \uNNNN */
+            memcpy(esc, "\\u", 2);
+            for (int k = 0; k < 4; k++)
+                esc[2 + k] = hex[cp >> (12 - 4 * k) & 15];
             elen = 6;
-            i += 2;
+            i += len;
         } else {
             if (c == '\t')
                 memcpy(esc, "\\t", elen = 2);

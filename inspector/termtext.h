@@ -9,6 +9,8 @@
  *   tab, newline, CR      \t  \n  \r
  *   other C0, DEL         \xNN   (ESC is \x1b)
  *   C1 (U+0080..U+009F)   \u0080 .. \u009f
+ *   bidi controls         \u061c \u200e \u200f \u202a..\u202e \u2066..\u2069
+ *                         (they reorder what is shown: "Trojan Source")
  *   invalid UTF-8 byte    \xNN
  *
  * Valid UTF-8 other than that (Chinese paths, accents) is kept unchanged.

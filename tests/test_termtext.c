@@ -60,6 +60,23 @@ static void test_del_and_c1(void **state)
     check("\xc2\xa0" "caf\xc3\xa9", "\xc2\xa0" "caf\xc3\xa9");
 }
 
+/* Bidirectional controls reorder what a terminal shows ("Trojan Source",
+ * CVE-2021-42574): a line like `if x: # RLO ... LRI` can look like other
+ * code. Each is shown as \uNNNN; neighbouring Arabic/Hebrew text is kept. */
+static void test_bidi_controls(void **state)
+{
+    (void)state;
+    check("a\xe2\x80\xae" "b", "a\\u202eb");                    /* RLO */
+    check("\xe2\x80\xaa|\xe2\x80\xac", "\\u202a|\\u202c");  /* LRE, PDF */
+    check("\xe2\x81\xa6" "x\xe2\x81\xa9", "\\u2066x\\u2069");   /* LRI, PDI */
+    check("\xe2\x80\x8e\xe2\x80\x8f", "\\u200e\\u200f");    /* LRM, RLM */
+    check("\xd8\x9c", "\\u061c");                               /* ALM */
+    /* neighbours that are not controls: U+2065, U+206A, U+200D (ZWJ, in
+     * emoji), U+2029 and Hebrew alef stay */
+    check("\xe2\x81\xa5\xe2\x81\xaa\xe2\x80\x8d\xe2\x80\xa9\xd7\x90",
+          "\xe2\x81\xa5\xe2\x81\xaa\xe2\x80\x8d\xe2\x80\xa9\xd7\x90");
+}
+
 static void test_invalid_utf8(void **state)
 {
     (void)state;
@@ -112,6 +129,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_c0_controls),
         cmocka_unit_test(test_del_and_c1),
+        cmocka_unit_test(test_bidi_controls),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_ordinary_text_unchanged),
         cmocka_unit_test(test_null_and_nul),
