@@ -16,39 +16,11 @@
 #include "replay.h"
 #include "trace.h"
 
+#define TB_PATH_PREFIX "gt_test_replay"
+#define TB_SOURCE_FILE "model.py"
+#include "tracebuilder.h"
+
 /* ---- a tiny trace builder ---------------------------------------------- */
-
-typedef struct tb {
-    gt_recorder *r;
-    char path[256];
-    gt_id dtype, thread, cpu;
-} tb;
-
-static void tb_open(tb *b, const char *name)
-{
-    gt_recorder_options o = {.overwrite = 1};
-    char err[256];
-    snprintf(b->path, sizeof b->path, "/tmp/gt_test_replay_%d_%s.db", (int)getpid(), name);
-    assert_int_equal(gt_recorder_open(b->path, &o, err, sizeof err, &b->r), 0);
-    assert_int_equal(gt_intern_string(b->r, "float32", 7, &b->dtype), 0);
-    assert_int_equal(gt_intern_string(b->r, "cpu", 3, &b->cpu), 0);
-    assert_int_equal(gt_intern_thread(b->r, 1, "main", &b->thread), 0);
-}
-
-static gt_id tb_str(tb *b, const char *s)
-{
-    gt_id id;
-    assert_int_equal(gt_intern_string(b->r, s, strlen(s), &id), 0);
-    return id;
-}
-
-static gt_id tb_stack(tb *b, int line, const char *code)
-{
-    gt_id f, s;
-    assert_int_equal(gt_intern_frame(b->r, "model.py", line, "<module>", code, &f), 0);
-    assert_int_equal(gt_intern_stack(b->r, 0, f, f, &s), 0);
-    return s;
-}
 
 /* A float32 tensor of `n` elements on `storage` (0: none). */
 static void tb_tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t offset,
