@@ -19,19 +19,7 @@
 
 #define GT_TMPDIR_PREFIX "gt_test_intern"
 #include "tmpdir.h"
-
-static int64_t q_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        print_error("prepare %s: %s\n", sql, sqlite3_errmsg(db));
-    assert_int_equal(rc, SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
+#include "sqlquery.h"
 
 /* ---- the tables -------------------------------------------------------- */
 

@@ -24,6 +24,7 @@
 
 #define GT_TMPDIR_PREFIX "gt_test_recorder"
 #include "tmpdir.h"
+#include "sqlquery.h"
 
 static gt_recorder *open_new(const char *name, const gt_recorder_options *o)
 {
@@ -43,36 +44,6 @@ static sqlite3 *db_open(const char *name)
     assert_int_equal(sqlite3_open_v2(tpath(name), &db, SQLITE_OPEN_READWRITE, NULL),
                      SQLITE_OK);
     return db;
-}
-
-/* The single integer result of `sql` (fails the test on no row). */
-static int64_t q_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        print_error("prepare %s: %s\n", sql, sqlite3_errmsg(db));
-    assert_int_equal(rc, SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
-/* The single text result of `sql` into a static buffer ("(null)" for NULL). */
-static const char *q_text(sqlite3 *db, const char *sql)
-{
-    static char buf[1024];
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        print_error("prepare %s: %s\n", sql, sqlite3_errmsg(db));
-    assert_int_equal(rc, SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    const unsigned char *t = sqlite3_column_text(st, 0);
-    snprintf(buf, sizeof(buf), "%s", t ? (const char *)t : "(null)");
-    sqlite3_finalize(st);
-    return buf;
 }
 
 static int file_exists(const char *path)
