@@ -38,6 +38,8 @@
 #include "diagnose.h"
 #include "trace.h"
 
+#include "bench.h"
+
 #define NPARAMS 8
 #define NSCRATCH 64
 
@@ -47,13 +49,6 @@ static double cpu_s(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 typedef struct gen {

@@ -32,22 +32,7 @@
 #include "graph.h"
 #include "trace.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-#define CHECK(call)                                                                      \
-    do {                                                                                 \
-        int rc_ = (call);                                                                \
-        if (rc_ != 0) {                                                                  \
-            printf("error: %s: %s (%s)\n", #call, gt_strerror(rc_),                      \
-                   gt_recorder_errmsg(r));                                               \
-            goto out;                                                                    \
-        }                                                                                \
-    } while (0)
+#include "bench.h"
 
 static gt_id str(gt_recorder *r, const char *s)
 {

@@ -30,24 +30,9 @@
 #include "diagnose.h"
 #include "trace.h"
 
+#include "bench.h"
+
 #define PARAMS 8
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-#define TRY(call)                                                                \
-    do {                                                                         \
-        int rc_ = (call);                                                        \
-        if (rc_ != 0) {                                                          \
-            printf("error: %s: %s (%s)\n", #call, gt_strerror(rc_),              \
-                   gt_recorder_errmsg(r));                                       \
-            goto out;                                                            \
-        }                                                                        \
-    } while (0)
 
 /* Write the trace; returns 0 or -1 (message printed). */
 static int generate(const char *path, long total, long steps, long graph)
@@ -71,30 +56,30 @@ static int generate(const char *path, long total, long steps, long graph)
         printf("error: cannot create %s: %s\n", path, err);
         return -1;
     }
-    TRY(gt_intern_thread(r, 1, "MainThread", &thread));
+    CHECK(gt_intern_thread(r, 1, "MainThread", &thread));
     for (int i = 0; i < 5; i++) {
         char code[32];
         snprintf(code, sizeof code, "h%d = layer%d(h%d)", i + 1, i, i);
-        TRY(gt_intern_frame(r, "train.py", 10 + i, "forward", code, &frames[i]));
-        TRY(gt_intern_stack(r, 0, frames[i], frames[i], &stacks[i]));
+        CHECK(gt_intern_frame(r, "train.py", 10 + i, "forward", code, &frames[i]));
+        CHECK(gt_intern_stack(r, 0, frames[i], frames[i], &stacks[i]));
     }
     gt_id f;
-    TRY(gt_intern_frame(r, "train.py", 30, "<module>", "opt.step()", &f));
-    TRY(gt_intern_stack(r, 0, f, f, &s_opt));
-    TRY(gt_intern_frame(r, "train.py", 25, "<module>", "h.mul_(0.5)", &f));
-    TRY(gt_intern_stack(r, 0, f, f, &s_bug));
-    TRY(gt_intern_frame(r, "train.py", 28, "<module>", "loss.backward()", &f));
-    TRY(gt_intern_stack(r, 0, f, f, &s_bw));
-    TRY(gt_intern_string(r, "aten::mm", 8, &n_mm));
-    TRY(gt_intern_string(r, "aten::add_.Tensor", 17, &n_add));
-    TRY(gt_intern_string(r, "aten::mul_.Tensor", 17, &n_mul));
-    TRY(gt_intern_string(r, "AccumulateGrad", 14, &n_acc));
-    TRY(gt_intern_string(r, "MmBackward0", 11, &n_mmb));
-    TRY(gt_intern_string(r, "float32", 7, &n_f32));
-    TRY(gt_intern_string(r, "cpu", 3, &cpu));
-    TRY(gt_intern_string(r, "self", 4, &s_self));
-    TRY(gt_intern_string(r, "mat2", 4, &s_mat2));
-    TRY(gt_intern_string(r, "Tensor.backward", 15, &api));
+    CHECK(gt_intern_frame(r, "train.py", 30, "<module>", "opt.step()", &f));
+    CHECK(gt_intern_stack(r, 0, f, f, &s_opt));
+    CHECK(gt_intern_frame(r, "train.py", 25, "<module>", "h.mul_(0.5)", &f));
+    CHECK(gt_intern_stack(r, 0, f, f, &s_bug));
+    CHECK(gt_intern_frame(r, "train.py", 28, "<module>", "loss.backward()", &f));
+    CHECK(gt_intern_stack(r, 0, f, f, &s_bw));
+    CHECK(gt_intern_string(r, "aten::mm", 8, &n_mm));
+    CHECK(gt_intern_string(r, "aten::add_.Tensor", 17, &n_add));
+    CHECK(gt_intern_string(r, "aten::mul_.Tensor", 17, &n_mul));
+    CHECK(gt_intern_string(r, "AccumulateGrad", 14, &n_acc));
+    CHECK(gt_intern_string(r, "MmBackward0", 11, &n_mmb));
+    CHECK(gt_intern_string(r, "float32", 7, &n_f32));
+    CHECK(gt_intern_string(r, "cpu", 3, &cpu));
+    CHECK(gt_intern_string(r, "self", 4, &s_self));
+    CHECK(gt_intern_string(r, "mat2", 4, &s_mat2));
+    CHECK(gt_intern_string(r, "Tensor.backward", 15, &api));
 
     gt_tensor_info t = {0};
     t.dtype = n_f32;
@@ -106,8 +91,8 @@ static int generate(const char *path, long total, long steps, long graph)
         t.storage = t.id;
         t.requires_grad = p < PARAMS;
         t.is_leaf = 1;
-        TRY(gt_storage(r, t.storage, 64 * 64 * 4, cpu));
-        TRY(gt_tensor(r, &t));
+        CHECK(gt_storage(r, t.storage, 64 * 64 * 4, cpu));
+        CHECK(gt_tensor(r, &t));
         if (p == PARAMS) {
             scratch = t.id;
             break;
@@ -118,7 +103,7 @@ static int generate(const char *path, long total, long steps, long graph)
         n.name = n_acc;
         n.sequence_nr = -1;
         n.variable = param[p];
-        TRY(gt_node(r, &n));
+        CHECK(gt_node(r, &n));
     }
 
     for (long s = 0; s < steps; s++) {
@@ -127,33 +112,33 @@ static int generate(const char *path, long total, long steps, long graph)
         t.id = act;
         t.storage = act;
         t.requires_grad = 0;
-        TRY(gt_storage(r, act, 64 * 64 * 4, cpu));
-        TRY(gt_tensor(r, &t));
+        CHECK(gt_storage(r, act, 64 * 64 * 4, cpu));
+        CHECK(gt_tensor(r, &t));
         for (long k = 0; k < graph; k++) {
             gt_op_info op = {n_mm, GT_PHASE_FORWARD, 1, thread, stacks[k % 5]};
             int p = (int)(k % PARAMS);
-            TRY(gt_op(r, &op, &seq));
-            TRY(gt_op_arg(r, seq, GT_ROLE_INPUT, 0, act, 0));
-            TRY(gt_op_arg(r, seq, GT_ROLE_INPUT, 1, param[p], pver[p]));
+            CHECK(gt_op(r, &op, &seq));
+            CHECK(gt_op_arg(r, seq, GT_ROLE_INPUT, 0, act, 0));
+            CHECK(gt_op_arg(r, seq, GT_ROLE_INPUT, 1, param[p], pver[p]));
             t.id = next_tensor++;
             t.storage = t.id;
             t.requires_grad = 1;
             t.is_leaf = 0;
             t.created_by = seq;
-            TRY(gt_storage(r, t.id, 64 * 64 * 4, cpu));
-            TRY(gt_tensor(r, &t));
+            CHECK(gt_storage(r, t.id, 64 * 64 * 4, cpu));
+            CHECK(gt_tensor(r, &t));
             gt_node_info n = {0};
             n.id = next_node++;
             n.name = n_mmb;
             n.op = seq;
             n.sequence_nr = k;
             n.thread = thread;
-            TRY(gt_node(r, &n));
-            TRY(gt_edge(r, n.id, 0, prev_node, 0));
-            TRY(gt_edge(r, n.id, 1, acc[p], 0));
-            TRY(gt_node_output(r, n.id, 0, t.id));
-            TRY(gt_saved_tensor(r, n.id, s_self, act, 0, 0, 64 * 64 * 4, NULL));
-            TRY(gt_saved_tensor(r, n.id, s_mat2, param[p], pver[p], 0, 64 * 64 * 4, NULL));
+            CHECK(gt_node(r, &n));
+            CHECK(gt_edge(r, n.id, 0, prev_node, 0));
+            CHECK(gt_edge(r, n.id, 1, acc[p], 0));
+            CHECK(gt_node_output(r, n.id, 0, t.id));
+            CHECK(gt_saved_tensor(r, n.id, s_self, act, 0, 0, 64 * 64 * 4, NULL));
+            CHECK(gt_saved_tensor(r, n.id, s_mat2, param[p], pver[p], 0, 64 * 64 * 4, NULL));
             if (last && k == graph / 2)
                 bug_act = act;
             act = t.id;
@@ -161,29 +146,29 @@ static int generate(const char *path, long total, long steps, long graph)
         }
         for (long k = 0; k < filler; k++) {
             gt_op_info op = {n_add, GT_PHASE_OTHER, 0, thread, s_opt};
-            TRY(gt_op(r, &op, &seq));
-            TRY(gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, scratch, sver));
-            TRY(gt_version_bump(r, seq, scratch, ++sver, 0, NULL));
+            CHECK(gt_op(r, &op, &seq));
+            CHECK(gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, scratch, sver));
+            CHECK(gt_version_bump(r, seq, scratch, ++sver, 0, NULL));
         }
         if (last) {
             gt_op_info op = {n_mul, GT_PHASE_FORWARD, 1, thread, s_bug};
-            TRY(gt_op(r, &op, &seq));
-            TRY(gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, bug_act, 0));
-            TRY(gt_version_bump(r, seq, bug_act, 1, 0, NULL));
+            CHECK(gt_op(r, &op, &seq));
+            CHECK(gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, bug_act, 0));
+            CHECK(gt_version_bump(r, seq, bug_act, 1, 0, NULL));
         }
         gt_backward_info b = {api, 0, 0, thread, s_bw};
         gt_id bw;
-        TRY(gt_backward_begin(r, &b, &bw));
-        TRY(gt_backward_root(r, bw, 0, act, prev_node));
-        TRY(gt_backward_end(r, bw, !last));
+        CHECK(gt_backward_begin(r, &b, &bw));
+        CHECK(gt_backward_root(r, bw, 0, act, prev_node));
+        CHECK(gt_backward_end(r, bw, !last));
         for (int p = 0; p < PARAMS && !last; p++) {
             gt_op_info op = {n_add, GT_PHASE_OTHER, 0, thread, s_opt};
-            TRY(gt_op(r, &op, &seq));
-            TRY(gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, param[p], pver[p]));
-            TRY(gt_version_bump(r, seq, param[p], ++pver[p], 0, NULL));
+            CHECK(gt_op(r, &op, &seq));
+            CHECK(gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, param[p], pver[p]));
+            CHECK(gt_version_bump(r, seq, param[p], ++pver[p], 0, NULL));
         }
     }
-    TRY(gt_run_end(r, GT_RUN_EXCEPTION, 1, 0));
+    CHECK(gt_run_end(r, GT_RUN_EXCEPTION, 1, 0));
     ok = 0;
 out:
     if (gt_recorder_close(r) != 0 && ok == 0) {
@@ -197,7 +182,7 @@ out:
 static double timed(sqlite3 *db, const char *sql, long long *value)
 {
     sqlite3_stmt *st;
-    double t0 = now();
+    double t0 = now_s();
     *value = -1;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         printf("error: %s: %s\n", sql, sqlite3_errmsg(db));
@@ -210,7 +195,7 @@ static double timed(sqlite3 *db, const char *sql, long long *value)
     if (rc != SQLITE_DONE)
         printf("error: %s: %s\n", sql, sqlite3_errmsg(db));
     sqlite3_finalize(st);
-    return now() - t0;
+    return now_s() - t0;
 }
 
 int main(int argc, char **argv)
@@ -229,10 +214,10 @@ int main(int argc, char **argv)
         return 0;
     }
     snprintf(path, sizeof path, "/tmp/gt_bench_sql_%d.db", (int)getpid());
-    double t0 = now();
+    double t0 = now_s();
     if (generate(path, total, steps, graph) != 0)
         goto out;
-    printf("trace_write: %.2f s\n", now() - t0);
+    printf("trace_write: %.2f s\n", now_s() - t0);
     if (gt_trace_open(path, &t, err, sizeof err) != 0) {
         printf("error: %s\n", err);
         goto out;
@@ -242,12 +227,12 @@ int main(int argc, char **argv)
     printf("ops: %lld\n", v);
     printf("anchor_count_ops: %.3f s\n", anchor);
 
-    t0 = now();
+    t0 = now_s();
     if (gt_diagnose(t, NULL, &fs, err, sizeof err) != 0) {
         printf("error: diagnose: %s\n", err);
         goto out;
     }
-    double diag = now() - t0;
+    double diag = now_s() - t0;
     size_t inplace = 0;
     for (size_t i = 0; i < fs->n; i++)
         inplace += fs->v[i].kind == GT_FINDING_INPLACE_INVALIDATED_SAVED;
