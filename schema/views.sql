@@ -16,6 +16,21 @@
 --     are one variable for autograd), joined with ', ' in the order they were
 --     first seen, NULL if none.
 
+-- Where each interned stack is in the user's code: the innermost user frame
+-- (stacks.user_frame) of stack `stack`, all NULL when it has none. The
+-- location columns of the other views come from here.
+CREATE VIEW IF NOT EXISTS locations AS
+SELECT st.id AS stack,
+       ff.text AS file,
+       fr.line,
+       fn.text AS function,
+       fc.text AS code
+FROM stacks st
+LEFT JOIN frames fr ON fr.id = st.user_frame
+LEFT JOIN strings ff ON ff.id = fr.file
+LEFT JOIN strings fn ON fn.id = fr.function
+LEFT JOIN strings fc ON fc.id = fr.code;
+
 -- One row per op the engine ran.
 CREATE VIEW IF NOT EXISTS op_log AS
 SELECT o.seq,
@@ -23,19 +38,15 @@ SELECT o.seq,
        p.name AS phase,
        o.grad_mode,
        o.thread,
-       ff.text AS file,
-       fr.line,
-       fn.text AS function,
-       fc.text AS code,
+       l.file,
+       l.line,
+       l.function,
+       l.code,
        o.stack
 FROM ops o
 JOIN strings so ON so.id = o.name
 JOIN phases p ON p.id = o.phase
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = o.stack;
 
 -- One row per frame of every interned stack: depth 0 is the innermost frame.
 -- is_user is 1 for frames of the user's code. Filter by stack
@@ -105,21 +116,17 @@ SELECT t.id AS tensor,
             JOIN strings sn ON sn.id = n.name
             WHERE t2.version_counter = t.version_counter
             GROUP BY sn.text ORDER BY first, name)) AS names,
-       ff.text AS file,
-       fr.line,
-       fn.text AS function,
-       fc.text AS code
+       l.file,
+       l.line,
+       l.function,
+       l.code
 FROM tensors t
 LEFT JOIN strings sd ON sd.id = t.dtype
 LEFT JOIN storages sg ON sg.id = t.storage
 LEFT JOIN strings sdev ON sdev.id = sg.device
 LEFT JOIN ops o ON o.seq = t.created_by
 LEFT JOIN strings so ON so.id = o.name
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = o.stack;
 
 -- One row per version bump (an in-place write to a tensor's version
 -- counter), with the op and the user line that did it.
@@ -140,10 +147,10 @@ SELECT b.seq,
            b.version - 1) AS version_before,
        b.version AS version_after,
        b.observed,
-       ff.text AS file,
-       fr.line,
-       fn.text AS function,
-       fc.text AS code,
+       l.file,
+       l.line,
+       l.function,
+       l.code,
        (SELECT group_concat(name, ', ') FROM (
             SELECT sn.text AS name, min(n.seq) AS first
             FROM tensors t2
@@ -155,11 +162,7 @@ FROM version_bumps b
 LEFT JOIN tensors t ON t.id = b.tensor
 LEFT JOIN ops o ON o.seq = b.op
 LEFT JOIN strings so ON so.id = o.name
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = o.stack;
 
 -- One row per tensor saved for backward by an autograd node. The location
 -- is the user line of the op that created the node (the line that saved it).
@@ -185,10 +188,10 @@ SELECT s.seq,
             JOIN strings sv ON sv.id = n.name
             WHERE t2.version_counter = t.version_counter
             GROUP BY sv.text ORDER BY first, name)) AS names,
-       ff.text AS file,
-       fr.line,
-       fn.text AS function,
-       fc.text AS code
+       l.file,
+       l.line,
+       l.function,
+       l.code
 FROM saved_tensors s
 JOIN nodes nd ON nd.id = s.node
 JOIN strings sn ON sn.id = nd.name
@@ -197,11 +200,7 @@ LEFT JOIN tensors t ON t.id = s.tensor
 LEFT JOIN strings sd ON sd.id = t.dtype
 LEFT JOIN ops o ON o.seq = nd.op
 LEFT JOIN strings so ON so.id = o.name
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = o.stack;
 
 -- Bytes held by saved tensors, one row per node type.
 CREATE VIEW IF NOT EXISTS saved_memory AS
@@ -329,8 +328,8 @@ stale_bumps AS (
 )
 SELECT c.backward,
        c.backward_seq,
-       bff.text AS backward_file,
-       bfr.line AS backward_line,
+       bl.file AS backward_file,
+       bl.line AS backward_line,
        c.node,
        sn.text AS node_name,
        c.saved_seq,
@@ -345,38 +344,29 @@ SELECT c.backward,
             GROUP BY sv.text ORDER BY first, name)) AS names,
        c.saved_version,
        c.version_at_backward,
-       sff.text AS saved_file,
-       sfr.line AS saved_line,
-       sfc.text AS saved_code,
+       sl.file AS saved_file,
+       sl.line AS saved_line,
+       sl.code AS saved_code,
        m.seq AS mutation_seq,
        m.op AS op_seq,
        mo.text AS op,
        m.tensor AS mutated_tensor,
        m.version AS version_after,
-       ff.text AS file,
-       fr.line,
-       fn.text AS function,
-       fc.text AS code
+       l.file,
+       l.line,
+       l.function,
+       l.code
 FROM stale c
 JOIN nodes nd ON nd.id = c.node
 JOIN strings sn ON sn.id = nd.name
 JOIN strings ss ON ss.id = c.slot
-LEFT JOIN stacks bst ON bst.id = c.backward_stack
-LEFT JOIN frames bfr ON bfr.id = bst.user_frame
-LEFT JOIN strings bff ON bff.id = bfr.file
+LEFT JOIN locations bl ON bl.stack = c.backward_stack
 LEFT JOIN ops so ON so.seq = nd.op
-LEFT JOIN stacks sst ON sst.id = so.stack
-LEFT JOIN frames sfr ON sfr.id = sst.user_frame
-LEFT JOIN strings sff ON sff.id = sfr.file
-LEFT JOIN strings sfc ON sfc.id = sfr.code
+LEFT JOIN locations sl ON sl.stack = so.stack
 LEFT JOIN stale_bumps m ON m.backward = c.backward AND m.saved_seq = c.saved_seq
 LEFT JOIN ops o ON o.seq = m.op
 LEFT JOIN strings mo ON mo.id = o.name
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = o.stack;
 
 -- One row per event that touched a tensor. kind is one of: created (first
 -- seen; op is the op that output it), read (an op's input), written (an
@@ -388,86 +378,62 @@ LEFT JOIN strings fc ON fc.id = fr.code;
 CREATE VIEW IF NOT EXISTS tensor_history AS
 SELECT t.id AS tensor, t.version_counter, t.seq, 'created' AS kind,
        so.text AS op, NULL AS version, NULL AS detail,
-       ff.text AS file, fr.line, fn.text AS function, fc.text AS code
+       l.file, l.line, l.function, l.code
 FROM tensors t
 LEFT JOIN ops o ON o.seq = t.created_by
 LEFT JOIN strings so ON so.id = o.name
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code
+LEFT JOIN locations l ON l.stack = o.stack
 UNION ALL
 SELECT a.tensor, t.version_counter, a.op,
        CASE a.role WHEN 0 THEN 'read' ELSE 'written' END,
        so.text, a.version, NULL,
-       ff.text, fr.line, fn.text, fc.text
+       l.file, l.line, l.function, l.code
 FROM op_args a
 JOIN ops o ON o.seq = a.op
 JOIN strings so ON so.id = o.name
 LEFT JOIN tensors t ON t.id = a.tensor
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code
+LEFT JOIN locations l ON l.stack = o.stack
 WHERE a.role IN (0, 2)
 UNION ALL
 SELECT b.tensor, t.version_counter, b.seq, 'bump',
        so.text, b.version, CASE WHEN b.observed THEN 'observed' END,
-       ff.text, fr.line, fn.text, fc.text
+       l.file, l.line, l.function, l.code
 FROM version_bumps b
 LEFT JOIN tensors t ON t.id = b.tensor
 LEFT JOIN ops o ON o.seq = b.op
 LEFT JOIN strings so ON so.id = o.name
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code
+LEFT JOIN locations l ON l.stack = o.stack
 UNION ALL
 SELECT s.tensor, t.version_counter, s.seq, 'saved',
        sn.text, s.version, ss.text,
-       ff.text, fr.line, fn.text, fc.text
+       l.file, l.line, l.function, l.code
 FROM saved_tensors s
 JOIN nodes nd ON nd.id = s.node
 JOIN strings sn ON sn.id = nd.name
 JOIN strings ss ON ss.id = s.slot
 LEFT JOIN tensors t ON t.id = s.tensor
 LEFT JOIN ops o ON o.seq = nd.op
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code
+LEFT JOIN locations l ON l.stack = o.stack
 WHERE s.tensor IS NOT NULL
 UNION ALL
 SELECT n.tensor, t.version_counter, n.seq, 'name',
        so.text, NULL, sv.text,
-       ff.text, fr.line, fn.text, fc.text
+       l.file, l.line, l.function, l.code
 FROM names n
 JOIN strings sv ON sv.id = n.name
 LEFT JOIN tensors t ON t.id = n.tensor
 LEFT JOIN ops o ON o.seq = n.seq
 LEFT JOIN strings so ON so.id = o.name
-LEFT JOIN stacks st ON st.id = o.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code
+LEFT JOIN locations l ON l.stack = o.stack
 UNION ALL
 SELECT r.tensor, t.version_counter, b.seq, 'root',
        sa.text, NULL, 'backward ' || b.id,
-       ff.text, fr.line, fn.text, fc.text
+       l.file, l.line, l.function, l.code
 FROM backward_roots r
 JOIN backward_calls b ON b.id = r.backward
 JOIN strings sa ON sa.id = b.api
 LEFT JOIN tensors t ON t.id = r.tensor
-LEFT JOIN stacks st ON st.id = b.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code
+LEFT JOIN locations l ON l.stack = b.stack
 WHERE r.tensor IS NOT NULL;
 
 -- One row per backward call: how it was called, how it ended, from where.
@@ -486,18 +452,14 @@ SELECT b.id,
         WHERE e.backward = b.id ORDER BY e.seq LIMIT 1) AS error_type,
        (SELECT e.message FROM errors e
         WHERE e.backward = b.id ORDER BY e.seq LIMIT 1) AS error,
-       ff.text AS file,
-       fr.line,
-       fn.text AS function,
-       fc.text AS code,
+       l.file,
+       l.line,
+       l.function,
+       l.code,
        b.stack
 FROM backward_calls b
 JOIN strings sa ON sa.id = b.api
-LEFT JOIN stacks st ON st.id = b.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = b.stack;
 
 -- One row per exception the recorder saw.
 CREATE VIEW IF NOT EXISTS error_log AS
@@ -505,18 +467,14 @@ SELECT e.seq,
        se.text AS type,
        e.message,
        e.backward,
-       ff.text AS file,
-       fr.line,
-       fn.text AS function,
-       fc.text AS code,
+       l.file,
+       l.line,
+       l.function,
+       l.code,
        e.stack
 FROM errors e
 JOIN strings se ON se.id = e.type
-LEFT JOIN stacks st ON st.id = e.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = e.stack;
 
 -- The autograd graph's edges with node names on both ends.
 CREATE VIEW IF NOT EXISTS graph_edges AS
@@ -539,7 +497,7 @@ LEFT JOIN strings sb ON sb.id = nb.name;
 -- user line, as elsewhere (a backward_end has its call's).
 CREATE VIEW IF NOT EXISTS events AS
 SELECT u.seq, u.kind, u.what, u.tensor, u.node,
-       ff.text AS file, fr.line, fn.text AS function, fc.text AS code, u.stack
+       l.file, l.line, l.function, l.code, u.stack
 FROM (
 SELECT o.seq, 'op' AS kind, so.text AS what, NULL AS tensor, NULL AS node,
        o.stack AS stack
@@ -581,8 +539,4 @@ UNION ALL
 SELECT e.seq, 'error', se.text, NULL, NULL, e.stack
 FROM errors e JOIN strings se ON se.id = e.type
 ) u
-LEFT JOIN stacks st ON st.id = u.stack
-LEFT JOIN frames fr ON fr.id = st.user_frame
-LEFT JOIN strings ff ON ff.id = fr.file
-LEFT JOIN strings fn ON fn.id = fr.function
-LEFT JOIN strings fc ON fc.id = fr.code;
+LEFT JOIN locations l ON l.stack = u.stack;

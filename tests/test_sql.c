@@ -156,7 +156,7 @@ static void test_views_exist(void **state)
     assert_rows(f->db,
                 "SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name",
                 "backward_log\nbackward_reach\nerror_log\nevents\ngraph_edges\n"
-                "invalidations\nmutations\nop_log\nsaved\nsaved_memory\nstack_frames\n"
+                "invalidations\nlocations\nmutations\nop_log\nsaved\nsaved_memory\nstack_frames\n"
                 "tensor_history\ntensor_info\nvariables\n");
 }
 
