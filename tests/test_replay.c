@@ -51,6 +51,19 @@ static void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr
     assert_int_equal(gt_node(b->r, &n), 0);
 }
 
+/* Leaf tensor `tensor` (3 elements) and `node`, its AccumulateGrad. */
+static void tb_leaf(tb *b, gt_id node, gt_id tensor)
+{
+    tb_tensor(b, tensor, 0, 3, 0, 0, 0);
+    tb_node(b, node, "torch::autograd::AccumulateGrad", 0, -1, tensor);
+}
+
+/* Node `id`, with sequence_nr `id` too, made by forward op `op` at `line`. */
+static void tb_op_node(tb *b, gt_id id, const char *name, const char *op, int line)
+{
+    tb_node(b, id, name, tb_op(b, op, line), id, 0);
+}
+
 static void tb_edges(tb *b, gt_id node, int n, ...)
 {
     va_list ap;
@@ -68,6 +81,18 @@ static gt_id tb_backward(tb *b, int nroots, const gt_id *roots, int retain)
     assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
     for (int i = 0; i < nroots; i++)
         assert_int_equal(gt_backward_root(b->r, id, i, 0, roots[i]), 0);
+    return id;
+}
+
+/* A torch.autograd.grad call from `root` with inputs=[input], ended ok. */
+static gt_id tb_grad(tb *b, gt_id root, gt_id input)
+{
+    gt_backward_info bi = {.api = tb_str(b, "torch.autograd.grad"), .thread = b->thread};
+    gt_id id;
+    assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
+    assert_int_equal(gt_backward_root(b->r, id, 0, 0, root), 0);
+    assert_int_equal(gt_backward_input(b->r, id, 0, input), 0);
+    assert_int_equal(gt_backward_end(b->r, id, 1), 0);
     return id;
 }
 
@@ -98,6 +123,29 @@ static void assert_order(const gt_replay *r, size_t n, const int64_t *want)
         assert_int_equal(r->order[i].id, want[i]);
 }
 
+/* gt__replay_counter(vc, from_seq, from_version, to_seq), which must
+ * succeed, write *bumps and find the counter at `version` after `n` bumps.
+ * Returns the bumps (malloc'd, NULL when none). */
+static gt_mutation *assert_counter(gt_replayer *rp, int64_t vc, int64_t from_seq,
+                                   int64_t from_version, int64_t to_seq, int64_t version,
+                                   size_t n)
+{
+    static gt_mutation unwritten;
+    char err[256];
+    int64_t got_version = -1;
+    gt_mutation *m = &unwritten;
+    size_t got_n = 0;
+    int rc = gt__replay_counter(rp, vc, from_seq, from_version, to_seq, &got_version, &m,
+                                &got_n, err, sizeof err);
+    if (rc)
+        print_error("gt__replay_counter: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(m != &unwritten);
+    assert_int_equal(got_version, version);
+    assert_int_equal(got_n, n);
+    return m;
+}
+
 /* ---- engine order ------------------------------------------------------ */
 
 /* R(10) -> Acc0, N(9), M(7); M -> D(3); N -> D; D -> Acc1.
@@ -112,14 +160,12 @@ static void test_order_priority_and_dependencies(void **state)
     gt_replay *r;
     char err[256];
     tb_open(&b, "order");
-    tb_tensor(&b, 100, 0, 3, 0, 0, 0);
-    tb_tensor(&b, 101, 0, 3, 0, 0, 0);
-    tb_node(&b, 20, "torch::autograd::AccumulateGrad", 0, -1, 100);
-    tb_node(&b, 21, "torch::autograd::AccumulateGrad", 0, -1, 101);
-    tb_node(&b, 3, "MulBackward0", tb_op(&b, "aten::mul", 3), 3, 0);
-    tb_node(&b, 7, "ExpBackward0", tb_op(&b, "aten::exp", 4), 7, 0);
-    tb_node(&b, 9, "SinBackward0", tb_op(&b, "aten::sin", 5), 9, 0);
-    tb_node(&b, 10, "AddBackward0", tb_op(&b, "aten::add", 6), 10, 0);
+    tb_leaf(&b, 20, 100);
+    tb_leaf(&b, 21, 101);
+    tb_op_node(&b, 3, "MulBackward0", "aten::mul", 3);
+    tb_op_node(&b, 7, "ExpBackward0", "aten::exp", 4);
+    tb_op_node(&b, 9, "SinBackward0", "aten::sin", 5);
+    tb_op_node(&b, 10, "AddBackward0", "aten::add", 6);
     tb_edges(&b, 10, 3, (gt_id)20, (gt_id)9, (gt_id)7);
     tb_edges(&b, 7, 1, (gt_id)3);
     tb_edges(&b, 9, 1, (gt_id)3);
@@ -155,11 +201,11 @@ static void test_order_multiple_roots(void **state)
     gt_replay *r;
     char err[256];
     tb_open(&b, "roots");
-    tb_node(&b, 1, "ExpBackward0", tb_op(&b, "aten::exp", 1), 1, 0);
-    tb_node(&b, 6, "MulBackward0", tb_op(&b, "aten::mul", 2), 6, 0);
-    tb_node(&b, 5, "SumBackward0", tb_op(&b, "aten::sum", 3), 5, 0);
-    tb_node(&b, 8, "NegBackward0", tb_op(&b, "aten::neg", 4), 8, 0);
-    tb_node(&b, 30, "CosBackward0", tb_op(&b, "aten::cos", 5), 30, 0);
+    tb_op_node(&b, 1, "ExpBackward0", "aten::exp", 1);
+    tb_op_node(&b, 6, "MulBackward0", "aten::mul", 2);
+    tb_op_node(&b, 5, "SumBackward0", "aten::sum", 3);
+    tb_op_node(&b, 8, "NegBackward0", "aten::neg", 4);
+    tb_op_node(&b, 30, "CosBackward0", "aten::cos", 5);
     tb_edges(&b, 5, 1, (gt_id)6);
     tb_edges(&b, 6, 1, (gt_id)1);
     tb_edges(&b, 8, 1, (gt_id)1);
@@ -199,33 +245,23 @@ static void test_order_inputs(void **state)
     gt_replay *r;
     char err[256];
     tb_open(&b, "inputs");
-    tb_tensor(&b, 100, 0, 3, 0, 0, 0);
-    tb_tensor(&b, 101, 0, 3, 0, 0, 0);
+    tb_leaf(&b, 40, 100);
+    tb_leaf(&b, 41, 101);
     tb_tensor(&b, 102, 0, 3, 0, 0, 0);
-    tb_node(&b, 40, "torch::autograd::AccumulateGrad", 0, -1, 100);
-    tb_node(&b, 41, "torch::autograd::AccumulateGrad", 0, -1, 101);
-    tb_node(&b, 2, "MulBackward0", tb_op(&b, "aten::mul", 2), 2, 0);
+    tb_op_node(&b, 2, "MulBackward0", "aten::mul", 2);
     assert_int_equal(gt_node_output(b.r, 2, 0, 102), 0);
-    tb_node(&b, 4, "ExpBackward0", tb_op(&b, "aten::exp", 3), 4, 0);
-    tb_node(&b, 5, "SinBackward0", tb_op(&b, "aten::sin", 4), 5, 0);
-    tb_node(&b, 9, "AddBackward0", tb_op(&b, "aten::add", 5), 9, 0);
+    tb_op_node(&b, 4, "ExpBackward0", "aten::exp", 3);
+    tb_op_node(&b, 5, "SinBackward0", "aten::sin", 4);
+    tb_op_node(&b, 9, "AddBackward0", "aten::add", 5);
     tb_edges(&b, 9, 2, (gt_id)4, (gt_id)5);
     tb_edges(&b, 4, 2, (gt_id)40, (gt_id)2);
     tb_edges(&b, 5, 1, (gt_id)41);
     gt_id root = 9;
-    gt_backward_info gi = {.api = tb_str(&b, "torch.autograd.grad"), .thread = b.thread};
-    gt_id g1, g2, g3;
-    assert_int_equal(gt_backward_begin(b.r, &gi, &g1), 0);
-    assert_int_equal(gt_backward_root(b.r, g1, 0, 0, root), 0);
-    assert_int_equal(gt_backward_input(b.r, g1, 0, 100), 0);
-    assert_int_equal(gt_backward_end(b.r, g1, 1), 0);
-    g2 = tb_backward(&b, 1, &root, 1);
+    gt_id g1 = tb_grad(&b, root, 100);
+    gt_id g2 = tb_backward(&b, 1, &root, 1);
     assert_int_equal(gt_backward_input(b.r, g2, 0, 100), 0);
     assert_int_equal(gt_backward_end(b.r, g2, 1), 0);
-    assert_int_equal(gt_backward_begin(b.r, &gi, &g3), 0);
-    assert_int_equal(gt_backward_root(b.r, g3, 0, 0, root), 0);
-    assert_int_equal(gt_backward_input(b.r, g3, 0, 102), 0);
-    assert_int_equal(gt_backward_end(b.r, g3, 1), 0);
+    gt_id g3 = tb_grad(&b, root, 102);
     tb_finish(&b, &t, &rp);
 
     assert_int_equal(gt__replay_backward(rp, g1, &r, err, sizeof err), 0);
@@ -286,13 +322,7 @@ static void test_counter_bumps_between_save_and_backward(void **state)
 
     gt_replay *r;
     assert_int_equal(gt__replay_backward(rp, bw, &r, err, sizeof err), 0);
-    int64_t version = -1;
-    gt_mutation *m = NULL;
-    size_t n = 0;
-    assert_int_equal(
-        gt__replay_counter(rp, 100, save, 0, r->seq, &version, &m, &n, err, sizeof err), 0);
-    assert_int_equal(version, 2);
-    assert_int_equal(n, 2);
+    gt_mutation *m = assert_counter(rp, 100, save, 0, r->seq, 2, 2);
     assert_int_equal(m[0].seq, m1);
     assert_int_equal(m[0].bump_seq, b1);
     assert_int_equal(m[0].tensor, 101);
@@ -303,19 +333,11 @@ static void test_counter_bumps_between_save_and_backward(void **state)
     free(m);
 
     /* From after the first bump: only the second counts. */
-    assert_int_equal(
-        gt__replay_counter(rp, 100, b1, 1, r->seq, &version, &m, &n, err, sizeof err), 0);
-    assert_int_equal(version, 2);
-    assert_int_equal(n, 1);
-    free(m);
+    free(assert_counter(rp, 100, b1, 1, r->seq, 2, 1));
 
     /* Up to the end of the trace: the later bump and the observed one
      * count; an observed bump has no op. */
-    assert_int_equal(
-        gt__replay_counter(rp, 100, save, 0, INT64_MAX, &version, &m, &n, err, sizeof err),
-        0);
-    assert_int_equal(version, 7);
-    assert_int_equal(n, 4);
+    m = assert_counter(rp, 100, save, 0, INT64_MAX, 7, 4);
     assert_int_equal(m[2].seq, m3);
     assert_int_equal(m[3].seq, 0);
     assert_int_equal(m[3].bump_seq, ob);
@@ -324,16 +346,8 @@ static void test_counter_bumps_between_save_and_backward(void **state)
 
     /* The unrelated counter moved once; nothing happened to counter 101's
      * id (it is not a counter of its own). */
-    assert_int_equal(
-        gt__replay_counter(rp, 102, 0, 0, r->seq, &version, &m, &n, err, sizeof err), 0);
-    assert_int_equal(version, 1);
-    assert_int_equal(n, 1);
-    free(m);
-    assert_int_equal(
-        gt__replay_counter(rp, 101, 0, 0, r->seq, &version, &m, &n, err, sizeof err), 0);
-    assert_int_equal(version, 0);
-    assert_int_equal(n, 0);
-    assert_null(m);
+    free(assert_counter(rp, 102, 0, 0, r->seq, 1, 1));
+    assert_null(assert_counter(rp, 101, 0, 0, r->seq, 0, 0));
     gt__replay_free(r);
     tb_cleanup(&b, t, rp);
 }
@@ -355,7 +369,7 @@ static void test_counter_many_tensors_short_window(void **state)
         tb_tensor(&b, 1000 + i, 0, 3, 0, 1000, 1000);
     tb_tensor(&b, 2000, 0, 3, 0, 0, 0);
     int64_t save;
-    tb_node(&b, 1, "MmBackward0", tb_op(&b, "aten::mm", 1), 1, 0);
+    tb_op_node(&b, 1, "MmBackward0", "aten::mm", 1);
     assert_int_equal(gt_saved_tensor(b.r, 1, tb_str(&b, "mat2"), 1060, 4, 0, 12, &save), 0);
     int64_t b1, b2, b3;
     assert_int_equal(gt_version_bump(b.r, 0, 1007, 5, 1, &b1), 0);
@@ -370,14 +384,8 @@ static void test_counter_many_tensors_short_window(void **state)
 
     gt_replay *r;
     assert_int_equal(gt__replay_backward(rp, bw, &r, err, sizeof err), 0);
-    int64_t version;
-    gt_mutation *m;
-    size_t n;
     assert_true(r->seq - save < 4 * 61); /* the window plan's condition */
-    assert_int_equal(
-        gt__replay_counter(rp, 1000, save, 4, r->seq, &version, &m, &n, err, sizeof err), 0);
-    assert_int_equal(version, 7);
-    assert_int_equal(n, 3);
+    gt_mutation *m = assert_counter(rp, 1000, save, 4, r->seq, 7, 3);
     assert_int_equal(m[0].bump_seq, b1);
     assert_int_equal(m[0].tensor, 1007);
     assert_int_equal(m[0].seq, 0); /* observed: no op */
