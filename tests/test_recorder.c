@@ -38,6 +38,16 @@ static gt_recorder *open_new(const char *name, const gt_recorder_options *o)
     return r;
 }
 
+/* A new recording of `name` that has committed one string, `text`. */
+static gt_recorder *open_with_string(const char *name, const char *text)
+{
+    gt_recorder *r = open_new(name, NULL);
+    gt_id s;
+    assert_int_equal(gt_intern_string(r, text, strlen(text), &s), 0);
+    assert_int_equal(gt_recorder_flush(r), 0);
+    return r;
+}
+
 static sqlite3 *db_open(const char *name)
 {
     sqlite3 *db = NULL;
@@ -106,10 +116,7 @@ static void test_open_creates_schema_and_run(void **state)
 static void test_close_with_reader_attached(void **state)
 {
     (void)state;
-    gt_recorder *r = open_new("reader.db", NULL);
-    gt_id s;
-    assert_int_equal(gt_intern_string(r, "seen live", 9, &s), 0);
-    assert_int_equal(gt_recorder_flush(r), 0);
+    gt_recorder *r = open_with_string("reader.db", "seen live");
     sqlite3 *db = db_open("reader.db");
     assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 1);
     assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
@@ -123,9 +130,7 @@ static void test_close_with_reader_attached(void **state)
     assert_false(file_exists(tpath("reader.db-wal")));
 
     /* a reader in the middle of a read transaction does not block close */
-    r = open_new("reader2.db", NULL);
-    assert_int_equal(gt_intern_string(r, "x", 1, &s), 0);
-    assert_int_equal(gt_recorder_flush(r), 0);
+    r = open_with_string("reader2.db", "x");
     db = db_open("reader2.db");
     assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 1);
@@ -303,10 +308,7 @@ static void test_stale_wal_is_not_replayed(void **state)
 {
     (void)state;
     /* record a trace, kill-style: copy its -wal aside while open */
-    gt_recorder *r = open_new("stale_src.db", NULL);
-    gt_id s;
-    assert_int_equal(gt_intern_string(r, "stale", 5, &s), 0);
-    assert_int_equal(gt_recorder_flush(r), 0);
+    gt_recorder *r = open_with_string("stale_src.db", "stale");
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", tpath("stale_src.db-wal"),
              tpath("stale.db-wal"));
