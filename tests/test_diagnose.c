@@ -81,6 +81,21 @@ static gt_id tb_backward(tb *b, gt_id root, int retain, int line)
     return id;
 }
 
+/* Name `tensor` as the user's variable `name`, seen at the latest event. */
+static void tb_name(tb *b, gt_id tensor, const char *name)
+{
+    assert_int_equal(gt_name(b->r, gt_recorder_seq(b->r), tensor, name), 0);
+}
+
+/* Backward call `bw` raised a RuntimeError `msg` at `line` (`code`): the
+ * error, then the end of the failed call. */
+static void tb_backward_error(tb *b, gt_id bw, int line, const char *code, const char *msg)
+{
+    assert_int_equal(gt_error(b->r, "RuntimeError", msg, tb_stack(b, line, code), bw, NULL),
+                     0);
+    assert_int_equal(gt_backward_end(b->r, bw, 0), 0);
+}
+
 static void tb_close(tb *b, int ended)
 {
     if (ended)
@@ -183,7 +198,7 @@ static void build_seed(tb *b, const char *name, int mutate, int ended)
     assert_int_equal(gt_storage(b->r, 1, 12, b->cpu), 0);
     assert_int_equal(gt_storage(b->r, 2, 64, b->cpu), 0);
     tb_tensor(b, 100, 1, 3, 0, 0, 1, 0, 0, 0);
-    assert_int_equal(gt_name(b->r, gt_recorder_seq(b->r), 100, "class_weights"), 0);
+    tb_name(b, 100, "class_weights");
     tb_tensor(b, 101, 2, 16, 0, 1, 0, 0, 0, 0);
     int64_t ls = tb_op(b, "aten::_log_softmax", GT_PHASE_FORWARD, 36,
                        "    log_probs = F.log_softmax(model(x), dim=1)");
@@ -206,15 +221,10 @@ static void build_seed(tb *b, const char *name, int mutate, int ended)
         }
     }
     gt_id bw = tb_backward(b, 1, 0, 46);
-    if (mutate) {
-        assert_int_equal(gt_error(b->r, "RuntimeError", SEED_MSG, tb_stack(b, 46, "loss."
-                                                                           "backward()"),
-                                  bw, NULL),
-                         0);
-        assert_int_equal(gt_backward_end(b->r, bw, 0), 0);
-    } else {
+    if (mutate)
+        tb_backward_error(b, bw, 46, "loss.backward()", SEED_MSG);
+    else
         assert_int_equal(gt_backward_end(b->r, bw, 1), 0);
-    }
     if (ended >= 0)
         tb_close(b, ended);
 }
@@ -359,7 +369,7 @@ static void test_silent_storage_write(void **state)
     tb_open(&b, "silent");
     assert_int_equal(gt_storage(b.r, 1, 24, b.cpu), 0);
     tb_tensor(&b, 200, 1, 3, 0, 1, 1, 0, 0, 0); /* w = storage[0:3] */
-    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 200, "w"), 0);
+    tb_name(&b, 200, "w");
     int64_t op = tb_op(&b, "aten::mul", GT_PHASE_FORWARD, 10, "y = x * w");
     tb_node(&b, 1, "MulBackward0", op, 3);
     tb_save(&b, 1, "other", 200, 0);
@@ -410,15 +420,12 @@ static void build_twice(tb *b, const char *name, int retain)
     gt_id b1 = tb_backward(b, 2, retain, 7);
     assert_int_equal(gt_backward_end(b->r, b1, 1), 0);
     gt_id b2 = tb_backward(b, 2, 0, 8);
-    if (!retain) {
-        assert_int_equal(gt_error(b->r, "RuntimeError",
-                                  "Trying to backward through the graph a second time (or "
-                                  "directly access saved tensors after they have already "
-                                  "been freed).",
-                                  tb_stack(b, 8, "loss.backward()"), b2, NULL),
-                         0);
-    }
-    assert_int_equal(gt_backward_end(b->r, b2, retain), 0);
+    if (retain)
+        assert_int_equal(gt_backward_end(b->r, b2, 1), 0);
+    else
+        tb_backward_error(b, b2, 8, "loss.backward()",
+                          "Trying to backward through the graph a second time (or directly "
+                          "access saved tensors after they have already been freed).");
     tb_close(b, 1);
 }
 
@@ -474,9 +481,9 @@ static void test_leaf_inplace(void **state)
     tb b;
     tb_open(&b, "leaf");
     tb_tensor(&b, 400, 0, 3, 0, 1, 1, 0, 0, 0);
-    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 400, "w"), 0);
+    tb_name(&b, 400, "w");
     tb_tensor(&b, 401, 0, 3, 0, 0, 1, 0, 0, 0);
-    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 401, "wx"), 0);
+    tb_name(&b, 401, "wx");
     assert_int_equal(gt_error(b.r, "RuntimeError",
                               "a leaf Variable that requires grad is being used in an "
                               "in-place operation.",
@@ -510,12 +517,12 @@ static void test_two_invalidated(void **state)
     tb b;
     tb_open(&b, "two");
     tb_tensor(&b, 500, 0, 3, 0, 1, 0, 0, 0, 0);
-    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 500, "a"), 0);
+    tb_name(&b, 500, "a");
     int64_t s = tb_op(&b, "aten::sin", GT_PHASE_FORWARD, 3, "b = a.sin()");
     tb_node(&b, 3, "SinBackward0", s, 3);
     tb_save(&b, 3, "self", 500, 0);
     tb_tensor(&b, 501, 0, 3, 0, 1, 0, 0, 0, 0);
-    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 501, "b"), 0);
+    tb_name(&b, 501, "b");
     int64_t c = tb_op(&b, "aten::cos", GT_PHASE_FORWARD, 4, "c = b.cos()");
     tb_node(&b, 9, "CosBackward0", c, 9);
     assert_int_equal(gt_edge(b.r, 9, 0, 3, 0), 0);
@@ -524,13 +531,10 @@ static void test_two_invalidated(void **state)
     tb_mutate(&b, "aten::mul_.Tensor", 6, "b *= 2", 501, 1);
     tb_mutate(&b, "aten::mul_.Tensor", 7, "b *= 2", 501, 2);
     gt_id bw = tb_backward(&b, 9, 0, 8);
-    assert_int_equal(gt_error(b.r, "RuntimeError",
-                              "one of the variables needed for gradient computation has "
-                              "been modified by an inplace operation: [torch.FloatTensor "
-                              "[3]] is at version 2; expected version 0 instead.",
-                              tb_stack(&b, 8, "c.sum().backward()"), bw, NULL),
-                     0);
-    assert_int_equal(gt_backward_end(b.r, bw, 0), 0);
+    tb_backward_error(&b, bw, 8, "c.sum().backward()",
+                      "one of the variables needed for gradient computation has been "
+                      "modified by an inplace operation: [torch.FloatTensor [3]] is at "
+                      "version 2; expected version 0 instead.");
     tb_close(&b, 1);
 
     gt_findings *f = diagnose(b.path, 0, 0);
@@ -561,7 +565,7 @@ static void test_bump_during_backward(void **state)
     tb b;
     tb_open(&b, "execs");
     tb_tensor(&b, 600, 0, 3, 0, 1, 0, 0, 0, 0);
-    assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), 600, "t"), 0);
+    tb_name(&b, 600, "t");
     tb_node(&b, 3, "SinBackward0", tb_op(&b, "aten::sin", GT_PHASE_FORWARD, 3, "u = t.sin()"),
             3);
     tb_save(&b, 3, "self", 600, 0);
