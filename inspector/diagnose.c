@@ -406,16 +406,18 @@ static int is_activation_inplace(const char *op)
     return 0;
 }
 
-/* 1 if the tensor or a base it views is a leaf that requires grad. */
-static int is_param(dctx *c, int64_t tensor)
+/* The leaf that requires grad behind tensor `t` (itself or a base it
+ * views, at most 16 views deep), 0 if none or unreadable: for a tensor an
+ * optimizer changed, the parameter. */
+static int64_t leaf_of(dctx *c, int64_t t)
 {
-    for (int depth = 0; tensor && depth < 16; depth++) {
-        tinfo t;
-        if (load_tensor(c, tensor, &t) != 0 || !t.found)
+    for (int depth = 0; t && depth < 16; depth++) {
+        tinfo ti;
+        if (load_tensor(c, t, &ti) != 0 || !ti.found)
             return 0;
-        if (t.is_leaf && t.requires_grad)
-            return 1;
-        tensor = t.alias_of;
+        if (ti.is_leaf && ti.requires_grad)
+            return t;
+        t = ti.alias_of;
     }
     return 0;
 }
@@ -493,7 +495,7 @@ static int suggest_inplace(dctx *c, gt_finding *f)
         stack_loc(c, o.stack, where, sizeof where, code, sizeof code, NULL);
         int foreach = strstr(o.name, "::_foreach_") != NULL;
         if (foreach || strstr(code, ".step(") ||
-            (o.phase == GT_PHASE_OTHER && is_param(c, f->mutations[i].tensor))) {
+            (o.phase == GT_PHASE_OTHER && leaf_of(c, f->mutations[i].tensor))) {
             return set_suggestion(c, f,
                                   "move optimizer.step() after the last backward() that uses "
                                   "this graph, or recompute the forward after the step: the "
@@ -1046,20 +1048,6 @@ static int mentions(const char *code, const char *name)
         int after = isalnum((unsigned char)p[n]) || p[n] == '_';
         if (!before && !after)
             return 1;
-    }
-    return 0;
-}
-
-/* The leaf behind tensor `t` (itself or a base it views), 0 if none. */
-static int64_t leaf_of(dctx *c, int64_t t)
-{
-    for (int depth = 0; t && depth < 16; depth++) {
-        tinfo ti;
-        if (load_tensor(c, t, &ti) != 0 || !ti.found)
-            return 0;
-        if (ti.is_leaf && ti.requires_grad)
-            return t;
-        t = ti.alias_of;
     }
     return 0;
 }
