@@ -29,9 +29,31 @@
 #include "tmpdir.h"
 #include "sqlquery.h"
 
-static void assert_integrity_ok(sqlite3 *db)
+/* The trace at `path`, opened after its writer died or exited: it must
+ * pass PRAGMA integrity_check. */
+static sqlite3 *open_sound(const char *path)
 {
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
+    return db;
+}
+
+/* Run child(path) in a forked process, which must exit with status 0 (else
+ * the status is the child's first failed check). */
+static void run_child(int (*child)(const char *path), const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(child(path));
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status))
+        print_error("child killed by signal %d\n", WTERMSIG(status));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* ---- kill -9 mid-write ------------------------------------------------- */
@@ -102,9 +124,7 @@ static void test_kill9_leaves_committed_batches(void **state)
     close(fds[0]);
     assert_true(committed >= 8000);
 
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    assert_integrity_ok(db);
+    sqlite3 *db = open_sound(path);
     int64_t ops = q_int(db, "SELECT count(*) FROM ops");
     assert_true(ops >= committed);
     /* ops are a gap-free prefix 1..n of seqs 1,3,5...: op i has seq 2i-1
@@ -176,57 +196,41 @@ static void test_fsize_limit_fails_handle_not_process(void **state)
 {
     (void)state;
     const char *path = tpath("fsize.db");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(fsize_child(path));
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (WIFSIGNALED(status))
-        print_error("child killed by signal %d\n", WTERMSIG(status));
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(fsize_child, path);
 
     /* what was committed before the limit is a sound trace */
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    assert_integrity_ok(db);
+    sqlite3 *db = open_sound(path);
     int64_t ops = q_int(db, "SELECT count(*) FROM ops");
     assert_true(ops > 500);
     assert_int_equal(q_int(db, "SELECT max(seq) FROM ops"), ops);
     sqlite3_close(db);
 }
 
+static int fsize_open_child(const char *path)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {.rlim_cur = 2048, .rlim_max = 2048};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 30;
+    char err[256] = "";
+    gt_recorder *r = NULL;
+    int rc = gt_recorder_open(path, NULL, err, sizeof(err), &r);
+    if (rc != GT_EFULL) {
+        fprintf(stderr, "child: rc %d: %s\n", rc, err);
+        return 31;
+    }
+    if (r != NULL)
+        return 32;
+    if (!strstr(err, "gradtrace: cannot create trace") || !strstr(err, "fsize_open.db"))
+        return 33;
+    return 0;
+}
+
 static void test_fsize_limit_at_open(void **state)
 {
     (void)state;
     const char *path = tpath("fsize_open.db");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {.rlim_cur = 2048, .rlim_max = 2048};
-        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
-            _exit(30);
-        char err[256] = "";
-        gt_recorder *r = NULL;
-        int rc = gt_recorder_open(path, NULL, err, sizeof(err), &r);
-        if (rc != GT_EFULL) {
-            fprintf(stderr, "child: rc %d: %s\n", rc, err);
-            _exit(31);
-        }
-        if (r != NULL)
-            _exit(32);
-        if (!strstr(err, "gradtrace: cannot create trace") || !strstr(err, "fsize_open.db"))
-            _exit(33);
-        _exit(0);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    run_child(fsize_open_child, path);
     /* nothing half-made is left behind */
     struct stat sb;
     assert_int_not_equal(stat(path, &sb), 0);
@@ -287,18 +291,8 @@ static void test_fsize_limit_at_close(void **state)
 {
     (void)state;
     const char *path = tpath("fsize_close.db");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(close_fail_child(path));
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
-    assert_integrity_ok(db);
+    run_child(close_fail_child, path);
+    sqlite3 *db = open_sound(path);
     assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), 20000);
     assert_int_equal(q_int(db, "SELECT count(*) FROM op_args"), 20000);
     sqlite3_close(db);
