@@ -3,6 +3,7 @@
  * --json (built only with SQLite's JSON functions; the shape is the
  * contract of issue 4). Exit: 0 no findings, 1 findings, 2 usage/input. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,17 +435,23 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
 }
 
 static void print_text(FILE *o, sqlite3 *db, const style *st, const char *path_arg,
-                       int partial, const char *err, const char *findings, size_t n)
+                       gt_trace *t, const char *err, const char *findings, size_t n)
 {
     char cwd[4096];
     char *tr = gt_term_text(path_arg);
     const char *trace = tr ? tr : path_arg;
     if (!getcwd(cwd, sizeof cwd))
         cwd[0] = 0;
-    if (partial)
+    if (gt_trace_stopped_seq(t)) {
+        fprintf(o, "%snote:%s recording stopped early, after event %" PRId64 " (", st->yellow,
+                st->reset, gt_trace_stopped_seq(t));
+        gt_term_puts(o, gt_trace_stopped_reason(t));
+        fprintf(o, "); what came after is not in the trace\n");
+    } else if (gt_trace_partial(t)) {
         fprintf(o, "%snote:%s the trace is partial (the recording did not finish: the "
                    "process was killed or is still running); diagnosing what was committed\n",
                 st->yellow, st->reset);
+    }
     if (err && strcmp(err, "null") != 0) {
         char *type = jt(db, err, "$.type"), *msg = jx(db, err, "$.message");
         char *first = msg;
@@ -575,8 +582,10 @@ int gt_cmd_diagnose(int argc, char **argv)
     if (!rc && fjson)
         doc = qtext(db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
-                    " 'findings', json(?4))",
-                    "ssss", path, tf(gt_trace_partial(t)), ejson, fjson);
+                    " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
+                    " json_object('seq', ?5, 'reason', ?6) END)",
+                    "ssssis", path, tf(gt_trace_partial(t)), ejson, fjson,
+                    (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t));
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db));
@@ -587,8 +596,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-        print_text(stdout, db, color ? &ansi : &plain, path, gt_trace_partial(t), ejson,
-                   fjson, fs->n);
+        print_text(stdout, db, color ? &ansi : &plain, path, t, ejson, fjson, fs->n);
     }
     status = fs->n ? 1 : 0;
 out:

@@ -62,11 +62,13 @@ static const char *const counted[] = {
     "SELECT type, message, file, line, code, backward FROM error_log"         \
     " ORDER BY seq"
 
-/* The whole summary as one JSON object (?1 = path, ?2 = partial). */
+/* The whole summary as one JSON object (?1 = path, ?2 = partial, ?3 and ?4
+ * = where and why recording stopped early, 0 and NULL if it did not). */
 static const char json_head[] =
     "SELECT json_object("
     " 'trace', ?1,"
     " 'partial', json(CASE WHEN ?2 THEN 'true' ELSE 'false' END),"
+    " 'stopped', CASE WHEN ?3 > 0 THEN json_object('seq', ?3, 'reason', ?4) END,"
     " 'run', (SELECT json_object("
     "   'gradtrace_version', gradtrace_version,"
     "   'schema_version', schema_version,"
@@ -132,6 +134,9 @@ static int print_json(gt_trace *t, FILE *out)
         goto out;
     sqlite3_bind_text(st, 1, gt_trace_path(t), -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, gt_trace_partial(t));
+    sqlite3_bind_int64(st, 3, gt_trace_stopped_seq(t));
+    if (gt_trace_stopped_reason(t))
+        sqlite3_bind_text(st, 4, gt_trace_stopped_reason(t), -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         fprintf(out, "%s\n", col(st, 0));
@@ -229,10 +234,16 @@ static int print_text(gt_trace *t, FILE *out)
     if (sqlite3_column_type(st, 12) != SQLITE_NULL)
         fprintf(out, ", %.3f s", sqlite3_column_double(st, 12));
     fputc('\n', out);
-    if (gt_trace_partial(t))
+    if (gt_trace_stopped_seq(t)) {
+        fprintf(out, "           recording stopped early, after event %" PRId64 " (",
+                gt_trace_stopped_seq(t));
+        gt_term_puts(out, gt_trace_stopped_reason(t));
+        fprintf(out, ");\n           what came after is not in the trace\n");
+    } else if (gt_trace_partial(t)) {
         fprintf(out, "           partial trace: the recording did not finish (killed, or "
                      "still running);\n           it holds every batch committed until "
                      "then\n");
+    }
     sqlite3_finalize(st);
     st = NULL;
 

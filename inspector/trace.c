@@ -18,6 +18,8 @@ struct gt_trace {
     char *path;
     int schema_version;
     int partial;
+    int64_t stopped_seq; /* run.stopped_seq (schema 2), 0 if none */
+    char *stopped_reason;
 };
 
 static int int_query(sqlite3 *db, const char *sql, int *out)
@@ -132,6 +134,40 @@ static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
     return rc;
 }
 
+/* Where and why the recording stopped early (schema 2: run.stopped_seq,
+ * run.stopped_reason), into t. */
+static int read_stop(sqlite3 *db, gt_trace *t, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = GT_ECORRUPT;
+    if (sqlite3_prepare_v2(db, "SELECT stopped_seq, coalesce(stopped_reason, 'stopped early') "
+                               "FROM run WHERE stopped_seq IS NOT NULL",
+                           -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
+                 sqlite3_errmsg(db));
+        goto out;
+    }
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW) {
+        t->stopped_seq = sqlite3_column_int64(st, 0);
+        if (t->stopped_seq < 1)
+            t->stopped_seq = 1;
+        if (!(t->stopped_reason = strdup((const char *)sqlite3_column_text(st, 1)))) {
+            snprintf(err, errlen, "cannot open %s: out of memory", path);
+            rc = GT_ENOMEM;
+            goto out;
+        }
+    } else if (s != SQLITE_DONE) {
+        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
+                 sqlite3_errmsg(db));
+        goto out;
+    }
+    rc = GT_OK;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
 {
     int rc = GT_OK;
@@ -215,9 +251,15 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
         rc = GT_ENOMEM;
         goto out;
     }
+    if (version >= 2 && (rc = read_stop(db, t, path, err, errlen)) != GT_OK) {
+        free(t->path);
+        free(t);
+        t = NULL;
+        goto out;
+    }
     t->db = db;
     t->schema_version = version;
-    t->partial = partial > 0;
+    t->partial = partial > 0 || t->stopped_seq > 0;
     db = NULL;
     *out = t;
 out:
@@ -230,6 +272,7 @@ void gt_trace_close(gt_trace *t)
     if (!t)
         return;
     sqlite3_close(t->db);
+    free(t->stopped_reason);
     free(t->path);
     free(t);
 }
@@ -238,3 +281,5 @@ sqlite3 *gt_trace_db(gt_trace *t) { return t->db; }
 const char *gt_trace_path(gt_trace *t) { return t->path; }
 int gt_trace_schema_version(gt_trace *t) { return t->schema_version; }
 int gt_trace_partial(gt_trace *t) { return t->partial; }
+int64_t gt_trace_stopped_seq(gt_trace *t) { return t->stopped_seq; }
+const char *gt_trace_stopped_reason(gt_trace *t) { return t->stopped_reason; }

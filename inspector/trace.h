@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct gt_trace gt_trace;
 
@@ -34,8 +35,15 @@ const char *gt_trace_path(gt_trace *t);
 /* Schema version of the file (PRAGMA user_version). */
 int gt_trace_schema_version(gt_trace *t);
 
-/* 1 if the recording did not close the trace (run.status = 'running': the
- * process was killed or is still running), else 0. */
+/* 1 if the trace may lack the end of the run: the recording did not close
+ * it (run.status = 'running': the process was killed or is still running),
+ * or it stopped recording early (gt_trace_stopped_seq), else 0. */
 int gt_trace_partial(gt_trace *t);
+
+/* The last event seq recorded when recording stopped early (the size cap,
+ * schema 2's run.stopped_seq), and why ("size cap: ... bytes > max_bytes
+ * ..."); 0 and NULL when it did not. The string is owned by the trace. */
+int64_t gt_trace_stopped_seq(gt_trace *t);
+const char *gt_trace_stopped_reason(gt_trace *t);
 
 #endif

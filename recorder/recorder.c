@@ -96,6 +96,8 @@ struct gt__rowbuf {
     X(RUN_END, "UPDATE run SET status = ?1, exit_code = ?2, signal = ?3"         \
                " WHERE id = 1")                                                  \
     X(RUN_CLOSE, "UPDATE run SET end_ns = ?1 WHERE id = 1")                      \
+    X(RUN_STOPPED, "UPDATE run SET stopped_seq = ?1, stopped_reason = ?2"        \
+                   " WHERE id = 1")                                              \
     X(STRING, "INSERT INTO strings (id, text) VALUES (?1, ?2)")                  \
     X(FRAME, "INSERT INTO frames (id, file, line, function, code)"               \
              " VALUES (?1, ?2, ?3, ?4, ?5)")                                     \
@@ -162,6 +164,8 @@ struct gt_recorder {
     int64_t page_size;
 
     int failed; /* 0, or the GT_E* code of the error that stopped recording */
+    int capped; /* 1: stopped by max_bytes; the file is sound, so the run's
+                 * end, the indexes and the close are still written */
     int closed; /* 1: used from a forked child; never touch the file again */
     char errmsg[512];
 
@@ -445,12 +449,13 @@ static int buf_push_done(gt_recorder *r, int which)
 /* ---- batching ----------------------------------------------------------- */
 
 /* Guard of every call that may write: the handle is usable and a
- * transaction is open. */
-static int begin_write(gt_recorder *r)
+ * transaction is open. `run_row` calls (the run's end) may still write after
+ * a size-cap stop. */
+static int begin_write_as(gt_recorder *r, int run_row)
 {
     if (r->closed)
         return GT_ECLOSED;
-    if (r->failed)
+    if (r->failed && !(run_row && r->capped))
         return GT_EFAILED;
     if (r->in_txn)
         return 0;
@@ -468,6 +473,29 @@ static int begin_write(gt_recorder *r)
     r->batch_n = 0;
     r->batch_start_ms = now_ms();
     return 0;
+}
+
+static int begin_write(gt_recorder *r) { return begin_write_as(r, 0); }
+
+/* Stop recording at the size cap, after a commit: every event up to r->seq
+ * is in the file. The run row says where and why (written at once, so a
+ * later kill keeps it); the run's end and the close are still written. */
+static int stop_at_cap(gt_recorder *r, int64_t bytes)
+{
+    char why[160];
+    snprintf(why, sizeof why, "size cap: %" PRId64 " bytes > max_bytes %" PRId64, bytes,
+             r->max_bytes);
+    sqlite3_stmt *st = r->st[ST_RUN_STOPPED];
+    sqlite3_bind_int64(st, 1, r->seq);
+    sqlite3_bind_text(st, 2, why, -1, SQLITE_TRANSIENT);
+    int rc = step(r, ST_RUN_STOPPED, "mark the stop", 1);
+    if (rc)
+        return rc;
+    set_errmsg(r, "gradtrace: recording stopped: trace reached its size cap "
+                  "(%" PRId64 " bytes > max_bytes %" PRId64 ")",
+               bytes, r->max_bytes);
+    r->capped = 1;
+    return fail(r, GT_EFULL);
 }
 
 static int commit(gt_recorder *r)
@@ -490,7 +518,7 @@ static int commit(gt_recorder *r)
         return rc;
     if (r->batch_cur < r->batch_events)
         r->batch_cur = r->batch_cur > r->batch_events / 2 ? r->batch_events : r->batch_cur * 2;
-    if (r->max_bytes > 0) {
+    if (r->max_bytes > 0 && !r->capped) {
         sqlite3_stmt *st = r->st[ST_PAGE_COUNT];
         int64_t pages = 0;
         if (sqlite3_step(st) == SQLITE_ROW)
@@ -498,12 +526,8 @@ static int commit(gt_recorder *r)
         rc = sqlite3_reset(st);
         if (rc != SQLITE_OK)
             return sql_error(r, rc, "page_count", 1, 0);
-        if (pages * r->page_size > r->max_bytes) {
-            set_errmsg(r, "gradtrace: recording stopped: trace reached its size cap "
-                          "(%" PRId64 " bytes > max_bytes %" PRId64 ")",
-                       pages * r->page_size, r->max_bytes);
-            return fail(r, GT_EFULL);
-        }
+        if (pages * r->page_size > r->max_bytes)
+            return stop_at_cap(r, pages * r->page_size);
     }
     return args_rc;
 }
@@ -801,6 +825,9 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
         release(r);
         return GT_ECLOSED;
     }
+    int stop = r->failed; /* the cause, kept as the result after a cap stop */
+    if (r->capped)
+        r->failed = 0;
     if (!r->failed) {
         if (begin_write(r) == 0) {
             sqlite3_stmt *st = r->st[ST_RUN_CLOSE];
@@ -837,7 +864,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
             sqlite3_free(emsg);
         }
     }
-    rc = r->failed;
+    rc = r->failed ? r->failed : stop;
     for (int i = 0; i < GT__NBUF; i++) {
         sqlite3_finalize(r->buf[i].multi);
         sqlite3_finalize(r->buf[i].one);
@@ -932,7 +959,7 @@ int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
     if (!r || status < GT_RUN_OK || status > GT_RUN_SIGNAL)
         return GT_EINVAL;
     pthread_mutex_lock(&r->mu);
-    int rc = begin_write(r);
+    int rc = begin_write_as(r, 1);
     if (rc)
         goto out;
     sqlite3_stmt *st = r->st[ST_RUN_END];

@@ -1,4 +1,5 @@
--- gradtrace trace schema, version 1.
+-- gradtrace trace schema, version 2 (schema/CHANGES.md says what each
+-- version added).
 --
 -- This file is the single source of the trace format. It is compiled into the
 -- recorder library (see CMakeLists.txt) and executed when a trace is created;
@@ -34,7 +35,12 @@ CREATE TABLE run (
                                         -- running | ok | exception | signal
     exit_code         INTEGER,
     signal            INTEGER,
-    options           TEXT              -- JSON object: recording options used
+    options           TEXT,             -- JSON object: recording options used
+    stopped_seq       INTEGER,          -- v2: recording stopped early (size
+                                        -- cap) after this event seq; NULL if
+                                        -- it went on to the end
+    stopped_reason    TEXT              -- v2: why it stopped, e.g.
+                                        -- 'size cap: 225280 bytes > max_bytes 204800'
 );
 
 CREATE TABLE strings (

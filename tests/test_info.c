@@ -27,21 +27,27 @@ static void assert_contains(const char *hay, const char *needle)
         fail_msg("missing:\n%s\n--- in:\n%s", needle, hay);
 }
 
+/* path = /tmp/gt_test_info_<tag>_<pid>.db, holding the closed seed trace. */
+static void seed_at(char *path, size_t n, const char *tag)
+{
+    seed_ids ids;
+    snprintf(path, n, "/tmp/gt_test_info_%s_%d.db", tag, (int)getpid());
+    build_seed(path, &ids, 1, NULL);
+}
+
 static void test_info_text(void **state)
 {
     (void)state;
     char path[64];
-    seed_ids ids;
     captured c;
-    snprintf(path, sizeof path, "/tmp/gt_test_info_%d.db", (int)getpid());
-    build_seed(path, &ids, 1, NULL);
+    seed_at(path, sizeof path, "text");
 
     info_run(&c, path, NULL);
     assert_int_equal(c.status, 0);
     assert_string_equal(c.err, "");
     char head[256];
     snprintf(head, sizeof head,
-             "trace      %s (schema 1, written by gradtrace " GT_VERSION_STRING ")\n"
+             "trace      %s (schema 2, written by gradtrace " GT_VERSION_STRING ")\n"
              "engine     pytorch 2.13.0+cpu, python 3.11.7\n"
              "command    examples/seed.py --steps 1\n"
              "cwd        /work\n",
@@ -99,10 +105,8 @@ static void test_info_json(void **state)
 {
     (void)state;
     char path[64];
-    seed_ids ids;
     captured c;
-    snprintf(path, sizeof path, "/tmp/gt_test_info_json_%d.db", (int)getpid());
-    build_seed(path, &ids, 1, NULL);
+    seed_at(path, sizeof path, "json");
 
     info_run(&c, "--json", path);
     assert_int_equal(c.status, 0);
@@ -169,6 +173,54 @@ static void test_info_partial(void **state)
     captured_free(&c);
 
     assert_int_equal(gt_recorder_close(r), GT_OK);
+    unlink(path);
+}
+
+/* Damage a closed seed trace with `sql` (through a writable connection). */
+static void damage(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* A recording stopped early at the size cap (run.stopped_seq, schema 2):
+ * both summaries say where and why, and the trace counts as partial. */
+static void test_info_stopped(void **state)
+{
+    (void)state;
+    char path[64];
+    captured c;
+    seed_at(path, sizeof path, "stopped");
+    damage(path, "UPDATE run SET stopped_seq = 20, "
+                 "stopped_reason = 'size cap: 225280 bytes > max_bytes 204800'");
+
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "\nstatus     exception, exit code 1, ");
+    assert_contains(c.out, "\n           recording stopped early, after event 20 (size cap: "
+                           "225280 bytes > max_bytes 204800);\n"
+                           "           what came after is not in the trace\n");
+    assert_null(strstr(c.out, "did not finish"));
+    captured_free(&c);
+
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 0);
+    static const char *const paths[] = {"$.partial", "$.stopped.seq", "$.stopped.reason",
+                                        "$.run.status"};
+    assert_json(c.out, paths, 4,
+                "1|20|size cap: 225280 bytes > max_bytes 204800|exception");
+    captured_free(&c);
+
+    /* not stopped: "stopped" is null */
+    damage(path, "UPDATE run SET stopped_seq = NULL, stopped_reason = NULL");
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 0);
+    static const char *const p2[] = {"$.partial"};
+    assert_json(c.out, p2, 1, "0");
+    assert_contains(c.out, "\"stopped\":null");
+    captured_free(&c);
     unlink(path);
 }
 
@@ -239,15 +291,6 @@ static void test_info_bad_input(void **state)
     captured_free(&c);
 }
 
-/* Damage a closed seed trace with `sql` (through a writable connection). */
-static void damage(const char *path, const char *sql)
-{
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
-}
-
 static void test_info_damaged_trace(void **state)
 {
     (void)state;
@@ -306,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_info_text),
         cmocka_unit_test(test_info_json),
         cmocka_unit_test(test_info_partial),
+        cmocka_unit_test(test_info_stopped),
         cmocka_unit_test(test_info_empty_trace),
         cmocka_unit_test(test_info_bad_input),
         cmocka_unit_test(test_info_damaged_trace),

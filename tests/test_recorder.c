@@ -789,20 +789,37 @@ static void test_max_bytes_stops_recording(void **state)
     gt_id id;
     assert_int_equal(gt_intern_string(r, "new", 3, &id), GT_EFAILED);
     assert_int_equal(gt_recorder_flush(r), GT_EFAILED);
-    assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), GT_EFAILED);
     assert_int_equal(gt_recorder_seq(r), before);
     assert_non_null(strstr(gt_recorder_errmsg(r), "size cap"));
-    char msg[512] = "x";
-    assert_int_equal(gt_recorder_close_msg(r, msg, sizeof(msg)), GT_EFULL);
-    assert_non_null(strstr(msg, "recording stopped: trace reached its size cap"));
 
-    /* everything committed is there and consistent */
+    /* the run row says where it stopped, at once (a kill now keeps it) */
     sqlite3 *db = db_open("cap.db");
-    assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
     int64_t ops = q_int(db, "SELECT count(*) FROM ops");
     assert_true(ops > 1000 && ops <= before);
     assert_int_equal(q_int(db, "SELECT max(seq) FROM ops"), ops);
+    assert_int_equal(q_int(db, "SELECT stopped_seq FROM run"), ops);
+    /* the op whose commit crossed the cap is in, its argument came after */
+    assert_int_equal(q_int(db, "SELECT max(op) FROM op_args"), ops - 1);
+    assert_int_equal(q_int(db, "SELECT stopped_reason GLOB 'size cap: [0-9]* bytes > "
+                               "max_bytes 262144' FROM run"), 1);
     assert_string_equal(q_text(db, "SELECT status FROM run"), "running");
+    sqlite3_close(db);
+
+    /* the file is sound: the run's end, the indexes and the close are
+     * still written; close returns the cause */
+    assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
+    char msg[512] = "x";
+    assert_int_equal(gt_recorder_close_msg(r, msg, sizeof(msg)), GT_EFULL);
+    assert_non_null(strstr(msg, "recording stopped: trace reached its size cap"));
+    assert_false(file_exists(tpath("cap.db-wal")));
+    db = db_open("cap.db");
+    assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
+    assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), ops);
+    assert_string_equal(q_text(db, "SELECT status FROM run"), "ok");
+    assert_int_equal(q_int(db, "SELECT end_ns >= start_ns FROM run"), 1);
+    assert_int_equal(q_int(db, "SELECT stopped_seq FROM run"), ops);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                               " AND name = 'op_args_written'"), 1);
     sqlite3_close(db);
 }
 

@@ -143,6 +143,29 @@ class SizeCap(unittest.TestCase):
         self.assertLess(os.path.getsize(trace), 400 * 1024)
         # a run of 300 steps has far more ops than were kept
         self.assertLess(one(db, "SELECT count(*) FROM backward_calls"), 300)
+        # the run row says where and why it stopped, and is completed
+        last = one(db, "SELECT max(seq) FROM ("
+                       " SELECT seq FROM ops UNION ALL SELECT seq FROM version_bumps"
+                       " UNION ALL SELECT seq FROM saved_tensors UNION ALL SELECT seq FROM nodes)")
+        self.assertEqual(one(db, "SELECT stopped_seq FROM run"), last)
+        self.assertRegex(one(db, "SELECT stopped_reason FROM run"),
+                         r"^size cap: \d+ bytes > max_bytes 204800$")
+        self.assertEqual(rows(db, "SELECT status, exit_code, end_ns IS NOT NULL FROM run"),
+                         [("ok", 0, 1)])
+        self.assertEqual(one(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                                 " AND name = 'op_args_written'"), 1)
+        db.close()
+        self.assertFalse(os.path.exists(trace + "-wal"))
+        cp = gradtrace("info", trace)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("recording stopped early, after event %d (size cap: " % last, cp.stdout)
+        cp = gradtrace("diagnose", trace)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertTrue(cp.stdout.startswith(
+            "note: recording stopped early, after event %d (size cap: " % last), cp.stdout)
+        self.assertIn("); what came after is not in the trace\n", cp.stdout)
+        doc = json.loads(gradtrace("diagnose", "--json", trace).stdout)
+        self.assertEqual((doc["partial"], doc["stopped"]["seq"]), (True, last))
 
 
 if __name__ == "__main__":

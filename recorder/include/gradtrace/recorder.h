@@ -21,6 +21,10 @@
  *     (The failing call returns the cause: GT_EFULL for a full disk, a file
  *     size limit or max_bytes, GT_EIO, GT_ENOMEM, GT_ECORRUPT or GT_ESQL;
  *     later calls return GT_EFAILED; gt_recorder_close returns the cause.)
+ *     The size cap (max_bytes) is the one stop that leaves the file sound:
+ *     the run row gets stopped_seq and stopped_reason at once, and
+ *     gt_run_end and gt_recorder_close still write the run's end and the
+ *     indexes (close then returns GT_EFULL, the cause).
  *   - Caller mistakes (a negative id, an unknown role, a duplicate tensor id,
  *     malformed argv JSON) return GT_EINVAL with a message and leave the
  *     handle recording.
@@ -89,8 +93,8 @@ enum gt_errno {
 const char *gt_strerror(int code);
 
 /* Schema version this library writes (PRAGMA user_version of the trace). */
-#define GT_SCHEMA_VERSION 1
-#define GT_VERSION_STRING "0.1.0"
+#define GT_SCHEMA_VERSION 2
+#define GT_VERSION_STRING "0.2.0"
 
 typedef struct gt_recorder gt_recorder;
 typedef int64_t gt_id;
