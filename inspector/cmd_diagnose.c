@@ -435,7 +435,8 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
 }
 
 static void print_text(FILE *o, sqlite3 *db, const style *st, const char *path_arg,
-                       gt_trace *t, const char *err, const char *findings, size_t n)
+                       gt_trace *t, const char *broken, const char *err,
+                       const char *findings, size_t n)
 {
     char cwd[4096];
     char *tr = gt_term_text(path_arg);
@@ -451,6 +452,11 @@ static void print_text(FILE *o, sqlite3 *db, const style *st, const char *path_a
         fprintf(o, "%snote:%s the trace is partial (the recording did not finish: the "
                    "process was killed or is still running); diagnosing what was committed\n",
                 st->yellow, st->reset);
+    }
+    if (broken[0]) {
+        fprintf(o, "%snote:%s the trace's rows do not fit together (", st->yellow, st->reset);
+        gt_term_puts(o, broken);
+        fprintf(o, "): a damaged file; what they held is not diagnosed\n");
     }
     if (err && strcmp(err, "null") != 0) {
         char *type = jt(db, err, "$.type"), *msg = jx(db, err, "$.message");
@@ -499,7 +505,8 @@ static void usage(FILE *o)
             "                      always, never\n"
             "  -h, --help          show this help\n"
             "\n"
-            "exit status: 0 no findings, 1 findings, 2 usage or input error\n");
+            "exit status: 0 no findings, 1 findings, 2 usage or input error, or no\n"
+            "findings in a trace whose rows do not fit together (a damaged file)\n");
 }
 
 int gt_cmd_diagnose(int argc, char **argv)
@@ -577,15 +584,18 @@ int gt_cmd_diagnose(int argc, char **argv)
     }
     sqlite3 *db = gt_trace_db(t);
     int rc = 0;
+    char broken[512];
+    gt_trace_check_links(t, broken, sizeof broken);
     fjson = findings_json(db, &rc, fs);
     ejson = error_json(db, &rc);
     if (!rc && fjson)
         doc = qtext(db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
                     " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
-                    " json_object('seq', ?5, 'reason', ?6) END)",
-                    "ssssis", path, tf(gt_trace_partial(t)), ejson, fjson,
-                    (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t));
+                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7)",
+                    "ssssiss", path, tf(gt_trace_partial(t)), ejson, fjson,
+                    (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
+                    broken[0] ? broken : NULL);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db));
@@ -596,9 +606,9 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-        print_text(stdout, db, color ? &ansi : &plain, path, t, ejson, fjson, fs->n);
+        print_text(stdout, db, color ? &ansi : &plain, path, t, broken, ejson, fjson, fs->n);
     }
-    status = fs->n ? 1 : 0;
+    status = fs->n ? 1 : broken[0] ? 2 : 0;
 out:
     if (fflush(stdout) != 0 && status != 2) {
         fprintf(stderr, "gradtrace: diagnose: cannot write output\n");

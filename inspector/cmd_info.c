@@ -63,12 +63,14 @@ static const char *const counted[] = {
     " ORDER BY seq"
 
 /* The whole summary as one JSON object (?1 = path, ?2 = partial, ?3 and ?4
- * = where and why recording stopped early, 0 and NULL if it did not). */
+ * = where and why recording stopped early, 0 and NULL if it did not, ?5 =
+ * what does not fit together, NULL if all does). */
 static const char json_head[] =
     "SELECT json_object("
     " 'trace', ?1,"
     " 'partial', json(CASE WHEN ?2 THEN 'true' ELSE 'false' END),"
     " 'stopped', CASE WHEN ?3 > 0 THEN json_object('seq', ?3, 'reason', ?4) END,"
+    " 'inconsistent', ?5,"
     " 'run', (SELECT json_object("
     "   'gradtrace_version', gradtrace_version,"
     "   'schema_version', schema_version,"
@@ -137,6 +139,9 @@ static int print_json(gt_trace *t, FILE *out)
     sqlite3_bind_int64(st, 3, gt_trace_stopped_seq(t));
     if (gt_trace_stopped_reason(t))
         sqlite3_bind_text(st, 4, gt_trace_stopped_reason(t), -1, SQLITE_STATIC);
+    char broken[512];
+    if (gt_trace_check_links(t, broken, sizeof broken))
+        sqlite3_bind_text(st, 5, broken, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         fprintf(out, "%s\n", col(st, 0));
@@ -243,6 +248,12 @@ static int print_text(gt_trace *t, FILE *out)
         fprintf(out, "           partial trace: the recording did not finish (killed, or "
                      "still running);\n           it holds every batch committed until "
                      "then\n");
+    }
+    char broken[512];
+    if (gt_trace_check_links(t, broken, sizeof broken)) {
+        fputs("           damaged: its rows do not fit together (", out);
+        gt_term_puts(out, broken);
+        fputs(")\n", out);
     }
     sqlite3_finalize(st);
     st = NULL;

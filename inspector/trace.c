@@ -2,6 +2,7 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,3 +284,66 @@ int gt_trace_schema_version(gt_trace *t) { return t->schema_version; }
 int gt_trace_partial(gt_trace *t) { return t->partial; }
 int64_t gt_trace_stopped_seq(gt_trace *t) { return t->stopped_seq; }
 const char *gt_trace_stopped_reason(gt_trace *t) { return t->stopped_reason; }
+
+/* Rows that point at rows the trace does not have: each check counts the
+ * rows of `table` that do. */
+static const struct {
+    const char *table, *what, *sql;
+} link_checks[] = {
+    {"saved_tensors", "saved tensors pointing at no tensor",
+     "SELECT count(*) FROM saved_tensors s WHERE s.tensor IS NOT NULL AND NOT EXISTS "
+     "(SELECT 1 FROM tensors t WHERE t.id = s.tensor)"},
+    {"saved_tensors", "saved tensors pointing at no node",
+     "SELECT count(*) FROM saved_tensors s WHERE NOT EXISTS "
+     "(SELECT 1 FROM nodes n WHERE n.id = s.node)"},
+    {"edges", "edges pointing at no node",
+     "SELECT count(*) FROM edges e WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = "
+     "e.node) OR (e.next IS NOT NULL AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = "
+     "e.next))"},
+    {"version_bumps", "version bumps pointing at no tensor",
+     "SELECT count(*) FROM version_bumps b WHERE NOT EXISTS "
+     "(SELECT 1 FROM tensors t WHERE t.id = b.tensor)"},
+    {"tensors", "tensors pointing at no version counter",
+     "SELECT count(*) FROM tensors t WHERE NOT EXISTS "
+     "(SELECT 1 FROM tensors v WHERE v.id = t.version_counter)"},
+    {"backward_roots", "backward roots pointing at no node",
+     "SELECT count(*) FROM backward_roots r WHERE r.node IS NOT NULL AND NOT EXISTS "
+     "(SELECT 1 FROM nodes n WHERE n.id = r.node)"},
+    {"node_execs", "node executions pointing at no node",
+     "SELECT count(*) FROM node_execs x WHERE NOT EXISTS "
+     "(SELECT 1 FROM nodes n WHERE n.id = x.node)"},
+    {"stacks", "stacks pointing at no frame or parent",
+     "SELECT count(*) FROM stacks s WHERE NOT EXISTS (SELECT 1 FROM frames f WHERE f.id = "
+     "s.frame) OR (s.parent IS NOT NULL AND NOT EXISTS (SELECT 1 FROM stacks p WHERE p.id = "
+     "s.parent))"},
+};
+
+int gt_trace_check_links(gt_trace *t, char *what, size_t n)
+{
+    size_t at = 0;
+    int problems = 0;
+    if (n)
+        what[0] = '\0';
+    for (size_t i = 0; i < sizeof link_checks / sizeof *link_checks; i++) {
+        sqlite3_stmt *st = NULL;
+        int64_t count = 1;
+        char one[200];
+        if (sqlite3_prepare_v2(t->db, link_checks[i].sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW) {
+            count = sqlite3_column_int64(st, 0);
+            snprintf(one, sizeof one, "%s: %" PRId64, link_checks[i].what, count);
+        } else {
+            snprintf(one, sizeof one, "cannot read %s: %s", link_checks[i].table,
+                     sqlite3_errmsg(t->db));
+        }
+        sqlite3_finalize(st);
+        if (count == 0 || (at && strstr(what, one))) /* one missing table, said once */
+            continue;
+        problems++;
+        if (at < n) {
+            int w = snprintf(what + at, n - at, "%s%s", at ? "; " : "", one);
+            at += w > 0 ? (size_t)w : 0;
+        }
+    }
+    return problems;
+}

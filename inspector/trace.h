@@ -46,4 +46,12 @@ int gt_trace_partial(gt_trace *t);
 int64_t gt_trace_stopped_seq(gt_trace *t);
 const char *gt_trace_stopped_reason(gt_trace *t);
 
+/* Check that the trace's rows fit together: saved tensors, edges, bumps,
+ * roots, node executions and stacks point at rows that exist (a recording,
+ * even a killed one, never leaves them otherwise; a damaged or hand-edited
+ * file may). Returns how many kinds of dangling reference (or unreadable
+ * table) were found, 0 if none, and describes them in what[n], e.g. "saved
+ * tensors pointing at no tensor: 3; cannot read edges: no such table: edges". */
+int gt_trace_check_links(gt_trace *t, char *what, size_t n);
+
 #endif

@@ -326,6 +326,24 @@ static void test_info_damaged_trace(void **state)
     captured_free(&c);
     unlink(path);
 
+    /* rows that point nowhere: said in both summaries */
+    build_seed(path, &ids, 1, NULL);
+    info_run(&c, "--json", path);
+    assert_contains(c.out, "\"inconsistent\":null");
+    captured_free(&c);
+    damage(path, "DELETE FROM tensors WHERE id IN (SELECT tensor FROM saved_tensors)");
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "\n           damaged: its rows do not fit together (saved tensors "
+                           "pointing at no tensor: 4; ");
+    assert_contains(c.out, "; tensors pointing at no version counter: 3)\n");
+    captured_free(&c);
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "\"inconsistent\":\"saved tensors pointing at no tensor: 4; ");
+    captured_free(&c);
+    unlink(path);
+
     /* a table replaced by a view: not a trace, exit 2 */
     build_seed(path, &ids, 1, NULL);
     damage(path, "ALTER TABLE ops RENAME TO ops_old; "
