@@ -27,6 +27,21 @@ static void assert_contains(const char *hay, const char *needle)
         fail_msg("missing:\n%s\n--- in:\n%s", needle, hay);
 }
 
+/* Run info with a1, a2; expect the exit status and the text in stdout
+ * and/or stderr (NULL: not checked). */
+static void info_expect(const char *a1, const char *a2, int status, const char *out_has,
+                        const char *err_has)
+{
+    captured c;
+    info_run(&c, a1, a2);
+    assert_int_equal(c.status, status);
+    if (out_has)
+        assert_contains(c.out, out_has);
+    if (err_has)
+        assert_contains(c.err, err_has);
+    captured_free(&c);
+}
+
 /* path = /tmp/gt_test_info_<tag>_<pid>.db, holding the closed seed trace. */
 static void seed_at(char *path, size_t n, const char *tag)
 {
@@ -255,23 +270,12 @@ static void test_info_empty_trace(void **state)
 static void test_info_bad_input(void **state)
 {
     (void)state;
-    captured c;
     char path[64];
 
-    info_run(&c, NULL, NULL);
-    assert_int_equal(c.status, 2);
-    assert_contains(c.err, "gradtrace: info: want exactly one trace");
-    captured_free(&c);
-
-    info_run(&c, "--nope", "x.db");
-    assert_int_equal(c.status, 2);
-    assert_contains(c.err, "gradtrace: info: unknown option '--nope'");
-    captured_free(&c);
-
-    info_run(&c, "/nonexistent/x.db", NULL);
-    assert_int_equal(c.status, 2);
-    assert_contains(c.err, "gradtrace: cannot open /nonexistent/x.db: ");
-    captured_free(&c);
+    info_expect(NULL, NULL, 2, NULL, "gradtrace: info: want exactly one trace");
+    info_expect("--nope", "x.db", 2, NULL, "gradtrace: info: unknown option '--nope'");
+    info_expect("/nonexistent/x.db", NULL, 2, NULL,
+                "gradtrace: cannot open /nonexistent/x.db: ");
 
     /* a file that is not a trace */
     snprintf(path, sizeof path, "/tmp/gt_test_info_junk_%d.db", (int)getpid());
@@ -279,16 +283,10 @@ static void test_info_bad_input(void **state)
     assert_non_null(f);
     fputs("not a database at all, just text\n", f);
     fclose(f);
-    info_run(&c, path, NULL);
-    assert_int_equal(c.status, 2);
-    assert_contains(c.err, "not a gradtrace trace");
-    captured_free(&c);
+    info_expect(path, NULL, 2, NULL, "not a gradtrace trace");
     unlink(path);
 
-    info_run(&c, "--help", NULL);
-    assert_int_equal(c.status, 0);
-    assert_contains(c.out, "usage: gradtrace info");
-    captured_free(&c);
+    info_expect("--help", NULL, 0, "usage: gradtrace info", NULL);
 }
 
 static void test_info_damaged_trace(void **state)
@@ -338,10 +336,8 @@ static void test_info_damaged_trace(void **state)
                            "pointing at no tensor: 4; ");
     assert_contains(c.out, "; tensors pointing at no version counter: 3)\n");
     captured_free(&c);
-    info_run(&c, "--json", path);
-    assert_int_equal(c.status, 0);
-    assert_contains(c.out, "\"inconsistent\":\"saved tensors pointing at no tensor: 4; ");
-    captured_free(&c);
+    info_expect("--json", path, 0,
+                "\"inconsistent\":\"saved tensors pointing at no tensor: 4; ", NULL);
     unlink(path);
 
     /* a table replaced by a view: not a trace, exit 2 */
