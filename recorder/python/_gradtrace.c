@@ -1757,8 +1757,8 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
         flush_pending(self);
     self->active = 0;
     int rc = 0;
-    if (!self->failed)
-        ck(self, gt_run_end(self->r, status, exit_code, sig));
+    /* even after a stop: at the size cap the recorder still writes the end */
+    ck(self, gt_run_end(self->r, status, exit_code, sig));
     if (self->busy) {
         /* called from a signal handler in the middle of an op: commit and
          * leave the handle be (the process is about to die) */
