@@ -102,6 +102,7 @@ typedef struct {
     PyObject *wnames; /* tuple of written argument names (for kwargs) */
     int view_arg;     /* schema position an output aliases, -1 for none */
     int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
+    PyObject *call;   /* what func(*args, **kwargs) calls: its C++ op, or func */
 } gt_opmeta;
 
 typedef struct {
@@ -851,8 +852,9 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
     unsigned long long mask;
     PyObject *wnames;
     int view_arg;
-    if (!res || !PyArg_ParseTuple(res, "sKO!i", &name, &mask, &PyTuple_Type, &wnames,
-                                  &view_arg)) {
+    PyObject *call = func;
+    if (!res || !PyArg_ParseTuple(res, "sKO!i|O", &name, &mask, &PyTuple_Type, &wnames,
+                                  &view_arg, &call) || !PyCallable_Check(call)) {
         Py_XDECREF(res);
         swallow(self);
         return NULL;
@@ -867,11 +869,13 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
     m->wnames = Py_NewRef(wnames);
     m->view_arg = view_arg;
     m->is_detach = !strcmp(name, "aten::detach");
+    m->call = Py_NewRef(call);
     Py_DECREF(res);
     if (keep(self, func) < 0 || keep(self, m->wnames) < 0 ||
         gt_map_put(&self->ops, (uintptr_t)func, 0, 0, (uintptr_t)m) < 0) {
         swallow(self);
         Py_DECREF(m->wnames);
+        Py_DECREF(m->call);
         free(m);
         return NULL;
     }
@@ -1066,6 +1070,38 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
     return t;
 }
 
+/* A node found but not yet recorded: discover's worklist entry (owned). */
+typedef struct {
+    PyObject *node;
+    gt_id id;
+    int64_t op;
+} gt_work;
+
+/* Give node a fresh id in its metadata dict md and push it on the worklist.
+ * Returns the id, 0 on failure. */
+static gt_id push_new_node(Recorder *self, PyObject *node, PyObject *md, int64_t op,
+                           gt_work **work, size_t *n, size_t *cap)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        gt_work *nw = realloc(*work, sizeof *nw * ncap);
+        if (!nw)
+            return 0;
+        *work = nw;
+        *cap = ncap;
+    }
+    gt_id id = self->next_node + 1;
+    PyObject *idobj = PyLong_FromLongLong(id);
+    if (!idobj || PyDict_SetItem(md, self->key, idobj) < 0) {
+        Py_XDECREF(idobj);
+        return 0;
+    }
+    Py_DECREF(idobj);
+    self->next_node = id;
+    (*work)[(*n)++] = (gt_work){Py_NewRef(node), id, op};
+    return id;
+}
+
 /* Record node `root` (attributed to op seq `op`) and every node reachable
  * from it that is not yet known. Returns root's id (0 on failure). */
 static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, int *is_new)
@@ -1081,34 +1117,20 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
     }
     if (is_new)
         *is_new = 1;
-    /* worklist of (node, id, op) for new nodes */
-    PyObject *work = PyList_New(0);
-    if (!work) {
-        Py_DECREF(md);
-        swallow(self);
-        return 0;
-    }
-    rid = ++self->next_node;
-    PyObject *idobj = PyLong_FromLongLong(rid);
-    PyObject *item = idobj ? Py_BuildValue("(OOL)", root, idobj, (long long)op) : NULL;
-    if (!item || PyDict_SetItem(md, self->key, idobj) < 0 || PyList_Append(work, item) < 0) {
-        Py_XDECREF(item);
-        Py_XDECREF(idobj);
-        Py_DECREF(md);
-        Py_DECREF(work);
-        swallow(self);
-        return 0;
-    }
-    Py_DECREF(item);
-    Py_DECREF(idobj);
+    gt_work *work = NULL;
+    size_t nwork = 0, capwork = 0;
+    rid = push_new_node(self, root, md, op, &work, &nwork, &capwork);
     Py_DECREF(md);
-    while (PyList_GET_SIZE(work) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(work) - 1;
-        PyObject *it = Py_NewRef(PyList_GET_ITEM(work, last));
-        PyList_SetSlice(work, last, last + 1, NULL);
-        PyObject *node = PyTuple_GET_ITEM(it, 0);
-        gt_id nid = (gt_id)PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1));
-        int64_t nop = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2));
+    if (!rid) {
+        free(work);
+        swallow(self);
+        return 0;
+    }
+    while (nwork > 0) {
+        gt_work it = work[--nwork];
+        PyObject *node = it.node;
+        gt_id nid = it.id;
+        int64_t nop = it.op;
         gt_nodetype *nt = node_type(self, Py_TYPE(node));
         gt_node_info ni = {.id = nid, .name = nt ? nt->name : intern_str(self, "?"),
                            .op = nop, .sequence_nr = -1, .thread = thread};
@@ -1147,19 +1169,11 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
                     PyObject *xmd = NULL;
                     xid = node_known(self, nx, &xmd);
                     if (!xid && xmd) {
-                        xid = ++self->next_node;
                         /* a CopySlices reached from a fresh node was made by
                          * the same in-place-through-a-view op */
                         const char *tn = Py_TYPE(nx)->tp_name;
                         int64_t xop = strstr(tn, "CopySlices") ? op : 0;
-                        PyObject *xo = PyLong_FromLongLong(xid);
-                        PyObject *xi = xo ? Py_BuildValue("(OOL)", nx, xo, (long long)xop)
-                                          : NULL;
-                        if (!xi || PyDict_SetItem(xmd, self->key, xo) < 0 ||
-                            PyList_Append(work, xi) < 0)
-                            xid = 0;
-                        Py_XDECREF(xi);
-                        Py_XDECREF(xo);
+                        xid = push_new_node(self, nx, xmd, xop, &work, &nwork, &capwork);
                     }
                     Py_XDECREF(xmd);
                     swallow(self);
@@ -1169,9 +1183,9 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
         }
         Py_XDECREF(nf);
         swallow(self);
-        Py_DECREF(it);
+        Py_DECREF(node);
     }
-    Py_DECREF(work);
+    free(work);
     return rid;
 }
 
@@ -1344,10 +1358,9 @@ static void lookup_torch(Recorder *self)
 
 #define MAX_MODULE_PARAMS 10000
 
-/* Names "<var>.<parameter name>" (model.0.weight) for the parameters of
- * module m bound to `var`, for parameters already recorded. Modules with
- * more than MAX_MODULE_PARAMS parameters are skipped. */
-static void module_names(Recorder *self, int64_t seq, const char *var, PyObject *m)
+/* module_names through m.named_parameters() itself (a module that
+ * overrides how its parameters are listed). */
+static void module_names_py(Recorder *self, int64_t seq, const char *var, PyObject *m)
 {
     PyObject *res = PyObject_CallMethod(m, "named_parameters", NULL);
     PyObject *it = res ? PyObject_GetIter(res) : NULL;
@@ -1381,6 +1394,138 @@ static void module_names(Recorder *self, int64_t seq, const char *var, PyObject 
 out:
     Py_XDECREF(all);
     swallow(self);
+}
+
+/* A recorded parameter found by walk_params: its name is prefix.key. */
+typedef struct {
+    PyObject *prefix; /* owned: the submodule's dotted path, "" for the root */
+    PyObject *key;    /* owned: the parameter's name in its module */
+    gt_id id;
+} gt_param;
+
+typedef struct {
+    gt_param *v;
+    size_t n, cap;
+    size_t total;  /* parameters seen, recorded or not */
+    gt_map mods;   /* modules visited (named_modules' memo) */
+    gt_map params; /* parameters seen (named_parameters' memo) */
+} gt_walk;
+
+/* Is attribute `name` of type tp the one nn.Module defines (not overridden)? */
+static int inherits(Recorder *self, PyTypeObject *tp, PyObject *name)
+{
+    PyObject *mine = _PyType_Lookup(tp, name);
+    PyObject *base = _PyType_Lookup((PyTypeObject *)self->module_type, name);
+    return mine && mine == base;
+}
+
+/* module.named_parameters() of nn.Module, in C: the same order and the same
+ * duplicate rules (a module or parameter reached twice counts once), without
+ * running a Python generator per module. Returns 0, or -1 when it cannot
+ * follow Python's walk exactly (overridden named_modules, attributes that are
+ * not plain dicts, too deep): then the caller asks Python. */
+static int walk_params(Recorder *self, PyObject *m, PyObject *prefix, gt_walk *w, int depth)
+{
+    static PyObject *s_modules, *s_parameters, *s_named_modules;
+    if (!s_modules && (!(s_modules = PyUnicode_InternFromString("_modules")) ||
+                       !(s_parameters = PyUnicode_InternFromString("_parameters")) ||
+                       !(s_named_modules = PyUnicode_InternFromString("named_modules"))))
+        return -1;
+    if (depth > 100 || !PyObject_TypeCheck(m, (PyTypeObject *)self->module_type) ||
+        !inherits(self, Py_TYPE(m), s_named_modules))
+        return -1;
+    if (gt_map_get(&w->mods, (uintptr_t)m, 0, 0))
+        return 0;
+    if (gt_map_put(&w->mods, (uintptr_t)m, 0, 0, 1) < 0)
+        return -1;
+    int rc = -1;
+    PyObject *params = PyObject_GetAttr(m, s_parameters);
+    PyObject *mods = params ? PyObject_GetAttr(m, s_modules) : NULL;
+    if (!mods || !PyDict_CheckExact(params) || !PyDict_CheckExact(mods))
+        goto out;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(params, &pos, &k, &v)) {
+        if (v == Py_None || gt_map_get(&w->params, (uintptr_t)v, 0, 0))
+            continue;
+        if (!PyUnicode_Check(k) || gt_map_put(&w->params, (uintptr_t)v, 0, 0, 1) < 0)
+            goto out;
+        if (++w->total > MAX_MODULE_PARAMS)
+            goto out;
+        TensorEnt *e = PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)
+                           ? lookup(self, v) : NULL;
+        if (!e)
+            continue;
+        if (w->n == w->cap) {
+            size_t ncap = w->cap ? w->cap * 2 : 16;
+            gt_param *nv = realloc(w->v, sizeof *nv * ncap);
+            if (!nv)
+                goto out;
+            w->v = nv;
+            w->cap = ncap;
+        }
+        w->v[w->n++] = (gt_param){Py_NewRef(prefix), Py_NewRef(k), e->id};
+    }
+    pos = 0;
+    while (PyDict_Next(mods, &pos, &k, &v)) {
+        if (v == Py_None)
+            continue;
+        if (!PyUnicode_Check(k))
+            goto out;
+        PyObject *sub = PyUnicode_GET_LENGTH(prefix) ? PyUnicode_FromFormat("%U.%U", prefix, k)
+                                                     : Py_NewRef(k);
+        int r = sub ? walk_params(self, v, sub, w, depth + 1) : -1;
+        Py_XDECREF(sub);
+        if (r < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    Py_XDECREF(params);
+    Py_XDECREF(mods);
+    return rc;
+}
+
+/* Names "<var>.<parameter name>" (model.0.weight) for the parameters of
+ * module m bound to `var`, for parameters already recorded, as
+ * m.named_parameters() names them. Modules with more than MAX_MODULE_PARAMS
+ * parameters are skipped. */
+static void module_names(Recorder *self, int64_t seq, const char *var, PyObject *m)
+{
+    static PyObject *s_named_parameters;
+    if (!s_named_parameters &&
+        !(s_named_parameters = PyUnicode_InternFromString("named_parameters"))) {
+        swallow(self);
+        return;
+    }
+    gt_walk w = {0};
+    PyObject *empty = PyUnicode_FromString("");
+    int walked = empty && inherits(self, Py_TYPE(m), s_named_parameters)
+                     ? walk_params(self, m, empty, &w, 0) : -1;
+    Py_XDECREF(empty);
+    if (walked == 0) {
+        for (size_t i = 0; i < w.n; i++) {
+            PyObject *full = PyUnicode_GET_LENGTH(w.v[i].prefix)
+                                 ? PyUnicode_FromFormat("%s.%U.%U", var, w.v[i].prefix, w.v[i].key)
+                                 : PyUnicode_FromFormat("%s.%U", var, w.v[i].key);
+            const char *name = full ? PyUnicode_AsUTF8(full) : NULL;
+            if (name)
+                ck(self, gt_name(self->r, seq, w.v[i].id, name));
+            Py_XDECREF(full);
+            swallow(self);
+        }
+    }
+    for (size_t i = 0; i < w.n; i++) {
+        Py_DECREF(w.v[i].prefix);
+        Py_DECREF(w.v[i].key);
+    }
+    free(w.v);
+    gt_map_clear(&w.mods);
+    gt_map_clear(&w.params);
+    swallow(self);
+    if (walked == 0 || w.total > MAX_MODULE_PARAMS)
+        return;
+    module_names_py(self, seq, var, m);
 }
 
 /* Names of every recorded tensor (and recorded parameter of an nn.Module)
@@ -1499,8 +1644,11 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     PyObject *func = argv[0], *args = argv[1], *kwargs = argv[2];
     if (kwargs == Py_None)
         kwargs = NULL;
-    if (!recording(self))
-        return PyObject_Call(func, args, kwargs);
+    if (!recording(self)) {
+        uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
+        PyObject *call = v ? ((gt_opmeta *)(uintptr_t)*v)->call : func;
+        return PyObject_Call(call, args, kwargs);
+    }
 
     /* the caller's exception state must survive our bookkeeping */
     excsave saved_exc = exc_save();
@@ -1521,7 +1669,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
              * instruction): bookkeeping, not the user's op */
             Py_DECREF(site);
             exc_restore(saved_exc);
-            return PyObject_Call(func, args, kwargs);
+            return PyObject_Call(meta->call, args, kwargs);
         }
     }
     self->busy++;
@@ -1580,7 +1728,9 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     swallow(self);
     exc_restore(saved_exc);
 
-    PyObject *out = PyObject_Call(func, args, kwargs);
+    /* the op itself, exactly once: through its C++ operator when calling
+     * func would only forward to it */
+    PyObject *out = PyObject_Call(meta ? meta->call : func, args, kwargs);
 
     if (seq && recording(self)) {
         saved_exc = exc_save();
@@ -1716,6 +1866,7 @@ static void free_caches(Recorder *self)
         if (self->ops.slots[i].used) {
             gt_opmeta *m = (gt_opmeta *)(uintptr_t)self->ops.slots[i].value;
             Py_XDECREF(m->wnames);
+            Py_XDECREF(m->call);
             free(m);
         }
     gt_map_clear(&self->ops);

@@ -19,11 +19,27 @@ from torch.utils._python_dispatch import TorchDispatchMode
 SAVED_PREFIX = "_saved_"
 
 
+def _direct_call(func):
+    """What calling func(*args, **kwargs) calls: the C++ operator (`_op`)
+    when func's __call__ is OpOverload's own, which only forwards to it
+    (one Python frame less per op); func itself otherwise (subclasses such
+    as TorchBindOpOverload do more)."""
+    try:
+        from torch._ops import OpOverload
+    except ImportError:  # pragma: no cover
+        return func
+    op = getattr(func, "_op", None)
+    if op is None or not callable(op) or type(func).__call__ is not OpOverload.__call__:
+        return func
+    return op
+
+
 def op_meta(func):
-    """(name, written-argument mask, written-argument names, view argument)
-    of an OpOverload, from its schema: alias_info.is_write marks what the op
-    mutates (in-place, out= and copy_ alike); a return with non-write alias
-    info is a view of the first argument with alias info."""
+    """(name, written-argument mask, written-argument names, view argument,
+    callable) of an OpOverload, from its schema: alias_info.is_write marks
+    what the op mutates (in-place, out= and copy_ alike); a return with
+    non-write alias info is a view of the first argument with alias info.
+    The callable is what func(*args, **kwargs) ends up calling."""
     schema = func._schema
     name = schema.name
     if schema.overload_name:
@@ -42,7 +58,7 @@ def op_meta(func):
             if arg.alias_info is not None and not arg.alias_info.is_write:
                 view_arg = i
                 break
-    return (name, mask, tuple(written), view_arg)
+    return (name, mask, tuple(written), view_arg, _direct_call(func))
 
 
 def saved_names(cls):
