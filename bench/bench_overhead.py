@@ -14,6 +14,10 @@ optimizer step) on one thread. Modes:
             __torch_dispatch__ is a C method: no Python frame per op; the
             rest of the floor is PyTorch boxing each op for Python)
   anomaly   torch.autograd.set_detect_anomaly(True)
+The gradtrace figure includes creating and closing the trace (schema, WAL
+checkpoint): a fixed cost per trace, not per op. `gradtrace_loop` is the
+same run's training loop alone, with the trace open, and `gt_open_close`
+that fixed cost in ms per trace.
 The modes are interleaved in each round (the machine is shared; wall time
 drifts) and timed in process CPU seconds; each figure is the median of the
 rounds. Prints `name: value unit` lines and ratios; never fails.
@@ -70,6 +74,7 @@ def measure(build, mode, steps, tmp, counter):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     train(model, opt, x, y, 2)  # warm up outside the measurement
     events = 0
+    loop = None
     t0 = time.process_time()
     if mode == "plain":
         train(model, opt, x, y, steps)
@@ -84,11 +89,18 @@ def measure(build, mode, steps, tmp, counter):
         path = os.path.join(tmp, "bench%d.db" % counter[0])
         window = (10 ** 6, 10 ** 6) if mode == "gt_idle" else None
         rec = gradtrace.record(path, backward_calls=window)
-        with rec:
+        rec.start()
+        try:
+            t1 = time.process_time()
             train(model, opt, x, y, steps)
+            loop = time.process_time() - t1
+        finally:
+            rec.stop()
+        total = time.process_time() - t0
         events = os.path.getsize(path)
         os.unlink(path)
-    return time.process_time() - t0, events
+        return total, events, loop
+    return time.process_time() - t0, events, loop
 
 
 def main():
@@ -104,12 +116,17 @@ def main():
         counter = [0]
         for name, build in (("mlp", mlp), ("cnn", cnn)):
             times = {m: [] for m in modes}
+            loops = []
+            fixed = []
             size = 0
             for r in range(args.rounds):
                 order = modes[r % len(modes):] + modes[:r % len(modes)]
                 for m in order:
-                    dt, nbytes = measure(build, m, args.steps, tmp, counter)
+                    dt, nbytes, loop = measure(build, m, args.steps, tmp, counter)
                     times[m].append(dt)
+                    if m == "gradtrace":
+                        loops.append(loop)
+                        fixed.append(dt - loop)
                     size = max(size, nbytes)
             med = {m: statistics.median(times[m]) for m in modes}
             for m in modes:
@@ -118,6 +135,10 @@ def main():
                 print("%s_%s_vs_plain: %.2f x" % (name, m, med[m] / med["plain"]))
             print("%s_gradtrace_vs_floor: %.2f x" % (name, med["gradtrace"] / med["floor"]))
             print("%s_gradtrace_vs_gt_idle: %.2f x" % (name, med["gradtrace"] / med["gt_idle"]))
+            loop = statistics.median(loops)
+            print("%s_gradtrace_loop: %.2f ms/step" % (name, 1000 * loop / args.steps))
+            print("%s_gradtrace_loop_vs_floor: %.2f x" % (name, loop / med["floor"]))
+            print("%s_gt_open_close: %.1f ms/trace" % (name, 1000 * statistics.median(fixed)))
             print("%s_trace_size: %.1f KiB/step" % (name, size / 1024 / args.steps))
 
 
