@@ -4,7 +4,11 @@
 -- columns (new columns are only ever appended).
 --
 -- Rules that keep them usable from any SQLite client (the sqlite3 shell,
--- Python's sqlite3 and pandas, DuckDB's sqlite scanner):
+-- Python's sqlite3 and pandas, DuckDB's sqlite scanner, which reprints a
+-- view in its own dialect before SQLite runs it: keep to SQL both parse, and
+-- give columns one type, e.g. CASE ... THEN 1 ELSE 0 rather than a bare
+-- comparison, which DuckDB reads as BOOLEAN; WITH RECURSIVE does not survive
+-- the reprint, so backward_reach and invalidations need sqlite_query there):
 --   * plain SQL and SQLite's built-in functions only, no custom functions;
 --   * no ORDER BY inside a view: add your own (ORDER BY seq is the order in
 --     which things happened);
@@ -69,7 +73,7 @@ SELECT w.stack,
        fr.line,
        fn.text AS function,
        fc.text AS code,
-       (s.user_frame IS NOT NULL AND s.user_frame = s.frame) AS is_user
+       CASE WHEN s.user_frame = s.frame THEN 1 ELSE 0 END AS is_user
 FROM walk w
 JOIN stacks s ON s.id = w.node
 JOIN frames fr ON fr.id = s.frame
