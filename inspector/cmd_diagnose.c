@@ -559,19 +559,15 @@ int gt_cmd_diagnose(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            fprintf(stderr, "gradtrace: diagnose: %s '%s'\n",
-                    optopt && ch == ':' ? "missing value for option" : "unknown option",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
+            return gt_usage_error("diagnose", usage, "%s '%s'",
+                                  optopt && ch == ':' ? "missing value for option"
+                                                      : "unknown option",
+                                  argv[optind - 1]);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "gradtrace: diagnose: %s\n",
-                optind >= argc ? "missing trace file" : "too many arguments");
-        usage(stderr);
-        return 2;
-    }
+    if (optind != argc - 1)
+        return gt_usage_error("diagnose", usage, "%s",
+                              optind >= argc ? "missing trace file" : "too many arguments");
     const char *path = argv[optind];
     if (gt_trace_open(path, &t, err, sizeof err) != 0) {
         fprintf(stderr, "gradtrace: %s\n", err);

@@ -382,16 +382,11 @@ int gt_cmd_info(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            fprintf(stderr, "gradtrace: info: unknown option '%s'\n", argv[optind - 1]);
-            usage(stderr);
-            return 2;
+            return gt_usage_error("info", usage, "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (argc - optind != 1) {
-        fprintf(stderr, "gradtrace: info: want exactly one trace\n");
-        usage(stderr);
-        return 2;
-    }
+    if (argc - optind != 1)
+        return gt_usage_error("info", usage, "want exactly one trace");
     if (gt_trace_open(argv[optind], &t, err, sizeof err) != GT_OK) {
         fprintf(stderr, "gradtrace: %s\n", err);
         return 2;

@@ -254,11 +254,8 @@ int gt_cmd_record(int argc, char **argv)
             return 2;
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "gradtrace: record: no script given\n");
-        usage(stderr);
-        return 2;
-    }
+    if (optind >= argc)
+        return gt_usage_error("record", usage, "no script given");
     const char *script = argv[optind];
     struct stat st;
     if (stat(script, &st) != 0) {

@@ -322,21 +322,17 @@ int gt_cmd_sql(int argc, char **argv)
             status = 0;
             goto out;
         case ':':
-            fprintf(stderr, "gradtrace: sql: option '%s' needs a value\n",
-                    argv[optind - 1]);
-            usage(stderr);
+            status = gt_usage_error("sql", usage, "option '%s' needs a value", argv[optind - 1]);
             goto out;
         default:
-            fprintf(stderr, "gradtrace: sql: unknown option '%s'\n", argv[optind - 1]);
-            usage(stderr);
+            status = gt_usage_error("sql", usage, "unknown option '%s'", argv[optind - 1]);
             goto out;
         }
     }
     if (o.max_width < 0)
         o.max_width = o.mode == GT_OUT_TABLE && tty ? 60 : 0;
     if (argc - optind < 1 || argc - optind > 2) {
-        fprintf(stderr, "gradtrace: sql: want a trace and at most one query\n");
-        usage(stderr);
+        status = gt_usage_error("sql", usage, "want a trace and at most one query");
         goto out;
     }
     const char *path = argv[optind];

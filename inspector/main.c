@@ -16,6 +16,7 @@ static const struct {
     {"graph", gt_cmd_graph, "draw the autograd graph (DOT, SVG, PNG)"},
     {"sql", gt_cmd_sql, "query a trace with SQL (read-only)"},
     {"info", gt_cmd_info, "summarise a trace: run, counts, backward calls, errors"},
+    {"history", gt_cmd_history, "every write, save and use of one variable's versions"},
 };
 
 static void usage(FILE *out)

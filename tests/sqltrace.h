@@ -248,6 +248,13 @@ static inline void build_seed(const char *path, seed_ids *ids, int close,
 
 /* ---- running a subcommand with captured output ----------------------- */
 
+/* Fail, showing both, unless `needle` occurs in `hay`. */
+static inline void assert_contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle))
+        fail_msg("missing:\n%s\n--- in:\n%s", needle, hay);
+}
+
 typedef struct captured {
     int status;
     char *out; /* malloc'd, NUL-terminated */

@@ -21,12 +21,6 @@ static void info_run(captured *c, const char *a1, const char *a2)
     run_captured(gt_cmd_info, a2 ? 3 : a1 ? 2 : 1, argv, NULL, c);
 }
 
-static void assert_contains(const char *hay, const char *needle)
-{
-    if (!strstr(hay, needle))
-        fail_msg("missing:\n%s\n--- in:\n%s", needle, hay);
-}
-
 /* Run info with a1, a2; expect the exit status and the text in stdout
  * and/or stderr (NULL: not checked). */
 static void info_expect(const char *a1, const char *a2, int status, const char *out_has,

@@ -58,14 +58,6 @@ static void run_on(captured *c, int (*cmd)(int, char **), const char *file, int 
     run_captured(cmd, n, argv, NULL, c);
 }
 
-static void assert_contains(const char *hay, const char *needle)
-{
-    if (!strstr(hay, needle)) {
-        printf("expected to find: %s\nin:\n%s\n", needle, hay);
-        fail();
-    }
-}
-
 static const char *const SEED_FINDING =
     "class_weights modified in place after NllLossBackward0 saved it as weight "
     "(version 0 -> 6)";
