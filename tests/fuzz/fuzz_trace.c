@@ -3,7 +3,7 @@
  * and run through the inspector's commands as a user would run them on a
  * trace somebody sent: gt_trace_open, then diagnose (text and --json), graph
  * (DOT and SVG), sql (the views and a few raw queries, table and JSON
- * output) and info (text and JSON).
+ * output), info (text and JSON) and history (text and JSON).
  *
  * What counts as a bug: any sanitizer report, a crash, a hang (libFuzzer's
  * -timeout), or a command returning something other than 0, 1 (diagnose
@@ -233,6 +233,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     {
         const char *a[] = {"info", "--json", H.db};
         run(gt_cmd_info, 3, a);
+    }
+    {
+        const char *a[] = {"history", "--reads", H.db, "class_weights"};
+        run(gt_cmd_history, 4, a);
+    }
+    {
+        const char *a[] = {"history", "--json", "--all", H.db, "1"};
+        run(gt_cmd_history, 5, a);
     }
     return 0;
 }
