@@ -799,6 +799,28 @@ static int grad_fn_matches(dctx *c, const srec *x, int64_t node, int64_t before,
     return ok;
 }
 
+/* A finding about saved tensor `x` of node `nd`: saved at x->version, at
+ * version `now` when the backward needed it, changed by the n writes in
+ * `muts` (owned by the finding from here on; freed if there is no room). */
+static gt_finding *add_saved_finding(dctx *c, int kind, int64_t backward,
+                                     const gt_replay_node *nd, const srec *x, int64_t now,
+                                     gt_mutation *muts, size_t n)
+{
+    gt_finding *f = add_finding(c, kind, backward);
+    if (!f) {
+        free(muts);
+        return NULL;
+    }
+    f->node = nd->id;
+    f->saved_seq = x->seq;
+    f->tensor = x->tensor;
+    f->saved_version = x->version;
+    f->version_at_backward = now;
+    f->mutations = muts;
+    f->n_mutations = n;
+    return f;
+}
+
 /* Check saved tensor `x` of node `nd`, at event P, for a stale version and
  * for silent writes. */
 static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
@@ -814,18 +836,10 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
     tinfo ti;
     int loaded = 0;
     if (now != x->version) {
-        gt_finding *f = add_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED, r->backward);
-        if (!f) {
-            free(bumps);
+        gt_finding *f = add_saved_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED,
+                                          r->backward, nd, x, now, bumps, nb);
+        if (!f)
             return nomem(c);
-        }
-        f->node = nd->id;
-        f->saved_seq = x->seq;
-        f->tensor = x->tensor;
-        f->saved_version = x->version;
-        f->version_at_backward = now;
-        f->mutations = bumps;
-        f->n_mutations = nb;
         f->error_seq = e->seq;
         if ((rc = load_tensor(c, x->tensor, &ti)) != 0)
             return rc;
@@ -886,18 +900,8 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
         free(w);
         return rc;
     }
-    gt_finding *f = add_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward);
-    if (!f) {
-        free(w);
+    if (!add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x, now, w, nw))
         return nomem(c);
-    }
-    f->node = nd->id;
-    f->saved_seq = x->seq;
-    f->tensor = x->tensor;
-    f->saved_version = x->version;
-    f->version_at_backward = now;
-    f->mutations = w;
-    f->n_mutations = nw;
     return 0;
 }
 
