@@ -1150,16 +1150,30 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
     pthread_mutex_unlock(&(r)->mu);                \
     return rc
 
+/* The frame of an event written through a row buffer (ops, op_args,
+ * version_bumps, saved_tensors): lock, begin, and take the buffer's next row
+ * as `v` (values) and `null` (1 = bind NULL); BUF_END counts the row and
+ * unlocks. */
+#define BUF_BEGIN(r, which)                      \
+    unsigned char *null;                         \
+    int64_t *v;                                  \
+    pthread_mutex_lock(&(r)->mu);                \
+    int rc = begin_write(r);                     \
+    if (rc)                                      \
+        goto out;                                \
+    v = buf_row((r), (which), &null)
+
+#define BUF_END(r, which)                        \
+    rc = buf_push_done((r), (which));            \
+    out:                                         \
+    pthread_mutex_unlock(&(r)->mu);              \
+    return rc
+
 int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
 {
     if (!r || !op || !seq || op->name <= 0 || op->stack < 0)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    int rc = begin_write(r);
-    if (rc)
-        goto out;
-    unsigned char *null;
-    int64_t *v = buf_row(r, B_OP, &null);
+    BUF_BEGIN(r, B_OP);
     int64_t s = ++r->seq;
     v[0] = s;
     v[1] = op->name;
@@ -1169,31 +1183,20 @@ int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
     v[5] = op->stack;
     null[5] = op->stack == 0;
     *seq = s;
-    rc = buf_push_done(r, B_OP);
-out:
-    pthread_mutex_unlock(&r->mu);
-    return rc;
+    BUF_END(r, B_OP);
 }
 
 int gt_op_arg(gt_recorder *r, int64_t seq, int role, int pos, gt_id tensor, int64_t version)
 {
     if (!r || seq <= 0 || role < GT_ROLE_INPUT || role > GT_ROLE_MUTATED || tensor <= 0)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    int rc = begin_write(r);
-    if (rc)
-        goto out;
-    unsigned char *null;
-    int64_t *v = buf_row(r, B_OP_ARG, &null);
+    BUF_BEGIN(r, B_OP_ARG);
     v[0] = seq;
     v[1] = role;
     v[2] = pos;
     v[3] = tensor;
     v[4] = version;
-    rc = buf_push_done(r, B_OP_ARG);
-out:
-    pthread_mutex_unlock(&r->mu);
-    return rc;
+    BUF_END(r, B_OP_ARG);
 }
 
 int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
@@ -1287,12 +1290,7 @@ int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version, i
 {
     if (!r || tensor <= 0 || op < 0)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    int rc = begin_write(r);
-    if (rc)
-        goto out;
-    unsigned char *null;
-    int64_t *v = buf_row(r, B_BUMP, &null);
+    BUF_BEGIN(r, B_BUMP);
     int64_t s = ++r->seq;
     v[0] = s;
     v[1] = op;
@@ -1302,10 +1300,7 @@ int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version, i
     v[4] = observed ? 1 : 0;
     if (seq)
         *seq = s;
-    rc = buf_push_done(r, B_BUMP);
-out:
-    pthread_mutex_unlock(&r->mu);
-    return rc;
+    BUF_END(r, B_BUMP);
 }
 
 int gt_node(gt_recorder *r, const gt_node_info *n)
@@ -1363,12 +1358,7 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_
 {
     if (!r || node <= 0 || slot <= 0 || tensor < 0)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
-    int rc = begin_write(r);
-    if (rc)
-        goto out;
-    unsigned char *null;
-    int64_t *v = buf_row(r, B_SAVED, &null);
+    BUF_BEGIN(r, B_SAVED);
     int64_t s = ++r->seq;
     v[0] = s;
     v[1] = node;
@@ -1381,10 +1371,7 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_
     null[6] = nbytes < 0;
     if (seq)
         *seq = s;
-    rc = buf_push_done(r, B_SAVED);
-out:
-    pthread_mutex_unlock(&r->mu);
-    return rc;
+    BUF_END(r, B_SAVED);
 }
 
 int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id)
