@@ -218,7 +218,8 @@ int main(int argc, char **argv)
     if (generate(path, total, steps, graph) != 0)
         goto out;
     printf("trace_write: %.2f s\n", now_s() - t0);
-    if (gt_trace_open(path, &t, err, sizeof err) != 0) {
+    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
+        gt_trace_use_views(t, err, sizeof err) != 0) {
         printf("error: %s\n", err);
         goto out;
     }

@@ -169,8 +169,10 @@ int gt_cmd_history(int argc, char **argv)
         return gt_usage_error("history", usage, "want a trace and a variable name or tensor id");
     const char *path = argv[optind], *what = argv[optind + 1];
     int by_id = is_id(what);
-    if (gt_trace_open(path, &t, err, sizeof err) != 0) {
+    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
+        gt_trace_use_views(t, err, sizeof err) != GT_OK) {
         fprintf(stderr, "gradtrace: %s\n", err);
+        gt_trace_close(t);
         return 2;
     }
     sqlite3 *db = gt_trace_db(t);

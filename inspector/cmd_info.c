@@ -387,8 +387,10 @@ int gt_cmd_info(int argc, char **argv)
     }
     if (argc - optind != 1)
         return gt_usage_error("info", usage, "want exactly one trace");
-    if (gt_trace_open(argv[optind], &t, err, sizeof err) != GT_OK) {
+    if (gt_trace_open(argv[optind], &t, err, sizeof err) != GT_OK ||
+        gt_trace_use_views(t, err, sizeof err) != GT_OK) {
         fprintf(stderr, "gradtrace: %s\n", err);
+        gt_trace_close(t);
         return 2;
     }
     int rc = json ? print_json(t, stdout) : print_text(t, stdout);

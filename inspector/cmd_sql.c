@@ -346,7 +346,8 @@ int gt_cmd_sql(int argc, char **argv)
         sql = input;
     }
 
-    if (gt_trace_open(path, &t, err, sizeof err) != GT_OK) {
+    if (gt_trace_open(path, &t, err, sizeof err) != GT_OK ||
+        gt_trace_use_views(t, err, sizeof err) != GT_OK) {
         fprintf(stderr, "gradtrace: %s\n", err);
         goto out;
     }

@@ -19,6 +19,7 @@ struct gt_trace {
     char *path;
     int schema_version;
     int partial;
+    int views;           /* 1 once gt_trace_use_views made the TEMP views */
     int64_t stopped_seq; /* run.stopped_seq (schema 2), 0 if none */
     char *stopped_reason;
 };
@@ -65,58 +66,64 @@ static void checkpoint_wal(const char *path)
     sqlite3_close(db);
 }
 
+/* The next table name in the compiled-in schema (each table is created by a
+ * line "CREATE TABLE <name> ("), from *p on; 0 when there is none. */
+static int next_schema_table(const char **p, char *name, size_t n)
+{
+    const char *s = strstr(*p, "CREATE TABLE ");
+    if (!s)
+        return 0;
+    s += strlen("CREATE TABLE ");
+    size_t len = strspn(s, "abcdefghijklmnopqrstuvwxyz_0123456789");
+    if (len == 0 || len >= n)
+        return 0;
+    memcpy(name, s, len);
+    name[len] = '\0';
+    *p = s + len;
+    return 1;
+}
+
 /* A name of a table of this gradtrace's schema must not be anything but a
  * table in the file: a crafted file could hold a view under a table's name
  * that makes any query run without end. (A missing table is left to the
- * readers, which report "no such table" and read what they can.) The list
- * comes from the compiled-in schema itself, created in memory. */
+ * readers, which report "no such table" and read what they can.) */
 static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
-    sqlite3 *ref = NULL;
-    sqlite3_stmt *names = NULL, *kind = NULL;
-    int rc = GT_ENOMEM, s;
-    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-        sqlite3_exec(ref, gt_schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(ref, "SELECT name FROM sqlite_schema WHERE type = 'table'", -1,
-                           &names, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT type FROM sqlite_schema WHERE name = ?1", -1, &kind,
+    sqlite3_stmt *kind = NULL;
+    const char *p = gt_schema_sql;
+    char name[64];
+    int rc = GT_OK, s;
+    if (sqlite3_prepare_v2(db, "SELECT type FROM sqlite_schema WHERE name = ?1", -1, &kind,
                            NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: %s", path,
-                 kind || !names ? sqlite3_errmsg(ref) : sqlite3_errmsg(db));
-        goto out;
+        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path, sqlite3_errmsg(db));
+        return GT_ECORRUPT;
     }
-    while ((s = sqlite3_step(names)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(names, 0);
-        sqlite3_bind_text(kind, 1, name, -1, SQLITE_TRANSIENT);
+    while (rc == GT_OK && next_schema_table(&p, name, sizeof name)) {
+        sqlite3_bind_text(kind, 1, name, -1, SQLITE_STATIC);
         s = sqlite3_step(kind);
         if (s != SQLITE_ROW && s != SQLITE_DONE) {
             snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
                      sqlite3_errmsg(db));
             rc = GT_ECORRUPT;
-            goto out;
-        }
-        if (s == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(kind, 0), "table")) {
-            snprintf(err, errlen, "cannot open %s: not a gradtrace trace (%s is a %s, not a table)",
-                     path, name, (const char *)sqlite3_column_text(kind, 0));
+        } else if (s == SQLITE_ROW &&
+                   strcmp((const char *)sqlite3_column_text(kind, 0), "table")) {
+            snprintf(err, errlen,
+                     "cannot open %s: not a gradtrace trace (%s is a %s, not a table)", path,
+                     name, (const char *)sqlite3_column_text(kind, 0));
             rc = GT_ENOTTRACE;
-            goto out;
         }
         sqlite3_reset(kind);
     }
-    rc = s == SQLITE_DONE ? GT_OK : GT_ENOMEM;
-    if (rc != GT_OK)
-        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(ref));
-out:
     sqlite3_finalize(kind);
-    sqlite3_finalize(names);
-    sqlite3_close(ref);
     return rc;
 }
 
 /* The views a reader queries are this gradtrace's (schema/views.sql),
  * created as TEMP views, which come first in name lookup: the copies the
  * recorder stored in the file are shadowed, so a crafted file cannot swap a
- * view for something else, and old traces get fixed view definitions. */
+ * view for something else, and old traces get fixed view definitions.
+ * (Compiling the views costs about 4 ms, so only the commands that query
+ * them ask for them: gt_trace_use_views.) */
 static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
     sqlite3_stmt *st = NULL;
@@ -232,8 +239,7 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
         rc = GT_ENEWER;
         goto out;
     }
-    if ((rc = check_tables(db, path, err, errlen)) != GT_OK ||
-        (rc = own_views(db, path, err, errlen)) != GT_OK)
+    if ((rc = check_tables(db, path, err, errlen)) != GT_OK)
         goto out;
     sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     int partial = 0;
@@ -346,4 +352,18 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n)
         }
     }
     return problems;
+}
+
+int gt_trace_use_views(gt_trace *t, char *err, size_t errlen)
+{
+    if (t->views)
+        return GT_OK;
+    /* TEMP objects are writes as far as query_only is concerned; the file
+     * itself stays read-only (SQLITE_OPEN_READONLY) meanwhile */
+    sqlite3_exec(t->db, "PRAGMA query_only = 0", NULL, NULL, NULL);
+    int rc = own_views(t->db, t->path, err, errlen);
+    sqlite3_exec(t->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+    if (rc == GT_OK)
+        t->views = 1;
+    return rc;
 }

@@ -23,6 +23,14 @@ typedef struct gt_trace gt_trace;
  * run.db: not a gradtrace trace"), and leaves *out untouched. */
 int gt_trace_open(const char *path, gt_trace **out /* OUT */, char *err, size_t errlen);
 
+/* Make this gradtrace's views (schema/views.sql) the ones the connection
+ * sees, as TEMP views that shadow the copies stored in the file: a crafted
+ * file cannot redefine them, and older traces get the current definitions.
+ * Commands that query views call it once after opening; diagnose and graph,
+ * which do not, skip its cost. Returns GT_OK or a GT_E* code with a message
+ * in err. */
+int gt_trace_use_views(gt_trace *t, char *err, size_t errlen);
+
 /* Close and free; accepts NULL. */
 void gt_trace_close(gt_trace *t);
 

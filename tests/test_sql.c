@@ -102,6 +102,7 @@ static int agrees_with_diagnose(const char *path)
     gt_findings *fs;
     char err[256];
     assert_int_equal(gt_trace_open(path, &t, err, sizeof err), GT_OK);
+    assert_int_equal(gt_trace_use_views(t, err, sizeof err), GT_OK);
     assert_int_equal(gt_diagnose(t, NULL, &fs, err, sizeof err), GT_OK);
 
     sqlite3 *mem;
