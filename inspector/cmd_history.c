@@ -6,7 +6,9 @@
  * For a variable name, every tensor that was bound to it (the last five by
  * default, --all for every one) and, for a tensor id, that tensor; then, in
  * order, every event on its version counter (which its views and detach()
- * share): created, written (with the version the write produced), saved for
+ * share): created (or first seen, for a tensor no recorded op made, such as
+ * torch.tensor([...]) or one made before recording), written (with the
+ * version the write produced), saved for
  * backward (with the version saved), used as a backward root, and with
  * --reads every op that read it. Each with its user line. One table, read
  * from the tensor_history view; --json prints the same rows as JSON.
@@ -42,7 +44,9 @@ static const char rows_sql[] =
     "SELECT h.seq,"
     " CASE h.kind WHEN 'bump' THEN CASE WHEN h.detail = 'observed'"
     "   THEN 'write (seen later)' ELSE 'write' END"
-    "   WHEN 'root' THEN 'backward root' ELSE h.kind END AS event,"
+    "   WHEN 'root' THEN 'backward root'"
+    "   WHEN 'created' THEN CASE WHEN h.op IS NULL THEN 'first seen' ELSE 'created' END"
+    "   ELSE h.kind END AS event,"
     " h.tensor, h.version,"
     " CASE h.kind WHEN 'saved' THEN h.op || ' as ' || h.detail"
     "   WHEN 'root' THEN h.op || ' #' || substr(h.detail, 10) ELSE h.op END AS what,"

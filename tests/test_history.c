@@ -61,29 +61,29 @@ static void test_class_weights(void **state)
         c.out,
         "class_weights: 1 tensor bound to this name, with the tensors sharing its version "
         "counter\n"
-        "seq  event    tensor  version  what                        line                 code\n"
-        "---  -------  ------  -------  --------------------------  -------------------  "
+        "seq  event       tensor  version  what                        line                 code\n"
+        "---  ----------  ------  -------  --------------------------  -------------------  "
         "----------------------------------------------------------\n"
-        "  1  created       1\n"
-        " 12  saved         1        0  NllLossBackward0 as weight  examples/seed.py:38  "
+        "  1  first seen       1\n"
+        " 12  saved            1        0  NllLossBackward0 as weight  examples/seed.py:38  "
         "loss = F.nll_loss(log_probs, target, weight=class_weights)\n"
-        " 14  created       5           aten::select.int            examples/seed.py:44  "
+        " 14  created          5           aten::select.int            examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 16  write         5        1  aten::mul_.Tensor           examples/seed.py:44  "
+        " 16  write            5        1  aten::mul_.Tensor           examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 18  write         5        2  aten::copy_                 examples/seed.py:44  "
+        " 18  write            5        2  aten::copy_                 examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 20  created       6           aten::select.int            examples/seed.py:44  "
+        " 20  created          6           aten::select.int            examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 22  write         6        3  aten::mul_.Tensor           examples/seed.py:44  "
+        " 22  write            6        3  aten::mul_.Tensor           examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 24  write         6        4  aten::copy_                 examples/seed.py:44  "
+        " 24  write            6        4  aten::copy_                 examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 26  created       7           aten::select.int            examples/seed.py:44  "
+        " 26  created          7           aten::select.int            examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 28  write         7        5  aten::mul_.Tensor           examples/seed.py:44  "
+        " 28  write            7        5  aten::mul_.Tensor           examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n"
-        " 30  write         7        6  aten::copy_                 examples/seed.py:44  "
+        " 30  write            7        6  aten::copy_                 examples/seed.py:44  "
         "class_weights[i] *= 1.0 + share\n");
     captured_free(&c);
 }
@@ -97,8 +97,8 @@ static void test_by_id_and_root(void **state)
     history(&c, 2, "@", "6");
     assert_int_equal(c.status, 0);
     assert_contains(c.out, "6: tensor 6 and every tensor sharing its version counter\n");
-    assert_contains(c.out, " 12  saved         1        0  NllLossBackward0 as weight  ");
-    assert_contains(c.out, " 30  write         7        6  aten::copy_  ");
+    assert_contains(c.out, " 12  saved            1        0  NllLossBackward0 as weight  ");
+    assert_contains(c.out, " 30  write            7        6  aten::copy_  ");
     captured_free(&c);
 
     history(&c, 2, "@", "loss");
@@ -117,7 +117,7 @@ static void test_reads_and_json(void **state)
     captured c;
     history(&c, 3, "--reads", "@", "class_weights");
     assert_int_equal(c.status, 0);
-    assert_contains(c.out, "  read          1        0  aten::nll_loss_forward ");
+    assert_contains(c.out, "  read             1        0  aten::nll_loss_forward ");
     captured_free(&c);
 
     history(&c, 3, "--json", "@", "class_weights");
@@ -138,7 +138,7 @@ static void test_reads_and_json(void **state)
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), 11);
     assert_string_equal((const char *)sqlite3_column_text(st, 1),
-                        "created@1 saved@12 created@14 write@16 write@18 created@20 write@22 "
+                        "first seen@1 saved@12 created@14 write@16 write@18 created@20 write@22 "
                         "write@24 created@26 write@28 write@30");
     assert_string_equal((const char *)sqlite3_column_text(st, 2),
                         "NllLossBackward0 as weight");
