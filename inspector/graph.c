@@ -17,6 +17,8 @@
 
 #include <gradtrace/recorder.h>
 
+#include "strbuf.h"
+
 #define LABEL_CHARS 60  /* characters of one piece of user text in a label */
 #define FILE_CHARS  40  /* characters of a file's base name */
 #define NAMES_MAX   3   /* variable names listed per tensor */
@@ -37,31 +39,11 @@ struct gt_graph {
 
 /* ---- a growable string --------------------------------------------- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
+typedef gt_strbuf sbuf;
 
 static void sb_add(sbuf *b, const char *s, size_t n)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
+    (void)gt_strbuf_add(b, s, n); /* b->oom says if it failed */
 }
 
 static void sb_str(sbuf *b, const char *s)
@@ -96,7 +78,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 
 static void sb_reset(sbuf *b)
 {
-    b->n = 0;
+    b->len = 0;
     if (b->p)
         b->p[0] = '\0';
 }

@@ -4,28 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A growable byte buffer. */
-typedef struct buf {
-    char *p;
-    size_t len, cap;
-} buf;
+#include "strbuf.h"
+
+typedef gt_strbuf buf;
 
 static int buf_add(buf *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return SQLITE_NOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return SQLITE_OK;
+    return gt_strbuf_add(b, s, n) ? SQLITE_NOMEM : SQLITE_OK;
 }
 
 static int buf_adds(buf *b, const char *s) { return buf_add(b, s, strlen(s)); }

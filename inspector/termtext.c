@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
 #include "termtext.h"
 
 /* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 when
@@ -132,42 +133,19 @@ void gt_term_puts(FILE *f, const char *s)
         sanitize(s, strlen(s), emit_file, f);
 }
 
-typedef struct strbuf {
-    char *p;
-    size_t n, cap;
-    int failed;
-} strbuf;
-
 static void emit_buf(void *ctx, const char *p, size_t n)
 {
-    strbuf *b = ctx;
-    if (b->failed)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    (void)gt_strbuf_add(ctx, p, n); /* ->oom says if it failed */
 }
 
 char *gt_term_text(const char *s)
 {
-    strbuf b = {0};
+    gt_strbuf b = {0};
     if (!s)
         s = "";
     size_t n = strlen(s);
     sanitize(s, n, emit_buf, &b);
-    if (b.failed) {
+    if (b.oom) {
         free(b.p);
         return NULL;
     }
