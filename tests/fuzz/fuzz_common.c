@@ -1,27 +1,7 @@
-/*
- * libFuzzer harness for the trace reader: every input is written to a file
- * and run through the inspector's commands as a user would run them on a
- * trace somebody sent: gt_trace_open, then diagnose (text and --json), graph
- * (DOT and SVG), sql (the views and a few raw queries, table and JSON
- * output), info (text and JSON) and history (text and JSON).
- *
- * What counts as a bug: any sanitizer report, a crash, a hang (libFuzzer's
- * -timeout), or a command returning something other than 0, 1 (diagnose
- * found problems) or 2 (unreadable input) -- that last one aborts here so the
- * fuzzer keeps the input.
- *
- * Half of the mutations are libFuzzer's byte-level ones, half change the
- * input as a trace, with SQL (LLVMFuzzerCustomMutator, at the end).
- *
- * The commands' stdout and stderr go to /dev/null while they run; sanitizer
- * reports are sent to the real stderr (__sanitizer_set_report_fd).
- *
- * Build: cmake -DGT_FUZZ=ON with CC=clang (tests/fuzz/CMakeLists.txt); run:
- * tests/fuzz/run. With GT_FUZZ_VERBOSE=1 in the environment the commands'
- * output is not silenced (for reproducing one input by hand).
- */
+/* What the trace reader's libFuzzer harnesses share; see fuzz_common.h. */
+#include "fuzz_common.h"
+
 #include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,69 +10,113 @@
 
 #include <sqlite3.h>
 
-#include "cmd.h"
-#include "trace.h"
-
 void __sanitizer_set_report_fd(void *fd);
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
-size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 typedef struct harness {
-    char dir[64];       /* private temp directory */
-    char db[96];        /* dir/t.db: the input */
-    char wal[96];       /* dir/t.db-wal, dir/t.db-shm: removed before each run */
-    char shm[96];
-    char dot[96];       /* dir/g.dot, dir/g.svg: graph outputs */
-    char svg[96];
+    char dir[64];  /* private temp directory */
+    char db[96];   /* dir/t.db: the path the commands open */
+    sqlite3 *hold; /* keeps the shared memdb database alive between inputs */
+    sqlite3_file *mem; /* its file: gtf_load writes each input there */
     int devnull;
     int saved_out;
     int saved_err;
     int verbose;
-    int svg_always;
+    int profile;
 } harness;
 
 static harness H;
 
 static void cleanup(void)
 {
+    sqlite3_close(H.hold);
     unlink(H.db);
-    unlink(H.wal);
-    unlink(H.shm);
-    unlink(H.dot);
-    unlink(H.svg);
     rmdir(H.dir);
+}
+
+static void die(const char *what, const char *why)
+{
+    fprintf(stderr, "fuzz: %s: %s\n", what, why);
+    abort();
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
+    /* No allocation statistics: they take a global mutex on every SQLite
+     * malloc and free, and nothing here reads them. */
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     const char *tmp = getenv("TMPDIR");
     snprintf(H.dir, sizeof H.dir, "%s/gtfuzz.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(H.dir)) {
-        perror("fuzz_trace: mkdtemp");
-        abort();
-    }
+    if (!mkdtemp(H.dir))
+        die("mkdtemp", H.dir);
     snprintf(H.db, sizeof H.db, "%s/t.db", H.dir);
-    snprintf(H.wal, sizeof H.wal, "%s/t.db-wal", H.dir);
-    snprintf(H.shm, sizeof H.shm, "%s/t.db-shm", H.dir);
-    snprintf(H.dot, sizeof H.dot, "%s/g.dot", H.dir);
-    snprintf(H.svg, sizeof H.svg, "%s/g.svg", H.dir);
     atexit(cleanup);
+
+    /* memdb as the default VFS: an open of an absolute path is a database
+     * in memory that every connection of the process naming that path
+     * shares (memdbOpen), so gt_trace_open(H.db) reads what gtf_load left
+     * there. Temp databases (the TEMP views) are private memdb ones. */
+    sqlite3_vfs *memdb = sqlite3_vfs_find("memdb");
+    if (!memdb || sqlite3_vfs_register(memdb, 1) != SQLITE_OK)
+        die("memdb", "SQLite was built without sqlite3_deserialize");
+    if (sqlite3_open_v2(H.db, &H.hold, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+            SQLITE_OK ||
+        sqlite3_file_control(H.hold, "main", SQLITE_FCNTL_FILE_POINTER, &H.mem) !=
+            SQLITE_OK ||
+        !H.mem || !H.mem->pMethods)
+        die("cannot open the memdb database", sqlite3_errmsg(H.hold));
+
     H.verbose = getenv("GT_FUZZ_VERBOSE") != NULL;
-    H.svg_always = getenv("GT_FUZZ_SVG") != NULL;
+    H.profile = getenv("GT_FUZZ_PROFILE") != NULL;
     H.devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     H.saved_out = dup(STDOUT_FILENO);
     H.saved_err = dup(STDERR_FILENO);
-    if (H.devnull < 0 || H.saved_out < 0 || H.saved_err < 0) {
-        perror("fuzz_trace: dup");
-        abort();
-    }
+    if (H.devnull < 0 || H.saved_out < 0 || H.saved_err < 0)
+        die("dup", "cannot save stdout/stderr");
     __sanitizer_set_report_fd((void *)(intptr_t)H.saved_err);
     return 0;
+}
+
+const char *gtf_path(void) { return H.db; }
+
+int gtf_load(const uint8_t *data, size_t size)
+{
+    if (size > 256u << 20)
+        return -1;
+    /* The file: gt_trace_open stats it and reads its header itself. */
+    int fd = open(H.db, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = write(fd, data + off, size - off);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    close(fd);
+    if (off < size)
+        return -1;
+    /* The database SQLite reads: truncate the shared memdb file, write the
+     * input at offset 0 (no connection holds a lock between inputs). */
+    const sqlite3_io_methods *m = H.mem->pMethods;
+    if (m->xTruncate(H.mem, 0) != SQLITE_OK)
+        return -1;
+    if (size && m->xWrite(H.mem, data, (int)size, 0) != SQLITE_OK)
+        return -1;
+    return 0;
+}
+
+uint32_t gtf_hash(const uint8_t *data, size_t size)
+{
+    /* about 1024 bytes spread over the input (all of it through the
+     * instrumented loop cost 6% of the diagnose harness) */
+    size_t step = size / 1024 + 1;
+    uint32_t h = 2166136261u ^ (uint32_t)size;
+    for (size_t i = 0; i < size; i += step)
+        h = (h ^ data[i]) * 16777619u;
+    return h;
 }
 
 static void silence(int on)
@@ -105,13 +129,13 @@ static void silence(int on)
     dup2(on ? H.devnull : H.saved_err, STDERR_FILENO);
 }
 
-/* Run one subcommand; abort (keeping the input) on an exit status that no
- * command documents. */
-static int run(int (*cmd)(int, char **), int argc, const char *const *args)
+int gtf_run(int (*cmd)(int, char **), int argc, const char *const *args)
 {
     char *argv[16];
     char store[16][512];
-    for (int i = 0; i < argc && i < 16; i++) {
+    if (argc > 15)
+        die("gtf_run", "too many arguments");
+    for (int i = 0; i < argc; i++) {
         /* getopt may permute argv and sql writes into its --param values:
          * give each call its own writable copy. */
         snprintf(store[i], sizeof store[i], "%s", args[i]);
@@ -124,125 +148,15 @@ static int run(int (*cmd)(int, char **), int argc, const char *const *args)
     int st = cmd(argc, argv);
     silence(0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (getenv("GT_FUZZ_PROFILE"))
-        fprintf(stderr, "%8.1f ms  %s %s\n", (t1.tv_sec - t0.tv_sec) * 1e3 +
-                (t1.tv_nsec - t0.tv_nsec) / 1e6, args[0], args[argc - 1]);
+    if (H.profile)
+        fprintf(stderr, "%8.2f ms  %s %s\n",
+                (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6, args[0],
+                args[argc - 1]);
     if (st < 0 || st > 2) {
-        fprintf(stderr, "fuzz_trace: %s returned %d\n", args[0], st);
+        fprintf(stderr, "fuzz: %s returned %d\n", args[0], st);
         abort();
     }
     return st;
-}
-
-static int write_input(const uint8_t *data, size_t size)
-{
-    unlink(H.wal);
-    unlink(H.shm);
-    int fd = open(H.db, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t off = 0;
-    while (off < size) {
-        ssize_t n = write(fd, data + off, size - off);
-        if (n <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)n;
-    }
-    close(fd);
-    return 0;
-}
-
-/* The views and a few raw queries, grouped so each command runs several
- * statements (each command opens the trace and parses its schema again:
- * that is most of an iteration's time). A statement that fails stops its
- * group, so the views a hostile trace may have broken are spread out. */
-static const struct {
-    const char *mode;
-    const char *sql;
-} queries[] = {
-    {"--table", "SELECT * FROM invalidations"},
-    {"--json", "SELECT * FROM tensor_history; SELECT * FROM op_log; SELECT * FROM saved"},
-    /* Not stack_frames: on a cycle in stacks.parent it never ends, even
-     * under a LIMIT. Reported, like backward_reach below. */
-    {"--csv", "SELECT * FROM backward_log; "
-              "SELECT * FROM error_log; SELECT * FROM run"},
-    /* Not backward_reach: on a cycle in edges its recursive CTE never ends
-     * (it carries depth through a UNION); reported, see RELIABILITY-draft.md. */
-    {"--tsv", "SELECT * FROM graph_edges; "
-              "SELECT * FROM tensor_info; SELECT * FROM variables; "
-              "SELECT * FROM saved_memory; SELECT * FROM mutations; "
-              "SELECT * FROM events LIMIT 500"},
-    {"--table", "PRAGMA quick_check"},
-};
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    if (write_input(data, size) != 0)
-        return 0;
-
-    /* The door every command goes through: a file it refuses needs no
-     * further commands (they would refuse it the same way). */
-    gt_trace *t = NULL;
-    char err[1024];
-    if (gt_trace_open(H.db, &t, err, sizeof err) != 0) {
-        const char *a[] = {"info", H.db};
-        if (run(gt_cmd_info, 2, a) != 2) {
-            fprintf(stderr, "fuzz_trace: open refused the file (%s) but info did not\n",
-                    err);
-            abort();
-        }
-        return 0;
-    }
-    gt_trace_close(t);
-
-    {
-        const char *a[] = {"diagnose", "--color", "never", H.db};
-        run(gt_cmd_diagnose, 4, a);
-    }
-    {
-        const char *a[] = {"diagnose", "--json", H.db};
-        run(gt_cmd_diagnose, 3, a);
-    }
-    {
-        const char *a[] = {"graph", "-o", H.dot, H.db};
-        run(gt_cmd_graph, 4, a);
-    }
-    {
-        const char *a[] = {"graph", "--all", "-o", H.dot, H.db};
-        run(gt_cmd_graph, 5, a);
-    }
-    /* Rendering through gvc/pango costs more than everything else together:
-     * do it only for inputs whose size is a multiple of 4 -- every whole
-     * SQLite file (a multiple of its page size), about a quarter of the
-     * mutated ones -- so a given input always takes the same path
-     * (GT_FUZZ_SVG=1: for every input). */
-    if (size % 4 == 0 || H.svg_always) {
-        const char *a[] = {"graph", "-o", H.svg, H.db};
-        run(gt_cmd_graph, 4, a);
-    }
-    for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
-        const char *a[] = {"sql", queries[i].mode, H.db, queries[i].sql};
-        run(gt_cmd_sql, 4, a);
-    }
-    {
-        const char *a[] = {"info", H.db};
-        run(gt_cmd_info, 2, a);
-    }
-    {
-        const char *a[] = {"info", "--json", H.db};
-        run(gt_cmd_info, 3, a);
-    }
-    {
-        const char *a[] = {"history", "--reads", H.db, "class_weights"};
-        run(gt_cmd_history, 4, a);
-    }
-    {
-        const char *a[] = {"history", "--json", "--all", H.db, "1"};
-        run(gt_cmd_history, 5, a);
-    }
-    return 0;
 }
 
 /* ---- structure-aware mutation ------------------------------------------
