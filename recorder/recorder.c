@@ -291,33 +291,33 @@ static int sql_error(gt_recorder *r, int src, const char *what, int fatal, int e
     char eb[128];
     if (!fatal && (prim == SQLITE_CONSTRAINT || prim == SQLITE_MISMATCH ||
                    prim == SQLITE_RANGE || prim == SQLITE_TOOBIG || prim == SQLITE_ERROR)) {
-        set_errmsg(r, "gradtrace: %s: %s", what, sqlite3_errmsg(r->db));
+        set_errmsg(r, "%s: %s", what, sqlite3_errmsg(r->db));
         return GT_EINVAL;
     }
     int sys = full_errno(sqlite3_system_errno(r->db), err);
     if (prim == SQLITE_FULL ||
         (prim == SQLITE_IOERR && (sys == EFBIG || sys == ENOSPC || sys == EDQUOT))) {
-        set_errmsg(r, "gradtrace: recording stopped: disk full or file size limit (%s: %s%s%s)",
+        set_errmsg(r, "recording stopped: disk full or file size limit (%s: %s%s%s)",
                    what, sqlite3_errstr(src), sys ? ": " : "",
                    sys ? errno_text(sys, eb, sizeof(eb)) : "");
         return fail(r, GT_EFULL);
     }
     if (prim == SQLITE_IOERR) {
-        set_errmsg(r, "gradtrace: recording stopped: i/o error (%s: %s%s%s)", what,
+        set_errmsg(r, "recording stopped: i/o error (%s: %s%s%s)", what,
                    sqlite3_errmsg(r->db), sys ? ": " : "",
                    sys ? errno_text(sys, eb, sizeof(eb)) : "");
         return fail(r, GT_EIO);
     }
     if (prim == SQLITE_NOMEM) {
-        set_errmsg(r, "gradtrace: recording stopped: out of memory (%s)", what);
+        set_errmsg(r, "recording stopped: out of memory (%s)", what);
         return fail(r, GT_ENOMEM);
     }
     if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
-        set_errmsg(r, "gradtrace: recording stopped: trace is damaged (%s: %s)", what,
+        set_errmsg(r, "recording stopped: trace is damaged (%s: %s)", what,
                    sqlite3_errmsg(r->db));
         return fail(r, GT_ECORRUPT);
     }
-    set_errmsg(r, "gradtrace: recording stopped: sqlite error (%s: %s)", what,
+    set_errmsg(r, "recording stopped: sqlite error (%s: %s)", what,
                sqlite3_errmsg(r->db));
     return fail(r, GT_ESQL);
 }
@@ -462,7 +462,7 @@ static int begin_write_as(gt_recorder *r, int run_row)
     if (getpid() != r->pid) {
         /* a forked child must not write through its parent's connection */
         r->closed = 1;
-        set_errmsg(r, "gradtrace: recorder handle was opened by process %ld, "
+        set_errmsg(r, "recorder handle was opened by process %ld, "
                       "not by this (forked) process", (long)r->pid);
         return GT_ECLOSED;
     }
@@ -491,7 +491,7 @@ static int stop_at_cap(gt_recorder *r, int64_t bytes)
     int rc = step(r, ST_RUN_STOPPED, "mark the stop", 1);
     if (rc)
         return rc;
-    set_errmsg(r, "gradtrace: recording stopped: trace reached its size cap "
+    set_errmsg(r, "recording stopped: trace reached its size cap "
                   "(%" PRId64 " bytes > max_bytes %" PRId64 ")",
                bytes, r->max_bytes);
     r->capped = 1;
@@ -504,7 +504,7 @@ static int commit(gt_recorder *r)
         return 0;
     if (getpid() != r->pid) {
         r->closed = 1;
-        set_errmsg(r, "gradtrace: recorder handle was opened by process %ld, "
+        set_errmsg(r, "recorder handle was opened by process %ld, "
                       "not by this (forked) process", (long)r->pid);
         return GT_ECLOSED;
     }
@@ -594,18 +594,18 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     int rc, fd, created = 0;
 
     if (!path || !*path || !out) {
-        put_err(errbuf, errlen, "gradtrace: cannot create trace: no path given");
+        put_err(errbuf, errlen, "cannot create trace: no path given");
         return GT_EINVAL;
     }
     r = calloc(1, sizeof(*r));
     if (!r) {
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: out of memory", path);
+        put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
         return GT_ENOMEM;
     }
     r->lock_fd = -1;
     if (pthread_mutex_init(&r->mu, NULL) != 0) {
         free(r);
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: mutex init failed", path);
+        put_err(errbuf, errlen, "cannot create trace %s: mutex init failed", path);
         return GT_ENOMEM;
     }
     gt__strtab_init(&r->strings);
@@ -622,7 +622,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     r->next_backward = 1;
     r->path = strdup(path);
     if (!r->path) {
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: out of memory", path);
+        put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
         rc = GT_ENOMEM;
         goto fail_alloc;
     }
@@ -632,24 +632,24 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (!(opts && opts->overwrite)) {
-            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: file exists", path);
+            put_err(errbuf, errlen, "cannot create trace %s: file exists", path);
             rc = GT_EEXIST;
             goto fail_alloc;
         }
         if (S_ISDIR(sb.st_mode)) {
-            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: is a directory",
+            put_err(errbuf, errlen, "cannot create trace %s: is a directory",
                     path);
             rc = GT_EIO;
             goto fail_alloc;
         }
         if (trace_is_live(path)) {
-            put_err(errbuf, errlen, "gradtrace: cannot replace trace %s: another recording "
+            put_err(errbuf, errlen, "cannot replace trace %s: another recording "
                                     "is writing it", path);
             rc = GT_EEXIST;
             goto fail_alloc;
         }
         if (unlink(path) != 0) {
-            put_err(errbuf, errlen, "gradtrace: cannot replace trace %s: %s", path,
+            put_err(errbuf, errlen, "cannot replace trace %s: %s", path,
                     errno_text(errno, eb, sizeof(eb)));
             rc = GT_EIO;
             goto fail_alloc;
@@ -658,7 +658,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: %s", path,
+        put_err(errbuf, errlen, "cannot create trace %s: %s", path,
                 errno_text(e, eb, sizeof(eb)));
         rc = e == EEXIST ? GT_EEXIST : GT_EIO;
         goto fail_alloc;
@@ -675,7 +675,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
 
     rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        put_err(errbuf, errlen, "gradtrace: cannot open trace %s: %s", path,
+        put_err(errbuf, errlen, "cannot open trace %s: %s", path,
                 r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
         rc = rc == SQLITE_NOMEM ? GT_ENOMEM : GT_EIO;
         goto fail_db;
@@ -729,7 +729,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         rc = sqlite3_prepare_v3(r->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                 &r->st[i], NULL);
         if (rc != SQLITE_OK) {
-            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: prepare %s: %s",
+            put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s",
                     path, stmt_sql[i], sqlite3_errmsg(r->db));
             rc = GT_ESQL;
             goto fail_stmts;
@@ -750,7 +750,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             sqlite3_stmt **st = rows == 1 ? &r->buf[w].one : &r->buf[w].multi;
             rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
             if (rc != SQLITE_OK) {
-                put_err(errbuf, errlen, "gradtrace: cannot create trace %s: prepare %s: %s",
+                put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s",
                         path, sql, sqlite3_errmsg(r->db));
                 rc = GT_ESQL;
                 goto fail_stmts;
@@ -770,7 +770,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     return 0;
 
 fail_exec:
-    put_err(errbuf, errlen, "gradtrace: cannot create trace %s: %s: %s", path, stage,
+    put_err(errbuf, errlen, "cannot create trace %s: %s: %s", path, stage,
             emsg ? emsg : sqlite3_errmsg(r->db));
     {
         int prim = sqlite3_errcode(r->db) & 0xff;
@@ -872,7 +872,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
     if (sqlite3_close(r->db) != SQLITE_OK && rc == 0) {
-        set_errmsg(r, "gradtrace: cannot close trace %s: %s", r->path,
+        set_errmsg(r, "cannot close trace %s: %s", r->path,
                    sqlite3_errmsg(r->db));
         rc = GT_ESQL;
     }
@@ -886,7 +886,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
 const char *gt_recorder_errmsg(gt_recorder *r)
 {
     if (!r)
-        return "gradtrace: no recorder handle";
+        return "no recorder handle";
     return r->errmsg;
 }
 
@@ -987,7 +987,7 @@ static int usable(const gt_recorder *r)
  * batch rolled back. Returns GT_ENOMEM. */
 static int intern_oom(gt_recorder *r, const char *what)
 {
-    set_errmsg(r, "gradtrace: recording stopped: out of memory (%s)", what);
+    set_errmsg(r, "recording stopped: out of memory (%s)", what);
     return fail(r, GT_ENOMEM);
 }
 
@@ -1042,7 +1042,7 @@ static int intern_string_locked(gt_recorder *r, const char *s, size_t len, gt_id
         return 0;
     }
     if (len > INT32_MAX) {
-        set_errmsg(r, "gradtrace: string of %zu bytes is too long", len);
+        set_errmsg(r, "string of %zu bytes is too long", len);
         return GT_EINVAL;
     }
     id = r->next_string;
@@ -1434,7 +1434,7 @@ int gt_backward_end(gt_recorder *r, gt_id id, int ok)
     const enum gt__stmt st_id = ST_BW_END;
     LOCKED_BEGIN(r);
     if (id >= r->next_backward) {
-        set_errmsg(r, "gradtrace: backward end: no backward call %" PRId64, id);
+        set_errmsg(r, "backward end: no backward call %" PRId64, id);
         rc = GT_EINVAL;
         goto out;
     }

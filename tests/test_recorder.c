@@ -274,7 +274,9 @@ static void test_open_bad_paths(void **state)
     int rc = gt_recorder_open(tpath("no/such/dir/t.db"), NULL, err, sizeof(err), &r);
     assert_int_equal(rc, GT_EIO);
     assert_null(r);
-    assert_non_null(strstr(err, "gradtrace: cannot create trace"));
+    /* library messages carry no program name: the command adds it */
+    assert_int_equal(strncmp(err, "cannot create trace ", 20), 0);
+    assert_null(strstr(err, "gradtrace:"));
     assert_non_null(strstr(err, "no such file or directory"));
 
     /* a path under a regular file (root ignores directory permissions, so
