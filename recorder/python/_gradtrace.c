@@ -1924,10 +1924,18 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
     char msg[512] = "";
     if (self->failed)
         snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
-    rc = gt_recorder_close(r);
+    char close_msg[512] = "";
+    rc = gt_recorder_close_msg(r, close_msg, sizeof close_msg);
     free_caches(self);
     swallow(self);
     exc_restore(saved_exc);
+    if (rc < 0 && !self->failed) {
+        /* closing itself failed (the trace is not one finished file):
+         * OSError, which Recording.stop reports without raising */
+        PyErr_Format(PyExc_OSError, "gradtrace: %s",
+                     close_msg[0] ? close_msg : gt_strerror(rc));
+        return NULL;
+    }
     if (rc < 0 || msg[0])
         return PyUnicode_FromString(msg[0] ? msg : gt_strerror(rc));
     Py_RETURN_NONE;

@@ -66,12 +66,22 @@ class ErrorText(unittest.TestCase):
 
     def test_cap_warning_once(self):
         script = os.path.join(gtutil.SOURCE, "bench", "longtrace_loop.py")
-        out, cp = gtutil.record(script, 300, options=("--max-size", "64K"))
+        out, cp = gtutil.record(script, 300, options=("--max-size", "200K"))
         lines = [l for l in cp.stderr.splitlines() if "recording stopped" in l]
         self.assertEqual(len(lines), 1, cp.stderr)
         self.assert_once(lines[0])
         self.assertEqual(lines[0].count("recording stopped"), 1, lines[0])
 
+    def test_cap_too_small_refused_once(self):
+        script = os.path.join(gtutil.SOURCE, "bench", "longtrace_loop.py")
+        out, cp = gtutil.record(script, 3, options=("--max-size", "64K"), expect_fail=True)
+        self.assertEqual(cp.returncode, 2)
+        lines = cp.stderr.splitlines()
+        self.assertEqual(len(lines), 1, cp.stderr)
+        self.assert_once(lines[0])
+        self.assertRegex(lines[0], r"^gradtrace: cannot create trace .*: a size cap of 65536 "
+                                   r"bytes is below the smallest trace \(\d+ bytes\)$")
+        self.assertFalse(os.path.exists(out))
 
 if __name__ == "__main__":
     unittest.main()
