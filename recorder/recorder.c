@@ -17,9 +17,17 @@
  *           disk, file size limit, i/o error, max_bytes) turns the handle
  *           "failed": the message is kept and every later call returns
  *           GT_EFAILED without touching the file.
+ *   cap     with max_bytes set, each commit first adds up the file's pages
+ *           and an upper estimate of the indexes close will add (idx_note
+ *           counts the bytes of their entries as rows are written); a batch
+ *           that would take the closed file past max_bytes is rolled back
+ *           and recording stops at the last commit. Batches shrink as the
+ *           file nears the cap, so the rolled-back one is small.
  *   close   commit, run.end_ns, indexes.sql, checkpoint the WAL into the
  *           main file and switch back to journal_mode=DELETE, so a closed
- *           trace is one self-contained file.
+ *           trace is one self-contained file; readers holding the file are
+ *           waited for (close_wait_ms), and if one still holds it close
+ *           fails with GT_EBUSY and a message saying what is where.
  *
  * Memory: apart from the interning tables (one entry per distinct string,
  * frame, stack and thread, see intern.h), a handle holds a fixed set of
@@ -50,12 +58,20 @@
 
 #define GT__DEFAULT_BATCH_EVENTS 20000
 #define GT__DEFAULT_BATCH_MS 250
+#define GT__DEFAULT_CLOSE_WAIT_MS 5000
 /* The first batch holds at most this many rows, each next one twice as many
  * up to batch_events: what a short run, or one killed or stopped by a size
  * limit early, recorded is committed soon, and long runs get big batches. */
 #define GT__FIRST_BATCH 1000
 #define GT__BUF_ROWS 16 /* rows per multi-row INSERT */
 #define GT__BUF_MAXCOL 7
+
+/* The indexes of schema/indexes.sql, whose size the cap counts ahead (a
+ * new index there needs its entry here and its idx_note calls). */
+enum gt__idx {
+    I_OP_ARGS_WRITTEN, I_TENSORS_STORAGE, I_TENSORS_VC, I_BUMPS_TENSOR, I_NODES_OP,
+    I_SAVED_NODE, I_SAVED_TENSOR, I_EDGES_NEXT, I_NAMES_TENSOR, GT__NIDX
+};
 
 /* Buffered row kinds, in the order of buf_info. */
 enum gt__buf { B_OP, B_OP_ARG, B_BUMP, B_SAVED, GT__NBUF };
@@ -162,6 +178,16 @@ struct gt_recorder {
     unsigned batch_ms;
     int64_t max_bytes;
     int64_t page_size;
+    unsigned close_wait_ms;
+
+    /* The size cap counts the indexes close will create: idx_bytes is an
+     * upper estimate of their entries' bytes for the committed rows,
+     * idx_pending for the open batch's (see idx_note). */
+    int64_t idx_bytes[GT__NIDX], idx_pending[GT__NIDX];
+    int64_t committed_seq;  /* r->seq at the last commit */
+    int64_t rows_committed; /* rows committed since open */
+    int64_t base_bytes;     /* the file's size at open, schema and run row */
+    int64_t last_bytes;     /* projected size at the last commit */
 
     int failed; /* 0, or the GT_E* code of the error that stopped recording */
     int capped; /* 1: stopped by max_bytes; the file is sound, so the run's
@@ -251,6 +277,53 @@ static void bind_str(sqlite3_stmt *st, int i, const char *s)
         sqlite3_bind_null(st, i);
 }
 
+/* ---- the size cap's index estimate --------------------------------------- */
+
+/* Bytes of integer v in an SQLite record (file format 4): 0 and 1 take none
+ * (nor NULL, which 0 stands for here), others 1, 2, 3, 4, 6 or 8. */
+static int rec_int_bytes(int64_t v)
+{
+    if (v == 0 || v == 1)
+        return 0;
+    uint64_t u = v < 0 ? ~(uint64_t)v : (uint64_t)v;
+    return u <= 0x7f ? 1 : u <= 0x7fff ? 2 : u <= 0x7fffff ? 3 : u <= 0x7fffffff ? 4
+         : u <= 0x7fffffffffffLL ? 6 : 8;
+}
+
+/* Count one entry of close-time index `which` whose record holds the n
+ * values v (the indexed columns, then the row's key): its cell pointer (2),
+ * payload size (1) and header (1 + one type byte per column), then the
+ * values. Rows later rolled back or ignored (INSERT OR IGNORE) only make
+ * the estimate larger than the truth, never smaller. */
+static void idx_note(gt_recorder *r, enum gt__idx which, int n, const int64_t *v)
+{
+    if (r->max_bytes <= 0)
+        return;
+    int64_t b = 4 + n;
+    for (int i = 0; i < n; i++)
+        b += rec_int_bytes(v[i]);
+    r->idx_pending[which] += b;
+}
+
+/* Upper estimate of the bytes the indexes of indexes.sql add to the file,
+ * the open batch's entries included if `pending`: for each index, its
+ * leaves filled to at least 90% (CREATE INDEX fills them in key order,
+ * nearly full) and at least one (its root while it has one page); once it
+ * outgrows a page, an interior root and one interior cell of at most 24
+ * bytes per leaf. Then a page for their entries in sqlite_schema. */
+static int64_t idx_reserve(const gt_recorder *r, int pending)
+{
+    int64_t usable = r->page_size - 12, pages = 1;
+    for (int i = 0; i < GT__NIDX; i++) {
+        int64_t b = r->idx_bytes[i] + (pending ? r->idx_pending[i] : 0);
+        int64_t leaves = (b * 10 / 9 + usable - 1) / usable;
+        if (leaves < 1)
+            leaves = 1;
+        pages += leaves + (leaves > 1 ? 1 + leaves * 24 / usable : 0);
+    }
+    return pages * r->page_size;
+}
+
 /* ---- failure ------------------------------------------------------------ */
 
 /* Turn the handle failed with `code` and the message already in errmsg;
@@ -264,6 +337,7 @@ static int fail(gt_recorder *r, int code)
     }
     r->in_txn = 0;
     r->batch_n = 0;
+    memset(r->idx_pending, 0, sizeof r->idx_pending);
     for (int i = 0; i < GT__NBUF; i++)
         r->buf[i].n = 0;
     return code;
@@ -291,33 +365,33 @@ static int sql_error(gt_recorder *r, int src, const char *what, int fatal, int e
     char eb[128];
     if (!fatal && (prim == SQLITE_CONSTRAINT || prim == SQLITE_MISMATCH ||
                    prim == SQLITE_RANGE || prim == SQLITE_TOOBIG || prim == SQLITE_ERROR)) {
-        set_errmsg(r, "gradtrace: %s: %s", what, sqlite3_errmsg(r->db));
+        set_errmsg(r, "%s: %s", what, sqlite3_errmsg(r->db));
         return GT_EINVAL;
     }
     int sys = full_errno(sqlite3_system_errno(r->db), err);
     if (prim == SQLITE_FULL ||
         (prim == SQLITE_IOERR && (sys == EFBIG || sys == ENOSPC || sys == EDQUOT))) {
-        set_errmsg(r, "gradtrace: recording stopped: disk full or file size limit (%s: %s%s%s)",
+        set_errmsg(r, "recording stopped: disk full or file size limit (%s: %s%s%s)",
                    what, sqlite3_errstr(src), sys ? ": " : "",
                    sys ? errno_text(sys, eb, sizeof(eb)) : "");
         return fail(r, GT_EFULL);
     }
     if (prim == SQLITE_IOERR) {
-        set_errmsg(r, "gradtrace: recording stopped: i/o error (%s: %s%s%s)", what,
+        set_errmsg(r, "recording stopped: i/o error (%s: %s%s%s)", what,
                    sqlite3_errmsg(r->db), sys ? ": " : "",
                    sys ? errno_text(sys, eb, sizeof(eb)) : "");
         return fail(r, GT_EIO);
     }
     if (prim == SQLITE_NOMEM) {
-        set_errmsg(r, "gradtrace: recording stopped: out of memory (%s)", what);
+        set_errmsg(r, "recording stopped: out of memory (%s)", what);
         return fail(r, GT_ENOMEM);
     }
     if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
-        set_errmsg(r, "gradtrace: recording stopped: trace is damaged (%s: %s)", what,
+        set_errmsg(r, "recording stopped: trace is damaged (%s: %s)", what,
                    sqlite3_errmsg(r->db));
         return fail(r, GT_ECORRUPT);
     }
-    set_errmsg(r, "gradtrace: recording stopped: sqlite error (%s: %s)", what,
+    set_errmsg(r, "recording stopped: sqlite error (%s: %s)", what,
                sqlite3_errmsg(r->db));
     return fail(r, GT_ESQL);
 }
@@ -462,7 +536,7 @@ static int begin_write_as(gt_recorder *r, int run_row)
     if (getpid() != r->pid) {
         /* a forked child must not write through its parent's connection */
         r->closed = 1;
-        set_errmsg(r, "gradtrace: recorder handle was opened by process %ld, "
+        set_errmsg(r, "recorder handle was opened by process %ld, "
                       "not by this (forked) process", (long)r->pid);
         return GT_ECLOSED;
     }
@@ -477,25 +551,69 @@ static int begin_write_as(gt_recorder *r, int run_row)
 
 static int begin_write(gt_recorder *r) { return begin_write_as(r, 0); }
 
-/* Stop recording at the size cap, after a commit: every event up to r->seq
- * is in the file. The run row says where and why (written at once, so a
- * later kill keeps it); the run's end and the close are still written. */
+/* Stop recording at the size cap: the open batch would take the closed file
+ * to `bytes` > max_bytes, so it is rolled back and every event up to the
+ * last commit (r->committed_seq) is what the trace keeps. The run row says
+ * where and why (written at once, so a later kill keeps it); the run's end
+ * and the close are still written. */
 static int stop_at_cap(gt_recorder *r, int64_t bytes)
 {
     char why[160];
+    sqlite3_step(r->st[ST_ROLLBACK]);
+    sqlite3_reset(r->st[ST_ROLLBACK]);
+    r->in_txn = 0;
+    r->batch_n = 0;
+    memset(r->idx_pending, 0, sizeof r->idx_pending);
     snprintf(why, sizeof why, "size cap: %" PRId64 " bytes > max_bytes %" PRId64, bytes,
              r->max_bytes);
     sqlite3_stmt *st = r->st[ST_RUN_STOPPED];
-    sqlite3_bind_int64(st, 1, r->seq);
+    sqlite3_bind_int64(st, 1, r->committed_seq > 0 ? r->committed_seq : 1);
     sqlite3_bind_text(st, 2, why, -1, SQLITE_TRANSIENT);
     int rc = step(r, ST_RUN_STOPPED, "mark the stop", 1);
     if (rc)
         return rc;
-    set_errmsg(r, "gradtrace: recording stopped: trace reached its size cap "
-                  "(%" PRId64 " bytes > max_bytes %" PRId64 ")",
+    set_errmsg(r, "recording stopped: trace reached its size cap (the next batch would "
+                  "make it %" PRId64 " bytes with its indexes > max_bytes %" PRId64 ")",
                bytes, r->max_bytes);
     r->capped = 1;
     return fail(r, GT_EFULL);
+}
+
+/* The size the closed file would have if the open batch were committed:
+ * its pages now (the open transaction's included) plus the indexes' upper
+ * estimate. 0 and an error code on failure. */
+static int projected_bytes(gt_recorder *r, int64_t *out)
+{
+    sqlite3_stmt *st = r->st[ST_PAGE_COUNT];
+    int64_t pages = 0;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        pages = sqlite3_column_int64(st, 0);
+    int rc = sqlite3_reset(st);
+    if (rc != SQLITE_OK)
+        return sql_error(r, rc, "page_count", 1, 0);
+    *out = pages * r->page_size + idx_reserve(r, 1);
+    return 0;
+}
+
+/* After a commit of `rows` rows that left the file at `bytes` (projected,
+ * `before` at the commit before): the next batch holds at most a quarter of
+ * the room left, at the larger of the average bytes per row so far and the
+ * last batch's, so that the file approaches the cap in ever smaller steps
+ * and a batch of big rows slows it at once. */
+static void shrink_batch(gt_recorder *r, int64_t bytes, int64_t before, unsigned rows)
+{
+    int64_t room = r->max_bytes - bytes;
+    int64_t grown = bytes - r->base_bytes;
+    if (r->rows_committed <= 0 || grown <= 0)
+        return;
+    int64_t per_row = grown / r->rows_committed + 1;
+    if (rows > 0 && bytes > before && (bytes - before) / rows + 1 > per_row)
+        per_row = (bytes - before) / rows + 1;
+    int64_t fit = room / 4 / per_row;
+    if (fit < GT__BUF_ROWS)
+        fit = GT__BUF_ROWS;
+    if ((int64_t)r->batch_cur > fit)
+        r->batch_cur = (unsigned)fit;
 }
 
 static int commit(gt_recorder *r)
@@ -504,30 +622,38 @@ static int commit(gt_recorder *r)
         return 0;
     if (getpid() != r->pid) {
         r->closed = 1;
-        set_errmsg(r, "gradtrace: recorder handle was opened by process %ld, "
+        set_errmsg(r, "recorder handle was opened by process %ld, "
                       "not by this (forked) process", (long)r->pid);
         return GT_ECLOSED;
     }
     int args_rc = flush_bufs(r);
     if (args_rc && args_rc != GT_EINVAL)
         return args_rc;
+    int64_t bytes = 0;
+    int capping = r->max_bytes > 0 && !r->capped;
+    if (capping) {
+        int rc = projected_bytes(r, &bytes);
+        if (rc)
+            return rc;
+        if (bytes > r->max_bytes)
+            return stop_at_cap(r, bytes);
+    }
+    unsigned rows = r->batch_n;
     int rc = step(r, ST_COMMIT, "commit", 1);
     r->in_txn = 0;
     r->batch_n = 0;
     if (rc)
         return rc;
+    r->committed_seq = r->seq;
+    r->rows_committed += rows;
+    for (int i = 0; i < GT__NIDX; i++)
+        r->idx_bytes[i] += r->idx_pending[i];
+    memset(r->idx_pending, 0, sizeof r->idx_pending);
     if (r->batch_cur < r->batch_events)
         r->batch_cur = r->batch_cur > r->batch_events / 2 ? r->batch_events : r->batch_cur * 2;
-    if (r->max_bytes > 0 && !r->capped) {
-        sqlite3_stmt *st = r->st[ST_PAGE_COUNT];
-        int64_t pages = 0;
-        if (sqlite3_step(st) == SQLITE_ROW)
-            pages = sqlite3_column_int64(st, 0);
-        rc = sqlite3_reset(st);
-        if (rc != SQLITE_OK)
-            return sql_error(r, rc, "page_count", 1, 0);
-        if (pages * r->page_size > r->max_bytes)
-            return stop_at_cap(r, pages * r->page_size);
+    if (capping) {
+        shrink_batch(r, bytes, r->last_bytes, rows);
+        r->last_bytes = bytes;
     }
     return args_rc;
 }
@@ -594,18 +720,18 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     int rc, fd, created = 0;
 
     if (!path || !*path || !out) {
-        put_err(errbuf, errlen, "gradtrace: cannot create trace: no path given");
+        put_err(errbuf, errlen, "cannot create trace: no path given");
         return GT_EINVAL;
     }
     r = calloc(1, sizeof(*r));
     if (!r) {
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: out of memory", path);
+        put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
         return GT_ENOMEM;
     }
     r->lock_fd = -1;
     if (pthread_mutex_init(&r->mu, NULL) != 0) {
         free(r);
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: mutex init failed", path);
+        put_err(errbuf, errlen, "cannot create trace %s: mutex init failed", path);
         return GT_ENOMEM;
     }
     gt__strtab_init(&r->strings);
@@ -617,12 +743,14 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     r->batch_cur = r->batch_events < GT__FIRST_BATCH ? r->batch_events : GT__FIRST_BATCH;
     r->batch_ms = opts && opts->batch_ms ? opts->batch_ms : GT__DEFAULT_BATCH_MS;
     r->max_bytes = opts ? opts->max_bytes : 0;
+    r->close_wait_ms = opts && opts->close_wait_ms ? opts->close_wait_ms
+                                                    : GT__DEFAULT_CLOSE_WAIT_MS;
     r->pid = getpid();
     r->next_string = r->next_frame = r->next_stack = r->next_thread = 1;
     r->next_backward = 1;
     r->path = strdup(path);
     if (!r->path) {
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: out of memory", path);
+        put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
         rc = GT_ENOMEM;
         goto fail_alloc;
     }
@@ -632,24 +760,24 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (!(opts && opts->overwrite)) {
-            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: file exists", path);
+            put_err(errbuf, errlen, "cannot create trace %s: file exists", path);
             rc = GT_EEXIST;
             goto fail_alloc;
         }
         if (S_ISDIR(sb.st_mode)) {
-            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: is a directory",
+            put_err(errbuf, errlen, "cannot create trace %s: is a directory",
                     path);
             rc = GT_EIO;
             goto fail_alloc;
         }
         if (trace_is_live(path)) {
-            put_err(errbuf, errlen, "gradtrace: cannot replace trace %s: another recording "
+            put_err(errbuf, errlen, "cannot replace trace %s: another recording "
                                     "is writing it", path);
             rc = GT_EEXIST;
             goto fail_alloc;
         }
         if (unlink(path) != 0) {
-            put_err(errbuf, errlen, "gradtrace: cannot replace trace %s: %s", path,
+            put_err(errbuf, errlen, "cannot replace trace %s: %s", path,
                     errno_text(errno, eb, sizeof(eb)));
             rc = GT_EIO;
             goto fail_alloc;
@@ -658,7 +786,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         int e = errno;
-        put_err(errbuf, errlen, "gradtrace: cannot create trace %s: %s", path,
+        put_err(errbuf, errlen, "cannot create trace %s: %s", path,
                 errno_text(e, eb, sizeof(eb)));
         rc = e == EEXIST ? GT_EEXIST : GT_EIO;
         goto fail_alloc;
@@ -675,7 +803,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
 
     rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        put_err(errbuf, errlen, "gradtrace: cannot open trace %s: %s", path,
+        put_err(errbuf, errlen, "cannot open trace %s: %s", path,
                 r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
         rc = rc == SQLITE_NOMEM ? GT_ENOMEM : GT_EIO;
         goto fail_db;
@@ -729,7 +857,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         rc = sqlite3_prepare_v3(r->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                 &r->st[i], NULL);
         if (rc != SQLITE_OK) {
-            put_err(errbuf, errlen, "gradtrace: cannot create trace %s: prepare %s: %s",
+            put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s",
                     path, stmt_sql[i], sqlite3_errmsg(r->db));
             rc = GT_ESQL;
             goto fail_stmts;
@@ -750,7 +878,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             sqlite3_stmt **st = rows == 1 ? &r->buf[w].one : &r->buf[w].multi;
             rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
             if (rc != SQLITE_OK) {
-                put_err(errbuf, errlen, "gradtrace: cannot create trace %s: prepare %s: %s",
+                put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s",
                         path, sql, sqlite3_errmsg(r->db));
                 rc = GT_ESQL;
                 goto fail_stmts;
@@ -766,11 +894,34 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         if (r->page_size <= 0)
             r->page_size = 4096;
     }
+    if (r->max_bytes > 0) {
+        /* the smallest closed trace: the schema, the run row, the empty
+         * indexes, and room for a first batch of a few dozen rows */
+        int64_t least = 0;
+        if ((rc = projected_bytes(r, &least)) != 0) {
+            put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
+            goto fail_stmts;
+        }
+        r->base_bytes = r->last_bytes = least;
+        /* first batches: a quarter of the room at a guessed 256 bytes per
+         * row (later ones go by what was measured, shrink_batch) */
+        int64_t fit = (r->max_bytes - least) / 4 / 256;
+        if (fit < (int64_t)r->batch_cur)
+            r->batch_cur = fit < GT__BUF_ROWS ? GT__BUF_ROWS : (unsigned)fit;
+        least += 4 * r->page_size;
+        if (r->max_bytes < least) {
+            put_err(errbuf, errlen, "cannot create trace %s: a size cap of %" PRId64
+                    " bytes is below the smallest trace (%" PRId64 " bytes)",
+                    path, r->max_bytes, least);
+            rc = GT_EINVAL;
+            goto fail_stmts;
+        }
+    }
     *out = r;
     return 0;
 
 fail_exec:
-    put_err(errbuf, errlen, "gradtrace: cannot create trace %s: %s: %s", path, stage,
+    put_err(errbuf, errlen, "cannot create trace %s: %s: %s", path, stage,
             emsg ? emsg : sqlite3_errmsg(r->db));
     {
         int prim = sqlite3_errcode(r->db) & 0xff;
@@ -804,6 +955,160 @@ fail_alloc:
     return rc;
 }
 
+/* Sleep about ms milliseconds. */
+static void nap(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Fold the write-ahead log into the trace and leave WAL mode, so the
+ * closed trace is one file. A reader in a read transaction keeps a
+ * checkpoint from finishing (SQLITE_BUSY), and another process holding a
+ * lock on the file keeps WAL mode on: wait for them, up to close_wait_ms,
+ * through SQLite's busy handler and retries. Whether it worked is judged
+ * after the connection is closed (check_one_file): leaving WAL mode folds
+ * in what a busy checkpoint could not. Returns 0 when the trace left WAL
+ * mode, 1 when it is still in WAL mode at the deadline, or an SQLite error
+ * other than busy (the handle is then failed). */
+static int finish_file(gt_recorder *r)
+{
+    int64_t deadline = now_ms() + r->close_wait_ms;
+    int rc;
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        sqlite3_busy_timeout(r->db, left > 0 ? (int)left : 0);
+        errno = 0;
+        rc = sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        if (rc == SQLITE_OK || now_ms() >= deadline)
+            break;
+        if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+            return sql_error(r, rc, "checkpoint", 1, errno);
+        nap(20);
+    }
+    for (;;) {
+        sqlite3_stmt *st = NULL;
+        int64_t left = deadline - now_ms();
+        sqlite3_busy_timeout(r->db, left > 0 ? (int)left : 0);
+        int wal = 1;
+        rc = sqlite3_prepare_v2(r->db, "PRAGMA journal_mode = DELETE", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(st);
+            if (rc == SQLITE_ROW) {
+                wal = !strcmp((const char *)sqlite3_column_text(st, 0), "wal");
+                rc = SQLITE_OK;
+            }
+            int rc2 = sqlite3_finalize(st);
+            if (rc == SQLITE_OK)
+                rc = rc2;
+        }
+        if (rc == SQLITE_OK && !wal)
+            return 0;
+        if (now_ms() >= deadline)
+            return 1;
+        if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+            return sql_error(r, rc, "leave WAL mode", 1, 0);
+        nap(20);
+    }
+}
+
+/* The trace is still in WAL mode because another process holds it (a read
+ * transaction that never ends, a lock): write the finished trace as a new
+ * file beside it (VACUUM INTO: one file, rollback-journal mode, compact),
+ * drop the old -wal and -shm names, and rename the new file over the old
+ * one. The holder keeps reading the old file through its open descriptors;
+ * whoever opens the path next gets the finished trace. The -wal name goes
+ * before the rename: a -wal beside the new file would be replayed into it.
+ * Returns 0, or GT_EBUSY with a message (the old trace is left as it was). */
+static int replace_with_copy(gt_recorder *r)
+{
+    size_t n = strlen(r->path);
+    char *side = malloc(2 * n + 32), *tmp;
+    if (!side)
+        return 0;
+    tmp = side + n + 8;
+    snprintf(tmp, n + 24, "%s.gt-finish", r->path);
+    (void)unlink(tmp);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(r->db, "VACUUM INTO ?1", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, tmp, -1, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(r->db);
+    }
+    if (rc != SQLITE_OK) {
+        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
+                      "and writing a finished copy failed (%s)",
+                   r->path, r->close_wait_ms, sqlite3_errmsg(r->db));
+        sqlite3_finalize(st);
+        (void)unlink(tmp);
+        free(side);
+        r->failed = GT_EBUSY;
+        return GT_EBUSY;
+    }
+    sqlite3_finalize(st);
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    memcpy(side, r->path, n);
+    memcpy(side + n, "-wal", 5);
+    (void)unlink(side);
+    memcpy(side + n, "-shm", 5);
+    (void)unlink(side);
+    char eb[128];
+    if (rename(tmp, r->path) != 0) {
+        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
+                      "and replacing it with a finished copy failed (%s); the copy is %s",
+                   r->path, r->close_wait_ms, errno_text(errno, eb, sizeof eb), tmp);
+        free(side);
+        r->failed = GT_EBUSY;
+        return GT_EBUSY;
+    }
+    free(side);
+    return 0;
+}
+
+/* After the connection is closed: is the trace one file? Not if a -wal
+ * file with frames is beside it (events may be only there), nor if the
+ * file is still in WAL mode (its header's format bytes are 2). Returns 0,
+ * or GT_EBUSY with the message saying what is where. */
+static int check_one_file(gt_recorder *r)
+{
+    size_t n = strlen(r->path);
+    char *wal = malloc(n + 5);
+    if (!wal)
+        return 0;
+    memcpy(wal, r->path, n);
+    memcpy(wal + n, "-wal", 5);
+    struct stat sb;
+    int64_t wal_bytes = stat(wal, &sb) == 0 ? (int64_t)sb.st_size : 0;
+    unsigned char head[20] = {0};
+    int fd = open(r->path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, head, sizeof head) != (ssize_t)sizeof head)
+            head[18] = 0;
+        close(fd);
+    }
+    int rc = 0;
+    if (wal_bytes > 0) {
+        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
+                      "so %" PRId64 " bytes of the run are still only in %s; keep that "
+                      "file beside the trace (a gradtrace command on the trace folds it "
+                      "in once that process is gone)",
+                   r->path, r->close_wait_ms, wal_bytes, wal);
+        rc = GT_EBUSY;
+    } else if (head[18] == 2) {
+        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
+                      "so it stays in WAL mode; every event is in the trace itself, but "
+                      "a reader of a copy needs write access to it",
+                   r->path, r->close_wait_ms);
+        rc = GT_EBUSY;
+    }
+    free(wal);
+    return rc;
+}
+
 int gt_recorder_close(gt_recorder *r)
 {
     return gt_recorder_close_msg(r, NULL, 0);
@@ -826,8 +1131,15 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
         return GT_ECLOSED;
     }
     int stop = r->failed; /* the cause, kept as the result after a cap stop */
-    if (r->capped)
+    int finishing = 0;    /* 1: the file was to be made one file */
+    if (!r->failed)
+        commit(r); /* the last events: this may still stop at the cap */
+    if (r->capped) {
+        /* the file is sound: its end and indexes are written all the same */
+        if (!stop)
+            stop = r->failed;
         r->failed = 0;
+    }
     if (!r->failed) {
         if (begin_write(r) == 0) {
             sqlite3_stmt *st = r->st[ST_RUN_CLOSE];
@@ -847,21 +1159,10 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
             sqlite3_free(emsg);
         }
         if (!r->failed) {
-            char *emsg = NULL;
-            int err = 0;
-            /* Fold the log into the file and leave WAL mode, so the closed
-             * trace is one file. If another connection has the trace open
-             * (someone reading it live) SQLite refuses with SQLITE_BUSY:
-             * everything is committed and the log stays valid, so that is
-             * not an error; the last connection to close folds it in. */
-            sqlite3_busy_timeout(r->db, 0); /* never wait for readers here */
-            if (exec_sql(r->db, "PRAGMA wal_checkpoint(TRUNCATE);"
-                         " PRAGMA journal_mode = DELETE;", &emsg, &err) != SQLITE_OK) {
-                int prim = sqlite3_errcode(r->db) & 0xff;
-                if (prim != SQLITE_BUSY && prim != SQLITE_LOCKED)
-                    sql_error(r, sqlite3_extended_errcode(r->db), "checkpoint", 1, err);
-            }
-            sqlite3_free(emsg);
+            int held = finish_file(r);
+            if (held == 1)
+                held = replace_with_copy(r);
+            finishing = held == 0;
         }
     }
     rc = r->failed ? r->failed : stop;
@@ -872,9 +1173,14 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
     if (sqlite3_close(r->db) != SQLITE_OK && rc == 0) {
-        set_errmsg(r, "gradtrace: cannot close trace %s: %s", r->path,
+        set_errmsg(r, "cannot close trace %s: %s", r->path,
                    sqlite3_errmsg(r->db));
         rc = GT_ESQL;
+    }
+    if (finishing) {
+        int one = check_one_file(r);
+        if (one)
+            rc = one;
     }
     if (rc)
         put_err(errbuf, errlen, "%s", r->errmsg);
@@ -886,7 +1192,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
 const char *gt_recorder_errmsg(gt_recorder *r)
 {
     if (!r)
-        return "gradtrace: no recorder handle";
+        return "no recorder handle";
     return r->errmsg;
 }
 
@@ -987,7 +1293,7 @@ static int usable(const gt_recorder *r)
  * batch rolled back. Returns GT_ENOMEM. */
 static int intern_oom(gt_recorder *r, const char *what)
 {
-    set_errmsg(r, "gradtrace: recording stopped: out of memory (%s)", what);
+    set_errmsg(r, "recording stopped: out of memory (%s)", what);
     return fail(r, GT_ENOMEM);
 }
 
@@ -1042,7 +1348,7 @@ static int intern_string_locked(gt_recorder *r, const char *s, size_t len, gt_id
         return 0;
     }
     if (len > INT32_MAX) {
-        set_errmsg(r, "gradtrace: string of %zu bytes is too long", len);
+        set_errmsg(r, "string of %zu bytes is too long", len);
         return GT_EINVAL;
     }
     id = r->next_string;
@@ -1191,6 +1497,8 @@ int gt_op_arg(gt_recorder *r, int64_t seq, int role, int pos, gt_id tensor, int6
     if (!r || seq <= 0 || role < GT_ROLE_INPUT || role > GT_ROLE_MUTATED || tensor <= 0)
         return GT_EINVAL;
     BUF_BEGIN(r, B_OP_ARG);
+    if (role == GT_ROLE_MUTATED) /* op_args_written: (tensor, op, role, pos) */
+        idx_note(r, I_OP_ARGS_WRITTEN, 4, (int64_t[]){tensor, seq, role, pos});
     v[0] = seq;
     v[1] = role;
     v[2] = pos;
@@ -1273,6 +1581,10 @@ int gt_tensor(gt_recorder *r, const gt_tensor_info *t)
     bind_id(st, 11, t->alias_of > 0 ? t->alias_of : 0);
     sqlite3_bind_int(st, 12, t->alias_of > 0 && t->shares_version ? 1 : 0);
     sqlite3_bind_int64(st, 13, t->version_counter > 0 ? t->version_counter : t->id);
+    /* tensors_storage (storage, id), tensors_vc (version_counter, id) */
+    idx_note(r, I_TENSORS_STORAGE, 2, (int64_t[]){t->storage, t->id});
+    idx_note(r, I_TENSORS_VC, 2,
+             (int64_t[]){t->version_counter > 0 ? t->version_counter : t->id, t->id});
     rc = step(r, st_id, "tensor", 0);
     sqlite3_bind_null(st, 5);
     sqlite3_bind_null(st, 6);
@@ -1292,6 +1604,7 @@ int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version, i
         return GT_EINVAL;
     BUF_BEGIN(r, B_BUMP);
     int64_t s = ++r->seq;
+    idx_note(r, I_BUMPS_TENSOR, 3, (int64_t[]){tensor, s, s});
     v[0] = s;
     v[1] = op;
     null[1] = op == 0;
@@ -1320,6 +1633,7 @@ int gt_node(gt_recorder *r, const gt_node_info *n)
         sqlite3_bind_null(st, 5);
     bind_id(st, 6, n->thread > 0 ? n->thread : 0);
     bind_id(st, 7, n->variable > 0 ? n->variable : 0);
+    idx_note(r, I_NODES_OP, 2, (int64_t[]){n->op > 0 ? n->op : 0, n->id});
     LOCKED_END(r, "node");
 }
 
@@ -1337,6 +1651,7 @@ int gt_edge(gt_recorder *r, gt_id node, int pos, gt_id next, int input_nr)
         sqlite3_bind_int(st, 4, input_nr);
     else
         sqlite3_bind_null(st, 4);
+    idx_note(r, I_EDGES_NEXT, 3, (int64_t[]){next, node, pos});
     LOCKED_END(r, "edge");
 }
 
@@ -1360,6 +1675,8 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_
         return GT_EINVAL;
     BUF_BEGIN(r, B_SAVED);
     int64_t s = ++r->seq;
+    idx_note(r, I_SAVED_NODE, 2, (int64_t[]){node, s});
+    idx_note(r, I_SAVED_TENSOR, 2, (int64_t[]){tensor, s});
     v[0] = s;
     v[1] = node;
     v[2] = slot;
@@ -1434,7 +1751,7 @@ int gt_backward_end(gt_recorder *r, gt_id id, int ok)
     const enum gt__stmt st_id = ST_BW_END;
     LOCKED_BEGIN(r);
     if (id >= r->next_backward) {
-        set_errmsg(r, "gradtrace: backward end: no backward call %" PRId64, id);
+        set_errmsg(r, "backward end: no backward call %" PRId64, id);
         rc = GT_EINVAL;
         goto out;
     }
@@ -1503,6 +1820,7 @@ int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name)
     sqlite3_bind_int64(st, 1, seq);
     sqlite3_bind_int64(st, 2, tensor);
     sqlite3_bind_int64(st, 3, nid);
+    idx_note(r, I_NAMES_TENSOR, 3, (int64_t[]){tensor, seq, nid});
     LOCKED_END(r, "name");
 }
 

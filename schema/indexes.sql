@@ -1,5 +1,7 @@
 -- Indexes the inspector needs, created by gt_recorder_close (not while
 -- recording, to keep inserts cheap). IF NOT EXISTS: closing twice is harmless.
+-- The size cap (max_bytes) counts these ahead, entry by entry: a new index
+-- here needs its entry in recorder.c's enum gt__idx and its idx_note calls.
 -- Written arguments only (role 2, mutated): what the inspector looks up by
 -- tensor. An index over every argument would add about 42 bytes per op
 -- (30% of a trace) for lookups that a scan of op_args serves well enough.

@@ -221,7 +221,8 @@ static int fsize_open_child(const char *path)
     }
     if (r != NULL)
         return 32;
-    if (!strstr(err, "gradtrace: cannot create trace") || !strstr(err, "fsize_open.db"))
+    if (strncmp(err, "cannot create trace", 19) || !strstr(err, "fsize_open.db") ||
+        strstr(err, "gradtrace:"))
         return 33;
     return 0;
 }

@@ -187,11 +187,8 @@ static int ck(Recorder *self, int rc)
     if (rc < 0 && !self->failed && self->r && gt_recorder_failed(self->r)) {
         self->failed = 1;
         self->active = 0;
-        const char *msg = gt_recorder_errmsg(self->r);
-        if (!strncmp(msg, "gradtrace: ", 11))
-            PySys_WriteStderr("%s\n", msg);
-        else
-            PySys_WriteStderr("gradtrace: recording stopped: %s\n", msg);
+        /* library messages carry no program name: it is added here, once */
+        PySys_WriteStderr("gradtrace: %s\n", gt_recorder_errmsg(self->r));
     }
     return rc;
 }
@@ -1821,9 +1818,12 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     gt_recorder *r = NULL;
     int rc = gt_recorder_open(path, &opts, err, sizeof err, &r);
     if (rc < 0) {
-        PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
-                     "gradtrace: cannot create trace %s: %s", path,
-                     err[0] ? err : gt_strerror(rc));
+        if (err[0])
+            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
+                         "gradtrace: %s", err);
+        else
+            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
+                         "gradtrace: cannot create trace %s: %s", path, gt_strerror(rc));
         return -1;
     }
     self->r = r;
@@ -1924,10 +1924,18 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
     char msg[512] = "";
     if (self->failed)
         snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
-    rc = gt_recorder_close(r);
+    char close_msg[512] = "";
+    rc = gt_recorder_close_msg(r, close_msg, sizeof close_msg);
     free_caches(self);
     swallow(self);
     exc_restore(saved_exc);
+    if (rc < 0 && !self->failed) {
+        /* closing itself failed (the trace is not one finished file):
+         * OSError, which Recording.stop reports without raising */
+        PyErr_Format(PyExc_OSError, "gradtrace: %s",
+                     close_msg[0] ? close_msg : gt_strerror(rc));
+        return NULL;
+    }
     if (rc < 0 || msg[0])
         return PyUnicode_FromString(msg[0] ? msg : gt_strerror(rc));
     Py_RETURN_NONE;

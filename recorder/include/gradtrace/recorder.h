@@ -25,6 +25,18 @@
  *     the run row gets stopped_seq and stopped_reason at once, and
  *     gt_run_end and gt_recorder_close still write the run's end and the
  *     indexes (close then returns GT_EFULL, the cause).
+ *   - max_bytes caps the file the user gets, the close-time indexes
+ *     included: before each commit the writer adds to the file's size an
+ *     upper estimate of those indexes (from the rows written so far); a
+ *     batch that would cross the cap is rolled back and recording stops
+ *     there, so the closed file stays at or below max_bytes. Batches shrink
+ *     as the file nears the cap, so little is lost to the rollback. A cap
+ *     below the size of an empty trace (about 160 KiB) is refused at open.
+ *   - A closed trace is one file: close folds the write-ahead log into it
+ *     and leaves WAL mode, waiting up to close_wait_ms for other processes
+ *     reading the trace to let go. If one still holds it, close returns
+ *     GT_EBUSY and says what is left where (the events may still be in the
+ *     -wal file beside the trace, or all in the trace but in WAL mode).
  *   - Caller mistakes (a negative id, an unknown role, a duplicate tensor id,
  *     malformed argv JSON) return GT_EINVAL with a message and leave the
  *     handle recording.
@@ -80,7 +92,8 @@ extern "C" {
     X(GT_ECLOSED, -8, "handle is closed")                                \
     X(GT_EFAILED, -9, "recording stopped after an earlier error")        \
     X(GT_ESQL, -10, "sqlite error")                                      \
-    X(GT_ECORRUPT, -11, "trace is damaged")
+    X(GT_ECORRUPT, -11, "trace is damaged")                             \
+    X(GT_EBUSY, -12, "trace is held open by another process")
 
 enum gt_errno {
 #define GT__ERRNO_ENUM(name, value, msg) name = value,
@@ -117,8 +130,9 @@ enum gt_run_status {
 typedef struct gt_recorder_options {
     unsigned batch_events; /* commit after this many events (default 20000) */
     unsigned batch_ms;     /* ... or after this many ms (default 250) */
-    int64_t max_bytes;     /* stop recording past this file size; 0 = none */
+    int64_t max_bytes;     /* cap on the closed file's size; 0 = none */
     int overwrite;         /* 1: replace an existing file; 0: GT_EEXIST */
+    unsigned close_wait_ms; /* how long close waits for readers (default 5000) */
 } gt_recorder_options;
 
 /* Run metadata (table run). Any pointer may be NULL. */

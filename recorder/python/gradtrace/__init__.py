@@ -83,6 +83,7 @@ class Recording:
         self._backward_exc = None
         self._orig_bootstrap = None
         self.error = None  # the recorder's error message after stop(), if any
+        self.finished = True  # False if stop() could not finish the trace file
 
     # -- lifecycle -------------------------------------------------------
 
@@ -188,7 +189,14 @@ class Recording:
             status = "exception" if exc is not None else "ok"
         code = {"ok": _gradtrace.RUN_OK, "exception": _gradtrace.RUN_EXCEPTION,
                 "signal": _gradtrace.RUN_SIGNAL}[status]
-        self.error = self._rec.close(code, exit_code, sig)
+        try:
+            self.error = self._rec.close(code, exit_code, sig)
+        except OSError as e:
+            # the trace could not be made one finished file: say so, once,
+            # without changing whether the user's run raises
+            self.error = str(e)
+            self.finished = False
+            sys.stderr.write("%s\n" % e)
         self._rec = None
         if threading.current_thread() is threading.main_thread():
             if self._old_xfsz is not None:

@@ -109,8 +109,11 @@ def main(argv):
                          % (sys.executable, e, sys.executable))
         return 2
     failed = [False]
+    recs = []
 
     def footer():
+        if recs and not recs[0].finished:
+            return  # stop() said why the trace is not finished
         line = "gradtrace: trace written to %s" % out
         if failed[0]:
             line += "; the run failed, diagnose it with: %s diagnose %s" % (
@@ -136,6 +139,7 @@ def main(argv):
     sys.path[0] = os.path.dirname(path)
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest)
+    recs.append(rec)
     try:
         rec.start()
     except OSError as e:
@@ -148,6 +152,8 @@ def main(argv):
         code = gradtrace._exit_code(e)
         failed[0] = code != 0
         rec.stop("ok", code)
+        if code == 0 and not rec.finished:
+            sys.exit(1)
         raise
     except KeyboardInterrupt as e:
         failed[0] = True
@@ -160,7 +166,7 @@ def main(argv):
         _hook_stripping()
         raise
     rec.stop("ok", 0)
-    return 0
+    return 0 if rec.finished else 1
 
 
 if __name__ == "__main__":
