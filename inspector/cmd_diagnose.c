@@ -15,20 +15,56 @@
 #include "cmd.h"
 #include "diagnose.h"
 #include "replay.h"
+#include "strbuf.h"
 #include "termtext.h"
 
 /* ---- tiny query helpers ------------------------------------------------ */
+
+/* The trace's connection with the statements this command prepared, kept
+ * for reuse (keyed by the address of their SQL text, always a literal):
+ * the output asks the same few queries for every finding. */
+typedef struct qdb {
+    sqlite3 *db;
+    size_t n;
+    struct {
+        const char *sql;
+        sqlite3_stmt *st;
+    } c[48];
+} qdb;
+
+/* The prepared statement for `sql`, reset and unbound; NULL on error. */
+static sqlite3_stmt *qprep(qdb *q, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    for (size_t i = 0; i < q->n; i++)
+        if (q->c[i].sql == sql)
+            return q->c[i].st;
+    if (q->n == sizeof q->c / sizeof q->c[0] ||
+        sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
+        return NULL;
+    q->c[q->n].sql = sql;
+    q->c[q->n++].st = st;
+    return st;
+}
+
+/* Finalize every kept statement; accepts an empty one. */
+static void qdb_release(qdb *q)
+{
+    for (size_t i = 0; i < q->n; i++)
+        sqlite3_finalize(q->c[i].st);
+    q->n = 0;
+}
 
 /* Run `sql` with parameters described by `types` ('i': int64_t, 's': const
  * char * (NULL binds NULL), 'j': JSON text bound as text) and return the
  * first column of the first row, malloc'd; NULL for no row or SQL NULL.
  * On an SQLite error *rc is set to GT_ESQL. */
-static char *qtext(sqlite3 *db, int *rc, const char *sql, const char *types, ...)
+static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
 {
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *st = qprep(db, sql);
     char *out = NULL;
     va_list ap;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    if (!st) {
         *rc = GT_ESQL;
         return NULL;
     }
@@ -39,7 +75,7 @@ static char *qtext(sqlite3 *db, int *rc, const char *sql, const char *types, ...
         } else {
             const char *s = va_arg(ap, const char *);
             if (s)
-                sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_text(st, i + 1, s, -1, SQLITE_STATIC);
             else
                 sqlite3_bind_null(st, i + 1);
         }
@@ -53,7 +89,8 @@ static char *qtext(sqlite3 *db, int *rc, const char *sql, const char *types, ...
     } else if (s != SQLITE_DONE) {
         *rc = GT_ESQL;
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
     return out;
 }
 
@@ -67,12 +104,12 @@ static char *qtext(sqlite3 *db, int *rc, const char *sql, const char *types, ...
     "s.frame) LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON "           \
     "sfn.id = f.function LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = " stack_expr
 
-static char *loc_json(sqlite3 *db, int *rc, int64_t stack)
+static char *loc_json(qdb *db, int *rc, int64_t stack)
 {
     return qtext(db, rc, LOC_SQL("?1"), "i", stack);
 }
 
-static char *names_json(sqlite3 *db, int *rc, int64_t tensor)
+static char *names_json(qdb *db, int *rc, int64_t tensor)
 {
     return qtext(db, rc, "SELECT json_group_array(text) FROM (" GT__NAMES_SQL ")", "i",
                  tensor);
@@ -80,10 +117,41 @@ static char *names_json(sqlite3 *db, int *rc, int64_t tensor)
 
 static const char *tf(int b) { return b ? "true" : "false"; }
 
-static char *mutations_json(sqlite3 *db, int *rc, const gt_finding *f)
+/* Join JSON values into one array in a single pass: each element was built
+ * by SQLite's JSON functions, so the commas and brackets are all that is
+ * added here. Returns a malloc'd string, NULL (with *rc = GT_ENOMEM) when out
+ * of memory. */
+static char *join_array(int *rc, char **items, size_t n)
 {
-    char *arr = strdup("[]");
-    if (!arr) {
+    gt_strbuf b = {0};
+    gt_strbuf_add(&b, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            gt_strbuf_add(&b, ",", 1);
+        gt_strbuf_add(&b, items[i], strlen(items[i]));
+    }
+    gt_strbuf_add(&b, "]", 1);
+    if (b.oom) {
+        free(b.p);
+        *rc = GT_ENOMEM;
+        return NULL;
+    }
+    return b.p;
+}
+
+static void free_items(char **items, size_t n)
+{
+    for (size_t i = 0; items && i < n; i++)
+        free(items[i]);
+    free(items);
+}
+
+static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
+{
+    char **items = calloc(f->n_mutations ? f->n_mutations : 1, sizeof *items);
+    size_t n = 0;
+    char *arr = NULL;
+    if (!items) {
         *rc = GT_ENOMEM;
         return NULL;
     }
@@ -101,22 +169,19 @@ static char *mutations_json(sqlite3 *db, int *rc, const gt_finding *f)
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
             "WHERE o.seq = ?1))",
             "iissii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq);
-        char *next = one ? qtext(db, rc, "SELECT json_insert(?1, '$[#]', json(?2))", "ss",
-                                 arr, one)
-                         : NULL;
         free(stack);
         free(loc);
         free(names);
-        free(one);
-        if (next) {
-            free(arr);
-            arr = next;
-        }
+        if (one)
+            items[n++] = one;
     }
+    if (!*rc)
+        arr = join_array(rc, items, n);
+    free_items(items, n);
     return arr;
 }
 
-static char *finding_json(sqlite3 *db, int *rc, const gt_finding *f)
+static char *finding_json(qdb *db, int *rc, const gt_finding *f)
 {
     char *bw_stack = NULL, *bw_loc = NULL, *node_stack = NULL, *node_loc = NULL;
     char *saved_names = NULL, *muts = NULL, *other_loc = NULL, *other_stack = NULL;
@@ -198,7 +263,7 @@ out:
 }
 
 /* The run's error: the last one recorded (the one that ended it). */
-static char *error_json(sqlite3 *db, int *rc)
+static char *error_json(qdb *db, int *rc)
 {
     char *stack = qtext(db, rc, "SELECT coalesce(stack, 0) FROM errors ORDER BY seq DESC "
                                 "LIMIT 1", "");
@@ -216,26 +281,21 @@ static char *error_json(sqlite3 *db, int *rc)
     return out;
 }
 
-/* Every finding as one JSON array, in the findings' order. */
-static char *findings_json(sqlite3 *db, int *rc, const gt_findings *fs)
+/* Every finding as one JSON document each, in the findings' order, into
+ * *docs (malloc'd array of fs->n strings; free with free_items). */
+static char **findings_docs(qdb *db, int *rc, const gt_findings *fs)
 {
-    char *arr = strdup("[]");
-    if (!arr) {
+    char **docs = calloc(fs->n ? fs->n : 1, sizeof *docs);
+    if (!docs) {
         *rc = GT_ENOMEM;
         return NULL;
     }
     for (size_t i = 0; i < fs->n && !*rc; i++) {
-        char *one = finding_json(db, rc, &fs->v[i]);
-        char *next = one ? qtext(db, rc, "SELECT json_insert(?1, '$[#]', json(?2))", "ss",
-                                 arr, one)
-                         : NULL;
-        free(one);
-        if (next) {
-            free(arr);
-            arr = next;
-        }
+        docs[i] = finding_json(db, rc, &fs->v[i]);
+        if (!docs[i] && !*rc)
+            *rc = GT_ESQL;
     }
-    return arr;
+    return docs;
 }
 
 /* ---- text -------------------------------------------------------------- */
@@ -250,7 +310,7 @@ static const style ansi = {"\033[1m", "\033[1;31m", "\033[33m", "\033[36m",
 
 /* json_extract(doc, path) as text, or "" (static buffer reused per call
  * slot: callers copy what they keep). */
-static char *jx(sqlite3 *db, const char *doc, const char *path)
+static char *jx(qdb *db, const char *doc, const char *path)
 {
     int rc = 0;
     char *v = qtext(db, &rc, "SELECT json_extract(?1, ?2)", "ss", doc, path);
@@ -260,7 +320,7 @@ static char *jx(sqlite3 *db, const char *doc, const char *path)
 /* Like jx, for text shown to the user: trace text may hold control
  * characters, shown as visible escapes (termtext.h). Never for a value
  * that is parsed again as JSON. */
-static char *jt(sqlite3 *db, const char *doc, const char *path)
+static char *jt(qdb *db, const char *doc, const char *path)
 {
     char *v = jx(db, doc, path);
     char *t = v ? gt_term_text(v) : NULL;
@@ -277,7 +337,7 @@ static const char *rel(const char *path, const char *cwd)
     return path;
 }
 
-static char *names_text(sqlite3 *db, const char *doc, const char *path)
+static char *names_text(qdb *db, const char *doc, const char *path)
 {
     int rc = 0;
     char *v = qtext(db, &rc,
@@ -289,7 +349,7 @@ static char *names_text(sqlite3 *db, const char *doc, const char *path)
 }
 
 /* "  label  file:line  (in function)" then the code line. */
-static void print_loc(FILE *o, sqlite3 *db, const style *st, const char *cwd,
+static void print_loc(FILE *o, qdb *db, const style *st, const char *cwd,
                       const char *label, const char *loc)
 {
     if (!loc || !loc[0] || !strcmp(loc, "null")) {
@@ -314,7 +374,7 @@ static void print_loc(FILE *o, sqlite3 *db, const style *st, const char *cwd,
     free(code);
 }
 
-static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd,
+static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                           const char *doc, size_t index)
 {
     char *kind = jt(db, doc, "$.kind"), *ftf = jx(db, doc, "$.first_to_fail");
@@ -328,13 +388,6 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
     char *bloc = jx(db, doc, "$.backward.location"), *nloc = jx(db, doc, "$.node.location");
     char *floc = jx(db, doc, "$.freed_by.location"), *loc = jx(db, doc, "$.location");
     const char *nm = names[0] ? names : "a tensor";
-    int mcount = 0;
-    {
-        int rc = 0;
-        char *n = qtext(db, &rc, "SELECT json_array_length(?1, '$.mutations')", "s", doc);
-        mcount = n ? atoi(n) : 0;
-        free(n);
-    }
 
     fprintf(o, "%s[%zu] %s%s", st->bold, index, st->reset, st->red);
     if (!strcmp(kind, "inplace_invalidated_saved"))
@@ -365,29 +418,35 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
         print_loc(o, db, st, cwd, "raised at", loc);
     }
 
-    /* The writes, grouped by consecutive location. */
+    /* The writes, grouped by consecutive location (one pass over them). */
     char *prev = NULL;
-    for (int i = 0; i < mcount; i++) {
-        char path[64];
-        snprintf(path, sizeof path, "$.mutations[%d]", i);
-        int rc = 0;
-        char *m = qtext(db, &rc, "SELECT json_extract(?1, ?2)", "ss", doc, path);
-        if (!m)
-            continue;
-        char *mloc = jx(db, m, "$.location"), *op = jt(db, m, "$.op");
-        char *ver = jt(db, m, "$.version_after"), *mn = names_text(db, m, "$.names");
-        if (!prev || strcmp(prev, mloc) != 0)
-            print_loc(o, db, st, cwd,
-                      !strcmp(kind, "silent_storage_write") ? "written at" : "modified at",
-                      mloc);
-        fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
-                mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);
-        free(prev);
-        prev = mloc;
-        free(m);
-        free(op);
-        free(ver);
-        free(mn);
+    sqlite3_stmt *ms = NULL;
+    static const char sql_muts[] = "SELECT value FROM json_each(?1, '$.mutations')";
+    if ((ms = qprep(db, sql_muts)) != NULL) {
+        sqlite3_bind_text(ms, 1, doc, -1, SQLITE_STATIC);
+        while (sqlite3_step(ms) == SQLITE_ROW) {
+            const char *m = (const char *)sqlite3_column_text(ms, 0);
+            if (!m)
+                continue;
+            char *mloc = jx(db, m, "$.location"), *op = jt(db, m, "$.op");
+            char *ver = jt(db, m, "$.version_after"), *mn = names_text(db, m, "$.names");
+            if (!prev || strcmp(prev, mloc) != 0)
+                print_loc(o, db, st, cwd,
+                          !strcmp(kind, "silent_storage_write") ? "written at"
+                                                                : "modified at",
+                          mloc);
+            fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
+                    mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);
+            free(prev);
+            prev = mloc;
+            free(op);
+            free(ver);
+            free(mn);
+        }
+    }
+    if (ms) {
+        sqlite3_reset(ms);
+        sqlite3_clear_bindings(ms);
     }
     free(prev);
 
@@ -434,9 +493,9 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
     free(loc);
 }
 
-static void print_text(FILE *o, sqlite3 *db, const style *st, const char *path_arg,
+static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
                        gt_trace *t, const char *broken, const char *err,
-                       const char *findings, size_t n)
+                       char **docs, size_t n)
 {
     char cwd[4096];
     char *tr = gt_term_text(path_arg);
@@ -478,13 +537,8 @@ static void print_text(FILE *o, sqlite3 *db, const style *st, const char *path_a
         return;
     }
     fprintf(o, "%s: %zu finding%s\n\n", trace, n, n == 1 ? "" : "s");
-    for (size_t i = 0; i < n; i++) {
-        char path[64];
-        snprintf(path, sizeof path, "$[%zu]", i);
-        char *doc = jx(db, findings, path);
-        print_finding(o, db, st, cwd, doc, i + 1);
-        free(doc);
-    }
+    for (size_t i = 0; i < n; i++)
+        print_finding(o, db, st, cwd, docs[i], i + 1);
     free(tr);
 }
 
@@ -523,8 +577,9 @@ int gt_cmd_diagnose(int argc, char **argv)
     long long backward = 0;
     gt_trace *t = NULL;
     gt_findings *fs = NULL;
+    qdb db = {0};
     char err[1024];
-    char *fjson = NULL, *ejson = NULL, *doc = NULL;
+    char *fjson = NULL, *ejson = NULL, *doc = NULL, **docs = NULL;
 
     optind = 0;
     opterr = 0;
@@ -578,14 +633,16 @@ int gt_cmd_diagnose(int argc, char **argv)
         fprintf(stderr, "gradtrace: diagnose %s: %s\n", path, err);
         goto out;
     }
-    sqlite3 *db = gt_trace_db(t);
+    db = (qdb){.db = gt_trace_db(t)};
     int rc = 0;
     char broken[512];
     gt_trace_check_links(t, broken, sizeof broken);
-    fjson = findings_json(db, &rc, fs);
-    ejson = error_json(db, &rc);
+    docs = findings_docs(&db, &rc, fs);
+    if (!rc)
+        fjson = join_array(&rc, docs, fs->n);
+    ejson = error_json(&db, &rc);
     if (!rc && fjson)
-        doc = qtext(db, &rc,
+        doc = qtext(&db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
                     " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
                     " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7)",
@@ -594,7 +651,7 @@ int gt_cmd_diagnose(int argc, char **argv)
                     broken[0] ? broken : NULL);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
-                rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db));
+                rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
         goto out;
     }
     if (json) {
@@ -602,7 +659,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-        print_text(stdout, db, color ? &ansi : &plain, path, t, broken, ejson, fjson, fs->n);
+        print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, docs, fs->n);
     }
     status = fs->n ? 1 : broken[0] ? 2 : 0;
 out:
@@ -613,7 +670,9 @@ out:
     free(doc);
     free(fjson);
     free(ejson);
+    free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
+    qdb_release(&db);
     gt_trace_close(t);
     return status;
 }

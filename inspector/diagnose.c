@@ -10,6 +10,7 @@
 
 #include <gradtrace/recorder.h>
 
+#include "extent.h"
 #include "replay.h"
 
 const char *gt_finding_kind_name(int kind)
@@ -75,12 +76,17 @@ static const char sql_names[] = GT__NAMES_SQL;
 
 /* ---- context ----------------------------------------------------------- */
 
+typedef struct tinfo tinfo; /* a tensor row, as the checks read it */
+
 typedef struct dctx {
     sqlite3 *db;
     gt_replayer *rp;
     sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op, *loc,
         *names;
     gt_imap freed; /* node id -> backward call that freed its saved tensors */
+    gt_imap tcache; /* tensor id -> index in tv: tensors read in this backward */
+    tinfo *tv;
+    size_t tn, tcap;
     gt_findings *f;
     size_t cap;
     char *err;
@@ -178,14 +184,14 @@ static int64_t dtype_size(const char *d)
     return 1;
 }
 
-typedef struct tinfo {
-    int64_t lo, hi;       /* byte extent [lo, hi) in its storage; lo == hi: empty */
+struct tinfo {
+    gt_extent ext;        /* the bytes it covers in its storage */
     char dtype[32];
     char shape[128];      /* "3" or "16,8": sizes without brackets or spaces */
     int requires_grad, is_leaf;
     int64_t alias_of;
     int found;
-} tinfo;
+};
 
 static int load_tensor(dctx *c, int64_t id, tinfo *t)
 {
@@ -194,40 +200,25 @@ static int load_tensor(dctx *c, int64_t id, tinfo *t)
     sqlite3_bind_int64(st, 1, id);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
-        int64_t shape[64], strides[64];
+        int64_t shape[GT__EXTENT_MAXDIM], strides[GT__EXTENT_MAXDIM];
         int64_t off = sqlite3_column_int64(st, 0);
-        int nd = parse_ints((const char *)sqlite3_column_text(st, 1), shape, 64);
-        int ns = parse_ints((const char *)sqlite3_column_text(st, 2), strides, 64);
+        int nd = parse_ints((const char *)sqlite3_column_text(st, 1), shape,
+                            GT__EXTENT_MAXDIM);
+        int ns = parse_ints((const char *)sqlite3_column_text(st, 2), strides,
+                            GT__EXTENT_MAXDIM);
         const char *dtype = (const char *)sqlite3_column_text(st, 3);
         snprintf(t->dtype, sizeof t->dtype, "%s", dtype ? dtype : "?");
-        int64_t es = dtype_size(t->dtype);
         /* A damaged or hostile trace may hold any numbers here: an extent
-         * that overflows is unknown, and an unknown extent overlaps nothing. */
-        int bad = __builtin_mul_overflow(off, es, &t->lo);
-        t->hi = t->lo;
-        if (nd >= 0 && nd == ns) {
-            int64_t last = off, empty = 0, span, stride, n1;
-            size_t used = 0;
-            for (int i = 0; i < nd; i++) {
-                stride = strides[i];
-                if (shape[i] == 0)
-                    empty = 1;
-                else if ((stride < 0 && __builtin_sub_overflow(0, stride, &stride)) ||
-                         __builtin_sub_overflow(shape[i], 1, &n1) ||
-                         __builtin_mul_overflow(n1, stride, &span) ||
-                         __builtin_add_overflow(last, span, &last))
-                    bad = 1;
-                used += (size_t)snprintf(t->shape + used, sizeof t->shape - used, "%s%lld",
-                                         i ? "," : "", (long long)shape[i]);
-                if (used >= sizeof t->shape)
-                    used = sizeof t->shape - 1;
-            }
-            if (!empty && (__builtin_add_overflow(last, 1, &last) ||
-                           __builtin_mul_overflow(last, es, &t->hi)))
-                bad = 1;
+         * that cannot be represented is unknown, and overlaps nothing. */
+        if (nd >= 0 && nd == ns)
+            gt__extent_init(&t->ext, off, shape, strides, nd, dtype_size(t->dtype));
+        size_t used = 0;
+        for (int i = 0; i < nd; i++) {
+            used += (size_t)snprintf(t->shape + used, sizeof t->shape - used, "%s%lld",
+                                     i ? "," : "", (long long)shape[i]);
+            if (used >= sizeof t->shape)
+                used = sizeof t->shape - 1;
         }
-        if (bad)
-            t->lo = t->hi = 0;
         t->requires_grad = sqlite3_column_int(st, 4);
         t->is_leaf = sqlite3_column_int(st, 5);
         t->alias_of = sqlite3_column_int64(st, 6);
@@ -235,6 +226,38 @@ static int load_tensor(dctx *c, int64_t id, tinfo *t)
     }
     sqlite3_reset(st);
     return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(c);
+}
+
+/* load_tensor through the per-backward cache: *out points into the cache,
+ * valid until the next call. */
+static int cached_tensor(dctx *c, int64_t id, const tinfo **out)
+{
+    int64_t at;
+    if (id && gt__imap_get(&c->tcache, id, &at)) {
+        *out = &c->tv[at];
+        return 0;
+    }
+    if (c->tn == c->tcap) {
+        size_t cap = c->tcap ? c->tcap * 2 : 64;
+        tinfo *v = realloc(c->tv, cap * sizeof *v);
+        if (!v)
+            return nomem(c);
+        c->tv = v;
+        c->tcap = cap;
+    }
+    int rc = load_tensor(c, id, &c->tv[c->tn]);
+    if (rc)
+        return rc;
+    if (id && gt__imap_put(&c->tcache, id, (int64_t)c->tn) != 0)
+        return nomem(c);
+    *out = &c->tv[c->tn++];
+    return 0;
+}
+
+static void tcache_clear(dctx *c)
+{
+    gt__imap_clear(&c->tcache);
+    c->tn = 0;
 }
 
 /* PyTorch's version message, e.g. "[torch.FloatTensor [3]] is at version 6;
@@ -841,8 +864,10 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
         if (!f)
             return nomem(c);
         f->error_seq = e->seq;
-        if ((rc = load_tensor(c, x->tensor, &ti)) != 0)
+        const tinfo *tp;
+        if ((rc = cached_tensor(c, x->tensor, &tp)) != 0)
             return rc;
+        ti = *tp;
         loaded = 1;
         if (e->seq && e->has_versions)
             f->matches_error = !strcmp(ti.dtype, e->dtype) && !strcmp(ti.shape, e->shape) &&
@@ -869,17 +894,20 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
     size_t nw = 0, wcap = 0;
     for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
         const wrec *wr = &bt->writes[i];
-        tinfo wi;
+        const tinfo *wi;
         if (wr->vc == x->vc || wr->op <= x->seq || wr->op >= P)
             continue;
         if (!loaded) {
-            if ((rc = load_tensor(c, x->tensor, &ti)) != 0)
+            if ((rc = cached_tensor(c, x->tensor, &wi)) != 0)
                 break;
+            ti = *wi;
             loaded = 1;
         }
-        if ((rc = load_tensor(c, wr->tensor, &wi)) != 0)
+        if ((rc = cached_tensor(c, wr->tensor, &wi)) != 0)
             break;
-        if (!(wi.lo < ti.hi && ti.lo < wi.hi))
+        /* Only a write to the saved tensor's own bytes reaches it: pieces
+         * of one buffer (unsafe_split, as LSTM cells use) are independent. */
+        if (!gt__extent_overlap(&wi->ext, &ti.ext))
             continue;
         if (nw == wcap) {
             wcap = wcap ? wcap * 2 : 4;
@@ -1033,6 +1061,7 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
         c->f->n = first;
     }
 out:
+    tcache_clear(c);
     batch_release(&bt);
     gt__replay_free(r);
     return rc;
@@ -1339,6 +1368,8 @@ out:
     sqlite3_finalize(c.names);
     gt__replayer_free(c.rp);
     gt__imap_clear(&c.freed);
+    gt__imap_clear(&c.tcache);
+    free(c.tv);
     gt_findings_free(c.f);
     return rc;
 }

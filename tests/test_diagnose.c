@@ -403,6 +403,60 @@ static void test_silent_storage_write(void **state)
     unlink(b.path);
 }
 
+/* LSTMCell on CPU: sigmoid_/tanh_ on the four unsafe_chunk pieces of one
+ * [B, 4H] gates buffer, each piece a view with its own version counter over
+ * interleaved, disjoint bytes. Each op saves its result; writes to the other
+ * pieces do not reach it (no finding), a write through a view that does
+ * overlap (here a column of the whole buffer) does. */
+static void test_disjoint_pieces_of_one_buffer(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "gates");
+    enum { B = 3, H = 5 };
+    assert_int_equal(gt_storage(b.r, 1, B * 4 * H * 4, b.cpu), 0);
+    int64_t shape[2] = {B, H}, strides[2] = {4 * H, 1};
+    int64_t seqs[4];
+    for (int k = 0; k < 4; k++) {
+        gt_tensor_info t = {.id = 400 + k, .storage = 1, .dtype = b.dtype, .ndim = 2,
+                            .shape = shape, .strides = strides, .storage_offset = k * H,
+                            .requires_grad = 1, .is_leaf = 0, .version_counter = 400 + k};
+        assert_int_equal(gt_tensor(b.r, &t), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        seqs[k] = tb_mutate(&b, k == 2 ? "aten::tanh_" : "aten::sigmoid_", 20, "lstm(x)",
+                            400 + k, 1);
+        tb_node(&b, 1 + k, k == 2 ? "TanhBackward0" : "SigmoidBackward0", seqs[k], 10 + k);
+        tb_save(&b, 1 + k, "result", 400 + k, 1);
+    }
+    int64_t op = tb_op(&b, "aten::cat", GT_PHASE_FORWARD, 21, "h = cat(gates)");
+    tb_node(&b, 5, "CatBackward0", op, 20);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(gt_edge(b.r, 5, k, 1 + k, 0), 0);
+    gt_id bw = tb_backward(&b, 5, 1, 22);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    /* Column 2 of the whole buffer: inside gate 0 only, for every row. */
+    int64_t cshape[1] = {B}, cstrides[1] = {4 * H};
+    gt_tensor_info col = {.id = 410, .storage = 1, .dtype = b.dtype, .ndim = 1,
+                          .shape = cshape, .strides = cstrides, .storage_offset = 2,
+                          .version_counter = 410};
+    assert_int_equal(gt_tensor(b.r, &col), 0);
+    int64_t w = tb_mutate(&b, "aten::zero_", 23, "col.zero_()", 410, 1);
+    gt_id bw2 = tb_backward(&b, 5, 0, 24);
+    assert_int_equal(gt_backward_end(b.r, bw2, 1), 0);
+    tb_close(&b, 1);
+
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_SILENT_STORAGE_WRITE);
+    assert_int_equal(f->v[0].backward, bw2);
+    assert_int_equal(f->v[0].tensor, 400);
+    assert_int_equal(f->v[0].n_mutations, 1);
+    assert_int_equal(f->v[0].mutations[0].seq, w);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
 /* ---- backward twice ---------------------------------------------------- */
 
 static void build_twice(tb *b, const char *name, int retain)
@@ -669,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_seed_control_no_findings),
         cmocka_unit_test(test_partial_trace),
         cmocka_unit_test(test_silent_storage_write),
+        cmocka_unit_test(test_disjoint_pieces_of_one_buffer),
         cmocka_unit_test(test_backward_twice),
         cmocka_unit_test(test_leaf_inplace),
         cmocka_unit_test(test_two_invalidated),
