@@ -1937,15 +1937,19 @@ static PyObject *Recorder_set_run(PyObject *op, PyObject *args, PyObject *kw)
 {
     Recorder *self = (Recorder *)op;
     static char *kwlist[] = {"engine_version", "python_version", "argv_json", "cwd",
-                             "host", "options_json", "pid", "rank", NULL};
-    gt_run_info ri = {.engine = "pytorch", .rank = -1};
-    long long pid = 0, rank = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLL", kwlist, &ri.engine_version,
+                             "host", "options_json", "pid", "rank", "world_size",
+                             "local_rank", "backend", "launcher_run_id", NULL};
+    gt_run_info ri = {.engine = "pytorch", .rank = -1, .local_rank = -1};
+    long long pid = 0, rank = -1, world = 0, local = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLLLLzz", kwlist, &ri.engine_version,
                                      &ri.python_version, &ri.argv_json, &ri.cwd, &ri.host,
-                                     &ri.options_json, &pid, &rank))
+                                     &ri.options_json, &pid, &rank, &world, &local,
+                                     &ri.backend, &ri.launcher_run_id))
         return NULL;
     ri.pid = pid;
     ri.rank = rank;
+    ri.world_size = world;
+    ri.local_rank = local;
     if (self->r && !self->forked && !self->failed)
         ck(self, gt_run_set(self->r, &ri));
     Py_RETURN_NONE;
