@@ -13,6 +13,7 @@
 #include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "multi.h"
 #include "diagnose.h"
 #include "replay.h"
 #include "termtext.h"
@@ -574,6 +575,8 @@ int gt_cmd_diagnose(int argc, char **argv)
                                   argv[optind - 1]);
         }
     }
+    if (gt_multi_wanted(argc - optind, argv + optind)) /* ranks: multi.h */
+        return gt_multi_diagnose(argc - optind, argv + optind, json, backward);
     if (optind != argc - 1)
         return gt_usage_error("diagnose", usage, "%s",
                               optind >= argc ? "missing trace file" : "too many arguments");

@@ -52,4 +52,40 @@ void gt_rank_set_release(gt_rank_set *s);
  * shortest text of ranges, into buf (always terminated). */
 void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len);
 
+
+#include <sqlite3.h>
+
+/* A connection over every trace of `s` (at most gt_multi_max_traces()):
+ * the first trace is `main`, the others are attached as t1, t2, ...
+ * (read-only, like main). TEMP views named after each table and view of
+ * this gradtrace's schema (schema/views.sql definitions, not the files'
+ * copies) union the traces, each row with a leading `rank` column: the
+ * trace's run.rank, or its position in `s` when it has none; columns a
+ * trace's older schema lacks read as NULL. TEMP table `traces` (rank,
+ * schema, path) lists them. Returns 0 and the connection in *out, or 2
+ * after printing a one-line error to stderr. */
+int gt_multi_connect(const gt_rank_set *s, sqlite3 **out /* OUT */);
+
+/* How many traces gt_multi_connect can join (SQLite's attach limit + 1). */
+int gt_multi_max_traces(void);
+
+/* 1 if `npaths` trace arguments ask for the multi-trace form of a command
+ * (more than one, or a directory), else 0. */
+int gt_multi_wanted(int npaths, char **paths);
+
+/* sql's positional arguments TRACE... [QUERY]: how many are traces. The
+ * last is a query unless it names an existing file or directory; "-" is
+ * the query "read stdin". With one argument, it is the trace. */
+int gt_sql_count_traces(int npos, char **pos);
+
+/* `gradtrace info` over several traces: one line per trace, ordered by rank
+ * (a table, or JSON with json set). Returns the exit status. */
+int gt_multi_info(int npaths, char **paths, int json);
+
+/* `gradtrace diagnose` over several traces: each diagnosed on its own, then
+ * each rank's outcome and every distinct finding once with its ranks. Exit
+ * status: 1 if any rank has findings, else 2 if a trace could not be
+ * diagnosed, else 0. */
+int gt_multi_diagnose(int npaths, char **paths, int json, long long backward);
+
 #endif
