@@ -212,6 +212,30 @@ class Dist(unittest.TestCase):
                          ("c10d::allreduce_", "dist.all_reduce(stats)", None))
         self.assertEqual(g["finding"]["backward"]["location"]["code"], "y.backward()")
 
+    def test_duckdb_recipe(self):
+        """SCHEMA.md's DuckDB block over several rank traces, run as printed
+        (with the sqlite extension from PyPI loaded first, as test_duckdb.py
+        does), gives every rank's collectives."""
+        duck = os.path.join(os.environ.get("GT_BUILD_DIR", ""), "duckdb-venv", "bin",
+                            "python")
+        if not os.access(duck, os.X_OK):
+            self.skipTest("no DuckDB environment (scripts/test creates build/duckdb-venv)")
+        with open(os.path.join(gtutil.SOURCE, "schema", "SCHEMA.md")) as f:
+            doc = f.read()
+        part = doc[doc.index("### The ranks of a distributed run"):]
+        code = part[part.index("```python\n") + 10:part.index("```\n", 10)]
+        code = code.replace('con.execute("LOAD sqlite")',
+                            'import duckdb_extensions\n'
+                            'duckdb_extensions.import_extension("sqlite_scanner", con=con)')
+        out, d = new_dir(), new_dir()
+        run(record_cmd(os.path.join(d, "run.db"), "silent", out, "--spawn", 2,
+                       "--port", free_port()))
+        cp = subprocess.run([duck, "-c", code], cwd=d, capture_output=True, text=True,
+                            timeout=TIMEOUT)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        for rank in (0, 1):
+            self.assertRegex(cp.stdout, r"│\s+%d │ c10d::allreduce_ │\s+1 │" % rank)
+
     def test_rank_killed_mid_run(self):
         out, d = new_dir(), new_dir()
         cp = run(record_cmd(os.path.join(d, "run.db"), "kill", out, 1, 2, "--spawn", 2,
