@@ -194,7 +194,10 @@ class Patches:
         def init_process_group(*args, **kwargs):
             result = orig(*args, **kwargs)
             if recording.is_on():
-                recording._set_dist()
+                try:
+                    recording._set_dist()
+                except Exception:
+                    pass  # bookkeeping never raises into the run
             return result
 
         return init_process_group
@@ -237,7 +240,7 @@ class SpawnWorker:
         rec.spawn_index = index
         try:
             rec.start()
-        except (OSError, RuntimeError) as e:
+        except Exception as e:
             sys.stderr.write("%s\n" % e)
             return self.fn(index, *args)  # record nothing, change nothing
         try:
