@@ -13,6 +13,7 @@
 #include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "multi.h"
 #include "diagnose.h"
 #include "replay.h"
 #include "strbuf.h"
@@ -393,10 +394,19 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
     if (!strcmp(kind, "inplace_invalidated_saved"))
         fprintf(o, "%s modified in place after %s saved it as %s (version %s -> %s)", nm,
                 node, slot, sv, va);
-    else if (!strcmp(kind, "silent_storage_write"))
-        fprintf(o, "%s overwritten through an alias autograd cannot see, after %s saved "
-                   "it as %s: gradients are silently wrong",
-                nm, node, slot);
+    else if (!strcmp(kind, "silent_storage_write")) {
+        /* a c10d collective writes in place without bumping the version */
+        char *wop = jt(db, doc, "$.mutations[0].op");
+        if (!strncmp(wop, "c10d::", 6))
+            fprintf(o, "%s overwritten by the collective %s, which autograd cannot see, "
+                       "after %s saved it as %s: gradients are silently wrong",
+                    nm, wop, node, slot);
+        else
+            fprintf(o, "%s overwritten through an alias autograd cannot see, after %s "
+                       "saved it as %s: gradients are silently wrong",
+                    nm, node, slot);
+        free(wop);
+    }
     else if (!strcmp(kind, "backward_twice"))
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
@@ -620,6 +630,8 @@ int gt_cmd_diagnose(int argc, char **argv)
                                   argv[optind - 1]);
         }
     }
+    if (gt_multi_wanted(argc - optind, argv + optind)) /* ranks: multi.h */
+        return gt_multi_diagnose(argc - optind, argv + optind, json, backward);
     if (optind != argc - 1)
         return gt_usage_error("diagnose", usage, "%s",
                               optind >= argc ? "missing trace file" : "too many arguments");

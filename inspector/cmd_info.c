@@ -17,6 +17,7 @@
 #include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "multi.h"
 #include "termtext.h"
 #include "trace.h"
 
@@ -385,6 +386,8 @@ int gt_cmd_info(int argc, char **argv)
             return gt_usage_error("info", usage, "unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (gt_multi_wanted(argc - optind, argv + optind)) /* ranks: multi.h */
+        return gt_multi_info(argc - optind, argv + optind, json);
     if (argc - optind != 1)
         return gt_usage_error("info", usage, "want exactly one trace");
     if (gt_trace_open(argv[optind], &t, err, sizeof err) != GT_OK ||

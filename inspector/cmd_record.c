@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "multi.h"
 
 #ifndef GT_PYTHONPATH
 #define GT_PYTHONPATH ""
@@ -267,7 +268,11 @@ int gt_cmd_record(int argc, char **argv)
                 S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
         return 2;
     }
-    if (check_output(out, force) < 0)
+    /* under a launcher, this rank's trace (multi.h): the runner names it too */
+    char *ranked = gt_env_rank_path(out);
+    int bad = check_output(ranked ? ranked : out, force);
+    free(ranked);
+    if (bad < 0)
         return 2;
     const char *how = "--python";
     if (!python && (python = getenv("GRADTRACE_PYTHON")) && *python)

@@ -20,6 +20,7 @@
 #include <gradtrace/recorder.h>
 
 #include "cmd.h"
+#include "multi.h"
 #include "table_out.h"
 #include "trace.h"
 
@@ -269,6 +270,7 @@ int gt_cmd_sql(int argc, char **argv)
     param *ps = NULL;
     size_t nps = 0;
     gt_trace *t = NULL;
+    sqlite3 *mdb = NULL; /* several traces joined (multi.c) */
     char *input = NULL;
     sqlite3_stmt *st = NULL;
     guard g = {{0}};
@@ -331,12 +333,14 @@ int gt_cmd_sql(int argc, char **argv)
     }
     if (o.max_width < 0)
         o.max_width = o.mode == GT_OUT_TABLE && tty ? 60 : 0;
-    if (argc - optind < 1 || argc - optind > 2) {
+    /* several traces (or a directory): TRACE... [QUERY] (multi.h) */
+    int ntraces = gt_sql_count_traces(argc - optind, argv + optind);
+    if (ntraces < 1 || (ntraces == 1 && argc - optind > 2)) {
         status = gt_usage_error("sql", usage, "want a trace and at most one query");
         goto out;
     }
     const char *path = argv[optind];
-    const char *sql = argc - optind == 2 ? argv[optind + 1] : "-";
+    const char *sql = argc - optind > ntraces ? argv[argc - 1] : "-";
     if (!strcmp(sql, "-")) {
         if (!(input = read_stdin())) {
             fprintf(stderr, "gradtrace: sql: cannot read queries from stdin: %s\n",
@@ -346,12 +350,23 @@ int gt_cmd_sql(int argc, char **argv)
         sql = input;
     }
 
-    if (gt_trace_open(path, &t, err, sizeof err) != GT_OK ||
-        gt_trace_use_views(t, err, sizeof err) != GT_OK) {
+    sqlite3 *db;
+    if (gt_multi_wanted(ntraces, argv + optind)) {
+        gt_rank_set set;
+        if (gt_rank_set_load(ntraces, argv + optind, &set) != 0)
+            goto out;
+        int mrc = gt_multi_connect(&set, &mdb);
+        gt_rank_set_release(&set);
+        if (mrc != 0)
+            goto out;
+        db = mdb;
+    } else if (gt_trace_open(path, &t, err, sizeof err) != GT_OK ||
+               gt_trace_use_views(t, err, sizeof err) != GT_OK) {
         fprintf(stderr, "gradtrace: %s\n", err);
         goto out;
+    } else {
+        db = gt_trace_db(t);
     }
-    sqlite3 *db = gt_trace_db(t);
     if (guard_connection(db, &g) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,
                 sqlite3_errmsg(db));
@@ -408,6 +423,7 @@ int gt_cmd_sql(int argc, char **argv)
 out:
     sqlite3_finalize(st);
     gt_trace_close(t);
+    sqlite3_close(mdb);
     free(input);
     free(ps);
     return status;

@@ -564,8 +564,22 @@ static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
     switch (f->kind) {
     case GT_FINDING_INPLACE_INVALIDATED_SAVED:
         return suggest_inplace(c, f);
-    case GT_FINDING_SILENT_STORAGE_WRITE:
+    case GT_FINDING_SILENT_STORAGE_WRITE: {
         first_name(c, f->tensor, name, sizeof name);
+        opinfo o;
+        load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
+        if (!strncmp(o.name, "c10d::", 6)) {
+            const char *nm = name[0] ? name : "the tensor", *v = name[0] ? name : "t";
+            const char *verb = strstr(o.name, "reduce") ? "reduce" : "communicate";
+            return set_suggestion(c, f,
+                                  "%s wrote %s in place without bumping its version, so "
+                                  "backward used the collective's result instead of the "
+                                  "saved value: %s a copy (%s_synced = %s.clone(), then pass "
+                                  "%s_synced to the collective), or %s %s before the forward "
+                                  "that saves it",
+                                  o.name, nm, verb, v, v, v, verb, nm);
+        }
+    }
         return set_suggestion(c, f,
                               "this write bypasses autograd (an alias with its own version "
                               "counter, such as .data), so the gradients are silently wrong: "
@@ -856,17 +870,31 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
                                  &nb);
     if (rc)
         return nomem(c);
+    /* the ops that bumped x's counter: a c10d collective writing through
+     * the same counter without one left the version where it was */
+    int64_t *bump_ops = nb ? malloc(nb * sizeof *bump_ops) : NULL;
+    if (nb && !bump_ops) {
+        free(bumps);
+        return nomem(c);
+    }
+    for (size_t i = 0; i < nb; i++)
+        bump_ops[i] = bumps[i].seq;
+    size_t nbump_ops = nb;
     tinfo ti;
     int loaded = 0;
     if (now != x->version) {
         gt_finding *f = add_saved_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED,
                                           r->backward, nd, x, now, bumps, nb);
-        if (!f)
+        if (!f) {
+            free(bump_ops);
             return nomem(c);
+        }
         f->error_seq = e->seq;
         const tinfo *tp;
-        if ((rc = cached_tensor(c, x->tensor, &tp)) != 0)
+        if ((rc = cached_tensor(c, x->tensor, &tp)) != 0) {
+            free(bump_ops);
             return rc;
+        }
         ti = *tp;
         loaded = 1;
         if (e->seq && e->has_versions)
@@ -878,10 +906,13 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
     } else {
         free(bumps);
     }
-    if (!x->has_storage)
+    if (!x->has_storage) {
+        free(bump_ops);
         return 0;
+    }
 
-    /* Writes to the same bytes through a tensor with another counter. */
+    /* Writes to the same bytes through a tensor with another counter, or
+     * through its own counter by an op that did not bump it. */
     size_t lo = 0, hi = bt->nwrites;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -895,8 +926,21 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
     for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
         const wrec *wr = &bt->writes[i];
         const tinfo *wi;
-        if (wr->vc == x->vc || wr->op <= x->seq || wr->op >= P)
+        if (wr->op <= x->seq || wr->op >= P)
             continue;
+        if (wr->vc == x->vc) {
+            size_t b = 0;
+            while (b < nbump_ops && bump_ops[b] != wr->op)
+                b++;
+            if (b < nbump_ops)
+                continue; /* an ordinary in-place write: the version moved */
+            /* only collectives write without a bump by design; any other op
+             * without one raised before writing */
+            opinfo wo;
+            load_op(c, wr->op, &wo);
+            if (strncmp(wo.name, "c10d::", 6) != 0)
+                continue;
+        }
         if (!loaded) {
             if ((rc = cached_tensor(c, x->tensor, &wi)) != 0)
                 break;
@@ -924,6 +968,7 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
         w[nw].version_after = -1;
         nw++;
     }
+    free(bump_ops);
     if (rc || nw == 0) {
         free(w);
         return rc;

@@ -108,7 +108,9 @@ struct gt__rowbuf {
                " argv = coalesce(json(?4), argv), cwd = coalesce(?5, cwd),"      \
                " host = coalesce(?6, host),"                                     \
                " options = coalesce(json(?7), options),"                         \
-               " pid = coalesce(?8, pid), rank = ?9 WHERE id = 1")               \
+               " pid = coalesce(?8, pid), rank = ?9, world_size = ?10,"          \
+               " local_rank = ?11, backend = coalesce(?12, backend),"            \
+               " launcher_run_id = coalesce(?13, launcher_run_id) WHERE id = 1") \
     X(RUN_END, "UPDATE run SET status = ?1, exit_code = ?2, signal = ?3"         \
                " WHERE id = 1")                                                  \
     X(RUN_CLOSE, "UPDATE run SET end_ns = ?1 WHERE id = 1")                      \
@@ -1249,6 +1251,13 @@ int gt_run_set(gt_recorder *r, const gt_run_info *info)
         sqlite3_bind_int64(st, 9, info->rank);
     else
         sqlite3_bind_null(st, 9);
+    if (info->world_size > 0) {
+        sqlite3_bind_int64(st, 10, info->world_size);
+        if (info->local_rank >= 0)
+            sqlite3_bind_int64(st, 11, info->local_rank);
+    }
+    bind_str(st, 12, info->backend);
+    bind_str(st, 13, info->launcher_run_id);
     rc = step(r, ST_RUN_SET, "run metadata", 0);
     sqlite3_clear_bindings(st);
     if (rc)

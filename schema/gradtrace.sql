@@ -1,4 +1,4 @@
--- gradtrace trace schema, version 2 (schema/CHANGES.md says what each
+-- gradtrace trace schema, version 3 (schema/CHANGES.md says what each
 -- version added).
 --
 -- This file is the single source of the trace format. It is compiled into the
@@ -39,8 +39,14 @@ CREATE TABLE run (
     stopped_seq       INTEGER,          -- v2: recording stopped early (size
                                         -- cap) after this event seq; NULL if
                                         -- it went on to the end
-    stopped_reason    TEXT              -- v2: why it stopped, e.g.
+    stopped_reason    TEXT,             -- v2: why it stopped, e.g.
                                         -- 'size cap: 225280 bytes > max_bytes 204800'
+    local_rank        INTEGER,          -- v3: rank on its host (LOCAL_RANK), NULL if none
+    world_size        INTEGER,          -- v3: number of ranks, NULL if not distributed
+    backend           TEXT,             -- v3: process group backend ('gloo', 'nccl'),
+                                        -- NULL until init_process_group ran
+    launcher_run_id   TEXT              -- v3: the launcher's run id
+                                        -- (TORCHELASTIC_RUN_ID), NULL if none
 );
 
 CREATE TABLE strings (

@@ -652,6 +652,36 @@ static void test_run_set_keeps_earlier_fields(void **state)
     sqlite3_close(db);
 }
 
+/* v3: a distributed run's rank, local rank, world size, backend and launcher
+ * run id; the backend and run id are kept by a later call without them,
+ * world_size 0 leaves local_rank NULL. */
+static void test_run_set_distributed(void **state)
+{
+    (void)state;
+    gt_recorder *r = open_new("rundist.db", NULL);
+    gt_run_info a = {.rank = 3, .world_size = 4, .local_rank = 1,
+                     .launcher_run_id = "job-7"};
+    gt_run_info b = {.rank = 3, .world_size = 4, .local_rank = 1, .backend = "gloo"};
+    assert_int_equal(gt_run_set(r, &a), 0);
+    assert_int_equal(gt_run_set(r, &b), 0);
+    assert_int_equal(gt_recorder_close(r), 0);
+    sqlite3 *db = db_open("rundist.db");
+    assert_string_equal(q_text(db, "SELECT rank || ':' || local_rank || ':' || world_size ||"
+                                   " ':' || backend || ':' || launcher_run_id FROM run"),
+                        "3:1:4:gloo:job-7");
+    sqlite3_close(db);
+
+    r = open_new("runsolo.db", NULL);
+    gt_run_info c = {.rank = -1, .local_rank = 0};
+    assert_int_equal(gt_run_set(r, &c), 0);
+    assert_int_equal(gt_recorder_close(r), 0);
+    db = db_open("runsolo.db");
+    assert_int_equal(q_int(db, "SELECT (rank IS NULL) + (local_rank IS NULL) +"
+                               " (world_size IS NULL) + (backend IS NULL) +"
+                               " (launcher_run_id IS NULL) FROM run"), 5);
+    sqlite3_close(db);
+}
+
 /* ---- batching ---------------------------------------------------------- */
 
 static void test_batch_events_boundary(void **state)
@@ -895,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_seq_strictly_increasing),
         cmocka_unit_test(test_invalid_arguments),
         cmocka_unit_test(test_run_set_keeps_earlier_fields),
+        cmocka_unit_test(test_run_set_distributed),
         cmocka_unit_test(test_batch_events_boundary),
         cmocka_unit_test(test_first_batches_ramp_up),
         cmocka_unit_test(test_batch_ms_boundary),

@@ -99,6 +99,7 @@ typedef struct TensorEnt {
 typedef struct {
     gt_id name;
     uint64_t wmask;   /* schema positions of written arguments */
+    uint64_t smask;   /* ... written without a version bump (c10d collectives) */
     PyObject *wnames; /* tuple of written argument names (for kwargs) */
     int view_arg;     /* schema position an output aliases, -1 for none */
     int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
@@ -846,12 +847,12 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
         return (gt_opmeta *)(uintptr_t)*v;
     PyObject *res = PyObject_CallOneArg(self->op_meta_fn, func);
     const char *name;
-    unsigned long long mask;
+    unsigned long long mask, smask = 0;
     PyObject *wnames;
     int view_arg;
     PyObject *call = func;
-    if (!res || !PyArg_ParseTuple(res, "sKO!i|O", &name, &mask, &PyTuple_Type, &wnames,
-                                  &view_arg, &call) || !PyCallable_Check(call)) {
+    if (!res || !PyArg_ParseTuple(res, "sKO!i|OK", &name, &mask, &PyTuple_Type, &wnames,
+                                  &view_arg, &call, &smask) || !PyCallable_Check(call)) {
         Py_XDECREF(res);
         swallow(self);
         return NULL;
@@ -863,6 +864,7 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
     }
     m->name = intern_str(self, name);
     m->wmask = mask;
+    m->smask = smask & ~(uint64_t)mask;
     m->wnames = Py_NewRef(wnames);
     m->view_arg = view_arg;
     m->is_detach = !strcmp(name, "aten::detach");
@@ -1598,12 +1600,18 @@ static void note_exec(Recorder *self)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
+/* written: 0 read only, WRITE_BUMPS written with a version bump (the
+ * schema says so), WRITE_SILENT written without one (c10d collectives) */
+enum { WRITE_BUMPS = 1, WRITE_SILENT = 2 };
+
 typedef struct {
     PyObject *t;
     int written;
     int schema_pos;
 } argref;
 
+/* Append the tensors of v (a tensor, a list of them, or a list of lists, as
+ * allgather's Tensor[][] outputs) to out[*n...]. */
 static int collect(Recorder *self, PyObject *v, int written, int pos, argref *out, int *n)
 {
     if (*n >= MAX_ARGS)
@@ -1614,8 +1622,16 @@ static int collect(Recorder *self, PyObject *v, int written, int pos, argref *ou
         Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
         for (Py_ssize_t j = 0; j < m && *n < MAX_ARGS; j++) {
             PyObject *x = PySequence_Fast_GET_ITEM(v, j);
-            if (PyObject_TypeCheck(x, (PyTypeObject *)self->tensor_type))
+            if (PyObject_TypeCheck(x, (PyTypeObject *)self->tensor_type)) {
                 out[(*n)++] = (argref){x, written, pos};
+            } else if (PyList_Check(x) || PyTuple_Check(x)) {
+                Py_ssize_t k = PySequence_Fast_GET_SIZE(x);
+                for (Py_ssize_t l = 0; l < k && *n < MAX_ARGS; l++) {
+                    PyObject *y = PySequence_Fast_GET_ITEM(x, l);
+                    if (PyObject_TypeCheck(y, (PyTypeObject *)self->tensor_type))
+                        out[(*n)++] = (argref){y, written, pos};
+                }
+            }
         }
     }
     return 0;
@@ -1702,13 +1718,17 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     if (seq) {
         Py_ssize_t na = PyTuple_GET_SIZE(args);
         for (Py_ssize_t i = 0; i < na; i++)
-            collect(self, PyTuple_GET_ITEM(args, i), i < 64 && (meta->wmask >> i) & 1, (int)i,
-                    in, &nin);
+            collect(self, PyTuple_GET_ITEM(args, i),
+                    i >= 64                      ? 0
+                    : (meta->wmask >> i) & 1     ? WRITE_BUMPS
+                    : (meta->smask >> i) & 1     ? WRITE_SILENT
+                                                 : 0,
+                    (int)i, in, &nin);
         if (kwargs && PyDict_Check(kwargs)) {
             PyObject *k, *v;
             Py_ssize_t p = 0;
             while (PyDict_Next(kwargs, &p, &k, &v)) {
-                int w = PySequence_Contains(meta->wnames, k) > 0;
+                int w = PySequence_Contains(meta->wnames, k) > 0 ? WRITE_BUMPS : 0;
                 collect(self, v, w, -1, in, &nin);
             }
         }
@@ -1735,9 +1755,16 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         for (int i = 0; i < nin; i++) {
             if (!in[i].written || !inent[i] || !inent[i]->vc || !out)
                 continue;
+            if (in[i].written == WRITE_SILENT) {
+                /* written, version unmoved: nothing to predict; a bump
+                 * PyTorch does make is observed at the tensor's next use */
+                if (uf)
+                    record_names(self, uf, seq, in[i].t, inent[i]);
+                continue;
+            }
             int dup = 0;
             for (int j = 0; j < i; j++)
-                if (in[j].written && inent[j] && inent[j]->vc == inent[i]->vc)
+                if (in[j].written == WRITE_BUMPS && inent[j] && inent[j]->vc == inent[i]->vc)
                     dup = 1;
             if (dup)
                 continue;
@@ -1945,15 +1972,19 @@ static PyObject *Recorder_set_run(PyObject *op, PyObject *args, PyObject *kw)
 {
     Recorder *self = (Recorder *)op;
     static char *kwlist[] = {"engine_version", "python_version", "argv_json", "cwd",
-                             "host", "options_json", "pid", "rank", NULL};
-    gt_run_info ri = {.engine = "pytorch", .rank = -1};
-    long long pid = 0, rank = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLL", kwlist, &ri.engine_version,
+                             "host", "options_json", "pid", "rank", "world_size",
+                             "local_rank", "backend", "launcher_run_id", NULL};
+    gt_run_info ri = {.engine = "pytorch", .rank = -1, .local_rank = -1};
+    long long pid = 0, rank = -1, world = 0, local = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLLLLzz", kwlist, &ri.engine_version,
                                      &ri.python_version, &ri.argv_json, &ri.cwd, &ri.host,
-                                     &ri.options_json, &pid, &rank))
+                                     &ri.options_json, &pid, &rank, &world, &local,
+                                     &ri.backend, &ri.launcher_run_id))
         return NULL;
     ri.pid = pid;
     ri.rank = rank;
+    ri.world_size = world;
+    ri.local_rank = local;
     if (self->r && !self->forked && !self->failed)
         ck(self, gt_run_set(self->r, &ri));
     Py_RETURN_NONE;

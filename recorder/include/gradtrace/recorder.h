@@ -106,7 +106,7 @@ enum gt_errno {
 const char *gt_strerror(int code);
 
 /* Schema version this library writes (PRAGMA user_version of the trace). */
-#define GT_SCHEMA_VERSION 2
+#define GT_SCHEMA_VERSION 3
 #define GT_VERSION_STRING "0.2.0"
 
 typedef struct gt_recorder gt_recorder;
@@ -146,6 +146,12 @@ typedef struct gt_run_info {
     const char *options_json;   /* JSON object of recording options */
     int64_t pid;
     int64_t rank;               /* < 0: no rank */
+    /* Distributed runs (v3). world_size <= 0: not distributed, and then
+     * local_rank is not recorded either. */
+    int64_t world_size;
+    int64_t local_rank;         /* < 0: none */
+    const char *backend;        /* e.g. "gloo"; NULL: unknown (kept if set) */
+    const char *launcher_run_id; /* e.g. TORCHELASTIC_RUN_ID; NULL: kept */
 } gt_run_info;
 
 /* One op (table ops). */

@@ -22,6 +22,15 @@ Options
                     call `first` is included) to the end of call `last`;
                     ops before and after run unrecorded. The trace numbers
                     recorded calls from 1; run.options keeps the window.
+    per_rank        None (default): under a launcher that sets RANK
+                    (torchrun), write rank N's trace to path with `.rankN`
+                    before the extension (run.db -> run.rank0.db), or with
+                    `{rank}` in path replaced; True: always; False: never.
+
+Distributed training: the run row records rank, local rank, world size,
+backend and the launcher's run id (gradtrace/_dist.py), and workers that
+torch.multiprocessing.spawn / start_processes starts while recording record
+into their own trace each, named as above with the process index as rank.
 
 Processes and threads: a forked child (DataLoader workers) does not record
 and never touches the parent's trace. Ops run on threads other than the one
@@ -62,8 +71,12 @@ class Recording:
     """One trace being recorded; see the module docstring for options."""
 
     def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
-                 argv=None):
-        self.path = os.fspath(path)
+                 argv=None, per_rank=None):
+        from . import _dist
+        self.template = os.fspath(path)
+        self.path = _dist.trace_path(self.template, per_rank)
+        self.announce = False  # spawned workers print where their trace went
+        self.spawn_index = None  # set in a torch.multiprocessing worker
         self.overwrite = bool(overwrite)
         self.max_size = int(max_size) if max_size else 0
         if backward_calls is not None:
@@ -82,6 +95,7 @@ class Recording:
         self._thread = None
         self._backward_exc = None
         self._orig_bootstrap = None
+        self._dist_patch = None
         self.error = None  # the recorder's error message after stop(), if any
         self.finished = True  # False if stop() could not finish the trace file
 
@@ -128,8 +142,8 @@ class Recording:
             host=socket.gethostname(),
             options_json=json.dumps(options),
             pid=os.getpid(),
-            rank=int(os.environ["RANK"]) if os.environ.get("RANK", "").isdigit() else -1,
         )
+        self._set_dist()
         self._done_calls = 0
         self._update_window()
         _current = self
@@ -142,6 +156,9 @@ class Recording:
         self._patch = _mode.BackwardPatch(self)
         self._patch.install()
         self._patch_threads()
+        from . import _dist
+        self._dist_patch = _dist.Patches(self)
+        self._dist_patch.install()
         self._mode = _mode.DispatchMode(self._rec.dispatch)
         self._mode.__enter__()
         return self
@@ -183,6 +200,10 @@ class Recording:
         if self._orig_bootstrap is not None:
             threading.Thread._bootstrap_inner = self._orig_bootstrap
             self._orig_bootstrap = None
+        if self._dist_patch is not None:
+            self._dist_patch.remove()
+            self._dist_patch = None
+            self._set_dist(group_only=True)  # if the process group is still up
         if exc is not None and exc is not self._backward_exc:
             self._rec.error(exc)  # a backward's exception is recorded already
         if status is None:
@@ -227,6 +248,16 @@ class Recording:
     def is_on(self):
         return self._rec is not None
 
+    def _set_dist(self, group_only=False):
+        """Write the process's rank, world size, backend and launcher run id
+        to the run row (gradtrace/_dist.py says where they come from);
+        group_only: only if the default process group is initialised."""
+        from . import _dist
+        if group_only and _dist._process_group() is None:
+            return
+        if self._rec is not None:
+            self._rec.set_run(**_dist.run_fields(self.spawn_index))
+
     def _update_window(self):
         if self.backward_calls is None:
             return
@@ -268,6 +299,9 @@ class Recording:
         if self._patch is not None:
             self._patch.remove()
             self._patch = None
+        if self._dist_patch is not None:
+            self._dist_patch.remove()
+            self._dist_patch = None
 
 
 def _exit_code(exc):

@@ -36,10 +36,12 @@ def _direct_call(func):
 
 def op_meta(func):
     """(name, written-argument mask, written-argument names, view argument,
-    callable) of an OpOverload, from its schema: alias_info.is_write marks
+    callable, silently-written mask) of an OpOverload, from its schema:
+    alias_info.is_write marks
     what the op mutates (in-place, out= and copy_ alike); a return with
     non-write alias info is a view of the first argument with alias info.
-    The callable is what func(*args, **kwargs) ends up calling."""
+    The callable is what func(*args, **kwargs) ends up calling; the last mask
+    names arguments written without a version bump (_dist.collective_writes)."""
     schema = func._schema
     name = schema.name
     if schema.overload_name:
@@ -58,7 +60,8 @@ def op_meta(func):
             if arg.alias_info is not None and not arg.alias_info.is_write:
                 view_arg = i
                 break
-    return (name, mask, tuple(written), view_arg, _direct_call(func))
+    from ._dist import collective_writes  # c10d writes its schema does not mark
+    return (name, mask, tuple(written), view_arg, _direct_call(func), collective_writes(schema))
 
 
 def saved_names(cls):

@@ -140,6 +140,8 @@ def main(argv):
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest)
     recs.append(rec)
+    out = rec.path  # rank N of a launched job writes out.rankN (gradtrace/_dist.py)
+    rec.announce = True
     try:
         rec.start()
     except OSError as e:

@@ -1,0 +1,523 @@
+/*
+ * info and diagnose over several traces: the ranks of a distributed run
+ * (multi.h). `gradtrace info A B...` prints one line per rank;
+ * `gradtrace diagnose A B...` (or a directory) diagnoses each trace as
+ * `gradtrace diagnose --json` does, in a child process of its own, then
+ * prints each rank's outcome and every distinct finding once, with the
+ * ranks it was found on ("ranks 0-3").
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gradtrace/recorder.h>
+
+#include "cmd.h"
+#include "multi.h"
+#include "strbuf.h"
+#include "table_out.h"
+#include "termtext.h"
+#include "trace.h"
+
+/* ---- info ------------------------------------------------------------- */
+
+/* One row per trace, read from the trace itself. */
+static const char info_row_sql[] =
+    "SELECT r.rank, r.local_rank, r.world_size, r.backend, r.host, r.pid,"
+    " CASE WHEN r.status = 'running' THEN 'running (killed?)'"
+    "      WHEN r.status = 'signal' THEN 'signal ' || coalesce(r.signal, '?')"
+    "      WHEN r.status IN ('ok', 'exception') AND coalesce(r.exit_code, 0) != 0"
+    "      THEN r.status || ' (exit ' || r.exit_code || ')'"
+    "      ELSE r.status END,"
+    " (SELECT count(*) FROM ops), (SELECT count(*) FROM backward_calls),"
+    " (SELECT count(*) FROM errors),"
+    " (SELECT s.text || ': ' || substr(e.message, 1, coalesce(nullif(instr(e.message,"
+    "  char(10)), 0) - 1, 80)) FROM errors e JOIN strings s ON s.id = e.type"
+    "  ORDER BY e.seq LIMIT 1),"
+    " r.launcher_run_id"
+    " FROM run r";
+
+static const char info_create_sql[] =
+    "CREATE TABLE ranks (rank INTEGER, local_rank INTEGER, world_size INTEGER,"
+    " backend TEXT, host TEXT, pid INTEGER, status TEXT, ops INTEGER,"
+    " backward_calls INTEGER, errors INTEGER, first_error TEXT, bytes INTEGER,"
+    " launcher_run_id TEXT, trace TEXT)";
+
+/* Copy trace `path`'s summary row into table ranks of `out`. 0, or 2 after
+ * printing why not. */
+static int info_row(sqlite3 *out, const char *path)
+{
+    char err[1024];
+    gt_trace *t = NULL;
+    sqlite3_stmt *st = NULL, *ins = NULL;
+    int rc = 2;
+    if (gt_trace_open(path, &t, err, sizeof err) != GT_OK) {
+        fprintf(stderr, "gradtrace: %s\n", err);
+        return 2;
+    }
+    sqlite3 *db = gt_trace_db(t);
+    int v3 = gt_trace_schema_version(t) >= 3;
+    char sql[sizeof info_row_sql + 128];
+    snprintf(sql, sizeof sql, "%s", info_row_sql);
+    if (!v3) {
+        /* columns v3 added: NULL for older traces */
+        static const char *const cols[] = {"r.local_rank", "r.world_size", "r.backend",
+                                           "r.launcher_run_id"};
+        for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
+            char *p = strstr(sql, cols[i]);
+            size_t n = strlen(cols[i]);
+            memcpy(p, "NULL", 4);
+            memmove(p + 4, p + n, strlen(p + n) + 1);
+        }
+    }
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        fprintf(stderr, "gradtrace: info: cannot read %s: %s\n", path, sqlite3_errmsg(db));
+        goto out;
+    }
+    if (sqlite3_prepare_v2(out, "INSERT INTO ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                                " ?9, ?10, ?11, ?12, ?13, ?14)",
+                           -1, &ins, NULL) != SQLITE_OK)
+        goto oom;
+    for (int i = 0; i < 11; i++)
+        sqlite3_bind_value(ins, i + 1, sqlite3_column_value(st, i));
+    struct stat fs;
+    if (stat(path, &fs) == 0)
+        sqlite3_bind_int64(ins, 12, (sqlite3_int64)fs.st_size);
+    sqlite3_bind_value(ins, 13, sqlite3_column_value(st, 11));
+    sqlite3_bind_text(ins, 14, path, -1, SQLITE_STATIC);
+    if (sqlite3_step(ins) != SQLITE_DONE)
+        goto oom;
+    rc = 0;
+    goto out;
+oom:
+    fprintf(stderr, "gradtrace: info: %s\n", sqlite3_errmsg(out));
+out:
+    sqlite3_finalize(ins);
+    sqlite3_finalize(st);
+    gt_trace_close(t);
+    return rc;
+}
+
+int gt_multi_info(int npaths, char **paths, int json)
+{
+    gt_rank_set set;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int status = 2;
+    if (gt_rank_set_load(npaths, paths, &set) != 0)
+        return 2;
+    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_exec(db, info_create_sql, NULL, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gradtrace: info: out of memory\n");
+        goto out;
+    }
+    for (size_t i = 0; i < set.n; i++)
+        if (info_row(db, set.v[i].path) != 0)
+            goto out;
+    if (sqlite3_prepare_v2(db, "SELECT * FROM ranks ORDER BY rowid", -1, &st, NULL) !=
+        SQLITE_OK) {
+        fprintf(stderr, "gradtrace: info: %s\n", sqlite3_errmsg(db));
+        goto out;
+    }
+    gt_table_opts o = {json ? GT_OUT_JSON : GT_OUT_TABLE, 1, 0};
+    if (gt_table_print(st, &o, stdout, NULL) != SQLITE_OK || fflush(stdout) != 0) {
+        fprintf(stderr, "gradtrace: info: cannot write the summary\n");
+        goto out;
+    }
+    status = 0;
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    gt_rank_set_release(&set);
+    return status;
+}
+
+/* ---- diagnose ------------------------------------------------------------ */
+
+/* Run `gradtrace diagnose --json [--backward N] path` in a child process;
+ * its stdout into *out (malloc'd), its exit status into *status. 0, or -1
+ * if the child could not be run. */
+static int diagnose_child(const char *path, long long backward, char **out, int *status)
+{
+    int fds[2];
+    if (pipe(fds) < 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        if (dup2(fds[1], STDOUT_FILENO) < 0)
+            _exit(2);
+        close(fds[1]);
+        char bw[32];
+        snprintf(bw, sizeof bw, "%lld", backward);
+        char *av[] = {"diagnose", "--json", "--backward", bw, (char *)path, NULL};
+        char *av_all[] = {"diagnose", "--json", (char *)path, NULL};
+        int rc = backward ? gt_cmd_diagnose(5, av) : gt_cmd_diagnose(3, av_all);
+        fflush(NULL);
+        _exit(rc);
+    }
+    close(fds[1]);
+    gt_strbuf b = {0};
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        gt_strbuf_add(&b, buf, (size_t)n);
+    }
+    close(fds[0]);
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 2;
+    if (b.oom) {
+        free(b.p);
+        return -1;
+    }
+    *out = b.p ? b.p : strdup("");
+    return *out ? 0 : -1;
+}
+
+/* The identity of a finding across ranks: what it says, without the trace's
+ * own row ids (node, tensor and event numbers differ between ranks). */
+static const char key_sql[] =
+    "SELECT json_array(f ->> '$.kind', f -> '$.node.name', f -> '$.node.location',"
+    " f -> '$.saved.slot', f -> '$.saved.names', f -> '$.saved.dtype', f -> '$.saved.shape',"
+    " f -> '$.saved.saved_version', f -> '$.saved.version_at_backward',"
+    " (SELECT json_group_array(json_array(m.value ->> '$.op', m.value -> '$.location',"
+    "   m.value -> '$.names', m.value -> '$.version_after'))"
+    "  FROM json_each(f, '$.mutations') m),"
+    " f -> '$.backward.index', f -> '$.backward.location', f -> '$.freed_by.index',"
+    " f -> '$.leaf', f -> '$.location', f ->> '$.suggestion')"
+    " FROM (SELECT ?1 AS f)";
+
+typedef struct group {
+    char *key;
+    char *doc;          /* one finding's JSON (the first rank's) */
+    size_t n;
+    int64_t *ranks;
+} group;
+
+static void loc_line(FILE *o, sqlite3 *db, const char *doc, const char *path,
+                     const char *label, const char *extra)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT ?1 -> ?2 ->> '$.file', ?1 -> ?2 ->> '$.line',"
+                               " ?1 -> ?2 ->> '$.code'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        fprintf(o, "    %-11s ", label);
+        gt_term_puts(o, (const char *)sqlite3_column_text(st, 0));
+        fprintf(o, ":%s", (const char *)sqlite3_column_text(st, 1));
+        if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
+            fputs("  ", o);
+            gt_term_puts(o, (const char *)sqlite3_column_text(st, 2));
+        }
+        if (extra && *extra) {
+            fputs("  (", o);
+            gt_term_puts(o, extra);
+            fputc(')', o);
+        }
+        fputc('\n', o);
+    }
+    sqlite3_finalize(st);
+}
+
+static char *jtext(sqlite3 *db, const char *sql, const char *doc)
+{
+    sqlite3_stmt *st = NULL;
+    char *r = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            r = strdup((const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    return r ? r : strdup("");
+}
+
+/* One group of identical findings, as text. */
+static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g, size_t ntraces)
+{
+    char ranks[256];
+    gt_format_ranks(g->ranks, g->n, ranks, sizeof ranks);
+    char *head = jtext(db,
+        "SELECT CASE ?1 ->> '$.kind'"
+        " WHEN 'inplace_invalidated_saved' THEN"
+        "  coalesce((SELECT group_concat(value, ', ') FROM json_each(?1, '$.saved.names')),"
+        "   'a tensor') || ' modified in place after ' || (?1 ->> '$.node.name') ||"
+        "  ' saved it as ' || (?1 ->> '$.saved.slot') || ' (version ' ||"
+        "  (?1 ->> '$.saved.saved_version') || ' -> ' ||"
+        "  (?1 ->> '$.saved.version_at_backward') || ')'"
+        " WHEN 'silent_storage_write' THEN"
+        "  coalesce((SELECT group_concat(value, ', ') FROM json_each(?1, '$.saved.names')),"
+        "   'a tensor') || ' overwritten by ' ||"
+        "  CASE WHEN ?1 ->> '$.mutations[0].op' LIKE 'c10d::%'"
+        "   THEN 'the collective ' || (?1 ->> '$.mutations[0].op')"
+        "   ELSE 'a write autograd cannot see' END ||"
+        "  ' after ' || (?1 ->> '$.node.name') || ' saved it as ' ||"
+        "  (?1 ->> '$.saved.slot') || ': gradients are silently wrong'"
+        " WHEN 'backward_twice' THEN 'backward #' || (?1 ->> '$.backward.index') ||"
+        "  ' reached ' || (?1 ->> '$.node.name') || ', whose saved tensors backward #' ||"
+        "  (?1 ->> '$.freed_by.index') || ' already freed'"
+        " ELSE 'in-place operation on ' || coalesce((SELECT group_concat(value, ', ')"
+        "  FROM json_each(?1, '$.leaf.names')), 'a leaf') ||"
+        "  ', a leaf tensor that requires grad' END || '  [' || (?1 ->> '$.kind') || ']'",
+        g->doc);
+    fprintf(o, "[%zu] %s %s: ", index, g->n == 1 ? "rank" : "ranks", ranks);
+    gt_term_puts(o, head);
+    fputc('\n', o);
+    free(head);
+    char *saved = jtext(db, "SELECT (?1 ->> '$.node.name') || ' saved ' ||"
+                            " (?1 ->> '$.saved.slot') || ' at version ' ||"
+                            " (?1 ->> '$.saved.saved_version')", g->doc);
+    loc_line(o, db, g->doc, "$.node.location", "saved at", saved);
+    free(saved);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT m.value, m.value ->> '$.op' FROM json_each(?1,"
+                               " '$.mutations') m ORDER BY m.key", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_text(st, 1, g->doc, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            loc_line(o, db, (const char *)sqlite3_column_text(st, 0), "$.location",
+                     "written at", (const char *)sqlite3_column_text(st, 1));
+    }
+    sqlite3_finalize(st);
+    char *bw = jtext(db, "SELECT 'backward #' || (?1 ->> '$.backward.index')", g->doc);
+    loc_line(o, db, g->doc, "$.backward.location", "needed by", bw);
+    free(bw);
+    loc_line(o, db, g->doc, "$.location", "at", NULL);
+    char *fix = jtext(db, "SELECT ?1 ->> '$.suggestion'", g->doc);
+    if (*fix) {
+        fprintf(o, "    %-11s ", "fix");
+        gt_term_puts(o, fix);
+        fputc('\n', o);
+    }
+    free(fix);
+    if (g->n < ntraces)
+        fprintf(o, "    %-11s not on the other ranks\n", "");
+    fputc('\n', o);
+}
+
+int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
+{
+    gt_rank_set set;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *kst = NULL, *fst = NULL;
+    group *groups = NULL;
+    size_t ngroups = 0;
+    char **docs = NULL;
+    int *codes = NULL;
+    int status = 2, any_findings = 0, any_error = 0;
+    if (gt_rank_set_load(npaths, paths, &set) != 0)
+        return 2;
+    docs = calloc(set.n, sizeof *docs);
+    codes = calloc(set.n, sizeof *codes);
+    if (!docs || !codes ||
+        sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, key_sql, -1, &kst, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
+                           -1, &fst, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gradtrace: diagnose: out of memory\n");
+        goto out;
+    }
+    for (size_t i = 0; i < set.n; i++) {
+        if (diagnose_child(set.v[i].path, backward, &docs[i], &codes[i]) < 0) {
+            fprintf(stderr, "gradtrace: diagnose: cannot run for %s: %s\n", set.v[i].path,
+                    strerror(errno));
+            goto out;
+        }
+        if (codes[i] == 1)
+            any_findings = 1;
+        else if (codes[i] != 0 || !docs[i][0])
+            any_error = 1;
+        if (codes[i] > 1 || !docs[i][0])
+            continue;
+        /* group its findings */
+        sqlite3_bind_text(fst, 1, docs[i], -1, SQLITE_STATIC);
+        while (sqlite3_step(fst) == SQLITE_ROW) {
+            const char *f = (const char *)sqlite3_column_text(fst, 0);
+            sqlite3_bind_text(kst, 1, f, -1, SQLITE_STATIC);
+            if (sqlite3_step(kst) != SQLITE_ROW) {
+                sqlite3_reset(kst);
+                continue;
+            }
+            const char *key = (const char *)sqlite3_column_text(kst, 0);
+            size_t g = 0;
+            while (g < ngroups && strcmp(groups[g].key, key) != 0)
+                g++;
+            if (g == ngroups) {
+                group *ng = realloc(groups, (ngroups + 1) * sizeof *ng);
+                if (!ng)
+                    goto oom;
+                groups = ng;
+                memset(&groups[g], 0, sizeof groups[g]);
+                ngroups++;
+                if (!(groups[g].key = strdup(key)) || !(groups[g].doc = strdup(f)))
+                    goto oom;
+            }
+            int64_t r = set.v[i].has_rank ? set.v[i].rank : (int64_t)i;
+            if (!groups[g].n || groups[g].ranks[groups[g].n - 1] != r) {
+                int64_t *nr = realloc(groups[g].ranks, (groups[g].n + 1) * sizeof *nr);
+                if (!nr)
+                    goto oom;
+                groups[g].ranks = nr;
+                nr[groups[g].n++] = r;
+            }
+            sqlite3_reset(kst);
+        }
+        sqlite3_reset(fst);
+    }
+
+    if (json) {
+        /* {"traces": [{rank, path, status, diagnosis}], "groups": [{ranks, finding}]} */
+        gt_strbuf b = {0};
+        gt_strbuf_add(&b, "{\"traces\":[", 11);
+        for (size_t i = 0; i < set.n; i++) {
+            char *row = NULL;
+            sqlite3_stmt *st = NULL;
+            if (sqlite3_prepare_v2(db, "SELECT json_object('rank', ?1, 'path', ?2, 'status',"
+                                       " ?3, 'diagnosis', json(nullif(?4, '')))",
+                                   -1, &st, NULL) == SQLITE_OK) {
+                if (set.v[i].has_rank)
+                    sqlite3_bind_int64(st, 1, set.v[i].rank);
+                sqlite3_bind_text(st, 2, set.v[i].path, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 3, codes[i]);
+                sqlite3_bind_text(st, 4, codes[i] > 1 ? "" : docs[i], -1, SQLITE_STATIC);
+                if (sqlite3_step(st) == SQLITE_ROW)
+                    row = strdup((const char *)sqlite3_column_text(st, 0));
+            }
+            sqlite3_finalize(st);
+            if (!row) {
+                free(b.p);
+                goto oom;
+            }
+            if (i)
+                gt_strbuf_add(&b, ",", 1);
+            gt_strbuf_add(&b, row, strlen(row));
+            free(row);
+        }
+        gt_strbuf_add(&b, "],\"groups\":[", 12);
+        for (size_t g = 0; g < ngroups; g++) {
+            char *row = NULL;
+            sqlite3_stmt *st = NULL;
+            gt_strbuf rl = {0};
+            gt_strbuf_add(&rl, "[", 1);
+            for (size_t k = 0; k < groups[g].n; k++) {
+                char num[32];
+                int w = snprintf(num, sizeof num, "%s%" PRId64, k ? "," : "",
+                                 groups[g].ranks[k]);
+                gt_strbuf_add(&rl, num, (size_t)w);
+            }
+            gt_strbuf_add(&rl, "]", 1);
+            if (!rl.oom &&
+                sqlite3_prepare_v2(db, "SELECT json_object('ranks', json(?1), 'finding',"
+                                       " json(?2))", -1, &st, NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, rl.p, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 2, groups[g].doc, -1, SQLITE_STATIC);
+                if (sqlite3_step(st) == SQLITE_ROW)
+                    row = strdup((const char *)sqlite3_column_text(st, 0));
+            }
+            sqlite3_finalize(st);
+            free(rl.p);
+            if (!row) {
+                free(b.p);
+                goto oom;
+            }
+            if (g)
+                gt_strbuf_add(&b, ",", 1);
+            gt_strbuf_add(&b, row, strlen(row));
+            free(row);
+        }
+        gt_strbuf_add(&b, "]}\n", 3);
+        if (b.oom) {
+            free(b.p);
+            goto oom;
+        }
+        fputs(b.p, stdout);
+        free(b.p);
+    } else {
+        int64_t *all = malloc((set.n ? set.n : 1) * sizeof *all);
+        if (!all)
+            goto oom;
+        for (size_t i = 0; i < set.n; i++)
+            all[i] = set.v[i].has_rank ? set.v[i].rank : (int64_t)i;
+        printf("%zu traces\n", set.n);
+        for (size_t i = 0; i < set.n; i++) {
+            printf("  %s %-4" PRId64 " ", set.v[i].has_rank ? "rank" : "#   ", all[i]);
+            gt_term_puts(stdout, set.v[i].path);
+            if (codes[i] > 1 || !docs[i][0]) {
+                printf(": not diagnosed (see the error above)\n");
+                continue;
+            }
+            char *partial = jtext(db, "SELECT ?1 ->> '$.partial'", docs[i]);
+            char *err = jtext(db, "SELECT (?1 ->> '$.error.type') || ': ' ||"
+                                  " substr(?1 ->> '$.error.message', 1, coalesce(nullif("
+                                  " instr(?1 ->> '$.error.message', char(10)), 0) - 1, 100))",
+                              docs[i]);
+            char *nf = jtext(db, "SELECT json_array_length(?1, '$.findings')", docs[i]);
+            printf(": %s finding%s", nf, strcmp(nf, "1") ? "s" : "");
+            if (!strcmp(partial, "1"))
+                printf("; partial trace (the process was killed or is still running)");
+            if (*err) {
+                printf("; the run raised ");
+                gt_term_puts(stdout, err);
+            }
+            putchar('\n');
+            free(partial);
+            free(err);
+            free(nf);
+        }
+        if (ngroups == 0) {
+            printf("\nno findings on any rank: no saved tensor was modified before the "
+                   "backward that needed it\n");
+        } else {
+            printf("\n%zu distinct finding%s\n\n", ngroups, ngroups == 1 ? "" : "s");
+            for (size_t g = 0; g < ngroups; g++)
+                print_group(stdout, db, g + 1, &groups[g], set.n);
+        }
+        free(all);
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "gradtrace: diagnose: cannot write output\n");
+        goto out;
+    }
+    status = any_findings ? 1 : any_error ? 2 : 0;
+    goto out;
+oom:
+    fprintf(stderr, "gradtrace: diagnose: out of memory\n");
+out:
+    for (size_t g = 0; g < ngroups; g++) {
+        free(groups[g].key);
+        free(groups[g].doc);
+        free(groups[g].ranks);
+    }
+    free(groups);
+    for (size_t i = 0; docs && i < set.n; i++)
+        free(docs[i]);
+    free(docs);
+    free(codes);
+    sqlite3_finalize(kst);
+    sqlite3_finalize(fst);
+    sqlite3_close(db);
+    gt_rank_set_release(&set);
+    return status;
+}

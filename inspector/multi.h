@@ -1,0 +1,91 @@
+/*
+ * Several traces at once: the traces of a distributed run's ranks.
+ *
+ * Naming (the contract with recorder/python/gradtrace/_dist.py): under a
+ * launcher that sets RANK, rank N's trace for the path `run.db` is
+ * `run.rankN.db` (`.rankN` before the file name's extension), or `{rank}`
+ * in the path replaced by N.
+ *
+ * The multi-trace commands (cmd_multi.c) take trace files and directories;
+ * a directory stands for the gradtrace traces directly in it. Traces are
+ * ordered by run.rank (traces without a rank last, by name).
+ */
+#ifndef GT_INSPECTOR_MULTI_H
+#define GT_INSPECTOR_MULTI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The path rank N writes for `path`: `{rank}` replaced, else `.rankN`
+ * inserted before the file name's extension. Returns a malloc'd string,
+ * NULL when out of memory. */
+char *gt_rank_path(const char *path, int64_t rank);
+
+/* The path this process writes for `path`: gt_rank_path() with the rank in
+ * the environment's RANK (digits only), else a copy of path. NULL when out
+ * of memory. */
+char *gt_env_rank_path(const char *path);
+
+/* One trace of a set: its path and the rank its run row names. */
+typedef struct gt_rank_trace {
+    char *path;
+    int64_t rank;      /* run.rank; -1 if none */
+    int has_rank;
+} gt_rank_trace;
+
+typedef struct gt_rank_set {
+    size_t n;
+    gt_rank_trace *v;  /* ordered by rank, then path */
+} gt_rank_set;
+
+/* Expand `paths` (files and directories) into *out, reading each trace's
+ * rank. A directory contributes its regular files whose first 16 bytes
+ * are the SQLite header (non-recursive). Returns 0, or 2 after printing a
+ * one-line error ("gradtrace: cannot read directory runs: ...", "no traces
+ * in directory runs") to stderr; *out is written only on success. */
+int gt_rank_set_load(int npaths, char **paths, gt_rank_set *out /* OUT */);
+
+/* Free a set's contents; the set itself may be on the stack. */
+void gt_rank_set_release(gt_rank_set *s);
+
+/* "0-3", "0, 2", "0-1, 5": the ranks in ranks[0..n) (ascending) as the
+ * shortest text of ranges, into buf (always terminated). */
+void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len);
+
+
+#include <sqlite3.h>
+
+/* A connection over every trace of `s` (at most gt_multi_max_traces()):
+ * the first trace is `main`, the others are attached as t1, t2, ...
+ * (read-only, like main). TEMP views named after each table and view of
+ * this gradtrace's schema (schema/views.sql definitions, not the files'
+ * copies) union the traces, each row with a leading `rank` column: the
+ * trace's run.rank, or its position in `s` when it has none; columns a
+ * trace's older schema lacks read as NULL. TEMP table `traces` (rank,
+ * schema, path) lists them. Returns 0 and the connection in *out, or 2
+ * after printing a one-line error to stderr. */
+int gt_multi_connect(const gt_rank_set *s, sqlite3 **out /* OUT */);
+
+/* How many traces gt_multi_connect can join (SQLite's attach limit + 1). */
+int gt_multi_max_traces(void);
+
+/* 1 if `npaths` trace arguments ask for the multi-trace form of a command
+ * (more than one, or a directory), else 0. */
+int gt_multi_wanted(int npaths, char **paths);
+
+/* sql's positional arguments TRACE... [QUERY]: how many are traces. The
+ * last is a query unless it names an existing file or directory; "-" is
+ * the query "read stdin". With one argument, it is the trace. */
+int gt_sql_count_traces(int npos, char **pos);
+
+/* `gradtrace info` over several traces: one line per trace, ordered by rank
+ * (a table, or JSON with json set). Returns the exit status. */
+int gt_multi_info(int npaths, char **paths, int json);
+
+/* `gradtrace diagnose` over several traces: each diagnosed on its own, then
+ * each rank's outcome and every distinct finding once with its ranks. Exit
+ * status: 1 if any rank has findings, else 2 if a trace could not be
+ * diagnosed, else 0. */
+int gt_multi_diagnose(int npaths, char **paths, int json, long long backward);
+
+#endif

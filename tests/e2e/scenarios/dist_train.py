@@ -1,0 +1,123 @@
+"""Distributed training on CPU (gloo), for the rank-tracing tests.
+
+    dist_train.py MODE OUTDIR [args...] [--spawn N --port P]
+
+Launched by torchrun (one process per rank, env:// rendezvous), by hand
+with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set, or, with --spawn N, it
+starts its N ranks itself with torch.multiprocessing.spawn. Each rank writes
+what it computed to OUTDIR/rank<R>.txt (exact float.hex) so that runs can be
+compared bit for bit.
+
+Modes
+    ddp STEPS          a correct DistributedDataParallel loop (SGD)
+    silent             dist.all_reduce(stats) on a tensor that w * stats saved
+                       for backward: no error, gradients silently wrong
+    kill RANK STEP     the ddp loop, but rank RANK SIGKILLs itself in step STEP
+                       after the forward
+    fail               local training; rank r changes a saved tensor in place
+                       in step r + 1 (backward raises there), then the rank ends
+"""
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def write(outdir, rank, lines):
+    with open(os.path.join(outdir, "rank%d.txt" % rank), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def params_hex(model):
+    return ["%s %s" % (n, [v.hex() for v in p.detach().flatten().tolist()])
+            for n, p in model.named_parameters()]
+
+
+def ddp(rank, outdir, steps, die=None):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    ddp_model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp_model.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(100 + rank)
+    lines = []
+    for step in range(steps):
+        x = torch.randn(8, 4, generator=gen)
+        y = torch.randn(8, 2, generator=gen)
+        loss = torch.nn.functional.mse_loss(ddp_model(x), y)
+        if die is not None and die == (rank, step):
+            # a trace commits its events every 250 ms (at the next op): let
+            # the steps so far reach the file, as they would in a longer run
+            time.sleep(0.3)
+            torch.ones(1).add(1)
+            os.kill(os.getpid(), signal.SIGKILL)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lines.append("%d %s" % (step, loss.item().hex()))
+    write(outdir, rank, lines + params_hex(model))
+
+
+def silent(rank, outdir):
+    w = torch.ones(3, requires_grad=True)
+    stats = torch.full((3,), float(rank + 1))
+    y = (w * stats).sum()
+    dist.all_reduce(stats)
+    y.backward()
+    write(outdir, rank, ["grad %s" % [v.hex() for v in w.grad.tolist()]])
+
+
+def fail(rank, outdir):
+    torch.manual_seed(rank)
+    w = torch.randn(4, 4, requires_grad=True)
+    for step in range(1, 5):
+        h = torch.randn(4, 4) @ w
+        out = h.sigmoid()
+        if step == rank + 1:
+            out.mul_(2)  # sigmoid saved its result: backward raises here
+        out.sum().backward()
+        write(outdir, rank, ["step %d" % step])
+
+
+def run(rank, mode, outdir, args):
+    if mode == "ddp":
+        ddp(rank, outdir, int(args[0]))
+    elif mode == "kill":
+        ddp(rank, outdir, 4, die=(int(args[0]), int(args[1])))
+    elif mode == "silent":
+        silent(rank, outdir)
+    elif mode == "fail":
+        fail(rank, outdir)
+    else:
+        raise SystemExit("unknown mode %s" % mode)
+
+
+def spawned(index, world, port, mode, outdir, args):
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=index,
+                            world_size=world)
+    try:
+        run(index, mode, outdir, args)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv):
+    mode, outdir, rest = argv[0], argv[1], argv[2:]
+    if "--spawn" in rest:
+        i = rest.index("--spawn")
+        world, port = int(rest[i + 1]), int(rest[i + 3])
+        args = rest[:i] + rest[i + 4:]
+        mp.spawn(spawned, args=(world, port, mode, outdir, args), nprocs=world)
+        return
+    dist.init_process_group("gloo")
+    try:
+        run(dist.get_rank(), mode, outdir, rest)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
