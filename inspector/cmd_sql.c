@@ -351,6 +351,8 @@ int gt_cmd_sql(int argc, char **argv)
         fprintf(stderr, "gradtrace: %s\n", err);
         goto out;
     }
+    if (gt_trace_note(t)) /* what opening did: a killed trace finished */
+        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     sqlite3 *db = gt_trace_db(t);
     if (guard_connection(db, &g) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,

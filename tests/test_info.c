@@ -69,7 +69,7 @@ static void test_info_text(void **state)
     assert_contains(c.out, "\n  version_bumps             6\n");
     assert_contains(c.out, "\n  saved_tensors             4\n");
     assert_contains(c.out, "\n  errors                    1\n");
-    assert_contains(c.out, "\nbackward calls\n"
+    assert_contains(c.out, "\nbackward calls: 1 (1 error)\n"
                            "  #1 Tensor.backward  error  examples/seed.py:47  "
                            "loss.backward()\n"
                            "      1 root, 0 nodes run\n");
