@@ -640,6 +640,8 @@ int gt_cmd_diagnose(int argc, char **argv)
         fprintf(stderr, "gradtrace: %s\n", err);
         return 2;
     }
+    if (gt_trace_note(t)) /* what opening did: a killed trace finished */
+        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     gt_diagnose_options opts = {.backward = backward};
     if (gt_diagnose(t, &opts, &fs, err, sizeof err) != 0) {
         fprintf(stderr, "gradtrace: diagnose %s: %s\n", path, err);

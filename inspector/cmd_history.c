@@ -179,6 +179,8 @@ int gt_cmd_history(int argc, char **argv)
         gt_trace_close(t);
         return 2;
     }
+    if (gt_trace_note(t)) /* what opening did: a killed trace finished */
+        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     sqlite3 *db = gt_trace_db(t);
     int64_t counters = count_counters(db, what, by_id);
     if (counters < 0)

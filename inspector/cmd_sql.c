@@ -367,6 +367,8 @@ int gt_cmd_sql(int argc, char **argv)
     } else {
         db = gt_trace_db(t);
     }
+    if (t && gt_trace_note(t)) /* what opening did: a killed trace finished */
+        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     if (guard_connection(db, &g) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,
                 sqlite3_errmsg(db));

@@ -2,17 +2,24 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gradtrace/recorder.h>
 
+#include "gt_indexes_sql.h"
 #include "gt_schema_sql.h"
 #include "gt_views_sql.h"
+
+/* A trace smaller than this is read as it is even without the close-time
+ * indexes: its scans are cheap. */
+#define GT__INDEX_MIN_BYTES (256 * 1024)
 
 struct gt_trace {
     sqlite3 *db;
@@ -22,6 +29,7 @@ struct gt_trace {
     int views;           /* 1 once gt_trace_use_views made the TEMP views */
     int64_t stopped_seq; /* run.stopped_seq (schema 2), 0 if none */
     char *stopped_reason;
+    char note[512];      /* what opening did beyond reading, "" if nothing */
 };
 
 static int int_query(sqlite3 *db, const char *sql, int *out)
@@ -176,6 +184,108 @@ out:
     return rc;
 }
 
+/* 1 if a recording holds the trace at `path` (its flock, recorder.c), else
+ * 0. Probed before SQLite opens the file: closing a descriptor of a file
+ * drops this process's POSIX locks on it, SQLite's included. */
+static int trace_is_live(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return live;
+}
+
+/* How many of the indexes of schema/indexes.sql the trace lacks (each is
+ * created by a line "CREATE INDEX IF NOT EXISTS <name> ON"); -1 if the
+ * schema cannot be read. */
+static int missing_indexes(sqlite3 *db)
+{
+    static const char key[] = "CREATE INDEX IF NOT EXISTS ";
+    sqlite3_stmt *st = NULL;
+    int missing = 0;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' "
+                               "AND name = ?1", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    for (const char *p = gt_indexes_sql; (p = strstr(p, key)) != NULL;) {
+        p += sizeof key - 1;
+        size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz_0123456789");
+        sqlite3_bind_text(st, 1, p, (int)len, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            missing = -1;
+            break;
+        }
+        missing += sqlite3_column_int(st, 0) == 0;
+        sqlite3_reset(st);
+        p += len;
+    }
+    sqlite3_finalize(st);
+    return missing;
+}
+
+/* Finish a trace its recording left without the close-time indexes (it was
+ * killed): create them in the file, as gt_recorder_close would have, and
+ * leave WAL mode. Returns SQLITE_OK or the error; the file is unchanged on
+ * error (one transaction). */
+static int finish_in_place(const char *path)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 2000);
+        rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(db, gt_indexes_sql, NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        else
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE",
+                         NULL, NULL, NULL);
+    }
+    sqlite3_close(db);
+    return rc;
+}
+
+/* A private copy of the trace open on *db (a temporary database SQLite
+ * deletes on close, spilling to disk rather than memory), with the
+ * close-time indexes built in it: for a trace that is still being recorded
+ * (or cannot be written), whose file must not change. One consistent
+ * snapshot: the backup reads the trace in one read transaction. On
+ * success *db is the copy (the original connection closed); on failure
+ * *db is untouched. */
+static int indexed_copy(sqlite3 **db)
+{
+    sqlite3 *copy = NULL;
+    int rc = sqlite3_open_v2("", &copy, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_backup *b = sqlite3_backup_init(copy, "main", *db, "main");
+        if (!b) {
+            rc = sqlite3_errcode(copy);
+        } else {
+            rc = sqlite3_backup_step(b, -1);
+            rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+            int rc2 = sqlite3_backup_finish(b);
+            if (rc == SQLITE_OK)
+                rc = rc2;
+        }
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(copy, "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;",
+                          NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(copy, gt_indexes_sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_close(copy);
+        return rc;
+    }
+    sqlite3_close(*db);
+    *db = copy;
+    return SQLITE_OK;
+}
+
 int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
 {
     int rc = GT_OK;
@@ -210,7 +320,11 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
         return GT_ENOTTRACE;
     }
 
-    checkpoint_wal(path);
+    /* a live trace's log is the recorder's to fold in; a killed one's is
+     * folded in here */
+    int live = trace_is_live(path);
+    if (!live)
+        checkpoint_wal(path);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", path,
                  db ? sqlite3_errmsg(db) : "out of memory");
@@ -241,6 +355,36 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
     }
     if ((rc = check_tables(db, path, err, errlen)) != GT_OK)
         goto out;
+    char note[512] = "";
+    int missing = missing_indexes(db), running = 0, pages = 0, page_size = 0;
+    if (missing > 0 && int_query(db, "PRAGMA page_count", &pages) == SQLITE_OK &&
+        int_query(db, "PRAGMA page_size", &page_size) == SQLITE_OK &&
+        (int64_t)pages * page_size >= GT__INDEX_MIN_BYTES) {
+        /* Without the close-time indexes the readers' lookups are scans:
+         * a killed recording's trace is finished in place (once, and said
+         * so); a live one, or one that cannot be written, is read from an
+         * indexed private copy (its file does not change). */
+        int_query(db, "SELECT count(*) FROM run WHERE status = 'running'", &running);
+        int finished = 0;
+        if (!live && running && access(path, W_OK) == 0) {
+            /* alone on the file, so that it can leave WAL mode */
+            sqlite3_close(db);
+            db = NULL;
+            finished = finish_in_place(path) == SQLITE_OK;
+            if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+                snprintf(err, errlen, "cannot open %s: %s", path,
+                         db ? sqlite3_errmsg(db) : "out of memory");
+                rc = GT_EIO;
+                goto out;
+            }
+        }
+        if (finished)
+            snprintf(note, sizeof note, "%s was left unfinished by its recording (killed?): "
+                     "created its %d missing indexes, as closing it would have", path,
+                     missing);
+        else
+            indexed_copy(&db);
+    }
     sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     int partial = 0;
     if (int_query(db, "SELECT count(*) FROM run WHERE status = 'running'", &partial)
@@ -265,6 +409,7 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
         goto out;
     }
     t->db = db;
+    snprintf(t->note, sizeof t->note, "%s", note);
     t->schema_version = version;
     t->partial = partial > 0 || t->stopped_seq > 0;
     db = NULL;
@@ -286,6 +431,7 @@ void gt_trace_close(gt_trace *t)
 
 sqlite3 *gt_trace_db(gt_trace *t) { return t->db; }
 const char *gt_trace_path(gt_trace *t) { return t->path; }
+const char *gt_trace_note(gt_trace *t) { return t->note[0] ? t->note : NULL; }
 int gt_trace_schema_version(gt_trace *t) { return t->schema_version; }
 int gt_trace_partial(gt_trace *t) { return t->partial; }
 int64_t gt_trace_stopped_seq(gt_trace *t) { return t->stopped_seq; }

@@ -8,6 +8,16 @@
  * A trace left with a write-ahead log by a killed recording is checkpointed
  * first, so every committed batch is visible. The connection is then opened
  * read-only with query_only set.
+ *
+ * Long traces read fast: the readers' lookups rely on the indexes the
+ * recorder creates when it closes a trace (schema/indexes.sql). A trace of
+ * 256 KiB or more that lacks them is
+ *   - finished in place if its recording was killed (run.status 'running',
+ *     no recorder holds its flock, the file is writable): the indexes are
+ *     created once, as closing would have, and gt_trace_note says so;
+ *   - otherwise (a live recording, a read-only file, a trace that was not
+ *     killed) read from a private indexed copy: a temporary database SQLite
+ *     deletes on close, filled from one snapshot; the file is not changed.
  */
 #ifndef GT_INSPECTOR_TRACE_H
 #define GT_INSPECTOR_TRACE_H
@@ -36,6 +46,11 @@ void gt_trace_close(gt_trace *t);
 
 /* The read-only connection, owned by the trace. */
 sqlite3 *gt_trace_db(gt_trace *t);
+
+/* One line (no program name, no newline) saying what opening did to the
+ * file beyond reading it (a killed trace finished in place), for the
+ * command to print on stderr; NULL if nothing. Owned by the trace. */
+const char *gt_trace_note(gt_trace *t);
 
 /* The path the trace was opened with. */
 const char *gt_trace_path(gt_trace *t);

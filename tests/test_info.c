@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <sqlite3.h>
+#include <sys/wait.h>
 
 #include "cmd.h"
 #include "sqltrace.h"
@@ -69,7 +70,7 @@ static void test_info_text(void **state)
     assert_contains(c.out, "\n  version_bumps             6\n");
     assert_contains(c.out, "\n  saved_tensors             4\n");
     assert_contains(c.out, "\n  errors                    1\n");
-    assert_contains(c.out, "\nbackward calls\n"
+    assert_contains(c.out, "\nbackward calls: 1 (1 error)\n"
                            "  #1 Tensor.backward  error  examples/seed.py:47  "
                            "loss.backward()\n"
                            "      1 root, 0 nodes run\n");
@@ -351,6 +352,203 @@ static void test_info_damaged_trace(void **state)
     unlink(path);
 }
 
+
+/* A run of `n` backward calls on one line; the calls in fail[] (1-based,
+ * 0-terminated) raise, the call `running` (0: none) never returns. Each
+ * call has one root and runs `nodes` nodes. */
+static void build_calls(const char *path, int n, const int *fail, int running, int nodes,
+                        gt_recorder **open_out)
+{
+    tb b;
+    tb_open(&b, path);
+    tb_run(&b, "[\"train.py\"]");
+    gt_id st = tb_user_stack(&b, 30, "loss.backward()");
+    gt_id name = tb_str(&b, "MulBackward0");
+    gt_id node = 1;
+    for (int i = 1; i <= n; i++) {
+        gt_id bw = tb_backward(&b, st, 0);
+        assert_int_equal(bw, i);
+        gt_node_info ni = {.id = node, .name = name, .sequence_nr = -1};
+        assert_int_equal(gt_node(b.r, &ni), GT_OK);
+        assert_int_equal(gt_backward_root(b.r, bw, 0, 0, node), GT_OK);
+        for (int k = 0; k < nodes; k++)
+            assert_int_equal(gt_node_exec(b.r, bw, node), GT_OK);
+        node++;
+        int failed = 0;
+        for (const int *f = fail; *f; f++)
+            failed |= *f == i;
+        if (failed) {
+            char msg[64];
+            snprintf(msg, sizeof msg, "call %d went wrong", i);
+            assert_int_equal(gt_error(b.r, "RuntimeError", msg, st, bw, NULL), GT_OK);
+        }
+        if (i != running)
+            assert_int_equal(gt_backward_end(b.r, bw, !failed), GT_OK);
+    }
+    if (open_out) {
+        assert_int_equal(gt_recorder_flush(b.r), GT_OK);
+        *open_out = b.r;
+        return;
+    }
+    assert_int_equal(gt_run_end(b.r, GT_RUN_OK, 0, 0), GT_OK);
+    assert_int_equal(gt_recorder_close(b.r), GT_OK);
+}
+
+/* How many times `needle` occurs in `hay`. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Many backward calls: counted by outcome, the first and last three shown
+ * with every call that did not return ok between them (errors in full),
+ * and what was left out said; --all shows every call; the JSON has all. */
+static void test_info_many_calls(void **state)
+{
+    (void)state;
+    char path[64];
+    captured c;
+    snprintf(path, sizeof path, "/tmp/gt_test_info_many_%d.db", (int)getpid());
+    static const int fail[] = {2, 17, 18, 40, 0};
+    build_calls(path, 40, fail, 25, 2, NULL);
+
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "\nbackward calls: 40 (35 ok, 4 error, 1 running)\n"
+                           "  #1 Tensor.backward  ok  examples/seed.py:30  loss.backward()\n"
+                           "      1 root, 2 nodes run\n"
+                           "  #2 Tensor.backward  error  examples/seed.py:30  "
+                           "loss.backward()\n"
+                           "      1 root, 2 nodes run\n"
+                           "  #3 Tensor.backward  ok  ");
+    assert_contains(c.out, "      1 root, 2 nodes run\n"
+                           "  ... 13 more calls, ok (--all shows every call)\n"
+                           "  #17 Tensor.backward  error  ");
+    assert_contains(c.out, "  #18 Tensor.backward  error  ");
+    assert_contains(c.out, "  ... 6 more calls, ok (--all shows every call)\n"
+                           "  #25 Tensor.backward  running  ");
+    assert_contains(c.out, "  ... 12 more calls, ok (--all shows every call)\n"
+                           "  #38 Tensor.backward  ok  ");
+    assert_contains(c.out, "  #40 Tensor.backward  error  ");
+    assert_int_equal(count_of(c.out, "Tensor.backward  "), 3 + 2 + 1 + 3); /* #40: last */
+    /* every error in full */
+    assert_int_equal(count_of(c.out, "went wrong"), 4);
+    assert_contains(c.out, "  RuntimeError at examples/seed.py:30 (in backward #18)\n"
+                           "    loss.backward()\n"
+                           "    call 18 went wrong\n");
+    captured_free(&c);
+
+    info_run(&c, "--all", path);
+    assert_int_equal(c.status, 0);
+    assert_int_equal(count_of(c.out, "Tensor.backward  "), 40);
+    assert_null(strstr(c.out, "more call"));
+    captured_free(&c);
+
+    info_run(&c, "--json", path);
+    assert_int_equal(c.status, 0);
+    static const char *const paths[] = {
+        "$.backward_counts.total", "$.backward_counts.ok", "$.backward_counts.error",
+        "$.backward_counts.running", "$.backward_calls[39].id",
+        "$.backward_calls[16].error", "$.backward_calls[16].nodes_run",
+        "$.backward_calls[16].roots", "$.backward_calls[24].status"};
+    assert_json(c.out, paths, sizeof paths / sizeof *paths,
+                "40|35|4|1|40|call 17 went wrong|2|1|running");
+    captured_free(&c);
+    unlink(path);
+
+    /* up to ten calls: all shown, nothing left out */
+    build_calls(path, 10, (const int[]){0}, 0, 1, NULL);
+    info_run(&c, path, NULL);
+    assert_contains(c.out, "\nbackward calls: 10 (10 ok)\n");
+    assert_int_equal(count_of(c.out, "Tensor.backward  ok"), 10);
+    assert_null(strstr(c.out, "more call"));
+    captured_free(&c);
+    unlink(path);
+}
+
+/* A long trace its recording left without the close-time indexes (killed:
+ * status 'running', no recorder holding it) is finished in place once,
+ * with a note; one still being recorded is read from a private copy and
+ * left as it is. Either way the answers are those of the finished trace.
+ * The recording runs in a forked child, which dies without closing. */
+static void test_info_unfinished_long_trace(void **state)
+{
+    (void)state;
+    char path[64], wal[80];
+    captured c;
+    snprintf(path, sizeof path, "/tmp/gt_test_info_long_%d.db", (int)getpid());
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    int ready[2], go[2];
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(go), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gt_recorder *r = NULL;
+        /* big enough (> 256 KiB) for the indexes to matter */
+        build_calls(path, 3000, (const int[]){1500, 0}, 0, 3, &r);
+        char ch = 'r';
+        if (write(ready[1], &ch, 1) != 1 || read(go[0], &ch, 1) != 1)
+            _exit(1);
+        _exit(0); /* killed: never closed */
+    }
+    char ch;
+    assert_int_equal(read(ready[0], &ch, 1), 1);
+
+    /* live: answered from a copy, the file not touched */
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_string_equal(c.err, "");
+    assert_contains(c.out, "\nbackward calls: 3000 (2999 ok, 1 error)\n");
+    assert_contains(c.out, "  #1500 Tensor.backward  error  ");
+    assert_contains(c.out, "      1 root, 3 nodes run\n");
+    captured_free(&c);
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    const char *count_idx = "SELECT count(*) FROM sqlite_schema WHERE type = 'index' "
+                            "AND name NOT LIKE 'sqlite_%'";
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, count_idx, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+
+    /* killed */
+    assert_int_equal(write(go[1], "g", 1), 1);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.err, "gradtrace: note: ");
+    assert_contains(c.err, " was left unfinished by its recording (killed?): created its 9 "
+                           "missing indexes, as closing it would have\n");
+    assert_int_equal(count_of(c.err, "\n"), 1);
+    assert_contains(c.out, "\nbackward calls: 3000 (2999 ok, 1 error)\n");
+    assert_contains(c.out, "partial trace: the recording did not finish");
+    captured_free(&c);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, count_idx, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 9);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    struct stat sb;
+    assert_false(stat(wal, &sb) == 0 && sb.st_size > 0);
+
+    /* finished once: the next command says nothing more */
+    info_run(&c, path, NULL);
+    assert_int_equal(c.status, 0);
+    assert_string_equal(c.err, "");
+    captured_free(&c);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +559,8 @@ int main(void)
         cmocka_unit_test(test_info_empty_trace),
         cmocka_unit_test(test_info_bad_input),
         cmocka_unit_test(test_info_damaged_trace),
+        cmocka_unit_test(test_info_many_calls),
+        cmocka_unit_test(test_info_unfinished_long_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

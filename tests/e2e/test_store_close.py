@@ -163,5 +163,72 @@ class ReaderAtClose(unittest.TestCase):
         self.assertGreater(seen, 400 * 5)
 
 
+def gradtrace(*args):
+    return subprocess.run([gtutil.GRADTRACE, *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def index_count(path):
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    n = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name "
+                   "NOT LIKE 'sqlite_%'").fetchone()[0]
+    db.close()
+    return n
+
+
+class UnfinishedTraces(unittest.TestCase):
+    """A real loop's trace without its close-time indexes: killed (SIGKILL
+    before it could close) it is finished by the first command, with one
+    note; live (the recording paused) it is read from a copy, untouched."""
+
+    def test_killed_trace_finished_once(self):
+        out, cp = gtutil.record(LOOP, 1500, "--kill", expect_fail=True)
+        self.assertEqual(index_count(out), 0)
+        self.assertGreater(os.path.getsize(out), 256 * 1024)
+        d = gradtrace("diagnose", out)
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertEqual(d.stderr, "gradtrace: note: %s was left unfinished by its recording "
+                                   "(killed?): created its 9 missing indexes, as closing it "
+                                   "would have\n" % out)
+        self.assertIn("partial", d.stdout)
+        self.assertEqual(index_count(out), 9)
+        self.assertFalse(os.path.exists(out + "-wal"))
+        for args in (("info", out), ("history", out, "loss"), ("sql", out, "SELECT 1"),
+                     ("graph", out, "-f", "dot", "-o", os.devnull)):
+            r = gradtrace(*args)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "", args)
+        info = gradtrace("info", out).stdout
+        self.assertRegex(info, r"\nbackward calls: \d+ \(\d+ ok")
+        self.assertIn("partial trace: the recording did not finish", info)
+
+    def test_live_trace_read_from_a_copy(self):
+        d = gtutil.tmpdir()
+        out = os.path.join(d, "live.db")
+        go = os.path.join(d, "live.go")
+        p = subprocess.Popen([gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON, "-o",
+                              out, "--", LOOP, "1500", "--pause", go],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertTrue(p.stdout.readline().startswith("loss "))
+            before = (os.path.getsize(out), index_count(out))
+            self.assertEqual(before[1], 0)
+            for args in (("info", out), ("diagnose", out), ("history", out, "loss"),
+                         ("graph", out, "-f", "dot", "-o", os.devnull),
+                         ("sql", out, "SELECT count(*) FROM op_log")):
+                r = gradtrace(*args)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stderr, "", args)
+            self.assertEqual(index_count(out), 0)
+            info = gradtrace("info", out).stdout
+            self.assertRegex(info, r"\nbackward calls: 1[45]\d\d \(")
+            self.assertIn("partial trace", info)
+        finally:
+            open(go, "w").close()
+            p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(index_count(out), 9)
+
+
 if __name__ == "__main__":
     unittest.main()

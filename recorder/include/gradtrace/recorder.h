@@ -212,9 +212,13 @@ GT_WARN_UNUSED int gt_recorder_open(const char *path, const gt_recorder_options 
                                     gt_recorder **out /* OUT */);
 
 /* Mark how the run ended, commit every pending event, create the indexes
- * the inspector uses, and close the file. Frees the handle; accepts NULL.
+ * the inspector uses, and close the file as one self-contained file (see
+ * the invariants: readers are waited for up to close_wait_ms, a trace still
+ * held is replaced by a finished copy). Frees the handle; accepts NULL.
  * If the run was never ended with gt_run_end the status stays 'running'.
- * Returns the handle's first error, if any, else 0. */
+ * Returns the handle's first error, if any (GT_EFULL after a size-cap stop:
+ * the file is complete all the same), GT_EBUSY if the trace could not be
+ * made one file (the message says where the events are), else 0. */
 int gt_recorder_close(gt_recorder *r);
 
 /* gt_recorder_close, and the handle's last message (what made it fail, ""
