@@ -10,11 +10,11 @@ how = sys.argv[1] if len(sys.argv) > 1 else "chunk"
 w = torch.randn(4, 6, requires_grad=True)
 h = w * 2
 if how == "chunk":
-    left, right = h.chunk(2, dim=1)  # @view
+    left, right = h.chunk(2, dim=1)  # @view_chunk
 elif how == "split":
-    left, right = torch.split(h, 3, dim=1)  # @view
+    left, right = torch.split(h, 3, dim=1)  # @view_split
 else:
-    left, right = h[:2].unbind(0)[:2]  # @view
+    left, right = h[:2].unbind(0)[:2]  # @view_unbind
 if how == "fixed":
     right = right.clamp(min=0)
 else:

@@ -11,10 +11,10 @@ w = torch.randn(4, 3, requires_grad=True)
 h = w * 2
 if how == "no_grad":
     with torch.no_grad():
-        top = h[:2]  # @view
+        top = h[:2]  # @view_no_grad
 elif how == "inference":
     with torch.inference_mode():
-        top = h.view(12)  # @view
+        top = h.view(12)  # @view_inference
 else:  # fixed: the view made outside the block, as the fix says
     top = h[:2]
 top.mul_(0.5)  # @inplace
