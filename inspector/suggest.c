@@ -10,6 +10,8 @@
 #include "diagnose_int.h"
 #include "pysrc.h"
 
+static void out_of_place_line(const char *code, const char *name, char *buf, size_t len);
+
 /* "aten::add_.Tensor" -> "add" (the out-of-place method name). */
 static void out_of_place(const char *op, char *buf, size_t len)
 {
@@ -142,6 +144,18 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f)
                                   "(%s), or build the new value out of place (e.g. "
                                   "torch.where)",
                                   mn, mn, o.name);
+        char mcode[512], oop[640], mwhere[512];
+        gt__dx_stack_loc(c, o.stack, mwhere, sizeof mwhere, mcode, sizeof mcode, NULL);
+        char *p = mcode;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        gt__py_strip_comment(p);
+        out_of_place_line(p, mn, oop, sizeof oop);
+        if (oop[0])
+            return set_suggestion(c, f,
+                                  "replace the in-place %s%s%s by its out-of-place form: "
+                                  "`%s`, or clone() %s before modifying it",
+                                  o.name, mwhere[0] ? " at " : "", mwhere, oop, mn);
         return set_suggestion(c, f,
                               "replace the in-place %s with an out-of-place version "
                               "(%s = %s.%s(...)), or clone() %s before modifying it",
