@@ -185,6 +185,47 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
     return arr;
 }
 
+/* For the node of a custom autograd Function ("MyExpBackward", no digit
+ * after "Backward"), the stack of the line that called it: the node's op
+ * ran inside MyExp.forward, and the user wants the apply() line. 0 when
+ * the node is not one, or no such frame is recorded. */
+static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t stack)
+{
+    char *name = qtext(db, rc, "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
+                               "WHERE n.id = ?1", "i", node);
+    char fwd[160];
+    size_t n = name ? strlen(name) : 0;
+    int64_t out = 0;
+    if (n <= 8 || strcmp(name + n - 8, "Backward") != 0) {
+        free(name);
+        return 0;
+    }
+    snprintf(fwd, sizeof fwd, "%.*s.forward", (int)(n - 8), name);
+    free(name);
+    int inside = 0;
+    for (int depth = 0; stack && depth < 256 && !*rc; depth++) {
+        char *fn = qtext(db, rc,
+                         "SELECT coalesce(sf.text, '') FROM stacks s JOIN frames f ON f.id = "
+                         "coalesce(s.user_frame, s.frame) LEFT JOIN strings sf ON sf.id = "
+                         "f.function WHERE s.id = ?1", "i", stack);
+        if (!fn)
+            break;
+        int here = !strcmp(fn, fwd);
+        free(fn);
+        if (inside && !here) {
+            out = stack;
+            break;
+        }
+        inside |= here;
+        if (!inside)
+            break; /* the op did not run inside forward */
+        char *parent = qtext(db, rc, "SELECT parent FROM stacks WHERE id = ?1", "i", stack);
+        stack = parent ? strtoll(parent, NULL, 10) : 0;
+        free(parent);
+    }
+    return out;
+}
+
 static int is_view_kind(int kind)
 {
     return kind == GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE ||
@@ -264,7 +305,7 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
 {
     char *bw_stack = NULL, *bw_loc = NULL, *node_stack = NULL, *node_loc = NULL;
     char *saved_names = NULL, *muts = NULL, *other_loc = NULL, *other_stack = NULL;
-    char *where = NULL, *out = NULL;
+    char *where = NULL, *out = NULL, *inner_loc = NULL;
 
     if (f->backward) {
         bw_stack = qtext(db, rc, "SELECT stack FROM backward_calls WHERE id = ?1", "i",
@@ -281,7 +322,11 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
                            "SELECT o.stack FROM nodes n JOIN ops o ON o.seq = n.op "
                            "WHERE n.id = ?1",
                            "i", f->node);
-        node_loc = node_stack ? loc_json(db, rc, strtoll(node_stack, NULL, 10)) : NULL;
+        int64_t ns = node_stack ? strtoll(node_stack, NULL, 10) : 0;
+        int64_t caller = custom_function_caller(db, rc, f->node, ns);
+        node_loc = ns ? loc_json(db, rc, caller ? caller : ns) : NULL;
+        if (caller)
+            inner_loc = loc_json(db, rc, ns);
     }
     if (f->stack)
         where = loc_json(db, rc, f->stack);
@@ -328,6 +373,14 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         f->saved_version, f->version_at_backward, muts, f->suggestion,
         (int64_t)f->matches_error, f->other_backward, other_loc,
         f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name);
+    if (out && inner_loc) {
+        char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
+                           "ss", out, inner_loc);
+        if (with) {
+            free(out);
+            out = with;
+        }
+    }
     if (out) {
         char *full = finding_extra(db, rc, f, out);
         free(out);
@@ -340,6 +393,7 @@ out:
     free(other_loc);
     free(node_stack);
     free(node_loc);
+    free(inner_loc);
     free(where);
     free(saved_names);
     free(muts);

@@ -176,6 +176,26 @@ class Unexplained(unittest.TestCase):
         cp = apply_fix(script, marker(script, "inplace"), f["suggestion"])
         self.assertEqual(cp.returncode, 0, f["suggestion"] + "\n" + cp.stderr)
 
+    def test_custom_function_saved_output(self):
+        """ctx.save_for_backward(result), then result changed by the caller:
+        whatever the replay sees of the Function, diagnose is not silent."""
+        script = gtutil.scenario("diag_custom_saved.py")
+        trace, _ = gtutil.record(script, expect_fail=True)
+        status, doc, text = diagnose(trace)
+        self.assertEqual(status, 1, text)
+        self.assertIn("which is output 0 of MyExp", doc["error"]["message"])
+        f = doc["findings"][0]
+        if f["kind"] == "unexplained":
+            self.assertEqual([c["names"][0] for c in f["candidates"]], ["y"])
+            self.assertEqual(f["mutations"][0]["location"]["line"], marker(script, "inplace"))
+            cp = apply_fix(script, marker(script, "inplace"), f["suggestion"])
+            self.assertEqual(cp.returncode, 0, f["suggestion"] + "\n" + cp.stderr)
+        else:  # the Function's saved tensors recorded: pinned, at the caller's line
+            self.assertEqual(f["kind"], "inplace_invalidated_saved")
+            self.assertIs(f["matches_error"], True)
+            self.assertEqual(f["node"]["location"]["line"], marker(script, "call"))
+            self.assertEqual(f["mutations"][0]["location"]["line"], marker(script, "inplace"))
+
 
 if __name__ == "__main__":
     unittest.main()
