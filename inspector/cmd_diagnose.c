@@ -158,17 +158,21 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
     }
     for (size_t i = 0; i < f->n_mutations && !*rc; i++) {
         const gt_mutation *m = &f->mutations[i];
-        char *stack = qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", m->seq);
-        char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
+        char *stack = m->seq ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i",
+                                     m->seq)
+                             : NULL;
+        int64_t sid = stack ? strtoll(stack, NULL, 10) : m->stack;
+        char *loc = sid ? loc_json(db, rc, sid) : NULL;
         char *names = names_json(db, rc, m->tensor);
         char *one = qtext(
             db, rc,
-            "SELECT json_object('seq', ?1, 'op', (SELECT s.text FROM ops o JOIN strings s "
+            "SELECT json_object('seq', CASE WHEN ?1 = 0 THEN NULL ELSE ?1 END, 'op', (SELECT s.text FROM ops o JOIN strings s "
             "ON s.id = o.name WHERE o.seq = ?1), 'version_after', CASE WHEN ?2 < 0 THEN NULL "
             "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
-            "'tensor', ?5, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
+            "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1))",
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 THEN 'true' "
+            "ELSE 'false' END))",
             "iissii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq);
         free(stack);
         free(loc);
@@ -182,11 +186,127 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
     return arr;
 }
 
+/* For the node of a custom autograd Function ("MyExpBackward", no digit
+ * after "Backward"), the stack of the line that called it: the node's op
+ * ran inside MyExp.forward, and the user wants the apply() line. 0 when
+ * the node is not one, or no such frame is recorded. */
+static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t stack)
+{
+    char *name = qtext(db, rc, "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
+                               "WHERE n.id = ?1", "i", node);
+    char fwd[160];
+    size_t n = name ? strlen(name) : 0;
+    int64_t out = 0;
+    if (n <= 8 || strcmp(name + n - 8, "Backward") != 0) {
+        free(name);
+        return 0;
+    }
+    snprintf(fwd, sizeof fwd, "%.*s.forward", (int)(n - 8), name);
+    free(name);
+    int inside = 0;
+    for (int depth = 0; stack && depth < 256 && !*rc; depth++) {
+        char *fn = qtext(db, rc,
+                         "SELECT coalesce(sf.text, '') FROM stacks s JOIN frames f ON f.id = "
+                         "coalesce(s.user_frame, s.frame) LEFT JOIN strings sf ON sf.id = "
+                         "f.function WHERE s.id = ?1", "i", stack);
+        if (!fn)
+            break;
+        int here = !strcmp(fn, fwd);
+        free(fn);
+        if (inside && !here) {
+            out = stack;
+            break;
+        }
+        inside |= here;
+        if (!inside)
+            break; /* the op did not run inside forward */
+        char *parent = qtext(db, rc, "SELECT parent FROM stacks WHERE id = ?1", "i", stack);
+        stack = parent ? strtoll(parent, NULL, 10) : 0;
+        free(parent);
+    }
+    return out;
+}
+
+static int is_view_kind(int kind)
+{
+    return kind == GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE ||
+           kind == GT_FINDING_VIEW_NO_GRAD_INPLACE || kind == GT_FINDING_VIEW_INFERENCE_INPLACE ||
+           kind == GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE;
+}
+
+/* A tensor as {"tensor", "dtype", "shape", "names"}. */
+static char *tensor_json(qdb *db, int *rc, int64_t tensor)
+{
+    char *names = names_json(db, rc, tensor);
+    char *out = qtext(db, rc,
+                      "SELECT json_object('tensor', t.id, 'dtype', s.text, 'shape', "
+                      "json(t.shape), 'names', json(coalesce(?2, '[]'))) FROM tensors t "
+                      "LEFT JOIN strings s ON s.id = t.dtype WHERE t.id = ?1",
+                      "is", tensor, names);
+    free(names);
+    return out;
+}
+
+/* The view kinds' "view": the view changed in place and where it was
+ * made; unexplained's "candidates"; both added to the finding's doc. */
+static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
+{
+    char *view = NULL, *cands = NULL, *origin = NULL, *out = NULL;
+    if (is_view_kind(f->kind)) {
+        if (f->view_op) {
+            char *stack = qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i",
+                                f->view_op);
+            char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
+            origin = qtext(db, rc,
+                           "SELECT json_object('seq', o.seq, 'op', s.text, 'grad_mode', "
+                           "json(CASE o.grad_mode WHEN 0 THEN 'false' ELSE 'true' END), "
+                           "'location', json(?2)) FROM ops o LEFT JOIN strings s "
+                           "ON s.id = o.name WHERE o.seq = ?1",
+                           "is", f->view_op, loc);
+            free(stack);
+            free(loc);
+        }
+        char *t = f->tensor ? tensor_json(db, rc, f->tensor) : NULL;
+        view = qtext(db, rc,
+                     "SELECT json_set(coalesce(?1, json_object('tensor', NULL)), "
+                     "'$.variable', ?3, '$.origin', json(?2))",
+                     "sss", t, origin, f->name);
+        free(t);
+    }
+    if (f->kind == GT_FINDING_UNEXPLAINED) {
+        char **items = calloc(f->n_candidates ? f->n_candidates : 1, sizeof *items);
+        size_t n = 0;
+        if (!items) {
+            *rc = GT_ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < f->n_candidates && !*rc; i++)
+            if ((items[n] = tensor_json(db, rc, f->candidates[i])) != NULL)
+                n++;
+        if (!*rc)
+            cands = join_array(rc, items, n);
+        free_items(items, n);
+    }
+    if (!*rc)
+        out = qtext(db, rc,
+                    "SELECT json_set(?1, '$.view', json(?2), '$.candidates', json(?3), "
+                    "'$.mismatch', json(CASE ?4 WHEN 1 THEN 'true' WHEN 0 THEN 'false' END), "
+                    "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END)",
+                    "sssii", doc, view, cands,
+                    (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->mismatch : -1),
+                    f->error_seq);
+out:
+    free(view);
+    free(cands);
+    free(origin);
+    return out;
+}
+
 static char *finding_json(qdb *db, int *rc, const gt_finding *f)
 {
     char *bw_stack = NULL, *bw_loc = NULL, *node_stack = NULL, *node_loc = NULL;
     char *saved_names = NULL, *muts = NULL, *other_loc = NULL, *other_stack = NULL;
-    char *where = NULL, *out = NULL;
+    char *where = NULL, *out = NULL, *inner_loc = NULL;
 
     if (f->backward) {
         bw_stack = qtext(db, rc, "SELECT stack FROM backward_calls WHERE id = ?1", "i",
@@ -203,7 +323,11 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
                            "SELECT o.stack FROM nodes n JOIN ops o ON o.seq = n.op "
                            "WHERE n.id = ?1",
                            "i", f->node);
-        node_loc = node_stack ? loc_json(db, rc, strtoll(node_stack, NULL, 10)) : NULL;
+        int64_t ns = node_stack ? strtoll(node_stack, NULL, 10) : 0;
+        int64_t caller = custom_function_caller(db, rc, f->node, ns);
+        node_loc = ns ? loc_json(db, rc, caller ? caller : ns) : NULL;
+        if (caller)
+            inner_loc = loc_json(db, rc, ns);
     }
     if (f->stack)
         where = loc_json(db, rc, f->stack);
@@ -250,6 +374,19 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         f->saved_version, f->version_at_backward, muts, f->suggestion,
         (int64_t)f->matches_error, f->other_backward, other_loc,
         f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name);
+    if (out && inner_loc) {
+        char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
+                           "ss", out, inner_loc);
+        if (with) {
+            free(out);
+            out = with;
+        }
+    }
+    if (out) {
+        char *full = finding_extra(db, rc, f, out);
+        free(out);
+        out = full;
+    }
 out:
     free(bw_stack);
     free(bw_loc);
@@ -257,6 +394,7 @@ out:
     free(other_loc);
     free(node_stack);
     free(node_loc);
+    free(inner_loc);
     free(where);
     free(saved_names);
     free(muts);
@@ -410,22 +548,86 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
     else if (!strcmp(kind, "backward_twice"))
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
-    else {
+    else if (!strcmp(kind, "leaf_inplace")) {
         char *ln = names_text(db, doc, "$.leaf.names");
         fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
                 ln[0] ? ln : "a leaf");
         free(ln);
+    } else if (!strcmp(kind, "unexplained")) {
+        fprintf(o, "the run raised an in-place error that the replay cannot pin to a write");
+    } else {
+        char *var = jt(db, doc, "$.view.variable"), *vop = jt(db, doc, "$.view.origin.op");
+        const char *what = !strcmp(kind, "view_multi_output_inplace")
+                               ? "an output of a function that returns several views"
+                           : !strcmp(kind, "view_no_grad_inplace")
+                               ? "a view made under torch.no_grad()"
+                           : !strcmp(kind, "view_inference_inplace")
+                               ? "a view made in torch.inference_mode()"
+                               : "a view returned by a custom autograd Function";
+        fprintf(o, "in-place operation on %s, %s%s%s%s", var[0] ? var : "a view", what,
+                vop[0] ? " (" : "", vop, vop[0] ? ")" : "");
+        free(var);
+        free(vop);
     }
     fprintf(o, "%s  %s[%s%s]%s\n", st->reset, st->dim, kind,
             !strcmp(ftf, "1") ? ", first to fail" : "", st->reset);
 
-    if (strcmp(kind, "leaf_inplace") != 0) {
+    int at_op = strncmp(kind, "view_", 5) == 0 || !strcmp(kind, "leaf_inplace") ||
+                !strcmp(kind, "unexplained");
+    if (!strcmp(kind, "unexplained")) {
+        print_loc(o, db, st, cwd, "raised at", loc);
+        char *c = NULL;
+        int rc = 0;
+        static const char sql_cands[] = "SELECT value FROM json_each(?1, '$.candidates')";
+        sqlite3_stmt *cs = qprep(db, sql_cands);
+        int n = 0;
+        if (cs) {
+            sqlite3_bind_text(cs, 1, doc, -1, SQLITE_STATIC);
+            while (sqlite3_step(cs) == SQLITE_ROW) {
+                const char *t = (const char *)sqlite3_column_text(cs, 0);
+                char *tn = t ? names_text(db, t, "$.names") : NULL;
+                char *td = t ? jt(db, t, "$.dtype") : NULL, *ts = t ? jt(db, t, "$.shape") : NULL;
+                fprintf(o, "    %-11s %s (%s %s)\n", n++ ? "" : "candidates",
+                        tn && tn[0] ? tn : "a tensor", td ? td : "", ts ? ts : "");
+                free(tn);
+                free(td);
+                free(ts);
+            }
+            sqlite3_reset(cs);
+            sqlite3_clear_bindings(cs);
+        }
+        if (!n)
+            fprintf(o, "    %-11s %sno recorded tensor matches the message's dtype, shape "
+                       "and version%s\n", "candidates", st->dim, st->reset);
+        (void)c;
+        (void)rc;
+    } else if (at_op) {
+        print_loc(o, db, st, cwd, "raised at", loc);
+        if (strncmp(kind, "view_", 5) == 0) {
+            char *oloc = jx(db, doc, "$.view.origin.location");
+            char *gm = jx(db, doc, "$.view.origin.grad_mode");
+            char *vn = names_text(db, doc, "$.view.names");
+            if (oloc[0]) {
+                char *vop = jt(db, doc, "$.view.origin.op");
+                print_loc(o, db, st, cwd, "view from", oloc);
+                fprintf(o, "    %11s %s%-20s%s made %s%s\n", "", st->yellow, vop, st->reset,
+                        vn[0] ? vn : "the view",
+                        !strcmp(gm, "0") ? " with grad mode off" : "");
+                free(vop);
+            } else {
+                fprintf(o, "    %-11s %s(the op that made it is not in the trace)%s\n",
+                        "view from", st->dim, st->reset);
+            }
+            free(oloc);
+            free(gm);
+            free(vn);
+        }
+    }
+    if (!at_op) {
         print_loc(o, db, st, cwd, "saved at", nloc);
         fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s) at version %s\n", "", node,
                 st->bold, slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names,
                 dtype, shape, sv);
-    } else {
-        print_loc(o, db, st, cwd, "raised at", loc);
     }
 
     /* The writes, grouped by consecutive location (one pass over them). */
@@ -440,9 +642,20 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                 continue;
             char *mloc = jx(db, m, "$.location"), *op = jt(db, m, "$.op");
             char *ver = jt(db, m, "$.version_after"), *mn = names_text(db, m, "$.names");
+            char *att = jx(db, m, "$.attempted");
+            int skip = !strcmp(att, "1"); /* the raising line, shown above */
+            free(att);
+            if (skip) {
+                free(mloc);
+                free(op);
+                free(ver);
+                free(mn);
+                continue;
+            }
             if (!prev || strcmp(prev, mloc) != 0)
                 print_loc(o, db, st, cwd,
                           !strcmp(kind, "silent_storage_write") ? "written at"
+                          : !strcmp(kind, "unexplained")        ? "last written"
                                                                 : "modified at",
                           mloc);
             fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
@@ -471,7 +684,17 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
         else
             fprintf(o, "    %11s backward #%s\n", "", bi);
     }
-    if (strcmp(ftf, "1") != 0 && match[0])
+    if (!strcmp(kind, "unexplained")) {
+        char *mm = jx(db, doc, "$.mismatch");
+        if (!strcmp(mm, "1"))
+            fprintf(o, "    %-11s %sthe finding marked first to fail for this backward "
+                       "does not match PyTorch's message%s\n", "error", st->yellow,
+                    st->reset);
+        else
+            fprintf(o, "    %-11s %sno finding matches the error PyTorch raised%s\n",
+                    "error", st->yellow, st->reset);
+        free(mm);
+    } else if (strcmp(ftf, "1") != 0 && match[0])
         fprintf(o, "    %-11s %snot the one PyTorch raised: it stops at the first stale "
                    "tensor%s\n", "error", st->dim, st->reset);
     else if (!strcmp(match, "1"))
@@ -675,7 +898,12 @@ int gt_cmd_diagnose(int argc, char **argv)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
         print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, docs, fs->n);
     }
-    status = fs->n ? 1 : broken[0] ? 2 : 0;
+    /* A damaged trace with only unexplained errors is still "none found in
+     * a damaged trace" (2), with the errors shown. */
+    size_t pinned = 0;
+    for (size_t i = 0; i < fs->n; i++)
+        pinned += fs->v[i].kind != GT_FINDING_UNEXPLAINED;
+    status = pinned ? 1 : broken[0] ? 2 : fs->n ? 1 : 0;
 out:
     if (fflush(stdout) != 0 && status != 2) {
         fprintf(stderr, "gradtrace: diagnose: cannot write output\n");

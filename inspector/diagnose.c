@@ -1,12 +1,14 @@
 /* Diagnosis: replay every backward call and report what broke it; see
  * diagnose.h for the contract and replay.h for the engine model. */
 #include "diagnose.h"
+#include "diagnose_int.h"
 
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gradtrace/recorder.h>
 
@@ -24,6 +26,16 @@ const char *gt_finding_kind_name(int kind)
         return "backward_twice";
     case GT_FINDING_LEAF_INPLACE:
         return "leaf_inplace";
+    case GT_FINDING_UNEXPLAINED:
+        return "unexplained";
+    case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE:
+        return "view_multi_output_inplace";
+    case GT_FINDING_VIEW_NO_GRAD_INPLACE:
+        return "view_no_grad_inplace";
+    case GT_FINDING_VIEW_INFERENCE_INPLACE:
+        return "view_inference_inplace";
+    case GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE:
+        return "view_custom_function_inplace";
     }
     return "unknown";
 }
@@ -55,17 +67,13 @@ static const char sql_silent_size[] =
     "ON w.storage = j.value LIMIT ?2)";
 static const char sql_tensor[] =
     "SELECT t.storage_offset, t.shape, t.strides, coalesce(s.text, ''), t.requires_grad, "
-    "t.is_leaf, coalesce(t.alias_of, 0) "
+    "t.is_leaf, coalesce(t.alias_of, 0), coalesce(t.created_by, 0) "
     "FROM tensors t LEFT JOIN strings s ON s.id = t.dtype WHERE t.id = ?1";
 static const char sql_bwerr[] =
     "SELECT seq, message FROM errors WHERE backward = ?1 ORDER BY seq LIMIT 1";
 static const char sql_op[] =
-    "SELECT coalesce(s.text, ''), o.phase, coalesce(o.stack, 0) "
+    "SELECT coalesce(s.text, ''), o.phase, coalesce(o.stack, 0), o.grad_mode "
     "FROM ops o LEFT JOIN strings s ON s.id = o.name WHERE o.seq = ?1";
-static const char sql_leaf_errors[] =
-    "SELECT e.seq, e.message, coalesce(e.stack, 0), coalesce(e.backward, 0) FROM errors e "
-    "WHERE e.message LIKE '%leaf Variable that requires grad is being used in an "
-    "in-place operation%' ORDER BY e.seq";
 /* The innermost user frame of a stack (its own frame if none is marked). */
 static const char sql_loc[] =
     "SELECT coalesce(sf.text, ''), f.line, coalesce(sc.text, ''), f.id "
@@ -76,40 +84,24 @@ static const char sql_names[] = GT__NAMES_SQL;
 
 /* ---- context ----------------------------------------------------------- */
 
-typedef struct tinfo tinfo; /* a tensor row, as the checks read it */
-
-typedef struct dctx {
-    sqlite3 *db;
-    gt_replayer *rp;
-    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op, *loc,
-        *names;
-    gt_imap freed; /* node id -> backward call that freed its saved tensors */
-    gt_imap tcache; /* tensor id -> index in tv: tensors read in this backward */
-    tinfo *tv;
-    size_t tn, tcap;
-    gt_findings *f;
-    size_t cap;
-    char *err;
-    size_t errlen;
-} dctx;
-
-static int sql_fail(dctx *c)
+int gt__dx_sql_fail(gt__dctx *c)
 {
     snprintf(c->err, c->errlen, "cannot read trace: %s", sqlite3_errmsg(c->db));
     return GT_ECORRUPT;
 }
 
-static int nomem(dctx *c)
+int gt__dx_nomem(gt__dctx *c)
 {
     snprintf(c->err, c->errlen, "out of memory");
     return GT_ENOMEM;
 }
 
-static void finding_release(gt_finding *f)
+void gt__dx_finding_release(gt_finding *f)
 {
     free(f->mutations);
     free(f->suggestion);
     free(f->name);
+    free(f->candidates);
 }
 
 void gt_findings_free(gt_findings *f)
@@ -117,13 +109,13 @@ void gt_findings_free(gt_findings *f)
     if (!f)
         return;
     for (size_t i = 0; i < f->n; i++)
-        finding_release(&f->v[i]);
+        gt__dx_finding_release(&f->v[i]);
     free(f->v);
     free(f);
 }
 
 /* Append a zeroed finding; NULL on ENOMEM. */
-static gt_finding *add_finding(dctx *c, int kind, int64_t backward)
+gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward)
 {
     if (c->f->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 8;
@@ -184,16 +176,8 @@ static int64_t dtype_size(const char *d)
     return 1;
 }
 
-struct tinfo {
-    gt_extent ext;        /* the bytes it covers in its storage */
-    char dtype[32];
-    char shape[128];      /* "3" or "16,8": sizes without brackets or spaces */
-    int requires_grad, is_leaf;
-    int64_t alias_of;
-    int found;
-};
 
-static int load_tensor(dctx *c, int64_t id, tinfo *t)
+int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
 {
     memset(t, 0, sizeof *t);
     sqlite3_stmt *st = c->tensor;
@@ -222,15 +206,16 @@ static int load_tensor(dctx *c, int64_t id, tinfo *t)
         t->requires_grad = sqlite3_column_int(st, 4);
         t->is_leaf = sqlite3_column_int(st, 5);
         t->alias_of = sqlite3_column_int64(st, 6);
+        t->created_by = sqlite3_column_int64(st, 7);
         t->found = 1;
     }
     sqlite3_reset(st);
-    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(c);
+    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
 }
 
-/* load_tensor through the per-backward cache: *out points into the cache,
+/* gt__dx_load_tensor through the per-backward cache: *out points into the cache,
  * valid until the next call. */
-static int cached_tensor(dctx *c, int64_t id, const tinfo **out)
+static int cached_tensor(gt__dctx *c, int64_t id, const gt__tinfo **out)
 {
     int64_t at;
     if (id && gt__imap_get(&c->tcache, id, &at)) {
@@ -239,97 +224,35 @@ static int cached_tensor(dctx *c, int64_t id, const tinfo **out)
     }
     if (c->tn == c->tcap) {
         size_t cap = c->tcap ? c->tcap * 2 : 64;
-        tinfo *v = realloc(c->tv, cap * sizeof *v);
+        gt__tinfo *v = realloc(c->tv, cap * sizeof *v);
         if (!v)
-            return nomem(c);
+            return gt__dx_nomem(c);
         c->tv = v;
         c->tcap = cap;
     }
-    int rc = load_tensor(c, id, &c->tv[c->tn]);
+    int rc = gt__dx_load_tensor(c, id, &c->tv[c->tn]);
     if (rc)
         return rc;
     if (id && gt__imap_put(&c->tcache, id, (int64_t)c->tn) != 0)
-        return nomem(c);
+        return gt__dx_nomem(c);
     *out = &c->tv[c->tn++];
     return 0;
 }
 
-static void tcache_clear(dctx *c)
+static void tcache_clear(gt__dctx *c)
 {
     gt__imap_clear(&c->tcache);
     c->tn = 0;
 }
 
-/* PyTorch's version message, e.g. "[torch.FloatTensor [3]] is at version 6;
- * expected version 0 instead" (optionally ", which is output 0 of X,"). */
-typedef struct errinfo {
-    int64_t seq;
-    int has_versions;  /* 1 if the message is a version mismatch */
-    int twice;         /* 1 if it is "backward through the graph a second time" */
-    char dtype[32];
-    char shape[128];
-    int64_t version, expected;
-    char grad_fn[128]; /* ", which is output N of NAME,": NAME ("" if absent) */
-    int64_t output_nr;
-} errinfo;
-
-static void parse_error(const char *msg, errinfo *e)
-{
-    static const struct {
-        const char *type;
-        const char *dtype;
-    } types[] = {
-        {"FloatTensor", "float32"},   {"DoubleTensor", "float64"},
-        {"HalfTensor", "float16"},    {"BFloat16Tensor", "bfloat16"},
-        {"LongTensor", "int64"},      {"IntTensor", "int32"},
-        {"ShortTensor", "int16"},     {"CharTensor", "int8"},
-        {"ByteTensor", "uint8"},      {"BoolTensor", "bool"},
-        {"ComplexFloatTensor", "complex64"}, {"ComplexDoubleTensor", "complex128"},
-    };
-    const char *p, *q;
-    e->has_versions = 0;
-    e->twice = msg && strstr(msg, "backward through the graph a second time") != NULL;
-    if (!msg || !(p = strstr(msg, "[torch.")))
-        return;
-    p += 7;
-    if (!strncmp(p, "cuda.", 5))
-        p += 5;
-    q = strchr(p, ' ');
-    if (!q || q[1] != '[')
-        return;
-    e->dtype[0] = 0;
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if ((size_t)(q - p) == strlen(types[i].type) && !strncmp(p, types[i].type, q - p))
-            snprintf(e->dtype, sizeof e->dtype, "%s", types[i].dtype);
-    p = q + 2;
-    size_t n = 0;
-    for (; *p && *p != ']'; p++)
-        if (*p != ' ' && n + 1 < sizeof e->shape)
-            e->shape[n++] = *p;
-    e->shape[n] = 0;
-    e->grad_fn[0] = 0;
-    if ((q = strstr(p, "which is output ")) != NULL) {
-        char *end;
-        e->output_nr = strtoll(q + 16, &end, 10);
-        if (!strncmp(end, " of ", 4)) {
-            size_t k = strcspn(end + 4, ",");
-            if (k >= sizeof e->grad_fn)
-                k = sizeof e->grad_fn - 1;
-            memcpy(e->grad_fn, end + 4, k);
-            e->grad_fn[k] = 0;
-        }
-    }
-    if (!(p = strstr(p, "is at version ")))
-        return;
-    e->version = strtoll(p + 14, NULL, 10);
-    if (!(p = strstr(p, "expected version ")))
-        return;
-    e->expected = strtoll(p + 17, NULL, 10);
-    e->has_versions = 1;
-}
+/* The first error of a backward call, parsed. */
+typedef struct bwerr {
+    int64_t seq; /* errors.seq, 0 if the call raised nothing */
+    gt_pymsg m;
+} bwerr;
 
 /* The first error recorded during backward `b` (e->seq = 0 if none). */
-static int load_backward_error(dctx *c, int64_t b, errinfo *e)
+static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
 {
     memset(e, 0, sizeof *e);
     sqlite3_stmt *st = c->bwerr;
@@ -337,17 +260,17 @@ static int load_backward_error(dctx *c, int64_t b, errinfo *e)
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
         e->seq = sqlite3_column_int64(st, 0);
-        parse_error((const char *)sqlite3_column_text(st, 1), e);
+        gt__pymsg_parse((const char *)sqlite3_column_text(st, 1), &e->m);
     }
     sqlite3_reset(st);
-    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(c);
+    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
 }
 
 /* ---- suggestions ------------------------------------------------------- */
 
 /* Copy the first variable name of `tensor` (its own, its base's, or one
  * sharing its version counter) into buf; "" if it has none. */
-static void first_name(dctx *c, int64_t tensor, char *buf, size_t len)
+void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len)
 {
     buf[0] = 0;
     sqlite3_stmt *st = c->names;
@@ -358,7 +281,7 @@ static void first_name(dctx *c, int64_t tensor, char *buf, size_t len)
 }
 
 /* "file:line" of a stack's user frame, and its code line; "" if unknown. */
-static void stack_loc(dctx *c, int64_t stack, char *where, size_t wlen, char *code,
+void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char *code,
                       size_t clen, int64_t *frame)
 {
     where[0] = 0;
@@ -369,8 +292,15 @@ static void stack_loc(dctx *c, int64_t stack, char *where, size_t wlen, char *co
     sqlite3_stmt *st = c->loc;
     sqlite3_bind_int64(st, 1, stack);
     if (stack && sqlite3_step(st) == SQLITE_ROW) {
-        snprintf(where, wlen, "%s:%d", (const char *)sqlite3_column_text(st, 0),
-                 sqlite3_column_int(st, 1));
+        /* Shown like every other path of the output: relative to the
+         * working directory when it lies below it. */
+        const char *file = (const char *)sqlite3_column_text(st, 0);
+        char cwd[4096];
+        size_t n;
+        if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 &&
+            !strncmp(file, cwd, n) && file[n] == '/')
+            file += n + 1;
+        snprintf(where, wlen, "%s:%d", file ? file : "", sqlite3_column_int(st, 1));
         if (code)
             snprintf(code, clen, "%s", (const char *)sqlite3_column_text(st, 2));
         if (frame)
@@ -379,13 +309,8 @@ static void stack_loc(dctx *c, int64_t stack, char *where, size_t wlen, char *co
     sqlite3_reset(st);
 }
 
-typedef struct opinfo {
-    char name[128];
-    int phase;
-    int64_t stack;
-} opinfo;
 
-static void load_op(dctx *c, int64_t seq, opinfo *o)
+void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o)
 {
     memset(o, 0, sizeof *o);
     sqlite3_stmt *st = c->op;
@@ -394,224 +319,23 @@ static void load_op(dctx *c, int64_t seq, opinfo *o)
         snprintf(o->name, sizeof o->name, "%s", (const char *)sqlite3_column_text(st, 0));
         o->phase = sqlite3_column_int(st, 1);
         o->stack = sqlite3_column_int64(st, 2);
+        o->grad_mode = sqlite3_column_int(st, 3);
     }
     sqlite3_reset(st);
-}
-
-/* "aten::add_.Tensor" -> "add" (the out-of-place method name). */
-static void out_of_place(const char *op, char *buf, size_t len)
-{
-    const char *p = strstr(op, "::");
-    p = p ? p + 2 : op;
-    size_t n = strcspn(p, ".");
-    if (n >= len)
-        n = len - 1;
-    memcpy(buf, p, n);
-    buf[n] = 0;
-    while (n > 0 && buf[n - 1] == '_')
-        buf[--n] = 0;
-}
-
-static int is_activation_inplace(const char *op)
-{
-    static const char *acts[] = {
-        "aten::relu_",       "aten::threshold_", "aten::hardtanh_", "aten::leaky_relu_",
-        "aten::elu_",        "aten::celu_",      "aten::selu_",     "aten::silu_",
-        "aten::mish_",       "aten::hardswish_", "aten::hardsigmoid_", "aten::rrelu_",
-        "aten::relu6_",      "aten::gelu_",      "aten::sigmoid_",  "aten::tanh_",
-        "aten::rrelu_with_noise_",
-    };
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
-        size_t n = strlen(acts[i]);
-        if (!strncmp(op, acts[i], n) && (op[n] == 0 || op[n] == '.'))
-            return 1;
-    }
-    return 0;
 }
 
 /* The leaf that requires grad behind tensor `t` (itself or a base it
  * views, at most 16 views deep), 0 if none or unreadable: for a tensor an
  * optimizer changed, the parameter. */
-static int64_t leaf_of(dctx *c, int64_t t)
+int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t)
 {
     for (int depth = 0; t && depth < 16; depth++) {
-        tinfo ti;
-        if (load_tensor(c, t, &ti) != 0 || !ti.found)
+        gt__tinfo ti;
+        if (gt__dx_load_tensor(c, t, &ti) != 0 || !ti.found)
             return 0;
         if (ti.is_leaf && ti.requires_grad)
             return t;
         t = ti.alias_of;
-    }
-    return 0;
-}
-
-static int set_suggestion(dctx *c, gt_finding *f, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    free(f->suggestion);
-    f->suggestion = strdup(buf);
-    return f->suggestion ? 0 : nomem(c);
-}
-
-/* 1 if the tensor has (or had) a grad_fn or is a parameter: an output of
- * a node, a view of one, a tensor an AccumulateGrad node accumulates into,
- * or one recorded as requiring grad. Such tensors are not the "constant
- * updated in place" of the seed story. */
-static int has_autograd(dctx *c, int64_t tensor)
-{
-    sqlite3_stmt *st = NULL;
-    int yes = 0;
-    for (int depth = 0; tensor && depth < 16 && !yes; depth++) {
-        tinfo t;
-        if (load_tensor(c, tensor, &t) != 0 || !t.found)
-            break;
-        if (t.requires_grad)
-            return 1;
-        if (sqlite3_prepare_v2(c->db,
-                               "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = ?1) "
-                               "OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
-                               -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, tensor);
-            if (sqlite3_step(st) == SQLITE_ROW)
-                yes = sqlite3_column_int(st, 0);
-        }
-        sqlite3_finalize(st);
-        tensor = t.alias_of;
-    }
-    return yes;
-}
-
-static int suggest_inplace(dctx *c, gt_finding *f)
-{
-    char name[128], mname[128], where[512], code[512];
-    int rc = 0;
-    first_name(c, f->tensor, name, sizeof name);
-    mname[0] = 0;
-    if (f->n_mutations)
-        first_name(c, f->mutations[0].tensor, mname, sizeof mname);
-    const char *nm = name[0] ? name : "the tensor";
-    const char *mn = mname[0] ? mname : nm;
-
-    /* In-place activations first, then optimizer-like parameter updates. */
-    for (size_t i = 0; i < f->n_mutations; i++) {
-        opinfo o;
-        load_op(c, f->mutations[i].seq, &o);
-        stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
-        if (is_activation_inplace(o.name)) {
-            char act[64];
-            out_of_place(o.name, act, sizeof act);
-            return set_suggestion(c, f,
-                                  "use inplace=False: the in-place %s%s%s overwrote %s, "
-                                  "which the backward needs; build the layer with "
-                                  "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
-                                  "out-of-place torch.%s",
-                                  o.name, where[0] ? " at " : "", where, nm, act);
-        }
-    }
-    for (size_t i = 0; i < f->n_mutations; i++) {
-        opinfo o;
-        load_op(c, f->mutations[i].seq, &o);
-        stack_loc(c, o.stack, where, sizeof where, code, sizeof code, NULL);
-        int foreach = strstr(o.name, "::_foreach_") != NULL;
-        if (foreach || strstr(code, ".step(") ||
-            (o.phase == GT_PHASE_OTHER && leaf_of(c, f->mutations[i].tensor))) {
-            return set_suggestion(c, f,
-                                  "move optimizer.step() after the last backward() that uses "
-                                  "this graph, or recompute the forward after the step: the "
-                                  "step%s%s updated %s in place after the forward saved it",
-                                  where[0] ? " at " : "", where,
-                                  name[0] ? name : "a parameter");
-        }
-    }
-    /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
-     * op saved, then updated in place. */
-    if (name[0] && !has_autograd(c, f->tensor))
-        return set_suggestion(c, f,
-                              "update a copy: %s = %s.clone().detach() before changing it, "
-                              "or move the update after backward()",
-                              name, name);
-    opinfo o;
-    load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
-    if (o.name[0]) {
-        char meth[64];
-        out_of_place(o.name, meth, sizeof meth);
-        if (!strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero") ||
-            !strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))
-            return set_suggestion(c, f,
-                                  "modify a copy: %s = %s.clone() before the assignment "
-                                  "(%s), or build the new value out of place (e.g. "
-                                  "torch.where)",
-                                  mn, mn, o.name);
-        return set_suggestion(c, f,
-                              "replace the in-place %s with an out-of-place version "
-                              "(%s = %s.%s(...)), or clone() %s before modifying it",
-                              o.name, mn, mn, meth, mn);
-    }
-    return rc ? rc
-              : set_suggestion(c, f,
-                               "replace the in-place change of %s with an out-of-place "
-                               "version (x = x.op(...)), or clone() it before modifying it",
-                               nm);
-}
-
-static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
-{
-    char where[512], name[128];
-    switch (f->kind) {
-    case GT_FINDING_INPLACE_INVALIDATED_SAVED:
-        return suggest_inplace(c, f);
-    case GT_FINDING_SILENT_STORAGE_WRITE: {
-        first_name(c, f->tensor, name, sizeof name);
-        opinfo o;
-        load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
-        if (!strncmp(o.name, "c10d::", 6)) {
-            const char *nm = name[0] ? name : "the tensor", *v = name[0] ? name : "t";
-            const char *verb = strstr(o.name, "reduce") ? "reduce" : "communicate";
-            return set_suggestion(c, f,
-                                  "%s wrote %s in place without bumping its version, so "
-                                  "backward used the collective's result instead of the "
-                                  "saved value: %s a copy (%s_synced = %s.clone(), then pass "
-                                  "%s_synced to the collective), or %s %s before the forward "
-                                  "that saves it",
-                                  o.name, nm, verb, v, v, v, verb, nm);
-        }
-    }
-        return set_suggestion(c, f,
-                              "this write bypasses autograd (an alias with its own version "
-                              "counter, such as .data), so the gradients are silently wrong: "
-                              "modify %s only after backward(), under torch.no_grad() on the "
-                              "tensor itself, or write to a clone()",
-                              name[0] ? name : "the tensor");
-    case GT_FINDING_BACKWARD_TWICE: {
-        sqlite3_stmt *st = NULL;
-        int64_t stack = 0;
-        if (sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
-                                      "WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, f->other_backward);
-            if (sqlite3_step(st) == SQLITE_ROW)
-                stack = sqlite3_column_int64(st, 0);
-        }
-        sqlite3_finalize(st);
-        stack_loc(c, stack, where, sizeof where, NULL, 0, NULL);
-        (void)r;
-        return set_suggestion(c, f,
-                              "pass retain_graph=True to the earlier backward()%s%s if the "
-                              "graph must be backpropagated twice, or recompute the forward "
-                              "pass before the second backward()",
-                              where[0] ? " at " : "", where);
-    }
-    case GT_FINDING_LEAF_INPLACE:
-        first_name(c, f->tensor, name, sizeof name);
-        if (!name[0] && f->name)
-            snprintf(name, sizeof name, "%s", f->name);
-        return set_suggestion(c, f,
-                              "wrap the update in `with torch.no_grad():` (as optimizers do), "
-                              "or change a copy instead: %s = %s.clone()",
-                              name[0] ? name : "x", name[0] ? name : "x");
     }
     return 0;
 }
@@ -678,7 +402,7 @@ static int64_t check_point(const gt_replay *r, const gt_replay_node *nd)
     return nd->exec_seq ? nd->exec_seq : r->seq;
 }
 
-static int load_batch(dctx *c, const gt_replay *r, batch *bt)
+static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
 {
     int rc = 0, s;
     int64_t *ids = NULL, *vcs = NULL, *stor = NULL;
@@ -692,17 +416,17 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
         return 0;
 
     if (!(ids = malloc(r->n * sizeof *ids)))
-        goto nomem;
+        goto gt__dx_nomem;
     int64_t lo = INT64_MAX, hi = 0;
     for (size_t i = 0; i < r->n; i++) {
         ids[i] = r->order[i].id;
         if (gt__imap_put(&pos, ids[i], (int64_t)i) != 0)
-            goto nomem;
+            goto gt__dx_nomem;
         if (check_point(r, &r->order[i]) > hi)
             hi = check_point(r, &r->order[i]);
     }
     if (!(list = gt__json_ints(ids, r->n)))
-        goto nomem;
+        goto gt__dx_nomem;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         if (bt->nsaved == cap) {
@@ -710,7 +434,7 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
             srec *v = realloc(bt->saved, cap * sizeof *v);
             if (!v) {
                 sqlite3_reset(st);
-                goto nomem;
+                goto gt__dx_nomem;
             }
             bt->saved = v;
         }
@@ -732,7 +456,7 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     if (s != SQLITE_DONE) {
-        rc = sql_fail(c);
+        rc = gt__dx_sql_fail(c);
         goto out;
     }
     if (bt->nsaved == 0)
@@ -744,7 +468,7 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
     vcs = malloc(bt->nsaved * sizeof *vcs);
     stor = malloc(bt->nsaved * sizeof *stor);
     if (!vcs || !stor)
-        goto nomem;
+        goto gt__dx_nomem;
     for (size_t i = 0; i < bt->nsaved; i++) {
         if (bt->saved[i].tensor && bt->saved[i].has_vc)
             vcs[nv++] = bt->saved[i].vc;
@@ -758,7 +482,7 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
 
     free(list);
     if (!(list = gt__json_ints(stor, ns)))
-        goto nomem;
+        goto gt__dx_nomem;
     st = c->silent;
     if ((rc = gt__pick_plan(c->db, c->silent_size, list, lo, hi, c->err, c->errlen)) < 0)
         goto out;
@@ -775,7 +499,7 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
             wrec *v = realloc(bt->writes, cap * sizeof *v);
             if (!v) {
                 sqlite3_reset(st);
-                goto nomem;
+                goto gt__dx_nomem;
             }
             bt->writes = v;
         }
@@ -788,10 +512,10 @@ static int load_batch(dctx *c, const gt_replay *r, batch *bt)
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     if (s != SQLITE_DONE)
-        rc = sql_fail(c);
+        rc = gt__dx_sql_fail(c);
     goto out;
-nomem:
-    rc = nomem(c);
+gt__dx_nomem:
+    rc = gt__dx_nomem(c);
 out:
     if (st)
         sqlite3_clear_bindings(st);
@@ -810,12 +534,12 @@ out:
  * view whose base was changed in place, a regenerated view node (not in
  * the trace); otherwise the tensor's current grad_fn: its latest node
  * before `before` (an in-place op gives it a new one). */
-static int grad_fn_matches(dctx *c, const srec *x, int64_t node, int64_t before,
-                           int mutated, const tinfo *ti, const errinfo *e)
+static int grad_fn_matches(gt__dctx *c, const srec *x, int64_t node, int64_t before,
+                           int mutated, const gt__tinfo *ti, const bwerr *e)
 {
     sqlite3_stmt *st = NULL;
     int ok = 1;
-    if (!e->grad_fn[0] || (!x->is_output && ti->alias_of && mutated))
+    if (!e->m.grad_fn[0] || (!x->is_output && ti->alias_of && mutated))
         return 1;
     if (sqlite3_prepare_v2(c->db,
                            "SELECT s.text, no.output_nr FROM node_outputs no "
@@ -828,8 +552,8 @@ static int grad_fn_matches(dctx *c, const srec *x, int64_t node, int64_t before,
         sqlite3_bind_int64(st, 3, x->is_output ? node : 0);
         if (sqlite3_step(st) == SQLITE_ROW) {
             const char *name = (const char *)sqlite3_column_text(st, 0);
-            ok = name && !strncmp(name, e->grad_fn, strlen(e->grad_fn)) &&
-                 sqlite3_column_int64(st, 1) == e->output_nr;
+            ok = name && !strncmp(name, e->m.grad_fn, strlen(e->m.grad_fn)) &&
+                 sqlite3_column_int64(st, 1) == e->m.output_nr;
         }
     }
     sqlite3_finalize(st);
@@ -839,11 +563,11 @@ static int grad_fn_matches(dctx *c, const srec *x, int64_t node, int64_t before,
 /* A finding about saved tensor `x` of node `nd`: saved at x->version, at
  * version `now` when the backward needed it, changed by the n writes in
  * `muts` (owned by the finding from here on; freed if there is no room). */
-static gt_finding *add_saved_finding(dctx *c, int kind, int64_t backward,
+static gt_finding *add_saved_finding(gt__dctx *c, int kind, int64_t backward,
                                      const gt_replay_node *nd, const srec *x, int64_t now,
                                      gt_mutation *muts, size_t n)
 {
-    gt_finding *f = add_finding(c, kind, backward);
+    gt_finding *f = gt__dx_add_finding(c, kind, backward);
     if (!f) {
         free(muts);
         return NULL;
@@ -860,8 +584,8 @@ static gt_finding *add_saved_finding(dctx *c, int kind, int64_t backward,
 
 /* Check saved tensor `x` of node `nd`, at event P, for a stale version and
  * for silent writes. */
-static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
-                       const gt_replay_node *nd, int64_t P, const srec *x, const errinfo *e)
+static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
+                       const gt_replay_node *nd, int64_t P, const srec *x, const bwerr *e)
 {
     int64_t now;
     gt_mutation *bumps = NULL;
@@ -869,37 +593,37 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
     int rc = gt__counters_window(bt->counters, x->vc, x->seq, x->version, P, &now, &bumps,
                                  &nb);
     if (rc)
-        return nomem(c);
+        return gt__dx_nomem(c);
     /* the ops that bumped x's counter: a c10d collective writing through
      * the same counter without one left the version where it was */
     int64_t *bump_ops = nb ? malloc(nb * sizeof *bump_ops) : NULL;
     if (nb && !bump_ops) {
         free(bumps);
-        return nomem(c);
+        return gt__dx_nomem(c);
     }
     for (size_t i = 0; i < nb; i++)
         bump_ops[i] = bumps[i].seq;
     size_t nbump_ops = nb;
-    tinfo ti;
+    gt__tinfo ti;
     int loaded = 0;
     if (now != x->version) {
         gt_finding *f = add_saved_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED,
                                           r->backward, nd, x, now, bumps, nb);
         if (!f) {
             free(bump_ops);
-            return nomem(c);
+            return gt__dx_nomem(c);
         }
         f->error_seq = e->seq;
-        const tinfo *tp;
+        const gt__tinfo *tp;
         if ((rc = cached_tensor(c, x->tensor, &tp)) != 0) {
             free(bump_ops);
             return rc;
         }
         ti = *tp;
         loaded = 1;
-        if (e->seq && e->has_versions)
-            f->matches_error = !strcmp(ti.dtype, e->dtype) && !strcmp(ti.shape, e->shape) &&
-                               e->version == now && e->expected == x->version &&
+        if (e->seq && e->m.has_versions)
+            f->matches_error = !strcmp(ti.dtype, e->m.dtype) && !strcmp(ti.shape, e->m.shape) &&
+                               e->m.version == now && e->m.expected == x->version &&
                                grad_fn_matches(c, x, nd->id, P, nb > 0, &ti, e);
         else if (e->seq)
             f->matches_error = 0;
@@ -925,7 +649,7 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
     size_t nw = 0, wcap = 0;
     for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
         const wrec *wr = &bt->writes[i];
-        const tinfo *wi;
+        const gt__tinfo *wi;
         if (wr->op <= x->seq || wr->op >= P)
             continue;
         if (wr->vc == x->vc) {
@@ -936,8 +660,8 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
                 continue; /* an ordinary in-place write: the version moved */
             /* only collectives write without a bump by design; any other op
              * without one raised before writing */
-            opinfo wo;
-            load_op(c, wr->op, &wo);
+            gt__opinfo wo;
+            gt__dx_load_op(c, wr->op, &wo);
             if (strncmp(wo.name, "c10d::", 6) != 0)
                 continue;
         }
@@ -957,7 +681,7 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
             wcap = wcap ? wcap * 2 : 4;
             gt_mutation *nv = realloc(w, wcap * sizeof *nv);
             if (!nv) {
-                rc = nomem(c);
+                rc = gt__dx_nomem(c);
                 break;
             }
             w = nv;
@@ -974,7 +698,7 @@ static int check_saved(dctx *c, const gt_replay *r, const batch *bt,
         return rc;
     }
     if (!add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x, now, w, nw))
-        return nomem(c);
+        return gt__dx_nomem(c);
     return 0;
 }
 
@@ -984,10 +708,10 @@ static int raises(const gt_finding *f)
            f->kind == GT_FINDING_BACKWARD_TWICE;
 }
 
-static int diagnose_backward(dctx *c, int64_t b, int report)
+static int diagnose_backward(gt__dctx *c, int64_t b, int report)
 {
     gt_replay *r = NULL;
-    errinfo e;
+    bwerr e;
     batch bt;
     size_t first = c->f->n, k = 0;
     long fail_at = -1;
@@ -1012,9 +736,9 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
             if (freed) {
                 if (c->f->n > before)
                     continue; /* one finding per freed node */
-                gt_finding *f = add_finding(c, GT_FINDING_BACKWARD_TWICE, b);
+                gt_finding *f = gt__dx_add_finding(c, GT_FINDING_BACKWARD_TWICE, b);
                 if (!f) {
-                    rc = nomem(c);
+                    rc = gt__dx_nomem(c);
                     break;
                 }
                 f->other_backward = freer;
@@ -1023,7 +747,7 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
                 f->tensor = x->tensor;
                 f->saved_version = x->version;
                 f->error_seq = e.seq;
-                f->matches_error = e.seq ? e.twice : -1;
+                f->matches_error = e.seq ? e.m.kind == GT_PYMSG_TWICE : -1;
                 continue;
             }
             if (!x->tensor || !x->has_vc || x->seq >= P)
@@ -1044,7 +768,7 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
     for (size_t k = first; k < c->f->n; k++) {
         if (c->f->v[k].kind == GT_FINDING_BACKWARD_TWICE) {
             if (seen_twice) {
-                finding_release(&c->f->v[k]);
+                gt__dx_finding_release(&c->f->v[k]);
                 continue;
             }
             seen_twice = 1;
@@ -1077,7 +801,7 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
         ftf->first_to_fail = 1;
 
     for (size_t k = first; k < c->f->n && !rc; k++)
-        rc = suggest(c, &c->f->v[k], r);
+        rc = gt__dx_suggest(c, &c->f->v[k]);
     if (rc)
         goto out;
 
@@ -1095,14 +819,14 @@ static int diagnose_backward(dctx *c, int64_t b, int report)
             int64_t prev;
             if (ran && !gt__imap_get(&c->freed, nd->id, &prev) &&
                 gt__imap_put(&c->freed, nd->id, b) != 0) {
-                rc = nomem(c);
+                rc = gt__dx_nomem(c);
                 goto out;
             }
         }
     }
     if (!report) {
         for (size_t k = first; k < c->f->n; k++)
-            finding_release(&c->f->v[k]);
+            gt__dx_finding_release(&c->f->v[k]);
         c->f->n = first;
     }
 out:
@@ -1112,214 +836,12 @@ out:
     return rc;
 }
 
-/* ---- leaf in-place errors ---------------------------------------------- */
-
-/* 1 if `name` occurs in `code` as a whole identifier. */
-static int mentions(const char *code, const char *name)
-{
-    size_t n = strlen(name);
-    if (!n)
-        return 0;
-    for (const char *p = code; (p = strstr(p, name)) != NULL; p++) {
-        int before = p > code && (isalnum((unsigned char)p[-1]) || p[-1] == '_' ||
-                                  p[-1] == '.');
-        int after = isalnum((unsigned char)p[n]) || p[n] == '_';
-        if (!before && !after)
-            return 1;
-    }
-    return 0;
-}
-
-static int find_leaf(dctx *c, int64_t err_seq, int64_t frame, const char *code,
-                     int64_t *leaf, int64_t *op)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = 0, s;
-    *leaf = 0;
-    *op = 0;
-    /* The op itself, if it was recorded: the last op of the same user line
-     * before the error, with a mutated argument. */
-    if (frame) {
-        if (sqlite3_prepare_v2(c->db,
-                               "SELECT o.seq, a.tensor FROM ops o "
-                               "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
-                               "JOIN stacks s ON s.id = o.stack "
-                               "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
-                               "AND coalesce(s.user_frame, s.frame) = ?2 "
-                               "ORDER BY o.seq DESC LIMIT 1",
-                               -1, &st, NULL) != SQLITE_OK)
-            return sql_fail(c);
-        sqlite3_bind_int64(st, 1, err_seq);
-        sqlite3_bind_int64(st, 2, frame);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            int64_t l = leaf_of(c, sqlite3_column_int64(st, 1));
-            if (l) {
-                *leaf = l;
-                *op = sqlite3_column_int64(st, 0);
-            }
-        } else if (s != SQLITE_DONE) {
-            rc = sql_fail(c);
-        }
-        sqlite3_finalize(st);
-        if (rc || *leaf)
-            return rc;
-    }
-    /* Otherwise the latest variable named on the line that is (a view of)
-     * a leaf requiring grad. */
-    if (!code || !code[0])
-        return 0;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT n.tensor, s.text FROM names n "
-                           "JOIN strings s ON s.id = n.name WHERE n.seq < ?1 "
-                           "ORDER BY n.seq DESC LIMIT 20000",
-                           -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(c);
-    sqlite3_bind_int64(st, 1, err_seq);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!mentions(code, (const char *)sqlite3_column_text(st, 1)))
-            continue;
-        int64_t l = leaf_of(c, sqlite3_column_int64(st, 0));
-        if (l) {
-            *leaf = l;
-            break;
-        }
-    }
-    if (s != SQLITE_DONE && s != SQLITE_ROW)
-        rc = sql_fail(c);
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/* The variable a line of code changes in place: "w -= ...", "w[0] = ...",
- * "w.add_(...)", "self.w *= ..." give "w" / "self.w". Writes it to buf
- * ("" if the line is not of that form). */
-static void target_of(const char *code, char *buf, size_t len)
-{
-    const char *p = code, *start, *end, *last_dot = NULL;
-    int ok = 0;
-    buf[0] = 0;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    start = p;
-    if (!isalpha((unsigned char)*p) && *p != '_')
-        return;
-    while (isalnum((unsigned char)*p) || *p == '_' || *p == '.') {
-        if (*p == '.')
-            last_dot = p;
-        p++;
-    }
-    end = p;
-    if (*p == '(' && last_dot && p[-1] == '_') {
-        end = last_dot; /* w.add_(...) */
-        ok = 1;
-    } else {
-        int subscript = *p == '[';
-        for (int depth = 0; subscript && *p; p++) { /* w[...] */
-            if (*p == '[')
-                depth++;
-            else if (*p == ']' && --depth == 0) {
-                p++;
-                break;
-            }
-        }
-        while (*p == ' ')
-            p++;
-        if (strchr("+-*/%&|^@<>", *p) && *p) {
-            const char *q = p + 1;
-            if (*q == *p && (*p == '*' || *p == '/' || *p == '<' || *p == '>'))
-                q++; /* **= //= <<= >>= */
-            ok = *q == '=' && q[1] != '=';
-        } else if (subscript && *p == '=' && p[1] != '=') {
-            ok = 1; /* w[...] = ... */
-        }
-    }
-    size_t n = (size_t)(end - start);
-    if (!ok || n == 0 || n >= len)
-        return;
-    memcpy(buf, start, n);
-    buf[n] = 0;
-}
-
-/* The tensor last assigned to `name` before event `before`: the output of
- * the latest op whose user line reads "name = ...". 0 if none. */
-static int64_t assigned_tensor(dctx *c, const char *name, int64_t before)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t t = 0;
-    size_t n = strlen(name);
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
-                           "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
-                           "FROM ops o JOIN stacks s ON s.id = o.stack "
-                           "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
-                           "JOIN strings c ON c.id = f.code "
-                           "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
-                           -1, &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_int64(st, 1, before);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        const char *code = (const char *)sqlite3_column_text(st, 1);
-        while (code && (*code == ' ' || *code == '\t'))
-            code++;
-        if (!code || strncmp(code, name, n) != 0 || sqlite3_column_type(st, 2) == SQLITE_NULL)
-            continue;
-        const char *p = code + n;
-        while (*p == ' ')
-            p++;
-        if (*p == '=' && p[1] != '=') {
-            t = sqlite3_column_int64(st, 2);
-            break;
-        }
-    }
-    sqlite3_finalize(st);
-    return t;
-}
-
-static int diagnose_leaf_errors(dctx *c)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = 0, s;
-    if (sqlite3_prepare_v2(c->db, sql_leaf_errors, -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(c);
-    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t seq = sqlite3_column_int64(st, 0), stack = sqlite3_column_int64(st, 2);
-        char where[512], code[512];
-        int64_t frame, leaf, op;
-        stack_loc(c, stack, where, sizeof where, code, sizeof code, &frame);
-        if ((rc = find_leaf(c, seq, frame, code, &leaf, &op)) != 0)
-            break;
-        char target[128];
-        target_of(code, target, sizeof target);
-        if (!leaf && target[0])
-            leaf = assigned_tensor(c, target, seq);
-        gt_finding *f = add_finding(c, GT_FINDING_LEAF_INPLACE, sqlite3_column_int64(st, 3));
-        if (!f) {
-            rc = nomem(c);
-            break;
-        }
-        if (target[0] && !(f->name = strdup(target))) {
-            rc = nomem(c);
-            break;
-        }
-        f->first_to_fail = 1;
-        f->tensor = leaf;
-        f->stack = stack;
-        f->op = op;
-        f->error_seq = seq;
-        rc = suggest(c, f, NULL);
-    }
-    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
-        rc = sql_fail(c);
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* ---- entry point ------------------------------------------------------- */
 
 int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out, char *err,
                 size_t errlen)
 {
-    dctx c;
+    gt__dctx c;
     int rc = 0;
     int64_t only = opts ? opts->backward : 0;
     sqlite3_stmt *calls = NULL;
@@ -1327,8 +849,9 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     c.db = gt_trace_db(t);
     c.err = err;
     c.errlen = errlen;
+    c.only = only;
     if (!(c.f = calloc(1, sizeof *c.f))) {
-        rc = nomem(&c);
+        rc = gt__dx_nomem(&c);
         goto out;
     }
     if ((rc = gt__replayer_new(c.db, &c.rp, err, errlen)) != 0)
@@ -1345,7 +868,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         if (sqlite3_prepare_v3(c.db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
                                stmts[i].st, NULL) != SQLITE_OK) {
-            rc = sql_fail(&c);
+            rc = gt__dx_sql_fail(&c);
             goto out;
         }
     }
@@ -1393,10 +916,14 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
             goto out;
     }
     if (s != SQLITE_DONE && s != SQLITE_ROW) {
-        rc = sql_fail(&c);
+        rc = gt__dx_sql_fail(&c);
         goto out;
     }
-    if (!only && (rc = diagnose_leaf_errors(&c)) != 0)
+    if (!only && (rc = gt__dx_raised_at_op(&c)) != 0)
+        goto out;
+    /* Never silent when PyTorch raised: an error of the family that no
+     * finding explains is a finding of its own. */
+    if ((rc = gt__dx_unexplained(&c, 0)) != 0)
         goto out;
     *out = c.f;
     c.f = NULL;

@@ -21,6 +21,23 @@ enum gt_finding_kind {
     GT_FINDING_SILENT_STORAGE_WRITE = 1,      /* "silent_storage_write" */
     GT_FINDING_BACKWARD_TWICE = 2,            /* "backward_twice" */
     GT_FINDING_LEAF_INPLACE = 3,              /* "leaf_inplace" */
+    /* The run raised an error of the in-place family that no finding
+     * explains (the replay cannot pin it): what the trace knows about it. */
+    GT_FINDING_UNEXPLAINED = 4,               /* "unexplained" */
+    /* PyTorch's view + in-place errors, raised at the in-place op itself: */
+    GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE = 5, /* "view_multi_output_inplace":
+                                               * an output of split, chunk,
+                                               * unbind, ... */
+    GT_FINDING_VIEW_NO_GRAD_INPLACE = 6,      /* "view_no_grad_inplace": a view
+                                               * made under no_grad, changed
+                                               * with grad mode on */
+    GT_FINDING_VIEW_INFERENCE_INPLACE = 7,    /* "view_inference_inplace": a
+                                               * view made in inference mode,
+                                               * changed in normal mode */
+    GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE = 8, /* "view_custom_function_inplace":
+                                               * a view returned by a custom
+                                               * autograd Function */
+    /* Kinds added later are appended here, never renumbered. */
 };
 
 /* The kind's name as printed in JSON ("inplace_invalidated_saved", ...). */
@@ -31,6 +48,10 @@ typedef struct gt_mutation {
     int64_t bump_seq;      /* version_bumps.seq, 0 for a silent write */
     int64_t tensor;        /* tensors.id written */
     int64_t version_after; /* counter value after the write, -1 if none */
+    /* Added after the first contract: */
+    int64_t stack;         /* stacks.id of a write that has no op row (seq 0):
+                            * an in-place op PyTorch refused before running
+                            * it; 0 otherwise */
 } gt_mutation;
 
 typedef struct gt_finding {
@@ -58,9 +79,18 @@ typedef struct gt_finding {
                             * (leaf_inplace: where the op raised), else 0 */
     int64_t op;            /* leaf_inplace: ops.seq of the in-place op if it was
                             * recorded, else 0 */
-    char *name;            /* leaf_inplace: the variable the raising line
-                            * changes, parsed from its code, NULL if none;
-                            * owned by the finding */
+    char *name;            /* leaf_inplace and the view kinds: the variable
+                            * the raising line changes, parsed from its code,
+                            * NULL if none; owned by the finding */
+    int64_t view_op;       /* view kinds: ops.seq of the op that made the view
+                            * (its origin), 0 if unknown */
+    size_t n_candidates;   /* unexplained: the tensors whose dtype, shape and
+                            * versions match PyTorch's message (tensors.id,
+                            * owned); their last writes are in mutations */
+    int64_t *candidates;
+    int mismatch;          /* unexplained: 1 if a finding was marked first to
+                            * fail for the error's backward call but does not
+                            * match the message */
 } gt_finding;
 
 typedef struct gt_findings {

@@ -128,15 +128,16 @@ static void test_stack_cycle(void **state)
 }
 
 /* The saved tensor points nowhere: nothing links the saved value to the
- * writes, so no finding (a partial result), but no crash, the run's error is
- * still reported, and the damage is: exit 2, "inconsistent" says what. */
+ * writes, so nothing is pinned (a partial result), but no crash, the run's
+ * error is still reported (as an unexplained finding: never silent when
+ * PyTorch raised), and the damage is: exit 2, "inconsistent" says what. */
 static void test_dangling_saved_tensor(void **state)
 {
     (void)state;
     captured c;
     run_on(&c, gt_cmd_diagnose, "dangling_saved_tensor.db", 3, "diagnose", "--json", "@");
     assert_int_equal(c.status, 2);
-    assert_contains(c.out, "\"findings\":[]");
+    assert_contains(c.out, "\"findings\":[{\"kind\":\"unexplained\"");
     assert_contains(c.out, "\"type\":\"RuntimeError\"");
     assert_contains(c.out, "\"inconsistent\":\"saved tensors pointing at no tensor: 9\"");
     captured_free(&c);

@@ -162,7 +162,12 @@ class DiagnoseRecorded(unittest.TestCase):
         self.assertEqual(f["kind"], "leaf_inplace")
         self.assertIs(f["first_to_fail"], True)
         self.assertIsNone(f["backward"])
-        self.assertEqual(f["mutations"], [])
+        # The refused write is in mutations[] like every kind's writes.
+        self.assertEqual(len(f["mutations"]), 1, f["mutations"])
+        m = f["mutations"][0]
+        self.assertIs(m["attempted"], True)
+        self.assertEqual(m["location"]["line"], line_of(script, "# @leaf_mutate"))
+        self.assertEqual(m["tensor"], f["leaf"]["tensor"])
         self.assertEqual(f["location"]["line"], line_of(script, "# @leaf_mutate"))
         self.assertEqual(doc["error"]["location"]["line"], line_of(script, "# @leaf_mutate"))
         self.assertEqual(f["leaf"]["names"], ["w"])

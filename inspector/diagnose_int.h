@@ -1,0 +1,101 @@
+/*
+ * What the parts of the diagnosis share (diagnose.c: the replay verdicts
+ * and the trace readers; raised.c: errors PyTorch raises at the op itself
+ * and errors nothing explains; suggest.c: the fixes). Internal to the
+ * inspector: the public contract is diagnose.h.
+ *
+ * Every function returning int returns 0 or a negative GT_E* code with a
+ * one-line message written to the context's err buffer; functions returning
+ * void cannot fail (a row they cannot read leaves their output empty).
+ */
+#ifndef GT_INSPECTOR_DIAGNOSE_INT_H
+#define GT_INSPECTOR_DIAGNOSE_INT_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "diagnose.h"
+#include "extent.h"
+#include "pymsg.h"
+#include "replay.h"
+
+/* A tensor row, as the checks read it. */
+typedef struct gt__tinfo {
+    gt_extent ext;        /* the bytes it covers in its storage */
+    char dtype[32];
+    char shape[128];      /* "3" or "16,8": sizes without brackets or spaces */
+    int requires_grad, is_leaf;
+    int64_t alias_of;
+    int64_t created_by;   /* ops.seq that output it, 0 if unknown */
+    int found;
+} gt__tinfo;
+
+/* An op row. */
+typedef struct gt__opinfo {
+    char name[128];
+    int phase;
+    int grad_mode;
+    int64_t stack;
+} gt__opinfo;
+
+/* The diagnosis of one trace. */
+typedef struct gt__dctx {
+    sqlite3 *db;
+    gt_replayer *rp;
+    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op, *loc,
+        *names;
+    gt_imap freed;  /* node id -> backward call that freed its saved tensors */
+    gt_imap tcache; /* tensor id -> index in tv: tensors read in this backward */
+    gt__tinfo *tv;
+    size_t tn, tcap;
+    gt_findings *f;
+    size_t cap;
+    char *err;
+    size_t errlen;
+    int64_t only;   /* the backward call asked for, 0 for all */
+} gt__dctx;
+
+/* Errors: set the message, return GT_ECORRUPT / GT_ENOMEM. */
+int gt__dx_sql_fail(gt__dctx *c);
+int gt__dx_nomem(gt__dctx *c);
+
+/* Append a zeroed finding of `kind` (versions -1, matches_error -1); NULL
+ * when out of memory (the findings are unchanged). */
+gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward);
+
+/* Free what a finding owns (not the finding). */
+void gt__dx_finding_release(gt_finding *f);
+
+/* Read tensor `id` into *t (t->found = 0 if there is no such row). */
+int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t /* OUT */);
+
+/* The first variable name of `tensor` (its own, its base's, or one sharing
+ * its version counter) into buf; "" if none. */
+void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len);
+
+/* "file:line" of a stack's innermost user frame (the file relative to the
+ * working directory when it lies below it), its code line and frame id;
+ * "" / 0 if unknown. code and frame may be NULL. */
+void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char *code,
+                      size_t clen, int64_t *frame);
+
+/* Read op `seq` into *o (all empty if there is none). */
+void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o /* OUT */);
+
+/* The leaf that requires grad behind tensor `t` (itself or a base it
+ * views, at most 16 views deep), 0 if none or unreadable. */
+int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t);
+
+/* Findings for errors PyTorch raised at an in-place op (leaf and view
+ * errors), appended to c->f (raised.c). */
+int gt__dx_raised_at_op(gt__dctx *c);
+
+/* Append an `unexplained` finding for every error of the in-place family
+ * that no finding from `first` on explains (raised.c). */
+int gt__dx_unexplained(gt__dctx *c, size_t first);
+
+/* Set f->suggestion: the fix for the finding (suggest.c). */
+int gt__dx_suggest(gt__dctx *c, gt_finding *f);
+
+#endif

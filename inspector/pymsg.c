@@ -1,0 +1,113 @@
+/* PyTorch's error messages, parsed; see pymsg.h. */
+#include "pymsg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "Output 1 of Split is a view ...": output number and function name. */
+static void parse_output_of(const char *msg, gt_pymsg *e)
+{
+    const char *p = strstr(msg, "Output ");
+    char *end;
+    if (!p)
+        return;
+    e->output_nr = strtoll(p + 7, &end, 10);
+    if (end == p + 7 || strncmp(end, " of ", 4) != 0)
+        return;
+    const char *name = end + 4;
+    size_t k = strcspn(name, " ,");
+    if (k >= sizeof e->grad_fn)
+        k = sizeof e->grad_fn - 1;
+    memcpy(e->grad_fn, name, k);
+    e->grad_fn[k] = 0;
+}
+
+static void parse_versions(const char *msg, gt_pymsg *e)
+{
+    static const struct {
+        const char *type;
+        const char *dtype;
+    } types[] = {
+        {"FloatTensor", "float32"},   {"DoubleTensor", "float64"},
+        {"HalfTensor", "float16"},    {"BFloat16Tensor", "bfloat16"},
+        {"LongTensor", "int64"},      {"IntTensor", "int32"},
+        {"ShortTensor", "int16"},     {"CharTensor", "int8"},
+        {"ByteTensor", "uint8"},      {"BoolTensor", "bool"},
+        {"ComplexFloatTensor", "complex64"}, {"ComplexDoubleTensor", "complex128"},
+    };
+    const char *p, *q;
+    if (!(p = strstr(msg, "[torch.")))
+        return;
+    p += 7;
+    if (!strncmp(p, "cuda.", 5))
+        p += 5;
+    q = strchr(p, ' ');
+    if (!q || q[1] != '[')
+        return;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if ((size_t)(q - p) == strlen(types[i].type) && !strncmp(p, types[i].type, q - p))
+            snprintf(e->dtype, sizeof e->dtype, "%s", types[i].dtype);
+    p = q + 2;
+    size_t n = 0;
+    for (; *p && *p != ']'; p++)
+        if (*p != ' ' && n + 1 < sizeof e->shape)
+            e->shape[n++] = *p;
+    e->shape[n] = 0;
+    if ((q = strstr(p, "which is output ")) != NULL) {
+        char *end;
+        e->output_nr = strtoll(q + 16, &end, 10);
+        if (!strncmp(end, " of ", 4)) {
+            size_t k = strcspn(end + 4, ",");
+            if (k >= sizeof e->grad_fn)
+                k = sizeof e->grad_fn - 1;
+            memcpy(e->grad_fn, end + 4, k);
+            e->grad_fn[k] = 0;
+        }
+    }
+    if (!(p = strstr(p, "is at version ")))
+        return;
+    e->version = strtoll(p + 14, NULL, 10);
+    if (!(p = strstr(p, "expected version ")))
+        return;
+    e->expected = strtoll(p + 17, NULL, 10);
+    e->has_versions = 1;
+}
+
+void gt__pymsg_parse(const char *msg, gt_pymsg *e)
+{
+    memset(e, 0, sizeof *e);
+    if (!msg)
+        return;
+    if (strstr(msg, "modified by an inplace operation")) {
+        e->kind = GT_PYMSG_VERSION;
+        parse_versions(msg, e);
+    } else if (strstr(msg, "backward through the graph a second time")) {
+        e->kind = GT_PYMSG_TWICE;
+    } else if (strstr(msg, "a view of a leaf Variable that requires grad is being used in "
+                           "an in-place operation")) {
+        e->kind = GT_PYMSG_VIEW_OF_LEAF;
+    } else if (strstr(msg, "leaf Variable that requires grad is being used in an in-place "
+                           "operation")) {
+        e->kind = GT_PYMSG_LEAF;
+    } else if (strstr(msg, "is the output of a function that returns multiple views")) {
+        e->kind = GT_PYMSG_VIEW_MULTI;
+        parse_output_of(msg, e);
+    } else if (strstr(msg, "created inside a custom Function")) {
+        e->kind = GT_PYMSG_VIEW_CUSTOM;
+        parse_output_of(msg, e);
+    } else if (strstr(msg, "created in no_grad mode and is being modified inplace")) {
+        e->kind = GT_PYMSG_VIEW_NO_GRAD;
+        parse_output_of(msg, e);
+    } else if (strstr(msg, "created in inference mode and is being modified inplace")) {
+        e->kind = GT_PYMSG_VIEW_INFERENCE;
+        parse_output_of(msg, e);
+    }
+}
+
+int gt__pymsg_at_op(int kind)
+{
+    return kind == GT_PYMSG_LEAF || kind == GT_PYMSG_VIEW_OF_LEAF ||
+           kind == GT_PYMSG_VIEW_MULTI || kind == GT_PYMSG_VIEW_NO_GRAD ||
+           kind == GT_PYMSG_VIEW_INFERENCE || kind == GT_PYMSG_VIEW_CUSTOM;
+}

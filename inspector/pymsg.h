@@ -1,0 +1,74 @@
+/*
+ * PyTorch's error messages, parsed: which error of the in-place family a
+ * message is, and what it says about the tensor (dtype, shape, versions,
+ * the grad_fn and output it names). Internal to the inspector. The texts
+ * are PyTorch 2.13's (torch/csrc/autograd: SavedVariable::unpack,
+ * check_inplace, handle_view_on_rebase, the engine's "second time" check);
+ * older releases word a few differently ("Output 1 of SplitBackward0"),
+ * which the parser accepts as well.
+ */
+#ifndef GT_INSPECTOR_PYMSG_H
+#define GT_INSPECTOR_PYMSG_H
+
+#include <stdint.h>
+
+/* The error family gradtrace explains, one value per message PyTorch has. */
+enum gt_pymsg_kind {
+    GT_PYMSG_OTHER = 0,       /* not one of ours */
+    GT_PYMSG_VERSION,         /* "one of the variables needed for gradient
+                               * computation has been modified by an inplace
+                               * operation: [...] is at version N; expected
+                               * version M instead" */
+    GT_PYMSG_TWICE,           /* "Trying to backward through the graph a
+                               * second time ..." */
+    GT_PYMSG_LEAF,            /* "a leaf Variable that requires grad is being
+                               * used in an in-place operation." */
+    GT_PYMSG_VIEW_OF_LEAF,    /* "a view of a leaf Variable that requires
+                               * grad is being used in an in-place operation." */
+    GT_PYMSG_VIEW_MULTI,      /* "Output N of F is a view and is being modified
+                               * inplace. This view is the output of a function
+                               * that returns multiple views. ..." */
+    GT_PYMSG_VIEW_NO_GRAD,    /* "A view was created in no_grad mode and is
+                               * being modified inplace with grad mode
+                               * enabled. ..." (or "Output N of F is a view of a
+                               * view which was created in no_grad mode ...") */
+    GT_PYMSG_VIEW_INFERENCE,  /* the same, "created in inference mode and is
+                               * being modified inplace in normal mode" */
+    GT_PYMSG_VIEW_CUSTOM,     /* "Output N of F is a view and is being modified
+                               * inplace. This view was created inside a custom
+                               * Function (or because an input was returned
+                               * as-is) ..." */
+};
+
+typedef struct gt_pymsg {
+    int kind;            /* enum gt_pymsg_kind */
+    /* GT_PYMSG_VERSION: */
+    int has_versions;    /* 1 if dtype, shape and both versions were read */
+    char dtype[32];      /* "float32" for [torch.FloatTensor ...] */
+    char shape[128];     /* "16,8": the sizes without brackets or spaces */
+    int64_t version, expected;
+    /* GT_PYMSG_VERSION (", which is output N of NAME,") and the view kinds
+     * ("Output N of NAME is a view"): */
+    char grad_fn[128];   /* NAME, "" if the message names none */
+    int64_t output_nr;
+} gt_pymsg;
+
+/* Parse `msg` (NULL reads as an empty message) into *out. Never fails:
+ * a message of no known kind gives kind GT_PYMSG_OTHER. */
+void gt__pymsg_parse(const char *msg, gt_pymsg *out /* OUT */);
+
+/* 1 for the kinds PyTorch raises at the in-place op itself (leaf and view
+ * errors), 0 for the others. */
+int gt__pymsg_at_op(int kind);
+
+/* The SQL LIKE patterns that select the messages of the family (for a
+ * query over the errors table), as one "message LIKE ... OR ..." text. */
+#define GT__PYMSG_FAMILY_SQL                                                         \
+    "(message LIKE '%modified by an inplace operation%'"                             \
+    " OR message LIKE '%backward through the graph a second time%'"                  \
+    " OR message LIKE '%leaf Variable that requires grad is being used in an in-place%'" \
+    " OR message LIKE '%is a view and is being modified inplace%'"                   \
+    " OR message LIKE '%is a view of a view which was created in%'"                  \
+    " OR message LIKE '%view was created in%mode and is being modified inplace%')"
+
+#endif

@@ -1,0 +1,35 @@
+/*
+ * Reading one line of the user's Python source, as recorded in a trace's
+ * frames: which variable a line changes in place, whether it names a
+ * variable, whether it assigns one. Heuristics on text, never evaluation.
+ * Internal to the inspector; every function takes any NUL-terminated text
+ * and cannot fail.
+ */
+#ifndef GT_INSPECTOR_PYSRC_H
+#define GT_INSPECTOR_PYSRC_H
+
+#include <stddef.h>
+
+/* 1 if `name` occurs in `code` as a whole identifier (not as part of a
+ * longer name, nor as an attribute "x.name"), else 0. */
+int gt__py_mentions(const char *code, const char *name);
+
+/* The variable a line changes in place: "w -= ...", "w[0] = ...",
+ * "w.add_(...)", "self.w *= ...", "torch.relu_(w)", "F.relu(w, inplace=True)"
+ * give "w" / "self.w". Writes it to buf ("" if the line is not of that
+ * form or the name does not fit in len bytes). */
+void gt__py_target(const char *code, char *buf /* OUT */, size_t len);
+
+/* 1 if the line assigns `name` as a whole ("name = ...", also as one of
+ * the targets of "a, name = ..."), else 0. */
+int gt__py_assigns(const char *code, const char *name);
+
+/* 1 if `name` is an attribute path ("self.fc.weight", "model.w"), 0 for a
+ * plain variable. */
+int gt__py_is_attribute(const char *name);
+
+/* Cut a trailing comment ("x.add_(1)  # note" -> "x.add_(1)") in place,
+ * with the spaces before it; '#' inside a string literal is kept. */
+void gt__py_strip_comment(char *code);
+
+#endif

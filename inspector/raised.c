@@ -1,0 +1,415 @@
+/* Errors PyTorch raises at the in-place op itself (a leaf, or a view it
+ * forbids changing), and errors of the in-place family nothing else in the
+ * trace explains; see diagnose_int.h.
+ *
+ * PyTorch raises these in its autograd layer, before the op reaches the
+ * dispatcher where the recorder sits, so the op itself is usually not in
+ * the trace: what is there is the error, its stack (the raising line), the
+ * variables the user's frame held at that moment (names at the error's
+ * seq) and the recorded ops that made those tensors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gradtrace/recorder.h>
+
+#include "diagnose_int.h"
+#include "pysrc.h"
+
+static const char sql_family[] =
+    "SELECT seq, message, coalesce(stack, 0), coalesce(backward, 0) FROM errors "
+    "WHERE " GT__PYMSG_FAMILY_SQL " ORDER BY seq";
+
+static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *code,
+                     int64_t *leaf, int64_t *op)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    *leaf = 0;
+    *op = 0;
+    /* The op itself, if it was recorded: the last op of the same user line
+     * before the error, with a mutated argument. */
+    if (frame) {
+        if (sqlite3_prepare_v2(c->db,
+                               "SELECT o.seq, a.tensor FROM ops o "
+                               "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
+                               "JOIN stacks s ON s.id = o.stack "
+                               "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
+                               "AND coalesce(s.user_frame, s.frame) = ?2 "
+                               "ORDER BY o.seq DESC LIMIT 1",
+                               -1, &st, NULL) != SQLITE_OK)
+            return gt__dx_sql_fail(c);
+        sqlite3_bind_int64(st, 1, err_seq);
+        sqlite3_bind_int64(st, 2, frame);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t l = gt__dx_leaf_of(c, sqlite3_column_int64(st, 1));
+            if (l) {
+                *leaf = l;
+                *op = sqlite3_column_int64(st, 0);
+            }
+        } else if (s != SQLITE_DONE) {
+            rc = gt__dx_sql_fail(c);
+        }
+        sqlite3_finalize(st);
+        if (rc || *leaf)
+            return rc;
+    }
+    /* Otherwise the latest variable named on the line that is (a view of)
+     * a leaf requiring grad. */
+    if (!code || !code[0])
+        return 0;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT n.tensor, s.text FROM names n "
+                           "JOIN strings s ON s.id = n.name WHERE n.seq < ?1 "
+                           "ORDER BY n.seq DESC LIMIT 20000",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt__dx_sql_fail(c);
+    sqlite3_bind_int64(st, 1, err_seq);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!gt__py_mentions(code, (const char *)sqlite3_column_text(st, 1)))
+            continue;
+        int64_t l = gt__dx_leaf_of(c, sqlite3_column_int64(st, 0));
+        if (l) {
+            *leaf = l;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = gt__dx_sql_fail(c);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The tensor last assigned to `name` before event `before`: the output of
+ * the latest op whose user line assigns it ("name = ..."). 0 if none. */
+static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t t = 0;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
+                           "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
+                           "FROM ops o JOIN stacks s ON s.id = o.stack "
+                           "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
+                           "JOIN strings c ON c.id = f.code "
+                           "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, before);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *code = (const char *)sqlite3_column_text(st, 1);
+        if (!code || sqlite3_column_type(st, 2) == SQLITE_NULL)
+            continue;
+        if (gt__py_assigns(code, name)) {
+            t = sqlite3_column_int64(st, 2);
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    return t;
+}
+
+/* The tensor bound to variable `name` in the user's frame at or before
+ * event `seq` (the recorder binds a frame's tensors when it records an
+ * error), 0 if none. */
+static int named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    *out = 0;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
+                           "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt__dx_sql_fail(c);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, seq);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW)
+        *out = sqlite3_column_int64(st, 0);
+    else if (s != SQLITE_DONE)
+        rc = gt__dx_sql_fail(c);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* "SplitWithSizes" -> "split_with_sizes": the aten name of a backward
+ * node's forward function, as PyTorch 2.13 prints it ("Output 1 of Split");
+ * older releases append "Backward0", dropped here. */
+static void aten_name(const char *fn, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = fn; *p && n + 2 < len; p++) {
+        if (!strncmp(p, "Backward", 8) && (p[8] == 0 || (p[8] >= '0' && p[8] <= '9')))
+            break;
+        if (*p >= 'A' && *p <= 'Z') {
+            if (n)
+                buf[n++] = '_';
+            buf[n++] = (char)(*p - 'A' + 'a');
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    buf[n] = 0;
+}
+
+/* The view op named by the message ("Output N of Split"): its output N
+ * made by the latest op "aten::split..." before `seq`; 0 when none. */
+static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t *tensor)
+{
+    char fn[128], pat[160];
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    *tensor = 0;
+    if (!m->grad_fn[0])
+        return 0;
+    aten_name(m->grad_fn, fn, sizeof fn);
+    snprintf(pat, sizeof pat, "aten::%s", fn);
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT a.tensor FROM ops o JOIN strings s ON s.id = o.name "
+                           "JOIN op_args a ON a.op = o.seq AND a.role = 1 AND a.pos = ?3 "
+                           "WHERE o.seq < ?2 AND o.seq > ?2 - 100000 AND (s.text = ?1 OR "
+                           "s.text LIKE ?1 || '.%') ORDER BY o.seq DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt__dx_sql_fail(c);
+    sqlite3_bind_text(st, 1, pat, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, seq);
+    sqlite3_bind_int64(st, 3, m->output_nr);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW)
+        *tensor = sqlite3_column_int64(st, 0);
+    else if (s != SQLITE_DONE)
+        rc = gt__dx_sql_fail(c);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The op that made view `t`: its own creator, else that of the nearest base
+ * made by a recorded op. */
+static int64_t view_origin(gt__dctx *c, int64_t t)
+{
+    for (int depth = 0; t && depth < 16; depth++) {
+        gt__tinfo ti;
+        if (gt__dx_load_tensor(c, t, &ti) != 0 || !ti.found)
+            return 0;
+        if (ti.created_by)
+            return ti.created_by;
+        t = ti.alias_of;
+    }
+    return 0;
+}
+
+static int finding_kind(int msg_kind)
+{
+    switch (msg_kind) {
+    case GT_PYMSG_VIEW_MULTI:
+        return GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE;
+    case GT_PYMSG_VIEW_NO_GRAD:
+        return GT_FINDING_VIEW_NO_GRAD_INPLACE;
+    case GT_PYMSG_VIEW_INFERENCE:
+        return GT_FINDING_VIEW_INFERENCE_INPLACE;
+    case GT_PYMSG_VIEW_CUSTOM:
+        return GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE;
+    default:
+        return GT_FINDING_LEAF_INPLACE;
+    }
+}
+
+/* Give f the write PyTorch refused, like every kind lists its writes: the
+ * recorded op if there is one, else the raising line's stack. */
+static int add_attempt(gt__dctx *c, gt_finding *f, int64_t op, int64_t stack)
+{
+    if (!(f->mutations = calloc(1, sizeof *f->mutations)))
+        return gt__dx_nomem(c);
+    f->n_mutations = 1;
+    f->mutations[0].seq = op;
+    f->mutations[0].tensor = f->tensor;
+    f->mutations[0].version_after = -1;
+    f->mutations[0].stack = op ? 0 : stack;
+    return 0;
+}
+
+static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
+                      int64_t backward)
+{
+    char where[512], code[512], target[128];
+    int64_t frame, tensor = 0, op = 0, origin = 0;
+    int rc;
+    int kind = finding_kind(m->kind);
+    gt__dx_stack_loc(c, stack, where, sizeof where, code, sizeof code, &frame);
+    gt__py_target(code, target, sizeof target);
+    if (kind == GT_FINDING_LEAF_INPLACE) {
+        if ((rc = find_leaf(c, seq, frame, code, &tensor, &op)) != 0)
+            return rc;
+        if (!tensor && target[0])
+            tensor = assigned_tensor(c, target, seq);
+    } else {
+        if (target[0] && (rc = named_tensor(c, target, seq, &tensor)) != 0)
+            return rc;
+        if (!tensor && (rc = view_by_message(c, m, seq, &tensor)) != 0)
+            return rc;
+        origin = tensor ? view_origin(c, tensor) : 0;
+    }
+    gt_finding *f = gt__dx_add_finding(c, kind, backward);
+    if (!f)
+        return gt__dx_nomem(c);
+    if (target[0] && !(f->name = strdup(target)))
+        return gt__dx_nomem(c);
+    f->first_to_fail = 1;
+    f->tensor = tensor;
+    f->stack = stack;
+    f->op = op;
+    f->error_seq = seq;
+    f->view_op = origin;
+    if (kind != GT_FINDING_LEAF_INPLACE && origin && m->grad_fn[0]) {
+        /* The message names the function that made the view: does the
+         * recorded origin agree? (Custom Functions run no aten op of their
+         * name: not compared.) */
+        char fn[128], want[160];
+        gt__opinfo o;
+        aten_name(m->grad_fn, fn, sizeof fn);
+        snprintf(want, sizeof want, "aten::%s", fn);
+        gt__dx_load_op(c, origin, &o);
+        size_t n = strlen(want);
+        if (kind != GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE)
+            f->matches_error = !strncmp(o.name, want, n) && (o.name[n] == 0 || o.name[n] == '.');
+    }
+    if ((rc = add_attempt(c, f, op, stack)) != 0)
+        return rc;
+    return gt__dx_suggest(c, f);
+}
+
+int gt__dx_raised_at_op(gt__dctx *c)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    if (sqlite3_prepare_v2(c->db, sql_family, -1, &st, NULL) != SQLITE_OK)
+        return gt__dx_sql_fail(c);
+    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        gt_pymsg m;
+        gt__pymsg_parse((const char *)sqlite3_column_text(st, 1), &m);
+        if (!gt__pymsg_at_op(m.kind))
+            continue;
+        rc = one_raised(c, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 2),
+                        sqlite3_column_int64(st, 3));
+    }
+    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = gt__dx_sql_fail(c);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- errors nothing explains ------------------------------------------- */
+
+/* The tensors matching a version message (dtype, shape, and a counter that
+ * reached the version PyTorch found), each with its last write before the
+ * error: candidates and mutations of f. */
+static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    size_t cap = 0;
+    char shape[160];
+    if (!m->has_versions)
+        return 0;
+    snprintf(shape, sizeof shape, "[%s]", m->shape);
+    if (sqlite3_prepare_v2(
+            c->db,
+            "SELECT t.id, (SELECT b.op FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
+            " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
+            " ORDER BY b.seq DESC LIMIT 1), "
+            " (SELECT b.version FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
+            " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
+            " ORDER BY b.seq DESC LIMIT 1) "
+            "FROM tensors t JOIN strings d ON d.id = t.dtype "
+            "WHERE d.text = ?1 AND t.shape = ?2 AND t.id = t.version_counter AND EXISTS ("
+            " SELECT 1 FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
+            " WHERE w.version_counter = t.version_counter AND b.version = ?3 AND b.seq < ?4) "
+            "ORDER BY t.id LIMIT 50",
+            -1, &st, NULL) != SQLITE_OK)
+        return gt__dx_sql_fail(c);
+    sqlite3_bind_text(st, 1, m->dtype, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, shape, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, m->version);
+    sqlite3_bind_int64(st, 4, seq);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (f->n_candidates == cap) {
+            cap = cap ? cap * 2 : 4;
+            int64_t *v = realloc(f->candidates, cap * sizeof *v);
+            gt_mutation *mv = realloc(f->mutations, cap * sizeof *mv);
+            if (v)
+                f->candidates = v;
+            if (mv)
+                f->mutations = mv;
+            if (!v || !mv) {
+                rc = gt__dx_nomem(c);
+                break;
+            }
+        }
+        int64_t t = sqlite3_column_int64(st, 0);
+        f->candidates[f->n_candidates++] = t;
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
+            gt_mutation *mu = &f->mutations[f->n_mutations++];
+            memset(mu, 0, sizeof *mu);
+            mu->seq = sqlite3_column_int64(st, 1);
+            mu->tensor = t;
+            mu->version_after = sqlite3_column_int64(st, 2);
+        }
+    }
+    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = gt__dx_sql_fail(c);
+    sqlite3_finalize(st);
+    if (!rc && f->n_candidates == 1)
+        f->tensor = f->candidates[0];
+    return rc;
+}
+
+int gt__dx_unexplained(gt__dctx *c, size_t first)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    if (sqlite3_prepare_v2(c->db, sql_family, -1, &st, NULL) != SQLITE_OK)
+        return gt__dx_sql_fail(c);
+    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(st, 0), bw = sqlite3_column_int64(st, 3);
+        gt_pymsg m;
+        gt__pymsg_parse((const char *)sqlite3_column_text(st, 1), &m);
+        if (m.kind == GT_PYMSG_OTHER || (c->only && bw != c->only))
+            continue;
+        /* Explained: a finding about this error. One that names another
+         * tensor than the message (matches_error 0) says so itself; an
+         * unexplained finding is for an error nothing is reported about. */
+        int explained = 0;
+        size_t n = c->f->n;
+        for (size_t k = first; k < n && !explained; k++) {
+            const gt_finding *g = &c->f->v[k];
+            if (g->kind == GT_FINDING_UNEXPLAINED)
+                continue;
+            if (g->error_seq == seq && (g->first_to_fail || g->matches_error == 1))
+                explained = 1;
+            else if (bw && g->backward == bw && g->first_to_fail)
+                explained = 1;
+        }
+        if (explained)
+            continue;
+        int mismatch = 0;
+        gt_finding *f = gt__dx_add_finding(c, GT_FINDING_UNEXPLAINED, bw);
+        if (!f) {
+            rc = gt__dx_nomem(c);
+            break;
+        }
+        f->error_seq = seq;
+        f->stack = sqlite3_column_int64(st, 2);
+        f->mismatch = mismatch;
+        f->first_to_fail = 0;
+        if (m.kind == GT_PYMSG_VERSION) {
+            f->saved_version = m.expected;
+            f->version_at_backward = m.version;
+            rc = candidates(c, f, &m, seq);
+        }
+        if (!rc)
+            rc = gt__dx_suggest(c, f);
+    }
+    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = gt__dx_sql_fail(c);
+    sqlite3_finalize(st);
+    return rc;
+}

@@ -1,0 +1,379 @@
+/* The fix for each kind of finding, as one line of text; see
+ * diagnose_int.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gradtrace/recorder.h>
+
+#include "diagnose_int.h"
+#include "pysrc.h"
+
+static void out_of_place_line(const char *code, const char *name, char *buf, size_t len);
+
+/* "aten::add_.Tensor" -> "add" (the out-of-place method name). */
+static void out_of_place(const char *op, char *buf, size_t len)
+{
+    const char *p = strstr(op, "::");
+    p = p ? p + 2 : op;
+    size_t n = strcspn(p, ".");
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    while (n > 0 && buf[n - 1] == '_')
+        buf[--n] = 0;
+}
+
+static int is_activation_inplace(const char *op)
+{
+    static const char *acts[] = {
+        "aten::relu_",       "aten::threshold_", "aten::hardtanh_", "aten::leaky_relu_",
+        "aten::elu_",        "aten::celu_",      "aten::selu_",     "aten::silu_",
+        "aten::mish_",       "aten::hardswish_", "aten::hardsigmoid_", "aten::rrelu_",
+        "aten::relu6_",      "aten::gelu_",      "aten::sigmoid_",  "aten::tanh_",
+        "aten::rrelu_with_noise_",
+    };
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        size_t n = strlen(acts[i]);
+        if (!strncmp(op, acts[i], n) && (op[n] == 0 || op[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+static int set_suggestion(gt__dctx *c, gt_finding *f, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    free(f->suggestion);
+    f->suggestion = strdup(buf);
+    return f->suggestion ? 0 : gt__dx_nomem(c);
+}
+
+/* 1 if the tensor has (or had) a grad_fn or is a parameter: an output of
+ * a node, a view of one, a tensor an AccumulateGrad node accumulates into,
+ * or one recorded as requiring grad. Such tensors are not the "constant
+ * updated in place" of the seed story. */
+static int has_autograd(gt__dctx *c, int64_t tensor)
+{
+    sqlite3_stmt *st = NULL;
+    int yes = 0;
+    for (int depth = 0; tensor && depth < 16 && !yes; depth++) {
+        gt__tinfo t;
+        if (gt__dx_load_tensor(c, tensor, &t) != 0 || !t.found)
+            break;
+        if (t.requires_grad)
+            return 1;
+        if (sqlite3_prepare_v2(c->db,
+                               "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = ?1) "
+                               "OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, tensor);
+            if (sqlite3_step(st) == SQLITE_ROW)
+                yes = sqlite3_column_int(st, 0);
+        }
+        sqlite3_finalize(st);
+        tensor = t.alias_of;
+    }
+    return yes;
+}
+
+static int suggest_inplace(gt__dctx *c, gt_finding *f)
+{
+    char name[128], mname[128], where[512], code[512];
+    int rc = 0;
+    gt__dx_first_name(c, f->tensor, name, sizeof name);
+    mname[0] = 0;
+    if (f->n_mutations)
+        gt__dx_first_name(c, f->mutations[0].tensor, mname, sizeof mname);
+    const char *nm = name[0] ? name : "the tensor";
+    const char *mn = mname[0] ? mname : nm;
+
+    /* In-place activations first, then optimizer-like parameter updates. */
+    for (size_t i = 0; i < f->n_mutations; i++) {
+        gt__opinfo o;
+        gt__dx_load_op(c, f->mutations[i].seq, &o);
+        gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
+        if (is_activation_inplace(o.name)) {
+            char act[64];
+            out_of_place(o.name, act, sizeof act);
+            return set_suggestion(c, f,
+                                  "use inplace=False: the in-place %s%s%s overwrote %s, "
+                                  "which the backward needs; build the layer with "
+                                  "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
+                                  "out-of-place torch.%s",
+                                  o.name, where[0] ? " at " : "", where, nm, act);
+        }
+    }
+    for (size_t i = 0; i < f->n_mutations; i++) {
+        gt__opinfo o;
+        gt__dx_load_op(c, f->mutations[i].seq, &o);
+        gt__dx_stack_loc(c, o.stack, where, sizeof where, code, sizeof code, NULL);
+        int foreach = strstr(o.name, "::_foreach_") != NULL;
+        if (foreach || strstr(code, ".step(") ||
+            (o.phase == GT_PHASE_OTHER && gt__dx_leaf_of(c, f->mutations[i].tensor))) {
+            return set_suggestion(c, f,
+                                  "move optimizer.step() after the last backward() that uses "
+                                  "this graph, or recompute the forward after the step: the "
+                                  "step%s%s updated %s in place after the forward saved it",
+                                  where[0] ? " at " : "", where,
+                                  name[0] ? name : "a parameter");
+        }
+    }
+    /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
+     * op saved, then updated in place. */
+    if (name[0] && !has_autograd(c, f->tensor))
+        return set_suggestion(c, f,
+                              "update a copy: %s = %s.clone().detach() before changing it, "
+                              "or move the update after backward()",
+                              name, name);
+    gt__opinfo o;
+    gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
+    if (o.name[0]) {
+        char meth[64];
+        out_of_place(o.name, meth, sizeof meth);
+        if (!strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero") ||
+            !strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))
+            return set_suggestion(c, f,
+                                  "modify a copy: %s = %s.clone() before the assignment "
+                                  "(%s), or build the new value out of place (e.g. "
+                                  "torch.where)",
+                                  mn, mn, o.name);
+        char mcode[512], oop[640], mwhere[512];
+        gt__dx_stack_loc(c, o.stack, mwhere, sizeof mwhere, mcode, sizeof mcode, NULL);
+        char *p = mcode;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        gt__py_strip_comment(p);
+        out_of_place_line(p, mn, oop, sizeof oop);
+        if (oop[0])
+            return set_suggestion(c, f,
+                                  "replace the in-place %s%s%s by its out-of-place form: "
+                                  "`%s`, or clone() %s before modifying it",
+                                  o.name, mwhere[0] ? " at " : "", mwhere, oop, mn);
+        return set_suggestion(c, f,
+                              "replace the in-place %s with an out-of-place version "
+                              "(%s = %s.%s(...)), or clone() %s before modifying it",
+                              o.name, mn, mn, meth, mn);
+    }
+    return rc ? rc
+              : set_suggestion(c, f,
+                               "replace the in-place change of %s with an out-of-place "
+                               "version (x = x.op(...)), or clone() it before modifying it",
+                               nm);
+}
+
+/* The code of the line that raised, without its indentation ("" if
+ * unknown). */
+static void raising_code(gt__dctx *c, const gt_finding *f, char *code, size_t len)
+{
+    char where[512];
+    gt__dx_stack_loc(c, f->stack, where, sizeof where, code, len, NULL);
+    char *p = code;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    memmove(code, p, strlen(p) + 1);
+    gt__py_strip_comment(code);
+}
+
+/* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
+ * "x = x.clamp(min=0)", "x += y" gives "x = x + y"; "" when the line is of
+ * neither form. */
+static void out_of_place_line(const char *code, const char *name, char *buf, size_t len)
+{
+    size_t n = strlen(name);
+    buf[0] = 0;
+    if (!n || strncmp(code, name, n) != 0)
+        return;
+    const char *p = code + n;
+    if (*p == '.') {
+        const char *u = strchr(p, '(');
+        if (!u || u[-1] != '_' || u - p < 3)
+            return;
+        snprintf(buf, len, "%s = %s%.*s%s", name, name, (int)(u - 1 - p), p, u);
+        return;
+    }
+    while (*p == ' ')
+        p++;
+    static const char *ops[] = {"**=", "//=", "<<=", ">>=", "+=", "-=", "*=", "/=",
+                                "%=", "&=", "|=", "^=", "@="};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        size_t k = strlen(ops[i]);
+        if (!strncmp(p, ops[i], k)) {
+            const char *rhs = p + k;
+            while (*rhs == ' ')
+                rhs++;
+            snprintf(buf, len, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i], rhs);
+            return;
+        }
+    }
+}
+
+static int suggest_leaf(gt__dctx *c, gt_finding *f)
+{
+    char name[128], code[512];
+    gt__dx_first_name(c, f->tensor, name, sizeof name);
+    if (f->name && (!name[0] || gt__py_is_attribute(f->name)))
+        snprintf(name, sizeof name, "%s", f->name);
+    raising_code(c, f, code, sizeof code);
+    /* A module's parameter: the attribute cannot be rebound to a plain
+     * tensor (a Parameter attribute only takes a Parameter), so the fix is
+     * to make the update invisible to autograd. */
+    if (gt__py_is_attribute(name) || strstr(code, "self.")) {
+        if (strstr(name, "embed") && strchr(code, '['))
+            return set_suggestion(c, f,
+                                  "initialise the parameter under torch.no_grad(): `with "
+                                  "torch.no_grad(): %s`; for a padding row, nn.Embedding("
+                                  "..., padding_idx=PAD) zeroes it and keeps its gradient "
+                                  "at zero",
+                                  code[0] ? code : "...");
+        return set_suggestion(c, f,
+                              "change the parameter under torch.no_grad(), as optimizers "
+                              "and nn.init do: `with torch.no_grad(): %s`",
+                              code[0] ? code : "...");
+    }
+    const char *nm = name[0] ? name : "x";
+    return set_suggestion(c, f,
+                          "wrap the update in `with torch.no_grad():` (as optimizers do): "
+                          "`with torch.no_grad(): %s`, or change a copy instead: %s = "
+                          "%s.clone() before it",
+                          code[0] ? code : "...", nm, nm);
+}
+
+static int suggest_view(gt__dctx *c, gt_finding *f)
+{
+    char name[128], code[512], oop[640], vwhere[512];
+    gt__opinfo vo;
+    name[0] = 0;
+    if (f->name)
+        snprintf(name, sizeof name, "%s", f->name);
+    else
+        gt__dx_first_name(c, f->tensor, name, sizeof name);
+    raising_code(c, f, code, sizeof code);
+    out_of_place_line(code, name, oop, sizeof oop);
+    gt__dx_load_op(c, f->view_op, &vo);
+    gt__dx_stack_loc(c, vo.stack, vwhere, sizeof vwhere, NULL, 0, NULL);
+    const char *nm = name[0] ? name : "the view";
+    switch (f->kind) {
+    case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE:
+        if (oop[0])
+            return set_suggestion(c, f,
+                                  "replace the in-place change by its out-of-place form: "
+                                  "`%s`; or clone the view first (%s = %s.clone())",
+                                  oop, nm, nm);
+        return set_suggestion(c, f,
+                              "clone the view before changing it in place: %s = %s.clone()"
+                              "%s%s, or build the new value out of place (e.g. torch.where)",
+                              nm, nm, vwhere[0] ? " after " : "", vwhere);
+    case GT_FINDING_VIEW_NO_GRAD_INPLACE:
+    case GT_FINDING_VIEW_INFERENCE_INPLACE: {
+        const char *block = f->kind == GT_FINDING_VIEW_NO_GRAD_INPLACE ? "torch.no_grad()"
+                                                                        : "torch.inference_mode()";
+        return set_suggestion(c, f,
+                              "make the view and the in-place change agree: create %s outside "
+                              "the %s block%s%s%s if the change should be tracked by "
+                              "autograd, or move `%s` inside that block if it should not",
+                              nm, block, vwhere[0] ? " (at " : "", vwhere,
+                              vwhere[0] ? ")" : "", code[0] ? code : "the in-place change");
+    }
+    default:
+        return set_suggestion(c, f,
+                              "clone the custom Function's output before changing it in "
+                              "place: %s = %s.clone()%s%s, or return a new tensor from its "
+                              "forward (e.g. x.clone() instead of x or a view of x)",
+                              nm, nm, vwhere[0] ? " after " : "", vwhere);
+    }
+}
+
+static int suggest_unexplained(gt__dctx *c, gt_finding *f)
+{
+    char name[128], where[512];
+    gt__opinfo o;
+    if (f->n_mutations == 1 && f->n_candidates == 1) {
+        gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
+        gt__dx_load_op(c, f->mutations[0].seq, &o);
+        gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
+        const char *nm = name[0] ? name : "the tensor";
+        return set_suggestion(c, f,
+                              "%s is the one tensor that matches PyTorch's message: %s%s%s "
+                              "changed it after the forward saved it (through a path the "
+                              "replay does not follow, such as a checkpointed or custom "
+                              "function); change a copy (%s = %s.clone() before the change) "
+                              "or move the change after backward()",
+                              nm, o.name[0] ? o.name : "a write", where[0] ? " at " : "",
+                              where, nm, nm);
+    }
+    if (f->n_candidates)
+        return set_suggestion(c, f,
+                              "one of the candidates above is the tensor PyTorch names: the "
+                              "last write listed for it changed it after the forward saved "
+                              "it; change a copy (x = x.clone()) before that write, or move "
+                              "the write after backward()");
+    return set_suggestion(c, f,
+                          "the write that changed the tensor PyTorch names is not in the "
+                          "trace: record the whole run (without --backward-calls or "
+                          "--max-size) and diagnose again");
+}
+
+int gt__dx_suggest(gt__dctx *c, gt_finding *f)
+{
+    char where[512], name[128];
+    switch (f->kind) {
+    case GT_FINDING_INPLACE_INVALIDATED_SAVED:
+        return suggest_inplace(c, f);
+    case GT_FINDING_SILENT_STORAGE_WRITE: {
+        gt__dx_first_name(c, f->tensor, name, sizeof name);
+        gt__opinfo o;
+        gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
+        if (!strncmp(o.name, "c10d::", 6)) {
+            const char *nm = name[0] ? name : "the tensor", *v = name[0] ? name : "t";
+            const char *verb = strstr(o.name, "reduce") ? "reduce" : "communicate";
+            return set_suggestion(c, f,
+                                  "%s wrote %s in place without bumping its version, so "
+                                  "backward used the collective's result instead of the "
+                                  "saved value: %s a copy (%s_synced = %s.clone(), then pass "
+                                  "%s_synced to the collective), or %s %s before the forward "
+                                  "that saves it",
+                                  o.name, nm, verb, v, v, v, verb, nm);
+        }
+    }
+        return set_suggestion(c, f,
+                              "this write bypasses autograd (an alias with its own version "
+                              "counter, such as .data), so the gradients are silently wrong: "
+                              "modify %s only after backward(), under torch.no_grad() on the "
+                              "tensor itself, or write to a clone()",
+                              name[0] ? name : "the tensor");
+    case GT_FINDING_BACKWARD_TWICE: {
+        sqlite3_stmt *st = NULL;
+        int64_t stack = 0;
+        if (sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
+                                      "WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, f->other_backward);
+            if (sqlite3_step(st) == SQLITE_ROW)
+                stack = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+        gt__dx_stack_loc(c, stack, where, sizeof where, NULL, 0, NULL);
+        return set_suggestion(c, f,
+                              "pass retain_graph=True to the earlier backward()%s%s if the "
+                              "graph must be backpropagated twice, or recompute the forward "
+                              "pass before the second backward()",
+                              where[0] ? " at " : "", where);
+    }
+    case GT_FINDING_LEAF_INPLACE:
+        return suggest_leaf(c, f);
+    case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE:
+    case GT_FINDING_VIEW_NO_GRAD_INPLACE:
+    case GT_FINDING_VIEW_INFERENCE_INPLACE:
+    case GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE:
+        return suggest_view(c, f);
+    case GT_FINDING_UNEXPLAINED:
+        return suggest_unexplained(c, f);
+    }
+    return 0;
+}

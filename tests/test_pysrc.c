@@ -1,0 +1,128 @@
+/* Unit tests of inspector/pysrc.c (reading a line of Python) and
+ * inspector/pymsg.c (PyTorch's messages, as 2.13 words them). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pymsg.h"
+#include "pysrc.h"
+
+static void target(const char *code, const char *want)
+{
+    char buf[64];
+    gt__py_target(code, buf, sizeof buf);
+    if (strcmp(buf, want) != 0)
+        fail_msg("target of '%s': got '%s', want '%s'", code, buf, want);
+}
+
+static void test_target(void **state)
+{
+    (void)state;
+    target("w -= lr * g", "w");
+    target("    self.w *= 2", "self.w");
+    target("w[0] = 1.0", "w");
+    target("self.embedding.weight[PAD] = 0.0", "self.embedding.weight");
+    target("right.clamp_(min=0)", "right");
+    target("x.data.add_(1)", "x.data");
+    target("torch.relu_(h)", "h");
+    target("F.relu(h, inplace=True)", "h");
+    target("nn.init.zeros_(self.fc.bias)", "self.fc.bias");
+    target("x **= 2", "x");
+    target("y = x + 1", "");
+    target("w[0] == 1", "");
+    target("x.add(1)", "");
+    target("print(x)", "");
+    char small[3];
+    gt__py_target("longname.add_(1)", small, sizeof small);
+    assert_string_equal(small, "");
+}
+
+static void test_assigns_mentions_comments(void **state)
+{
+    (void)state;
+    assert_true(gt__py_assigns("y = x.exp()", "y"));
+    assert_true(gt__py_assigns("a, b = h.chunk(2)", "b"));
+    assert_true(gt__py_assigns("(a, b) = t", "a"));
+    assert_false(gt__py_assigns("y == x", "y"));
+    assert_false(gt__py_assigns("yy = x", "y"));
+    assert_false(gt__py_assigns("y += 1", "y"));
+    assert_false(gt__py_assigns("f(y=1)", "y"));
+    assert_true(gt__py_mentions("loss = f(w, x)", "w"));
+    assert_false(gt__py_mentions("loss = f(ww, self.w)", "w"));
+    char code[] = "x.add_(1)  # @inplace";
+    gt__py_strip_comment(code);
+    assert_string_equal(code, "x.add_(1)");
+    char code2[] = "s = '# not a comment'  # one";
+    gt__py_strip_comment(code2);
+    assert_string_equal(code2, "s = '# not a comment'");
+    assert_true(gt__py_is_attribute("self.w"));
+    assert_false(gt__py_is_attribute("w"));
+}
+
+static void test_messages(void **state)
+{
+    (void)state;
+    gt_pymsg m;
+    gt__pymsg_parse("one of the variables needed for gradient computation has been modified "
+                    "by an inplace operation: [torch.FloatTensor [16, 8]], which is output 0 "
+                    "of AsStridedBackward0, is at version 3; expected version 1 instead. "
+                    "Hint: ...", &m);
+    assert_int_equal(m.kind, GT_PYMSG_VERSION);
+    assert_int_equal(m.has_versions, 1);
+    assert_string_equal(m.dtype, "float32");
+    assert_string_equal(m.shape, "16,8");
+    assert_int_equal(m.version, 3);
+    assert_int_equal(m.expected, 1);
+    assert_string_equal(m.grad_fn, "AsStridedBackward0");
+    gt__pymsg_parse("Output 1 of Split is a view and is being modified inplace. This view is "
+                    "the output of a function that returns multiple views. Such functions do "
+                    "not allow the output views to be modified inplace. You should replace "
+                    "the inplace operation by an out-of-place one.", &m);
+    assert_int_equal(m.kind, GT_PYMSG_VIEW_MULTI);
+    assert_int_equal(m.output_nr, 1);
+    assert_string_equal(m.grad_fn, "Split");
+    gt__pymsg_parse("A view was created in no_grad mode and is being modified inplace with "
+                    "grad mode enabled. Given that ...", &m);
+    assert_int_equal(m.kind, GT_PYMSG_VIEW_NO_GRAD);
+    assert_string_equal(m.grad_fn, "");
+    gt__pymsg_parse("Output 0 of Slice is a view of a view which was created in no_grad mode "
+                    "and is being modified inplace with grad mode enabled.", &m);
+    assert_int_equal(m.kind, GT_PYMSG_VIEW_NO_GRAD);
+    assert_string_equal(m.grad_fn, "Slice");
+    gt__pymsg_parse("A view was created in inference mode and is being modified inplace in "
+                    "normal mode.", &m);
+    assert_int_equal(m.kind, GT_PYMSG_VIEW_INFERENCE);
+    gt__pymsg_parse("Output 0 of MyFn is a view and is being modified inplace. This view was "
+                    "created inside a custom Function (or because an input was returned "
+                    "as-is) and ...", &m);
+    assert_int_equal(m.kind, GT_PYMSG_VIEW_CUSTOM);
+    assert_string_equal(m.grad_fn, "MyFn");
+    gt__pymsg_parse("a view of a leaf Variable that requires grad is being used in an "
+                    "in-place operation.", &m);
+    assert_int_equal(m.kind, GT_PYMSG_VIEW_OF_LEAF);
+    gt__pymsg_parse("a leaf Variable that requires grad is being used in an in-place "
+                    "operation.", &m);
+    assert_int_equal(m.kind, GT_PYMSG_LEAF);
+    assert_true(gt__pymsg_at_op(m.kind));
+    gt__pymsg_parse("Trying to backward through the graph a second time (or ...", &m);
+    assert_int_equal(m.kind, GT_PYMSG_TWICE);
+    assert_false(gt__pymsg_at_op(m.kind));
+    gt__pymsg_parse("CUDA out of memory", &m);
+    assert_int_equal(m.kind, GT_PYMSG_OTHER);
+    gt__pymsg_parse(NULL, &m);
+    assert_int_equal(m.kind, GT_PYMSG_OTHER);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_target),
+        cmocka_unit_test(test_assigns_mentions_comments),
+        cmocka_unit_test(test_messages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
