@@ -85,7 +85,19 @@ typedef struct dctx {
     size_t cap;
     char *err;
     size_t errlen;
+    int oom; /* a best-effort lookup ran out of memory: see lookup_nomem */
 } dctx;
+
+/* The lookups that fill in names, locations and the suggestion read a
+ * failure as "not found". Out of memory is remembered instead, and
+ * gt_diagnose fails with GT_ENOMEM rather than return findings with a
+ * wrong name or suggestion (a damaged trace still reads as "not found").
+ * `s` is the result of the lookup's prepare or step. */
+static void lookup_nomem(dctx *c, int s)
+{
+    if ((s & 0xff) == SQLITE_NOMEM)
+        c->oom = 1;
+}
 
 static int sql_fail(dctx *c)
 {
@@ -234,6 +246,7 @@ static int load_tensor(dctx *c, int64_t id, tinfo *t)
         t->found = 1;
     }
     sqlite3_reset(st);
+    lookup_nomem(c, s);
     return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(c);
 }
 
@@ -329,8 +342,10 @@ static void first_name(dctx *c, int64_t tensor, char *buf, size_t len)
     buf[0] = 0;
     sqlite3_stmt *st = c->names;
     sqlite3_bind_int64(st, 1, tensor);
-    if (sqlite3_step(st) == SQLITE_ROW)
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
         snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    lookup_nomem(c, s);
     sqlite3_reset(st);
 }
 
@@ -345,7 +360,9 @@ static void stack_loc(dctx *c, int64_t stack, char *where, size_t wlen, char *co
         *frame = 0;
     sqlite3_stmt *st = c->loc;
     sqlite3_bind_int64(st, 1, stack);
-    if (stack && sqlite3_step(st) == SQLITE_ROW) {
+    int s = stack ? sqlite3_step(st) : SQLITE_DONE;
+    lookup_nomem(c, s);
+    if (s == SQLITE_ROW) {
         snprintf(where, wlen, "%s:%d", (const char *)sqlite3_column_text(st, 0),
                  sqlite3_column_int(st, 1));
         if (code)
@@ -367,7 +384,9 @@ static void load_op(dctx *c, int64_t seq, opinfo *o)
     memset(o, 0, sizeof *o);
     sqlite3_stmt *st = c->op;
     sqlite3_bind_int64(st, 1, seq);
-    if (seq && sqlite3_step(st) == SQLITE_ROW) {
+    int s = seq ? sqlite3_step(st) : SQLITE_DONE;
+    lookup_nomem(c, s);
+    if (s == SQLITE_ROW) {
         snprintf(o->name, sizeof o->name, "%s", (const char *)sqlite3_column_text(st, 0));
         o->phase = sqlite3_column_int(st, 1);
         o->stack = sqlite3_column_int64(st, 2);
@@ -448,14 +467,16 @@ static int has_autograd(dctx *c, int64_t tensor)
             break;
         if (t.requires_grad)
             return 1;
-        if (sqlite3_prepare_v2(c->db,
-                               "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = ?1) "
-                               "OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
-                               -1, &st, NULL) == SQLITE_OK) {
+        int s = sqlite3_prepare_v2(c->db,
+                                   "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = "
+                                   "?1) OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
+                                   -1, &st, NULL);
+        if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, tensor);
-            if (sqlite3_step(st) == SQLITE_ROW)
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
                 yes = sqlite3_column_int(st, 0);
         }
+        lookup_nomem(c, s);
         sqlite3_finalize(st);
         tensor = t.alias_of;
     }
@@ -552,12 +573,14 @@ static int suggest(dctx *c, gt_finding *f, const gt_replay *r)
     case GT_FINDING_BACKWARD_TWICE: {
         sqlite3_stmt *st = NULL;
         int64_t stack = 0;
-        if (sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
-                                      "WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
+        int s = sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
+                                          "WHERE id = ?1", -1, &st, NULL);
+        if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, f->other_backward);
-            if (sqlite3_step(st) == SQLITE_ROW)
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
                 stack = sqlite3_column_int64(st, 0);
         }
+        lookup_nomem(c, s);
         sqlite3_finalize(st);
         stack_loc(c, stack, where, sizeof where, NULL, 0, NULL);
         (void)r;
@@ -780,21 +803,23 @@ static int grad_fn_matches(dctx *c, const srec *x, int64_t node, int64_t before,
     int ok = 1;
     if (!e->grad_fn[0] || (!x->is_output && ti->alias_of && mutated))
         return 1;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT s.text, no.output_nr FROM node_outputs no "
-                           "JOIN nodes n ON n.id = no.node JOIN strings s ON s.id = n.name "
-                           "WHERE no.tensor = ?1 AND n.seq < ?2 AND (?3 = 0 OR n.id = ?3) "
-                           "ORDER BY n.seq DESC LIMIT 1",
-                           -1, &st, NULL) == SQLITE_OK) {
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT s.text, no.output_nr FROM node_outputs no "
+                               "JOIN nodes n ON n.id = no.node JOIN strings s ON s.id = n.name "
+                               "WHERE no.tensor = ?1 AND n.seq < ?2 AND (?3 = 0 OR n.id = ?3) "
+                               "ORDER BY n.seq DESC LIMIT 1",
+                               -1, &st, NULL);
+    if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, x->tensor);
         sqlite3_bind_int64(st, 2, before);
         sqlite3_bind_int64(st, 3, x->is_output ? node : 0);
-        if (sqlite3_step(st) == SQLITE_ROW) {
+        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             const char *name = (const char *)sqlite3_column_text(st, 0);
             ok = name && !strncmp(name, e->grad_fn, strlen(e->grad_fn)) &&
                  sqlite3_column_int64(st, 1) == e->output_nr;
         }
     }
+    lookup_nomem(c, s);
     sqlite3_finalize(st);
     return ok;
 }
@@ -1173,17 +1198,20 @@ static int64_t assigned_tensor(dctx *c, const char *name, int64_t before)
     sqlite3_stmt *st = NULL;
     int64_t t = 0;
     size_t n = strlen(name);
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
-                           "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
-                           "FROM ops o JOIN stacks s ON s.id = o.stack "
-                           "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
-                           "JOIN strings c ON c.id = f.code "
-                           "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
-                           -1, &st, NULL) != SQLITE_OK)
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
+                               "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
+                               "FROM ops o JOIN stacks s ON s.id = o.stack "
+                               "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
+                               "JOIN strings c ON c.id = f.code "
+                               "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
+                               -1, &st, NULL);
+    if (s != SQLITE_OK) {
+        lookup_nomem(c, s);
         return 0;
+    }
     sqlite3_bind_int64(st, 1, before);
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         const char *code = (const char *)sqlite3_column_text(st, 1);
         while (code && (*code == ' ' || *code == '\t'))
             code++;
@@ -1197,6 +1225,7 @@ static int64_t assigned_tensor(dctx *c, const char *name, int64_t before)
             break;
         }
     }
+    lookup_nomem(c, s);
     sqlite3_finalize(st);
     return t;
 }
@@ -1324,6 +1353,10 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     }
     if (!only && (rc = diagnose_leaf_errors(&c)) != 0)
         goto out;
+    if (c.oom) {
+        rc = nomem(&c);
+        goto out;
+    }
     *out = c.f;
     c.f = NULL;
 out:
