@@ -271,10 +271,15 @@ static void bind_id(sqlite3_stmt *st, int i, int64_t v)
         sqlite3_bind_int64(st, i, v);
 }
 
+/* Text is bound SQLITE_STATIC, here and for every string parameter: each
+ * statement is stepped before the caller's string goes away and rebound
+ * before it is stepped again. (SQLITE_TRANSIENT copies, and a copy that
+ * ran out of memory left the parameter NULL, unseen: the row was stored
+ * with a NULL, or met a NOT NULL constraint reported as a caller mistake.) */
 static void bind_str(sqlite3_stmt *st, int i, const char *s)
 {
     if (s)
-        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, i);
 }
@@ -570,7 +575,7 @@ static int stop_at_cap(gt_recorder *r, int64_t bytes)
              r->max_bytes);
     sqlite3_stmt *st = r->st[ST_RUN_STOPPED];
     sqlite3_bind_int64(st, 1, r->committed_seq > 0 ? r->committed_seq : 1);
-    sqlite3_bind_text(st, 2, why, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, why, -1, SQLITE_STATIC);
     int rc = step(r, ST_RUN_STOPPED, "mark the stop", 1);
     if (rc)
         return rc;
@@ -1801,7 +1806,7 @@ int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
     s = ++r->seq;
     sqlite3_bind_int64(st, 1, s);
     sqlite3_bind_int64(st, 2, tid);
-    sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_STATIC);
     bind_id(st, 4, stack);
     bind_id(st, 5, backward);
     if ((rc = step(r, st_id, "error", 0)) != 0)
