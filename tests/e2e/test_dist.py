@@ -192,6 +192,10 @@ class Dist(unittest.TestCase):
             stats = gtutil.tensors_named(db, "stats")
             self.assertTrue(stats)
             self.assertEqual(gtutil.bumps(db, gtutil.counter_of(db, stats[0])), [])
+            # the write itself: in `writes`, without a bump
+            self.assertEqual(rows(db, "SELECT op, bumped, version_after, code FROM writes"
+                                      " WHERE names = 'stats'"),
+                             [("c10d::allreduce_", 0, None, "dist.all_reduce(stats)")])
             one_diag = gradtrace("diagnose", t)
             self.assertEqual(one_diag.returncode, 1, one_diag.stdout)
             self.assertIn("overwritten by the collective c10d::allreduce_", one_diag.stdout)
