@@ -352,9 +352,11 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: gradtrace info [--json] TRACE\n"
+            "       gradtrace info [--json] TRACE... | DIR\n"
             "\n"
             "Summarise a trace: what ran and how it ended, rows per table,\n"
-            "backward calls with their status and line, errors.\n"
+            "backward calls with their status and line, errors. Several traces (the\n"
+            "ranks of a distributed run) or a directory of them: one line per rank.\n"
             "\n"
             "options:\n"
             "  --json      one JSON object instead of text\n"
