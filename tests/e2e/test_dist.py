@@ -216,6 +216,36 @@ class Dist(unittest.TestCase):
                          ("c10d::allreduce_", "dist.all_reduce(stats)", None))
         self.assertEqual(g["finding"]["backward"]["location"]["code"], "y.backward()")
 
+    def test_every_collective_writes_its_outputs(self):
+        """Each c10d collective gloo runs records its output tensors as
+        written, without a version bump, at its own line; send reads."""
+        out, d = new_dir(), new_dir()
+        run(record_cmd(os.path.join(d, "run.db"), "collectives", out, "--spawn", 2,
+                       "--port", free_port()))
+        expect = {
+            "c10d::broadcast_": ["bcast"], "c10d::allreduce_": ["summed"],
+            "c10d::allgather_": [None, None],  # the list's two tensors
+            "c10d::_allgather_base_": ["flat"], "c10d::_reduce_scatter_base_": ["part"],
+            "c10d::reduce_": ["reduced"], "c10d::scatter_": ["scattered"],
+            "c10d::alltoall_base_": ["swapped"],
+        }
+        for rank in (0, 1):
+            db = gtutil.connect(os.path.join(d, "run.rank%d.db" % rank))
+            got = {}
+            for op, names, bumped, code in rows(
+                    db, "SELECT op, names, bumped, code FROM writes"
+                        " WHERE op LIKE 'c10d::%' ORDER BY op_seq, pos"):
+                self.assertEqual(bumped, 0, op)
+                self.assertIn("dist.", code)
+                got.setdefault(op, []).append(names)
+            want = dict(expect)
+            if rank == 1:
+                want["c10d::recv_"] = ["received"]
+            self.assertEqual(got, want, "rank %d" % rank)
+            self.assertEqual(one(db, "SELECT count(*) FROM op_log WHERE op = 'c10d::send'"),
+                             1 if rank == 0 else 0)
+            db.close()
+
     def test_duckdb_recipe(self):
         """SCHEMA.md's DuckDB block over several rank traces, run as printed
         (with the sqlite extension from PyPI loaded first, as test_duckdb.py

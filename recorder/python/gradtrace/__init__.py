@@ -122,7 +122,7 @@ class Recording:
             grad_enabled=torch.is_grad_enabled,
             getline=linecache.getline,
             hidden=hidden,
-            engine=(torch_dir,),
+            engine=(torch_dir,) + _wrapper_files(),
             # nodes keep our ids in grad_fn.metadata: a key per recording
             key="gradtrace:%d:%d" % (os.getpid(), next(_serial)),
             via_autograd=_mode.via_autograd_probe(),
@@ -294,6 +294,15 @@ class Recording:
         if self._dist_patch is not None:
             self._dist_patch.remove()
             self._dist_patch = None
+
+
+def _wrapper_files():
+    """Files of the decorator modules torch wraps its own functions with
+    (typing_extensions.deprecated, around torch.distributed's): their frames
+    between two torch frames are torch's, not the user's."""
+    mod = sys.modules.get("typing_extensions")
+    f = getattr(mod, "__file__", None)
+    return (os.path.abspath(f),) if f else ()
 
 
 def _exit_code(exc):

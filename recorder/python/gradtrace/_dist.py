@@ -116,10 +116,12 @@ def run_fields(spawn_index=None):
 
 # -- collectives ---------------------------------------------------------
 
+_TENSOR_TYPE = re.compile(r"(Optional\[)?(List\[)*Tensor\b")
+
+
 def _is_tensor_type(t):
-    s = str(t)
-    return s.startswith("Tensor") or s.startswith("List[Tensor") \
-        or s.startswith("Optional[List[Tensor")
+    """Tensor, Tensor?, Tensor[], Tensor[][] (List[List[Tensor]]), ..."""
+    return _TENSOR_TYPE.match(str(t)) is not None
 
 
 def collective_writes(schema):
