@@ -246,6 +246,23 @@ class Dist(unittest.TestCase):
                              1 if rank == 0 else 0)
             db.close()
 
+    def test_api_in_spawned_workers_names_traces_by_rank(self):
+        """gradtrace.record("api.db") in each worker, after init_process_group
+        and without RANK in the environment: one trace per rank."""
+        out = new_dir()
+        env = dict(os.environ)
+        env.pop("RANK", None)
+        run([gtutil.PYTHON, SCRIPT, "api", out, "--spawn", 2, "--port", free_port()],
+            env=env)
+        for rank in (0, 1):
+            trace = os.path.join(out, "api.rank%d.db" % rank)
+            self.assertEqual(run_row(trace)[:4], (rank, None, 2, "gloo"))
+        self.assertFalse(os.path.exists(os.path.join(out, "api.db")))
+        diag = gradtrace("diagnose", os.path.join(out, "api.rank0.db"),
+                         os.path.join(out, "api.rank1.db"))
+        self.assertEqual(diag.returncode, 1, diag.stdout + diag.stderr)
+        self.assertIn("[1] ranks 0-1: stats overwritten by the collective", diag.stdout)
+
     def test_duckdb_recipe(self):
         """SCHEMA.md's DuckDB block over several rank traces, run as printed
         (with the sqlite extension from PyPI loaded first, as test_duckdb.py

@@ -22,10 +22,11 @@ Options
                     call `first` is included) to the end of call `last`;
                     ops before and after run unrecorded. The trace numbers
                     recorded calls from 1; run.options keeps the window.
-    per_rank        None (default): under a launcher that sets RANK
-                    (torchrun), write rank N's trace to path with `.rankN`
-                    before the extension (run.db -> run.rank0.db), or with
-                    `{rank}` in path replaced; True: always; False: never.
+    per_rank        None (default): in a rank of a distributed run (RANK set
+                    by torchrun, or init_process_group already called), write
+                    rank N's trace to path with `.rankN` before the extension
+                    (run.db -> run.rank0.db), or with `{rank}` in path
+                    replaced; True: always; False: never.
 
 Distributed training: the run row records rank, local rank, world size,
 backend and the launcher's run id (gradtrace/_dist.py), and workers that

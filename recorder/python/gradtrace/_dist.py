@@ -2,7 +2,8 @@
 collectives' writes, and recording the workers torch.multiprocessing spawns.
 
 Naming. Under a launcher that sets RANK (torchrun, torch.distributed.run,
-SLURM wrappers that export it), each rank writes its own trace: the path's
+SLURM wrappers that export it), or once the default process group is
+initialised, each rank writes its own trace: the path's
 file name gets `.rank<RANK>` before its extension (run.db -> run.rank0.db,
 traces/run -> traces/run.rank0), or `{rank}` in the path is replaced by the
 rank (traces/{rank}.db -> traces/0.db). A worker started by
@@ -67,15 +68,21 @@ def rank_path(path, rank):
 
 def trace_path(path, per_rank=None):
     """Where a recording asked for at `path` writes: rank_path() when
-    per_rank is True, or None (automatic) and the environment names a rank;
-    path itself otherwise."""
+    per_rank is True, or None (automatic) and the process is a rank (RANK in
+    the environment, or an initialised default process group, as in a
+    worker that recording starts after init_process_group); path itself
+    otherwise."""
     path = os.fspath(path)
     if per_rank is False:
         return path
     info = env_info()
-    if info is None:
+    rank = info["rank"] if info is not None else None
+    if rank is None:
+        pg = _process_group()
+        rank = pg[0] if pg is not None else None
+    if rank is None:
         return path.replace(_RANK_FIELD, "0") if per_rank else path
-    return rank_path(path, info["rank"])
+    return rank_path(path, rank)
 
 
 def _process_group():

@@ -17,6 +17,8 @@ Modes
     fail               local training; rank r changes a saved tensor in place
                        in step r + 1 (backward raises there), then the rank ends
     collectives        one call of each collective gloo runs, on named tensors
+    api                `silent` inside `with gradtrace.record(OUTDIR/api.db)`,
+                       started after init_process_group (no RANK in the env)
 """
 import os
 import signal
@@ -122,6 +124,10 @@ def run(rank, mode, outdir, args):
         fail(rank, outdir)
     elif mode == "collectives":
         collectives(rank, outdir)
+    elif mode == "api":
+        import gradtrace
+        with gradtrace.record(os.path.join(outdir, "api.db")):
+            silent(rank, outdir)
     else:
         raise SystemExit("unknown mode %s" % mode)
 
