@@ -111,22 +111,27 @@ class Dist(unittest.TestCase):
                           " AND name NOT LIKE 'sqlite_%'").stdout.split()
         self.assertIn("op_log", names)
         self.assertIn("invalidations", names)
-        for i, trace in enumerate(traces):
+        key = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
+        for trace in traces:
             rank = run_row(trace)[0]
-            for name in names:
-                alone = gradtrace("sql", "--json", trace, "SELECT * FROM %s" % name)
-                together = gradtrace("sql", "--json", *traces,
-                                     "SELECT * FROM %s WHERE rank = %d" % (name, rank))
-                self.assertEqual(alone.returncode, 0, alone.stderr)
-                self.assertEqual(together.returncode, 0, together.stderr)
-                a = json.loads(alone.stdout)
-                t = json.loads(together.stdout)
+            # one statement per table or view, one JSON array per line
+            alone = gradtrace("sql", "--json", trace,
+                              ";".join("SELECT * FROM %s" % n for n in names))
+            together = gradtrace("sql", "--json", *traces,
+                                 ";".join("SELECT * FROM %s WHERE rank = %d" % (n, rank)
+                                          for n in names))
+            self.assertEqual(alone.returncode, 0, alone.stderr)
+            self.assertEqual(together.returncode, 0, together.stderr)
+            a_lines = alone.stdout.splitlines()
+            t_lines = together.stdout.splitlines()
+            self.assertEqual(len(a_lines), len(names))
+            self.assertEqual(len(t_lines), len(names))
+            for name, a, t in zip(names, map(json.loads, a_lines), map(json.loads, t_lines)):
                 if name != "run":
                     for row in t:
                         self.assertEqual(row.pop("rank"), rank)
                 else:
                     self.assertEqual([r["rank"] for r in t], [rank])
-                key = lambda row: json.dumps(row, sort_keys=True)
                 self.assertEqual(sorted(a, key=key), sorted(t, key=key),
                                  "%s of %s" % (name, trace))
 
