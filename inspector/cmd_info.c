@@ -231,6 +231,7 @@ static int print_text(gt_trace *t, FILE *out)
         tput(out, st, 8);
     }
     fputc('\n', out);
+    gt_print_rank_line(out, db); /* distributed runs (multi.c) */
     fputs("status     ", out);
     tput(out, st, 9);
     if (sqlite3_column_type(st, 10) != SQLITE_NULL)
