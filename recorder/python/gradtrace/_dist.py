@@ -256,14 +256,20 @@ class SpawnWorker:
             result = self.fn(index, *args)
         except BaseException as e:
             rec.__exit__(type(e), e, e.__traceback__)
-            self._announce(rec)
+            failed = not (isinstance(e, SystemExit) and not gradtrace._exit_code(e))
+            self._announce(rec, failed)
             raise
         rec.stop("ok", 0)
-        self._announce(rec)
+        self._announce(rec, False)
         return result
 
-    def _announce(self, rec):
+    def _announce(self, rec, failed):
+        """The line `gradtrace record` prints for its own trace, for this
+        worker's (announce is set when the recording came from it)."""
         if self.announce:
             import sys
-            sys.stderr.write("gradtrace: trace written to %s\n" % rec.path)
+            line = "gradtrace: trace written to %s" % rec.path
+            if failed:
+                line += "; the run failed, diagnose it with: gradtrace diagnose %s" % rec.path
+            sys.stderr.write(line + "\n")
             sys.stderr.flush()
