@@ -780,10 +780,12 @@ static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
 static void usage(FILE *o)
 {
     fprintf(o,
-            "usage: gradtrace diagnose [options] TRACE\n"
+            "usage: gradtrace diagnose [options] TRACE... | DIR\n"
             "\n"
             "Replay each backward call of TRACE and report every saved tensor that was\n"
-            "changed between its save and the backward that needed it.\n"
+            "changed between its save and the backward that needed it. Several traces\n"
+            "(the ranks of a distributed run) or a directory: each rank diagnosed, each\n"
+            "distinct finding printed once with the ranks it was found on.\n"
             "\n"
             "options:\n"
             "  --json              print the findings as JSON\n"

@@ -274,6 +274,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
         tput(out, st, 8);
     }
     fputc('\n', out);
+    gt_print_rank_line(out, db); /* distributed runs (multi.c) */
     fputs("status     ", out);
     tput(out, st, 9);
     if (sqlite3_column_type(st, 10) != SQLITE_NULL)
@@ -431,11 +432,13 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: gradtrace info [--json] [--all] TRACE\n"
+            "       gradtrace info [--json] TRACE... | DIR\n"
             "\n"
             "Summarise a trace: what ran and how it ended, rows per table,\n"
             "backward calls with their status and line, errors. Many backward\n"
             "calls are counted by outcome; the first and last %d are shown, and\n"
-            "every one that did not return ok.\n"
+            "every one that did not return ok. Several traces (the ranks of a\n"
+            "distributed run) or a directory of them: one line per rank.\n"
             "\n"
             "options:\n"
             "  --all       show every backward call\n"

@@ -331,14 +331,11 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
         return 2;
     docs = calloc(set.n, sizeof *docs);
     codes = calloc(set.n, sizeof *codes);
-    if (!docs || !codes ||
-        sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, key_sql, -1, &kst, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
-                           -1, &fst, NULL) != SQLITE_OK) {
+    if (!docs || !codes) {
         fprintf(stderr, "gradtrace: diagnose: out of memory\n");
         goto out;
     }
+    /* every trace first, in children that inherit nothing of ours to free */
     for (size_t i = 0; i < set.n; i++) {
         if (diagnose_child(set.v[i].path, backward, &docs[i], &codes[i]) < 0) {
             fprintf(stderr, "gradtrace: diagnose: cannot run for %s: %s\n", set.v[i].path,
@@ -349,6 +346,15 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
             any_findings = 1;
         else if (codes[i] != 0 || !docs[i][0])
             any_error = 1;
+    }
+    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, key_sql, -1, &kst, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
+                           -1, &fst, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gradtrace: diagnose: out of memory\n");
+        goto out;
+    }
+    for (size_t i = 0; i < set.n; i++) {
         if (codes[i] > 1 || !docs[i][0])
             continue;
         /* group its findings */

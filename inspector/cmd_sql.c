@@ -225,12 +225,14 @@ static char *read_stdin(void)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: gradtrace sql [options] TRACE [QUERY]\n"
+            "usage: gradtrace sql [options] TRACE... | DIR [QUERY]\n"
             "\n"
             "Run SQL on a trace, read-only. Without QUERY (or with '-') the\n"
             "statements are read from stdin. Views such as op_log, mutations,\n"
             "saved, invalidations and tensor_history are described in\n"
-            "schema/SCHEMA.md, with a cookbook of queries.\n"
+            "schema/SCHEMA.md, with a cookbook of queries. Several traces (the ranks\n"
+            "of a distributed run) or a directory: every table and view across them,\n"
+            "with a leading rank column (table traces lists them).\n"
             "\n"
             "options:\n"
             "  --table             aligned columns (default when stdout is a terminal)\n"

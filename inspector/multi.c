@@ -262,6 +262,7 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
 #include "gt_schema_sql.h"
 #include "gt_views_sql.h"
 #include "strbuf.h"
+#include "termtext.h"
 
 int gt_multi_wanted(int npaths, char **paths)
 {
@@ -622,4 +623,35 @@ int gt_sql_count_traces(int npos, char **pos)
     if (!strcmp(pos[npos - 1], "-") || stat(pos[npos - 1], &st) != 0)
         return npos - 1;
     return npos;
+}
+
+void gt_print_rank_line(FILE *out, sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    /* v3 columns when the trace has them (an older one has rank only) */
+    int v3 = sqlite3_prepare_v2(db, "SELECT rank, world_size, local_rank, backend,"
+                                    " launcher_run_id FROM run WHERE id = 1",
+                                -1, &st, NULL) == SQLITE_OK;
+    if (!v3 && sqlite3_prepare_v2(db, "SELECT rank FROM run WHERE id = 1", -1, &st, NULL) !=
+                   SQLITE_OK) {
+        sqlite3_finalize(st);
+        return;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        fprintf(out, "rank       %lld", (long long)sqlite3_column_int64(st, 0));
+        if (v3 && sqlite3_column_type(st, 1) != SQLITE_NULL)
+            fprintf(out, " of %lld", (long long)sqlite3_column_int64(st, 1));
+        if (v3 && sqlite3_column_type(st, 2) != SQLITE_NULL)
+            fprintf(out, " (local %lld)", (long long)sqlite3_column_int64(st, 2));
+        if (v3 && sqlite3_column_type(st, 3) != SQLITE_NULL) {
+            fputs(", backend ", out);
+            gt_term_puts(out, (const char *)sqlite3_column_text(st, 3));
+        }
+        if (v3 && sqlite3_column_type(st, 4) != SQLITE_NULL) {
+            fputs(", launcher run id ", out);
+            gt_term_puts(out, (const char *)sqlite3_column_text(st, 4));
+        }
+        fputc('\n', out);
+    }
+    sqlite3_finalize(st);
 }

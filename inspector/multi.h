@@ -54,6 +54,7 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len);
 
 
 #include <sqlite3.h>
+#include <stdio.h>
 
 /* A connection over every trace of `s` (at most gt_multi_max_traces()):
  * the first trace is `main`, the others are attached as t1, t2, ...
@@ -87,5 +88,10 @@ int gt_multi_info(int npaths, char **paths, int json);
  * status: 1 if any rank has findings, else 2 if a trace could not be
  * diagnosed, else 0. */
 int gt_multi_diagnose(int npaths, char **paths, int json, long long backward);
+
+/* For `gradtrace info` on one trace: "rank       R of N (local L), backend B,
+ * launcher run id J\n" when the run row names a rank (parts it lacks left
+ * out), nothing otherwise. */
+void gt_print_rank_line(FILE *out, sqlite3 *db);
 
 #endif

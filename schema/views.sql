@@ -544,3 +544,36 @@ SELECT e.seq, 'error', se.text, NULL, NULL, e.stack
 FROM errors e JOIN strings se ON se.id = e.type
 ) u
 LEFT JOIN locations l ON l.stack = u.stack;
+
+-- v3: one row per write of an op into a tensor argument (op_args role
+-- 'mutated'), whether or not it moved the version counter: c10d's in-place
+-- collectives (all_reduce, broadcast, ...) write without a bump, which
+-- `mutations` (one row per bump) cannot show.
+CREATE VIEW IF NOT EXISTS writes AS
+SELECT a.op AS op_seq,
+       so.text AS op,
+       a.pos,
+       a.tensor,
+       t.storage,
+       t.version_counter,
+       a.version AS version_before,
+       b.version AS version_after,
+       CASE WHEN b.seq IS NULL THEN 0 ELSE 1 END AS bumped,
+       l.file,
+       l.line,
+       l.function,
+       l.code,
+       (SELECT group_concat(name, ', ') FROM (
+            SELECT sn.text AS name, min(n.seq) AS first
+            FROM tensors t2
+            JOIN names n ON n.tensor = t2.id
+            JOIN strings sn ON sn.id = n.name
+            WHERE t2.version_counter = t.version_counter
+            GROUP BY sn.text ORDER BY first, name)) AS names
+FROM op_args a
+JOIN ops o ON o.seq = a.op
+LEFT JOIN strings so ON so.id = o.name
+LEFT JOIN tensors t ON t.id = a.tensor
+LEFT JOIN version_bumps b ON b.op = a.op AND b.tensor = a.tensor
+LEFT JOIN locations l ON l.stack = o.stack
+WHERE a.role = 2;

@@ -403,6 +403,63 @@ static void test_silent_storage_write(void **state)
     unlink(b.path);
 }
 
+/* A c10d collective writes the saved tensor itself (same counter) without a
+ * bump: a silent write. An aten op's unbumped write (it raised before
+ * writing) and an ordinary bumped write are not silent writes. */
+static void test_collective_silent_write(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "collective");
+    assert_int_equal(gt_storage(b.r, 1, 12, b.cpu), 0);
+    tb_tensor(&b, 400, 1, 3, 0, 0, 1, 0, 0, 0); /* stats */
+    tb_name(&b, 400, "stats");
+    int64_t op = tb_op(&b, "aten::mul", GT_PHASE_FORWARD, 20, "y = w * stats");
+    tb_node(&b, 1, "MulBackward0", op, 3);
+    tb_save(&b, 1, "other", 400, 0);
+    int64_t raised = tb_op(&b, "aten::add_.Tensor", GT_PHASE_FORWARD, 21, "stats.add_(bad)");
+    assert_int_equal(gt_op_arg(b.r, raised, GT_ROLE_MUTATED, 0, 400, 0), 0);
+    int64_t ar = tb_op(&b, "c10d::allreduce_", GT_PHASE_FORWARD, 22, "dist.all_reduce(stats)");
+    assert_int_equal(gt_op_arg(b.r, ar, GT_ROLE_INPUT, 0, 400, 0), 0);
+    assert_int_equal(gt_op_arg(b.r, ar, GT_ROLE_MUTATED, 0, 400, 0), 0);
+    gt_id bw = tb_backward(&b, 1, 0, 23);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    tb_close(&b, 1);
+
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_SILENT_STORAGE_WRITE);
+    assert_int_equal(f->v[0].tensor, 400);
+    assert_int_equal(f->v[0].version_at_backward, 0);
+    assert_int_equal(f->v[0].n_mutations, 1);
+    assert_int_equal(f->v[0].mutations[0].seq, ar);
+    assert_int_equal(f->v[0].mutations[0].bump_seq, 0);
+    assert_non_null(strstr(f->v[0].suggestion, "reduce a copy"));
+    gt_findings_free(f);
+    char *out;
+    assert_int_equal(run_cmd(&out, b.path, NULL), 1);
+    assert_non_null(strstr(out, "stats overwritten by the collective c10d::allreduce_"));
+    free(out);
+    unlink(b.path);
+
+    /* the same collective after the backward: nothing to report */
+    tb_open(&b, "collective_after");
+    assert_int_equal(gt_storage(b.r, 1, 12, b.cpu), 0);
+    tb_tensor(&b, 400, 1, 3, 0, 0, 1, 0, 0, 0);
+    op = tb_op(&b, "aten::mul", GT_PHASE_FORWARD, 20, "y = w * stats");
+    tb_node(&b, 1, "MulBackward0", op, 3);
+    tb_save(&b, 1, "other", 400, 0);
+    bw = tb_backward(&b, 1, 0, 23);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    ar = tb_op(&b, "c10d::allreduce_", GT_PHASE_FORWARD, 24, "dist.all_reduce(stats)");
+    assert_int_equal(gt_op_arg(b.r, ar, GT_ROLE_MUTATED, 0, 400, 0), 0);
+    tb_close(&b, 1);
+    f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 0);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
 /* LSTMCell on CPU: sigmoid_/tanh_ on the four unsafe_chunk pieces of one
  * [B, 4H] gates buffer, each piece a view with its own version counter over
  * interleaved, disjoint bytes. Each op saves its result; writes to the other
@@ -767,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_seed_control_no_findings),
         cmocka_unit_test(test_partial_trace),
         cmocka_unit_test(test_silent_storage_write),
+        cmocka_unit_test(test_collective_silent_write),
         cmocka_unit_test(test_disjoint_pieces_of_one_buffer),
         cmocka_unit_test(test_custom_function_saved_at_caller),
         cmocka_unit_test(test_backward_twice),

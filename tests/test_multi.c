@@ -158,6 +158,13 @@ static void test_multi_info(void **state)
     assert_contains(c.out, "\"first_error\":\"RuntimeError: one of the variables needed");
     assert_true(strstr(c.out, "\"rank\":0") < strstr(c.out, "\"rank\":1"));
     captured_free(&c);
+
+    /* one trace: its rank line */
+    char *one[] = {"info", t1, NULL};
+    run_captured(gt_cmd_info, 2, one, NULL, &c);
+    assert_int_equal(c.status, 0);
+    assert_contains(c.out, "\nrank       1 of 2 (local 1), backend gloo\nstatus ");
+    captured_free(&c);
 }
 
 static void test_multi_diagnose(void **state)

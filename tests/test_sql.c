@@ -158,7 +158,14 @@ static void test_views_exist(void **state)
                 "SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name",
                 "backward_log\nbackward_reach\nerror_log\nevents\ngraph_edges\n"
                 "invalidations\nlocations\nmutations\nop_log\nsaved\nsaved_memory\nstack_frames\n"
-                "tensor_history\ntensor_info\nvariables\n");
+                "tensor_history\ntensor_info\nvariables\nwrites\n");
+    /* v3's writes: the seed's six in-place writes, each with its bump */
+    assert_rows(f->db,
+                "SELECT op, bumped, count(*), min(version_after), max(version_after) "
+                "FROM writes GROUP BY 1, 2 ORDER BY 1",
+                "aten::copy_|1|3|2|6\naten::mul_.Tensor|1|3|1|5\n");
+    assert_rows(f->db, "SELECT DISTINCT line, names FROM writes",
+                "44|class_weights\n");
 }
 
 static void test_op_log(void **state)

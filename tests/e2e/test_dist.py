@@ -111,22 +111,27 @@ class Dist(unittest.TestCase):
                           " AND name NOT LIKE 'sqlite_%'").stdout.split()
         self.assertIn("op_log", names)
         self.assertIn("invalidations", names)
-        for i, trace in enumerate(traces):
+        key = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
+        for trace in traces:
             rank = run_row(trace)[0]
-            for name in names:
-                alone = gradtrace("sql", "--json", trace, "SELECT * FROM %s" % name)
-                together = gradtrace("sql", "--json", *traces,
-                                     "SELECT * FROM %s WHERE rank = %d" % (name, rank))
-                self.assertEqual(alone.returncode, 0, alone.stderr)
-                self.assertEqual(together.returncode, 0, together.stderr)
-                a = json.loads(alone.stdout)
-                t = json.loads(together.stdout)
+            # one statement per table or view, one JSON array per line
+            alone = gradtrace("sql", "--json", trace,
+                              ";".join("SELECT * FROM %s" % n for n in names))
+            together = gradtrace("sql", "--json", *traces,
+                                 ";".join("SELECT * FROM %s WHERE rank = %d" % (n, rank)
+                                          for n in names))
+            self.assertEqual(alone.returncode, 0, alone.stderr)
+            self.assertEqual(together.returncode, 0, together.stderr)
+            a_lines = alone.stdout.splitlines()
+            t_lines = together.stdout.splitlines()
+            self.assertEqual(len(a_lines), len(names))
+            self.assertEqual(len(t_lines), len(names))
+            for name, a, t in zip(names, map(json.loads, a_lines), map(json.loads, t_lines)):
                 if name != "run":
                     for row in t:
                         self.assertEqual(row.pop("rank"), rank)
                 else:
                     self.assertEqual([r["rank"] for r in t], [rank])
-                key = lambda row: json.dumps(row, sort_keys=True)
                 self.assertEqual(sorted(a, key=key), sorted(t, key=key),
                                  "%s of %s" % (name, trace))
 
@@ -192,6 +197,10 @@ class Dist(unittest.TestCase):
             stats = gtutil.tensors_named(db, "stats")
             self.assertTrue(stats)
             self.assertEqual(gtutil.bumps(db, gtutil.counter_of(db, stats[0])), [])
+            # the write itself: in `writes`, without a bump
+            self.assertEqual(rows(db, "SELECT op, bumped, version_after, code FROM writes"
+                                      " WHERE names = 'stats'"),
+                             [("c10d::allreduce_", 0, None, "dist.all_reduce(stats)")])
             one_diag = gradtrace("diagnose", t)
             self.assertEqual(one_diag.returncode, 1, one_diag.stdout)
             self.assertIn("overwritten by the collective c10d::allreduce_", one_diag.stdout)
@@ -211,6 +220,53 @@ class Dist(unittest.TestCase):
         self.assertEqual((m["op"], m["location"]["code"], m["bump_seq"]),
                          ("c10d::allreduce_", "dist.all_reduce(stats)", None))
         self.assertEqual(g["finding"]["backward"]["location"]["code"], "y.backward()")
+
+    def test_every_collective_writes_its_outputs(self):
+        """Each c10d collective gloo runs records its output tensors as
+        written, without a version bump, at its own line; send reads."""
+        out, d = new_dir(), new_dir()
+        run(record_cmd(os.path.join(d, "run.db"), "collectives", out, "--spawn", 2,
+                       "--port", free_port()))
+        expect = {
+            "c10d::broadcast_": ["bcast"], "c10d::allreduce_": ["summed"],
+            "c10d::allgather_": [None, None],  # the list's two tensors
+            "c10d::_allgather_base_": ["flat"], "c10d::_reduce_scatter_base_": ["part"],
+            "c10d::reduce_": ["reduced"], "c10d::scatter_": ["scattered"],
+            "c10d::alltoall_base_": ["swapped"],
+        }
+        for rank in (0, 1):
+            db = gtutil.connect(os.path.join(d, "run.rank%d.db" % rank))
+            got = {}
+            for op, names, bumped, code in rows(
+                    db, "SELECT op, names, bumped, code FROM writes"
+                        " WHERE op LIKE 'c10d::%' ORDER BY op_seq, pos"):
+                self.assertEqual(bumped, 0, op)
+                self.assertIn("dist.", code)
+                got.setdefault(op, []).append(names)
+            want = dict(expect)
+            if rank == 1:
+                want["c10d::recv_"] = ["received"]
+            self.assertEqual(got, want, "rank %d" % rank)
+            self.assertEqual(one(db, "SELECT count(*) FROM op_log WHERE op = 'c10d::send'"),
+                             1 if rank == 0 else 0)
+            db.close()
+
+    def test_api_in_spawned_workers_names_traces_by_rank(self):
+        """gradtrace.record("api.db") in each worker, after init_process_group
+        and without RANK in the environment: one trace per rank."""
+        out = new_dir()
+        env = dict(os.environ)
+        env.pop("RANK", None)
+        run([gtutil.PYTHON, SCRIPT, "api", out, "--spawn", 2, "--port", free_port()],
+            env=env)
+        for rank in (0, 1):
+            trace = os.path.join(out, "api.rank%d.db" % rank)
+            self.assertEqual(run_row(trace)[:4], (rank, None, 2, "gloo"))
+        self.assertFalse(os.path.exists(os.path.join(out, "api.db")))
+        diag = gradtrace("diagnose", os.path.join(out, "api.rank0.db"),
+                         os.path.join(out, "api.rank1.db"))
+        self.assertEqual(diag.returncode, 1, diag.stdout + diag.stderr)
+        self.assertIn("[1] ranks 0-1: stats overwritten by the collective", diag.stdout)
 
     def test_duckdb_recipe(self):
         """SCHEMA.md's DuckDB block over several rank traces, run as printed

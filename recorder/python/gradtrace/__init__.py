@@ -22,10 +22,11 @@ Options
                     call `first` is included) to the end of call `last`;
                     ops before and after run unrecorded. The trace numbers
                     recorded calls from 1; run.options keeps the window.
-    per_rank        None (default): under a launcher that sets RANK
-                    (torchrun), write rank N's trace to path with `.rankN`
-                    before the extension (run.db -> run.rank0.db), or with
-                    `{rank}` in path replaced; True: always; False: never.
+    per_rank        None (default): in a rank of a distributed run (RANK set
+                    by torchrun, or init_process_group already called), write
+                    rank N's trace to path with `.rankN` before the extension
+                    (run.db -> run.rank0.db), or with `{rank}` in path
+                    replaced; True: always; False: never.
 
 Distributed training: the run row records rank, local rank, world size,
 backend and the launcher's run id (gradtrace/_dist.py), and workers that
@@ -123,7 +124,7 @@ class Recording:
             grad_enabled=torch.is_grad_enabled,
             getline=linecache.getline,
             hidden=hidden,
-            engine=(torch_dir,),
+            engine=(torch_dir,) + _wrapper_files(),
             # nodes keep our ids in grad_fn.metadata: a key per recording
             key="gradtrace:%d:%d" % (os.getpid(), next(_serial)),
             via_autograd=_mode.via_autograd_probe(),
@@ -302,6 +303,15 @@ class Recording:
         if self._dist_patch is not None:
             self._dist_patch.remove()
             self._dist_patch = None
+
+
+def _wrapper_files():
+    """Files of the decorator modules torch wraps its own functions with
+    (typing_extensions.deprecated, around torch.distributed's): their frames
+    between two torch frames are torch's, not the user's."""
+    mod = sys.modules.get("typing_extensions")
+    f = getattr(mod, "__file__", None)
+    return (os.path.abspath(f),) if f else ()
 
 
 def _exit_code(exc):

@@ -2,7 +2,8 @@
 collectives' writes, and recording the workers torch.multiprocessing spawns.
 
 Naming. Under a launcher that sets RANK (torchrun, torch.distributed.run,
-SLURM wrappers that export it), each rank writes its own trace: the path's
+SLURM wrappers that export it), or once the default process group is
+initialised, each rank writes its own trace: the path's
 file name gets `.rank<RANK>` before its extension (run.db -> run.rank0.db,
 traces/run -> traces/run.rank0), or `{rank}` in the path is replaced by the
 rank (traces/{rank}.db -> traces/0.db). A worker started by
@@ -67,15 +68,21 @@ def rank_path(path, rank):
 
 def trace_path(path, per_rank=None):
     """Where a recording asked for at `path` writes: rank_path() when
-    per_rank is True, or None (automatic) and the environment names a rank;
-    path itself otherwise."""
+    per_rank is True, or None (automatic) and the process is a rank (RANK in
+    the environment, or an initialised default process group, as in a
+    worker that recording starts after init_process_group); path itself
+    otherwise."""
     path = os.fspath(path)
     if per_rank is False:
         return path
     info = env_info()
-    if info is None:
+    rank = info["rank"] if info is not None else None
+    if rank is None:
+        pg = _process_group()
+        rank = pg[0] if pg is not None else None
+    if rank is None:
         return path.replace(_RANK_FIELD, "0") if per_rank else path
-    return rank_path(path, info["rank"])
+    return rank_path(path, rank)
 
 
 def _process_group():
@@ -116,10 +123,12 @@ def run_fields(spawn_index=None):
 
 # -- collectives ---------------------------------------------------------
 
+_TENSOR_TYPE = re.compile(r"(Optional\[)?(List\[)*Tensor\b")
+
+
 def _is_tensor_type(t):
-    s = str(t)
-    return s.startswith("Tensor") or s.startswith("List[Tensor") \
-        or s.startswith("Optional[List[Tensor")
+    """Tensor, Tensor?, Tensor[], Tensor[][] (List[List[Tensor]]), ..."""
+    return _TENSOR_TYPE.match(str(t)) is not None
 
 
 def collective_writes(schema):
@@ -247,14 +256,20 @@ class SpawnWorker:
             result = self.fn(index, *args)
         except BaseException as e:
             rec.__exit__(type(e), e, e.__traceback__)
-            self._announce(rec)
+            failed = not (isinstance(e, SystemExit) and not gradtrace._exit_code(e))
+            self._announce(rec, failed)
             raise
         rec.stop("ok", 0)
-        self._announce(rec)
+        self._announce(rec, False)
         return result
 
-    def _announce(self, rec):
+    def _announce(self, rec, failed):
+        """The line `gradtrace record` prints for its own trace, for this
+        worker's (announce is set when the recording came from it)."""
         if self.announce:
             import sys
-            sys.stderr.write("gradtrace: trace written to %s\n" % rec.path)
+            line = "gradtrace: trace written to %s" % rec.path
+            if failed:
+                line += "; the run failed, diagnose it with: gradtrace diagnose %s" % rec.path
+            sys.stderr.write(line + "\n")
             sys.stderr.flush()

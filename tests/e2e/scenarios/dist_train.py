@@ -16,6 +16,9 @@ Modes
                        after the forward
     fail               local training; rank r changes a saved tensor in place
                        in step r + 1 (backward raises there), then the rank ends
+    collectives        one call of each collective gloo runs, on named tensors
+    api                `silent` inside `with gradtrace.record(OUTDIR/api.db)`,
+                       started after init_process_group (no RANK in the env)
 """
 import os
 import signal
@@ -82,6 +85,34 @@ def fail(rank, outdir):
         write(outdir, rank, ["step %d" % step])
 
 
+def collectives(rank, outdir):
+    world = dist.get_world_size()
+    bcast = torch.full((2,), float(rank))
+    dist.broadcast(bcast, 0)
+    summed = torch.ones(2)
+    dist.all_reduce(summed)
+    gathered = [torch.zeros(2) for _ in range(world)]
+    dist.all_gather(gathered, summed)
+    flat = torch.zeros(2 * world)
+    dist.all_gather_into_tensor(flat, summed)
+    part = torch.zeros(2)
+    dist.reduce_scatter_tensor(part, torch.ones(2 * world))
+    reduced = torch.ones(2)
+    dist.reduce(reduced, 0)
+    scattered = torch.zeros(2)
+    dist.scatter(scattered, [torch.full((2,), float(i)) for i in range(world)]
+                 if rank == 0 else None, src=0)
+    swapped = torch.zeros(world)
+    dist.all_to_all_single(swapped, torch.arange(world, dtype=torch.float))
+    if rank == 0:
+        dist.send(torch.ones(1), 1)
+    elif rank == 1:
+        received = torch.zeros(1)
+        dist.recv(received, 0)
+    dist.barrier()
+    write(outdir, rank, ["flat %s" % flat.tolist(), "swapped %s" % swapped.tolist()])
+
+
 def run(rank, mode, outdir, args):
     if mode == "ddp":
         ddp(rank, outdir, int(args[0]))
@@ -91,6 +122,12 @@ def run(rank, mode, outdir, args):
         silent(rank, outdir)
     elif mode == "fail":
         fail(rank, outdir)
+    elif mode == "collectives":
+        collectives(rank, outdir)
+    elif mode == "api":
+        import gradtrace
+        with gradtrace.record(os.path.join(outdir, "api.db")):
+            silent(rank, outdir)
     else:
         raise SystemExit("unknown mode %s" % mode)
 
