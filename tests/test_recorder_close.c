@@ -444,6 +444,39 @@ static void test_cap_counts_close_time_indexes(void **state)
     }
 }
 
+/* The cap met by the batch close commits (no commit came before it): that
+ * batch is rolled back as any other, and the closed file is complete,
+ * marked and within the cap; close returns GT_EFULL. */
+static void test_cap_met_at_close(void **state)
+{
+    (void)state;
+    gt_recorder_options o = {.max_bytes = 400 * 1024, .batch_ms = 600000};
+    gt_recorder *r = open_new("cap_close.db", &o);
+    char *big = malloc(20001);
+    assert_non_null(big);
+    for (int i = 0; i < 20; i++) {
+        memset(big, 'a' + i, 20000);
+        big[20000] = '\0';
+        assert_int_equal(gt_error(r, "RuntimeError", big, 0, 0, NULL), 0);
+    }
+    free(big);
+    assert_int_equal(gt_recorder_failed(r), 0); /* nothing committed yet */
+    assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
+    char msg[512] = "";
+    assert_int_equal(gt_recorder_close_msg(r, msg, sizeof msg), GT_EFULL);
+    assert_non_null(strstr(msg, "recording stopped: trace reached its size cap"));
+    assert_true(file_size(tpath("cap_close.db")) <= 400 * 1024);
+    assert_int_equal(file_size(tpath("cap_close.db-wal")), -1);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(tpath("cap_close.db"), &db), SQLITE_OK);
+    assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
+    assert_int_equal(q_int(db, "SELECT count(*) FROM errors"), 0);
+    assert_int_equal(q_int(db, "SELECT stopped_seq IS NOT NULL FROM run"), 1);
+    assert_int_equal(q_int(db, "SELECT end_ns IS NOT NULL FROM run"), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 9);
+    sqlite3_close(db);
+}
+
 static void test_cap_below_smallest_trace_refused(void **state)
 {
     (void)state;
@@ -468,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_close_fails_loudly_when_it_cannot_finish),
         cmocka_unit_test(test_idle_reader_does_not_block_close),
         cmocka_unit_test(test_cap_counts_close_time_indexes),
+        cmocka_unit_test(test_cap_met_at_close),
         cmocka_unit_test(test_cap_below_smallest_trace_refused),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

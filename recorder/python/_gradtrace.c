@@ -1956,6 +1956,12 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
     free_caches(self);
     swallow(self);
     exc_restore(saved_exc);
+    if (rc == GT_EFULL && !self->failed) {
+        /* the size cap (or a full disk) stopped the last batch: said as any
+         * stop is; the trace is complete up to there */
+        PySys_WriteStderr("gradtrace: %s\n", close_msg);
+        return PyUnicode_FromString(close_msg);
+    }
     if (rc < 0 && !self->failed) {
         /* closing itself failed (the trace is not one finished file):
          * OSError, which Recording.stop reports without raising */
