@@ -222,6 +222,51 @@ static void test_multi_sql(void **state)
     captured_free(&c);
 }
 
+/* More traces than SQLite can attach: sql says so; info and diagnose, which
+ * read one trace at a time, take them all. */
+static void test_many_traces(void **state)
+{
+    (void)state;
+    int n = gt_multi_max_traces() + 1;
+    char many[96];
+    snprintf(many, sizeof many, "%s/many", dir);
+    assert_int_equal(mkdir(many, 0700), 0);
+    for (int i = 0; i < n; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/r%02d.db", many, i);
+        build_rank(p, i);
+    }
+    captured c;
+    char *sargv[] = {"sql", many, "SELECT count(*) FROM run", NULL};
+    run_captured(gt_cmd_sql, 3, sargv, NULL, &c);
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "can be read at once (SQLite's limit on attached databases)");
+    captured_free(&c);
+
+    char *iargv[] = {"info", "--json", many, NULL};
+    run_captured(gt_cmd_info, 3, iargv, NULL, &c);
+    assert_int_equal(c.status, 0);
+    char last[64];
+    snprintf(last, sizeof last, "{\"rank\":%d,", n - 1);
+    assert_contains(c.out, last);
+    captured_free(&c);
+
+    char *dargv[] = {"diagnose", many, NULL};
+    run_captured(gt_cmd_diagnose, 2, dargv, NULL, &c);
+    assert_int_equal(c.status, 1);
+    char ranks[64];
+    snprintf(ranks, sizeof ranks, "[1] ranks 0-%d: class_weights modified in place", n - 1);
+    assert_contains(c.out, ranks);
+    captured_free(&c);
+
+    for (int i = 0; i < n; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/r%02d.db", many, i);
+        unlink(p);
+    }
+    rmdir(many);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_multi_info),
         cmocka_unit_test(test_multi_diagnose),
         cmocka_unit_test(test_multi_sql),
+        cmocka_unit_test(test_many_traces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
