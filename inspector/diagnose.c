@@ -556,9 +556,10 @@ static int grad_fn_matches(gt__dctx *c, const srec *x, int64_t node, int64_t bef
         return 1;
     int s = sqlite3_prepare_v2(c->db,
                                "SELECT s.text, no.output_nr FROM node_outputs no "
-                               "JOIN nodes n ON n.id = no.node JOIN strings s ON s.id = n.name "
-                               "WHERE no.tensor = ?1 AND n.seq < ?2 AND (?3 = 0 OR n.id = ?3) "
-                               "ORDER BY n.seq DESC LIMIT 1",
+                               "JOIN nodes n ON n.id = no.node "
+                               "JOIN strings s ON s.id = n.name "
+                               "WHERE no.tensor = ?1 AND n.seq < ?2 "
+                               "AND (?3 = 0 OR n.id = ?3) ORDER BY n.seq DESC LIMIT 1",
                                -1, &st, NULL);
     if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, x->tensor);

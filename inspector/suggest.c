@@ -70,8 +70,9 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
         if (t.requires_grad)
             return 1;
         int s = sqlite3_prepare_v2(c->db,
-                                   "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = "
-                                   "?1) OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
+                                   "SELECT EXISTS (SELECT 1 FROM node_outputs "
+                                   "WHERE tensor = ?1) OR EXISTS "
+                                   "(SELECT 1 FROM nodes WHERE variable = ?1)",
                                    -1, &st, NULL);
         if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, tensor);
