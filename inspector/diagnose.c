@@ -96,6 +96,12 @@ int gt__dx_nomem(gt__dctx *c)
     return GT_ENOMEM;
 }
 
+void gt__dx_lookup_nomem(gt__dctx *c, int s)
+{
+    if ((s & 0xff) == SQLITE_NOMEM)
+        c->oom = 1;
+}
+
 void gt__dx_finding_release(gt_finding *f)
 {
     free(f->mutations);
@@ -210,6 +216,7 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
         t->found = 1;
     }
     sqlite3_reset(st);
+    gt__dx_lookup_nomem(c, s);
     return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
 }
 
@@ -275,8 +282,10 @@ void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len)
     buf[0] = 0;
     sqlite3_stmt *st = c->names;
     sqlite3_bind_int64(st, 1, tensor);
-    if (sqlite3_step(st) == SQLITE_ROW)
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
         snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    gt__dx_lookup_nomem(c, s);
     sqlite3_reset(st);
 }
 
@@ -291,7 +300,9 @@ void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char
         *frame = 0;
     sqlite3_stmt *st = c->loc;
     sqlite3_bind_int64(st, 1, stack);
-    if (stack && sqlite3_step(st) == SQLITE_ROW) {
+    int s = stack ? sqlite3_step(st) : SQLITE_DONE;
+    gt__dx_lookup_nomem(c, s);
+    if (s == SQLITE_ROW) {
         /* Shown like every other path of the output: relative to the
          * working directory when it lies below it. */
         const char *file = (const char *)sqlite3_column_text(st, 0);
@@ -315,7 +326,9 @@ void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o)
     memset(o, 0, sizeof *o);
     sqlite3_stmt *st = c->op;
     sqlite3_bind_int64(st, 1, seq);
-    if (seq && sqlite3_step(st) == SQLITE_ROW) {
+    int s = seq ? sqlite3_step(st) : SQLITE_DONE;
+    gt__dx_lookup_nomem(c, s);
+    if (s == SQLITE_ROW) {
         snprintf(o->name, sizeof o->name, "%s", (const char *)sqlite3_column_text(st, 0));
         o->phase = sqlite3_column_int(st, 1);
         o->stack = sqlite3_column_int64(st, 2);
@@ -541,21 +554,24 @@ static int grad_fn_matches(gt__dctx *c, const srec *x, int64_t node, int64_t bef
     int ok = 1;
     if (!e->m.grad_fn[0] || (!x->is_output && ti->alias_of && mutated))
         return 1;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT s.text, no.output_nr FROM node_outputs no "
-                           "JOIN nodes n ON n.id = no.node JOIN strings s ON s.id = n.name "
-                           "WHERE no.tensor = ?1 AND n.seq < ?2 AND (?3 = 0 OR n.id = ?3) "
-                           "ORDER BY n.seq DESC LIMIT 1",
-                           -1, &st, NULL) == SQLITE_OK) {
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT s.text, no.output_nr FROM node_outputs no "
+                               "JOIN nodes n ON n.id = no.node "
+                               "JOIN strings s ON s.id = n.name "
+                               "WHERE no.tensor = ?1 AND n.seq < ?2 "
+                               "AND (?3 = 0 OR n.id = ?3) ORDER BY n.seq DESC LIMIT 1",
+                               -1, &st, NULL);
+    if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, x->tensor);
         sqlite3_bind_int64(st, 2, before);
         sqlite3_bind_int64(st, 3, x->is_output ? node : 0);
-        if (sqlite3_step(st) == SQLITE_ROW) {
+        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             const char *name = (const char *)sqlite3_column_text(st, 0);
             ok = name && !strncmp(name, e->m.grad_fn, strlen(e->m.grad_fn)) &&
                  sqlite3_column_int64(st, 1) == e->m.output_nr;
         }
     }
+    gt__dx_lookup_nomem(c, s);
     sqlite3_finalize(st);
     return ok;
 }
@@ -875,12 +891,18 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     if (only) {
         sqlite3_stmt *chk = NULL;
         int found = 0;
-        if (sqlite3_prepare_v2(c.db, "SELECT 1 FROM backward_calls WHERE id = ?1", -1, &chk,
-                               NULL) == SQLITE_OK) {
+        int s = sqlite3_prepare_v2(c.db, "SELECT 1 FROM backward_calls WHERE id = ?1", -1,
+                                   &chk, NULL);
+        if (s == SQLITE_OK) {
             sqlite3_bind_int64(chk, 1, only);
-            found = sqlite3_step(chk) == SQLITE_ROW;
+            found = (s = sqlite3_step(chk)) == SQLITE_ROW;
         }
+        gt__dx_lookup_nomem(&c, s);
         sqlite3_finalize(chk);
+        if (c.oom) {
+            rc = gt__dx_nomem(&c);
+            goto out;
+        }
         if (!found) {
             snprintf(err, errlen, "no backward call %lld in %s", (long long)only,
                      gt_trace_path(t));
@@ -925,6 +947,12 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
      * finding explains is a finding of its own. */
     if ((rc = gt__dx_unexplained(&c, 0)) != 0)
         goto out;
+    /* A lookup that ran out of memory read as "not found": the findings
+     * may name or suggest the wrong thing. */
+    if (c.oom) {
+        rc = gt__dx_nomem(&c);
+        goto out;
+    }
     *out = c.f;
     c.f = NULL;
 out:

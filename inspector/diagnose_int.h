@@ -6,7 +6,11 @@
  *
  * Every function returning int returns 0 or a negative GT_E* code with a
  * one-line message written to the context's err buffer; functions returning
- * void cannot fail (a row they cannot read leaves their output empty).
+ * void cannot fail (a row they cannot read leaves their output empty). Such
+ * best-effort lookups read a failure as "not found", except out of memory:
+ * they report it through gt__dx_lookup_nomem, and gt_diagnose then fails
+ * with GT_ENOMEM rather than return a finding with a wrong name, location
+ * or suggestion.
  */
 #ifndef GT_INSPECTOR_DIAGNOSE_INT_H
 #define GT_INSPECTOR_DIAGNOSE_INT_H
@@ -54,11 +58,17 @@ typedef struct gt__dctx {
     char *err;
     size_t errlen;
     int64_t only;   /* the backward call asked for, 0 for all */
+    int oom;        /* a best-effort lookup ran out of memory */
 } gt__dctx;
 
 /* Errors: set the message, return GT_ECORRUPT / GT_ENOMEM. */
 int gt__dx_sql_fail(gt__dctx *c);
 int gt__dx_nomem(gt__dctx *c);
+
+/* Call after every prepare and step of a best-effort lookup, with its
+ * result `s`: SQLITE_NOMEM (any extended code of it) sets c->oom; anything
+ * else, a damaged trace included, leaves the lookup's "not found". */
+void gt__dx_lookup_nomem(gt__dctx *c, int s);
 
 /* Append a zeroed finding of `kind` (versions -1, matches_error -1); NULL
  * when out of memory (the findings are unchanged). */

@@ -86,17 +86,20 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
 {
     sqlite3_stmt *st = NULL;
     int64_t t = 0;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
-                           "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
-                           "FROM ops o JOIN stacks s ON s.id = o.stack "
-                           "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
-                           "JOIN strings c ON c.id = f.code "
-                           "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
-                           -1, &st, NULL) != SQLITE_OK)
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
+                               "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
+                               "FROM ops o JOIN stacks s ON s.id = o.stack "
+                               "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
+                               "JOIN strings c ON c.id = f.code "
+                               "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
+                               -1, &st, NULL);
+    if (s != SQLITE_OK) {
+        gt__dx_lookup_nomem(c, s);
         return 0;
+    }
     sqlite3_bind_int64(st, 1, before);
-    while (sqlite3_step(st) == SQLITE_ROW) {
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         const char *code = (const char *)sqlite3_column_text(st, 1);
         if (!code || sqlite3_column_type(st, 2) == SQLITE_NULL)
             continue;
@@ -105,6 +108,7 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
             break;
         }
     }
+    gt__dx_lookup_nomem(c, s);
     sqlite3_finalize(st);
     return t;
 }

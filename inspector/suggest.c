@@ -69,14 +69,17 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
             break;
         if (t.requires_grad)
             return 1;
-        if (sqlite3_prepare_v2(c->db,
-                               "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = ?1) "
-                               "OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
-                               -1, &st, NULL) == SQLITE_OK) {
+        int s = sqlite3_prepare_v2(c->db,
+                                   "SELECT EXISTS (SELECT 1 FROM node_outputs "
+                                   "WHERE tensor = ?1) OR EXISTS "
+                                   "(SELECT 1 FROM nodes WHERE variable = ?1)",
+                                   -1, &st, NULL);
+        if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, tensor);
-            if (sqlite3_step(st) == SQLITE_ROW)
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
                 yes = sqlite3_column_int(st, 0);
         }
+        gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
         tensor = t.alias_of;
     }
@@ -351,12 +354,14 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
     case GT_FINDING_BACKWARD_TWICE: {
         sqlite3_stmt *st = NULL;
         int64_t stack = 0;
-        if (sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
-                                      "WHERE id = ?1", -1, &st, NULL) == SQLITE_OK) {
+        int s = sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
+                                          "WHERE id = ?1", -1, &st, NULL);
+        if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, f->other_backward);
-            if (sqlite3_step(st) == SQLITE_ROW)
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
                 stack = sqlite3_column_int64(st, 0);
         }
+        gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
         gt__dx_stack_loc(c, stack, where, sizeof where, NULL, 0, NULL);
         return set_suggestion(c, f,
