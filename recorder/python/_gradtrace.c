@@ -58,12 +58,14 @@ static void exc_restore(excsave e)
     PyErr_Restore(e.type, e.value, e.tb);
 }
 
-#define MAX_DEPTH 256
-#define MAX_ARGS 64
+/* Nested lists deeper than this in an op's arguments are not searched for
+ * tensors (no aten schema nests more than two). */
+#define MAX_NESTING 32
 
 typedef struct gt_vc {
     gt_id id;         /* version counter id: the first tensor seen with it */
     int64_t expected; /* the value we believe the counter has */
+    int64_t bumped_at; /* seq of the op that last predicted a bump on it */
     int refs;
 } gt_vc;
 
@@ -96,9 +98,21 @@ typedef struct TensorEnt {
     int64_t *geom; /* ndim sizes then ndim strides */
 } TensorEnt;
 
+/* How the version counters of an op's written arguments move. */
+enum {
+    BUMP_AFTER = 0,  /* PyTorch's ADInplaceOrView kernel bumps after we return */
+    BUMP_FOREACH = 1, /* a _foreach_ op: its per-tensor ops bump only when no
+                       * dispatch mode runs, so the recorder bumps each written
+                       * tensor whose version did not move (at the next op) */
+    BUMP_NONE = 2,   /* no ADInplaceOrView kernel (fused kernels): PyTorch does
+                      * not bump; whatever moved is observed at the next op */
+};
+
 typedef struct {
     gt_id name;
-    uint64_t wmask;   /* schema positions of written arguments */
+    unsigned char *wpos; /* wpos[i]: schema argument i is written */
+    Py_ssize_t nwpos;
+    int bump;         /* BUMP_* */
     PyObject *wnames; /* tuple of written argument names (for kwargs) */
     int view_arg;     /* schema position an output aliases, -1 for none */
     int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
@@ -112,6 +126,31 @@ typedef struct {
     int pruned;       /* saved has lost the slots that hold no tensors */
 } gt_nodetype;
 
+/* A tensor argument or output of an op, found by collect(). */
+typedef struct {
+    PyObject *t;    /* borrowed from the op's arguments or result */
+    TensorEnt *e;   /* its entry (borrowed), or NULL when untracked */
+    int64_t ver;    /* its version before the op */
+    int written;    /* the schema marks it as written */
+    int schema_pos; /* schema position of its argument, -1 for kwargs */
+} argref;
+
+typedef struct {
+    argref *v;
+    size_t n, cap;
+} argvec;
+
+/* Scratch space of one op in flight: taken from the recorder's spare list on
+ * entry and given back on exit, so that ops of any size (and ops of other
+ * threads while the GIL is released inside one) never share it and a steady
+ * run allocates nothing. */
+typedef struct gt_scratch {
+    argvec in, out;
+    PyFrameObject **frames; /* capture_stack_from's frames */
+    size_t frames_cap;
+    struct gt_scratch *next;
+} gt_scratch;
+
 typedef struct Recorder {
     PyObject_HEAD
     gt_recorder *r;
@@ -124,7 +163,9 @@ typedef struct Recorder {
     int has_untyped; /* tensors have untyped_storage() */
     int64_t errors;  /* bookkeeping errors cleared */
     PyObject *tensor_type;
-    PyObject *op_meta_fn;    /* func -> (name, wmask, wnames, view_arg) */
+    PyObject *op_meta_fn;    /* func -> (name, written positions, wnames, view_arg,
+                              * call, bump) */
+    PyObject *increment;     /* torch._C._increment_version, or None */
     PyObject *saved_fn;      /* node type -> tuple of (attr, slot) */
     PyObject *grad_enabled;  /* torch.is_grad_enabled */
     PyObject *via_autograd;  /* () -> True when the op came through autograd */
@@ -151,6 +192,12 @@ typedef struct Recorder {
     Py_ssize_t npending, cappending;
     int64_t pending_seq;
     gt_id pending_thread;
+    int flushing;       /* inside flush_pending */
+    PyObject *unbumped; /* list of (tensor, version before) of BUMP_FOREACH ops */
+    gt_map done;        /* (node, output_nr) written by the current flush */
+    uint64_t *done_keys; /* their keys, to take them out of `done` after it */
+    size_t ndone_keys, capdone_keys;
+    gt_scratch *spare;  /* scratch of no op in flight */
 } Recorder;
 
 typedef struct {
@@ -276,6 +323,66 @@ static gt_id current_thread(Recorder *self)
     return id;
 }
 
+/* ---- scratch ------------------------------------------------------------- */
+
+/* A scratch area for one op (or one stack capture): a spare one, else a new
+ * one. Returns NULL when out of memory. */
+static gt_scratch *scratch_take(Recorder *self)
+{
+    gt_scratch *sc = self->spare;
+    if (sc) {
+        self->spare = sc->next;
+        sc->next = NULL;
+        sc->in.n = sc->out.n = 0;
+        return sc;
+    }
+    return calloc(1, sizeof *sc);
+}
+
+/* Give a scratch area back for the next op. Accepts NULL. */
+static void scratch_give(Recorder *self, gt_scratch *sc)
+{
+    if (!sc)
+        return;
+    sc->next = self->spare;
+    self->spare = sc;
+}
+
+static void scratch_free_all(Recorder *self)
+{
+    while (self->spare) {
+        gt_scratch *sc = self->spare;
+        self->spare = sc->next;
+        free(sc->in.v);
+        free(sc->out.v);
+        free(sc->frames);
+        free(sc);
+    }
+}
+
+/* Make room for one more element in an array of `size`-byte elements.
+ * Returns 0, or -1 when out of memory (array unchanged). */
+static int reserve(void **v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *nv = realloc(*v, size * ncap);
+    if (!nv)
+        return -1;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+static int argvec_push(argvec *a, argref r)
+{
+    if (reserve((void **)&a->v, a->n, &a->cap, sizeof *a->v) < 0)
+        return -1;
+    a->v[a->n++] = r;
+    return 0;
+}
+
 /* ---- stacks -------------------------------------------------------------- */
 
 enum { CODE_USER = 1, CODE_ENGINE = 2, CODE_HIDDEN = 3 };
@@ -355,7 +462,12 @@ out:
 static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
                                 PyFrameObject **user /* OUT */)
 {
-    PyFrameObject *frames[MAX_DEPTH];
+    if (user)
+        *user = NULL;
+    gt_scratch *sc = scratch_take(self);
+    if (!sc)
+        return 0;
+    PyFrameObject **frames;
     int n = 0;
     PyFrameObject *f = start;
     Py_XINCREF(f);
@@ -364,12 +476,14 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
         int kind = code_kind(self, co);
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != CODE_HIDDEN && n < MAX_DEPTH)
-            frames[n++] = f; /* owned; deeper than MAX_DEPTH: outermost dropped */
+        if (kind != CODE_HIDDEN && reserve((void **)&sc->frames, (size_t)n, &sc->frames_cap,
+                                           sizeof *sc->frames) == 0)
+            sc->frames[n++] = f; /* owned; out of memory: outermost dropped */
         else
             Py_DECREF(f);
         f = back;
     }
+    frames = sc->frames;
     gt_id parent = 0;
     uint64_t ufr = 0;
     int user_index = -1;
@@ -409,6 +523,7 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
     }
     for (int i = 0; i < n; i++)
         Py_DECREF(frames[i]);
+    scratch_give(self, sc);
     return parent;
 }
 
@@ -849,12 +964,14 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
         return (gt_opmeta *)(uintptr_t)*v;
     PyObject *res = PyObject_CallOneArg(self->op_meta_fn, func);
     const char *name;
-    unsigned long long mask;
+    PyObject *wpos;
     PyObject *wnames;
     int view_arg;
     PyObject *call = func;
-    if (!res || !PyArg_ParseTuple(res, "sKO!i|O", &name, &mask, &PyTuple_Type, &wnames,
-                                  &view_arg, &call) || !PyCallable_Check(call)) {
+    int bump = BUMP_AFTER;
+    if (!res || !PyArg_ParseTuple(res, "sO!O!i|Oi", &name, &PyTuple_Type, &wpos,
+                                  &PyTuple_Type, &wnames, &view_arg, &call, &bump) ||
+        !PyCallable_Check(call)) {
         Py_XDECREF(res);
         swallow(self);
         return NULL;
@@ -864,8 +981,24 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
         Py_DECREF(res);
         return NULL;
     }
+    /* the written positions, as one flag per schema position */
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(wpos); i++) {
+        Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(wpos, i));
+        if (k < 0 || k > 100000)
+            continue;
+        if (k >= m->nwpos) {
+            unsigned char *nw = realloc(m->wpos, (size_t)k + 1);
+            if (!nw)
+                continue;
+            memset(nw + m->nwpos, 0, (size_t)(k + 1 - m->nwpos));
+            m->wpos = nw;
+            m->nwpos = k + 1;
+        }
+        m->wpos[k] = 1;
+    }
+    swallow(self);
+    m->bump = bump;
     m->name = intern_str(self, name);
-    m->wmask = mask;
     m->wnames = Py_NewRef(wnames);
     m->view_arg = view_arg;
     m->is_detach = !strcmp(name, "aten::detach");
@@ -876,6 +1009,7 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
         swallow(self);
         Py_DECREF(m->wnames);
         Py_DECREF(m->call);
+        free(m->wpos);
         free(m);
         return NULL;
     }
@@ -1196,11 +1330,41 @@ static void clear_pending(Recorder *self)
     self->npending = 0;
 }
 
+/* Bump, as PyTorch would have without a dispatch mode, the version of each
+ * tensor a _foreach_ op wrote whose version did not move (see BUMP_FOREACH):
+ * the recorded run must fail where the unrecorded one does. */
+static void bump_foreach(Recorder *self)
+{
+    PyObject *list = self->unbumped;
+    if (!list || !PyList_GET_SIZE(list))
+        return;
+    self->unbumped = PyList_New(0);
+    PyObject *todo = PyList_New(0);
+    for (Py_ssize_t i = 0; todo && i < PyList_GET_SIZE(list); i++) {
+        PyObject *it = PyList_GET_ITEM(list, i);
+        PyObject *t = PyTuple_GET_ITEM(it, 0);
+        int64_t before = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1));
+        if (read_version(self, t) == before && PyList_Append(todo, t) < 0)
+            swallow(self);
+    }
+    if (todo && PyList_GET_SIZE(todo) && self->increment && self->increment != Py_None) {
+        PyObject *r = PyObject_CallOneArg(self->increment, todo);
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(todo);
+    Py_DECREF(list);
+    swallow(self);
+}
+
 /* Discover the nodes the last op's outputs got, then forget them. */
 static void flush_pending(Recorder *self)
 {
+    if (self->flushing)
+        return; /* an op run by our own bookkeeping */
+    bump_foreach(self);
     if (!self->npending && !(self->retry && PyList_GET_SIZE(self->retry)))
         return;
+    self->flushing = 1;
     modstate *ms = STATE(self);
     if (self->retry && PyList_GET_SIZE(self->retry)) {
         PyObject *retry = self->retry;
@@ -1216,11 +1380,11 @@ static void flush_pending(Recorder *self)
         Py_DECREF(retry);
         swallow(self);
     }
-    gt_id fresh[MAX_ARGS];     /* nodes first recorded in this flush */
-    gt_id done_node[MAX_ARGS]; /* (node, output_nr) pairs recorded */
-    int64_t done_nr[MAX_ARGS];
-    int nfresh = 0, ndone = 0;
+    /* node ids only grow: the nodes first recorded in this flush are those
+     * above `known` */
+    gt_id known = self->next_node;
     int64_t op = self->pending_seq;
+    self->ndone_keys = 0;
     for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
         PyObject *t = self->pending[i];
         PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
@@ -1232,30 +1396,29 @@ static void flush_pending(Recorder *self)
             swallow(self);
             continue;
         }
-        int is_new = 0;
-        gt_id nid = discover(self, g, op, self->pending_thread, &is_new);
+        gt_id nid = discover(self, g, op, self->pending_thread, NULL);
         Py_DECREF(g);
-        if (!nid)
-            continue;
-        if (is_new && nfresh < MAX_ARGS)
-            fresh[nfresh++] = nid;
-        int ok = 0;
-        for (int k = 0; k < nfresh; k++)
-            ok |= fresh[k] == nid;
-        if (!ok)
+        if (!nid || nid <= known)
             continue; /* an older node: its outputs were recorded with it */
         int64_t nr = long_attr(t, ms->s_output_nr, 0, self);
-        for (int k = 0; k < ndone; k++)
-            if (done_node[k] == nid && done_nr[k] == nr)
-                ok = 0;
         TensorEnt *e = lookup(self, t);
-        if (ok && e && ndone < MAX_ARGS) {
-            ck(self, gt_node_output(self->r, nid, (int)nr, e->id));
-            done_node[ndone] = nid;
-            done_nr[ndone++] = nr;
-        }
+        if (!e || gt_map_get(&self->done, (uint64_t)nid, (uint64_t)nr, 0))
+            continue;
+        if (reserve((void **)&self->done_keys, self->ndone_keys, &self->capdone_keys,
+                    2 * sizeof *self->done_keys) < 0 ||
+            gt_map_put(&self->done, (uint64_t)nid, (uint64_t)nr, 0, 1) < 0)
+            continue;
+        self->done_keys[2 * self->ndone_keys] = (uint64_t)nid;
+        self->done_keys[2 * self->ndone_keys + 1] = (uint64_t)nr;
+        self->ndone_keys++;
+        ck(self, gt_node_output(self->r, nid, (int)nr, e->id));
     }
+    /* emptied, not freed: the next flush reuses its slots */
+    for (size_t k = 0; k < self->ndone_keys; k++)
+        gt_map_del(&self->done, self->done_keys[2 * k], self->done_keys[2 * k + 1], 0);
+    self->ndone_keys = 0;
     clear_pending(self);
+    self->flushing = 0;
 }
 
 static void add_pending(Recorder *self, PyObject *t)
@@ -1601,27 +1764,25 @@ static void note_exec(Recorder *self)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-typedef struct {
-    PyObject *t;
-    int written;
-    int schema_pos;
-} argref;
-
-static int collect(Recorder *self, PyObject *v, int written, int pos, argref *out, int *n)
+/* Append to `a` every tensor in v: v itself, or the tensors of a list or
+ * tuple, at any nesting (Tensor[], Tensor?[], lists of lists). Returns 0, or
+ * -1 when out of memory (then `a` holds the tensors found so far). */
+static int collect(Recorder *self, PyObject *v, int written, int pos, argvec *a, int depth)
 {
-    if (*n >= MAX_ARGS)
+    if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type))
+        return argvec_push(a, (argref){.t = v, .written = written, .schema_pos = pos});
+    if ((!PyList_Check(v) && !PyTuple_Check(v)) || depth >= MAX_NESTING)
         return 0;
-    if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
-        out[(*n)++] = (argref){v, written, pos};
-    } else if (PyList_Check(v) || PyTuple_Check(v)) {
-        Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
-        for (Py_ssize_t j = 0; j < m && *n < MAX_ARGS; j++) {
-            PyObject *x = PySequence_Fast_GET_ITEM(v, j);
-            if (PyObject_TypeCheck(x, (PyTypeObject *)self->tensor_type))
-                out[(*n)++] = (argref){x, written, pos};
-        }
-    }
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (collect(self, PySequence_Fast_GET_ITEM(v, j), written, pos, a, depth + 1) < 0)
+            return -1;
     return 0;
+}
+
+static int is_written(const gt_opmeta *m, Py_ssize_t pos)
+{
+    return pos < m->nwpos && m->wpos[pos];
 }
 
 static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
@@ -1645,6 +1806,11 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     if (kwargs == Py_None)
         kwargs = NULL;
     if (!recording(self)) {
+        if (self->unbumped && PyList_GET_SIZE(self->unbumped)) {
+            excsave e = exc_save();
+            bump_foreach(self);
+            exc_restore(e);
+        }
         uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
         PyObject *call = v ? ((gt_opmeta *)(uintptr_t)*v)->call : func;
         return PyObject_Call(call, args, kwargs);
@@ -1679,11 +1845,10 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     gt_id stack = 0;
     int64_t seq = 0;
     int grad = 0;
-    argref in[MAX_ARGS];
-    int64_t inver[MAX_ARGS];
-    TensorEnt *inent[MAX_ARGS];
-    int nin = 0;
-    if (meta && recording(self)) {
+    gt_scratch *sc = scratch_take(self);
+    if (!sc)
+        PyErr_NoMemory(), swallow(self);
+    if (meta && sc && recording(self)) {
         stack = capture_stack(self, site, lasti, &uf);
         PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
         grad = ge == Py_True;
@@ -1702,27 +1867,31 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
             seq = 0;
         self->pending_thread = oi.thread;
     }
+    argvec *in = sc ? &sc->in : NULL;
     if (seq) {
         Py_ssize_t na = PyTuple_GET_SIZE(args);
-        for (Py_ssize_t i = 0; i < na; i++)
-            collect(self, PyTuple_GET_ITEM(args, i), i < 64 && (meta->wmask >> i) & 1, (int)i,
-                    in, &nin);
+        int oom = 0;
+        for (Py_ssize_t i = 0; i < na && !oom; i++)
+            oom = collect(self, PyTuple_GET_ITEM(args, i), is_written(meta, i), (int)i, in,
+                          0) < 0;
         if (kwargs && PyDict_Check(kwargs)) {
             PyObject *k, *v;
             Py_ssize_t p = 0;
-            while (PyDict_Next(kwargs, &p, &k, &v)) {
+            while (!oom && PyDict_Next(kwargs, &p, &k, &v)) {
                 int w = PySequence_Contains(meta->wnames, k) > 0;
-                collect(self, v, w, -1, in, &nin);
+                oom = collect(self, v, w, -1, in, 0) < 0;
             }
         }
+        if (oom)
+            PyErr_NoMemory(), swallow(self); /* recorded in part */
         int nmut = 0;
-        for (int i = 0; i < nin; i++) {
-            inent[i] = see_tensor(self, in[i].t, 0, NULL, &inver[i]);
-            if (inent[i])
-                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, i, inent[i]->id, inver[i]));
-            if (in[i].written && inent[i])
-                ck(self, gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, inent[i]->id,
-                                   inver[i]));
+        for (size_t i = 0; i < in->n; i++) {
+            argref *a = &in->v[i];
+            a->e = see_tensor(self, a->t, 0, NULL, &a->ver);
+            if (a->e)
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
+            if (a->written && a->e)
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, a->e->id, a->ver));
         }
     }
     swallow(self);
@@ -1734,53 +1903,55 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
 
     if (seq && recording(self)) {
         saved_exc = exc_save();
-        /* predicted bumps: the ADInplaceOrView kernel bumps after we return */
-        for (int i = 0; i < nin; i++) {
-            if (!in[i].written || !inent[i] || !inent[i]->vc || !out)
+        /* predicted bumps: the ADInplaceOrView kernel bumps after we return,
+         * once per version counter however many written arguments share it */
+        for (size_t i = 0; i < in->n; i++) {
+            argref *a = &in->v[i];
+            if (!a->written || !a->e || !a->e->vc || !out)
                 continue;
-            int dup = 0;
-            for (int j = 0; j < i; j++)
-                if (in[j].written && inent[j] && inent[j]->vc == inent[i]->vc)
-                    dup = 1;
-            if (dup)
+            if (a->e->vc->bumped_at == seq)
                 continue;
-            int64_t after = inver[i] + 1;
-            inent[i]->vc->expected = after;
-            inent[i]->last_out = seq;
-            ck(self, gt_version_bump(self->r, seq, inent[i]->id, after, 0, NULL));
+            a->e->last_out = seq;
+            if (meta->bump != BUMP_NONE) {
+                int64_t after = a->ver + 1;
+                a->e->vc->expected = after;
+                a->e->vc->bumped_at = seq;
+                ck(self, gt_version_bump(self->r, seq, a->e->id, after, 0, NULL));
+            }
+            if (meta->bump == BUMP_FOREACH) {
+                PyObject *it = Py_BuildValue("(OL)", a->t, (long long)a->ver);
+                if (!it || !self->unbumped || PyList_Append(self->unbumped, it) < 0)
+                    swallow(self);
+                Py_XDECREF(it);
+            }
             if (uf)
-                record_names(self, uf, seq, in[i].t, inent[i]);
-            add_pending(self, in[i].t);
+                record_names(self, uf, seq, a->t, a->e);
+            add_pending(self, a->t);
         }
         if (out) {
-            argref outs[MAX_ARGS];
-            int nout = 0;
-            if (PyTuple_Check(out) || PyList_Check(out)) {
-                Py_ssize_t m = PySequence_Fast_GET_SIZE(out);
-                for (Py_ssize_t j = 0; j < m; j++)
-                    collect(self, PySequence_Fast_GET_ITEM(out, j), 0, (int)j, outs, &nout);
-            } else {
-                collect(self, out, 0, 0, outs, &nout);
-            }
+            argvec *outs = &sc->out;
+            if (collect(self, out, 0, 0, outs, 0) < 0)
+                PyErr_NoMemory(), swallow(self);
             TensorEnt *via = NULL;
             if (meta->view_arg >= 0 && !shallow)
-                for (int i = 0; i < nin; i++)
-                    if (in[i].schema_pos == meta->view_arg && !in[i].written) {
-                        via = inent[i];
+                for (size_t i = 0; i < in->n; i++)
+                    if (in->v[i].schema_pos == meta->view_arg && !in->v[i].written) {
+                        via = in->v[i].e;
                         break;
                     }
-            for (int j = 0; j < nout; j++) {
+            for (size_t j = 0; j < outs->n; j++) {
                 int64_t ver = 0;
-                TensorEnt *e = lookup(self, outs[j].t);
+                PyObject *t = outs->v[j].t;
+                TensorEnt *e = lookup(self, t);
                 if (e) {
                     ver = e->vc ? e->vc->expected : 0;
                 } else {
-                    e = see_tensor(self, outs[j].t, seq, via, &ver);
+                    e = see_tensor(self, t, seq, via, &ver);
                     if (e)
-                        add_pending(self, outs[j].t);
+                        add_pending(self, t);
                 }
                 if (e)
-                    ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, j, e->id, ver));
+                    ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, (int)j, e->id, ver));
             }
         }
         self->pending_seq = seq;
@@ -1789,6 +1960,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     }
     Py_XDECREF(uf);
     Py_XDECREF(site);
+    scratch_give(self, sc);
     self->busy--;
     return out;
 }
@@ -1801,15 +1973,17 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"path",     "tensor_type", "op_meta",   "saved_names",
                              "grad_enabled", "getline", "hidden",    "engine",
                              "key", "via_autograd",      "overwrite",   "max_bytes", "batch_events",
-                             "has_sequence_nr", "has_untyped_storage", NULL};
+                             "has_sequence_nr", "has_untyped_storage", "increment_version",
+                             NULL};
     const char *path;
-    PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via;
+    PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via, *inc = Py_None;
     int overwrite = 0, seqnr = 0, untyped = 1;
     long long max_bytes = 0;
     unsigned int batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIpp", kwlist, &path, &tt, &om,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppO", kwlist, &path, &tt, &om,
                                      &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type, &eng,
-                                     &key, &via, &overwrite, &max_bytes, &batch, &seqnr, &untyped))
+                                     &key, &via, &overwrite, &max_bytes, &batch, &seqnr, &untyped,
+                                     &inc))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
@@ -1836,6 +2010,9 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     Py_XSETREF(self->engine, Py_NewRef(eng));
     Py_XSETREF(self->key, Py_NewRef(key));
     Py_XSETREF(self->via_autograd, Py_NewRef(via));
+    Py_XSETREF(self->increment, Py_NewRef(inc));
+    if (!self->unbumped && !(self->unbumped = PyList_New(0)))
+        return -1;
     if (!self->keep && !(self->keep = PyList_New(0)))
         return -1;
     if (!self->retry && !(self->retry = PyList_New(0)))
@@ -1867,6 +2044,7 @@ static void free_caches(Recorder *self)
             gt_opmeta *m = (gt_opmeta *)(uintptr_t)self->ops.slots[i].value;
             Py_XDECREF(m->wnames);
             Py_XDECREF(m->call);
+            free(m->wpos);
             free(m);
         }
     gt_map_clear(&self->ops);
@@ -1892,6 +2070,13 @@ static void free_caches(Recorder *self)
     free(self->pending);
     self->pending = NULL;
     self->cappending = 0;
+    if (self->unbumped)
+        PyList_SetSlice(self->unbumped, 0, PY_SSIZE_T_MAX, NULL);
+    gt_map_clear(&self->done);
+    free(self->done_keys);
+    self->done_keys = NULL;
+    self->ndone_keys = self->capdone_keys = 0;
+    scratch_free_all(self);
 }
 
 /* close(status, exit_code, signal) -> None or the recorder's error message */
@@ -1906,6 +2091,7 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
     excsave saved_exc = exc_save();
     if (!self->failed)
         flush_pending(self);
+    bump_foreach(self);
     self->active = 0;
     int rc = 0;
     /* even after a stop: at the size cap the recorder still writes the end */
@@ -2119,6 +2305,8 @@ static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
         return NULL;
     if (!on && self->active && recording(self) && !self->busy)
         flush_pending(self);
+    if (!on && !self->busy)
+        bump_foreach(self);
     if (!on) {
         clear_pending(self);
         Py_CLEAR(self->last_site);
@@ -2176,6 +2364,8 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->engine);
     Py_VISIT(self->key);
     Py_VISIT(self->via_autograd);
+    Py_VISIT(self->increment);
+    Py_VISIT(self->unbumped);
     Py_VISIT(self->keep);
     Py_VISIT(self->retry);
     Py_VISIT(self->last_site);
@@ -2199,6 +2389,8 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->engine);
     Py_CLEAR(self->key);
     Py_CLEAR(self->via_autograd);
+    Py_CLEAR(self->increment);
+    Py_CLEAR(self->unbumped);
     Py_CLEAR(self->keep);
     Py_CLEAR(self->retry);
     Py_CLEAR(self->last_site);

@@ -116,6 +116,7 @@ class Recording:
             max_bytes=self.max_size,
             has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
             has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
+            increment_version=getattr(torch._C, "_increment_version", None),
         )
         options = {"max_size": self.max_size or None,
                    "backward_calls": list(self.backward_calls) if self.backward_calls else None}

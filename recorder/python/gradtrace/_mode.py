@@ -34,23 +34,47 @@ def _direct_call(func):
     return op
 
 
+# How the versions of an op's written arguments move (_gradtrace.c BUMP_*)
+BUMP_AFTER, BUMP_FOREACH, BUMP_NONE = 0, 1, 2
+
+
+def _bump_kind(name, written):
+    """BUMP_AFTER when PyTorch's ADInplaceOrView kernel bumps the written
+    arguments after __torch_dispatch__ returns; BUMP_FOREACH for _foreach_
+    ops, whose per-tensor ops bump only when no dispatch mode runs (the
+    recorder then bumps for them); BUMP_NONE for other ops without that
+    kernel (fused optimizer kernels), which PyTorch does not bump."""
+    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    if not written or has_kernel is None:
+        return BUMP_AFTER
+    try:
+        if has_kernel(name, "ADInplaceOrView"):
+            return BUMP_AFTER
+    except RuntimeError:
+        return BUMP_AFTER
+    if name.startswith("aten::_foreach_"):
+        return BUMP_FOREACH
+    return BUMP_NONE
+
+
 def op_meta(func):
-    """(name, written-argument mask, written-argument names, view argument,
-    callable) of an OpOverload, from its schema: alias_info.is_write marks
-    what the op mutates (in-place, out= and copy_ alike); a return with
-    non-write alias info is a view of the first argument with alias info.
-    The callable is what func(*args, **kwargs) ends up calling."""
+    """(name, written-argument positions, written-argument names, view
+    argument, callable, bump kind) of an OpOverload, from its schema:
+    alias_info.is_write marks what the op mutates (in-place, out= and copy_
+    alike); a return with non-write alias info is a view of the first
+    argument with alias info. The callable is what func(*args, **kwargs)
+    ends up calling; the bump kind says how PyTorch moves the written
+    arguments' versions (_bump_kind)."""
     schema = func._schema
     name = schema.name
     if schema.overload_name:
         name += "." + schema.overload_name
-    mask = 0
+    positions = []
     written = []
     for i, arg in enumerate(schema.arguments):
         info = arg.alias_info
         if info is not None and info.is_write:
-            if i < 64:
-                mask |= 1 << i
+            positions.append(i)
             written.append(arg.name)
     view_arg = -1
     if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
@@ -58,7 +82,8 @@ def op_meta(func):
             if arg.alias_info is not None and not arg.alias_info.is_write:
                 view_arg = i
                 break
-    return (name, mask, tuple(written), view_arg, _direct_call(func))
+    return (name, tuple(positions), tuple(written), view_arg, _direct_call(func),
+            _bump_kind(name, written))
 
 
 def saved_names(cls):
