@@ -56,7 +56,7 @@ static void test_info_text(void **state)
     assert_string_equal(c.err, "");
     char head[256];
     snprintf(head, sizeof head,
-             "trace      %s (schema 2, written by gradtrace " GT_VERSION_STRING ")\n"
+             "trace      %s (schema 3, written by gradtrace " GT_VERSION_STRING ")\n"
              "engine     pytorch 2.13.0+cpu, python 3.11.7\n"
              "command    examples/seed.py --steps 1\n"
              "cwd        /work\n",

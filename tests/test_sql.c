@@ -803,7 +803,7 @@ static void test_sql_allows_reads(void **state)
         const char *sql;
         const char *out;
     } allowed[] = {
-        {"PRAGMA user_version", "2\n"},
+        {"PRAGMA user_version", "3\n"},
         {"PRAGMA table_info(storages)",
          "0\tid\tINTEGER\t0\t\t1\n1\tnbytes\tINTEGER\t1\t\t0\n2\tdevice\tINTEGER\t1\t\t0\n"},
         {"SELECT count(*) FROM pragma_table_info('run')", "19\n"},

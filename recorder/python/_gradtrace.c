@@ -122,6 +122,7 @@ typedef struct {
 typedef struct {
     gt_id name;
     int is_acc;       /* AccumulateGrad */
+    int is_custom;    /* a custom autograd.Function's node (saved_tensors) */
     PyObject *saved;  /* tuple of (attribute, slot) */
     int pruned;       /* saved has lost the slots that hold no tensors */
 } gt_nodetype;
@@ -150,6 +151,18 @@ typedef struct gt_scratch {
     size_t frames_cap;
     struct gt_scratch *next;
 } gt_scratch;
+
+/* A torch.utils.checkpoint(use_reentrant=False) call in progress: the nodes
+ * made inside it save through saved-tensor hooks (reading them would run the
+ * recomputation), and unpacking any of them in backward first unpacks the
+ * call's inputs, with PyTorch's version check. */
+typedef struct {
+    int64_t seq;    /* the call's ops row */
+    size_t n;       /* its tensor inputs */
+    gt_id *tensors; /* their tensors.id (0: not recorded) */
+    int64_t *versions; /* their versions at the call */
+    int64_t *nbytes;
+} gt_region;
 
 typedef struct Recorder {
     PyObject_HEAD
@@ -198,6 +211,11 @@ typedef struct Recorder {
     uint64_t *done_keys; /* their keys, to take them out of `done` after it */
     size_t ndone_keys, capdone_keys;
     gt_scratch *spare;  /* scratch of no op in flight */
+    int calls;          /* call_begin without call_end yet */
+    int quiet;          /* our own reads run ops (unpacking a saved output):
+                         * they pass through unrecorded */
+    gt_region *regions; /* checkpoint regions, innermost last */
+    size_t nregions, capregions;
 } Recorder;
 
 typedef struct {
@@ -1039,6 +1057,11 @@ static gt_nodetype *node_type(Recorder *self, PyTypeObject *tp)
     nt->name = intern_str(self, name);
     nt->is_acc = !strcmp(name, "AccumulateGrad");
     nt->saved = saved;
+    if (PyTuple_GET_SIZE(saved) == 1) {
+        PyObject *attr = PyTuple_GET_ITEM(PyTuple_GET_ITEM(saved, 0), 0);
+        nt->is_custom = PyUnicode_Check(attr) &&
+                        PyUnicode_CompareWithASCIIString(attr, "saved_tensors") == 0;
+    }
     if (keep(self, (PyObject *)tp) < 0 ||
         gt_map_put(&self->types, (uintptr_t)tp, 0, 0, (uintptr_t)nt) < 0) {
         swallow(self);
@@ -1071,8 +1094,9 @@ static gt_id node_known(Recorder *self, PyObject *node, PyObject **md)
  * tensor with the same storage, offset, geometry and dtype (for `result`
  * slots preferring the outputs of the node's op, else the latest seen). */
 static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t node_op,
-                         int64_t *nbytes)
+                         int64_t *nbytes, int *is_out /* OUT */)
 {
+    *is_out = 0;
     modstate *ms = STATE(self);
     PyObject *dtype = PyObject_GetAttr(v, ms->s_dtype);
     int itemsize = 1;
@@ -1090,6 +1114,7 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
     TensorEnt *e = lookup(self, v);
     if (e) {
         found = e->id;
+        *is_out = node_op && e->last_out == node_op;
         goto out;
     }
     if (!geom)
@@ -1107,6 +1132,7 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
             continue;
         if (is_result && node_op && c->last_out == node_op) {
             best = c;
+            *is_out = 1;
             break;
         }
         best = c; /* later entries are newer */
@@ -1118,7 +1144,11 @@ out:
     return found;
 }
 
-static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, PyObject *v)
+/* custom: the node of a custom autograd.Function, whose saved_tensors may
+ * be its own outputs (unpacked as new tensor objects on the same storage and
+ * version counter): the outputs of its call (node op) are preferred. */
+static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, PyObject *v,
+                         int custom)
 {
     const char *s = PyUnicode_AsUTF8(slot);
     if (!s) {
@@ -1127,10 +1157,11 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, 
     }
     int is_result = !strncmp(s, "result", 6);
     int64_t nbytes = -1;
-    gt_id tid = match_saved(self, v, is_result, op, &nbytes);
+    int is_out = 0;
+    gt_id tid = match_saved(self, v, is_result || custom, op, &nbytes, &is_out);
     int64_t ver = read_version(self, v);
-    ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver, is_result, nbytes,
-                             NULL));
+    ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver,
+                             custom ? is_out : is_result, nbytes, NULL));
 }
 
 /* Record the tensors node `nid` saved, reading the (attribute, slot) pairs
@@ -1144,6 +1175,8 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
     /* the first node of a class shows which _saved_ slots hold sizes,
      * scalars and flags rather than tensors: later nodes skip them */
     PyObject *useful = nt && !nt->pruned ? PyList_New(0) : NULL;
+    gt_nodetype *ntype = nt ? nt : node_type(self, Py_TYPE(node));
+    int custom = ntype && ntype->is_custom;
     Py_ssize_t n = PyTuple_GET_SIZE(pairs);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(pairs, i);
@@ -1163,7 +1196,7 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
             continue;
         }
         if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
-            record_saved(self, nid, op, slot, v);
+            record_saved(self, nid, op, slot, v, custom);
             if (useful && PyList_Append(useful, pair) < 0)
                 swallow(self);
         } else if (PyTuple_Check(v) || PyList_Check(v)) {
@@ -1178,7 +1211,7 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
                 has = 1;
                 PyObject *sl = PyUnicode_FromFormat("%U[%zd]", slot, j);
                 if (sl)
-                    record_saved(self, nid, op, sl, x);
+                    record_saved(self, nid, op, sl, x, custom);
                 Py_XDECREF(sl);
             }
             if (has && useful && PyList_Append(useful, pair) < 0)
@@ -1202,6 +1235,18 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
     Py_DECREF(missing);
     swallow(self);
     return t;
+}
+
+/* Record, as saved by node nid, the inputs of checkpoint region rg: the
+ * tensors its unpacking checks (slot checkpoint_input[i]). */
+static void region_saved(Recorder *self, gt_region *rg, gt_id nid)
+{
+    for (size_t i = 0; i < rg->n; i++) {
+        char slot[48];
+        snprintf(slot, sizeof slot, "checkpoint_input[%zu]", i);
+        ck(self, gt_saved_tensor_at(self->r, nid, intern_str(self, slot), rg->tensors[i],
+                                    rg->versions[i], 0, rg->nbytes[i], rg->seq, NULL));
+    }
 }
 
 /* A node found but not yet recorded: discover's worklist entry (owned). */
@@ -1280,8 +1325,18 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
             Py_XDECREF(var);
             swallow(self);
         }
+        gt_region *rg = self->nregions ? &self->regions[self->nregions - 1] : NULL;
+        if (rg && nop && !(nt && nt->is_acc))
+            ni.op = rg->seq; /* made by the checkpointed call */
         ck(self, gt_node(self->r, &ni));
-        PyObject *missing = nt ? record_saved_all(self, nid, nop, node, nt->saved, nt) : NULL;
+        PyObject *missing = NULL;
+        if (rg && !(nt && nt->is_acc)) {
+            /* never read a hooked saved tensor: that would recompute */
+            if (nt && PyTuple_GET_SIZE(nt->saved) > 0)
+                region_saved(self, rg, nid);
+        } else if (nt) {
+            missing = record_saved_all(self, nid, nop, node, nt->saved, nt);
+        }
         if (missing) {
             PyObject *retry = Py_BuildValue("(OLLO)", node, (long long)nid, (long long)nop,
                                             missing);
@@ -1395,6 +1450,15 @@ static void flush_pending(Recorder *self)
             Py_XDECREF(g);
             swallow(self);
             continue;
+        }
+        if (self->calls) {
+            /* inside apply: a custom Function's node is recorded when apply
+             * returns (call_end), once its saved tensors are in place */
+            gt_nodetype *nt = node_type(self, Py_TYPE(g));
+            if (nt && nt->is_custom) {
+                Py_DECREF(g);
+                continue;
+            }
         }
         gt_id nid = discover(self, g, op, self->pending_thread, NULL);
         Py_DECREF(g);
@@ -1805,7 +1869,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     PyObject *func = argv[0], *args = argv[1], *kwargs = argv[2];
     if (kwargs == Py_None)
         kwargs = NULL;
-    if (!recording(self)) {
+    if (!recording(self) || self->quiet) {
         if (self->unbumped && PyList_GET_SIZE(self->unbumped)) {
             excsave e = exc_save();
             bump_foreach(self);
@@ -2023,6 +2087,8 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     return 0;
 }
 
+static void region_pop(Recorder *self, int64_t seq);
+
 static void free_caches(Recorder *self)
 {
     /* forget every tensor (collect first: forgetting edits the map) */
@@ -2072,6 +2138,11 @@ static void free_caches(Recorder *self)
     self->cappending = 0;
     if (self->unbumped)
         PyList_SetSlice(self->unbumped, 0, PY_SSIZE_T_MAX, NULL);
+    while (self->nregions)
+        region_pop(self, self->regions[self->nregions - 1].seq);
+    free(self->regions);
+    self->regions = NULL;
+    self->capregions = 0;
     gt_map_clear(&self->done);
     free(self->done_keys);
     self->done_keys = NULL;
@@ -2160,6 +2231,158 @@ static gt_id node_of(Recorder *self, PyObject *t)
     Py_XDECREF(g);
     swallow(self);
     return nid;
+}
+
+static void region_pop(Recorder *self, int64_t seq)
+{
+    if (!self->nregions || self->regions[self->nregions - 1].seq != seq)
+        return;
+    gt_region *rg = &self->regions[--self->nregions];
+    free(rg->tensors);
+    free(rg->versions);
+    free(rg->nbytes);
+}
+
+/* Open a checkpoint region for call `seq` over the tensors of `in`. */
+static void region_push(Recorder *self, int64_t seq, argvec *in)
+{
+    if (reserve((void **)&self->regions, self->nregions, &self->capregions,
+                sizeof *self->regions) < 0)
+        return;
+    size_t n = in->n ? in->n : 1;
+    gt_region rg = {.seq = seq, .n = in->n, .tensors = calloc(n, sizeof(gt_id)),
+                    .versions = calloc(n, sizeof(int64_t)),
+                    .nbytes = calloc(n, sizeof(int64_t))};
+    if (!rg.tensors || !rg.versions || !rg.nbytes) {
+        free(rg.tensors);
+        free(rg.versions);
+        free(rg.nbytes);
+        return;
+    }
+    for (size_t i = 0; i < in->n; i++) {
+        argref *a = &in->v[i];
+        rg.tensors[i] = a->e ? a->e->id : 0;
+        rg.versions[i] = a->ver;
+        rg.nbytes[i] = -1;
+        if (a->e && a->e->geom) {
+            int64_t numel = 1;
+            for (int d = 0; d < a->e->ndim; d++)
+                numel *= a->e->geom[d];
+            int isz = 1;
+            PyObject *dt = PyObject_GetAttr(a->t, STATE(self)->s_dtype);
+            if (dt)
+                dtype_of(self, a->t, dt, &isz);
+            Py_XDECREF(dt);
+            swallow(self);
+            rg.nbytes[i] = numel * isz;
+        }
+    }
+    self->regions[self->nregions++] = rg;
+}
+
+/* call_begin(name, args, region) -> seq (0: not recorded): a Python-level
+ * call the engine makes into user code (a custom autograd.Function's
+ * apply, a checkpointed function) as an ops row named `name`, with the
+ * caller's stack and the tensors of `args` as inputs. region: a
+ * non-reentrant checkpoint (see gt_region) until call_end(seq). */
+static PyObject *Recorder_call_begin(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    const char *name;
+    PyObject *inputs;
+    int region;
+    if (!PyArg_ParseTuple(args, "sOp", &name, &inputs, &region))
+        return NULL;
+    if (!recording(self))
+        return PyLong_FromLong(0);
+    excsave saved_exc = exc_save();
+    flush_pending(self);
+    gt_scratch *sc = scratch_take(self);
+    PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
+    int grad = ge == Py_True;
+    Py_XDECREF(ge);
+    swallow(self);
+    gt_op_info oi = {.name = intern_str(self, name),
+                     .phase = self->in_backward ? GT_PHASE_BACKWARD
+                              : grad            ? GT_PHASE_FORWARD
+                                                : GT_PHASE_OTHER,
+                     .grad_mode = grad,
+                     .thread = current_thread(self),
+                     .stack = capture_stack_here(self, NULL)};
+    int64_t seq = 0;
+    if (!sc || !oi.name || ck(self, gt_op(self->r, &oi, &seq)) < 0)
+        seq = 0;
+    if (seq) {
+        if (collect(self, inputs, 0, 0, &sc->in, 0) < 0)
+            PyErr_NoMemory(), swallow(self);
+        for (size_t i = 0; i < sc->in.n; i++) {
+            argref *a = &sc->in.v[i];
+            a->e = see_tensor(self, a->t, 0, NULL, &a->ver);
+            if (a->e)
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
+        }
+        if (region)
+            region_push(self, seq, &sc->in);
+        self->calls++;
+    }
+    scratch_give(self, sc);
+    swallow(self);
+    exc_restore(saved_exc);
+    return PyLong_FromLongLong(seq);
+}
+
+/* call_end(seq, result_or_None): the call `seq` returned `result`: its
+ * tensors are the call's outputs, and the nodes they got (a custom
+ * Function's node) are recorded now, attributed to the call, while what
+ * they saved is still unmodified. Closes the call's checkpoint region. */
+static PyObject *Recorder_call_end(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    long long seq;
+    PyObject *result;
+    if (!PyArg_ParseTuple(args, "LO", &seq, &result))
+        return NULL;
+    if (!seq)
+        Py_RETURN_NONE;
+    if (self->calls > 0)
+        self->calls--;
+    excsave saved_exc = exc_save();
+    self->quiet++;
+    gt_scratch *sc = recording(self) && result != Py_None ? scratch_take(self) : NULL;
+    if (sc) {
+        modstate *ms = STATE(self);
+        gt_id thread = current_thread(self);
+        if (collect(self, result, 0, 0, &sc->out, 0) < 0)
+            PyErr_NoMemory(), swallow(self);
+        for (size_t j = 0; j < sc->out.n && recording(self); j++) {
+            PyObject *t = sc->out.v[j].t;
+            int64_t ver = 0;
+            TensorEnt *e = see_tensor(self, t, 0, NULL, &ver);
+            if (!e)
+                continue;
+            ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, (int)j, e->id, ver));
+            e->last_out = seq;
+            PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
+            if (g && g != Py_None) {
+                int is_new = 0;
+                gt_id nid = discover(self, g, seq, thread, &is_new);
+                if (nid && is_new)
+                    ck(self, gt_node_output(self->r, nid,
+                                            (int)long_attr(t, ms->s_output_nr, 0, self),
+                                            e->id));
+            }
+            Py_XDECREF(g);
+            swallow(self);
+        }
+    }
+    scratch_give(self, sc);
+    if (recording(self))
+        flush_pending(self); /* the last inner op's nodes, still in the region */
+    region_pop(self, seq);
+    self->quiet--;
+    swallow(self);
+    exc_restore(saved_exc);
+    Py_RETURN_NONE;
 }
 
 /* backward_begin(api, roots, retain_graph, create_graph, inputs) -> id (0:
@@ -2429,6 +2652,10 @@ static PyMethodDef Recorder_methods[] = {
      "backward_begin(api, roots, retain_graph, create_graph, inputs) -> id"},
     {"backward_end", Recorder_backward_end, METH_VARARGS, "backward_end(id, exc_or_None)"},
     {"error", Recorder_error, METH_O, "error(exc): record the exception ending the run"},
+    {"call_begin", Recorder_call_begin, METH_VARARGS,
+     "call_begin(name, args, region) -> seq: record a call into user code"},
+    {"call_end", Recorder_call_end, METH_VARARGS,
+     "call_end(seq, result_or_None): its outputs and the nodes they got"},
     {"set_active", Recorder_set_active, METH_O, "set_active(bool): open/close the window"},
     {"forked", Recorder_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},

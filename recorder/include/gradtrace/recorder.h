@@ -93,7 +93,7 @@ enum gt_errno {
 const char *gt_strerror(int code);
 
 /* Schema version this library writes (PRAGMA user_version of the trace). */
-#define GT_SCHEMA_VERSION 2
+#define GT_SCHEMA_VERSION 3
 #define GT_VERSION_STRING "0.2.0"
 
 typedef struct gt_recorder gt_recorder;
@@ -275,6 +275,27 @@ int gt_node_output(gt_recorder *r, gt_id node, int output_nr, gt_id tensor);
 int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
                     int64_t version, int is_output, int64_t nbytes,
                     int64_t *seq /* OUT, may be NULL */);
+
+/* gt_saved_tensor, for a tensor the engine saved at an earlier event
+ * `saved_seq` (> 0) than now: a checkpoint's input, saved by the call and
+ * recorded as each node of the region is found (saved_tensors.saved_seq). */
+int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
+                       int64_t version, int is_output, int64_t nbytes, int64_t saved_seq,
+                       int64_t *seq /* OUT, may be NULL */);
+
+/* A recorded tensor found on another storage than before (storage_swaps):
+ * fields as the table's columns, 0 for NULL. */
+typedef struct gt_swap_info {
+    gt_id tensor;
+    gt_id old_storage, new_storage;
+    int64_t op;       /* ops.seq that noticed it, or 0 */
+    gt_id backward;   /* backward call whose start noticed it, or 0 */
+    int64_t last_seen;
+    gt_id stack;
+} gt_swap_info;
+
+/* Record a storage swap; takes a seq. */
+int gt_storage_swap(gt_recorder *r, const gt_swap_info *s);
 
 /* Start a backward call; its 1-based index is returned in *id. */
 int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id /* OUT */);

@@ -166,6 +166,61 @@ class BackwardPatch:
             orig = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
             self._saved.append((owner, attr, orig))
             setattr(owner, attr, self._wrap(orig, api, roots, inputs))
+        self._wrap_calls()
+
+    def _wrap_calls(self):
+        """Bracket the calls the engine makes into user code, so that the
+        recorder names the line that made them: a custom autograd.Function's
+        apply (its node is recorded as apply returns, attributed to the
+        calling line, before anything can change what it saved), and a
+        non-reentrant torch.utils.checkpoint region (its nodes save through
+        saved-tensor hooks, which the recorder must not unpack)."""
+        rec = self._recording
+        fn_cls = torch.autograd.function.Function
+        apply = fn_cls.__dict__.get("apply")
+        if isinstance(apply, classmethod):
+            orig_apply = apply.__func__
+
+            @functools.wraps(orig_apply)
+            def wrapped_apply(cls, *args, **kwargs):
+                r = rec._rec
+                if r is None or not r.recording:
+                    return orig_apply(cls, *args, **kwargs)
+                seq = r.call_begin(cls.__qualname__ + ".apply", (args, tuple(kwargs.values())),
+                                   False)
+                try:
+                    out = orig_apply(cls, *args, **kwargs)
+                except BaseException:
+                    r.call_end(seq, None)
+                    raise
+                r.call_end(seq, out)
+                return out
+
+            self._saved.append((fn_cls, "apply", apply))
+            fn_cls.apply = classmethod(wrapped_apply)
+        try:
+            import torch.utils.checkpoint as ckpt
+        except ImportError:  # pragma: no cover
+            return
+        gen = getattr(ckpt, "_checkpoint_without_reentrant_generator", None)
+        if gen is None:
+            return
+
+        @functools.wraps(gen)
+        def wrapped_gen(*args, **kwargs):
+            r = rec._rec
+            seq = 0
+            if r is not None and r.recording:
+                seq = r.call_begin("torch.utils.checkpoint", (args, tuple(kwargs.values())),
+                                   True)
+            try:
+                yield from gen(*args, **kwargs)
+            finally:
+                if r is not None:
+                    r.call_end(seq, None)
+
+        self._saved.append((ckpt, "_checkpoint_without_reentrant_generator", gen))
+        ckpt._checkpoint_without_reentrant_generator = wrapped_gen
 
     def remove(self):
         for owner, attr, orig in reversed(self._saved):
