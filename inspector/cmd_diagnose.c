@@ -344,6 +344,10 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
         fprintf(o, "%s overwritten through an alias autograd cannot see, after %s saved "
                    "it as %s: gradients are silently wrong",
                 nm, node, slot);
+    else if (!strcmp(kind, "silent_storage_swap"))
+        fprintf(o, "%s swapped to other memory after %s saved it as %s: backward read the "
+                   "new data, gradients are silently wrong",
+                nm, node, slot);
     else if (!strcmp(kind, "backward_twice"))
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
@@ -378,7 +382,9 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
         char *ver = jt(db, m, "$.version_after"), *mn = names_text(db, m, "$.names");
         if (!prev || strcmp(prev, mloc) != 0)
             print_loc(o, db, st, cwd,
-                      !strcmp(kind, "silent_storage_write") ? "written at" : "modified at",
+                      !strcmp(kind, "silent_storage_write")  ? "written at"
+                      : !strcmp(kind, "silent_storage_swap") ? "noticed at"
+                                                             : "modified at",
                       mloc);
         fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
                 mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);

@@ -23,6 +23,8 @@ const char *gt_finding_kind_name(int kind)
         return "backward_twice";
     case GT_FINDING_LEAF_INPLACE:
         return "leaf_inplace";
+    case GT_FINDING_SILENT_STORAGE_SWAP:
+        return "silent_storage_swap";
     }
     return "unknown";
 }
@@ -1323,6 +1325,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
         goto out;
     }
     if (!only && (rc = diagnose_leaf_errors(&c)) != 0)
+        goto out;
+    if ((rc = gt__diagnose_silent(c.db, only, c.f, err, errlen)) != 0)
         goto out;
     *out = c.f;
     c.f = NULL;

@@ -21,6 +21,7 @@ enum gt_finding_kind {
     GT_FINDING_SILENT_STORAGE_WRITE = 1,      /* "silent_storage_write" */
     GT_FINDING_BACKWARD_TWICE = 2,            /* "backward_twice" */
     GT_FINDING_LEAF_INPLACE = 3,              /* "leaf_inplace" */
+    GT_FINDING_SILENT_STORAGE_SWAP = 4,       /* "silent_storage_swap" (silent.c) */
 };
 
 /* The kind's name as printed in JSON ("inplace_invalidated_saved", ...). */
@@ -77,6 +78,14 @@ typedef struct gt_diagnose_options {
  * one-line message in err; *out is written only on success. */
 int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts,
                 gt_findings **out /* OUT */, char *err, size_t errlen);
+
+/* silent.c: append the findings of writes PyTorch cannot see (storage
+ * swaps) for backward call `only` (0: all) to f, growing f->v to exactly its
+ * new size: call it after every other finding is added. Returns 0 or a
+ * negative GT_E* code with a message in err (f then holds what was added). */
+struct sqlite3;
+int gt__diagnose_silent(struct sqlite3 *db, int64_t only, gt_findings *f, char *err,
+                        size_t errlen);
 
 /* Free findings; accepts NULL. */
 void gt_findings_free(gt_findings *f);

@@ -93,6 +93,8 @@ typedef struct TensorEnt {
     gt_id alias_of;     /* for the tensors row, written later for outputs */
     int shares;
     int written;        /* its tensors row is written */
+    int saved;          /* a node saved it: its storage is watched */
+    int64_t seen;       /* event seq when it was last seen on its storage */
     int64_t offset;
     int ndim;
     int64_t *geom; /* ndim sizes then ndim strides */
@@ -878,6 +880,8 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
     e->geom = NULL;
     e->ndim = 0;
     e->id = ++self->next_tensor;
+    e->saved = 0;
+    e->seen = 0;
     e->created_by = created_by;
     e->last_out = created_by;
     e->wr = PyWeakref_NewRef(t, (PyObject *)e);
@@ -1090,13 +1094,76 @@ static gt_id node_known(Recorder *self, PyObject *node, PyObject **md)
     return (gt_id)PyLong_AsLongLong(v);
 }
 
+/* Compare the storage a watched tensor t (entry e) is on with the one it was
+ * seen on; when they differ, move e to the new storage and, if `report`,
+ * write a storage_swaps row (noticed by op `op` or by the start of backward
+ * call `bid`, at `stack`). */
+static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op, gt_id bid,
+                          gt_id stack, int report)
+{
+    modstate *ms = STATE(self);
+    PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
+    int itemsize = 1;
+    if (dtype)
+        dtype_of(self, t, dtype, &itemsize);
+    Py_XDECREF(dtype);
+    int64_t offset = long_call(t, ms->s_storage_offset, 0, self);
+    uint64_t key = storage_key(self, t, offset, itemsize);
+    swallow(self);
+    uint64_t was = e->st ? e->st->key : 0;
+    if (key == was) {
+        e->seen = gt_recorder_seq(self->r);
+        return;
+    }
+    gt_storage_ent *st = key ? storage_for(self, t, key) : NULL;
+    if (report) {
+        gt_swap_info si = {.tensor = e->id, .old_storage = e->st ? e->st->id : 0,
+                           .new_storage = st ? st->id : 0, .op = op, .backward = bid,
+                           .last_seen = e->seen, .stack = stack};
+        ck(self, gt_storage_swap(self->r, &si));
+    }
+    if (e->st) {
+        if (e->st_prev)
+            e->st_prev->st_next = e->st_next;
+        else
+            e->st->head = e->st_next;
+        if (e->st_next)
+            e->st_next->st_prev = e->st_prev;
+        else
+            e->st->tail = e->st_prev;
+        storage_release(self, e->st);
+        e->st = NULL;
+        e->st_prev = e->st_next = NULL;
+    }
+    if (st) {
+        st->refs++;
+        e->st = st;
+        e->st_prev = st->tail;
+        if (st->tail)
+            st->tail->st_next = e;
+        else
+            st->head = e;
+        st->tail = e;
+    }
+    e->offset = offset;
+    int ndim = 0;
+    int64_t *geom = NULL;
+    if (read_geom(self, t, &ndim, &geom) == 0) {
+        free(e->geom);
+        e->geom = geom;
+        e->ndim = ndim;
+    }
+    e->seen = gt_recorder_seq(self->r);
+}
+
 /* The recorded tensor a saved tensor is: the same object, else the live
  * tensor with the same storage, offset, geometry and dtype (for `result`
  * slots preferring the outputs of the node's op, else the latest seen). */
 static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t node_op,
-                         int64_t *nbytes, int *is_out /* OUT */)
+                         int64_t *nbytes, int *is_out /* OUT */, TensorEnt **ent /* OUT */)
 {
     *is_out = 0;
+    *ent = NULL;
     modstate *ms = STATE(self);
     PyObject *dtype = PyObject_GetAttr(v, ms->s_dtype);
     int itemsize = 1;
@@ -1115,6 +1182,7 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
     if (e) {
         found = e->id;
         *is_out = node_op && e->last_out == node_op;
+        *ent = e;
         goto out;
     }
     if (!geom)
@@ -1139,6 +1207,7 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
     }
     if (best)
         found = best->id;
+    *ent = best;
 out:
     free(geom);
     return found;
@@ -1158,7 +1227,16 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, 
     int is_result = !strncmp(s, "result", 6);
     int64_t nbytes = -1;
     int is_out = 0;
-    gt_id tid = match_saved(self, v, is_result || custom, op, &nbytes, &is_out);
+    TensorEnt *ent = NULL;
+    gt_id tid = match_saved(self, v, is_result || custom, op, &nbytes, &is_out, &ent);
+    if (ent && lookup(self, v) == ent) {
+        /* the saved tensor is the recorded object itself (not an output
+         * unpacked anew): `.data =` on it changes what backward reads. It is
+         * watched from the storage it is on now (unwatched, an earlier swap
+         * went unnoticed) */
+        check_storage(self, ent, v, 0, 0, 0, 0);
+        ent->saved = 1;
+    }
     int64_t ver = read_version(self, v);
     ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver,
                              custom ? is_out : is_result, nbytes, NULL));
@@ -1952,6 +2030,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         for (size_t i = 0; i < in->n; i++) {
             argref *a = &in->v[i];
             a->e = see_tensor(self, a->t, 0, NULL, &a->ver);
+            if (a->e && a->e->saved)
+                check_storage(self, a->e, a->t, seq, 0, stack, 1);
             if (a->e)
                 ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
             if (a->written && a->e)
@@ -1976,6 +2056,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
             if (a->e->vc->bumped_at == seq)
                 continue;
             a->e->last_out = seq;
+            if (a->e->saved) /* an op's own change (set_): autograd sees it */
+                check_storage(self, a->e, a->t, seq, 0, stack, 0);
             if (meta->bump != BUMP_NONE) {
                 int64_t after = a->ver + 1;
                 a->e->vc->expected = after;
@@ -2280,6 +2362,40 @@ static void region_push(Recorder *self, int64_t seq, argvec *in)
     self->regions[self->nregions++] = rg;
 }
 
+/* At the start of backward call bid: check the storage of every live tensor
+ * a node saved (see check_storage). */
+static void watch_all(Recorder *self, gt_id bid, gt_id stack)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->tensors.cap; i++)
+        if (self->tensors.slots[i].used &&
+            ((TensorEnt *)(uintptr_t)self->tensors.slots[i].value)->saved)
+            n++;
+    if (!n)
+        return;
+    TensorEnt **all = malloc(sizeof *all * n);
+    size_t k = 0;
+    for (size_t i = 0; all && i < self->tensors.cap && k < n; i++) {
+        TensorEnt *e = (TensorEnt *)(uintptr_t)self->tensors.slots[i].value;
+        if (self->tensors.slots[i].used && e->saved) {
+            Py_INCREF(e);
+            all[k++] = e;
+        }
+    }
+    for (size_t i = 0; i < k; i++) {
+        TensorEnt *e = all[i];
+        PyObject *t = e->rec && e->wr ? PyWeakref_GetObject(e->wr) : NULL;
+        if (t && t != Py_None) {
+            Py_INCREF(t);
+            check_storage(self, e, t, 0, bid, stack, 1);
+            Py_DECREF(t);
+        }
+        Py_DECREF(e);
+    }
+    free(all);
+    swallow(self);
+}
+
 /* call_begin(name, args, region) -> seq (0: not recorded): a Python-level
  * call the engine makes into user code (a custom autograd.Function's
  * apply, a checkpointed function) as an ops row named `name`, with the
@@ -2416,6 +2532,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
         ck(self, gt_backward_root(self->r, id, (int)i, e ? e->id : 0, node_of(self, t)));
     }
     Py_XDECREF(seq);
+    watch_all(self, id, bi.stack);
     if (inputs != Py_None) {
         seq = PySequence_Fast(inputs, "inputs");
         for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++) {
