@@ -10,6 +10,7 @@ the recorded run must fail exactly where the unrecorded one does.
 """
 import functools
 import inspect
+import sys
 import threading
 import types
 
@@ -143,6 +144,45 @@ def _as_list(x):
     return list(x)
 
 
+def _dynamo_counts():
+    """(frames TorchDynamo was asked to compile, calls it captured), or None
+    when torch._dynamo was never imported (nothing was compiled)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return None
+    counters = getattr(utils, "counters", None)
+    if counters is None:
+        return None
+    return counters["frames"].get("total", 0), counters["stats"].get("calls_captured", 0)
+
+
+class CompileNotice:
+    """TorchDynamo does not compile while a TorchDispatchMode is active: a
+    torch.compile'd function called while recording runs eagerly, its aten
+    ops recorded one by one. Recording must not change what runs without
+    saying so: check() prints one line the first time that happened."""
+
+    MESSAGE = ("gradtrace: torch.compile ran eagerly while recording (TorchDynamo does "
+               "not compile under the dispatch mode gradtrace records with); the trace "
+               "shows the compiled regions' aten ops")
+
+    def __init__(self):
+        self._start = _dynamo_counts() or (0, 0)
+        self._said = False
+
+    def check(self):
+        if self._said:
+            return
+        now = _dynamo_counts()
+        if now is None or now[0] <= self._start[0]:
+            return
+        if now[1] > self._start[1]:
+            self._start = now  # it did capture: not our case
+            return
+        self._said = True
+        print(self.MESSAGE, file=sys.stderr)
+
+
 class BackwardPatch:
     """Wraps the backward entry points while a recording is on.
 
@@ -160,6 +200,7 @@ class BackwardPatch:
     def __init__(self, recording):
         self._recording = recording
         self._saved = []
+        self.compile_notice = CompileNotice()
 
     def install(self):
         for owner, attr, api, roots, inputs in self.TARGETS:
@@ -223,6 +264,7 @@ class BackwardPatch:
         ckpt._checkpoint_without_reentrant_generator = wrapped_gen
 
     def remove(self):
+        self.compile_notice.check()
         for owner, attr, orig in reversed(self._saved):
             setattr(owner, attr, orig)
         self._saved = []
@@ -230,11 +272,13 @@ class BackwardPatch:
     def _wrap(self, orig, api, roots_name, inputs_name):
         sig = inspect.signature(orig)
         recording = self._recording
+        notice = self.compile_notice
 
         @functools.wraps(orig)
         def wrapper(*args, **kwargs):
             if getattr(_tls, "depth", 0) or not recording.is_on():
                 return orig(*args, **kwargs)
+            notice.check()
             try:
                 bound = sig.bind(*args, **kwargs)
                 a = bound.arguments
