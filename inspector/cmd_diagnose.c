@@ -344,6 +344,10 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
         fprintf(o, "%s overwritten through an alias autograd cannot see, after %s saved "
                    "it as %s: gradients are silently wrong",
                 nm, node, slot);
+    else if (!strcmp(kind, "silent_saved_write"))
+        fprintf(o, "%s's bytes changed between %s saving it as %s and backward using it, "
+                   "with no write autograd saw: gradients are silently wrong",
+                nm, node, slot);
     else if (!strcmp(kind, "silent_storage_swap"))
         fprintf(o, "%s swapped to other memory after %s saved it as %s: backward read the "
                    "new data, gradients are silently wrong",
@@ -384,6 +388,7 @@ static void print_finding(FILE *o, sqlite3 *db, const style *st, const char *cwd
             print_loc(o, db, st, cwd,
                       !strcmp(kind, "silent_storage_write")  ? "written at"
                       : !strcmp(kind, "silent_storage_swap") ? "noticed at"
+                      : !strcmp(kind, "silent_saved_write")  ? "touched at"
                                                              : "modified at",
                       mloc);
         fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,

@@ -25,6 +25,8 @@ const char *gt_finding_kind_name(int kind)
         return "leaf_inplace";
     case GT_FINDING_SILENT_STORAGE_SWAP:
         return "silent_storage_swap";
+    case GT_FINDING_SILENT_SAVED_WRITE:
+        return "silent_saved_write";
     }
     return "unknown";
 }

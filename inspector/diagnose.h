@@ -22,6 +22,7 @@ enum gt_finding_kind {
     GT_FINDING_BACKWARD_TWICE = 2,            /* "backward_twice" */
     GT_FINDING_LEAF_INPLACE = 3,              /* "leaf_inplace" */
     GT_FINDING_SILENT_STORAGE_SWAP = 4,       /* "silent_storage_swap" (silent.c) */
+    GT_FINDING_SILENT_SAVED_WRITE = 5,        /* "silent_saved_write" (silent.c) */
 };
 
 /* The kind's name as printed in JSON ("inplace_invalidated_saved", ...). */

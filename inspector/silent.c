@@ -7,7 +7,14 @@
  * so backward reads the new memory: no version bump, no error, wrong
  * gradients. The line that swapped is not an op; the finding gives the
  * interval it happened in (the last op that saw the old storage, and the op
- * or backward call that noticed the new one). */
+ * or backward call that noticed the new one).
+ *
+ * silent_saved_write: with --check-saved, the fingerprint of a saved
+ * tensor's bytes when its node ran differs from the one at save, and no
+ * version bump explains it: something autograd cannot see wrote the memory
+ * (a NumPy view, DLPack, __array_interface__, a custom kernel). Listed with
+ * it: the recorded ops between save and use that took a tensor on the same
+ * storage (the events that could reach that memory). */
 #include "diagnose.h"
 
 #include <stdio.h>
@@ -92,8 +99,86 @@ static gt_finding *append(gt_findings *f)
     return x;
 }
 
+/* Fingerprints at save and at use that differ, with nothing the version
+ * counter saw (the saved version still current when the node ran). */
+static const char sql_prints[] =
+    "SELECT u.backward, st.seq, st.node, st.tensor, st.version, u.seq, t.storage"
+    " FROM saved_fingerprints s JOIN saved_fingerprints u ON u.saved = s.saved"
+    "  AND u.at_use = 1 AND s.at_use = 0"
+    " JOIN saved_tensors st ON st.seq = s.saved LEFT JOIN tensors t ON t.id = st.tensor"
+    " WHERE (s.hash != u.hash OR s.nbytes != u.nbytes) AND (?1 = 0 OR u.backward = ?1)"
+    "  AND NOT EXISTS (SELECT 1 FROM version_bumps b JOIN tensors bt ON bt.id = b.tensor"
+    "   WHERE bt.version_counter = t.version_counter AND b.seq > st.seq AND b.seq < u.seq"
+    "   AND b.version > st.version)"
+    " ORDER BY u.seq";
+
+/* The ops between a save and its use taking a tensor on the same storage. */
+static const char sql_touch[] =
+    "SELECT a.op, min(a.tensor) FROM op_args a JOIN tensors t ON t.id = a.tensor"
+    " WHERE t.storage = ?1 AND a.op > ?2 AND a.op < ?3 GROUP BY a.op ORDER BY a.op"
+    " LIMIT 32";
+
+static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL, *touch = NULL;
+    int rc = 0, s;
+    if (sqlite3_prepare_v2(db, sql_prints, -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql_touch, -1, &touch, NULL) != SQLITE_OK)
+        goto fail_sql;
+    sqlite3_bind_int64(st, 1, only);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        gt_finding *x = append(f);
+        if (!x)
+            goto nomem;
+        x->kind = GT_FINDING_SILENT_SAVED_WRITE;
+        x->backward = sqlite3_column_int64(st, 0);
+        x->saved_seq = sqlite3_column_int64(st, 1);
+        x->node = sqlite3_column_int64(st, 2);
+        x->tensor = sqlite3_column_int64(st, 3);
+        x->saved_version = sqlite3_column_int64(st, 4);
+        sqlite3_reset(touch);
+        sqlite3_bind_int64(touch, 1, sqlite3_column_int64(st, 6));
+        sqlite3_bind_int64(touch, 2, x->saved_seq);
+        sqlite3_bind_int64(touch, 3, sqlite3_column_int64(st, 5));
+        while (sqlite3_step(touch) == SQLITE_ROW) {
+            gt_mutation *m = realloc(x->mutations, (x->n_mutations + 1) * sizeof *m);
+            if (!m)
+                goto nomem;
+            x->mutations = m;
+            m[x->n_mutations++] = (gt_mutation){.seq = sqlite3_column_int64(touch, 0),
+                                                .tensor = sqlite3_column_int64(touch, 1),
+                                                .version_after = -1};
+        }
+        x->suggestion = strdup(
+            "the saved bytes changed with no version bump: a write autograd cannot see "
+            "(a NumPy view, DLPack, __array_interface__, a custom kernel); clone() the "
+            "tensor before handing its memory out, or write through a torch op");
+        if (!x->suggestion)
+            goto nomem;
+    }
+    if (s != SQLITE_DONE)
+        goto fail_sql;
+    goto out;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    rc = GT_ENOMEM;
+    goto out;
+fail_sql:
+    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
+    rc = GT_ECORRUPT;
+out:
+    sqlite3_finalize(st);
+    sqlite3_finalize(touch);
+    return rc;
+}
+
 int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err, size_t errlen)
 {
+    if (has_table(db, "saved_fingerprints")) {
+        int rc = saved_writes(db, only, f, err, errlen);
+        if (rc)
+            return rc;
+    }
     if (!has_table(db, "storage_swaps"))
         return 0; /* a v2 trace: no swap was looked for */
     sqlite3_stmt *st = NULL;

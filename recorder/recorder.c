@@ -131,7 +131,9 @@ struct gt__rowbuf {
     X(NAME, "INSERT OR IGNORE INTO names (seq, tensor, name) VALUES (?1, ?2, ?3)") \
     X(SWAP, "INSERT INTO storage_swaps (seq, tensor, old_storage, new_storage, op,"  \
             " backward, last_seen, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")     \
-    X(EARLIER, "INSERT INTO saved_earlier (saved, saved_seq) VALUES (?1, ?2)")
+    X(EARLIER, "INSERT INTO saved_earlier (saved, saved_seq) VALUES (?1, ?2)")        \
+    X(FINGERPRINT, "INSERT INTO saved_fingerprints (seq, saved, at_use, backward,"   \
+                   " nbytes, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
 
 enum gt__stmt {
 #define GT__STMT_ENUM(name, sql) ST_##name,
@@ -1394,6 +1396,23 @@ int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int
     if (seq)
         *seq = s;
     LOCKED_END(r, "saved tensor");
+}
+
+int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward, int64_t nbytes,
+                   uint64_t hash)
+{
+    if (!r || saved <= 0 || backward < 0 || nbytes < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_FINGERPRINT;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, ++r->seq);
+    sqlite3_bind_int64(st, 2, saved);
+    sqlite3_bind_int(st, 3, at_use ? 1 : 0);
+    bind_id(st, 4, backward);
+    sqlite3_bind_int64(st, 5, nbytes);
+    sqlite3_bind_int64(st, 6, (int64_t)hash);
+    LOCKED_END(r, "fingerprint");
 }
 
 int gt_storage_swap(gt_recorder *r, const gt_swap_info *s)

@@ -240,6 +240,19 @@ CREATE TABLE storage_swaps (
     stack       INTEGER               -- stacks.id where it was noticed
 );
 
+-- v3: fingerprints of saved tensors' bytes (recorded with --check-saved /
+-- check_saved=True): one row at save and one when the node ran in backward.
+-- Different hashes of one saved tensor: its memory was written by something
+-- autograd cannot see (a NumPy view, DLPack, a custom kernel).
+CREATE TABLE saved_fingerprints (
+    seq     INTEGER PRIMARY KEY,      -- event seq
+    saved   INTEGER NOT NULL,         -- saved_tensors.seq
+    at_use  INTEGER NOT NULL,         -- 0: taken at save; 1: when the node ran
+    backward INTEGER,                 -- backward_calls.id for at_use = 1
+    nbytes  INTEGER NOT NULL,         -- bytes hashed (the tensor's extent)
+    hash    INTEGER NOT NULL          -- XXH3 64-bit of those bytes, as signed
+);
+
 CREATE TABLE names (
     seq    INTEGER NOT NULL,          -- event seq at which the name was seen
     tensor INTEGER NOT NULL,          -- tensors.id bound to the name

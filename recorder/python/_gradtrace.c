@@ -39,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "gtmap.h"
 
 /* Save and restore the pending exception around bookkeeping (3.11 API). */
@@ -214,6 +216,8 @@ typedef struct Recorder {
     size_t ndone_keys, capdone_keys;
     gt_scratch *spare;  /* scratch of no op in flight */
     int calls;          /* call_begin without call_end yet */
+    int check_saved;    /* fingerprint saved tensors (saved_fingerprints) */
+    PyObject *fp;       /* dict: node id -> list of (attr, index, saved seq) */
     int quiet;          /* our own reads run ops (unpacking a saved output):
                          * they pass through unrecorded */
     gt_region *regions; /* checkpoint regions, innermost last */
@@ -1213,11 +1217,109 @@ out:
     return found;
 }
 
+/* XXH3 of the bytes CPU tensor t spans (from its data pointer over its
+ * sizes and strides) into *hash, their count into *len. Returns 0, or -1
+ * for a tensor whose bytes cannot be read here (not on the CPU, no data). */
+static int fingerprint(Recorder *self, PyObject *t, uint64_t *hash, int64_t *len)
+{
+    modstate *ms = STATE(self);
+    if (long_call(t, ms->s_get_device, 0, self) != -1)
+        return -1;
+    int64_t dp = long_call(t, ms->s_data_ptr, 0, self);
+    PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
+    int itemsize = 1;
+    if (dtype)
+        dtype_of(self, t, dtype, &itemsize);
+    Py_XDECREF(dtype);
+    int ndim = 0;
+    int64_t *geom = NULL;
+    int ok = read_geom(self, t, &ndim, &geom) == 0;
+    swallow(self);
+    if (!ok)
+        return -1;
+    int64_t elems = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (geom[i] == 0) {
+            elems = 0;
+            break;
+        }
+        int64_t st = geom[ndim + i] < 0 ? -geom[ndim + i] : geom[ndim + i];
+        elems += (geom[i] - 1) * st;
+    }
+    free(geom);
+    if (elems && !dp)
+        return -1;
+    *len = elems * itemsize;
+    *hash = *len ? XXH3_64bits((const void *)(uintptr_t)dp, (size_t)*len) : 0;
+    return 0;
+}
+
+/* With check_saved: fingerprint saved tensor v (row `sseq` of node nid,
+ * read again as attr[index] of the node when it runs). */
+static void fingerprint_saved(Recorder *self, gt_id nid, int64_t sseq, PyObject *v,
+                              PyObject *attr, Py_ssize_t index)
+{
+    uint64_t h;
+    int64_t len;
+    if (!self->fp || !sseq || !attr || fingerprint(self, v, &h, &len) < 0)
+        return;
+    ck(self, gt_fingerprint(self->r, sseq, 0, 0, len, h));
+    PyObject *key = PyLong_FromLongLong(nid);
+    PyObject *list = key ? PyDict_GetItemWithError(self->fp, key) : NULL;
+    if (key && !list && !PyErr_Occurred()) {
+        list = PyList_New(0);
+        if (list && PyDict_SetItem(self->fp, key, list) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(list); /* the dict holds it */
+    }
+    PyObject *it = list ? Py_BuildValue("(OnL)", attr, index, (long long)sseq) : NULL;
+    if (it)
+        PyList_Append(list, it);
+    Py_XDECREF(it);
+    Py_XDECREF(key);
+    swallow(self);
+}
+
+/* With check_saved, when node nid runs in backward: fingerprint again what
+ * it saved. */
+static void fingerprint_use(Recorder *self, PyObject *node, gt_id nid)
+{
+    if (!self->fp)
+        return;
+    PyObject *key = PyLong_FromLongLong(nid);
+    PyObject *list = key ? PyDict_GetItemWithError(self->fp, key) : NULL;
+    Py_XINCREF(list);
+    if (list)
+        PyDict_DelItem(self->fp, key);
+    Py_XDECREF(key);
+    for (Py_ssize_t i = 0; list && i < PyList_GET_SIZE(list); i++) {
+        PyObject *it = PyList_GET_ITEM(list, i);
+        PyObject *v = PyObject_GetAttr(node, PyTuple_GET_ITEM(it, 0));
+        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(it, 1));
+        if (v && index >= 0 && (PyTuple_Check(v) || PyList_Check(v))) {
+            PyObject *x = index < PySequence_Fast_GET_SIZE(v)
+                              ? Py_NewRef(PySequence_Fast_GET_ITEM(v, index))
+                              : NULL;
+            Py_SETREF(v, x);
+        }
+        uint64_t h;
+        int64_t len;
+        if (v && PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type) &&
+            fingerprint(self, v, &h, &len) == 0)
+            ck(self, gt_fingerprint(self->r, PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)), 1,
+                                    self->cur_backward, len, h));
+        Py_XDECREF(v);
+        swallow(self);
+    }
+    Py_XDECREF(list);
+    swallow(self);
+}
+
 /* custom: the node of a custom autograd.Function, whose saved_tensors may
  * be its own outputs (unpacked as new tensor objects on the same storage and
  * version counter): the outputs of its call (node op) are preferred. */
 static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, PyObject *v,
-                         int custom)
+                         int custom, PyObject *attr, Py_ssize_t index)
 {
     const char *s = PyUnicode_AsUTF8(slot);
     if (!s) {
@@ -1238,8 +1340,11 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, 
         ent->saved = 1;
     }
     int64_t ver = read_version(self, v);
-    ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver,
-                             custom ? is_out : is_result, nbytes, NULL));
+    int64_t sseq = 0;
+    if (ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver,
+                                 custom ? is_out : is_result, nbytes, &sseq)) == 0 &&
+        self->check_saved)
+        fingerprint_saved(self, nid, sseq, v, attr, index);
 }
 
 /* Record the tensors node `nid` saved, reading the (attribute, slot) pairs
@@ -1274,7 +1379,7 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
             continue;
         }
         if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
-            record_saved(self, nid, op, slot, v, custom);
+            record_saved(self, nid, op, slot, v, custom, attr, -1);
             if (useful && PyList_Append(useful, pair) < 0)
                 swallow(self);
         } else if (PyTuple_Check(v) || PyList_Check(v)) {
@@ -1289,7 +1394,7 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
                 has = 1;
                 PyObject *sl = PyUnicode_FromFormat("%U[%zd]", slot, j);
                 if (sl)
-                    record_saved(self, nid, op, sl, x, custom);
+                    record_saved(self, nid, op, sl, x, custom, attr, j);
                 Py_XDECREF(sl);
             }
             if (has && useful && PyList_Append(useful, pair) < 0)
@@ -1900,6 +2005,8 @@ static void note_exec(Recorder *self)
     if (nid && nid != self->last_exec_id) {
         self->last_exec_id = nid;
         ck(self, gt_node_exec(self->r, self->cur_backward, nid));
+        if (self->check_saved)
+            fingerprint_use(self, node, nid);
     }
     swallow(self);
 }
@@ -2120,16 +2227,16 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
                              "grad_enabled", "getline", "hidden",    "engine",
                              "key", "via_autograd",      "overwrite",   "max_bytes", "batch_events",
                              "has_sequence_nr", "has_untyped_storage", "increment_version",
-                             NULL};
+                             "check_saved", NULL};
     const char *path;
     PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via, *inc = Py_None;
-    int overwrite = 0, seqnr = 0, untyped = 1;
+    int overwrite = 0, seqnr = 0, untyped = 1, check_saved = 0;
     long long max_bytes = 0;
     unsigned int batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppO", kwlist, &path, &tt, &om,
-                                     &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type, &eng,
-                                     &key, &via, &overwrite, &max_bytes, &batch, &seqnr, &untyped,
-                                     &inc))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppOp", kwlist, &path, &tt,
+                                     &om, &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type,
+                                     &eng, &key, &via, &overwrite, &max_bytes, &batch, &seqnr,
+                                     &untyped, &inc, &check_saved))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
@@ -2157,6 +2264,9 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     Py_XSETREF(self->key, Py_NewRef(key));
     Py_XSETREF(self->via_autograd, Py_NewRef(via));
     Py_XSETREF(self->increment, Py_NewRef(inc));
+    self->check_saved = check_saved;
+    if (check_saved && !self->fp && !(self->fp = PyDict_New()))
+        return -1;
     if (!self->unbumped && !(self->unbumped = PyList_New(0)))
         return -1;
     if (!self->keep && !(self->keep = PyList_New(0)))
@@ -2225,6 +2335,8 @@ static void free_caches(Recorder *self)
     free(self->regions);
     self->regions = NULL;
     self->capregions = 0;
+    if (self->fp)
+        PyDict_Clear(self->fp);
     gt_map_clear(&self->done);
     free(self->done_keys);
     self->done_keys = NULL;
@@ -2705,6 +2817,7 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->key);
     Py_VISIT(self->via_autograd);
     Py_VISIT(self->increment);
+    Py_VISIT(self->fp);
     Py_VISIT(self->unbumped);
     Py_VISIT(self->keep);
     Py_VISIT(self->retry);
@@ -2730,6 +2843,7 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->key);
     Py_CLEAR(self->via_autograd);
     Py_CLEAR(self->increment);
+    Py_CLEAR(self->fp);
     Py_CLEAR(self->unbumped);
     Py_CLEAR(self->keep);
     Py_CLEAR(self->retry);

@@ -297,6 +297,11 @@ typedef struct gt_swap_info {
 /* Record a storage swap; takes a seq. */
 int gt_storage_swap(gt_recorder *r, const gt_swap_info *s);
 
+/* A fingerprint of the bytes of saved tensor `saved` (saved_tensors.seq):
+ * at_use 0 at save, 1 when its node ran in backward call `backward`. */
+int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward, int64_t nbytes,
+                   uint64_t hash);
+
 /* Start a backward call; its 1-based index is returned in *id. */
 int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id /* OUT */);
 

@@ -22,6 +22,11 @@ Options
                     call `first` is included) to the end of call `last`;
                     ops before and after run unrecorded. The trace numbers
                     recorded calls from 1; run.options keeps the window.
+    check_saved     fingerprint (XXH3) the bytes of every saved CPU tensor at
+                    save and when its node runs in backward, so that writes
+                    autograd cannot see (NumPy views, DLPack, custom kernels)
+                    are found (saved_fingerprints); costs a hash of each
+                    saved tensor twice
 
 Processes and threads: a forked child (DataLoader workers) does not record
 and never touches the parent's trace. Ops run on threads other than the one
@@ -62,7 +67,7 @@ class Recording:
     """One trace being recorded; see the module docstring for options."""
 
     def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
-                 argv=None):
+                 argv=None, check_saved=False):
         self.path = os.fspath(path)
         self.overwrite = bool(overwrite)
         self.max_size = int(max_size) if max_size else 0
@@ -73,6 +78,7 @@ class Recording:
             backward_calls = (int(first), int(last))
         self.backward_calls = backward_calls
         self.argv = list(sys.argv if argv is None else argv)
+        self.check_saved = bool(check_saved)
         self._rec = None
         self._mode = None
         self._patch = None
@@ -117,8 +123,9 @@ class Recording:
             has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
             has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
             increment_version=getattr(torch._C, "_increment_version", None),
+            check_saved=self.check_saved,
         )
-        options = {"max_size": self.max_size or None,
+        options = {"max_size": self.max_size or None, "check_saved": self.check_saved,
                    "backward_calls": list(self.backward_calls) if self.backward_calls else None}
         self._rec.set_run(
             engine_version=torch.__version__,
