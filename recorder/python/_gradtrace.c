@@ -96,6 +96,7 @@ typedef struct TensorEnt {
     int shares;
     int written;        /* its tensors row is written */
     int saved;          /* a node saved it: its storage is watched */
+    int itemsize;       /* bytes per element when first seen */
     int64_t seen;       /* event seq when it was last seen on its storage */
     int64_t offset;
     int ndim;
@@ -903,6 +904,7 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
     PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
     int itemsize = 1;
     e->dtype = dtype ? dtype_of(self, t, dtype, &itemsize) : 0;
+    e->itemsize = itemsize;
     Py_XDECREF(dtype);
     swallow(self);
     e->offset = long_call(t, ms->s_storage_offset, 0, self);
@@ -1106,13 +1108,9 @@ static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op,
                           gt_id stack, int report)
 {
     modstate *ms = STATE(self);
-    PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
-    int itemsize = 1;
-    if (dtype)
-        dtype_of(self, t, dtype, &itemsize);
-    Py_XDECREF(dtype);
+    /* a dtype changed by `.data =` gives another key too: reported alike */
     int64_t offset = long_call(t, ms->s_storage_offset, 0, self);
-    uint64_t key = storage_key(self, t, offset, itemsize);
+    uint64_t key = storage_key(self, t, offset, e->itemsize);
     swallow(self);
     uint64_t was = e->st ? e->st->key : 0;
     if (key == was) {
