@@ -89,12 +89,13 @@ class ManyArgs(unittest.TestCase):
         self.assertEqual(f["backward"]["location"]["line"], marker(MANY, "backward"))
 
 
-def run_model(test, model, opt, impl):
-    """Record cap_models.py and run it plain; returns (diagnose JSON,
+def run_model(test, model, opt, impl, options=()):
+    """Record cap_models.py and run it plain; returns (trace, diagnose JSON,
     truth, recorded stdout)."""
     truth_rec = os.path.join(gtutil.tmpdir(), "truth-%s-%s-%s-rec.json" % (model, opt, impl))
     truth_plain = truth_rec.replace("-rec", "-plain")
-    trace, cp = gtutil.record(MODELS, model, opt, impl, truth_rec, timeout=900)
+    trace, cp = gtutil.record(MODELS, model, opt, impl, truth_rec, timeout=900,
+                              options=options)
     plain = gtutil.run_plain(MODELS, model, opt, impl, truth_plain, timeout=900)
     test.assertEqual(plain.returncode, 0, plain.stderr)
     # recording changes neither whether the run raises, nor its message, nor
@@ -150,8 +151,8 @@ class Optimizers(unittest.TestCase):
     """A 150-layer MLP (300 parameter tensors), every optimizer
     implementation."""
 
-    def check(self, opt, impl):
-        trace, doc, truth, out = run_model(self, "mlp", opt, impl)
+    def check(self, opt, impl, options=()):
+        trace, doc, truth, out = run_model(self, "mlp", opt, impl, options)
         self.assertEqual(truth["params"], 300)
         if impl != "fused":
             check_stale(self, doc, truth, out)
@@ -169,12 +170,23 @@ class Optimizers(unittest.TestCase):
             " AND t.is_leaf AND t.requires_grad",
             marker(MODELS, "step"))
         self.assertEqual(written, [(300,)])
+        if not options:
+            self.assertEqual(doc["findings"], [])
+            return
+        # with --check-saved: the saved weights whose bytes the fused step
+        # changed (those with a nonzero update) are silent_saved_write
+        # findings, each a stale weight; none is reported twice
+        self.assertTrue(doc["findings"])
+        names = [n for f in doc["findings"] for n in f["saved"]["names"]]
+        self.assertEqual({f["kind"] for f in doc["findings"]}, {"silent_saved_write"})
+        self.assertLessEqual(set(names), set(truth["stale"]))
+        self.assertEqual(len(names), len(set(names)))
 
     def test_adam_foreach(self):
         self.check("adam", "foreach")
 
     def test_adam_fused(self):
-        self.check("adam", "fused")
+        self.check("adam", "fused", ["--check-saved"])
 
     def test_adam_loop(self):
         self.check("adam", "loop")
