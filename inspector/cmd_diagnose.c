@@ -545,6 +545,14 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                     nm, node, slot);
         free(wop);
     }
+    else if (!strcmp(kind, "silent_saved_write"))
+        fprintf(o, "%s's bytes changed between %s saving it as %s and backward using it, "
+                   "with no write autograd saw: gradients are silently wrong",
+                nm, node, slot);
+    else if (!strcmp(kind, "silent_storage_swap"))
+        fprintf(o, "%s swapped to other memory after %s saved it as %s: backward read the "
+                   "new data, gradients are silently wrong",
+                nm, node, slot);
     else if (!strcmp(kind, "backward_twice"))
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
@@ -654,9 +662,11 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
             }
             if (!prev || strcmp(prev, mloc) != 0)
                 print_loc(o, db, st, cwd,
-                          !strcmp(kind, "silent_storage_write") ? "written at"
-                          : !strcmp(kind, "unexplained")        ? "last written"
-                                                                : "modified at",
+                          !strcmp(kind, "silent_storage_write")  ? "written at"
+                          : !strcmp(kind, "silent_storage_swap") ? "noticed at"
+                          : !strcmp(kind, "silent_saved_write")  ? "touched at"
+                          : !strcmp(kind, "unexplained")         ? "last written"
+                                                                 : "modified at",
                           mloc);
             fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
                     mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);

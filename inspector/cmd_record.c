@@ -49,6 +49,9 @@ static void usage(FILE *out)
             "  --backward-calls A-B     record only backward calls A..B (1-based) and the ops\n"
             "                           from the end of call A-1 to the end of call B (so the\n"
             "                           forward feeding call A is included); 'A' means A-A\n"
+            "  --check-saved            fingerprint (XXH3) the bytes of every saved CPU tensor\n"
+            "                           at save and when its node runs, to catch writes autograd\n"
+            "                           cannot see (NumPy views, DLPack, custom kernels)\n"
             "  --max-size SIZE          stop recording, with one warning, once the trace would\n"
             "                           grow past SIZE bytes (suffix K, M or G); the script\n"
             "                           runs on\n"
@@ -203,13 +206,14 @@ int gt_cmd_record(int argc, char **argv)
         {"python", required_argument, NULL, 'p'},
         {"backward-calls", required_argument, NULL, 'b'},
         {"max-size", required_argument, NULL, 's'},
+        {"check-saved", no_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *out = DEFAULT_OUTPUT;
     const char *python = NULL;
     const char *window = NULL;
-    int force = 0;
+    int force = 0, check_saved = 0;
     int64_t max_size = 0;
     long first = 0, last = 0;
     int c;
@@ -226,6 +230,9 @@ int gt_cmd_record(int argc, char **argv)
             break;
         case 'p':
             python = optarg;
+            break;
+        case 'c':
+            check_saved = 1;
             break;
         case 'b':
             if (parse_window(optarg, &first, &last) < 0) {
@@ -310,6 +317,8 @@ int gt_cmd_record(int argc, char **argv)
     av[k++] = (char *)out;
     if (force)
         av[k++] = "--force";
+    if (check_saved)
+        av[k++] = "--check-saved";
     if (max_size) {
         snprintf(sizebuf, sizeof sizebuf, "%" PRId64, max_size);
         av[k++] = "--max-size";

@@ -36,6 +36,10 @@ const char *gt_finding_kind_name(int kind)
         return "view_inference_inplace";
     case GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE:
         return "view_custom_function_inplace";
+    case GT_FINDING_SILENT_STORAGE_SWAP:
+        return "silent_storage_swap";
+    case GT_FINDING_SILENT_SAVED_WRITE:
+        return "silent_saved_write";
     }
     return "unknown";
 }
@@ -942,6 +946,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
         goto out;
     }
     if (!only && (rc = gt__dx_raised_at_op(&c)) != 0)
+        goto out;
+    if ((rc = gt__diagnose_silent(c.db, only, c.f, err, errlen)) != 0)
         goto out;
     /* Never silent when PyTorch raised: an error of the family that no
      * finding explains is a finding of its own. */

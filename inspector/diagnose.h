@@ -37,6 +37,13 @@ enum gt_finding_kind {
     GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE = 8, /* "view_custom_function_inplace":
                                                * a view returned by a custom
                                                * autograd Function */
+    /* Writes PyTorch cannot see (silent.c): */
+    GT_FINDING_SILENT_STORAGE_SWAP = 9,       /* "silent_storage_swap": a saved
+                                               * tensor found on another storage
+                                               * (.data =, set_) */
+    GT_FINDING_SILENT_SAVED_WRITE = 10,       /* "silent_saved_write": a saved
+                                               * tensor's bytes changed without a
+                                               * version bump (--check-saved) */
     /* Kinds added later are appended here, never renumbered. */
 };
 
@@ -107,6 +114,14 @@ typedef struct gt_diagnose_options {
  * one-line message in err; *out is written only on success. */
 int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts,
                 gt_findings **out /* OUT */, char *err, size_t errlen);
+
+/* silent.c: append the findings of writes PyTorch cannot see (storage
+ * swaps) for backward call `only` (0: all) to f, growing f->v to exactly its
+ * new size: call it after every other finding is added. Returns 0 or a
+ * negative GT_E* code with a message in err (f then holds what was added). */
+struct sqlite3;
+int gt__diagnose_silent(struct sqlite3 *db, int64_t only, gt_findings *f, char *err,
+                        size_t errlen);
 
 /* Free findings; accepts NULL. */
 void gt_findings_free(gt_findings *f);

@@ -146,7 +146,12 @@ struct gt__rowbuf {
                  " VALUES (?1, ?2, ?3)")                                         \
     X(ERROR, "INSERT INTO errors (seq, type, message, stack, backward)"          \
              " VALUES (?1, ?2, ?3, ?4, ?5)")                                     \
-    X(NAME, "INSERT OR IGNORE INTO names (seq, tensor, name) VALUES (?1, ?2, ?3)")
+    X(NAME, "INSERT OR IGNORE INTO names (seq, tensor, name) VALUES (?1, ?2, ?3)") \
+    X(SWAP, "INSERT INTO storage_swaps (seq, tensor, old_storage, new_storage, op,"  \
+            " backward, last_seen, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")     \
+    X(EARLIER, "INSERT INTO saved_earlier (saved, saved_seq) VALUES (?1, ?2)")        \
+    X(FINGERPRINT, "INSERT INTO saved_fingerprints (seq, saved, at_use, backward,"   \
+                   " nbytes, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
 
 enum gt__stmt {
 #define GT__STMT_ENUM(name, sql) ST_##name,
@@ -1703,6 +1708,61 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_
     if (seq)
         *seq = s;
     BUF_END(r, B_SAVED);
+}
+
+int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_t version,
+                       int is_output, int64_t nbytes, int64_t saved_seq, int64_t *seq)
+{
+    if (!r || saved_seq <= 0)
+        return GT_EINVAL;
+    int64_t s = 0;
+    int saved_rc = gt_saved_tensor(r, node, slot, tensor, version, is_output, nbytes, &s);
+    if (saved_rc < 0)
+        return saved_rc;
+    const enum gt__stmt st_id = ST_EARLIER;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, s);
+    sqlite3_bind_int64(st, 2, saved_seq);
+    if (seq)
+        *seq = s;
+    LOCKED_END(r, "saved tensor");
+}
+
+int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward, int64_t nbytes,
+                   uint64_t hash)
+{
+    if (!r || saved <= 0 || backward < 0 || nbytes < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_FINGERPRINT;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, ++r->seq);
+    sqlite3_bind_int64(st, 2, saved);
+    sqlite3_bind_int(st, 3, at_use ? 1 : 0);
+    bind_id(st, 4, backward);
+    sqlite3_bind_int64(st, 5, nbytes);
+    sqlite3_bind_int64(st, 6, (int64_t)hash);
+    LOCKED_END(r, "fingerprint");
+}
+
+int gt_storage_swap(gt_recorder *r, const gt_swap_info *s)
+{
+    if (!r || !s || s->tensor <= 0 || s->old_storage < 0 || s->new_storage < 0 ||
+        s->op < 0 || s->backward < 0 || s->last_seen < 0 || s->stack < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_SWAP;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, ++r->seq);
+    sqlite3_bind_int64(st, 2, s->tensor);
+    bind_id(st, 3, s->old_storage);
+    bind_id(st, 4, s->new_storage);
+    bind_id(st, 5, s->op);
+    bind_id(st, 6, s->backward);
+    bind_id(st, 7, s->last_seen);
+    bind_id(st, 8, s->stack);
+    LOCKED_END(r, "storage swap");
 }
 
 int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id)

@@ -176,6 +176,16 @@ CREATE TABLE saved_tensors (
     nbytes    INTEGER                -- bytes the saved tensor holds
 );
 
+-- v3: saved tensors the engine saved at an earlier event than their row's
+-- seq: a non-reentrant checkpoint's inputs, saved by the call and recorded
+-- as each node of the region is found (unpacking any of them first
+-- unpacks the inputs). A saved tensor without a row here was saved at its
+-- row's seq.
+CREATE TABLE saved_earlier (
+    saved     INTEGER PRIMARY KEY,   -- saved_tensors.seq
+    saved_seq INTEGER NOT NULL       -- event seq at which it was saved
+);
+
 CREATE TABLE backward_calls (
     id           INTEGER PRIMARY KEY, -- 1, 2, ... in call order
     seq          INTEGER NOT NULL,    -- event seq at the call
@@ -216,6 +226,37 @@ CREATE TABLE errors (
     message  TEXT NOT NULL,
     stack    INTEGER,                 -- stacks.id where it was raised
     backward INTEGER                  -- backward_calls.id, NULL if outside
+);
+
+-- v3: a recorded tensor seen on another storage than before, with no op of
+-- the engine's making the change (`t.data = other`, `t.set_(...)`): what a
+-- node saved may now read other memory, with no version bump.
+CREATE TABLE storage_swaps (
+    seq         INTEGER PRIMARY KEY,  -- event seq at which it was noticed
+    tensor      INTEGER NOT NULL,     -- tensors.id whose storage changed
+    old_storage INTEGER,              -- storages.id before, NULL if none
+    new_storage INTEGER,              -- storages.id now, NULL if none
+    op          INTEGER,              -- ops.seq that saw it first, NULL if
+                                      -- noticed by a backward call's check
+    backward    INTEGER,              -- backward_calls.id whose start noticed
+                                      -- it, NULL if an op did
+    last_seen   INTEGER,              -- event seq of the last op or check that
+                                      -- saw it on old_storage: the change
+                                      -- happened between last_seen and seq
+    stack       INTEGER               -- stacks.id where it was noticed
+);
+
+-- v3: fingerprints of saved tensors' bytes (recorded with --check-saved /
+-- check_saved=True): one row at save and one when the node ran in backward.
+-- Different hashes of one saved tensor: its memory was written by something
+-- autograd cannot see (a NumPy view, DLPack, a custom kernel).
+CREATE TABLE saved_fingerprints (
+    seq     INTEGER PRIMARY KEY,      -- event seq
+    saved   INTEGER NOT NULL,         -- saved_tensors.seq
+    at_use  INTEGER NOT NULL,         -- 0: taken at save; 1: when the node ran
+    backward INTEGER,                 -- backward_calls.id for at_use = 1
+    nbytes  INTEGER NOT NULL,         -- bytes hashed (the tensor's extent)
+    hash    INTEGER NOT NULL          -- XXH3 64-bit of those bytes, as signed
 );
 
 CREATE TABLE names (

@@ -39,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "gtmap.h"
 
 /* Save and restore the pending exception around bookkeeping (3.11 API). */
@@ -58,12 +60,14 @@ static void exc_restore(excsave e)
     PyErr_Restore(e.type, e.value, e.tb);
 }
 
-#define MAX_DEPTH 256
-#define MAX_ARGS 64
+/* Nested lists deeper than this in an op's arguments are not searched for
+ * tensors (no aten schema nests more than two). */
+#define MAX_NESTING 32
 
 typedef struct gt_vc {
     gt_id id;         /* version counter id: the first tensor seen with it */
     int64_t expected; /* the value we believe the counter has */
+    int64_t bumped_at; /* seq of the op that last predicted a bump on it */
     int refs;
 } gt_vc;
 
@@ -91,15 +95,29 @@ typedef struct TensorEnt {
     gt_id alias_of;     /* for the tensors row, written later for outputs */
     int shares;
     int written;        /* its tensors row is written */
+    int saved;          /* a node saved it: its storage is watched */
+    int itemsize;       /* bytes per element when first seen */
+    int64_t seen;       /* event seq when it was last seen on its storage */
     int64_t offset;
     int ndim;
     int64_t *geom; /* ndim sizes then ndim strides */
 } TensorEnt;
 
+/* How the version counters of an op's written arguments move. */
+enum {
+    BUMP_AFTER = 0,  /* PyTorch's ADInplaceOrView kernel bumps after we return */
+    BUMP_FOREACH = 1, /* a _foreach_ op: its per-tensor ops bump only when no
+                       * dispatch mode runs, so the recorder bumps each written
+                       * tensor whose version did not move (at the next op) */
+    BUMP_NONE = 2,   /* no ADInplaceOrView kernel (fused kernels): PyTorch does
+                      * not bump; whatever moved is observed at the next op */
+};
+
 typedef struct {
     gt_id name;
-    uint64_t wmask;   /* schema positions of written arguments */
-    uint64_t smask;   /* ... written without a version bump (c10d collectives) */
+    unsigned char *wpos; /* wpos[i]: schema argument i is written */
+    Py_ssize_t nwpos;
+    int bump;         /* BUMP_* */
     PyObject *wnames; /* tuple of written argument names (for kwargs) */
     int view_arg;     /* schema position an output aliases, -1 for none */
     int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
@@ -109,9 +127,47 @@ typedef struct {
 typedef struct {
     gt_id name;
     int is_acc;       /* AccumulateGrad */
+    int is_custom;    /* a custom autograd.Function's node (saved_tensors) */
     PyObject *saved;  /* tuple of (attribute, slot) */
     int pruned;       /* saved has lost the slots that hold no tensors */
 } gt_nodetype;
+
+/* A tensor argument or output of an op, found by collect(). */
+typedef struct {
+    PyObject *t;    /* borrowed from the op's arguments or result */
+    TensorEnt *e;   /* its entry (borrowed), or NULL when untracked */
+    int64_t ver;    /* its version before the op */
+    int written;    /* the schema marks it as written */
+    int schema_pos; /* schema position of its argument, -1 for kwargs */
+} argref;
+
+typedef struct {
+    argref *v;
+    size_t n, cap;
+} argvec;
+
+/* Scratch space of one op in flight: taken from the recorder's spare list on
+ * entry and given back on exit, so that ops of any size (and ops of other
+ * threads while the GIL is released inside one) never share it and a steady
+ * run allocates nothing. */
+typedef struct gt_scratch {
+    argvec in, out;
+    PyFrameObject **frames; /* capture_stack_from's frames */
+    size_t frames_cap;
+    struct gt_scratch *next;
+} gt_scratch;
+
+/* A torch.utils.checkpoint(use_reentrant=False) call in progress: the nodes
+ * made inside it save through saved-tensor hooks (reading them would run the
+ * recomputation), and unpacking any of them in backward first unpacks the
+ * call's inputs, with PyTorch's version check. */
+typedef struct {
+    int64_t seq;    /* the call's ops row */
+    size_t n;       /* its tensor inputs */
+    gt_id *tensors; /* their tensors.id (0: not recorded) */
+    int64_t *versions; /* their versions at the call */
+    int64_t *nbytes;
+} gt_region;
 
 typedef struct Recorder {
     PyObject_HEAD
@@ -125,7 +181,9 @@ typedef struct Recorder {
     int has_untyped; /* tensors have untyped_storage() */
     int64_t errors;  /* bookkeeping errors cleared */
     PyObject *tensor_type;
-    PyObject *op_meta_fn;    /* func -> (name, wmask, wnames, view_arg) */
+    PyObject *op_meta_fn;    /* func -> (name, written positions, wnames, view_arg,
+                              * call, bump) */
+    PyObject *increment;     /* torch._C._increment_version, or None */
     PyObject *saved_fn;      /* node type -> tuple of (attr, slot) */
     PyObject *grad_enabled;  /* torch.is_grad_enabled */
     PyObject *via_autograd;  /* () -> True when the op came through autograd */
@@ -152,6 +210,19 @@ typedef struct Recorder {
     Py_ssize_t npending, cappending;
     int64_t pending_seq;
     gt_id pending_thread;
+    int flushing;       /* inside flush_pending */
+    PyObject *unbumped; /* list of (tensor, version before) of BUMP_FOREACH ops */
+    gt_map done;        /* (node, output_nr) written by the current flush */
+    uint64_t *done_keys; /* their keys, to take them out of `done` after it */
+    size_t ndone_keys, capdone_keys;
+    gt_scratch *spare;  /* scratch of no op in flight */
+    int calls;          /* call_begin without call_end yet */
+    int check_saved;    /* fingerprint saved tensors (saved_fingerprints) */
+    PyObject *fp;       /* dict: node id -> list of (attr, index, saved seq) */
+    int quiet;          /* our own reads run ops (unpacking a saved output):
+                         * they pass through unrecorded */
+    gt_region *regions; /* checkpoint regions, innermost last */
+    size_t nregions, capregions;
 } Recorder;
 
 typedef struct {
@@ -274,6 +345,66 @@ static gt_id current_thread(Recorder *self)
     return id;
 }
 
+/* ---- scratch ------------------------------------------------------------- */
+
+/* A scratch area for one op (or one stack capture): a spare one, else a new
+ * one. Returns NULL when out of memory. */
+static gt_scratch *scratch_take(Recorder *self)
+{
+    gt_scratch *sc = self->spare;
+    if (sc) {
+        self->spare = sc->next;
+        sc->next = NULL;
+        sc->in.n = sc->out.n = 0;
+        return sc;
+    }
+    return calloc(1, sizeof *sc);
+}
+
+/* Give a scratch area back for the next op. Accepts NULL. */
+static void scratch_give(Recorder *self, gt_scratch *sc)
+{
+    if (!sc)
+        return;
+    sc->next = self->spare;
+    self->spare = sc;
+}
+
+static void scratch_free_all(Recorder *self)
+{
+    while (self->spare) {
+        gt_scratch *sc = self->spare;
+        self->spare = sc->next;
+        free(sc->in.v);
+        free(sc->out.v);
+        free(sc->frames);
+        free(sc);
+    }
+}
+
+/* Make room for one more element in an array of `size`-byte elements.
+ * Returns 0, or -1 when out of memory (array unchanged). */
+static int reserve(void **v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *nv = realloc(*v, size * ncap);
+    if (!nv)
+        return -1;
+    *v = nv;
+    *cap = ncap;
+    return 0;
+}
+
+static int argvec_push(argvec *a, argref r)
+{
+    if (reserve((void **)&a->v, a->n, &a->cap, sizeof *a->v) < 0)
+        return -1;
+    a->v[a->n++] = r;
+    return 0;
+}
+
 /* ---- stacks -------------------------------------------------------------- */
 
 enum { CODE_USER = 1, CODE_ENGINE = 2, CODE_HIDDEN = 3 };
@@ -353,7 +484,12 @@ out:
 static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
                                 PyFrameObject **user /* OUT */)
 {
-    PyFrameObject *frames[MAX_DEPTH];
+    if (user)
+        *user = NULL;
+    gt_scratch *sc = scratch_take(self);
+    if (!sc)
+        return 0;
+    PyFrameObject **frames;
     int n = 0;
     PyFrameObject *f = start;
     Py_XINCREF(f);
@@ -362,12 +498,14 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
         int kind = code_kind(self, co);
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != CODE_HIDDEN && n < MAX_DEPTH)
-            frames[n++] = f; /* owned; deeper than MAX_DEPTH: outermost dropped */
+        if (kind != CODE_HIDDEN && reserve((void **)&sc->frames, (size_t)n, &sc->frames_cap,
+                                           sizeof *sc->frames) == 0)
+            sc->frames[n++] = f; /* owned; out of memory: outermost dropped */
         else
             Py_DECREF(f);
         f = back;
     }
+    frames = sc->frames;
     gt_id parent = 0;
     uint64_t ufr = 0;
     int user_index = -1;
@@ -407,6 +545,7 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
     }
     for (int i = 0; i < n; i++)
         Py_DECREF(frames[i]);
+    scratch_give(self, sc);
     return parent;
 }
 
@@ -743,6 +882,8 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
     e->geom = NULL;
     e->ndim = 0;
     e->id = ++self->next_tensor;
+    e->saved = 0;
+    e->seen = 0;
     e->created_by = created_by;
     e->last_out = created_by;
     e->wr = PyWeakref_NewRef(t, (PyObject *)e);
@@ -760,6 +901,7 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
     PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
     int itemsize = 1;
     e->dtype = dtype ? dtype_of(self, t, dtype, &itemsize) : 0;
+    e->itemsize = itemsize;
     Py_XDECREF(dtype);
     swallow(self);
     e->offset = long_call(t, ms->s_storage_offset, 0, self);
@@ -847,12 +989,14 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
         return (gt_opmeta *)(uintptr_t)*v;
     PyObject *res = PyObject_CallOneArg(self->op_meta_fn, func);
     const char *name;
-    unsigned long long mask, smask = 0;
+    PyObject *wpos;
     PyObject *wnames;
     int view_arg;
     PyObject *call = func;
-    if (!res || !PyArg_ParseTuple(res, "sKO!i|OK", &name, &mask, &PyTuple_Type, &wnames,
-                                  &view_arg, &call, &smask) || !PyCallable_Check(call)) {
+    int bump = BUMP_AFTER;
+    if (!res || !PyArg_ParseTuple(res, "sO!O!i|Oi", &name, &PyTuple_Type, &wpos,
+                                  &PyTuple_Type, &wnames, &view_arg, &call, &bump) ||
+        !PyCallable_Check(call)) {
         Py_XDECREF(res);
         swallow(self);
         return NULL;
@@ -862,9 +1006,24 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
         Py_DECREF(res);
         return NULL;
     }
+    /* the written positions, as one flag per schema position */
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(wpos); i++) {
+        Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(wpos, i));
+        if (k < 0 || k > 100000)
+            continue;
+        if (k >= m->nwpos) {
+            unsigned char *nw = realloc(m->wpos, (size_t)k + 1);
+            if (!nw)
+                continue;
+            memset(nw + m->nwpos, 0, (size_t)(k + 1 - m->nwpos));
+            m->wpos = nw;
+            m->nwpos = k + 1;
+        }
+        m->wpos[k] = 1;
+    }
+    swallow(self);
+    m->bump = bump;
     m->name = intern_str(self, name);
-    m->wmask = mask;
-    m->smask = smask & ~(uint64_t)mask;
     m->wnames = Py_NewRef(wnames);
     m->view_arg = view_arg;
     m->is_detach = !strcmp(name, "aten::detach");
@@ -875,6 +1034,7 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
         swallow(self);
         Py_DECREF(m->wnames);
         Py_DECREF(m->call);
+        free(m->wpos);
         free(m);
         return NULL;
     }
@@ -904,6 +1064,11 @@ static gt_nodetype *node_type(Recorder *self, PyTypeObject *tp)
     nt->name = intern_str(self, name);
     nt->is_acc = !strcmp(name, "AccumulateGrad");
     nt->saved = saved;
+    if (PyTuple_GET_SIZE(saved) == 1) {
+        PyObject *attr = PyTuple_GET_ITEM(PyTuple_GET_ITEM(saved, 0), 0);
+        nt->is_custom = PyUnicode_Check(attr) &&
+                        PyUnicode_CompareWithASCIIString(attr, "saved_tensors") == 0;
+    }
     if (keep(self, (PyObject *)tp) < 0 ||
         gt_map_put(&self->types, (uintptr_t)tp, 0, 0, (uintptr_t)nt) < 0) {
         swallow(self);
@@ -932,12 +1097,72 @@ static gt_id node_known(Recorder *self, PyObject *node, PyObject **md)
     return (gt_id)PyLong_AsLongLong(v);
 }
 
+/* Compare the storage a watched tensor t (entry e) is on with the one it was
+ * seen on; when they differ, move e to the new storage and, if `report`,
+ * write a storage_swaps row (noticed by op `op` or by the start of backward
+ * call `bid`, at `stack`). */
+static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op, gt_id bid,
+                          gt_id stack, int report)
+{
+    modstate *ms = STATE(self);
+    /* a dtype changed by `.data =` gives another key too: reported alike */
+    int64_t offset = long_call(t, ms->s_storage_offset, 0, self);
+    uint64_t key = storage_key(self, t, offset, e->itemsize);
+    swallow(self);
+    uint64_t was = e->st ? e->st->key : 0;
+    if (key == was) {
+        e->seen = gt_recorder_seq(self->r);
+        return;
+    }
+    gt_storage_ent *st = key ? storage_for(self, t, key) : NULL;
+    if (report) {
+        gt_swap_info si = {.tensor = e->id, .old_storage = e->st ? e->st->id : 0,
+                           .new_storage = st ? st->id : 0, .op = op, .backward = bid,
+                           .last_seen = e->seen, .stack = stack};
+        ck(self, gt_storage_swap(self->r, &si));
+    }
+    if (e->st) {
+        if (e->st_prev)
+            e->st_prev->st_next = e->st_next;
+        else
+            e->st->head = e->st_next;
+        if (e->st_next)
+            e->st_next->st_prev = e->st_prev;
+        else
+            e->st->tail = e->st_prev;
+        storage_release(self, e->st);
+        e->st = NULL;
+        e->st_prev = e->st_next = NULL;
+    }
+    if (st) {
+        st->refs++;
+        e->st = st;
+        e->st_prev = st->tail;
+        if (st->tail)
+            st->tail->st_next = e;
+        else
+            st->head = e;
+        st->tail = e;
+    }
+    e->offset = offset;
+    int ndim = 0;
+    int64_t *geom = NULL;
+    if (read_geom(self, t, &ndim, &geom) == 0) {
+        free(e->geom);
+        e->geom = geom;
+        e->ndim = ndim;
+    }
+    e->seen = gt_recorder_seq(self->r);
+}
+
 /* The recorded tensor a saved tensor is: the same object, else the live
  * tensor with the same storage, offset, geometry and dtype (for `result`
  * slots preferring the outputs of the node's op, else the latest seen). */
 static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t node_op,
-                         int64_t *nbytes)
+                         int64_t *nbytes, int *is_out /* OUT */, TensorEnt **ent /* OUT */)
 {
+    *is_out = 0;
+    *ent = NULL;
     modstate *ms = STATE(self);
     PyObject *dtype = PyObject_GetAttr(v, ms->s_dtype);
     int itemsize = 1;
@@ -955,6 +1180,8 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
     TensorEnt *e = lookup(self, v);
     if (e) {
         found = e->id;
+        *is_out = node_op && e->last_out == node_op;
+        *ent = e;
         goto out;
     }
     if (!geom)
@@ -972,18 +1199,122 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
             continue;
         if (is_result && node_op && c->last_out == node_op) {
             best = c;
+            *is_out = 1;
             break;
         }
         best = c; /* later entries are newer */
     }
     if (best)
         found = best->id;
+    *ent = best;
 out:
     free(geom);
     return found;
 }
 
-static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, PyObject *v)
+/* XXH3 of the bytes CPU tensor t spans (from its data pointer over its
+ * sizes and strides) into *hash, their count into *len. Returns 0, or -1
+ * for a tensor whose bytes cannot be read here (not on the CPU, no data). */
+static int fingerprint(Recorder *self, PyObject *t, uint64_t *hash, int64_t *len)
+{
+    modstate *ms = STATE(self);
+    if (long_call(t, ms->s_get_device, 0, self) != -1)
+        return -1;
+    int64_t dp = long_call(t, ms->s_data_ptr, 0, self);
+    PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
+    int itemsize = 1;
+    if (dtype)
+        dtype_of(self, t, dtype, &itemsize);
+    Py_XDECREF(dtype);
+    int ndim = 0;
+    int64_t *geom = NULL;
+    int ok = read_geom(self, t, &ndim, &geom) == 0;
+    swallow(self);
+    if (!ok)
+        return -1;
+    int64_t elems = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (geom[i] == 0) {
+            elems = 0;
+            break;
+        }
+        int64_t st = geom[ndim + i] < 0 ? -geom[ndim + i] : geom[ndim + i];
+        elems += (geom[i] - 1) * st;
+    }
+    free(geom);
+    if (elems && !dp)
+        return -1;
+    *len = elems * itemsize;
+    *hash = *len ? XXH3_64bits((const void *)(uintptr_t)dp, (size_t)*len) : 0;
+    return 0;
+}
+
+/* With check_saved: fingerprint saved tensor v (row `sseq` of node nid,
+ * read again as attr[index] of the node when it runs). */
+static void fingerprint_saved(Recorder *self, gt_id nid, int64_t sseq, PyObject *v,
+                              PyObject *attr, Py_ssize_t index)
+{
+    uint64_t h;
+    int64_t len;
+    if (!self->fp || !sseq || !attr || fingerprint(self, v, &h, &len) < 0)
+        return;
+    ck(self, gt_fingerprint(self->r, sseq, 0, 0, len, h));
+    PyObject *key = PyLong_FromLongLong(nid);
+    PyObject *list = key ? PyDict_GetItemWithError(self->fp, key) : NULL;
+    if (key && !list && !PyErr_Occurred()) {
+        list = PyList_New(0);
+        if (list && PyDict_SetItem(self->fp, key, list) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(list); /* the dict holds it */
+    }
+    PyObject *it = list ? Py_BuildValue("(OnL)", attr, index, (long long)sseq) : NULL;
+    if (it)
+        PyList_Append(list, it);
+    Py_XDECREF(it);
+    Py_XDECREF(key);
+    swallow(self);
+}
+
+/* With check_saved, when node nid runs in backward: fingerprint again what
+ * it saved. */
+static void fingerprint_use(Recorder *self, PyObject *node, gt_id nid)
+{
+    if (!self->fp)
+        return;
+    PyObject *key = PyLong_FromLongLong(nid);
+    PyObject *list = key ? PyDict_GetItemWithError(self->fp, key) : NULL;
+    Py_XINCREF(list);
+    if (list)
+        PyDict_DelItem(self->fp, key);
+    Py_XDECREF(key);
+    for (Py_ssize_t i = 0; list && i < PyList_GET_SIZE(list); i++) {
+        PyObject *it = PyList_GET_ITEM(list, i);
+        PyObject *v = PyObject_GetAttr(node, PyTuple_GET_ITEM(it, 0));
+        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(it, 1));
+        if (v && index >= 0 && (PyTuple_Check(v) || PyList_Check(v))) {
+            PyObject *x = index < PySequence_Fast_GET_SIZE(v)
+                              ? Py_NewRef(PySequence_Fast_GET_ITEM(v, index))
+                              : NULL;
+            Py_SETREF(v, x);
+        }
+        uint64_t h;
+        int64_t len;
+        if (v && PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type) &&
+            fingerprint(self, v, &h, &len) == 0)
+            ck(self, gt_fingerprint(self->r, PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)), 1,
+                                    self->cur_backward, len, h));
+        Py_XDECREF(v);
+        swallow(self);
+    }
+    Py_XDECREF(list);
+    swallow(self);
+}
+
+/* custom: the node of a custom autograd.Function, whose saved_tensors may
+ * be its own outputs (unpacked as new tensor objects on the same storage and
+ * version counter): the outputs of its call (node op) are preferred. */
+static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, PyObject *v,
+                         int custom, PyObject *attr, Py_ssize_t index)
 {
     const char *s = PyUnicode_AsUTF8(slot);
     if (!s) {
@@ -992,10 +1323,23 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, 
     }
     int is_result = !strncmp(s, "result", 6);
     int64_t nbytes = -1;
-    gt_id tid = match_saved(self, v, is_result, op, &nbytes);
+    int is_out = 0;
+    TensorEnt *ent = NULL;
+    gt_id tid = match_saved(self, v, is_result || custom, op, &nbytes, &is_out, &ent);
+    if (ent && lookup(self, v) == ent) {
+        /* the saved tensor is the recorded object itself (not an output
+         * unpacked anew): `.data =` on it changes what backward reads. It is
+         * watched from the storage it is on now (unwatched, an earlier swap
+         * went unnoticed) */
+        check_storage(self, ent, v, 0, 0, 0, 0);
+        ent->saved = 1;
+    }
     int64_t ver = read_version(self, v);
-    ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver, is_result, nbytes,
-                             NULL));
+    int64_t sseq = 0;
+    if (ck(self, gt_saved_tensor(self->r, nid, intern_str(self, s), tid, ver,
+                                 custom ? is_out : is_result, nbytes, &sseq)) == 0 &&
+        self->check_saved)
+        fingerprint_saved(self, nid, sseq, v, attr, index);
 }
 
 /* Record the tensors node `nid` saved, reading the (attribute, slot) pairs
@@ -1009,6 +1353,8 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
     /* the first node of a class shows which _saved_ slots hold sizes,
      * scalars and flags rather than tensors: later nodes skip them */
     PyObject *useful = nt && !nt->pruned ? PyList_New(0) : NULL;
+    gt_nodetype *ntype = nt ? nt : node_type(self, Py_TYPE(node));
+    int custom = ntype && ntype->is_custom;
     Py_ssize_t n = PyTuple_GET_SIZE(pairs);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyTuple_GET_ITEM(pairs, i);
@@ -1028,7 +1374,7 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
             continue;
         }
         if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
-            record_saved(self, nid, op, slot, v);
+            record_saved(self, nid, op, slot, v, custom, attr, -1);
             if (useful && PyList_Append(useful, pair) < 0)
                 swallow(self);
         } else if (PyTuple_Check(v) || PyList_Check(v)) {
@@ -1043,7 +1389,7 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
                 has = 1;
                 PyObject *sl = PyUnicode_FromFormat("%U[%zd]", slot, j);
                 if (sl)
-                    record_saved(self, nid, op, sl, x);
+                    record_saved(self, nid, op, sl, x, custom, attr, j);
                 Py_XDECREF(sl);
             }
             if (has && useful && PyList_Append(useful, pair) < 0)
@@ -1067,6 +1413,18 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
     Py_DECREF(missing);
     swallow(self);
     return t;
+}
+
+/* Record, as saved by node nid, the inputs of checkpoint region rg: the
+ * tensors its unpacking checks (slot checkpoint_input[i]). */
+static void region_saved(Recorder *self, gt_region *rg, gt_id nid)
+{
+    for (size_t i = 0; i < rg->n; i++) {
+        char slot[48];
+        snprintf(slot, sizeof slot, "checkpoint_input[%zu]", i);
+        ck(self, gt_saved_tensor_at(self->r, nid, intern_str(self, slot), rg->tensors[i],
+                                    rg->versions[i], 0, rg->nbytes[i], rg->seq, NULL));
+    }
 }
 
 /* A node found but not yet recorded: discover's worklist entry (owned). */
@@ -1145,8 +1503,18 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
             Py_XDECREF(var);
             swallow(self);
         }
+        gt_region *rg = self->nregions ? &self->regions[self->nregions - 1] : NULL;
+        if (rg && nop && !(nt && nt->is_acc))
+            ni.op = rg->seq; /* made by the checkpointed call */
         ck(self, gt_node(self->r, &ni));
-        PyObject *missing = nt ? record_saved_all(self, nid, nop, node, nt->saved, nt) : NULL;
+        PyObject *missing = NULL;
+        if (rg && !(nt && nt->is_acc)) {
+            /* never read a hooked saved tensor: that would recompute */
+            if (nt && PyTuple_GET_SIZE(nt->saved) > 0)
+                region_saved(self, rg, nid);
+        } else if (nt) {
+            missing = record_saved_all(self, nid, nop, node, nt->saved, nt);
+        }
         if (missing) {
             PyObject *retry = Py_BuildValue("(OLLO)", node, (long long)nid, (long long)nop,
                                             missing);
@@ -1195,11 +1563,41 @@ static void clear_pending(Recorder *self)
     self->npending = 0;
 }
 
+/* Bump, as PyTorch would have without a dispatch mode, the version of each
+ * tensor a _foreach_ op wrote whose version did not move (see BUMP_FOREACH):
+ * the recorded run must fail where the unrecorded one does. */
+static void bump_foreach(Recorder *self)
+{
+    PyObject *list = self->unbumped;
+    if (!list || !PyList_GET_SIZE(list))
+        return;
+    self->unbumped = PyList_New(0);
+    PyObject *todo = PyList_New(0);
+    for (Py_ssize_t i = 0; todo && i < PyList_GET_SIZE(list); i++) {
+        PyObject *it = PyList_GET_ITEM(list, i);
+        PyObject *t = PyTuple_GET_ITEM(it, 0);
+        int64_t before = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1));
+        if (read_version(self, t) == before && PyList_Append(todo, t) < 0)
+            swallow(self);
+    }
+    if (todo && PyList_GET_SIZE(todo) && self->increment && self->increment != Py_None) {
+        PyObject *r = PyObject_CallOneArg(self->increment, todo);
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(todo);
+    Py_DECREF(list);
+    swallow(self);
+}
+
 /* Discover the nodes the last op's outputs got, then forget them. */
 static void flush_pending(Recorder *self)
 {
+    if (self->flushing)
+        return; /* an op run by our own bookkeeping */
+    bump_foreach(self);
     if (!self->npending && !(self->retry && PyList_GET_SIZE(self->retry)))
         return;
+    self->flushing = 1;
     modstate *ms = STATE(self);
     if (self->retry && PyList_GET_SIZE(self->retry)) {
         PyObject *retry = self->retry;
@@ -1215,11 +1613,11 @@ static void flush_pending(Recorder *self)
         Py_DECREF(retry);
         swallow(self);
     }
-    gt_id fresh[MAX_ARGS];     /* nodes first recorded in this flush */
-    gt_id done_node[MAX_ARGS]; /* (node, output_nr) pairs recorded */
-    int64_t done_nr[MAX_ARGS];
-    int nfresh = 0, ndone = 0;
+    /* node ids only grow: the nodes first recorded in this flush are those
+     * above `known` */
+    gt_id known = self->next_node;
     int64_t op = self->pending_seq;
+    self->ndone_keys = 0;
     for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
         PyObject *t = self->pending[i];
         PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
@@ -1231,30 +1629,38 @@ static void flush_pending(Recorder *self)
             swallow(self);
             continue;
         }
-        int is_new = 0;
-        gt_id nid = discover(self, g, op, self->pending_thread, &is_new);
+        if (self->calls) {
+            /* inside apply: a custom Function's node is recorded when apply
+             * returns (call_end), once its saved tensors are in place */
+            gt_nodetype *nt = node_type(self, Py_TYPE(g));
+            if (nt && nt->is_custom) {
+                Py_DECREF(g);
+                continue;
+            }
+        }
+        gt_id nid = discover(self, g, op, self->pending_thread, NULL);
         Py_DECREF(g);
-        if (!nid)
-            continue;
-        if (is_new && nfresh < MAX_ARGS)
-            fresh[nfresh++] = nid;
-        int ok = 0;
-        for (int k = 0; k < nfresh; k++)
-            ok |= fresh[k] == nid;
-        if (!ok)
+        if (!nid || nid <= known)
             continue; /* an older node: its outputs were recorded with it */
         int64_t nr = long_attr(t, ms->s_output_nr, 0, self);
-        for (int k = 0; k < ndone; k++)
-            if (done_node[k] == nid && done_nr[k] == nr)
-                ok = 0;
         TensorEnt *e = lookup(self, t);
-        if (ok && e && ndone < MAX_ARGS) {
-            ck(self, gt_node_output(self->r, nid, (int)nr, e->id));
-            done_node[ndone] = nid;
-            done_nr[ndone++] = nr;
-        }
+        if (!e || gt_map_get(&self->done, (uint64_t)nid, (uint64_t)nr, 0))
+            continue;
+        if (reserve((void **)&self->done_keys, self->ndone_keys, &self->capdone_keys,
+                    2 * sizeof *self->done_keys) < 0 ||
+            gt_map_put(&self->done, (uint64_t)nid, (uint64_t)nr, 0, 1) < 0)
+            continue;
+        self->done_keys[2 * self->ndone_keys] = (uint64_t)nid;
+        self->done_keys[2 * self->ndone_keys + 1] = (uint64_t)nr;
+        self->ndone_keys++;
+        ck(self, gt_node_output(self->r, nid, (int)nr, e->id));
     }
+    /* emptied, not freed: the next flush reuses its slots */
+    for (size_t k = 0; k < self->ndone_keys; k++)
+        gt_map_del(&self->done, self->done_keys[2 * k], self->done_keys[2 * k + 1], 0);
+    self->ndone_keys = 0;
     clear_pending(self);
+    self->flushing = 0;
 }
 
 static void add_pending(Recorder *self, PyObject *t)
@@ -1594,47 +2000,33 @@ static void note_exec(Recorder *self)
     if (nid && nid != self->last_exec_id) {
         self->last_exec_id = nid;
         ck(self, gt_node_exec(self->r, self->cur_backward, nid));
+        if (self->check_saved)
+            fingerprint_use(self, node, nid);
     }
     swallow(self);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-/* written: 0 read only, WRITE_BUMPS written with a version bump (the
- * schema says so), WRITE_SILENT written without one (c10d collectives) */
-enum { WRITE_BUMPS = 1, WRITE_SILENT = 2 };
-
-typedef struct {
-    PyObject *t;
-    int written;
-    int schema_pos;
-} argref;
-
-/* Append the tensors of v (a tensor, a list of them, or a list of lists, as
- * allgather's Tensor[][] outputs) to out[*n...]. */
-static int collect(Recorder *self, PyObject *v, int written, int pos, argref *out, int *n)
+/* Append to `a` every tensor in v: v itself, or the tensors of a list or
+ * tuple, at any nesting (Tensor[], Tensor?[], lists of lists). Returns 0, or
+ * -1 when out of memory (then `a` holds the tensors found so far). */
+static int collect(Recorder *self, PyObject *v, int written, int pos, argvec *a, int depth)
 {
-    if (*n >= MAX_ARGS)
+    if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type))
+        return argvec_push(a, (argref){.t = v, .written = written, .schema_pos = pos});
+    if ((!PyList_Check(v) && !PyTuple_Check(v)) || depth >= MAX_NESTING)
         return 0;
-    if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
-        out[(*n)++] = (argref){v, written, pos};
-    } else if (PyList_Check(v) || PyTuple_Check(v)) {
-        Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
-        for (Py_ssize_t j = 0; j < m && *n < MAX_ARGS; j++) {
-            PyObject *x = PySequence_Fast_GET_ITEM(v, j);
-            if (PyObject_TypeCheck(x, (PyTypeObject *)self->tensor_type)) {
-                out[(*n)++] = (argref){x, written, pos};
-            } else if (PyList_Check(x) || PyTuple_Check(x)) {
-                Py_ssize_t k = PySequence_Fast_GET_SIZE(x);
-                for (Py_ssize_t l = 0; l < k && *n < MAX_ARGS; l++) {
-                    PyObject *y = PySequence_Fast_GET_ITEM(x, l);
-                    if (PyObject_TypeCheck(y, (PyTypeObject *)self->tensor_type))
-                        out[(*n)++] = (argref){y, written, pos};
-                }
-            }
-        }
-    }
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(v);
+    for (Py_ssize_t j = 0; j < m; j++)
+        if (collect(self, PySequence_Fast_GET_ITEM(v, j), written, pos, a, depth + 1) < 0)
+            return -1;
     return 0;
+}
+
+static int is_written(const gt_opmeta *m, Py_ssize_t pos)
+{
+    return pos < m->nwpos && m->wpos[pos];
 }
 
 static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
@@ -1657,7 +2049,12 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     PyObject *func = argv[0], *args = argv[1], *kwargs = argv[2];
     if (kwargs == Py_None)
         kwargs = NULL;
-    if (!recording(self)) {
+    if (!recording(self) || self->quiet) {
+        if (self->unbumped && PyList_GET_SIZE(self->unbumped)) {
+            excsave e = exc_save();
+            bump_foreach(self);
+            exc_restore(e);
+        }
         uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
         PyObject *call = v ? ((gt_opmeta *)(uintptr_t)*v)->call : func;
         return PyObject_Call(call, args, kwargs);
@@ -1692,11 +2089,10 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     gt_id stack = 0;
     int64_t seq = 0;
     int grad = 0;
-    argref in[MAX_ARGS];
-    int64_t inver[MAX_ARGS];
-    TensorEnt *inent[MAX_ARGS];
-    int nin = 0;
-    if (meta && recording(self)) {
+    gt_scratch *sc = scratch_take(self);
+    if (!sc)
+        PyErr_NoMemory(), swallow(self);
+    if (meta && sc && recording(self)) {
         stack = capture_stack(self, site, lasti, &uf);
         PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
         grad = ge == Py_True;
@@ -1715,31 +2111,33 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
             seq = 0;
         self->pending_thread = oi.thread;
     }
+    argvec *in = sc ? &sc->in : NULL;
     if (seq) {
         Py_ssize_t na = PyTuple_GET_SIZE(args);
-        for (Py_ssize_t i = 0; i < na; i++)
-            collect(self, PyTuple_GET_ITEM(args, i),
-                    i >= 64                      ? 0
-                    : (meta->wmask >> i) & 1     ? WRITE_BUMPS
-                    : (meta->smask >> i) & 1     ? WRITE_SILENT
-                                                 : 0,
-                    (int)i, in, &nin);
+        int oom = 0;
+        for (Py_ssize_t i = 0; i < na && !oom; i++)
+            oom = collect(self, PyTuple_GET_ITEM(args, i), is_written(meta, i), (int)i, in,
+                          0) < 0;
         if (kwargs && PyDict_Check(kwargs)) {
             PyObject *k, *v;
             Py_ssize_t p = 0;
-            while (PyDict_Next(kwargs, &p, &k, &v)) {
-                int w = PySequence_Contains(meta->wnames, k) > 0 ? WRITE_BUMPS : 0;
-                collect(self, v, w, -1, in, &nin);
+            while (!oom && PyDict_Next(kwargs, &p, &k, &v)) {
+                int w = PySequence_Contains(meta->wnames, k) > 0;
+                oom = collect(self, v, w, -1, in, 0) < 0;
             }
         }
+        if (oom)
+            PyErr_NoMemory(), swallow(self); /* recorded in part */
         int nmut = 0;
-        for (int i = 0; i < nin; i++) {
-            inent[i] = see_tensor(self, in[i].t, 0, NULL, &inver[i]);
-            if (inent[i])
-                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, i, inent[i]->id, inver[i]));
-            if (in[i].written && inent[i])
-                ck(self, gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, inent[i]->id,
-                                   inver[i]));
+        for (size_t i = 0; i < in->n; i++) {
+            argref *a = &in->v[i];
+            a->e = see_tensor(self, a->t, 0, NULL, &a->ver);
+            if (a->e && a->e->saved)
+                check_storage(self, a->e, a->t, seq, 0, stack, 1);
+            if (a->e)
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
+            if (a->written && a->e)
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, a->e->id, a->ver));
         }
     }
     swallow(self);
@@ -1751,60 +2149,57 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
 
     if (seq && recording(self)) {
         saved_exc = exc_save();
-        /* predicted bumps: the ADInplaceOrView kernel bumps after we return */
-        for (int i = 0; i < nin; i++) {
-            if (!in[i].written || !inent[i] || !inent[i]->vc || !out)
+        /* predicted bumps: the ADInplaceOrView kernel bumps after we return,
+         * once per version counter however many written arguments share it */
+        for (size_t i = 0; i < in->n; i++) {
+            argref *a = &in->v[i];
+            if (!a->written || !a->e || !a->e->vc || !out)
                 continue;
-            if (in[i].written == WRITE_SILENT) {
-                /* written, version unmoved: nothing to predict; a bump
-                 * PyTorch does make is observed at the tensor's next use */
-                if (uf)
-                    record_names(self, uf, seq, in[i].t, inent[i]);
+            if (a->e->vc->bumped_at == seq)
                 continue;
+            a->e->last_out = seq;
+            if (a->e->saved) /* an op's own change (set_): autograd sees it */
+                check_storage(self, a->e, a->t, seq, 0, stack, 0);
+            if (meta->bump != BUMP_NONE) {
+                int64_t after = a->ver + 1;
+                a->e->vc->expected = after;
+                a->e->vc->bumped_at = seq;
+                ck(self, gt_version_bump(self->r, seq, a->e->id, after, 0, NULL));
             }
-            int dup = 0;
-            for (int j = 0; j < i; j++)
-                if (in[j].written == WRITE_BUMPS && inent[j] && inent[j]->vc == inent[i]->vc)
-                    dup = 1;
-            if (dup)
-                continue;
-            int64_t after = inver[i] + 1;
-            inent[i]->vc->expected = after;
-            inent[i]->last_out = seq;
-            ck(self, gt_version_bump(self->r, seq, inent[i]->id, after, 0, NULL));
+            if (meta->bump == BUMP_FOREACH) {
+                PyObject *it = Py_BuildValue("(OL)", a->t, (long long)a->ver);
+                if (!it || !self->unbumped || PyList_Append(self->unbumped, it) < 0)
+                    swallow(self);
+                Py_XDECREF(it);
+            }
             if (uf)
-                record_names(self, uf, seq, in[i].t, inent[i]);
-            add_pending(self, in[i].t);
+                record_names(self, uf, seq, a->t, a->e);
+            add_pending(self, a->t);
         }
         if (out) {
-            argref outs[MAX_ARGS];
-            int nout = 0;
-            if (PyTuple_Check(out) || PyList_Check(out)) {
-                Py_ssize_t m = PySequence_Fast_GET_SIZE(out);
-                for (Py_ssize_t j = 0; j < m; j++)
-                    collect(self, PySequence_Fast_GET_ITEM(out, j), 0, (int)j, outs, &nout);
-            } else {
-                collect(self, out, 0, 0, outs, &nout);
-            }
+            argvec *outs = &sc->out;
+            if (collect(self, out, 0, 0, outs, 0) < 0)
+                PyErr_NoMemory(), swallow(self);
             TensorEnt *via = NULL;
             if (meta->view_arg >= 0 && !shallow)
-                for (int i = 0; i < nin; i++)
-                    if (in[i].schema_pos == meta->view_arg && !in[i].written) {
-                        via = inent[i];
+                for (size_t i = 0; i < in->n; i++)
+                    if (in->v[i].schema_pos == meta->view_arg && !in->v[i].written) {
+                        via = in->v[i].e;
                         break;
                     }
-            for (int j = 0; j < nout; j++) {
+            for (size_t j = 0; j < outs->n; j++) {
                 int64_t ver = 0;
-                TensorEnt *e = lookup(self, outs[j].t);
+                PyObject *t = outs->v[j].t;
+                TensorEnt *e = lookup(self, t);
                 if (e) {
                     ver = e->vc ? e->vc->expected : 0;
                 } else {
-                    e = see_tensor(self, outs[j].t, seq, via, &ver);
+                    e = see_tensor(self, t, seq, via, &ver);
                     if (e)
-                        add_pending(self, outs[j].t);
+                        add_pending(self, t);
                 }
                 if (e)
-                    ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, j, e->id, ver));
+                    ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, (int)j, e->id, ver));
             }
         }
         self->pending_seq = seq;
@@ -1813,6 +2208,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     }
     Py_XDECREF(uf);
     Py_XDECREF(site);
+    scratch_give(self, sc);
     self->busy--;
     return out;
 }
@@ -1825,15 +2221,17 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"path",     "tensor_type", "op_meta",   "saved_names",
                              "grad_enabled", "getline", "hidden",    "engine",
                              "key", "via_autograd",      "overwrite",   "max_bytes", "batch_events",
-                             "has_sequence_nr", "has_untyped_storage", NULL};
+                             "has_sequence_nr", "has_untyped_storage", "increment_version",
+                             "check_saved", NULL};
     const char *path;
-    PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via;
-    int overwrite = 0, seqnr = 0, untyped = 1;
+    PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via, *inc = Py_None;
+    int overwrite = 0, seqnr = 0, untyped = 1, check_saved = 0;
     long long max_bytes = 0;
     unsigned int batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIpp", kwlist, &path, &tt, &om,
-                                     &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type, &eng,
-                                     &key, &via, &overwrite, &max_bytes, &batch, &seqnr, &untyped))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppOp", kwlist, &path, &tt,
+                                     &om, &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type,
+                                     &eng, &key, &via, &overwrite, &max_bytes, &batch, &seqnr,
+                                     &untyped, &inc, &check_saved))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
@@ -1863,6 +2261,12 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     Py_XSETREF(self->engine, Py_NewRef(eng));
     Py_XSETREF(self->key, Py_NewRef(key));
     Py_XSETREF(self->via_autograd, Py_NewRef(via));
+    Py_XSETREF(self->increment, Py_NewRef(inc));
+    self->check_saved = check_saved;
+    if (check_saved && !self->fp && !(self->fp = PyDict_New()))
+        return -1;
+    if (!self->unbumped && !(self->unbumped = PyList_New(0)))
+        return -1;
     if (!self->keep && !(self->keep = PyList_New(0)))
         return -1;
     if (!self->retry && !(self->retry = PyList_New(0)))
@@ -1872,6 +2276,8 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     self->active = 1;
     return 0;
 }
+
+static void region_pop(Recorder *self, int64_t seq);
 
 static void free_caches(Recorder *self)
 {
@@ -1894,6 +2300,7 @@ static void free_caches(Recorder *self)
             gt_opmeta *m = (gt_opmeta *)(uintptr_t)self->ops.slots[i].value;
             Py_XDECREF(m->wnames);
             Py_XDECREF(m->call);
+            free(m->wpos);
             free(m);
         }
     gt_map_clear(&self->ops);
@@ -1919,6 +2326,20 @@ static void free_caches(Recorder *self)
     free(self->pending);
     self->pending = NULL;
     self->cappending = 0;
+    if (self->unbumped)
+        PyList_SetSlice(self->unbumped, 0, PY_SSIZE_T_MAX, NULL);
+    while (self->nregions)
+        region_pop(self, self->regions[self->nregions - 1].seq);
+    free(self->regions);
+    self->regions = NULL;
+    self->capregions = 0;
+    if (self->fp)
+        PyDict_Clear(self->fp);
+    gt_map_clear(&self->done);
+    free(self->done_keys);
+    self->done_keys = NULL;
+    self->ndone_keys = self->capdone_keys = 0;
+    scratch_free_all(self);
 }
 
 /* close(status, exit_code, signal) -> None or the recorder's error message */
@@ -1933,6 +2354,7 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
     excsave saved_exc = exc_save();
     if (!self->failed)
         flush_pending(self);
+    bump_foreach(self);
     self->active = 0;
     int rc = 0;
     /* even after a stop: at the size cap the recorder still writes the end */
@@ -2021,6 +2443,192 @@ static gt_id node_of(Recorder *self, PyObject *t)
     return nid;
 }
 
+static void region_pop(Recorder *self, int64_t seq)
+{
+    if (!self->nregions || self->regions[self->nregions - 1].seq != seq)
+        return;
+    gt_region *rg = &self->regions[--self->nregions];
+    free(rg->tensors);
+    free(rg->versions);
+    free(rg->nbytes);
+}
+
+/* Open a checkpoint region for call `seq` over the tensors of `in`. */
+static void region_push(Recorder *self, int64_t seq, argvec *in)
+{
+    if (reserve((void **)&self->regions, self->nregions, &self->capregions,
+                sizeof *self->regions) < 0)
+        return;
+    size_t n = in->n ? in->n : 1;
+    gt_region rg = {.seq = seq, .n = in->n, .tensors = calloc(n, sizeof(gt_id)),
+                    .versions = calloc(n, sizeof(int64_t)),
+                    .nbytes = calloc(n, sizeof(int64_t))};
+    if (!rg.tensors || !rg.versions || !rg.nbytes) {
+        free(rg.tensors);
+        free(rg.versions);
+        free(rg.nbytes);
+        return;
+    }
+    for (size_t i = 0; i < in->n; i++) {
+        argref *a = &in->v[i];
+        rg.tensors[i] = a->e ? a->e->id : 0;
+        rg.versions[i] = a->ver;
+        rg.nbytes[i] = -1;
+        if (a->e && a->e->geom) {
+            int64_t numel = 1;
+            for (int d = 0; d < a->e->ndim; d++)
+                numel *= a->e->geom[d];
+            int isz = 1;
+            PyObject *dt = PyObject_GetAttr(a->t, STATE(self)->s_dtype);
+            if (dt)
+                dtype_of(self, a->t, dt, &isz);
+            Py_XDECREF(dt);
+            swallow(self);
+            rg.nbytes[i] = numel * isz;
+        }
+    }
+    self->regions[self->nregions++] = rg;
+}
+
+/* At the start of backward call bid: check the storage of every live tensor
+ * a node saved (see check_storage). */
+static void watch_all(Recorder *self, gt_id bid, gt_id stack)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->tensors.cap; i++)
+        if (self->tensors.slots[i].used &&
+            ((TensorEnt *)(uintptr_t)self->tensors.slots[i].value)->saved)
+            n++;
+    if (!n)
+        return;
+    TensorEnt **all = malloc(sizeof *all * n);
+    size_t k = 0;
+    for (size_t i = 0; all && i < self->tensors.cap && k < n; i++) {
+        TensorEnt *e = (TensorEnt *)(uintptr_t)self->tensors.slots[i].value;
+        if (self->tensors.slots[i].used && e->saved) {
+            Py_INCREF(e);
+            all[k++] = e;
+        }
+    }
+    for (size_t i = 0; i < k; i++) {
+        TensorEnt *e = all[i];
+        PyObject *t = e->rec && e->wr ? PyWeakref_GetObject(e->wr) : NULL;
+        if (t && t != Py_None) {
+            Py_INCREF(t);
+            check_storage(self, e, t, 0, bid, stack, 1);
+            Py_DECREF(t);
+        }
+        Py_DECREF(e);
+    }
+    free(all);
+    swallow(self);
+}
+
+/* call_begin(name, args, region) -> seq (0: not recorded): a Python-level
+ * call the engine makes into user code (a custom autograd.Function's
+ * apply, a checkpointed function) as an ops row named `name`, with the
+ * caller's stack and the tensors of `args` as inputs. region: a
+ * non-reentrant checkpoint (see gt_region) until call_end(seq). */
+static PyObject *Recorder_call_begin(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    const char *name;
+    PyObject *inputs;
+    int region;
+    if (!PyArg_ParseTuple(args, "sOp", &name, &inputs, &region))
+        return NULL;
+    if (!recording(self))
+        return PyLong_FromLong(0);
+    excsave saved_exc = exc_save();
+    flush_pending(self);
+    gt_scratch *sc = scratch_take(self);
+    PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
+    int grad = ge == Py_True;
+    Py_XDECREF(ge);
+    swallow(self);
+    gt_op_info oi = {.name = intern_str(self, name),
+                     .phase = self->in_backward ? GT_PHASE_BACKWARD
+                              : grad            ? GT_PHASE_FORWARD
+                                                : GT_PHASE_OTHER,
+                     .grad_mode = grad,
+                     .thread = current_thread(self),
+                     .stack = capture_stack_here(self, NULL)};
+    int64_t seq = 0;
+    if (!sc || !oi.name || ck(self, gt_op(self->r, &oi, &seq)) < 0)
+        seq = 0;
+    if (seq) {
+        if (collect(self, inputs, 0, 0, &sc->in, 0) < 0)
+            PyErr_NoMemory(), swallow(self);
+        for (size_t i = 0; i < sc->in.n; i++) {
+            argref *a = &sc->in.v[i];
+            a->e = see_tensor(self, a->t, 0, NULL, &a->ver);
+            if (a->e)
+                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
+        }
+        if (region)
+            region_push(self, seq, &sc->in);
+        self->calls++;
+    }
+    scratch_give(self, sc);
+    swallow(self);
+    exc_restore(saved_exc);
+    return PyLong_FromLongLong(seq);
+}
+
+/* call_end(seq, result_or_None): the call `seq` returned `result`: its
+ * tensors are the call's outputs, and the nodes they got (a custom
+ * Function's node) are recorded now, attributed to the call, while what
+ * they saved is still unmodified. Closes the call's checkpoint region. */
+static PyObject *Recorder_call_end(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    long long seq;
+    PyObject *result;
+    if (!PyArg_ParseTuple(args, "LO", &seq, &result))
+        return NULL;
+    if (!seq)
+        Py_RETURN_NONE;
+    if (self->calls > 0)
+        self->calls--;
+    excsave saved_exc = exc_save();
+    self->quiet++;
+    gt_scratch *sc = recording(self) && result != Py_None ? scratch_take(self) : NULL;
+    if (sc) {
+        modstate *ms = STATE(self);
+        gt_id thread = current_thread(self);
+        if (collect(self, result, 0, 0, &sc->out, 0) < 0)
+            PyErr_NoMemory(), swallow(self);
+        for (size_t j = 0; j < sc->out.n && recording(self); j++) {
+            PyObject *t = sc->out.v[j].t;
+            int64_t ver = 0;
+            TensorEnt *e = see_tensor(self, t, 0, NULL, &ver);
+            if (!e)
+                continue;
+            ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, (int)j, e->id, ver));
+            e->last_out = seq;
+            PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
+            if (g && g != Py_None) {
+                int is_new = 0;
+                gt_id nid = discover(self, g, seq, thread, &is_new);
+                if (nid && is_new)
+                    ck(self, gt_node_output(self->r, nid,
+                                            (int)long_attr(t, ms->s_output_nr, 0, self),
+                                            e->id));
+            }
+            Py_XDECREF(g);
+            swallow(self);
+        }
+    }
+    scratch_give(self, sc);
+    if (recording(self))
+        flush_pending(self); /* the last inner op's nodes, still in the region */
+    region_pop(self, seq);
+    self->quiet--;
+    swallow(self);
+    exc_restore(saved_exc);
+    Py_RETURN_NONE;
+}
+
 /* backward_begin(api, roots, retain_graph, create_graph, inputs) -> id (0:
  * not recorded) */
 static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
@@ -2052,6 +2660,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
         ck(self, gt_backward_root(self->r, id, (int)i, e ? e->id : 0, node_of(self, t)));
     }
     Py_XDECREF(seq);
+    watch_all(self, id, bi.stack);
     if (inputs != Py_None) {
         seq = PySequence_Fast(inputs, "inputs");
         for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++) {
@@ -2164,6 +2773,8 @@ static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
         return NULL;
     if (!on && self->active && recording(self) && !self->busy)
         flush_pending(self);
+    if (!on && !self->busy)
+        bump_foreach(self);
     if (!on) {
         clear_pending(self);
         Py_CLEAR(self->last_site);
@@ -2221,6 +2832,9 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->engine);
     Py_VISIT(self->key);
     Py_VISIT(self->via_autograd);
+    Py_VISIT(self->increment);
+    Py_VISIT(self->fp);
+    Py_VISIT(self->unbumped);
     Py_VISIT(self->keep);
     Py_VISIT(self->retry);
     Py_VISIT(self->last_site);
@@ -2244,6 +2858,9 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->engine);
     Py_CLEAR(self->key);
     Py_CLEAR(self->via_autograd);
+    Py_CLEAR(self->increment);
+    Py_CLEAR(self->fp);
+    Py_CLEAR(self->unbumped);
     Py_CLEAR(self->keep);
     Py_CLEAR(self->retry);
     Py_CLEAR(self->last_site);
@@ -2282,6 +2899,10 @@ static PyMethodDef Recorder_methods[] = {
      "backward_begin(api, roots, retain_graph, create_graph, inputs) -> id"},
     {"backward_end", Recorder_backward_end, METH_VARARGS, "backward_end(id, exc_or_None)"},
     {"error", Recorder_error, METH_O, "error(exc): record the exception ending the run"},
+    {"call_begin", Recorder_call_begin, METH_VARARGS,
+     "call_begin(name, args, region) -> seq: record a call into user code"},
+    {"call_end", Recorder_call_end, METH_VARARGS,
+     "call_end(seq, result_or_None): its outputs and the nodes they got"},
     {"set_active", Recorder_set_active, METH_O, "set_active(bool): open/close the window"},
     {"forked", Recorder_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},

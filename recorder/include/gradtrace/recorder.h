@@ -300,6 +300,32 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
                     int64_t version, int is_output, int64_t nbytes,
                     int64_t *seq /* OUT, may be NULL */);
 
+/* gt_saved_tensor, for a tensor the engine saved at an earlier event
+ * `saved_seq` (> 0) than now: a checkpoint's input, saved by the call and
+ * recorded as each node of the region is found (saved_tensors.saved_seq). */
+int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
+                       int64_t version, int is_output, int64_t nbytes, int64_t saved_seq,
+                       int64_t *seq /* OUT, may be NULL */);
+
+/* A recorded tensor found on another storage than before (storage_swaps):
+ * fields as the table's columns, 0 for NULL. */
+typedef struct gt_swap_info {
+    gt_id tensor;
+    gt_id old_storage, new_storage;
+    int64_t op;       /* ops.seq that noticed it, or 0 */
+    gt_id backward;   /* backward call whose start noticed it, or 0 */
+    int64_t last_seen;
+    gt_id stack;
+} gt_swap_info;
+
+/* Record a storage swap; takes a seq. */
+int gt_storage_swap(gt_recorder *r, const gt_swap_info *s);
+
+/* A fingerprint of the bytes of saved tensor `saved` (saved_tensors.seq):
+ * at_use 0 at save, 1 when its node ran in backward call `backward`. */
+int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward, int64_t nbytes,
+                   uint64_t hash);
+
 /* Start a backward call; its 1-based index is returned in *id. */
 int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id /* OUT */);
 

@@ -27,6 +27,11 @@ Options
                     rank N's trace to path with `.rankN` before the extension
                     (run.db -> run.rank0.db), or with `{rank}` in path
                     replaced; True: always; False: never.
+    check_saved     fingerprint (XXH3) the bytes of every saved CPU tensor at
+                    save and when its node runs in backward, so that writes
+                    autograd cannot see (NumPy views, DLPack, custom kernels)
+                    are found (saved_fingerprints); costs a hash of each
+                    saved tensor twice
 
 Distributed training: the run row records rank, local rank, world size,
 backend and the launcher's run id (gradtrace/_dist.py), and workers that
@@ -72,7 +77,7 @@ class Recording:
     """One trace being recorded; see the module docstring for options."""
 
     def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
-                 argv=None, per_rank=None):
+                 argv=None, per_rank=None, check_saved=False):
         from . import _dist
         self.template = os.fspath(path)
         self.path = _dist.trace_path(self.template, per_rank)
@@ -87,6 +92,7 @@ class Recording:
             backward_calls = (int(first), int(last))
         self.backward_calls = backward_calls
         self.argv = list(sys.argv if argv is None else argv)
+        self.check_saved = bool(check_saved)
         self._rec = None
         self._mode = None
         self._patch = None
@@ -132,8 +138,10 @@ class Recording:
             max_bytes=self.max_size,
             has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
             has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
+            increment_version=getattr(torch._C, "_increment_version", None),
+            check_saved=self.check_saved,
         )
-        options = {"max_size": self.max_size or None,
+        options = {"max_size": self.max_size or None, "check_saved": self.check_saved,
                    "backward_calls": list(self.backward_calls) if self.backward_calls else None}
         self._rec.set_run(
             engine_version=torch.__version__,

@@ -132,22 +132,22 @@ def _is_tensor_type(t):
 
 
 def collective_writes(schema):
-    """Bit mask of the schema positions a c10d collective writes without
+    """The schema positions a c10d collective writes without
     saying so in its schema (no alias info, no version bump): the first
     tensor argument of an in-place collective (name ending in '_'), barriers
-    aside. 0 for every other op. Ops whose schema marks the write (the
+    aside; none for every other op. Ops whose schema marks the write (the
     functional collectives' all_reduce_) go through the ordinary path."""
     if not schema.name.startswith("c10d::"):
-        return 0
+        return []
     name = schema.name[len("c10d::"):]
     if not name.endswith("_") or "barrier" in name:
-        return 0
+        return []
     for i, arg in enumerate(schema.arguments):
         if arg.alias_info is not None:
-            return 0
+            return []
         if _is_tensor_type(arg.type):
-            return 1 << i if i < 64 else 0
-    return 0
+            return [i]
+    return []
 
 
 # -- patches while recording ------------------------------------------------

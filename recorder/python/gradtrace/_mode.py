@@ -10,6 +10,7 @@ the recorded run must fail exactly where the unrecorded one does.
 """
 import functools
 import inspect
+import sys
 import threading
 import types
 
@@ -34,25 +35,49 @@ def _direct_call(func):
     return op
 
 
+# How the versions of an op's written arguments move (_gradtrace.c BUMP_*)
+BUMP_AFTER, BUMP_FOREACH, BUMP_NONE = 0, 1, 2
+
+
+def _bump_kind(name, written):
+    """BUMP_AFTER when PyTorch's ADInplaceOrView kernel bumps the written
+    arguments after __torch_dispatch__ returns; BUMP_FOREACH for _foreach_
+    ops, whose per-tensor ops bump only when no dispatch mode runs (the
+    recorder then bumps for them); BUMP_NONE for other ops without that
+    kernel (fused optimizer kernels), which PyTorch does not bump."""
+    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    if not written or has_kernel is None:
+        return BUMP_AFTER
+    try:
+        if has_kernel(name, "ADInplaceOrView"):
+            return BUMP_AFTER
+    except RuntimeError:
+        return BUMP_AFTER
+    if name.startswith("aten::_foreach_"):
+        return BUMP_FOREACH
+    return BUMP_NONE
+
+
 def op_meta(func):
-    """(name, written-argument mask, written-argument names, view argument,
-    callable, silently-written mask) of an OpOverload, from its schema:
-    alias_info.is_write marks
-    what the op mutates (in-place, out= and copy_ alike); a return with
-    non-write alias info is a view of the first argument with alias info.
-    The callable is what func(*args, **kwargs) ends up calling; the last mask
-    names arguments written without a version bump (_dist.collective_writes)."""
+    """(name, written-argument positions, written-argument names, view
+    argument, callable, bump kind) of an OpOverload, from its schema:
+    alias_info.is_write marks what the op mutates (in-place, out= and copy_
+    alike); a return with non-write alias info is a view of the first
+    argument with alias info. The callable is what func(*args, **kwargs)
+    ends up calling; the bump kind says how PyTorch moves the written
+    arguments' versions (_bump_kind). An in-place c10d collective's output,
+    which its schema does not mark, is written too, without a bump
+    (_dist.collective_writes)."""
     schema = func._schema
     name = schema.name
     if schema.overload_name:
         name += "." + schema.overload_name
-    mask = 0
+    positions = []
     written = []
     for i, arg in enumerate(schema.arguments):
         info = arg.alias_info
         if info is not None and info.is_write:
-            if i < 64:
-                mask |= 1 << i
+            positions.append(i)
             written.append(arg.name)
     view_arg = -1
     if any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns):
@@ -60,8 +85,14 @@ def op_meta(func):
             if arg.alias_info is not None and not arg.alias_info.is_write:
                 view_arg = i
                 break
+    bump = _bump_kind(name, written)
     from ._dist import collective_writes  # c10d writes its schema does not mark
-    return (name, mask, tuple(written), view_arg, _direct_call(func), collective_writes(schema))
+    silent = [i for i in collective_writes(schema) if i not in positions]
+    if silent:
+        positions.extend(silent)
+        written.extend(schema.arguments[i].name for i in silent)
+        bump = BUMP_NONE
+    return (name, tuple(positions), tuple(written), view_arg, _direct_call(func), bump)
 
 
 def saved_names(cls):
@@ -121,6 +152,45 @@ def _as_list(x):
     return list(x)
 
 
+def _dynamo_counts():
+    """(frames TorchDynamo was asked to compile, calls it captured), or None
+    when torch._dynamo was never imported (nothing was compiled)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return None
+    counters = getattr(utils, "counters", None)
+    if counters is None:
+        return None
+    return counters["frames"].get("total", 0), counters["stats"].get("calls_captured", 0)
+
+
+class CompileNotice:
+    """TorchDynamo does not compile while a TorchDispatchMode is active: a
+    torch.compile'd function called while recording runs eagerly, its aten
+    ops recorded one by one. Recording must not change what runs without
+    saying so: check() prints one line the first time that happened."""
+
+    MESSAGE = ("gradtrace: torch.compile ran eagerly while recording (TorchDynamo does "
+               "not compile under the dispatch mode gradtrace records with); the trace "
+               "shows the compiled regions' aten ops")
+
+    def __init__(self):
+        self._start = _dynamo_counts() or (0, 0)
+        self._said = False
+
+    def check(self):
+        if self._said:
+            return
+        now = _dynamo_counts()
+        if now is None or now[0] <= self._start[0]:
+            return
+        if now[1] > self._start[1]:
+            self._start = now  # it did capture: not our case
+            return
+        self._said = True
+        print(self.MESSAGE, file=sys.stderr)
+
+
 class BackwardPatch:
     """Wraps the backward entry points while a recording is on.
 
@@ -138,14 +208,71 @@ class BackwardPatch:
     def __init__(self, recording):
         self._recording = recording
         self._saved = []
+        self.compile_notice = CompileNotice()
 
     def install(self):
         for owner, attr, api, roots, inputs in self.TARGETS:
             orig = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
             self._saved.append((owner, attr, orig))
             setattr(owner, attr, self._wrap(orig, api, roots, inputs))
+        self._wrap_calls()
+
+    def _wrap_calls(self):
+        """Bracket the calls the engine makes into user code, so that the
+        recorder names the line that made them: a custom autograd.Function's
+        apply (its node is recorded as apply returns, attributed to the
+        calling line, before anything can change what it saved), and a
+        non-reentrant torch.utils.checkpoint region (its nodes save through
+        saved-tensor hooks, which the recorder must not unpack)."""
+        rec = self._recording
+        fn_cls = torch.autograd.function.Function
+        apply = fn_cls.__dict__.get("apply")
+        if isinstance(apply, classmethod):
+            orig_apply = apply.__func__
+
+            @functools.wraps(orig_apply)
+            def wrapped_apply(cls, *args, **kwargs):
+                r = rec._rec
+                if r is None or not r.recording:
+                    return orig_apply(cls, *args, **kwargs)
+                seq = r.call_begin(cls.__qualname__ + ".apply", (args, tuple(kwargs.values())),
+                                   False)
+                try:
+                    out = orig_apply(cls, *args, **kwargs)
+                except BaseException:
+                    r.call_end(seq, None)
+                    raise
+                r.call_end(seq, out)
+                return out
+
+            self._saved.append((fn_cls, "apply", apply))
+            fn_cls.apply = classmethod(wrapped_apply)
+        try:
+            import torch.utils.checkpoint as ckpt
+        except ImportError:  # pragma: no cover
+            return
+        gen = getattr(ckpt, "_checkpoint_without_reentrant_generator", None)
+        if gen is None:
+            return
+
+        @functools.wraps(gen)
+        def wrapped_gen(*args, **kwargs):
+            r = rec._rec
+            seq = 0
+            if r is not None and r.recording:
+                seq = r.call_begin("torch.utils.checkpoint", (args, tuple(kwargs.values())),
+                                   True)
+            try:
+                yield from gen(*args, **kwargs)
+            finally:
+                if r is not None:
+                    r.call_end(seq, None)
+
+        self._saved.append((ckpt, "_checkpoint_without_reentrant_generator", gen))
+        ckpt._checkpoint_without_reentrant_generator = wrapped_gen
 
     def remove(self):
+        self.compile_notice.check()
         for owner, attr, orig in reversed(self._saved):
             setattr(owner, attr, orig)
         self._saved = []
@@ -153,11 +280,13 @@ class BackwardPatch:
     def _wrap(self, orig, api, roots_name, inputs_name):
         sig = inspect.signature(orig)
         recording = self._recording
+        notice = self.compile_notice
 
         @functools.wraps(orig)
         def wrapper(*args, **kwargs):
             if getattr(_tls, "depth", 0) or not recording.is_on():
                 return orig(*args, **kwargs)
+            notice.check()
             try:
                 bound = sig.bind(*args, **kwargs)
                 a = bound.arguments

@@ -22,7 +22,7 @@ import gradtrace
 
 def _parse(argv):
     opts = {"output": "gradtrace.db", "force": False, "max_size": 0, "window": None,
-            "command": "gradtrace"}
+            "command": "gradtrace", "check_saved": False}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -30,6 +30,10 @@ def _parse(argv):
             return opts, argv[i + 1:]
         if a == "--force":
             opts["force"] = True
+            i += 1
+            continue
+        if a == "--check-saved":
+            opts["check_saved"] = True
             i += 1
             continue
         if i + 1 >= len(argv):
@@ -138,7 +142,8 @@ def main(argv):
     path = os.path.abspath(script)
     sys.path[0] = os.path.dirname(path)
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
-                              backward_calls=opts["window"], argv=rest)
+                              backward_calls=opts["window"], argv=rest,
+                              check_saved=opts["check_saved"])
     recs.append(rec)
     out = rec.path  # rank N of a launched job writes out.rankN (gradtrace/_dist.py)
     rec.announce = True

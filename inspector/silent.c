@@ -1,0 +1,242 @@
+/* Writes PyTorch cannot see: findings from the facts the recorder keeps for
+ * them (schema v3), apart from the replay of version counters.
+ *
+ * silent_storage_swap: a tensor a node saved was found on another storage
+ * (storage_swaps: `t.data = other`, `set_` outside the dispatcher) before a
+ * backward call that ran the node. The node saved the tensor object itself,
+ * so backward reads the new memory: no version bump, no error, wrong
+ * gradients. The line that swapped is not an op; the finding gives the
+ * interval it happened in (the last op that saw the old storage, and the op
+ * or backward call that noticed the new one).
+ *
+ * silent_saved_write: with --check-saved, the fingerprint of a saved
+ * tensor's bytes when its node ran differs from the one at save, and no
+ * version bump explains it: something autograd cannot see wrote the memory
+ * (a NumPy view, DLPack, __array_interface__, a custom kernel). Listed with
+ * it: the recorded ops between save and use that took a tensor on the same
+ * storage (the events that could reach that memory). */
+#include "diagnose.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include <gradtrace/recorder.h>
+
+/* For each swap of a saved tensor, the saved rows saved before it and the
+ * backward call that needed them: the call whose start noticed the swap, else
+ * the first call after it; the node must have run in it (node_execs), unless
+ * the call has no node_execs at all (PyTorch without them). */
+static const char sql_swaps[] =
+    "WITH sw AS ("
+    "  SELECT w.seq, w.tensor, w.op, w.backward, w.last_seen, w.stack,"
+    "    coalesce(w.backward, (SELECT b.id FROM backward_calls b WHERE b.seq > w.seq"
+    "      ORDER BY b.seq LIMIT 1)) AS bw"
+    "  FROM storage_swaps w)"
+    " SELECT sw.seq, sw.tensor, sw.op, sw.bw, st.seq, st.node, st.version,"
+    "  (SELECT json_object('file', f.text, 'line', fr.line) FROM ops o"
+    "    JOIN stacks s ON s.id = o.stack JOIN frames fr ON fr.id = coalesce(s.user_frame,"
+    "    s.frame) JOIN strings f ON f.id = fr.file WHERE o.seq = (SELECT max(o2.seq)"
+    "    FROM ops o2 WHERE o2.seq <= sw.last_seen)),"
+    "  (SELECT json_object('file', f.text, 'line', fr.line) FROM stacks s"
+    "    JOIN frames fr ON fr.id = coalesce(s.user_frame, s.frame)"
+    "    JOIN strings f ON f.id = fr.file WHERE s.id = sw.stack),"
+    "  sw.stack"
+    " FROM sw JOIN saved_tensors st ON st.tensor = sw.tensor AND st.seq < sw.seq"
+    " WHERE sw.bw IS NOT NULL AND (?1 = 0 OR sw.bw = ?1)"
+    "  AND (EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw AND x.node = st.node)"
+    "   OR NOT EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw))"
+    " ORDER BY sw.bw, st.seq";
+
+/* "file:line" of a {"file", "line"} JSON location (sqlite3 text), or NULL. */
+static char *where(sqlite3_stmt *st, int col)
+{
+    const char *j = (const char *)sqlite3_column_text(st, col);
+    if (!j)
+        return NULL;
+    char *out = NULL;
+    sqlite3 *db = sqlite3_db_handle(st);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT json_extract(?1, '$.file') || ':' || "
+                           "json_extract(?1, '$.line')",
+                           -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, j, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+            out = strdup((const char *)sqlite3_column_text(q, 0));
+    }
+    sqlite3_finalize(q);
+    return out;
+}
+
+static int has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *q = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                           -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+        found = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return found;
+}
+
+/* Append one finding to f, growing f->v to exactly its new size. */
+static gt_finding *append(gt_findings *f)
+{
+    gt_finding *v = realloc(f->v, (f->n + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    f->v = v;
+    gt_finding *x = &v[f->n++];
+    memset(x, 0, sizeof *x);
+    x->saved_version = -1;
+    x->version_at_backward = -1;
+    x->matches_error = -1;
+    return x;
+}
+
+/* Fingerprints at save and at use that differ, with nothing the version
+ * counter saw (the saved version still current when the node ran). */
+static const char sql_prints[] =
+    "SELECT u.backward, st.seq, st.node, st.tensor, st.version, u.seq, t.storage"
+    " FROM saved_fingerprints s JOIN saved_fingerprints u ON u.saved = s.saved"
+    "  AND u.at_use = 1 AND s.at_use = 0"
+    " JOIN saved_tensors st ON st.seq = s.saved LEFT JOIN tensors t ON t.id = st.tensor"
+    " WHERE (s.hash != u.hash OR s.nbytes != u.nbytes) AND (?1 = 0 OR u.backward = ?1)"
+    "  AND NOT EXISTS (SELECT 1 FROM version_bumps b JOIN tensors bt ON bt.id = b.tensor"
+    "   WHERE bt.version_counter = t.version_counter AND b.seq > st.seq AND b.seq < u.seq"
+    "   AND b.version > st.version)"
+    " ORDER BY u.seq";
+
+/* The ops between a save and its use taking a tensor on the same storage. */
+static const char sql_touch[] =
+    "SELECT a.op, min(a.tensor) FROM op_args a JOIN tensors t ON t.id = a.tensor"
+    " WHERE t.storage = ?1 AND a.op > ?2 AND a.op < ?3 GROUP BY a.op ORDER BY a.op"
+    " LIMIT 32";
+
+static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL, *touch = NULL;
+    int rc = 0, s;
+    if (sqlite3_prepare_v2(db, sql_prints, -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql_touch, -1, &touch, NULL) != SQLITE_OK)
+        goto fail_sql;
+    sqlite3_bind_int64(st, 1, only);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        gt_finding *x = append(f);
+        if (!x)
+            goto nomem;
+        x->kind = GT_FINDING_SILENT_SAVED_WRITE;
+        x->backward = sqlite3_column_int64(st, 0);
+        x->saved_seq = sqlite3_column_int64(st, 1);
+        x->node = sqlite3_column_int64(st, 2);
+        x->tensor = sqlite3_column_int64(st, 3);
+        x->saved_version = sqlite3_column_int64(st, 4);
+        sqlite3_reset(touch);
+        sqlite3_bind_int64(touch, 1, sqlite3_column_int64(st, 6));
+        sqlite3_bind_int64(touch, 2, x->saved_seq);
+        sqlite3_bind_int64(touch, 3, sqlite3_column_int64(st, 5));
+        while (sqlite3_step(touch) == SQLITE_ROW) {
+            gt_mutation *m = realloc(x->mutations, (x->n_mutations + 1) * sizeof *m);
+            if (!m)
+                goto nomem;
+            x->mutations = m;
+            m[x->n_mutations++] = (gt_mutation){.seq = sqlite3_column_int64(touch, 0),
+                                                .tensor = sqlite3_column_int64(touch, 1),
+                                                .version_after = -1};
+        }
+        x->suggestion = strdup(
+            "the saved bytes changed with no version bump: a write autograd cannot see "
+            "(a NumPy view, DLPack, __array_interface__, a custom kernel); clone() the "
+            "tensor before handing its memory out, or write through a torch op");
+        if (!x->suggestion)
+            goto nomem;
+    }
+    if (s != SQLITE_DONE)
+        goto fail_sql;
+    goto out;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    rc = GT_ENOMEM;
+    goto out;
+fail_sql:
+    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
+    rc = GT_ECORRUPT;
+out:
+    sqlite3_finalize(st);
+    sqlite3_finalize(touch);
+    return rc;
+}
+
+int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err, size_t errlen)
+{
+    if (has_table(db, "saved_fingerprints")) {
+        int rc = saved_writes(db, only, f, err, errlen);
+        if (rc)
+            return rc;
+    }
+    if (!has_table(db, "storage_swaps"))
+        return 0; /* a v2 trace: no swap was looked for */
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(db, sql_swaps, -1, &st, NULL) != SQLITE_OK)
+        goto fail_sql;
+    sqlite3_bind_int64(st, 1, only);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        gt_finding *x = append(f);
+        gt_mutation *m = malloc(sizeof *m);
+        if (!x || !m) {
+            free(m);
+            if (x)
+                f->n--;
+            snprintf(err, errlen, "out of memory");
+            rc = GT_ENOMEM;
+            goto out;
+        }
+        x->kind = GT_FINDING_SILENT_STORAGE_SWAP;
+        x->backward = sqlite3_column_int64(st, 3);
+        x->saved_seq = sqlite3_column_int64(st, 4);
+        x->node = sqlite3_column_int64(st, 5);
+        x->saved_version = sqlite3_column_int64(st, 6);
+        x->tensor = sqlite3_column_int64(st, 1);
+        x->stack = sqlite3_column_int64(st, 9);
+        /* the op that noticed it (a write of no op: listed when an op saw
+         * it, the interval is in the suggestion either way) */
+        m->seq = sqlite3_column_int64(st, 2);
+        m->bump_seq = 0;
+        m->tensor = x->tensor;
+        m->version_after = -1;
+        x->mutations = m;
+        x->n_mutations = m->seq ? 1 : 0;
+        char *before = where(st, 7), *after = where(st, 8);
+        char buf[1024];
+        snprintf(buf, sizeof buf,
+                 "the tensor's storage was replaced (`x.data = ...`, `set_`) %s%s%s%s: backward "
+                 "read the new memory with no version bump and no error; change the values "
+                 "with `with torch.no_grad(): x.copy_(new)` (a write autograd checks) or "
+                 "recompute the forward after the change",
+                 before ? "after " : "", before ? before : "", after ? " and before " : "",
+                 after ? after : "");
+        free(before);
+        free(after);
+        if (!(x->suggestion = strdup(buf))) {
+            snprintf(err, errlen, "out of memory");
+            rc = GT_ENOMEM;
+            goto out;
+        }
+    }
+    if (s != SQLITE_DONE)
+        goto fail_sql;
+    goto out;
+fail_sql:
+    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
+    rc = GT_ECORRUPT;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}

@@ -1,0 +1,34 @@
+"""Writes autograd cannot see: `.data =` assignments (spectral norm's
+`u.data = new_u`) on tensors a node saved.
+
+    cap_swap.py CASE
+
+after_save: the power-iteration vector is swapped after the forward saved
+it: no error, wrong gradients. before_save: the same swap before the
+forward: correct. by_op: swapped, then used by an op before the backward.
+set_op: replaced with set_(), an op autograd sees (PyTorch raises).
+Prints the weight's gradient."""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+case = sys.argv[1]
+torch.manual_seed(0)
+weight = torch.randn(4, 4, requires_grad=True)
+u = F.normalize(torch.randn(4), dim=0)
+
+if case == "before_save":
+    u.data = F.normalize(weight.detach() @ u, dim=0)  # @swap
+sigma = u @ weight @ u  # @save
+if case in ("after_save", "by_op"):
+    u.data = F.normalize(weight.detach() @ u, dim=0)  # @swap
+if case == "by_op":
+    print("norm", round(float(u.norm()), 4))  # @notice
+if case == "set_op":
+    u.set_(F.normalize(torch.randn(4), dim=0))  # @swap
+try:
+    sigma.backward()  # @backward
+    print(weight.grad)
+except RuntimeError as e:
+    print("error:", str(e).split(" Hint:")[0])
