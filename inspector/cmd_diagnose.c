@@ -528,7 +528,7 @@ int gt_cmd_diagnose(int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "+hb:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "hb:", longopts, NULL)) != -1) {
         switch (ch) {
         case 'j':
             json = 1;
