@@ -534,7 +534,8 @@ static void test_choose_backward(void **state)
     /* No findings: the last call. */
     gt_graph *g = build(t.path, NULL);
     assert_int_equal(gt_graph_backward(g), 3);
-    assert_int_equal(gt_graph_nodes_drawn(g), 50); /* small: all of it */
+    /* 50 nodes, more than a screen's worth: the 40 nearest the root */
+    assert_int_equal(gt_graph_nodes_drawn(g), GT_GRAPH_SCREEN_NODES);
     gt_graph_free(g);
 
     /* Findings: the first to fail, else the first with a call. */
@@ -793,15 +794,17 @@ static void test_layout_limit(void **state)
     free(data);
     gt_graph_free(g);
 
-    /* Without findings and above the limit, focus falls back on the root. */
+    /* Without findings and above the limit, focus falls back on the root,
+     * as far as a quarter of the limit allows (room for notes, markers). */
     o.all = 0;
     g = build(t.path, &o);
-    assert_int_equal(gt_graph_nodes_drawn(g), 3);
+    assert_int_equal(gt_graph_nodes_drawn(g), 10);
     Agraph_t *d = reparse(g);
     assert_non_null(node(d, "n50"));
-    assert_non_null(node(d, "n48"));
+    assert_non_null(node(d, "n41"));
+    assert_null(node(d, "n40"));
     assert_contains(shown(agget(d, (char *)"label")),
-                    "3 of 50 autograd nodes: 2 hops around 1 root");
+                    "10 of 50 autograd nodes: 9 hops around 1 root");
     agclose(d);
     gt_graph_free(g);
 }
