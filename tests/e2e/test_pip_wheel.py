@@ -85,6 +85,11 @@ class Wheel(unittest.TestCase):
         exts = sorted(n.split(".")[0] for n in names if n.endswith(".so") and "/" not in n)
         self.assertIn("_gradtrace", exts)
         self.assertIn("_gtinspect", exts)
+        # the pytest plugin is registered through the pytest11 entry point
+        z = zipfile.ZipFile(WHEEL)
+        eps = z.read([n for n in names if n.endswith(".dist-info/entry_points.txt")][0])
+        self.assertIn(b"[pytest11]\ngradtrace = gradtrace.pytest_plugin", eps)
+        self.assertIn(b"[console_scripts]\ngradtrace = gradtrace.__main__:main", eps)
         # nothing of the build tree: no tests, no benchmarks
         self.assertFalse([n for n in names if "test_" in n or "bench_" in n], names)
 
