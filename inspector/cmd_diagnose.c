@@ -298,7 +298,10 @@ static void print_loc(FILE *o, sqlite3 *db, const style *st, const char *cwd,
     }
     char *file = jt(db, loc, "$.file"), *line = jt(db, loc, "$.line");
     char *fn = jt(db, loc, "$.function"), *code = jx(db, loc, "$.code");
-    fprintf(o, "    %-11s %s%s:%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), line, st->reset,
+    /* a notebook cell (named "In [3]" by the recorder) reads as Jupyter's */
+    const char *sep = !strncmp(file, "In [", 4) ? ", line " : ":";
+    fprintf(o, "    %-11s %s%s%s%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), sep, line,
+            st->reset,
             fn[0] ? "  in " : "", fn, "");
     const char *c = code;
     while (*c == ' ' || *c == '\t')

@@ -210,7 +210,9 @@ static void sb_loc(sbuf *b, const char *file, int64_t line)
 {
     const char *base = file ? strrchr(file, '/') : NULL;
     sb_text(b, base ? base + 1 : file ? file : "?", FILE_CHARS);
-    sb_printf(b, ":%lld", (long long)line);
+    /* a notebook cell ("In [3]") reads as Jupyter's: "In [3], line 4" */
+    sb_printf(b, file && !strncmp(file, "In [", 4) ? ", line %lld" : ":%lld",
+              (long long)line);
 }
 
 /* ---- a map from positive int64 ids to indexes ------------------------- */

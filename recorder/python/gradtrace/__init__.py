@@ -192,6 +192,8 @@ class Recording:
                 "signal": _gradtrace.RUN_SIGNAL}[status]
         self.error = self._rec.close(code, exit_code, sig)
         self._rec = None
+        from . import _notebook
+        _notebook.relabel_cells(self.path)  # "In [3]", not /tmp/ipykernel_*/*.py
         if threading.current_thread() is threading.main_thread():
             if self._old_xfsz is not None:
                 signal.signal(signal.SIGXFSZ, self._old_xfsz)
