@@ -4,7 +4,7 @@ name ("In [3], line 4", not /tmp/ipykernel_*/*.py); when the cell raises, the
 diagnosis is printed under it and the graph shown inline; gradtrace.open's
 graph displays inline (image/svg+xml).
 
-nbclient, nbformat and ipykernel come from PyPI: scripts/test installs them
+nbclient, nbformat, ipykernel and pandas come from PyPI: scripts/test installs them
 into build/notebook-venv (a venv over the test interpreter's site-packages,
 so it has torch). Run under another interpreter, this file re-runs itself
 with that venv's; without it the tests are skipped, saying how to install.
@@ -46,6 +46,7 @@ CELLS = [
     "    y.sum().backward()",
     "t = gradtrace.open(TRACE)\nt.graph()",
     "print(t.diagnose()['findings'][0]['kind'])\nt.sql('SELECT count(*) FROM backward_calls')",
+    "t.sql('SELECT seq, name FROM op_log WHERE seq < ?', (40,), dataframe=True).shape[1]",
 ]
 
 
@@ -102,6 +103,10 @@ class Notebook(unittest.TestCase):
         outs = self.outputs(6)
         self.assertEqual(outs[0].text, "inplace_invalidated_saved\n")
         self.assertEqual(outs[1].data["text/plain"], "[(1,)]")
+
+    def test_dataframe(self):
+        outs = self.outputs(7)
+        self.assertEqual(outs[0].data["text/plain"], "2")
 
     def test_trace_names_the_cells(self):
         db = gtutil.connect(self.trace)
