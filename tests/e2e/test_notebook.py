@@ -46,7 +46,7 @@ CELLS = [
     "    y.sum().backward()",
     "t = gradtrace.open(TRACE)\nt.graph()",
     "print(t.diagnose()['findings'][0]['kind'])\nt.sql('SELECT count(*) FROM backward_calls')",
-    "t.sql('SELECT seq, name FROM op_log WHERE seq < ?', (40,), dataframe=True).shape[1]",
+    "t.sql('SELECT seq, op FROM op_log WHERE seq < ?', (40,), dataframe=True).shape[1]",
 ]
 
 

@@ -58,8 +58,8 @@ class Open(unittest.TestCase):
         except ImportError:
             # tests/e2e/test_notebook.py covers it (its venv has pandas)
             self.skipTest("pandas not installed")
-        df = self.t.sql("SELECT seq, name FROM op_log LIMIT 5", dataframe=True)
-        self.assertEqual(list(df.columns), ["seq", "name"])
+        df = self.t.sql("SELECT seq, op FROM op_log LIMIT 5", dataframe=True)
+        self.assertEqual(list(df.columns), ["seq", "op"])
         self.assertEqual(len(df), 5)
 
     def test_sql_is_read_only(self):
