@@ -524,6 +524,45 @@ static void test_focus_hops(void **state)
     gt_graph_free(g);
 }
 
+/* A long narrow chain wraps into columns of 12 ranks: nodes share a column's
+ * group, and only the edges between columns stop constraining the ranks. */
+static void test_wrap_long_chain(void **state)
+{
+    (void)state;
+    tb t;
+    make_chain(&t, "chain_wrap.db", 1);
+    gt_graph_options o = {.hops = -1, .all = 1};
+    gt_graph *g = build(t.path, &o);
+    Agraph_t *d = reparse(g);
+    /* n1, the chain's input, is a leaf: it hangs beside n2, in no column */
+    assert_string_equal(attr(node(d, "n1"), "group"), "");
+    assert_string_equal(attr(node(d, "n2"), "group"), "column0");
+    assert_string_equal(attr(node(d, "n12"), "group"), "column0");
+    assert_string_equal(attr(node(d, "n13"), "group"), "column1");
+    assert_string_equal(attr(node(d, "n50"), "group"), "column4");
+    Agedge_t *cut = agedge(d, node(d, "n12"), node(d, "n13"), NULL, 0);
+    Agedge_t *kept = agedge(d, node(d, "n11"), node(d, "n12"), NULL, 0);
+    assert_non_null(cut);
+    assert_non_null(kept);
+    assert_string_equal(attr(cut, "constraint"), "false");
+    assert_string_equal(attr(cut, "style"), "dashed");
+    assert_string_not_equal(attr(kept, "constraint"), "false");
+    agclose(d);
+    gt_graph_free(g);
+
+    /* --hops 5 around the root: 6 ranks, one straight column, no cut */
+    o.all = 0;
+    o.hops = 5;
+    g = build(t.path, &o);
+    d = reparse(g);
+    assert_int_equal(gt_graph_nodes_drawn(g), 6);
+    assert_string_equal(attr(node(d, "n46"), "group"), "column0");
+    assert_string_not_equal(attr(agedge(d, node(d, "n49"), node(d, "n50"), NULL, 0),
+                                 "constraint"), "false");
+    agclose(d);
+    gt_graph_free(g);
+}
+
 static void test_choose_backward(void **state)
 {
     (void)state;
@@ -914,6 +953,7 @@ int main(void)
         cmocka_unit_test(test_png),
         cmocka_unit_test(test_render_files),
         cmocka_unit_test(test_layout_limit),
+        cmocka_unit_test(test_wrap_long_chain),
         cmocka_unit_test(test_no_backward),
         cmocka_unit_test(test_odd_graphs),
     };
