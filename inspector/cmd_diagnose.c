@@ -497,7 +497,10 @@ static void print_loc(FILE *o, qdb *db, const style *st, const char *cwd,
     }
     char *file = jt(db, loc, "$.file"), *line = jt(db, loc, "$.line");
     char *fn = jt(db, loc, "$.function"), *code = jx(db, loc, "$.code");
-    fprintf(o, "    %-11s %s%s:%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), line, st->reset,
+    /* a notebook cell (named "In [3]" by the recorder) reads as Jupyter's */
+    const char *sep = !strncmp(file, "In [", 4) ? ", line " : ":";
+    fprintf(o, "    %-11s %s%s%s%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), sep, line,
+            st->reset,
             fn[0] ? "  in " : "", fn, "");
     const char *c = code;
     while (*c == ' ' || *c == '\t')
@@ -828,7 +831,7 @@ int gt_cmd_diagnose(int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "+hb:", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "hb:", longopts, NULL)) != -1) {
         switch (ch) {
         case 'j':
             json = 1;

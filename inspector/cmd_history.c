@@ -151,7 +151,7 @@ int gt_cmd_history(int argc, char **argv)
 
     optind = 0;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
             reads = 1;

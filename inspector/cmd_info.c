@@ -461,7 +461,7 @@ int gt_cmd_info(int argc, char **argv)
 
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             json = 1;

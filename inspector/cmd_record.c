@@ -1,13 +1,16 @@
 /*
  * gradtrace record [options] [--] script.py [args...]: run a Python script
- * under recording, exactly as `python3 script.py args...` would run it.
+ * under recording, exactly as `python3 script.py args...` would run it;
+ * gradtrace record [options] -m module [args...]: run a module as
+ * `python3 -m module args...` would.
  *
  * This command checks what it can before the script starts (the script, the
  * output path, the interpreter, the option values), then replaces itself
  * with `PYTHON -m gradtrace.run ...` (recorder/python/gradtrace/run.py),
  * which checks that the interpreter imports torch and the _gradtrace
  * extension, starts recording, runs the script with runpy and closes the
- * trace however the script ends. Every input error is one line on stderr
+ * trace however the script ends; when the run failed with an error the
+ * trace explains, it prints the diagnosis after the script's traceback. Every input error is one line on stderr
  * and exit status 2; otherwise the exit status is the script's.
  */
 #include <errno.h>
@@ -37,13 +40,18 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: gradtrace record [options] [--] script.py [args...]\n"
+            "       gradtrace record [options] -m module [args...]\n"
             "\n"
-            "Run script.py as `python3 script.py args...` would, recording every aten op,\n"
-            "tensor, version bump, autograd node, saved tensor and backward call.\n"
+            "Run script.py as `python3 script.py args...` would (or a module as\n"
+            "`python3 -m module args...` would), recording every aten op, tensor, version\n"
+            "bump, autograd node, saved tensor and backward call.\n"
             "\n"
             "options:\n"
             "  -o, --output TRACE       trace file to write (default " DEFAULT_OUTPUT ")\n"
             "  -f, --force              overwrite TRACE if it exists\n"
+            "  -m MODULE                run MODULE as a script, like python -m (the rest of\n"
+            "                           the line is its arguments)\n"
+            "  -q, --quiet              do not print the diagnosis when the run fails\n"
             "  --python PY              interpreter that imports torch (default: $GRADTRACE_PYTHON,\n"
             "                           else %s)\n"
             "  --backward-calls A-B     record only backward calls A..B (1-based) and the ops\n"
@@ -57,8 +65,11 @@ static void usage(FILE *out)
             "                           runs on\n"
             "  -h, --help               show this help\n"
             "\n"
-            "At the end one line on stderr says where the trace is and, if the run failed,\n"
-            "the command that diagnoses it.\n",
+            "When the run fails with an error gradtrace explains (a saved tensor modified\n"
+            "in place, backward through a freed graph, an in-place op on a leaf), the\n"
+            "diagnosis follows the script's traceback on stderr, as `gradtrace diagnose`\n"
+            "prints it. At the end one line on stderr says where the trace is. The exit\n"
+            "status is the script's.\n",
             GT_DEFAULT_PYTHON);
 }
 
@@ -173,9 +184,13 @@ static int check_output(const char *out, int force)
 }
 
 /* PYTHONPATH = GT_PYTHONPATH[:old], keeping the old value for the runner
- * to restore before the script starts. 0, or -1 on failure. */
+ * to restore before the script starts. An installed package has no
+ * GT_PYTHONPATH: its interpreter imports gradtrace already. 0, or -1 on
+ * failure. */
 static int setup_env(void)
 {
+    if (!*GT_PYTHONPATH)
+        return 0;
     const char *old = getenv("PYTHONPATH");
     size_t n = strlen(GT_PYTHONPATH) + (old ? strlen(old) : 0) + 2;
     char *pp = malloc(n);
@@ -207,26 +222,35 @@ int gt_cmd_record(int argc, char **argv)
         {"backward-calls", required_argument, NULL, 'b'},
         {"max-size", required_argument, NULL, 's'},
         {"check-saved", no_argument, NULL, 'c'},
+        {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *out = DEFAULT_OUTPUT;
     const char *python = NULL;
     const char *window = NULL;
-    int force = 0, check_saved = 0;
+    const char *module = NULL;
+    int force = 0, quiet = 0, check_saved = 0;
     int64_t max_size = 0;
     long first = 0, last = 0;
     int c;
 
-    optind = 1;
-    /* '+': stop at the script, so its own options are left alone */
-    while ((c = getopt_long(argc, argv, "+o:fh", longopts, NULL)) != -1) {
+    optind = 0;
+    /* '+': stop at the script, so its own options are left alone; -m MODULE
+     * ends the options the same way */
+    while (!module && (c = getopt_long(argc, argv, "+o:fm:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
             out = optarg;
             break;
         case 'f':
             force = 1;
+            break;
+        case 'm':
+            module = optarg;
+            break;
+        case 'q':
+            quiet = 1;
             break;
         case 'p':
             python = optarg;
@@ -262,15 +286,22 @@ int gt_cmd_record(int argc, char **argv)
             return 2;
         }
     }
-    if (optind >= argc)
+    /* `gradtrace record -- -m module` too, as python reads it */
+    if (!module && optind + 1 < argc && !strcmp(argv[optind], "-m"))
+        module = argv[optind + 1], optind += 2;
+    if (module && !*module)
+        return gt_usage_error("record", usage, "-m wants a module name");
+    if (!module && optind >= argc)
         return gt_usage_error("record", usage, "no script given");
-    const char *script = argv[optind];
+    const char *script = module ? module : argv[optind];
     struct stat st;
-    if (stat(script, &st) != 0) {
+    if (module) {
+        /* the runner looks the module up, with the script's sys.path */
+    } else if (stat(script, &st) != 0) {
         fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script, strerror(errno));
         return 2;
     }
-    if (!S_ISREG(st.st_mode) || access(script, R_OK) != 0) {
+    if (!module && (!S_ISREG(st.st_mode) || access(script, R_OK) != 0)) {
         fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script,
                 S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
         return 2;
@@ -282,8 +313,14 @@ int gt_cmd_record(int argc, char **argv)
     if (bad < 0)
         return 2;
     const char *how = "--python";
+    /* the installed package's launcher names its own interpreter */
+    const char *launcher = getenv("GRADTRACE_LAUNCHER_PYTHON");
     if (!python && (python = getenv("GRADTRACE_PYTHON")) && *python)
         how = "GRADTRACE_PYTHON";
+    if ((!python || !*python) && launcher && *launcher) {
+        python = launcher;
+        how = "the interpreter gradtrace is installed for";
+    }
     if (!python || !*python) {
         python = GT_DEFAULT_PYTHON;
         how = "default";
@@ -300,10 +337,14 @@ int gt_cmd_record(int argc, char **argv)
         return 2;
     }
 
+    /* the script's own children see no trace of the launcher */
+    unsetenv("GRADTRACE_LAUNCHER_PYTHON");
+
     /* PYTHON -m gradtrace.run --output OUT [--force] [--max-size N]
-     *        [--backward-calls A-B] -- script args... */
+     *        [--backward-calls A-B] [--quiet]
+     *        [--module] -- script|module args... */
     int nscript = argc - optind;
-    char **av = calloc((size_t)nscript + 16, sizeof *av);
+    char **av = calloc((size_t)nscript + 24, sizeof *av);
     char sizebuf[32], winbuf[64];
     if (!av) {
         fprintf(stderr, "gradtrace: out of memory\n");
@@ -329,7 +370,13 @@ int gt_cmd_record(int argc, char **argv)
         av[k++] = "--backward-calls";
         av[k++] = winbuf;
     }
+    if (quiet)
+        av[k++] = "--quiet";
+    if (module)
+        av[k++] = "--module";
     av[k++] = "--";
+    if (module)
+        av[k++] = (char *)module;
     for (int i = optind; i < argc; i++)
         av[k++] = argv[i];
     av[k] = NULL;

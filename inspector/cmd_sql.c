@@ -21,6 +21,7 @@
 
 #include "cmd.h"
 #include "multi.h"
+#include "sql_guard.h"
 #include "table_out.h"
 #include "trace.h"
 
@@ -30,9 +31,7 @@ typedef struct param {
 } param;
 
 /* State of the authorizer: why it refused the last statement. */
-typedef struct guard {
-    char why[256];
-} guard;
+typedef gt_sql_guard guard;
 
 /* PRAGMAs whose argument names a table or index to read, not a value. */
 static const char *const read_pragmas_with_arg[] = {
@@ -145,8 +144,8 @@ static int authorize(void *ud, int action, const char *a1, const char *a2,
     return SQLITE_DENY;
 }
 
-/* Make a freshly opened trace connection safe for user SQL. */
-static int guard_connection(sqlite3 *db, guard *g)
+/* Make a freshly opened trace connection safe for user SQL (sql_guard.h). */
+int gt_sql_guard_connection(sqlite3 *db, guard *g)
 {
     int on = 0;
     sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
@@ -279,9 +278,9 @@ int gt_cmd_sql(int argc, char **argv)
     char err[512];
     int status = 2, c;
 
-    optind = 1;
+    optind = 0;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+:hp:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hp:", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_TABLE: o.mode = GT_OUT_TABLE; break;
         case OPT_TSV: o.mode = GT_OUT_TSV; break;
@@ -371,7 +370,7 @@ int gt_cmd_sql(int argc, char **argv)
     }
     if (t && gt_trace_note(t)) /* what opening did: a killed trace finished */
         fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
-    if (guard_connection(db, &g) != SQLITE_OK) {
+    if (gt_sql_guard_connection(db, &g) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,
                 sqlite3_errmsg(db));
         goto out;

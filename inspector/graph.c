@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <graphviz/gvc.h>
+#include <graphviz/gvcommon.h>
 #include <sqlite3.h>
 
 #include <gradtrace/recorder.h>
@@ -23,6 +24,9 @@
 #define FILE_CHARS  40  /* characters of a file's base name */
 #define NAMES_MAX   3   /* variable names listed per tensor */
 #define BIG_GRAPH   300 /* above this many nodes, cheaper layout settings */
+#define STAGGER_MIN_LEAVES 9 /* stagger single-edge nodes when this many */
+#define WRAP_RANKS 12 /* a long chain wraps into columns this many ranks tall */
+#define WRAP_WIDTH 3  /* ... when no rank holds more nodes than this */
 
 /* The Debian package that holds Graphviz's layout and render plugins
  * (libgvplugin_core, _dot_layout, _pango: svg, and png through cairo). */
@@ -206,7 +210,9 @@ static void sb_loc(sbuf *b, const char *file, int64_t line)
 {
     const char *base = file ? strrchr(file, '/') : NULL;
     sb_text(b, base ? base + 1 : file ? file : "?", FILE_CHARS);
-    sb_printf(b, ":%lld", (long long)line);
+    /* a notebook cell ("In [3]") reads as Jupyter's: "In [3], line 4" */
+    sb_printf(b, file && !strncmp(file, "In [", 4) ? ", line %lld" : ":%lld",
+              (long long)line);
 }
 
 /* ---- a map from positive int64 ids to indexes ------------------------- */
@@ -341,6 +347,7 @@ typedef struct builder {
     sbuf lab;  /* scratch for labels */
     sbuf tmp;  /* scratch for names */
     char *cwd; /* run.cwd, or NULL */
+    int hops;  /* the focus radius drawn (adapted to the screen budget) */
     char *err;
     size_t errlen;
 } builder;
@@ -582,17 +589,29 @@ static int walk(builder *b)
     return 0;
 }
 
-/* Mark the nodes to draw: all, or those within `hops` of the centre. */
+/* Mark the nodes to draw: all, or those within `hops` of the centre.
+ *
+ * Without --hops the drawing is sized for a screen: at most
+ * GT_GRAPH_SCREEN_NODES autograd nodes. A graph with no finding is drawn
+ * whole when it is that small, else around its roots; around findings or
+ * roots, the radius is the largest (up to the default, or unbounded around
+ * roots) whose nodes fit the budget, at least 1. What is hidden is marked
+ * on the boundary ("… N more") and counted in the title. */
 static int focus(builder *b, size_t *centre_count)
 {
     const gt_findings *fs = b->opts->findings;
-    int hops = b->opts->hops < 0 ? GT_GRAPH_DEFAULT_HOPS : b->opts->hops;
+    int explicit_hops = b->opts->hops >= 0;
+    size_t max_dist = explicit_hops ? (size_t)b->opts->hops : GT_GRAPH_DEFAULT_HOPS;
+    size_t *queue = NULL, *off = NULL, *adj = NULL, *per_dist = NULL, head = 0, tail = 0;
     size_t limit =
         b->opts->layout_limit ? b->opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
-    size_t *queue = NULL, *off = NULL, *adj = NULL, head = 0, tail = 0;
+    /* a screen's worth, and room under the layout limit for the notes and
+     * markers each node brings */
+    size_t budget = GT_GRAPH_SCREEN_NODES < limit / 4 ? GT_GRAPH_SCREEN_NODES : limit / 4;
     int rc = 0;
 
     *centre_count = 0;
+    b->hops = (int)max_dist;
     if (b->opts->all) {
         for (size_t i = 0; i < b->nnodes; i++)
             b->nodes[i].visible = 1;
@@ -609,12 +628,14 @@ static int focus(builder *b, size_t *centre_count)
         queue[tail++] = idx;
     }
     if (tail == 0) {
-        /* No finding here: everything if it can be laid out, else the roots. */
-        if (b->nnodes <= limit) {
+        /* No finding here: everything if it fits a screen, else the roots. */
+        if (b->nnodes <= budget) {
             for (size_t i = 0; i < b->nnodes; i++)
                 b->nodes[i].visible = 1;
             goto out;
         }
+        if (!explicit_hops)
+            max_dist = (size_t)-2; /* as far as the budget allows */
         for (size_t i = 0; i < b->nnodes; i++) {
             if (b->nodes[i].root) {
                 b->nodes[i].dist = 0;
@@ -652,8 +673,7 @@ static int focus(builder *b, size_t *centre_count)
     }
     while (head < tail) {
         size_t u = queue[head++];
-        b->nodes[u].visible = 1;
-        if (b->nodes[u].dist >= (size_t)hops)
+        if (b->nodes[u].dist >= max_dist)
             continue;
         for (size_t k = off[u]; k < off[u + 1]; k++) {
             size_t v = adj[k];
@@ -663,10 +683,38 @@ static int focus(builder *b, size_t *centre_count)
             queue[tail++] = v;
         }
     }
+    /* The radius: as given, or the largest that fits the screen budget. */
+    size_t radius = max_dist;
+    if (!explicit_hops) {
+        size_t deepest = 0;
+        for (size_t k = 0; k < tail; k++)
+            if (b->nodes[queue[k]].dist > deepest)
+                deepest = b->nodes[queue[k]].dist;
+        per_dist = calloc(deepest + 1, sizeof *per_dist);
+        if (!per_dist) {
+            rc = oom(b);
+            goto out;
+        }
+        for (size_t k = 0; k < tail; k++)
+            per_dist[b->nodes[queue[k]].dist]++;
+        size_t sum = per_dist[0];
+        radius = 0;
+        for (size_t d = 1; d <= deepest; d++) {
+            sum += per_dist[d];
+            if (sum > budget && d > 1)
+                break;
+            radius = d;
+        }
+    }
+    for (size_t k = 0; k < tail; k++)
+        if (b->nodes[queue[k]].dist <= radius)
+            b->nodes[queue[k]].visible = 1;
+    b->hops = radius > INT32_MAX ? INT32_MAX : (int)radius;
 out:
     free(queue);
     free(off);
     free(adj);
+    free(per_dist);
     return rc;
 }
 
@@ -964,6 +1012,112 @@ static int draw_finding(builder *b, const gt_finding *f)
     return 0;
 }
 
+/* Wide rows stay readable: dot puts every leaf (a parameter's
+ * AccumulateGrad, a saved tensor's note, a "more" marker) hanging off one
+ * rank into one row, which is what makes a model's graph thousands of
+ * pixels wide. As Graphviz's `unflatten -l 3` does, the edges of nodes with
+ * a single edge get lengths 1, 2, 3 in turn, so such a row becomes three
+ * rows a third as wide. Done only when there are enough leaves to matter. */
+static int stagger_leaves(builder *b)
+{
+    size_t leaves = 0, k = 0;
+    for (Agnode_t *n = agfstnode(b->g); n; n = agnxtnode(b->g, n))
+        if (agdegree(b->g, n, 1, 1) == 1)
+            leaves++;
+    if (leaves < STAGGER_MIN_LEAVES)
+        return 0;
+    for (Agnode_t *n = agfstnode(b->g); n; n = agnxtnode(b->g, n)) {
+        if (agdegree(b->g, n, 1, 1) != 1)
+            continue;
+        Agedge_t *e = agfstout(b->g, n);
+        if (!e)
+            e = agfstin(b->g, n);
+        const char *style = agget(e, (char *)"style");
+        if (style && !strcmp(style, "invis"))
+            continue;
+        char len[4] = {(char)('1' + k++ % 3), '\0'};
+        if (agsafeset(e, (char *)"minlen", len, (char *)"1") != 0)
+            return oom(b);
+    }
+    return 0;
+}
+
+/* Long chains wrap into columns. A deep and narrow graph (an RNN, a deep
+ * stack of layers: at most WRAP_WIDTH nodes side by side) laid out by dot is
+ * one column thousands of pixels tall that drifts to the right with its
+ * saved-tensor notes. Its autograd nodes are cut into columns of WRAP_RANKS
+ * ranks (rank: the longest path from an input): edges between columns stop
+ * constraining the ranks (constraint=false), so each column starts again
+ * at the top beside the previous one, and the nodes of a column share a
+ * `group`, which keeps it straight. The cut edges stay drawn (dashed). */
+static int wrap_chains(builder *b)
+{
+    size_t *depth = NULL, *width = NULL, maxd = 0;
+    unsigned char *inner = NULL; /* 1: has a drawn input (not a leaf) */
+    int rc = 0, changed = 1;
+
+    if (!(depth = calloc(b->nnodes ? b->nnodes : 1, sizeof *depth)) ||
+        !(inner = calloc(b->nnodes ? b->nnodes : 1, 1))) {
+        rc = oom(b);
+        goto out;
+    }
+    for (size_t e = 0; e < b->nedges; e++)
+        if (b->nodes[b->edges[e].next].visible && b->edges[e].next != b->edges[e].node)
+            inner[b->edges[e].node] = 1;
+    /* longest path, by relaxation (the graph is a DAG; bounded passes keep
+     * a damaged trace's cycle from looping forever) */
+    for (size_t pass = 0; changed && pass <= b->nnodes; pass++) {
+        changed = 0;
+        for (size_t e = 0; e < b->nedges; e++) {
+            size_t u = b->edges[e].next, v = b->edges[e].node;
+            if (!b->nodes[u].visible || !b->nodes[v].visible || u == v)
+                continue;
+            if (depth[v] < depth[u] + 1 && depth[u] + 1 <= b->nnodes) {
+                depth[v] = depth[u] + 1;
+                changed = 1;
+            }
+        }
+    }
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (b->nodes[i].visible && depth[i] > maxd)
+            maxd = depth[i];
+    if (!(width = calloc(maxd + 1, sizeof *width))) {
+        rc = oom(b);
+        goto out;
+    }
+    /* Leaves (a parameter's AccumulateGrad) hang beside the node they feed
+     * and do not make the graph wide; the inner nodes do. */
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (b->nodes[i].visible && inner[i] && ++width[depth[i]] > WRAP_WIDTH)
+            goto out; /* wide: wrapping would tangle it */
+    for (size_t i = 0; i < b->nnodes; i++) {
+        if (!b->nodes[i].visible || !inner[i])
+            continue;
+        /* one column (straight, not drifting aside with its notes) when it
+         * fits, else columns of WRAP_RANKS ranks */
+        char group[32];
+        snprintf(group, sizeof group, "column%zu",
+                 maxd + 1 > WRAP_RANKS ? depth[i] / WRAP_RANKS : 0);
+        set(b->nodes[i].an, "group", group);
+    }
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].next, v = b->edges[e].node;
+        if (maxd + 1 <= WRAP_RANKS || !b->nodes[u].visible || !b->nodes[v].visible ||
+            !inner[u] || depth[u] / WRAP_RANKS == depth[v] / WRAP_RANKS)
+            continue;
+        Agedge_t *ae = agedge(b->g, b->nodes[u].an, b->nodes[v].an, NULL, 0);
+        if (!ae)
+            continue;
+        set(ae, "constraint", "false");
+        set(ae, "style", "dashed");
+    }
+out:
+    free(depth);
+    free(width);
+    free(inner);
+    return rc;
+}
+
 /* Markers where focus hid neighbours of node i. */
 static int draw_more(builder *b, size_t i)
 {
@@ -1050,7 +1204,7 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
     const char *path = gt_trace_path(b->trace);
     const char *base = strrchr(path, '/');
     int rc = 0;
-    int hops = b->opts->hops < 0 ? GT_GRAPH_DEFAULT_HOPS : b->opts->hops;
+    int hops = b->hops;
 
     sb_reset(&b->lab);
     if (b->backward) {
@@ -1159,6 +1313,8 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             next->hidden_out++;
         }
     }
+    if ((rc = wrap_chains(b)) != 0)
+        return rc;
     for (size_t i = 0; i < b->nnodes; i++) {
         if (!b->nodes[i].visible)
             continue;
@@ -1178,6 +1334,8 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
     if (!b->opts->no_legend && (rc = draw_legend(b)) != 0)
         return rc;
     if ((rc = draw_title(b, *drawn, centre, *findings)) != 0)
+        return rc;
+    if ((rc = stagger_leaves(b)) != 0)
         return rc;
     if ((size_t)agnnodes(b->g) > BIG_GRAPH) {
         /* Bound the dot layout's iterations on big graphs. */
@@ -1369,6 +1527,48 @@ static struct {
     int cairo, png, svg, dot; /* the plugins found */
 } gv = {.once = PTHREAD_ONCE_INIT};
 
+/* Graphviz's own messages (agerr: "Warning: (null): graph is too large
+ * for cairo-renderer bitmaps...", the "(null)" being the command name gvc
+ * was never given) reach the user as gradtrace's: "gradtrace: graph:
+ * graphviz: graph is too large ...". cgraph hands a message to the handler
+ * in pieces ("Warning", ": ", the text ending in a newline), so they are
+ * gathered per thread up to the newline. */
+static _Thread_local char gv_msg[1024];
+static _Thread_local size_t gv_msg_len;
+
+/* Print one gathered Graphviz message, without its level and "(null): ". */
+static void gv_message_flush(void)
+{
+    char *m = gv_msg;
+    gv_msg[gv_msg_len < sizeof gv_msg ? gv_msg_len : sizeof gv_msg - 1] = '\0';
+    gv_msg_len = 0;
+    if (!strncmp(m, "Warning: ", 9))
+        m += 9;
+    else if (!strncmp(m, "Error: ", 7))
+        m += 7;
+    if (!strncmp(m, "(null): ", 8))
+        m += 8;
+    size_t n = strlen(m);
+    while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+        m[--n] = '\0';
+    if (n)
+        fprintf(stderr, "gradtrace: graph: graphviz: %s\n", m);
+}
+
+static int gv_message(char *piece)
+{
+    for (const char *p = piece; *p; p++) {
+        if (*p == '\n') {
+            gv_message_flush();
+            continue;
+        }
+        if (gv_msg_len < sizeof gv_msg - 1)
+            gv_msg[gv_msg_len] = *p;
+        gv_msg_len++;
+    }
+    return 0;
+}
+
 /* 1 if `name` is in Graphviz's list of plugins of `kind`. */
 static int has_plugin(GVC_t *gvc, const char *kind, const char *name)
 {
@@ -1385,9 +1585,16 @@ static int has_plugin(GVC_t *gvc, const char *kind, const char *name)
 
 static void gv_init(void)
 {
+    agseterrf(gv_message);
     gv.gvc = gvContext();
     if (!gv.gvc)
         return;
+    /* The command name plugins print before the messages they write
+     * straight to stderr, not through agerr (cairo's "graph is too large
+     * for cairo-renderer bitmaps"): "(null)" unless set. gvParseArgs would
+     * set it but also takes it for a layout engine's name; a GVC_t starts
+     * with its public GVCOMMON_t (gvcommon.h). */
+    ((GVCOMMON_t *)gv.gvc)->cmdname = (char *)"gradtrace: graph: graphviz";
     gv.cairo = has_plugin(gv.gvc, "render", "cairo");
     gv.svg = has_plugin(gv.gvc, "render", "svg");
     gv.png = gv.cairo || has_plugin(gv.gvc, "render", "gd");

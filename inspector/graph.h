@@ -50,6 +50,9 @@ enum gt_graph_format {
 };
 
 #define GT_GRAPH_DEFAULT_HOPS 2
+/* Without --hops, the default drawing holds at most this many autograd
+ * nodes (a screen's worth): see `focus` in graph.c. */
+#define GT_GRAPH_SCREEN_NODES 40
 /* Graphs with more drawn nodes than this are not laid out (SVG, PNG): the
  * dot layout's time grows much faster than linearly. DOT output has no
  * limit. */

@@ -524,6 +524,45 @@ static void test_focus_hops(void **state)
     gt_graph_free(g);
 }
 
+/* A long narrow chain wraps into columns of 12 ranks: nodes share a column's
+ * group, and only the edges between columns stop constraining the ranks. */
+static void test_wrap_long_chain(void **state)
+{
+    (void)state;
+    tb t;
+    make_chain(&t, "chain_wrap.db", 1);
+    gt_graph_options o = {.hops = -1, .all = 1};
+    gt_graph *g = build(t.path, &o);
+    Agraph_t *d = reparse(g);
+    /* n1, the chain's input, is a leaf: it hangs beside n2, in no column */
+    assert_string_equal(attr(node(d, "n1"), "group"), "");
+    assert_string_equal(attr(node(d, "n2"), "group"), "column0");
+    assert_string_equal(attr(node(d, "n12"), "group"), "column0");
+    assert_string_equal(attr(node(d, "n13"), "group"), "column1");
+    assert_string_equal(attr(node(d, "n50"), "group"), "column4");
+    Agedge_t *cut = agedge(d, node(d, "n12"), node(d, "n13"), NULL, 0);
+    Agedge_t *kept = agedge(d, node(d, "n11"), node(d, "n12"), NULL, 0);
+    assert_non_null(cut);
+    assert_non_null(kept);
+    assert_string_equal(attr(cut, "constraint"), "false");
+    assert_string_equal(attr(cut, "style"), "dashed");
+    assert_string_not_equal(attr(kept, "constraint"), "false");
+    agclose(d);
+    gt_graph_free(g);
+
+    /* --hops 5 around the root: 6 ranks, one straight column, no cut */
+    o.all = 0;
+    o.hops = 5;
+    g = build(t.path, &o);
+    d = reparse(g);
+    assert_int_equal(gt_graph_nodes_drawn(g), 6);
+    assert_string_equal(attr(node(d, "n46"), "group"), "column0");
+    assert_string_not_equal(attr(agedge(d, node(d, "n49"), node(d, "n50"), NULL, 0),
+                                 "constraint"), "false");
+    agclose(d);
+    gt_graph_free(g);
+}
+
 static void test_choose_backward(void **state)
 {
     (void)state;
@@ -534,7 +573,8 @@ static void test_choose_backward(void **state)
     /* No findings: the last call. */
     gt_graph *g = build(t.path, NULL);
     assert_int_equal(gt_graph_backward(g), 3);
-    assert_int_equal(gt_graph_nodes_drawn(g), 50); /* small: all of it */
+    /* 50 nodes, more than a screen's worth: the 40 nearest the root */
+    assert_int_equal(gt_graph_nodes_drawn(g), GT_GRAPH_SCREEN_NODES);
     gt_graph_free(g);
 
     /* Findings: the first to fail, else the first with a call. */
@@ -793,15 +833,17 @@ static void test_layout_limit(void **state)
     free(data);
     gt_graph_free(g);
 
-    /* Without findings and above the limit, focus falls back on the root. */
+    /* Without findings and above the limit, focus falls back on the root,
+     * as far as a quarter of the limit allows (room for notes, markers). */
     o.all = 0;
     g = build(t.path, &o);
-    assert_int_equal(gt_graph_nodes_drawn(g), 3);
+    assert_int_equal(gt_graph_nodes_drawn(g), 10);
     Agraph_t *d = reparse(g);
     assert_non_null(node(d, "n50"));
-    assert_non_null(node(d, "n48"));
+    assert_non_null(node(d, "n41"));
+    assert_null(node(d, "n40"));
     assert_contains(shown(agget(d, (char *)"label")),
-                    "3 of 50 autograd nodes: 2 hops around 1 root");
+                    "10 of 50 autograd nodes: 9 hops around 1 root");
     agclose(d);
     gt_graph_free(g);
 }
@@ -911,6 +953,7 @@ int main(void)
         cmocka_unit_test(test_png),
         cmocka_unit_test(test_render_files),
         cmocka_unit_test(test_layout_limit),
+        cmocka_unit_test(test_wrap_long_chain),
         cmocka_unit_test(test_no_backward),
         cmocka_unit_test(test_odd_graphs),
     };

@@ -255,9 +255,14 @@ class GraphCli(unittest.TestCase):
         trace = self.path("chain.db")
         chain_trace(trace, 60)
         out = self.path("c.svg")
-        # No findings and small: the whole of the last call.
+        # No findings, more than a screen's worth (40): the 40 nearest the
+        # root of the last call; --all: the whole of it.
         r = run(trace, "-o", out)
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("backward call 2, 40 of 60 autograd nodes, 0 findings", r.stdout)
+        _, nodes = svg_nodes(out)
+        self.assertEqual(sum(1 for k in nodes if k.startswith("n")), 40)
+        r = run(trace, "-o", out, "--all")
         self.assertIn("backward call 2, 60 of 60 autograd nodes, 0 findings", r.stdout)
         _, nodes = svg_nodes(out)
         self.assertEqual(sum(1 for k in nodes if k.startswith("n")), 60)

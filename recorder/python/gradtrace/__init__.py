@@ -55,7 +55,7 @@ import socket
 import sys
 import threading
 
-__all__ = ["record", "Recording"]
+__all__ = ["record", "Recording", "open", "Trace", "TraceError"]
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _current = None
@@ -116,6 +116,8 @@ class Recording:
         if _current is not None:
             raise RuntimeError("gradtrace: a recording is already running")
         import torch
+        from . import _pin
+        _pin.check(torch.__version__)  # the torch this installation was built for
         import _gradtrace
         from . import _mode
 
@@ -228,6 +230,8 @@ class Recording:
             self.finished = False
             sys.stderr.write("%s\n" % e)
         self._rec = None
+        from . import _notebook
+        _notebook.relabel_cells(self.path)  # "In [3]", not /tmp/ipykernel_*/*.py
         if threading.current_thread() is threading.main_thread():
             if self._old_xfsz is not None:
                 signal.signal(signal.SIGXFSZ, self._old_xfsz)
@@ -250,7 +254,14 @@ class Recording:
             self.stop("signal", -1, signal.SIGINT)
         else:
             self.stop("exception", 1, 0, exc)
+            self._report_failure()
         return False
+
+    def _report_failure(self):
+        """After a failed `with` block: print the diagnosis when the trace
+        explains the failure (in a notebook, inline; see _report)."""
+        from . import _report
+        _report.after_failure(self.path)
 
     # -- used by the backward wrappers ------------------------------------
 
@@ -343,3 +354,7 @@ def record(path="gradtrace.db", **options):
     """A Recording of everything autograd does, into the trace at path.
     Use it as a context manager, or call start() and stop()."""
     return Recording(path, **options)
+
+
+# Reading traces (gradtrace.open): the C inspector through _gtinspect.
+from ._inspect import open, Trace, TraceError  # noqa: E402

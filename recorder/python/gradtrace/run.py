@@ -3,13 +3,18 @@
 Used by `gradtrace record` (which validates its input first):
 
     python -m gradtrace.run --output run.db [--force] [--max-size BYTES]
-        [--backward-calls A-B] [--command gradtrace] -- script.py args...
+        [--backward-calls A-B] [--command gradtrace] [--quiet]
+        [--module] -- script.py|module args...
 
 The script gets the same sys.argv, sys.path[0], __main__, working
 directory, stdout/stderr, traceback (gradtrace's and runpy's frames are
-removed from it) and exit status as without recording. At exit one line on
-stderr says where the trace is and, if the run failed, how to diagnose it.
+removed from it) and exit status as without recording; with --module, as
+`python3 -m module args...`. When the run failed and the trace explains why,
+the diagnosis (`gradtrace diagnose`'s text) follows the traceback on stderr
+unless --quiet. At exit one line on stderr says where the trace is and, if
+the run failed, how to diagnose it.
 """
+import importlib.util
 import atexit
 import os
 import runpy
@@ -18,18 +23,19 @@ import sys
 import types
 
 import gradtrace
+from gradtrace import _pin, _report
 
 
 def _parse(argv):
     opts = {"output": "gradtrace.db", "force": False, "max_size": 0, "window": None,
-            "command": "gradtrace", "check_saved": False}
+            "command": "gradtrace", "quiet": False, "module": False, "check_saved": False}
     i = 0
     while i < len(argv):
         a = argv[i]
         if a == "--":
             return opts, argv[i + 1:]
-        if a == "--force":
-            opts["force"] = True
+        if a in ("--force", "--quiet", "--module"):
+            opts[a[2:]] = True
             i += 1
             continue
         if a == "--check-saved":
@@ -99,10 +105,15 @@ def main(argv):
     script = rest[0]
     out = opts["output"]
     try:
-        import torch  # noqa: F401
+        import torch
     except Exception as e:
         sys.stderr.write("gradtrace: interpreter %s cannot import torch (%s): choose another "
                          "with --python PATH or GRADTRACE_PYTHON\n" % (sys.executable, e))
+        return 2
+    try:
+        _pin.check(torch.__version__)
+    except RuntimeError as e:
+        sys.stderr.write("gradtrace: %s\n" % e)
         return 2
     try:
         import _gradtrace  # noqa: F401
@@ -118,6 +129,8 @@ def main(argv):
     def footer():
         if recs and not recs[0].finished:
             return  # stop() said why the trace is not finished
+        if failed[0] and not opts["quiet"]:
+            _report.print_diagnosis(out)
         line = "gradtrace: trace written to %s" % out
         if failed[0]:
             line += "; the run failed, diagnose it with: %s diagnose %s" % (
@@ -139,8 +152,23 @@ def main(argv):
             os.environ.pop("PYTHONPATH", None)
 
     sys.argv = list(rest)
-    path = os.path.abspath(script)
-    sys.path[0] = os.path.dirname(path)
+    if opts["module"]:
+        # as `python -m`: the working directory first on sys.path, the
+        # module found before anything runs
+        sys.path[0] = os.getcwd()
+        try:
+            spec = importlib.util.find_spec(script)
+        except Exception as e:
+            spec, why = None, "%s: %s" % (type(e).__name__, e)
+        else:
+            why = "no module named %s" % script
+        if spec is None:
+            atexit.unregister(footer)
+            sys.stderr.write("gradtrace: cannot run module %s: %s\n" % (script, why))
+            return 2
+    else:
+        path = os.path.abspath(script)
+        sys.path[0] = os.path.dirname(path)
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest,
                               check_saved=opts["check_saved"])
@@ -154,7 +182,10 @@ def main(argv):
         sys.stderr.write("%s\n" % e)
         return 2
     try:
-        runpy.run_path(path, run_name="__main__")
+        if opts["module"]:
+            runpy.run_module(script, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
         code = gradtrace._exit_code(e)
         failed[0] = code != 0

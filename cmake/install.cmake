@@ -1,0 +1,50 @@
+# What a Python package build (scikit-build-core, `pip install .`) installs.
+# CMAKE_INSTALL_PREFIX is the wheel's site-packages; the pure-Python package
+# recorder/python/gradtrace is added by scikit-build-core (pyproject.toml,
+# wheel.packages).
+#
+#   <site-packages>/gradtrace/_bin/gradtrace   the inspector command, run by
+#                                              the `gradtrace` launcher
+#   <site-packages>/gradtrace/_build.py        gradtrace and torch releases
+#   <site-packages>/<every extension module>   top-level, as in build/python
+#
+# Extension modules are found, not listed: every MODULE or SHARED library
+# target defined anywhere under recorder/ and inspector/ (the adapter, a
+# libtorch shim, the trace reader) is installed beside the others, with an
+# RPATH to its own directory and to torch's libraries (site-packages/torch/lib)
+# so a module linked against libtorch loads whichever environment the wheel
+# goes to.
+
+function(gt_collect_libraries dir out)
+    set(found "")
+    get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t IN LISTS targets)
+        get_target_property(type ${t} TYPE)
+        if(type STREQUAL "MODULE_LIBRARY" OR type STREQUAL "SHARED_LIBRARY")
+            list(APPEND found ${t})
+        endif()
+    endforeach()
+    get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    foreach(sub IN LISTS subdirs)
+        gt_collect_libraries(${sub} more)
+        list(APPEND found ${more})
+    endforeach()
+    set(${out} ${found} PARENT_SCOPE)
+endfunction()
+
+gt_collect_libraries(${CMAKE_SOURCE_DIR}/recorder GT_INSTALL_LIBS_REC)
+gt_collect_libraries(${CMAKE_SOURCE_DIR}/inspector GT_INSTALL_LIBS_INS)
+set(GT_INSTALL_LIBS ${GT_INSTALL_LIBS_REC} ${GT_INSTALL_LIBS_INS})
+if(NOT GT_INSTALL_LIBS)
+    message(FATAL_ERROR "gradtrace: no extension module to install "
+                        "(is GT_PYTHON_ADAPTER off?)")
+endif()
+message(STATUS "gradtrace: installing extension modules: ${GT_INSTALL_LIBS}")
+set_target_properties(${GT_INSTALL_LIBS} PROPERTIES INSTALL_RPATH "$ORIGIN;$ORIGIN/torch/lib")
+install(TARGETS ${GT_INSTALL_LIBS} LIBRARY DESTINATION . RUNTIME DESTINATION .)
+
+install(TARGETS gradtrace RUNTIME DESTINATION gradtrace/_bin)
+
+configure_file(${CMAKE_SOURCE_DIR}/cmake/_build.py.in
+               ${CMAKE_BINARY_DIR}/package/_build.py @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/package/_build.py DESTINATION gradtrace)

@@ -1,0 +1,66 @@
+"""The diagnosis printed when a recorded run fails (`gradtrace record`,
+`with gradtrace.record(...)`): `gradtrace diagnose TRACE`'s text, on stderr,
+when the run failed and the trace explains it (diagnose found something).
+"""
+import os
+import sys
+
+
+def _color(stream):
+    try:
+        tty = stream.isatty()
+    except Exception:
+        tty = False
+    return "always" if tty and not os.environ.get("NO_COLOR") else "never"
+
+
+def print_diagnosis(path, stream=None):
+    """Write `gradtrace diagnose path` to stream (default sys.stderr) if it
+    has findings. Returns True if something was printed. Never raises: the
+    user's own error is what matters, this only adds to it."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        import _gtinspect
+        status, out, err = _gtinspect.run(["diagnose", "--color", _color(stream),
+                                           os.fspath(path)])
+    except Exception:
+        return False
+    if status != 1 or not out:
+        return False
+    try:
+        stream.flush()
+        stream.write("\n" + out.decode("utf-8", "replace"))
+        stream.flush()
+    except Exception:
+        return False
+    return True
+
+
+def _notebook_shell():
+    """The IPython kernel's shell when running in a notebook, else None."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        shell = ipython.get_ipython()
+    except Exception:
+        return None
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell":
+        return None
+    return shell
+
+
+def after_failure(path):
+    """What `with gradtrace.record(path)` does when its block raised: print
+    the diagnosis on stderr if the trace explains the failure and, in a
+    notebook, show the graph of it inline under the diagnosis. Never raises."""
+    if not print_diagnosis(path):
+        return
+    if _notebook_shell() is None:
+        return
+    try:
+        from IPython.display import display
+        from ._inspect import Trace
+        display(Trace(path).graph())
+    except Exception:
+        pass

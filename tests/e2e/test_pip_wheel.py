@@ -1,0 +1,235 @@
+"""The pip route, as a user meets it: `pip wheel .` from the source tree
+(scikit-build-core, pip's isolated build environment), the wheel installed
+into a fresh venv that has torch 2.13.0, then the installed `gradtrace`
+command, `python -m gradtrace` and `import gradtrace` used with no
+PYTHONPATH and no build tree.
+
+One wheel build and one venv for the whole file (setUpModule): the build is
+the slow part (the C project, compiled once, about a minute on two cores).
+The venv's torch comes from pip's local wheel cache (`pip install
+torch==2.13.0`, never plain `torch`).
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import gtutil
+
+PY = sys.executable
+TMP = None
+VENV = None
+WHEEL = None
+INSTALL_LOG = ""
+
+
+def clean_env(**extra):
+    """The environment minus everything that points into the build tree."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "GRADTRACE", "GRADTRACE_PYTHON", "GT_BUILD_DIR",
+                        "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(extra)
+    return env
+
+
+def run(cmd, check=True, timeout=900, cwd=None, **kw):
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                        cwd=cwd or TMP, env=kw.pop("env", clean_env()), **kw)
+    if check and cp.returncode != 0:
+        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
+            " ".join(cmd), cp.returncode, cp.stdout[-4000:], cp.stderr[-4000:]))
+    return cp
+
+
+def bin_(name):
+    return os.path.join(VENV, "bin", name)
+
+
+def setUpModule():
+    global TMP, VENV, WHEEL, INSTALL_LOG
+    TMP = tempfile.mkdtemp(prefix="gtpip-")
+    dist = os.path.join(TMP, "dist")
+    # the build directory outside the source tree: nothing left behind,
+    # nothing reused from an earlier build
+    run([PY, "-m", "pip", "wheel", "--no-deps", "-w", dist,
+         "-C", "build-dir=" + os.path.join(TMP, "wheel-build"), gtutil.SOURCE],
+        timeout=1800)
+    wheels = glob.glob(os.path.join(dist, "gradtrace-*.whl"))
+    assert len(wheels) == 1, wheels
+    WHEEL = wheels[0]
+    VENV = os.path.join(TMP, "venv")
+    run([PY, "-m", "venv", VENV])
+    run([bin_("python"), "-m", "pip", "install", "-q", "torch==2.13.0"], timeout=1800)
+    INSTALL_LOG = run([bin_("python"), "-m", "pip", "install", WHEEL]).stdout
+
+
+def tearDownModule():
+    if TMP:
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+class Wheel(unittest.TestCase):
+    def test_contents(self):
+        """The wheel holds the package, the command, the pin and every
+        extension module the build made (found generically)."""
+        import zipfile
+        names = zipfile.ZipFile(WHEEL).namelist()
+        for want in ("gradtrace/__init__.py", "gradtrace/__main__.py", "gradtrace/run.py",
+                     "gradtrace/_bin/gradtrace", "gradtrace/_build.py"):
+            self.assertIn(want, names)
+        exts = sorted(n.split(".")[0] for n in names if n.endswith(".so") and "/" not in n)
+        self.assertIn("_gradtrace", exts)
+        self.assertIn("_gtinspect", exts)
+        # the pytest plugin is registered through the pytest11 entry point
+        z = zipfile.ZipFile(WHEEL)
+        eps = z.read([n for n in names if n.endswith(".dist-info/entry_points.txt")][0])
+        self.assertIn(b"[pytest11]\ngradtrace = gradtrace.pytest_plugin", eps)
+        self.assertIn(b"[console_scripts]\ngradtrace = gradtrace.__main__:main", eps)
+        # nothing of the build tree: no tests, no benchmarks
+        self.assertFalse([n for n in names if os.path.basename(n).startswith(
+            ("test_", "bench_"))], names)
+
+    def test_torch_left_alone(self):
+        """Installing the wheel neither reinstalls nor upgrades torch."""
+        self.assertNotIn("torch", INSTALL_LOG.replace("gradtrace", "").lower()
+                         .split("successfully installed")[-1])
+        self.assertNotIn("Uninstalling torch", INSTALL_LOG)
+        v = run([bin_("python"), "-c", "import torch; print(torch.__version__)"]).stdout
+        self.assertEqual(v.strip(), "2.13.0+cpu")
+
+    def test_pinned_to_the_build_torch(self):
+        pin = run([bin_("python"), "-c",
+                   "from gradtrace import _build; print(_build.TORCH_VERSION)"]).stdout
+        self.assertEqual(pin.strip(), "2.13.0+cpu")
+
+
+class MissingLibrary(unittest.TestCase):
+    def test_one_line_names_the_debian_package(self):
+        """Without SQLite's (or Graphviz's) development files the install
+        stops with one line naming the Debian package."""
+        empty = tempfile.mkdtemp(dir=TMP)
+        for hide, want in (("sqlite3", "apt-get install libsqlite3-dev"),
+                           ("libcgraph", "apt-get install libgraphviz-dev")):
+            # a pkg-config directory holding every .pc file but the one hidden
+            pc = os.path.join(empty, hide)
+            os.makedirs(pc)
+            out = subprocess.run(["pkg-config", "--variable", "pc_path", "pkg-config"],
+                                 capture_output=True, text=True).stdout.strip()
+            for d in out.split(":"):
+                for f in glob.glob(os.path.join(d, "*.pc")):
+                    if not os.path.basename(f).startswith(hide):
+                        dst = os.path.join(pc, os.path.basename(f))
+                        if not os.path.exists(dst):
+                            os.symlink(f, dst)
+            cp = run([PY, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                      "-w", os.path.join(empty, "dist"),
+                      "-C", "build-dir=" + os.path.join(empty, "build-" + hide),
+                      gtutil.SOURCE], check=False, env=clean_env(PKG_CONFIG_LIBDIR=pc))
+            self.assertNotEqual(cp.returncode, 0)
+            lines = [ln.strip() for ln in (cp.stdout + cp.stderr).splitlines()
+                     if want in ln]
+            self.assertTrue(lines, cp.stdout[-3000:] + cp.stderr[-3000:])
+            self.assertTrue(lines[0].startswith("gradtrace needs"), lines)
+
+
+class Installed(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(dir=TMP)
+        cls.script = gtutil.example("seed_class_weights.py")
+        cls.trace = os.path.join(cls.dir, "seed.db")
+        cls.cp = run([bin_("gradtrace"), "record", "-o", cls.trace, "--", cls.script],
+                     check=False, cwd=cls.dir)
+
+    def test_record_prints_the_diagnosis(self):
+        cp = self.cp
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        err = cp.stderr
+        tb = err.index("RuntimeError: one of the variables needed")
+        diag = err.index("[1] class_weights modified in place after NllLossBackward0")
+        self.assertLess(tb, diag, err)
+        self.assertIn("modified at %s:46" % self.script, err)
+        self.assertTrue(err.rstrip().endswith("diagnose it with: gradtrace diagnose %s"
+                                              % self.trace), err[-300:])
+
+    def test_diagnose_options_after_the_trace(self):
+        cp = run([bin_("gradtrace"), "diagnose", self.trace, "--json"], check=False)
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        doc = json.loads(cp.stdout)
+        self.assertEqual(doc["findings"][0]["kind"], "inplace_invalidated_saved")
+        self.assertEqual(doc["findings"][0]["saved"]["names"], ["class_weights"])
+
+    def test_python_m_gradtrace(self):
+        cp = run([bin_("python"), "-m", "gradtrace", "diagnose", self.trace], check=False)
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("1 finding", cp.stdout)
+
+    def test_import_and_open(self):
+        code = textwrap.dedent("""
+            import sys, gradtrace
+            assert not any("build" in p for p in sys.path if p), sys.path
+            t = gradtrace.open(sys.argv[1])
+            d = t.diagnose()
+            print(d["findings"][0]["saved"]["slot"])
+            print(t.sql("SELECT count(*) FROM backward_calls")[0][0])
+            print(t.graph().svg()[:5])
+        """)
+        cp = run([bin_("python"), "-c", code, self.trace])
+        self.assertEqual(cp.stdout.split(), ["weight", "1", "<?xml"])
+
+    def test_context_manager_records(self):
+        path = os.path.join(self.dir, "cm.db")
+        code = textwrap.dedent("""
+            import sys, torch, gradtrace
+            with gradtrace.record(sys.argv[1]):
+                x = torch.ones(3, requires_grad=True)
+                (x * 2).sum().backward()
+            print(gradtrace.open(sys.argv[1]).sql("SELECT count(*) FROM backward_calls")[0][0])
+        """)
+        self.assertEqual(run([bin_("python"), "-c", code, path]).stdout.strip(), "1")
+
+    def test_record_module(self):
+        pkg = os.path.join(self.dir, "mypkg")
+        os.makedirs(pkg, exist_ok=True)
+        with open(os.path.join(pkg, "__init__.py"), "w"):
+            pass
+        with open(os.path.join(pkg, "train.py"), "w") as f:
+            f.write("import sys, torch\nx = torch.ones(2, requires_grad=True)\n"
+                    "(x * 3).sum().backward()\nprint(sys.argv[1:], __name__)\n")
+        out = os.path.join(self.dir, "mod.db")
+        cp = run([bin_("gradtrace"), "record", "-o", out, "-m", "mypkg.train", "a", "-b"],
+                 cwd=self.dir)
+        self.assertEqual(cp.stdout.strip(), "['a', '-b'] __main__")
+
+    def test_other_torch_refused(self):
+        """The pin: under another torch release, recording is refused with
+        the command that rebuilds gradtrace, and nothing runs."""
+        site = run([bin_("python"), "-c",
+                    "import gradtrace, os; print(os.path.dirname(gradtrace.__file__))"]
+                   ).stdout.strip()
+        build = os.path.join(site, "_build.py")
+        with open(build) as f:
+            orig = f.read()
+        try:
+            with open(build, "w") as f:
+                f.write(orig.replace('TORCH_VERSION = "2.13.0+cpu"',
+                                     'TORCH_VERSION = "2.12.0+cpu"'))
+            out = os.path.join(self.dir, "pin.db")
+            cp = run([bin_("gradtrace"), "record", "-o", out, "--", self.script],
+                     check=False)
+            self.assertEqual(cp.returncode, 2, cp.stderr)
+            self.assertIn("gradtrace was built for torch 2.12.0+cpu but this environment "
+                          "has torch 2.13.0+cpu", cp.stderr)
+            self.assertEqual(cp.stdout, "")
+        finally:
+            with open(build, "w") as f:
+                f.write(orig)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
