@@ -1613,6 +1613,18 @@ static int layout(gt_graph *g, int format, const char **device, char *err, size_
                  n, gt_graph_format_name(format), g->layout_limit);
         return GT_EINVAL;
     }
+    /* Autograd graphs have about one edge per node; a damaged or crafted
+     * trace can hold a dense one (every node to every other), on which
+     * dot's crossing minimisation runs for many minutes even with 44 nodes
+     * (tests/regress/dense_edges.db, found by the fuzzer). */
+    size_t e = (size_t)agnedges(g->g);
+    if (e > 4 * n + 100) {
+        snprintf(err, errlen,
+                 "cannot lay out %zu edges between %zu nodes as %s (the limit is 4 per node, "
+                 "plus 100): write --format dot instead",
+                 e, n, gt_graph_format_name(format));
+        return GT_EINVAL;
+    }
     pthread_once(&gv.once, gv_init);
     if (!gv.gvc) {
         snprintf(err, errlen, "cannot render: graphviz context: out of memory");

@@ -168,6 +168,28 @@ static void test_edge_cycle(void **state)
     captured_free(&c);
 }
 
+/* Every node linked to every other (1738 edges, found by the fuzzer): dot's
+ * layout ran for many minutes on it. SVG is refused with one line at once;
+ * DOT, which needs no layout, is still written. */
+static void test_dense_edges(void **state)
+{
+    (void)state;
+    captured c;
+    run_on(&c, gt_cmd_graph, "dense_edges.db", 4, "graph", "-o", "/tmp/gt_regress_dense.svg",
+           "@");
+    assert_int_equal(c.status, 2);
+    assert_contains(c.err, "gradtrace: graph: cannot lay out 1738 edges between ");
+    assert_ptr_equal(strchr(c.err, '\n') + 1, c.err + strlen(c.err)); /* one line */
+    assert_int_equal(access("/tmp/gt_regress_dense.svg", F_OK), -1);
+    captured_free(&c);
+    run_on(&c, gt_cmd_graph, "dense_edges.db", 4, "graph", "-o", "/tmp/gt_regress_dense.dot",
+           "@");
+    assert_int_equal(c.status, 0);
+    assert_int_equal(access("/tmp/gt_regress_dense.dot", F_OK), 0);
+    unlink("/tmp/gt_regress_dense.dot");
+    captured_free(&c);
+}
+
 /* Cut in half: every command refuses it with exit 2 and one line. */
 static void test_truncated(void **state)
 {
@@ -282,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_stack_cycle),
         cmocka_unit_test(test_dangling_saved_tensor),
         cmocka_unit_test(test_edge_cycle),
+        cmocka_unit_test(test_dense_edges),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_hostile_strings),
     };
