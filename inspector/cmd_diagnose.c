@@ -252,7 +252,7 @@ static char *tensor_json(qdb *db, int *rc, int64_t tensor)
 static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
 {
     char *view = NULL, *cands = NULL, *origin = NULL, *out = NULL;
-    if (is_view_kind(f->kind)) {
+    if (is_view_kind(f->kind) || (f->kind == GT_FINDING_LEAF_INPLACE && f->view_op)) {
         if (f->view_op) {
             char *stack = qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i",
                                 f->view_op);
@@ -266,7 +266,9 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
             free(stack);
             free(loc);
         }
-        char *t = f->tensor ? tensor_json(db, rc, f->tensor) : NULL;
+        char *t = f->tensor && f->kind != GT_FINDING_LEAF_INPLACE
+                      ? tensor_json(db, rc, f->tensor)
+                      : NULL;
         view = qtext(db, rc,
                      "SELECT json_set(coalesce(?1, json_object('tensor', NULL)), "
                      "'$.variable', ?3, '$.origin', json(?2))",
@@ -614,7 +616,10 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
         (void)rc;
     } else if (at_op) {
         print_loc(o, db, st, cwd, "raised at", loc);
-        if (strncmp(kind, "view_", 5) == 0) {
+        char *has_view = jx(db, doc, "$.view.origin.seq");
+        int show_view = strncmp(kind, "view_", 5) == 0 || has_view[0];
+        free(has_view);
+        if (show_view) {
             char *oloc = jx(db, doc, "$.view.origin.location");
             char *gm = jx(db, doc, "$.view.origin.grad_mode");
             char *vn = names_text(db, doc, "$.view.names");
@@ -796,9 +801,12 @@ static void usage(FILE *o)
             "usage: gradtrace diagnose [options] TRACE... | DIR\n"
             "\n"
             "Replay each backward call of TRACE and report every saved tensor that was\n"
-            "changed between its save and the backward that needed it. Several traces\n"
-            "(the ranks of a distributed run) or a directory: each rank diagnosed, each\n"
-            "distinct finding printed once with the ranks it was found on.\n"
+            "changed between its save and the backward that needed it, every in-place\n"
+            "error PyTorch raised at the op (leaf, views), and any in-place error the\n"
+            "replay cannot pin (kind unexplained): a run that raised one always gets a\n"
+            "finding. Several traces (the ranks of a distributed run) or a directory:\n"
+            "each rank diagnosed, each distinct finding printed once with the ranks it\n"
+            "was found on.\n"
             "\n"
             "options:\n"
             "  --json              print the findings as JSON\n"

@@ -1,5 +1,10 @@
-/* Diagnosis: replay every backward call and report what broke it; see
- * diagnose.h for the contract and replay.h for the engine model. */
+/* Diagnosis: replay every backward call and report what broke it (the
+ * replay verdicts: stale versions, silent writes, backward twice), and the
+ * trace readers the other parts share; see diagnose.h for the contract,
+ * replay.h for the engine model, diagnose_int.h for the parts (raised.c:
+ * errors raised at the op and unexplained ones; suggest.c: the fixes;
+ * pymsg.c: PyTorch's messages; pysrc.c: Python source lines; extent.c:
+ * which bytes a tensor covers). */
 #include "diagnose.h"
 #include "diagnose_int.h"
 

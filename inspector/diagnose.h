@@ -89,8 +89,9 @@ typedef struct gt_finding {
     char *name;            /* leaf_inplace and the view kinds: the variable
                             * the raising line changes, parsed from its code,
                             * NULL if none; owned by the finding */
-    int64_t view_op;       /* view kinds: ops.seq of the op that made the view
-                            * (its origin), 0 if unknown */
+    int64_t view_op;       /* view kinds, and leaf_inplace on a view of a leaf:
+                            * ops.seq of the op that made the view (its
+                            * origin), 0 if unknown */
     size_t n_candidates;   /* unexplained: the tensors whose dtype, shape and
                             * versions match PyTorch's message (tensors.id,
                             * owned); their last writes are in mutations */

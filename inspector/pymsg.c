@@ -90,6 +90,10 @@ void gt__pymsg_parse(const char *msg, gt_pymsg *e)
     } else if (strstr(msg, "leaf Variable that requires grad is being used in an in-place "
                            "operation")) {
         e->kind = GT_PYMSG_LEAF;
+    } else if (strstr(msg, "leaf Variable that requires grad has been used in an in-place "
+                           "operation") ||
+               strstr(msg, "leaf variable has been moved into the graph interior")) {
+        e->kind = GT_PYMSG_LEAF_MOVED;
     } else if (strstr(msg, "is the output of a function that returns multiple views")) {
         e->kind = GT_PYMSG_VIEW_MULTI;
         parse_output_of(msg, e);

@@ -34,6 +34,10 @@ enum gt_pymsg_kind {
                                * view which was created in no_grad mode ...") */
     GT_PYMSG_VIEW_INFERENCE,  /* the same, "created in inference mode and is
                                * being modified inplace in normal mode" */
+    GT_PYMSG_LEAF_MOVED,      /* the engine's "a leaf Variable that requires grad
+                               * has been used in an in-place operation." and
+                               * "leaf variable has been moved into the graph
+                               * interior" (raised in backward) */
     GT_PYMSG_VIEW_CUSTOM,     /* "Output N of F is a view and is being modified
                                * inplace. This view was created inside a custom
                                * Function (or because an input was returned
@@ -67,6 +71,8 @@ int gt__pymsg_at_op(int kind);
     "(message LIKE '%modified by an inplace operation%'"                             \
     " OR message LIKE '%backward through the graph a second time%'"                  \
     " OR message LIKE '%leaf Variable that requires grad is being used in an in-place%'" \
+    " OR message LIKE '%leaf Variable that requires grad has been used in an in-place%'" \
+    " OR message LIKE '%leaf variable has been moved into the graph interior%'"        \
     " OR message LIKE '%is a view and is being modified inplace%'"                   \
     " OR message LIKE '%is a view of a view which was created in%'"                  \
     " OR message LIKE '%view was created in%mode and is being modified inplace%')"

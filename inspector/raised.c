@@ -60,7 +60,7 @@ static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *co
         return 0;
     if (sqlite3_prepare_v2(c->db,
                            "SELECT n.tensor, s.text FROM names n "
-                           "JOIN strings s ON s.id = n.name WHERE n.seq < ?1 "
+                           "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
                            "ORDER BY n.seq DESC LIMIT 20000",
                            -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);
@@ -245,6 +245,18 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
             return rc;
         if (!tensor && target[0])
             tensor = assigned_tensor(c, target, seq);
+        if (m->kind == GT_PYMSG_VIEW_OF_LEAF && target[0]) {
+            /* A view of the leaf: where that view was made. */
+            int64_t view = 0, leaf;
+            if ((rc = named_tensor(c, target, seq, &view)) != 0)
+                return rc;
+            if (!view)
+                view = tensor;
+            if (view && (leaf = gt__dx_leaf_of(c, view)) != 0 && leaf != view) {
+                origin = view_origin(c, view);
+                tensor = leaf;
+            }
+        }
     } else {
         if (target[0] && (rc = named_tensor(c, target, seq, &tensor)) != 0)
             return rc;

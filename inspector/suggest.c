@@ -240,7 +240,8 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
                               "and nn.init do: `with torch.no_grad(): %s`",
                               code[0] ? code : "...");
     }
-    const char *nm = name[0] ? name : "x";
+    /* A view of the leaf: the copy to change is the view's. */
+    const char *nm = f->view_op && f->name ? f->name : name[0] ? name : "x";
     return set_suggestion(c, f,
                           "wrap the update in `with torch.no_grad():` (as optimizers do): "
                           "`with torch.no_grad(): %s`, or change a copy instead: %s = "

@@ -111,6 +111,12 @@ static void test_messages(void **state)
     gt__pymsg_parse("Trying to backward through the graph a second time (or ...", &m);
     assert_int_equal(m.kind, GT_PYMSG_TWICE);
     assert_false(gt__pymsg_at_op(m.kind));
+    gt__pymsg_parse("a leaf Variable that requires grad has been used in an in-place "
+                    "operation.", &m);
+    assert_int_equal(m.kind, GT_PYMSG_LEAF_MOVED);
+    assert_false(gt__pymsg_at_op(m.kind));
+    gt__pymsg_parse("leaf variable has been moved into the graph interior", &m);
+    assert_int_equal(m.kind, GT_PYMSG_LEAF_MOVED);
     gt__pymsg_parse("CUDA out of memory", &m);
     assert_int_equal(m.kind, GT_PYMSG_OTHER);
     gt__pymsg_parse(NULL, &m);

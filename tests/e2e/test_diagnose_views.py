@@ -145,8 +145,13 @@ class RaisedAtOp(unittest.TestCase):
         self.assertIn("padding_idx", f["suggestion"])
 
     def test_view_of_leaf(self):
-        f, doc, _ = self.run_case("diag_view_leaf.py", (), "leaf_inplace")
+        f, doc, text = self.run_case("diag_view_leaf.py", (), "leaf_inplace")
         self.assertIn("a view of a leaf Variable", doc["error"]["message"])
+        script = gtutil.scenario("diag_view_leaf.py")
+        self.assertTrue(f["view"]["origin"]["op"].startswith("aten::select"), f["view"])
+        self.assertEqual(f["view"]["origin"]["location"]["line"], marker(script, "view"))
+        self.assertEqual(f["view"]["variable"], "row")
+        self.assertIn("view from   ", text)
         self.assertIn("with torch.no_grad(): row.fill_(1.0)", f["suggestion"])
 
 
