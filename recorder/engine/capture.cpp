@@ -26,6 +26,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/functions/tensor.h>
@@ -37,6 +38,8 @@
 #include <torch/version.h>
 
 #include <atomic>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +91,7 @@ struct OpMeta {
 struct Frame {
     const OpMeta *meta;
     uint64_t stamp;
+    uint32_t stack;
     uint32_t vv_begin; /* index into Tls::vvs */
     uint32_t wk_begin; /* index into Tls::written */
     uint8_t visible, recorded;
@@ -156,6 +160,8 @@ struct Tls {
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> written;
     int vis_depth = 0;
     int bwd_depth = 0;
+    uint64_t exec_pending = 0; /* node running, not yet written */
+    std::vector<uint64_t> exec_stack;
     bool busy = false;
     uint64_t last_stamp = 0;
     static constexpr size_t kCache = 1024;
@@ -183,7 +189,7 @@ struct Tls {
 
 thread_local Tls t_tls;
 
-int64_t os_tid() { return (int64_t)at::RecordFunction::currentThreadId(); }
+int64_t os_tid() { return (int64_t)syscall(SYS_gettid); }
 
 gt_cap_chunk *chunk_new(gt_cap_lane *lane)
 {
@@ -523,7 +529,10 @@ VisitorInfo &visitor_for(const Node *n)
         vi.kind = V_COPYSLICES;
     else if (!std::strcmp(mangled, "N5torch8autograd6PyNodeE"))
         vi.kind = V_PYNODE;
-    C->names.push_back(n->name());
+    std::string name = n->name();
+    if (name.rfind("torch::autograd::", 0) == 0)
+        name = name.substr(17); /* AccumulateGrad, CopySlices: their Python names */
+    C->names.push_back(name);
     vi.name = C->names.back().c_str();
     return C->vtmap.emplace(vt, vi).first->second;
 }
@@ -630,7 +639,7 @@ void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t st
 
 /* Name root and every node reachable from it not named yet, writing their
  * records. Returns root's id. */
-uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp)
+uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_new = nullptr)
 {
     struct Work {
         const Node *n;
@@ -646,6 +655,8 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp)
         std::lock_guard<std::mutex> gn(C->nmu);
         bool is_new = false;
         root_id = node_lookup(root, vi.kind == V_ACC, true, &is_new);
+        if (root_new)
+            *root_new = is_new;
         if (!is_new)
             return root_id;
         work.push_back({root, root_id});
@@ -708,9 +719,10 @@ void check_grad_fn(Tls &t, const at::Tensor &x, uint64_t stamp)
     const Node *n = static_cast<torch::autograd::AutogradMeta *>(am)->grad_fn_.get();
     if (!n)
         return;
-    uint64_t id = record_new_nodes(t, n, stamp);
-    if (!id)
-        return;
+    bool is_new = false;
+    uint64_t id = record_new_nodes(t, n, stamp, &is_new);
+    if (!id || !is_new)
+        return; /* its outputs were written when it was named */
     auto *r = reinterpret_cast<gt_cap_node_out *>(
         reserve(t, sizeof(gt_cap_node_out), GT_CAP_NODE_OUT, stamp));
     if (!r)
@@ -732,31 +744,31 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
     Tls &t = *tp;
     if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
         t.bwd_depth++;
+        t.exec_stack.push_back(t.exec_pending);
+        t.exec_pending = 0;
         if (t.busy || !C->active.load(std::memory_order_relaxed))
             return nullptr;
+        /* written at the node's first recorded op: a node that runs no op
+         * (an AccumulateGrad moving the gradient into .grad) is not shown,
+         * as under the dispatch adapter */
         auto cur = torch::autograd::get_current_node();
-        uint64_t id = 0;
         if (cur) {
             std::lock_guard<std::mutex> g(C->nmu);
-            id = node_lookup(cur.get(), false, false, nullptr);
-        }
-        if (id) {
-            auto *r = reinterpret_cast<gt_cap_exec *>(
-                reserve(t, sizeof(gt_cap_exec), GT_CAP_EXEC, t.last_stamp));
-            if (r)
-                r->node = id;
-            t.publish();
+            t.exec_pending = node_lookup(cur.get(), false, false, nullptr);
         }
         return nullptr;
     }
-    Frame fr{nullptr, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0, 0};
+    Frame fr{nullptr, 0, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0, 0};
     if (t.busy || !C->active.load(std::memory_order_relaxed)) {
         t.frames.push_back(fr);
         return nullptr;
     }
     const OpMeta *m = op_meta(t, fn);
     fr.meta = m;
-    if (m->is_op && !m->composite && t.vis_depth == 0) {
+    /* ops run with the Python key excluded (inside torch.tensor(...), a
+     * mode's own dispatch) are invisible to a dispatch mode: not recorded */
+    if (m->is_op && !m->composite && t.vis_depth == 0 &&
+        !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python)) {
         fr.visible = fr.recorded = 1;
         uint32_t stack = 0;
         if (C->opts.stack_key) {
@@ -764,7 +776,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
             stack = C->opts.stack_key();
             t.busy = false;
         }
+        fr.stack = stack;
         fr.stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (t.exec_pending) {
+            auto *x = reinterpret_cast<gt_cap_exec *>(
+                reserve(t, sizeof(gt_cap_exec), GT_CAP_EXEC, fr.stamp));
+            if (x)
+                x->node = t.exec_pending;
+            t.exec_pending = 0;
+        }
         auto *r = reinterpret_cast<gt_cap_op *>(
             reserve(t, sizeof(gt_cap_op), GT_CAP_OP, fr.stamp));
         if (r) {
@@ -804,6 +824,11 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     Tls &t = *tp;
     if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
         t.bwd_depth--;
+        t.exec_pending = 0;
+        if (!t.exec_stack.empty()) {
+            t.exec_pending = t.exec_stack.back();
+            t.exec_stack.pop_back();
+        }
         return;
     }
     if (t.frames.empty())
@@ -845,8 +870,31 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
             each_tensor(o, [&](const at::Tensor &x) { check_grad_fn(t, x, fr.stamp); });
         for (size_t i = fr.wk_begin; i < t.written.size(); i++) {
             auto p = t.written[i].lock();
-            if (p)
-                check_grad_fn(t, at::Tensor(std::move(p)), fr.stamp);
+            if (!p)
+                continue;
+            at::Tensor x(std::move(p));
+            check_grad_fn(t, x, fr.stamp);
+            /* an in-place op on a view gives its base a CopySlices */
+            if (x.is_view())
+                check_grad_fn(t, at::Tensor(x._base()), fr.stamp);
+        }
+        t.busy = false;
+    }
+    if (C->opts.names && fr.stack && t.written.size() > fr.wk_begin) {
+        /* the user's names for what the op wrote (and for its base) */
+        t.busy = true;
+        for (size_t i = fr.wk_begin; i < t.written.size(); i++) {
+            auto p = t.written[i].lock();
+            if (!p)
+                continue;
+            at::Tensor x(std::move(p));
+            gt_cap_tensor a, b;
+            facts(x, a);
+            bool view = x.is_view();
+            if (view)
+                facts(x._base(), b);
+            t.publish();
+            C->opts.names(fr.stack, &a, view ? &b : nullptr);
         }
         t.busy = false;
     }

@@ -6,6 +6,7 @@
 #include "gtmap.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,12 +62,18 @@ struct gt_fold {
     gt_id bwd[64];   /* open backward calls, innermost last */
     int nbwd;
     int rc;          /* first recorder error */
+    int warned;      /* the one warning about it was printed */
+    int64_t refused; /* calls the recorder refused (bookkeeping slips) */
 };
 
+/* A recorder result: a write failure stops recording (see drain); a
+ * refused call (GT_EINVAL: say a row seen twice) is counted and skipped. */
 static int ck(gt_fold *f, int rc)
 {
-    if (rc < 0 && !f->rc)
+    if (rc < 0 && !f->rc && gt_recorder_failed(f->r))
         f->rc = rc;
+    else if (rc < 0)
+        f->refused++;
     return rc;
 }
 
@@ -490,11 +497,12 @@ static void on_error(gt_fold *f, const gt_cap_text *r)
     ck(f, gt_error(f->r, a, b, stack_id(f, r->stack), cur_backward(f), NULL));
 }
 
-static void on_name(gt_fold *f, const gt_cap_name *r)
+static void on_name(gt_fold *f, flane *l, const gt_cap_name *r)
 {
     ftensor *t = tensor_known(f, r->impl, r->vc);
+    int64_t seq = r->h.flags == 1 && l->op ? l->op : gt_recorder_seq(f->r);
     if (t)
-        ck(f, gt_name(f->r, gt_recorder_seq(f->r), t->id, (const char *)(r + 1)));
+        ck(f, gt_name(f->r, seq, t->id, (const char *)(r + 1)));
 }
 
 static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
@@ -516,7 +524,7 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
     case GT_CAP_BWD_ROOT:
     case GT_CAP_BWD_INPUT: on_bwd_tensor(f, (const gt_cap_bwd_tensor *)h); break;
     case GT_CAP_ERROR: on_error(f, (const gt_cap_text *)h); break;
-    case GT_CAP_NAME: on_name(f, (const gt_cap_name *)h); break;
+    case GT_CAP_NAME: on_name(f, l, (const gt_cap_name *)h); break;
     default: break;
     }
 }
@@ -561,6 +569,19 @@ static int drain_locked(gt_fold *f)
         if (best->consumer)
             fold_one(f, best->consumer, bh);
         best->read_off += bh->len;
+    }
+    if (f->rc && !f->warned) {
+        /* a write failure (size cap, full disk) stops recording, not the run */
+        const char *msg = gt_recorder_errmsg(f->r);
+        if (!msg[0])
+            msg = gt_strerror(f->rc);
+        if (!strncmp(msg, "gradtrace: ", 11))
+            fprintf(stderr, "%s\n", msg);
+        else
+            fprintf(stderr, "gradtrace: recording stopped: %s\n", msg);
+        fflush(stderr);
+        f->warned = 1;
+        gt_capture_set_active(0);
     }
     return f->rc;
 }

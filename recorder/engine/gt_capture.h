@@ -232,6 +232,10 @@ typedef struct gt_capture_opts {
      * recorded op without the GIL; NULL: no stacks */
     uint32_t (*stack_key)(void);
     int all_threads;           /* capture ops of every thread (global callback) */
+    /* after an op wrote tensor t (a view of base, or base NULL), on the
+     * op's thread, without the GIL; stack is the op's stack key; writes
+     * GT_CAP_NAME records through gt_capture_reserve. NULL: no names */
+    void (*names)(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base);
 } gt_capture_opts;
 
 /* The torch version the shim was built for ("2.13.0+cpu"). */

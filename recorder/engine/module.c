@@ -39,6 +39,7 @@ typedef struct {
     gt_recorder *r;
     gt_fold *fold;
     int on;          /* capture running */
+    int active;      /* inside the recorded window */
     int forked;
     PyObject *hidden;  /* tuple of path prefixes never put in stacks */
     PyObject *engine;  /* tuple of path prefixes of the engine (torch) */
@@ -254,6 +255,88 @@ static uint32_t stack_key(void)
 /* Stack key of the current point (GIL held). */
 static uint32_t stack_here(void) { return stack_key(); }
 
+/* ---- names ------------------------------------------------------------------- */
+
+static _Thread_local uint32_t t_names_miss[256];
+
+static int emit_names(PyObject *dict, const gt_cap_tensor *t, const gt_cap_tensor *base)
+{
+    int found = 0;
+    if (!dict || !PyDict_Check(dict))
+        return 0;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &k, &v)) {
+        gt_cap_tensor ct;
+        if (!PyUnicode_Check(k) || gt_capture_pytensor(v, &ct, NULL) < 0)
+            continue;
+        int is_t = ct.impl == t->impl, is_b = base && ct.impl == base->impl;
+        if (!is_t && !is_b)
+            continue;
+        Py_ssize_t len;
+        const char *name = PyUnicode_AsUTF8AndSize(k, &len);
+        if (!name || len > 4000) {
+            PyErr_Clear();
+            continue;
+        }
+        for (int i = 0; i < 2; i++) {
+            const gt_cap_tensor *x = i ? base : t;
+            if (i && !is_b)
+                continue;
+            gt_cap_name *r = gt_capture_reserve(GT_CAP_NAME, sizeof *r + (size_t)len + 1);
+            if (!r)
+                continue;
+            r->h.flags = 1; /* of the lane's current op */
+            r->impl = x->impl;
+            r->vc = x->vc;
+            memcpy(r + 1, name, (size_t)len + 1);
+        }
+        found++;
+    }
+    return found;
+}
+
+/* Names bound to what an op wrote (or its base) in the user's frame, as the
+ * dispatch adapter records them: locals, then globals. A stack whose user
+ * frame named nothing is skipped from then on (an optimizer step writes
+ * dozens of parameters from one line that names none of them). */
+static void names_hook(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base)
+{
+    Engine *e = g_engine;
+    if (!e || t_names_miss[stack & 255] == stack)
+        return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyFrameObject *f = PyThreadState_GetFrame(PyThreadState_Get());
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int kind = code_kind(e, co);
+        Py_DECREF(co);
+        if (kind == 0)
+            break;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    int found = 0;
+    if (f) {
+        PyObject *locals = PyFrame_GetLocals(f);
+        PyObject *globals = PyFrame_GetGlobals(f);
+        found = emit_names(locals, t, base);
+        if (globals != locals)
+            found += emit_names(globals, t, base);
+        Py_XDECREF(locals);
+        Py_XDECREF(globals);
+        Py_DECREF(f);
+    }
+    if (!found)
+        t_names_miss[stack & 255] = stack;
+    PyErr_Clear();
+    PyErr_Restore(et, ev, etb);
+    PyGILState_Release(st);
+}
+
 /* ---- events ---------------------------------------------------------------- */
 
 static void put_tensor_event(int type, int pos, PyObject *t)
@@ -341,7 +424,8 @@ static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
         return NULL;
     }
     char err[256] = "";
-    gt_capture_opts o = {.stack_key = stack_key, .all_threads = 1};
+    gt_capture_opts o = {.stack_key = stack_key, .all_threads = 1, .names = names_hook};
+    memset(t_names_miss, 0, sizeof t_names_miss);
     g_engine = self;
     g_cache_gen++;
     if (gt_capture_start(&o, err, sizeof err) < 0) {
@@ -356,6 +440,7 @@ static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
         return PyErr_NoMemory();
     }
     self->on = 1;
+    self->active = 1;
     Py_RETURN_NONE;
 }
 
@@ -386,7 +471,7 @@ static PyObject *Engine_backward_begin(PyObject *op, PyObject *args)
     int retain, create;
     if (!PyArg_ParseTuple(args, "sOppO", &api, &roots, &retain, &create, &inputs))
         return NULL;
-    if (!self->on)
+    if (!self->on || !self->active || gt_recorder_failed(self->r))
         return PyLong_FromLong(0);
     static const char *apis[] = {"Tensor.backward", "torch.autograd.backward",
                                  "torch.autograd.grad"};
@@ -537,8 +622,9 @@ static PyObject *Engine_name(PyObject *op, PyObject *args)
 
 static PyObject *Engine_set_active(PyObject *op, PyObject *arg)
 {
-    (void)op;
-    gt_capture_set_active(PyObject_IsTrue(arg) > 0);
+    Engine *self = (Engine *)op;
+    self->active = PyObject_IsTrue(arg) > 0;
+    gt_capture_set_active(self->active && self->r && !gt_recorder_failed(self->r));
     Py_RETURN_NONE;
 }
 
