@@ -22,6 +22,7 @@ typedef struct fvc {
 } fvc;
 
 typedef struct ftensor {
+    gt_tensor_info *row; /* an output's row, written at its next sighting */
     gt_id id;
     int refs; /* the map's, plus each lane op input holding it */
     const void *vc;
@@ -42,6 +43,8 @@ typedef struct flane {
     uint64_t stamp;  /* its stamp */
     int nin, nmut, nout;
     in_ent in[MAX_IN];
+    ftensor **pending; /* outputs whose rows wait for the next op (held) */
+    size_t npending, cappending;
 } flane;
 
 struct gt_fold {
@@ -56,6 +59,7 @@ struct gt_fold {
     gt_map tensors;  /* TensorImpl* -> ftensor* */
     gt_map vcs;      /* counter* -> fvc* */
     gt_map storages; /* StorageImpl* -> storage id */
+    gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
     gt_map stacks;   /* stack key -> stack id */
     gt_map threads;  /* os tid -> thread id */
     gt_id next_tensor, next_storage;
@@ -118,6 +122,10 @@ static void vc_unref(gt_fold *f, fvc *v, const void *key)
 static void tensor_drop(gt_fold *f, ftensor *t)
 {
     if (t && --t->refs == 0) {
+        if (t->row) {
+            ck(f, gt_tensor(f->r, t->row));
+            free(t->row);
+        }
         vc_unref(f, t->v, t->vc);
         free(t);
     }
@@ -215,9 +223,21 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     int fresh_storage = created_by && !base && !share;
     static const int64_t none[1] = {0};
     int nd = geom ? c->ndim : 0;
+    gt_id sid = storage_of(f, c, fresh_storage);
+    if (c->storage && !alias && !created_by) {
+        /* first seen on a storage another tensor uses (x.data, made by no
+         * op): an alias of the first tensor recorded there */
+        uint64_t *p = gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0);
+        if (p && (gt_id)(*p >> 32) == sid)
+            alias = (gt_id)(*p & 0xffffffffu);
+    }
+    if (c->storage && (!gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0) ||
+                       fresh_storage))
+        gt_map_put(&f->stor_first, (uintptr_t)c->storage, 0, 0,
+                   (uint64_t)sid << 32 | (uint64_t)(t->id & 0xffffffffu));
     gt_tensor_info ti = {
         .id = t->id,
-        .storage = storage_of(f, c, fresh_storage),
+        .storage = sid,
         .dtype = str_id(f, c->dtype),
         .ndim = nd,
         .shape = nd ? geom : none,
@@ -230,7 +250,23 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
         .shares_version = shares,
         .version_counter = v ? v->id : t->id,
     };
-    ck(f, gt_tensor(f->r, &ti));
+    if (created_by) {
+        /* requires_grad of an output may be set after its op returns
+         * (nn.Parameter): its row waits for the tensor's next sighting */
+        t->row = malloc(sizeof *t->row + sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
+        if (t->row) {
+            int64_t *g = (int64_t *)(t->row + 1);
+            memcpy(g, ti.shape, sizeof *g * (size_t)(nd ? nd : 1));
+            memcpy(g + (nd ? nd : 1), ti.strides, sizeof *g * (size_t)(nd ? nd : 1));
+            *t->row = ti;
+            t->row->shape = g;
+            t->row->strides = g + (nd ? nd : 1);
+        } else {
+            ck(f, gt_tensor(f->r, &ti));
+        }
+    } else {
+        ck(f, gt_tensor(f->r, &ti));
+    }
     uint64_t *p = gt_map_get(&f->tensors, (uintptr_t)c->impl, 0, 0);
     if (p) {
         tensor_drop(f, (ftensor *)(uintptr_t)*p);
@@ -239,6 +275,43 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
         gt_map_put(&f->tensors, (uintptr_t)c->impl, 0, 0, (uintptr_t)t);
     }
     return t;
+}
+
+/* Write t's deferred row, with flags seen now if c is not NULL. */
+static void row_flush(gt_fold *f, ftensor *t, const gt_cap_tensor *c)
+{
+    if (!t->row)
+        return;
+    if (c) {
+        t->row->requires_grad = (c->flags & GT_CAPT_REQGRAD) != 0;
+        t->row->is_leaf = (c->flags & GT_CAPT_LEAF) != 0;
+    }
+    ck(f, gt_tensor(f->r, t->row));
+    free(t->row);
+    t->row = NULL;
+}
+
+static void pending_flush(gt_fold *f, flane *l)
+{
+    for (size_t i = 0; i < l->npending; i++) {
+        row_flush(f, l->pending[i], NULL);
+        tensor_drop(f, l->pending[i]);
+    }
+    l->npending = 0;
+}
+
+static void pending_add(flane *l, ftensor *t)
+{
+    if (l->npending == l->cappending) {
+        size_t n = l->cappending ? 2 * l->cappending : 16;
+        ftensor **p = realloc(l->pending, n * sizeof *p);
+        if (!p)
+            return; /* its row is written when it is dropped */
+        l->pending = p;
+        l->cappending = n;
+    }
+    t->refs++;
+    l->pending[l->npending++] = t;
 }
 
 /* A version seen now that differs from what we believe: observed bump. */
@@ -255,6 +328,7 @@ static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geo
 {
     ftensor *t = tensor_known(f, c->impl, c->vc);
     if (t) {
+        row_flush(f, t, c);
         if (t->storage != c->storage)
             t->storage = c->storage;
         observe(f, t, c->version);
@@ -338,6 +412,8 @@ static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
                 base = x;
         }
         t = tensor_new(f, c, geom, l->op, share, base);
+        if (t && t->row)
+            pending_add(l, t);
     }
     if (t)
         ck(f, gt_op_arg(f->r, l->op, GT_ROLE_OUTPUT, l->nout++, t->id, c->version));
@@ -345,6 +421,7 @@ static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
 
 static void on_end(gt_fold *f, flane *l, const gt_cap_end *r)
 {
+    pending_flush(f, l); /* the outputs of the lane's previous op */
     if (!l->op || r->h.stamp != l->stamp)
         return;
     const uint32_t *after = (const uint32_t *)(r + 1);
@@ -643,8 +720,12 @@ static void free_maps(gt_fold *f, int lanes)
 {
     if (lanes)
         for (gt_cap_lane *l = gt_capture_lanes(); l; l = l->next_lane) {
-            if (l->consumer)
-                lane_reset(f, l->consumer);
+            if (l->consumer) {
+                flane *fl = l->consumer;
+                lane_reset(f, fl);
+                pending_flush(f, fl);
+                free(fl->pending);
+            }
             free(l->consumer);
             l->consumer = NULL;
         }
@@ -655,6 +736,7 @@ static void free_maps(gt_fold *f, int lanes)
     gt_map_clear(&f->vcs);
     gt_map_clear(&f->strs);
     gt_map_clear(&f->storages);
+    gt_map_clear(&f->stor_first);
     gt_map_clear(&f->stacks);
     gt_map_clear(&f->threads);
 }
@@ -683,7 +765,8 @@ void gt_fold_forget(gt_fold *f)
 {
     if (!f)
         return;
-    /* the thread does not exist in a forked child; its mutexes may be held */
-    free_maps(f, 0);
-    free(f);
+    /* the thread does not exist in a forked child, its mutexes and the
+     * recorder's may be held, and dropping entries would write rows: the
+     * memory stays with the child */
+    (void)f;
 }

@@ -412,6 +412,7 @@ static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
     self->hidden = Py_NewRef(hidden);
     self->engine = Py_NewRef(engine);
     self->getline = Py_NewRef(getline);
+    self->active = 1;
     pthread_mutex_init(&self->smu, NULL);
     return 0;
 }
@@ -440,7 +441,7 @@ static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
         return PyErr_NoMemory();
     }
     self->on = 1;
-    self->active = 1;
+    gt_capture_set_active(self->active); /* a window may start closed */
     Py_RETURN_NONE;
 }
 
@@ -688,7 +689,8 @@ static PyObject *Engine_forked(PyObject *op, PyObject *Py_UNUSED(a))
     gt_capture_forked();
     gt_fold_forget(self->fold);
     self->fold = NULL;
-    gt_recorder_close(self->r); /* in a child: frees memory, never writes */
+    /* the parent's fold thread may have held the handle's mutex at fork():
+     * never touch the handle here (its memory stays with the child) */
     self->r = NULL;
     g_engine = NULL;
     Py_RETURN_NONE;
