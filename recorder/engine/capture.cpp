@@ -158,6 +158,7 @@ struct Tls {
     std::vector<Frame> frames;
     std::vector<c10::VariableVersion> vvs;
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> written;
+    std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> fresh; /* see GT_CAP_REFRESH */
     int vis_depth = 0;
     int bwd_depth = 0;
     uint64_t exec_pending = 0; /* node running, not yet written */
@@ -172,6 +173,7 @@ struct Tls {
         frames.reserve(64);
         vvs.reserve(256);
         written.reserve(64);
+        fresh.reserve(16);
     }
     ~Tls()
     {
@@ -778,6 +780,21 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         }
         fr.stack = stack;
         fr.stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+        for (auto &w : t.fresh) {
+            auto p = w.lock();
+            if (!p || !p->requires_grad())
+                continue;
+            auto *x = reinterpret_cast<gt_cap_refresh *>(
+                reserve(t, sizeof(gt_cap_refresh), GT_CAP_REFRESH, fr.stamp));
+            if (!x)
+                continue;
+            x->impl = p.get();
+            x->vc = vc_ptr(p->version_counter());
+            auto *am = static_cast<torch::autograd::AutogradMeta *>(p->autograd_meta());
+            x->flags = GT_CAPT_REQGRAD | (am && am->grad_fn_ ? 0 : GT_CAPT_LEAF);
+            std::memset(x->pad, 0, sizeof x->pad);
+        }
+        t.fresh.clear();
         if (t.exec_pending) {
             auto *x = reinterpret_cast<gt_cap_exec *>(
                 reserve(t, sizeof(gt_cap_exec), GT_CAP_EXEC, fr.stamp));
@@ -861,7 +878,11 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     const auto &outs = fn.outputs();
     int pos = 0;
     for (const auto &o : outs)
-        each_tensor(o, [&](const at::Tensor &x) { put_arg(t, GT_CAP_OUT, pos++, x, fr.stamp, false); });
+        each_tensor(o, [&](const at::Tensor &x) {
+            put_arg(t, GT_CAP_OUT, pos++, x, fr.stamp, false);
+            if (x.defined() && !x.requires_grad() && t.fresh.size() < 16)
+                t.fresh.emplace_back(c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
+        });
     if (c10::GradMode::is_enabled()) {
         /* new nodes hang off the outputs, and off written inputs (an
          * in-place op with no return, like _foreach_add_) */

@@ -602,6 +602,15 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
     case GT_CAP_BWD_INPUT: on_bwd_tensor(f, (const gt_cap_bwd_tensor *)h); break;
     case GT_CAP_ERROR: on_error(f, (const gt_cap_text *)h); break;
     case GT_CAP_NAME: on_name(f, l, (const gt_cap_name *)h); break;
+    case GT_CAP_REFRESH: {
+        const gt_cap_refresh *r = (const gt_cap_refresh *)h;
+        ftensor *t = tensor_known(f, r->impl, r->vc);
+        if (t && t->row) {
+            t->row->requires_grad = (r->flags & GT_CAPT_REQGRAD) != 0;
+            t->row->is_leaf = (r->flags & GT_CAPT_LEAF) != 0;
+        }
+        break;
+    }
     default: break;
     }
 }

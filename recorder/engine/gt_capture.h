@@ -58,6 +58,7 @@ enum gt_cap_type {
     GT_CAP_NAME,       /* a variable name bound to a tensor (gt_cap_name) */
     GT_CAP_THREAD,     /* the lane's thread name (gt_cap_text) */
     GT_CAP_MARK,       /* nothing: wakes the consumer (flush) */
+    GT_CAP_REFRESH,    /* a previous op's output, seen again (gt_cap_refresh) */
 };
 
 /* Every record starts with this header; len (whole record, bytes) is a
@@ -203,6 +204,17 @@ typedef struct gt_cap_name {
     const void *vc;
     /* NUL-terminated name follows */
 } gt_cap_name;
+
+/* An output of the thread's previous op that did not require grad then,
+ * read again at the next op (nn.Parameter sets requires_grad after the op
+ * that made its tensor). */
+typedef struct gt_cap_refresh {
+    gt_cap_hdr h;
+    const void *impl;
+    const void *vc;
+    uint16_t flags;      /* GT_CAPT_* now */
+    uint8_t pad[6];
+} gt_cap_refresh;
 
 /* ---- lanes (read by the consumer) ----------------------------------------- */
 

@@ -282,6 +282,9 @@ class SameOps(unittest.TestCase):
         clone = {"aten::new_empty_strided", "aten::copy_"}
         disp = [n for n in disp if not (n[1] == 1 and n[0] in clone)]
         eng = [n for n in eng if not (n[1] == 1 and n[0] in clone)]
+        # torch.tensor(...) ends with a detach_ of its fresh result, which a
+        # dispatch mode is not shown
+        eng = [n for n in eng if n[0] != "aten::detach_"]
         self.assertEqual(eng, disp)
         self.assertGreater(len(eng), 20)
 
