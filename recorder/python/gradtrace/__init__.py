@@ -103,6 +103,7 @@ class Recording:
         self._backward_exc = None
         self._orig_bootstrap = None
         self._dist_patch = None
+        self.adapter = None  # "engine" or "dispatch" once started
         self.error = None  # the recorder's error message after stop(), if any
         self.finished = True  # False if stop() could not finish the trace file
 
@@ -124,25 +125,36 @@ class Recording:
         torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         hidden = (_PKG_DIR + os.sep, "<frozen runpy>",
                   os.path.join(os.path.dirname(os.__file__), "runpy.py"))
-        self._rec = _gradtrace.Recorder(
-            self.path,
-            tensor_type=torch.Tensor,
-            op_meta=_mode.op_meta,
-            saved_names=_mode.saved_names,
-            grad_enabled=torch.is_grad_enabled,
-            getline=linecache.getline,
-            hidden=hidden,
-            engine=(torch_dir,) + _wrapper_files(),
-            # nodes keep our ids in grad_fn.metadata: a key per recording
-            key="gradtrace:%d:%d" % (os.getpid(), next(_serial)),
-            via_autograd=_mode.via_autograd_probe(),
-            overwrite=self.overwrite,
-            max_bytes=self.max_size,
-            has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
-            has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
-            increment_version=getattr(torch._C, "_increment_version", None),
-            check_saved=self.check_saved,
-        )
+        # adapter selection (GRADTRACE_ADAPTER=dispatch|engine): see _engine.py;
+        # --check-saved fingerprints are taken by the dispatch adapter only
+        from . import _engine
+        engine_mod = None if self.check_saved else _engine.choose(torch.__version__)
+        self.adapter = "engine" if engine_mod is not None else "dispatch"
+        if engine_mod is not None:
+            self._rec = _engine.EngineRecorder(
+                engine_mod, self.path, hidden=hidden, engine=(torch_dir,) + _wrapper_files(),
+                getline=linecache.getline, overwrite=self.overwrite,
+                max_bytes=self.max_size)
+        else:
+            self._rec = _gradtrace.Recorder(
+                self.path,
+                tensor_type=torch.Tensor,
+                op_meta=_mode.op_meta,
+                saved_names=_mode.saved_names,
+                grad_enabled=torch.is_grad_enabled,
+                getline=linecache.getline,
+                hidden=hidden,
+                engine=(torch_dir,) + _wrapper_files(),
+                # nodes keep our ids in grad_fn.metadata: a key per recording
+                key="gradtrace:%d:%d" % (os.getpid(), next(_serial)),
+                via_autograd=_mode.via_autograd_probe(),
+                overwrite=self.overwrite,
+                max_bytes=self.max_size,
+                has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
+                has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
+                increment_version=getattr(torch._C, "_increment_version", None),
+                check_saved=self.check_saved,
+            )
         options = {"max_size": self.max_size or None, "check_saved": self.check_saved,
                    "backward_calls": list(self.backward_calls) if self.backward_calls else None}
         self._rec.set_run(
@@ -166,12 +178,15 @@ class Recording:
                 self._old_term = signal.signal(signal.SIGTERM, self._on_signal)
         self._patch = _mode.BackwardPatch(self)
         self._patch.install()
-        self._patch_threads()
         from . import _dist
         self._dist_patch = _dist.Patches(self)
         self._dist_patch.install()
-        self._mode = _mode.DispatchMode(self._rec.dispatch)
-        self._mode.__enter__()
+        if self.adapter == "engine":
+            self._rec.start()  # one callback for every thread
+        else:
+            self._patch_threads()
+            self._mode = _mode.DispatchMode(self._rec.dispatch)
+            self._mode.__enter__()
         return self
 
     def _patch_threads(self):

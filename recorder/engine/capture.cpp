@@ -1,0 +1,1191 @@
+/*
+ * capture.cpp: the thin libtorch shim of the engine adapter. See gt_capture.h
+ * for what it hands to C; this file only reads the engine.
+ *
+ * One at::RecordFunction callback sees every op at every nesting level and
+ * every node the engine runs (BACKWARD_FUNCTION scope). An op is recorded
+ * when no recorded op encloses it on this thread and its computed
+ * AutogradCPU kernel is not the CompositeImplicitAutograd one: exactly the
+ * ops a TorchDispatchMode sees. Its inputs are read at the start; since the
+ * dispatcher destroys boxed inputs after the start callbacks, a copy of each
+ * input's VariableVersion (one atomic increment) is kept to read its version
+ * after the op, and a weak reference on written inputs to find the node an
+ * in-place op gave them. At the end: versions after, outputs, and the new
+ * autograd nodes (each output's grad_fn, then a walk over next_edges for
+ * nodes never named: AccumulateGrad, custom autograd.Function, CopySlices),
+ * with their saved tensors read through visitors generated at build time
+ * from this torch's generated/Functions.h.
+ *
+ * Built with -DNDEBUG for the exact torch release found at build time (C++
+ * layouts: RecordFunction, SavedVariable); gt_capture_selftest checks both at
+ * start-up and the Python side falls back to the dispatch adapter if not.
+ */
+#include "gt_capture.h"
+
+#include <ATen/SequenceNumber.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/functions/tensor.h>
+#include <torch/csrc/autograd/generated/Functions.h>
+#include <torch/csrc/autograd/python_function.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <typeinfo>
+#include <unordered_map>
+#include <vector>
+
+#ifndef NDEBUG
+#error "capture.cpp must be built with -DNDEBUG (RecordFunction's layout differs otherwise)"
+#endif
+
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+
+/* Same members in the same order as torch/csrc/autograd/saved_variable.h of
+ * the torch this is built for: the only way to read saved_version_ and
+ * is_output_ without unpacking (which would throw on a stale tensor). */
+struct SVMirror {
+    at::Tensor data_;
+    std::shared_ptr<torch::autograd::ForwardGrad> fw_grad_;
+    c10::weak_intrusive_ptr<Node> weak_grad_fn_{c10::intrusive_ptr<Node>()};
+    uint32_t saved_version_ = 0;
+    uint32_t output_nr_ = 0;
+    bool was_default_constructed_ = true;
+    bool is_inplace_on_view_ = false;
+    bool saved_original_ = false;
+    bool is_leaf_ = false;
+    bool is_output_ = false;
+    std::unique_ptr<torch::autograd::SavedVariableHooks> hooks_;
+    c10::intrusive_ptr<Node> grad_fn_;
+    c10::intrusive_ptr<Node> grad_accumulator_;
+    bool requires_grad_ = false;
+};
+static_assert(sizeof(SVMirror) == sizeof(SavedVariable), "SavedVariable layout changed");
+
+struct OpMeta {
+    std::string name;
+    bool is_op = false;
+    bool composite = false;
+    uint64_t write_mask = 0;
+};
+
+struct Frame {
+    const OpMeta *meta;
+    uint64_t stamp;
+    uint32_t stack;
+    uint32_t vv_begin; /* index into Tls::vvs */
+    uint32_t wk_begin; /* index into Tls::written */
+    uint8_t visible, recorded;
+};
+
+struct SavedVisitor;
+struct GenVisitor {
+    const char *mangled;
+    const char *name;
+    int nsaved;
+    void (*fn)(const Node *, SavedVisitor &);
+};
+
+enum VKind { V_GEN, V_ACC, V_COPYSLICES, V_PYNODE, V_OTHER };
+
+struct VisitorInfo {
+    VKind kind = V_OTHER;
+    const char *name = nullptr;
+    void (*fn)(const Node *, SavedVisitor &) = nullptr;
+};
+
+struct NodeEnt {
+    const Node *key = nullptr;
+    uint64_t seqnr = 0, thread = 0, id = 0;
+    c10::weak_intrusive_ptr<Node> weak{c10::intrusive_ptr<Node>()}; /* AccumulateGrad */
+};
+
+struct Tls;
+
+struct Cap {
+    gt_capture_opts opts{};
+    at::CallbackHandle handle = 0;
+    std::atomic<bool> on{false};
+    std::atomic<bool> active{true};
+    std::atomic<uint64_t> stamp{0};
+    std::atomic<int> in_backward{0};
+    uint64_t gen = 0;
+    const char *string_overload = nullptr;
+
+    std::mutex mu; /* op metas, lanes list, visitors, interned names */
+    std::unordered_map<const char *, OpMeta *> opmeta;
+    std::unordered_map<std::string, OpMeta *> byname;
+    std::deque<OpMeta> metas;
+    std::unordered_map<const void *, VisitorInfo> vtmap; /* vtable -> visitor */
+    std::unordered_map<std::string, VisitorInfo> genmap;
+    std::deque<std::string> names; /* stable c_str()s */
+    std::atomic<gt_cap_lane *> lanes{nullptr};
+    gt_cap_lane *lanes_tail = nullptr;
+
+    std::mutex nmu; /* node table */
+    std::vector<NodeEnt> ntab;
+    size_t nused = 0;
+    uint64_t next_node = 0;
+};
+
+Cap *C = nullptr;
+uint64_t g_gen = 0;
+
+struct Tls {
+    uint64_t gen = 0;
+    gt_cap_lane *lane = nullptr;
+    gt_cap_chunk *cur = nullptr;
+    size_t used = 0;
+    std::vector<Frame> frames;
+    std::vector<c10::VariableVersion> vvs;
+    std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> written;
+    std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> fresh; /* see GT_CAP_REFRESH */
+    int vis_depth = 0;
+    int bwd_depth = 0;
+    uint64_t exec_pending = 0; /* node running, not yet written */
+    std::vector<uint64_t> exec_stack;
+    bool busy = false;
+    uint64_t last_stamp = 0;
+    static constexpr size_t kCache = 1024;
+    const char *ckey[kCache] = {};
+    OpMeta *cval[kCache] = {};
+    Tls()
+    {
+        frames.reserve(64);
+        vvs.reserve(256);
+        written.reserve(64);
+        fresh.reserve(16);
+    }
+    ~Tls()
+    {
+        if (lane && C && gen == C->gen) {
+            publish();
+            __atomic_store_n(&lane->retired, 1, __ATOMIC_RELEASE);
+        }
+    }
+    void publish()
+    {
+        if (cur)
+            __atomic_store_n(&cur->used, used, __ATOMIC_RELEASE);
+    }
+};
+
+thread_local Tls t_tls;
+
+int64_t os_tid() { return (int64_t)syscall(SYS_gettid); }
+
+gt_cap_chunk *chunk_new(gt_cap_lane *lane)
+{
+    uint64_t head = __atomic_load_n(&lane->ring_head, __ATOMIC_RELAXED);
+    uint64_t tail = __atomic_load_n(&lane->ring_tail, __ATOMIC_ACQUIRE);
+    gt_cap_chunk *c;
+    if (head != tail) {
+        c = lane->ring[head % GT_CAP_RING];
+        __atomic_store_n(&lane->ring_head, head + 1, __ATOMIC_RELEASE);
+    } else {
+        c = static_cast<gt_cap_chunk *>(std::malloc(sizeof(gt_cap_chunk)));
+        if (!c)
+            return nullptr;
+    }
+    c->next = nullptr;
+    c->used = 0;
+    return c;
+}
+
+/* This thread's state, its lane created on first use in a capture. */
+Tls *tls()
+{
+    Tls &t = t_tls;
+    if (C10_LIKELY(t.gen == C->gen && t.lane))
+        return &t;
+    t.gen = C->gen;
+    t.lane = nullptr;
+    t.cur = nullptr;
+    t.used = 0;
+    t.frames.clear();
+    t.vvs.clear();
+    t.written.clear();
+    t.vis_depth = t.bwd_depth = 0;
+    t.busy = false;
+    std::memset(t.ckey, 0, sizeof t.ckey);
+    gt_cap_lane *lane = static_cast<gt_cap_lane *>(std::calloc(1, sizeof(gt_cap_lane)));
+    if (!lane)
+        return nullptr;
+    lane->os_tid = os_tid();
+    gt_cap_chunk *c = chunk_new(lane);
+    if (!c) {
+        std::free(lane);
+        return nullptr;
+    }
+    lane->read = c;
+    t.lane = lane;
+    t.cur = c;
+    std::lock_guard<std::mutex> g(C->mu);
+    if (C->lanes_tail)
+        __atomic_store_n(&C->lanes_tail->next_lane, lane, __ATOMIC_RELEASE);
+    else
+        C->lanes.store(lane, std::memory_order_release);
+    C->lanes_tail = lane;
+    return &t;
+}
+
+/* len bytes on this thread's lane (never more than a chunk). */
+inline unsigned char *reserve(Tls &t, size_t len, int type, uint64_t stamp)
+{
+    if (C10_UNLIKELY(t.used + len > GT_CAP_CHUNK)) {
+        gt_cap_chunk *c = chunk_new(t.lane);
+        if (!c)
+            return nullptr;
+        t.publish();
+        __atomic_store_n(&t.cur->next, c, __ATOMIC_RELEASE);
+        t.cur = c;
+        t.used = 0;
+    }
+    unsigned char *p = t.cur->data + t.used;
+    t.used += len;
+    gt_cap_hdr *h = reinterpret_cast<gt_cap_hdr *>(p);
+    h->type = (uint16_t)type;
+    h->flags = 0;
+    h->len = (uint32_t)len;
+    h->stamp = stamp;
+    return p;
+}
+
+inline size_t pad8(size_t n) { return (n + 7) & ~size_t(7); }
+
+const char *dtype_name(at::ScalarType st)
+{
+    static std::atomic<const char *> cache[256];
+    int i = (int)st & 255;
+    const char *s = cache[i].load(std::memory_order_acquire);
+    if (s)
+        return s;
+    std::lock_guard<std::mutex> g(C->mu);
+    /* torch's Python names (str(torch.float32) without "torch.") */
+    std::string n;
+    switch (st) {
+    case at::kFloat: n = "float32"; break;
+    case at::kDouble: n = "float64"; break;
+    case at::kHalf: n = "float16"; break;
+    case at::kBFloat16: n = "bfloat16"; break;
+    case at::kInt: n = "int32"; break;
+    case at::kLong: n = "int64"; break;
+    case at::kShort: n = "int16"; break;
+    case at::kChar: n = "int8"; break;
+    case at::kByte: n = "uint8"; break;
+    case at::kBool: n = "bool"; break;
+    case at::kComplexHalf: n = "complex32"; break;
+    case at::kComplexFloat: n = "complex64"; break;
+    case at::kComplexDouble: n = "complex128"; break;
+    default:
+        n = c10::toString(st);
+        for (auto &ch : n)
+            ch = (char)std::tolower((unsigned char)ch);
+    }
+    C->names.push_back(n);
+    s = C->names.back().c_str();
+    cache[i].store(s, std::memory_order_release);
+    return s;
+}
+
+const char *device_name(c10::DeviceType d)
+{
+    static std::atomic<const char *> cache[64];
+    int i = (int)d & 63;
+    const char *s = cache[i].load(std::memory_order_acquire);
+    if (s)
+        return s;
+    std::lock_guard<std::mutex> g(C->mu);
+    C->names.push_back(c10::DeviceTypeName(d, true));
+    s = C->names.back().c_str();
+    cache[i].store(s, std::memory_order_release);
+    return s;
+}
+
+inline bool geom_ok(const c10::TensorImpl *impl)
+{
+    return !impl->is_python_dispatch() && !impl->has_symbolic_sizes_strides() &&
+           impl->layout() == c10::kStrided && !impl->is_nested();
+}
+
+inline const void *vc_ptr(const c10::VariableVersion &vv)
+{
+    /* VariableVersion's one member: intrusive_ptr<VersionCounter> */
+    return *reinterpret_cast<void *const *>(&vv);
+}
+
+/* Facts of x; returns ndim of the geometry to append (0 if none). */
+inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
+{
+    std::memset(&f, 0, sizeof f);
+    if (!x.defined()) {
+        f.flags = GT_CAPT_UNDEF;
+        return 0;
+    }
+    const c10::TensorImpl *impl = x.unsafeGetTensorImpl();
+    f.impl = impl;
+    const c10::VariableVersion &vv = impl->version_counter();
+    f.vc = vc_ptr(vv);
+    if (f.vc)
+        f.version = vv.current_version();
+    else
+        f.flags |= GT_CAPT_NOVC;
+    f.dtype = dtype_name(impl->dtype().toScalarType());
+    f.device = device_name(impl->device_type());
+    int nd = 0;
+    if (impl->has_storage() && geom_ok(impl)) {
+        const c10::StorageImpl *st = impl->storage().unsafeGetStorageImpl();
+        f.storage = st;
+        auto nb = st->sym_nbytes().maybe_as_int();
+        f.nbytes = nb ? (int64_t)*nb : -1;
+        f.offset = impl->storage_offset();
+        nd = (int)impl->dim();
+    } else {
+        f.flags |= GT_CAPT_NOGEOM;
+    }
+    f.ndim = (uint16_t)nd;
+    if (x.requires_grad())
+        f.flags |= GT_CAPT_REQGRAD;
+    if (x.is_leaf())
+        f.flags |= GT_CAPT_LEAF;
+    return nd;
+}
+
+void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, bool written)
+{
+    gt_cap_tensor f;
+    int nd = facts(x, f);
+    if (nd > 64)
+        nd = 0, f.flags |= GT_CAPT_NOGEOM;
+    f.ndim = (uint16_t)nd;
+    size_t len = sizeof(gt_cap_arg) + 16 * (size_t)nd;
+    auto *r = reinterpret_cast<gt_cap_arg *>(reserve(t, len, GT_CAP_ARG, stamp));
+    if (!r)
+        return;
+    r->role = (uint8_t)role;
+    r->pos = pos;
+    r->t = f;
+    if (written)
+        r->t.flags |= GT_CAPT_WRITTEN;
+    if (nd) {
+        int64_t *g = reinterpret_cast<int64_t *>(r + 1);
+        const c10::TensorImpl *impl = x.unsafeGetTensorImpl();
+        std::memcpy(g, impl->sizes().data(), 8 * (size_t)nd);
+        std::memcpy(g + nd, impl->strides().data(), 8 * (size_t)nd);
+    }
+}
+
+template <class F> inline void each_tensor(const c10::IValue &iv, F &&f)
+{
+    if (iv.isTensor()) {
+        f(iv.toTensor());
+    } else if (iv.isTensorList()) {
+        auto l = iv.toTensorList();
+        for (size_t i = 0; i < l.size(); i++)
+            f(l.get(i));
+    } else if (iv.isList()) {
+        auto l = iv.toListRef();
+        for (size_t i = 0; i < l.size(); i++)
+            if (l[i].isTensor())
+                f(l[i].toTensor());
+    }
+}
+
+/* ---- op metadata --------------------------------------------------------- */
+
+OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
+{
+    std::lock_guard<std::mutex> g(C->mu);
+    auto it = C->opmeta.find(key);
+    if (it != C->opmeta.end())
+        return it->second;
+    bool is_op = fn.overload_name() != C->string_overload;
+    if (!is_op) {
+        auto n = C->byname.find(fn.name());
+        if (n != C->byname.end())
+            return n->second;
+    }
+    C->metas.emplace_back();
+    OpMeta *m = &C->metas.back();
+    auto schema = is_op ? fn.operator_schema() : std::nullopt;
+    if (schema) {
+        m->is_op = true;
+        m->name = schema->name();
+        if (!schema->overload_name().empty())
+            m->name += "." + schema->overload_name();
+        const auto &args = schema->arguments();
+        for (size_t i = 0; i < args.size() && i < 64; i++) {
+            const auto *ai = args[i].alias_info();
+            if (ai && ai->isWrite())
+                m->write_mask |= uint64_t(1) << i;
+        }
+        /* decomposed before the Python key (a dispatch mode never sees it):
+         * the computed AutogradCPU entry is the math kernel */
+        auto h = c10::Dispatcher::singleton().findOp(schema->operator_name());
+        if (h) {
+            std::string table = h->dumpComputedTable();
+            size_t p = table.find("\nAutogradCPU: ");
+            if (p != std::string::npos) {
+                size_t e = table.find('\n', p + 1);
+                m->composite =
+                    table.substr(p, e - p).find("[math kernel]") != std::string::npos;
+            }
+        }
+        C->opmeta.emplace(key, m);
+    } else {
+        m->name = fn.name();
+        C->byname.emplace(m->name, m);
+    }
+    return m;
+}
+
+inline OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
+{
+    const char *key = fn.name();
+    size_t h = (reinterpret_cast<uintptr_t>(key) >> 3) & (Tls::kCache - 1);
+    for (size_t i = 0; i < 8; i++) {
+        size_t j = (h + i) & (Tls::kCache - 1);
+        if (t.ckey[j] == key)
+            return t.cval[j];
+        if (!t.ckey[j]) {
+            OpMeta *m = op_meta_slow(fn, key);
+            if (m->is_op) {
+                t.ckey[j] = key;
+                t.cval[j] = m;
+            }
+            return m;
+        }
+    }
+    return op_meta_slow(fn, key);
+}
+
+/* ---- saved tensors -------------------------------------------------------- */
+
+struct SavedVisitor {
+    Tls *t;
+    uint64_t node;
+    uint64_t stamp;
+    void emit(const char *slot, const SavedVariable &sv)
+    {
+        const SVMirror &m = reinterpret_cast<const SVMirror &>(sv);
+        if (m.was_default_constructed_)
+            return; /* an optional slot never filled */
+        auto *r = reinterpret_cast<gt_cap_saved *>(
+            reserve(*t, sizeof(gt_cap_saved), GT_CAP_SAVED, stamp));
+        if (!r)
+            return;
+        r->node = node;
+        r->slot = slot;
+        r->saved_version = m.saved_version_;
+        r->is_output = m.is_output_;
+        std::memset(r->pad, 0, sizeof r->pad);
+        facts(m.data_, r->t); /* undefined: hooks, or already released */
+        r->t.ndim = 0;
+        r->nbytes = m.data_.defined() && r->t.storage ? r->t.nbytes : -1;
+    }
+    void one(const char *slot, const SavedVariable &sv) { emit(slot, sv); }
+    void vec(const char *slot, const std::vector<SavedVariable> &v)
+    {
+        for (const auto &sv : v)
+            emit(slot, sv);
+    }
+};
+
+#include "saved_visitors.inc"
+
+/* caller holds C->mu */
+VisitorInfo &visitor_for(const Node *n)
+{
+    const void *vt = *reinterpret_cast<void *const *>(n);
+    auto it = C->vtmap.find(vt);
+    if (it != C->vtmap.end())
+        return it->second;
+    const char *mangled = typeid(*n).name();
+    VisitorInfo vi;
+    auto b = C->genmap.find(mangled);
+    if (b != C->genmap.end())
+        vi = b->second;
+    /* typeinfo of these is not exported: compare mangled names */
+    else if (!std::strcmp(mangled, "N5torch8autograd14AccumulateGradE"))
+        vi.kind = V_ACC;
+    else if (!std::strcmp(mangled, "N5torch8autograd10CopySlicesE"))
+        vi.kind = V_COPYSLICES;
+    else if (!std::strcmp(mangled, "N5torch8autograd6PyNodeE"))
+        vi.kind = V_PYNODE;
+    std::string name = n->name();
+    if (name.rfind("torch::autograd::", 0) == 0)
+        name = name.substr(17); /* AccumulateGrad, CopySlices: their Python names */
+    C->names.push_back(name);
+    vi.name = C->names.back().c_str();
+    return C->vtmap.emplace(vt, vi).first->second;
+}
+
+/* ---- nodes ----------------------------------------------------------------- */
+
+inline size_t nhash(const Node *n, size_t mask)
+{
+    return (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull >> 20 & mask;
+}
+
+/* Node table entry of n (caller holds C->nmu). A node is the same node while
+ * its address, sequence number and forward thread are; AccumulateGrad (no
+ * sequence number) is held by a weak reference so its address stays its own.
+ * *is_new: inserted now. */
+uint64_t node_lookup(const Node *n, bool acc, bool insert, bool *is_new)
+{
+    if (insert && (C->nused + 1) * 2 >= C->ntab.size()) {
+        std::vector<NodeEnt> old;
+        old.swap(C->ntab);
+        size_t keep = 0;
+        for (auto &e : old)
+            keep += e.key && !(e.weak._unsafe_get_target() && e.weak.expired());
+        size_t cap = 4096;
+        while (cap < keep * 4)
+            cap *= 2;
+        C->ntab.resize(cap);
+        C->nused = 0;
+        for (auto &e : old) {
+            if (!e.key || (e.weak._unsafe_get_target() && e.weak.expired()))
+                continue;
+            size_t j = nhash(e.key, cap - 1);
+            while (C->ntab[j].key)
+                j = (j + 1) & (cap - 1);
+            C->ntab[j] = std::move(e);
+            C->nused++;
+        }
+    }
+    if (C->ntab.empty())
+        return 0;
+    size_t mask = C->ntab.size() - 1;
+    size_t j = nhash(n, mask);
+    uint64_t snr = n->sequence_nr(), th = n->thread_id();
+    while (C->ntab[j].key) {
+        NodeEnt &e = C->ntab[j];
+        if (e.key == n) {
+            bool alive = !e.weak._unsafe_get_target() || !e.weak.expired();
+            if (e.seqnr == snr && e.thread == th && alive) {
+                if (is_new)
+                    *is_new = false;
+                return e.id;
+            }
+            if (!insert)
+                return 0;
+            e.seqnr = snr;
+            e.thread = th;
+            e.id = ++C->next_node;
+            e.weak = acc ? c10::weak_intrusive_ptr<Node>(const_cast<Node *>(n)->getptr())
+                         : c10::weak_intrusive_ptr<Node>(c10::intrusive_ptr<Node>());
+            if (is_new)
+                *is_new = true;
+            return e.id;
+        }
+        j = (j + 1) & mask;
+    }
+    if (!insert)
+        return 0;
+    NodeEnt &e = C->ntab[j];
+    e.key = n;
+    e.seqnr = snr;
+    e.thread = th;
+    e.id = ++C->next_node;
+    if (acc)
+        e.weak = c10::weak_intrusive_ptr<Node>(const_cast<Node *>(n)->getptr());
+    C->nused++;
+    if (is_new)
+        *is_new = true;
+    return e.id;
+}
+
+void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t stamp)
+{
+    SavedVisitor sv{&t, id, stamp};
+    if (vi.kind == V_COPYSLICES) {
+        const auto *cs = static_cast<const torch::autograd::CopySlices *>(n);
+        if (!cs->fn)
+            return;
+        VisitorInfo fv;
+        {
+            std::lock_guard<std::mutex> g(C->mu);
+            fv = visitor_for(cs->fn.get());
+        }
+        if (fv.kind == V_GEN)
+            fv.fn(cs->fn.get(), sv); /* the wrapped node's, on the CopySlices */
+    } else if (vi.kind == V_GEN) {
+        vi.fn(n, sv);
+    } else if (vi.kind == V_PYNODE) {
+        const auto *pn = static_cast<const torch::autograd::PyNode *>(n);
+        auto *f = reinterpret_cast<THPFunction *>(pn->pyobj());
+        if (f)
+            sv.vec("saved_tensors", f->saved_variables);
+    }
+}
+
+/* Name root and every node reachable from it not named yet, writing their
+ * records. Returns root's id. */
+uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_new = nullptr)
+{
+    struct Work {
+        const Node *n;
+        uint64_t id;
+    };
+    static thread_local std::vector<Work> work;
+    static thread_local std::vector<gt_cap_edge> edges;
+    uint64_t root_id;
+    work.clear();
+    {
+        std::lock_guard<std::mutex> g(C->mu);
+        VisitorInfo &vi = visitor_for(root);
+        std::lock_guard<std::mutex> gn(C->nmu);
+        bool is_new = false;
+        root_id = node_lookup(root, vi.kind == V_ACC, true, &is_new);
+        if (root_new)
+            *root_new = is_new;
+        if (!is_new)
+            return root_id;
+        work.push_back({root, root_id});
+    }
+    while (!work.empty()) {
+        Work w = work.back();
+        work.pop_back();
+        VisitorInfo vi;
+        edges.clear();
+        {
+            std::lock_guard<std::mutex> g(C->mu);
+            vi = visitor_for(w.n);
+            std::lock_guard<std::mutex> gn(C->nmu);
+            for (const auto &e : w.n->next_edges()) {
+                gt_cap_edge re{0, e.input_nr, 0};
+                if (e.function) {
+                    const Node *x = e.function.get();
+                    VisitorInfo &xv = visitor_for(x);
+                    bool is_new = false;
+                    re.next = node_lookup(x, xv.kind == V_ACC, true, &is_new);
+                    if (is_new)
+                        work.push_back({x, re.next});
+                }
+                edges.push_back(re);
+            }
+        }
+        size_t ne = std::min<size_t>(edges.size(), 4096);
+        size_t len = sizeof(gt_cap_node) + ne * sizeof(gt_cap_edge);
+        auto *r = reinterpret_cast<gt_cap_node *>(reserve(t, len, GT_CAP_NODE, stamp));
+        if (!r)
+            continue;
+        r->id = w.id;
+        r->name = vi.name;
+        r->sequence_nr = vi.kind == V_ACC ? -1 : (int64_t)w.n->sequence_nr();
+        r->os_tid = (int64_t)w.n->thread_id();
+        r->variable_impl = r->variable_vc = nullptr;
+        if (vi.kind == V_ACC) {
+            const auto &v = static_cast<const torch::autograd::AccumulateGrad *>(w.n)->variable;
+            if (v.defined()) {
+                r->variable_impl = v.unsafeGetTensorImpl();
+                r->variable_vc = vc_ptr(v.unsafeGetTensorImpl()->version_counter());
+            }
+        }
+        r->nedges = (uint32_t)ne;
+        r->pad = 0;
+        if (ne)
+            std::memcpy(r + 1, edges.data(), ne * sizeof(gt_cap_edge));
+        write_saved(t, w.n, vi, w.id, stamp);
+    }
+    return root_id;
+}
+
+void check_grad_fn(Tls &t, const at::Tensor &x, uint64_t stamp)
+{
+    if (!x.defined())
+        return;
+    auto *am = x.unsafeGetTensorImpl()->autograd_meta();
+    if (!am)
+        return;
+    const Node *n = static_cast<torch::autograd::AutogradMeta *>(am)->grad_fn_.get();
+    if (!n)
+        return;
+    bool is_new = false;
+    uint64_t id = record_new_nodes(t, n, stamp, &is_new);
+    if (!id || !is_new)
+        return; /* its outputs were written when it was named */
+    auto *r = reinterpret_cast<gt_cap_node_out *>(
+        reserve(t, sizeof(gt_cap_node_out), GT_CAP_NODE_OUT, stamp));
+    if (!r)
+        return;
+    r->node = id;
+    r->impl = x.unsafeGetTensorImpl();
+    r->vc = vc_ptr(x.unsafeGetTensorImpl()->version_counter());
+    r->output_nr = x.output_nr();
+    r->pad = 0;
+}
+
+/* ---- callbacks ------------------------------------------------------------ */
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
+{
+    Tls *tp = tls();
+    if (!tp)
+        return nullptr;
+    Tls &t = *tp;
+    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+        t.bwd_depth++;
+        t.exec_stack.push_back(t.exec_pending);
+        t.exec_pending = 0;
+        if (t.busy || !C->active.load(std::memory_order_relaxed))
+            return nullptr;
+        /* written at the node's first recorded op: a node that runs no op
+         * (an AccumulateGrad moving the gradient into .grad) is not shown,
+         * as under the dispatch adapter */
+        auto cur = torch::autograd::get_current_node();
+        if (cur) {
+            std::lock_guard<std::mutex> g(C->nmu);
+            t.exec_pending = node_lookup(cur.get(), false, false, nullptr);
+        }
+        return nullptr;
+    }
+    Frame fr{nullptr, 0, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0, 0};
+    if (t.busy || !C->active.load(std::memory_order_relaxed)) {
+        t.frames.push_back(fr);
+        return nullptr;
+    }
+    const OpMeta *m = op_meta(t, fn);
+    fr.meta = m;
+    /* ops run with the Python key excluded (inside torch.tensor(...), a
+     * mode's own dispatch) are invisible to a dispatch mode: not recorded */
+    if (m->is_op && !m->composite && t.vis_depth == 0 &&
+        !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python)) {
+        fr.visible = fr.recorded = 1;
+        uint32_t stack = 0;
+        if (C->opts.stack_key) {
+            t.busy = true;
+            stack = C->opts.stack_key();
+            t.busy = false;
+        }
+        fr.stack = stack;
+        fr.stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+        for (auto &w : t.fresh) {
+            auto p = w.lock();
+            if (!p || !p->requires_grad())
+                continue;
+            auto *x = reinterpret_cast<gt_cap_refresh *>(
+                reserve(t, sizeof(gt_cap_refresh), GT_CAP_REFRESH, fr.stamp));
+            if (!x)
+                continue;
+            x->impl = p.get();
+            x->vc = vc_ptr(p->version_counter());
+            auto *am = static_cast<torch::autograd::AutogradMeta *>(p->autograd_meta());
+            x->flags = GT_CAPT_REQGRAD | (am && am->grad_fn_ ? 0 : GT_CAPT_LEAF);
+            std::memset(x->pad, 0, sizeof x->pad);
+        }
+        t.fresh.clear();
+        if (t.exec_pending) {
+            auto *x = reinterpret_cast<gt_cap_exec *>(
+                reserve(t, sizeof(gt_cap_exec), GT_CAP_EXEC, fr.stamp));
+            if (x)
+                x->node = t.exec_pending;
+            t.exec_pending = 0;
+        }
+        auto *r = reinterpret_cast<gt_cap_op *>(
+            reserve(t, sizeof(gt_cap_op), GT_CAP_OP, fr.stamp));
+        if (r) {
+            r->name = m->name.c_str();
+            r->os_tid = t.lane->os_tid;
+            r->stack = stack;
+            r->grad_mode = c10::GradMode::is_enabled();
+            r->in_backward = t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
+            r->pad[0] = r->pad[1] = 0;
+        }
+        auto in = fn.inputs();
+        for (size_t i = 0; i < in.size(); i++) {
+            bool w = i < 64 && (m->write_mask >> i) & 1;
+            each_tensor(in[i], [&](const at::Tensor &x) {
+                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w);
+                /* keep the counter to read its value after the op */
+                t.vvs.push_back(x.defined()
+                                    ? x.unsafeGetTensorImpl()->version_counter()
+                                    : c10::VariableVersion(c10::VariableVersion::DISABLED));
+                if (w && x.defined())
+                    t.written.emplace_back(
+                        c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
+            });
+        }
+        t.vis_depth++;
+        t.publish();
+    }
+    t.frames.push_back(fr);
+    return nullptr;
+}
+
+void on_end(const at::RecordFunction &fn, at::ObserverContext *)
+{
+    Tls *tp = tls();
+    if (!tp)
+        return;
+    Tls &t = *tp;
+    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+        t.bwd_depth--;
+        t.exec_pending = 0;
+        if (!t.exec_stack.empty()) {
+            t.exec_pending = t.exec_stack.back();
+            t.exec_stack.pop_back();
+        }
+        return;
+    }
+    if (t.frames.empty())
+        return;
+    Frame fr = t.frames.back();
+    t.frames.pop_back();
+    if (!fr.recorded) {
+        t.vvs.resize(fr.vv_begin);
+        t.written.erase(t.written.begin() + fr.wk_begin, t.written.end());
+        return;
+    }
+    t.vis_depth--;
+    uint32_t n = (uint32_t)(t.vvs.size() - fr.vv_begin);
+    size_t len = pad8(sizeof(gt_cap_end) + 4 * (size_t)n);
+    if (len > GT_CAP_CHUNK / 4) {
+        n = 0;
+        len = sizeof(gt_cap_end);
+    }
+    auto *r = reinterpret_cast<gt_cap_end *>(reserve(t, len, GT_CAP_END, fr.stamp));
+    if (r) {
+        r->n = n;
+        r->pad = 0;
+        uint32_t *v = reinterpret_cast<uint32_t *>(r + 1);
+        for (uint32_t i = 0; i < n; i++) {
+            const auto &vv = t.vvs[fr.vv_begin + i];
+            v[i] = vv.enabled() ? vv.current_version() : UINT32_MAX;
+        }
+    }
+    t.vvs.resize(fr.vv_begin);
+    const auto &outs = fn.outputs();
+    int pos = 0;
+    for (const auto &o : outs)
+        each_tensor(o, [&](const at::Tensor &x) {
+            put_arg(t, GT_CAP_OUT, pos++, x, fr.stamp, false);
+            if (x.defined() && !x.requires_grad() && t.fresh.size() < 16)
+                t.fresh.emplace_back(c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
+        });
+    if (c10::GradMode::is_enabled()) {
+        /* new nodes hang off the outputs, and off written inputs (an
+         * in-place op with no return, like _foreach_add_) */
+        t.busy = true;
+        for (const auto &o : outs)
+            each_tensor(o, [&](const at::Tensor &x) { check_grad_fn(t, x, fr.stamp); });
+        for (size_t i = fr.wk_begin; i < t.written.size(); i++) {
+            auto p = t.written[i].lock();
+            if (!p)
+                continue;
+            at::Tensor x(std::move(p));
+            check_grad_fn(t, x, fr.stamp);
+            /* an in-place op on a view gives its base a CopySlices */
+            if (x.is_view())
+                check_grad_fn(t, at::Tensor(x._base()), fr.stamp);
+        }
+        t.busy = false;
+    }
+    if (C->opts.names && fr.stack && t.written.size() > fr.wk_begin) {
+        /* the user's names for what the op wrote (and for its base) */
+        t.busy = true;
+        for (size_t i = fr.wk_begin; i < t.written.size(); i++) {
+            auto p = t.written[i].lock();
+            if (!p)
+                continue;
+            at::Tensor x(std::move(p));
+            gt_cap_tensor a, b;
+            facts(x, a);
+            bool view = x.is_view();
+            if (view)
+                facts(x._base(), b);
+            t.publish();
+            C->opts.names(fr.stack, &a, view ? &b : nullptr);
+        }
+        t.busy = false;
+    }
+    t.written.erase(t.written.begin() + fr.wk_begin, t.written.end());
+    t.publish();
+}
+
+} // namespace
+
+/* ---- C API -------------------------------------------------------------------- */
+
+extern "C" {
+
+const char *gt_capture_built_for(void) { return TORCH_VERSION; }
+
+static void init_cap()
+{
+    if (C)
+        return;
+    C = new Cap();
+    C->gen = ++g_gen;
+    at::RecordFunction probe(at::RecordScope::USER_SCOPE);
+    C->string_overload = probe.overload_name();
+    for (const auto &g : kGenVisitors) {
+        VisitorInfo vi;
+        vi.kind = V_GEN;
+        vi.name = g.name;
+        vi.fn = g.fn;
+        C->genmap.emplace(g.mangled, vi);
+    }
+}
+
+static int fail(char *errbuf, size_t errlen, const std::string &msg)
+{
+    if (errbuf && errlen)
+        std::snprintf(errbuf, errlen, "%s", msg.c_str());
+    return -1;
+}
+
+int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
+{
+    const char *force = std::getenv("GRADTRACE_ENGINE_SELFTEST");
+    if (force && !std::strcmp(force, "fail"))
+        return fail(errbuf, errlen, "self-test forced to fail (GRADTRACE_ENGINE_SELFTEST=fail)");
+    std::string base = running ? running : "";
+    base = base.substr(0, base.find('+')); /* 2.13.0+cpu: a build of 2.13.0 */
+    if (base != TORCH_VERSION)
+        return fail(errbuf, errlen,
+                    std::string("built for torch ") + TORCH_VERSION + ", running " +
+                        (running ? running : "?"));
+    try {
+        init_cap();
+        /* a tiny graph whose saved tensors and versions are known */
+        at::AutoGradMode grad(true);
+        auto a = at::ones({3}).set_requires_grad(true);
+        auto b0 = at::ones({3}).set_requires_grad(true);
+        auto b = b0 * 2;
+        auto ver = [](const at::Tensor &x) {
+            return x.unsafeGetTensorImpl()->version_counter().current_version();
+        };
+        uint32_t vb = ver(b);
+        b.add_(1); /* one bump */
+        auto c = a * b; /* MulBackward0 saves self (a, v0) and other (b, v1) */
+        auto d = c.exp(); /* ExpBackward0 saves result (c's output, v0) */
+        auto bd = b.detach();
+        if (vc_ptr(bd.unsafeGetTensorImpl()->version_counter()) !=
+                vc_ptr(b.unsafeGetTensorImpl()->version_counter()) ||
+            vc_ptr(a.unsafeGetTensorImpl()->version_counter()) ==
+                vc_ptr(b.unsafeGetTensorImpl()->version_counter()))
+            return fail(errbuf, errlen, "version counter layout check failed");
+        const Node *mul = torch::autograd::impl::grad_fn_unsafe(c);
+        const Node *exp = torch::autograd::impl::grad_fn_unsafe(d);
+        VisitorInfo vm, ve;
+        {
+            std::lock_guard<std::mutex> g(C->mu);
+            vm = visitor_for(mul);
+            ve = visitor_for(exp);
+        }
+        if (vm.kind != V_GEN || ve.kind != V_GEN || std::strcmp(vm.name, "MulBackward0") ||
+            std::strcmp(ve.name, "ExpBackward0"))
+            return fail(errbuf, errlen, "generated node classes not recognised");
+        struct Probe {
+            std::string slot;
+            uint32_t version;
+            bool out;
+            const void *vc;
+        };
+        std::vector<Probe> got;
+        const auto *mb = static_cast<const torch::autograd::generated::MulBackward0 *>(mul);
+        const auto *eb = static_cast<const torch::autograd::generated::ExpBackward0 *>(exp);
+        auto rd = [&](const char *slot, const SavedVariable &sv) {
+            const SVMirror &m = reinterpret_cast<const SVMirror &>(sv);
+            got.push_back({slot, m.saved_version_, m.is_output_,
+                           m.data_.defined()
+                               ? vc_ptr(m.data_.unsafeGetTensorImpl()->version_counter())
+                               : nullptr});
+        };
+        rd("self", mb->self_);
+        rd("other", mb->other_);
+        rd("result", eb->result_);
+        auto vcof = [](const at::Tensor &x) {
+            return vc_ptr(x.unsafeGetTensorImpl()->version_counter());
+        };
+        if (got[0].version != ver(a) || got[0].out || got[0].vc != vcof(a) ||
+            got[1].version != vb + 1 || got[1].version != ver(b) || got[1].out ||
+            got[1].vc != vcof(b) || got[2].version != ver(d) || !got[2].out ||
+            got[2].vc != vcof(d))
+        {
+            char detail[160];
+            std::snprintf(detail, sizeof detail,
+                          " (self v%u/%d/%d, other v%u/%d/%d, result v%u/%d/%d)",
+                          got[0].version, got[0].out, got[0].vc == vcof(a), got[1].version,
+                          got[1].out, got[1].vc == vcof(b), got[2].version, got[2].out,
+                          got[2].vc == vcof(d));
+            return fail(errbuf, errlen,
+                        std::string("saved tensors read back wrong") + detail);
+        }
+    } catch (const std::exception &e) {
+        return fail(errbuf, errlen, std::string("self-test raised: ") + e.what());
+    }
+    return 0;
+}
+
+int gt_capture_start(const gt_capture_opts *opts, char *errbuf, size_t errlen)
+{
+    try {
+        init_cap();
+        if (C->on)
+            return fail(errbuf, errlen, "a capture is already on");
+        if (C->lanes.load())
+            return fail(errbuf, errlen, "the previous capture was not released");
+        C->opts = opts ? *opts : gt_capture_opts{};
+        C->active = true;
+        C->in_backward = 0;
+        at::RecordFunctionCallback cb(&on_start, &on_end);
+        cb.needsInputs(true).needsOutputs(true);
+        cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
+        C->handle = C->opts.all_threads ? at::addGlobalCallback(cb)
+                                        : at::addThreadLocalCallback(cb);
+        C->on = true;
+    } catch (const std::exception &e) {
+        return fail(errbuf, errlen, std::string("cannot start: ") + e.what());
+    }
+    return 0;
+}
+
+void gt_capture_stop(void)
+{
+    if (!C || !C->on)
+        return;
+    at::removeCallback(C->handle);
+    C->on = false;
+    Tls &t = t_tls;
+    if (t.gen == C->gen)
+        t.publish();
+}
+
+gt_cap_lane *gt_capture_lanes(void) { return C ? C->lanes.load(std::memory_order_acquire) : nullptr; }
+
+void gt_capture_recycle(gt_cap_lane *lane, gt_cap_chunk *c)
+{
+    uint64_t tail = __atomic_load_n(&lane->ring_tail, __ATOMIC_RELAXED);
+    uint64_t head = __atomic_load_n(&lane->ring_head, __ATOMIC_ACQUIRE);
+    if (tail - head >= GT_CAP_RING || __atomic_load_n(&lane->retired, __ATOMIC_ACQUIRE)) {
+        std::free(c);
+        return;
+    }
+    lane->ring[tail % GT_CAP_RING] = c;
+    __atomic_store_n(&lane->ring_tail, tail + 1, __ATOMIC_RELEASE);
+}
+
+void gt_capture_release(void)
+{
+    if (!C || C->on)
+        return;
+    gt_cap_lane *l = C->lanes.load();
+    while (l) {
+        gt_cap_lane *nx = l->next_lane;
+        gt_cap_chunk *c = l->read;
+        while (c) {
+            gt_cap_chunk *n = c->next;
+            std::free(c);
+            c = n;
+        }
+        for (uint64_t i = l->ring_head; i < l->ring_tail; i++)
+            std::free(l->ring[i % GT_CAP_RING]);
+        std::free(l);
+        l = nx;
+    }
+    C->lanes.store(nullptr);
+    C->lanes_tail = nullptr;
+    C->gen = ++g_gen; /* every thread's Tls starts over */
+    std::lock_guard<std::mutex> g(C->nmu);
+    C->ntab.clear();
+    C->nused = 0;
+}
+
+void gt_capture_set_active(int on)
+{
+    if (C)
+        C->active = on != 0;
+}
+
+void gt_capture_forked(void)
+{
+    if (!C)
+        return;
+    if (C->on)
+        at::removeCallback(C->handle);
+    C->on = false;
+    /* the lanes belong to the parent's consumer: leak them here */
+    C->lanes.store(nullptr);
+    C->lanes_tail = nullptr;
+    C->gen = ++g_gen;
+}
+
+int gt_capture_pytensor(void *pyobj, gt_cap_tensor *out, const void **grad_fn)
+{
+    PyObject *o = static_cast<PyObject *>(pyobj);
+    if (!THPVariable_Check(o))
+        return -1;
+    const at::Tensor &x = THPVariable_Unpack(o);
+    facts(x, *out);
+    out->ndim = 0;
+    if (grad_fn)
+        *grad_fn = x.defined() ? torch::autograd::impl::grad_fn_unsafe(x) : nullptr;
+    return 0;
+}
+
+void *gt_capture_reserve(int type, size_t len)
+{
+    if (!C || !C->on)
+        return nullptr;
+    Tls *t = tls();
+    if (!t)
+        return nullptr;
+    t->last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+    return reserve(*t, pad8(len), type, t->last_stamp);
+}
+
+void gt_capture_commit(void)
+{
+    if (!C || !C->on)
+        return;
+    Tls *t = tls();
+    if (t)
+        t->publish();
+}
+
+uint64_t gt_capture_node_id(const void *node)
+{
+    if (!C || !node)
+        return 0;
+    const Node *n = static_cast<const Node *>(node);
+    Tls *t = tls();
+    if (!t)
+        return 0;
+    /* a root's grad_fn is named at the op that made it; name it now if that
+     * op was not recorded (created before recording, or outside a window) */
+    bool busy = t->busy;
+    t->busy = true;
+    uint64_t id = record_new_nodes(*t, n, t->last_stamp);
+    t->busy = busy;
+    return id;
+}
+
+void gt_capture_backward_depth(int delta)
+{
+    if (C)
+        C->in_backward += delta;
+}
+
+} // extern "C"

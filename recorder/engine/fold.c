@@ -1,0 +1,781 @@
+/* The engine adapter's consumer: capture records to recorder calls; see
+ * fold.h. */
+#include "fold.h"
+
+#include "gt_capture.h"
+#include "gtmap.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_IN 256
+
+typedef struct fvc {
+    gt_id id;         /* id of the first tensor seen with the counter */
+    int64_t expected; /* the value we believe it has */
+    gt_id last;       /* the latest tensor seen with it (saved outputs) */
+    const void *storage;
+    int refs;
+} fvc;
+
+typedef struct ftensor {
+    gt_tensor_info *row; /* an output's row, written at its next sighting */
+    gt_id id;
+    int refs; /* the map's, plus each lane op input holding it */
+    const void *vc;
+    const void *storage;
+    fvc *v;
+} ftensor;
+
+typedef struct in_ent {
+    ftensor *t;
+    uint32_t version;
+    int written;
+} in_ent;
+
+/* Per-lane state: the op being folded. */
+typedef struct flane {
+    gt_id thread;
+    int64_t op;      /* recorder seq of the lane's current op, 0 none */
+    uint64_t stamp;  /* its stamp */
+    int nin, nmut, nout;
+    in_ent in[MAX_IN];
+    ftensor **pending; /* outputs whose rows wait for the next op (held) */
+    size_t npending, cappending;
+} flane;
+
+struct gt_fold {
+    gt_recorder *r;
+    pthread_mutex_t mu; /* one drain at a time */
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    pthread_t thread;
+    int running, stop;
+    unsigned period_ms;
+    gt_map strs;     /* const char* -> string id */
+    gt_map tensors;  /* TensorImpl* -> ftensor* */
+    gt_map vcs;      /* counter* -> fvc* */
+    gt_map storages; /* StorageImpl* -> storage id */
+    gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
+    gt_map stacks;   /* stack key -> stack id */
+    gt_map threads;  /* os tid -> thread id */
+    gt_id next_tensor, next_storage;
+    gt_id bwd[64];   /* open backward calls, innermost last */
+    int nbwd;
+    int rc;          /* first recorder error */
+    int warned;      /* the one warning about it was printed */
+    int64_t refused; /* calls the recorder refused (bookkeeping slips) */
+};
+
+/* A recorder result: a write failure stops recording (see drain); a
+ * refused call (GT_EINVAL: say a row seen twice) is counted and skipped. */
+static int ck(gt_fold *f, int rc)
+{
+    if (rc < 0 && !f->rc && gt_recorder_failed(f->r))
+        f->rc = rc;
+    else if (rc < 0)
+        f->refused++;
+    return rc;
+}
+
+static gt_id str_id(gt_fold *f, const char *s)
+{
+    if (!s)
+        return 0;
+    uint64_t *v = gt_map_get(&f->strs, (uintptr_t)s, 0, 0);
+    if (v)
+        return (gt_id)*v;
+    gt_id id = 0;
+    if (ck(f, gt_intern_string(f->r, s, strlen(s), &id)) < 0)
+        return 0;
+    gt_map_put(&f->strs, (uintptr_t)s, 0, 0, (uint64_t)id);
+    return id;
+}
+
+static gt_id thread_id(gt_fold *f, int64_t tid)
+{
+    uint64_t *v = gt_map_get(&f->threads, (uint64_t)tid, 0, 0);
+    if (v)
+        return (gt_id)*v;
+    gt_id id = 0;
+    if (ck(f, gt_intern_thread(f->r, tid, NULL, &id)) < 0)
+        return 0;
+    gt_map_put(&f->threads, (uint64_t)tid, 0, 0, (uint64_t)id);
+    return id;
+}
+
+static gt_id cur_backward(gt_fold *f) { return f->nbwd ? f->bwd[f->nbwd - 1] : 0; }
+
+static void vc_unref(gt_fold *f, fvc *v, const void *key)
+{
+    if (v && --v->refs == 0) {
+        uint64_t *cur = gt_map_get(&f->vcs, (uintptr_t)key, 0, 0);
+        if (cur && (fvc *)(uintptr_t)*cur == v)
+            gt_map_del(&f->vcs, (uintptr_t)key, 0, 0);
+        free(v);
+    }
+}
+
+static void tensor_drop(gt_fold *f, ftensor *t)
+{
+    if (t && --t->refs == 0) {
+        if (t->row) {
+            ck(f, gt_tensor(f->r, t->row));
+            free(t->row);
+        }
+        vc_unref(f, t->v, t->vc);
+        free(t);
+    }
+}
+
+/* Drop the lane's hold on its last op's inputs. */
+static void lane_reset(gt_fold *f, flane *l)
+{
+    for (int i = 0; i < l->nin; i++)
+        tensor_drop(f, l->in[i].t);
+    l->nin = l->nmut = l->nout = 0;
+}
+
+static ftensor *tensor_get(gt_fold *f, const void *impl)
+{
+    uint64_t *v = gt_map_get(&f->tensors, (uintptr_t)impl, 0, 0);
+    return v ? (ftensor *)(uintptr_t)*v : NULL;
+}
+
+/* The live entry of impl if it still has counter vc (storage may change:
+ * set_ and resize_ move a tensor to a new storage). */
+static ftensor *tensor_known(gt_fold *f, const void *impl, const void *vc)
+{
+    ftensor *t = tensor_get(f, impl);
+    return t && t->vc == vc ? t : NULL;
+}
+
+static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
+{
+    if (!c->storage)
+        return 0;
+    uint64_t *v = gt_map_get(&f->storages, (uintptr_t)c->storage, 0, 0);
+    if (v && !fresh)
+        return (gt_id)*v;
+    gt_id id = ++f->next_storage;
+    ck(f, gt_storage(f->r, id, c->nbytes < 0 ? 0 : c->nbytes, str_id(f, c->device)));
+    gt_map_put(&f->storages, (uintptr_t)c->storage, 0, 0, (uint64_t)id);
+    return id;
+}
+
+/* Record a tensor first seen now. created_by: op seq for a new output;
+ * share: an input of the op with the same counter (a view), or NULL;
+ * base: an input on the same storage, or NULL. */
+static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom,
+                           int64_t created_by, ftensor *share, ftensor *base)
+{
+    ftensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->id = ++f->next_tensor;
+    t->refs = 1;
+    t->vc = c->vc;
+    t->storage = c->storage;
+    gt_id alias = 0;
+    int shares = 0;
+    fvc *v = NULL;
+    if (share && share->v) {
+        v = share->v;
+        alias = share->id;
+        shares = 1;
+    } else if (!created_by && c->vc) {
+        /* first seen as an input: a view or detach of a known tensor shares
+         * its counter and storage */
+        uint64_t *p = gt_map_get(&f->vcs, (uintptr_t)c->vc, 0, 0);
+        fvc *o = p ? (fvc *)(uintptr_t)*p : NULL;
+        if (o && o->storage == c->storage) {
+            v = o;
+            alias = o->last ? o->last : o->id;
+            shares = 1;
+        }
+    }
+    if (v) {
+        v->refs++;
+    } else if (c->vc) {
+        v = calloc(1, sizeof *v);
+        if (!v) {
+            free(t);
+            return NULL;
+        }
+        v->id = t->id;
+        v->expected = c->version;
+        v->storage = c->storage;
+        v->refs = 1;
+        uint64_t *p = gt_map_get(&f->vcs, (uintptr_t)c->vc, 0, 0);
+        if (p)
+            *p = (uintptr_t)v; /* an older counter at that address is dead */
+        else
+            gt_map_put(&f->vcs, (uintptr_t)c->vc, 0, 0, (uintptr_t)v);
+    }
+    t->v = v;
+    if (v)
+        v->last = t->id;
+    if (!alias && base)
+        alias = base->id;
+    int fresh_storage = created_by && !base && !share;
+    static const int64_t none[1] = {0};
+    int nd = geom ? c->ndim : 0;
+    gt_id sid = storage_of(f, c, fresh_storage);
+    if (c->storage && !alias && !created_by) {
+        /* first seen on a storage another tensor uses (x.data, made by no
+         * op): an alias of the first tensor recorded there */
+        uint64_t *p = gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0);
+        if (p && (gt_id)(*p >> 32) == sid)
+            alias = (gt_id)(*p & 0xffffffffu);
+    }
+    if (c->storage && (!gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0) ||
+                       fresh_storage))
+        gt_map_put(&f->stor_first, (uintptr_t)c->storage, 0, 0,
+                   (uint64_t)sid << 32 | (uint64_t)(t->id & 0xffffffffu));
+    gt_tensor_info ti = {
+        .id = t->id,
+        .storage = sid,
+        .dtype = str_id(f, c->dtype),
+        .ndim = nd,
+        .shape = nd ? geom : none,
+        .strides = nd ? geom + nd : none,
+        .storage_offset = c->offset,
+        .requires_grad = (c->flags & GT_CAPT_REQGRAD) != 0,
+        .is_leaf = (c->flags & GT_CAPT_LEAF) != 0,
+        .created_by = created_by,
+        .alias_of = alias,
+        .shares_version = shares,
+        .version_counter = v ? v->id : t->id,
+    };
+    if (created_by) {
+        /* requires_grad of an output may be set after its op returns
+         * (nn.Parameter): its row waits for the tensor's next sighting */
+        t->row = malloc(sizeof *t->row + sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
+        if (t->row) {
+            int64_t *g = (int64_t *)(t->row + 1);
+            memcpy(g, ti.shape, sizeof *g * (size_t)(nd ? nd : 1));
+            memcpy(g + (nd ? nd : 1), ti.strides, sizeof *g * (size_t)(nd ? nd : 1));
+            *t->row = ti;
+            t->row->shape = g;
+            t->row->strides = g + (nd ? nd : 1);
+        } else {
+            ck(f, gt_tensor(f->r, &ti));
+        }
+    } else {
+        ck(f, gt_tensor(f->r, &ti));
+    }
+    uint64_t *p = gt_map_get(&f->tensors, (uintptr_t)c->impl, 0, 0);
+    if (p) {
+        tensor_drop(f, (ftensor *)(uintptr_t)*p);
+        *p = (uintptr_t)t;
+    } else {
+        gt_map_put(&f->tensors, (uintptr_t)c->impl, 0, 0, (uintptr_t)t);
+    }
+    return t;
+}
+
+/* Write t's deferred row, with flags seen now if c is not NULL. */
+static void row_flush(gt_fold *f, ftensor *t, const gt_cap_tensor *c)
+{
+    if (!t->row)
+        return;
+    if (c) {
+        t->row->requires_grad = (c->flags & GT_CAPT_REQGRAD) != 0;
+        t->row->is_leaf = (c->flags & GT_CAPT_LEAF) != 0;
+    }
+    ck(f, gt_tensor(f->r, t->row));
+    free(t->row);
+    t->row = NULL;
+}
+
+static void pending_flush(gt_fold *f, flane *l)
+{
+    for (size_t i = 0; i < l->npending; i++) {
+        row_flush(f, l->pending[i], NULL);
+        tensor_drop(f, l->pending[i]);
+    }
+    l->npending = 0;
+}
+
+static void pending_add(flane *l, ftensor *t)
+{
+    if (l->npending == l->cappending) {
+        size_t n = l->cappending ? 2 * l->cappending : 16;
+        ftensor **p = realloc(l->pending, n * sizeof *p);
+        if (!p)
+            return; /* its row is written when it is dropped */
+        l->pending = p;
+        l->cappending = n;
+    }
+    t->refs++;
+    l->pending[l->npending++] = t;
+}
+
+/* A version seen now that differs from what we believe: observed bump. */
+static void observe(gt_fold *f, ftensor *t, uint32_t version)
+{
+    if (t->v && version != UINT32_MAX && (int64_t)version != t->v->expected) {
+        ck(f, gt_version_bump(f->r, 0, t->id, version, 1, NULL));
+        t->v->expected = version;
+    }
+}
+
+/* An input's entry: known, or recorded now (first seen). */
+static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom)
+{
+    ftensor *t = tensor_known(f, c->impl, c->vc);
+    if (t) {
+        row_flush(f, t, c);
+        if (t->storage != c->storage)
+            t->storage = c->storage;
+        observe(f, t, c->version);
+        return t;
+    }
+    t = tensor_new(f, c, geom, 0, NULL, NULL);
+    if (t && t->v && t->v->id != t->id)
+        observe(f, t, c->version);
+    return t;
+}
+
+static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
+{
+    gt_id stack = 0;
+    if (r->stack) {
+        uint64_t *v = gt_map_get(&f->stacks, r->stack, 0, 0);
+        stack = v ? (gt_id)*v : 0;
+    }
+    l->thread = thread_id(f, r->os_tid);
+    gt_op_info oi = {
+        .name = str_id(f, r->name),
+        .phase = r->in_backward ? GT_PHASE_BACKWARD
+                 : r->grad_mode ? GT_PHASE_FORWARD
+                                : GT_PHASE_OTHER,
+        .grad_mode = r->grad_mode,
+        .thread = l->thread,
+        .stack = stack,
+    };
+    int64_t seq = 0;
+    if (!oi.name || ck(f, gt_op(f->r, &oi, &seq)) < 0)
+        seq = 0;
+    lane_reset(f, l);
+    l->op = seq;
+    l->stamp = r->h.stamp;
+}
+
+static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
+{
+    const gt_cap_tensor *c = &r->t;
+    const int64_t *geom = c->ndim ? (const int64_t *)(r + 1) : NULL;
+    if (!l->op || r->h.stamp != l->stamp) {
+        return;
+    }
+    if (r->role == GT_CAP_IN) {
+        if (c->flags & GT_CAPT_UNDEF) {
+            if (l->nin < MAX_IN)
+                l->in[l->nin++] = (in_ent){NULL, 0, 0};
+            return;
+        }
+        ftensor *t = see_input(f, c, geom);
+        int w = (c->flags & GT_CAPT_WRITTEN) != 0;
+        int pos = l->nin;
+        if (l->nin < MAX_IN && t) {
+            t->refs++;
+            l->in[l->nin++] = (in_ent){t, c->version, w};
+        } else if (l->nin < MAX_IN) {
+            l->in[l->nin++] = (in_ent){NULL, 0, 0};
+        }
+        if (!t)
+            return;
+        ck(f, gt_op_arg(f->r, l->op, GT_ROLE_INPUT, pos, t->id, c->version));
+        if (w)
+            ck(f, gt_op_arg(f->r, l->op, GT_ROLE_MUTATED, l->nmut++, t->id, c->version));
+        return;
+    }
+    if (c->flags & GT_CAPT_UNDEF)
+        return;
+    ftensor *t = tensor_known(f, c->impl, c->vc);
+    int is_input = 0;
+    for (int i = 0; t && i < l->nin; i++)
+        is_input |= l->in[i].t == t;
+    if (!is_input) {
+        ftensor *share = NULL, *base = NULL;
+        for (int i = 0; i < l->nin; i++) {
+            ftensor *x = l->in[i].t;
+            if (!x)
+                continue;
+            if (!share && c->vc && x->vc == c->vc)
+                share = x;
+            if (!base && c->storage && x->storage == c->storage)
+                base = x;
+        }
+        t = tensor_new(f, c, geom, l->op, share, base);
+        if (t && t->row)
+            pending_add(l, t);
+    }
+    if (t)
+        ck(f, gt_op_arg(f->r, l->op, GT_ROLE_OUTPUT, l->nout++, t->id, c->version));
+}
+
+static void on_end(gt_fold *f, flane *l, const gt_cap_end *r)
+{
+    pending_flush(f, l); /* the outputs of the lane's previous op */
+    if (!l->op || r->h.stamp != l->stamp)
+        return;
+    const uint32_t *after = (const uint32_t *)(r + 1);
+    uint32_t n = r->n < (uint32_t)l->nin ? r->n : (uint32_t)l->nin;
+    for (uint32_t i = 0; i < n; i++) {
+        in_ent *e = &l->in[i];
+        if (!e->t || !e->t->v || after[i] == UINT32_MAX || after[i] == e->version)
+            continue;
+        int dup = 0;
+        for (uint32_t j = 0; j < i; j++)
+            dup |= l->in[j].t && l->in[j].t->v == e->t->v;
+        if (dup)
+            continue;
+        e->t->v->expected = after[i];
+        ck(f, gt_version_bump(f->r, l->op, e->t->id, after[i], 0, NULL));
+    }
+}
+
+static gt_id resolve(gt_fold *f, const void *impl, const void *vc, int latest)
+{
+    if (!impl)
+        return 0;
+    ftensor *t = tensor_known(f, impl, vc);
+    if (t)
+        return t->id;
+    if (!vc)
+        return 0;
+    /* a saved output is a shallow copy: the same counter, another TensorImpl */
+    uint64_t *p = gt_map_get(&f->vcs, (uintptr_t)vc, 0, 0);
+    if (!p)
+        return 0;
+    fvc *v = (fvc *)(uintptr_t)*p;
+    return latest && v->last ? v->last : v->id;
+}
+
+static void on_node(gt_fold *f, flane *l, const gt_cap_node *r)
+{
+    gt_node_info ni = {
+        .id = (gt_id)r->id,
+        .name = str_id(f, r->name),
+        .op = l->op,
+        .sequence_nr = r->sequence_nr,
+        .thread = l->thread,
+        .variable = resolve(f, r->variable_impl, r->variable_vc, 0),
+    };
+    if (!ni.name)
+        return;
+    ck(f, gt_node(f->r, &ni));
+    const gt_cap_edge *e = (const gt_cap_edge *)(r + 1);
+    for (uint32_t i = 0; i < r->nedges; i++)
+        ck(f, gt_edge(f->r, (gt_id)r->id, (int)i, (gt_id)e[i].next, (int)e[i].input_nr));
+}
+
+static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
+{
+    gt_id t = resolve(f, r->impl, r->vc, 1);
+    if (t)
+        ck(f, gt_node_output(f->r, (gt_id)r->node, (int)r->output_nr, t));
+}
+
+static void on_saved(gt_fold *f, const gt_cap_saved *r)
+{
+    gt_id t = r->t.impl ? resolve(f, r->t.impl, r->t.vc, r->is_output) : 0;
+    ck(f, gt_saved_tensor(f->r, (gt_id)r->node, str_id(f, r->slot), t, r->saved_version,
+                          r->is_output, r->nbytes, NULL));
+}
+
+static void on_stack(gt_fold *f, const gt_cap_stack *r)
+{
+    const unsigned char *p = (const unsigned char *)(r + 1);
+    const unsigned char *end = (const unsigned char *)r + r->h.len;
+    gt_id parent = 0, user = 0;
+    for (uint32_t i = 0; i < r->nframes; i++) {
+        if (p + 8 > end)
+            return;
+        int32_t line, kind;
+        memcpy(&line, p, 4);
+        memcpy(&kind, p + 4, 4);
+        const char *file = (const char *)p + 8;
+        const char *func = file + strnlen(file, (size_t)(end - (const unsigned char *)file)) + 1;
+        if ((const unsigned char *)func >= end)
+            return;
+        const char *code = func + strnlen(func, (size_t)(end - (const unsigned char *)func)) + 1;
+        if ((const unsigned char *)code >= end)
+            return;
+        const char *stop = code + strnlen(code, (size_t)(end - (const unsigned char *)code)) + 1;
+        gt_id fr = 0, sid = 0;
+        if (ck(f, gt_intern_frame(f->r, file, line, func, *code ? code : NULL, &fr)) < 0)
+            return;
+        if (kind == 0)
+            user = fr;
+        if (ck(f, gt_intern_stack(f->r, parent, fr, user, &sid)) < 0)
+            return;
+        parent = sid;
+        p = (const unsigned char *)stop;
+        p += (4 - ((uintptr_t)p & 3)) & 3;
+    }
+    gt_map_put(&f->stacks, r->id, 0, 0, (uint64_t)parent);
+}
+
+static gt_id stack_id(gt_fold *f, uint32_t key)
+{
+    uint64_t *v = key ? gt_map_get(&f->stacks, key, 0, 0) : NULL;
+    return v ? (gt_id)*v : 0;
+}
+
+static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
+{
+    if (r->h.type == GT_CAP_BWD_BEGIN) {
+        gt_backward_info bi = {
+            .api = str_id(f, r->api),
+            .retain_graph = r->retain_graph,
+            .create_graph = r->create_graph,
+            .thread = thread_id(f, r->os_tid),
+            .stack = stack_id(f, r->stack),
+        };
+        gt_id id = 0;
+        if (bi.api && ck(f, gt_backward_begin(f->r, &bi, &id)) < 0)
+            id = 0;
+        if (f->nbwd < 64)
+            f->bwd[f->nbwd++] = id;
+        return;
+    }
+    gt_id id = cur_backward(f);
+    if (f->nbwd)
+        f->nbwd--;
+    if (id)
+        ck(f, gt_backward_end(f->r, id, r->ok));
+}
+
+static void on_bwd_tensor(gt_fold *f, const gt_cap_bwd_tensor *r)
+{
+    gt_id id = cur_backward(f);
+    if (!id || (r->t.flags & GT_CAPT_UNDEF))
+        return;
+    /* a tensor made before recording is first seen here */
+    ftensor *t = see_input(f, &r->t, NULL);
+    if (!t)
+        return;
+    if (r->h.type == GT_CAP_BWD_ROOT)
+        ck(f, gt_backward_root(f->r, id, r->pos, t->id, (gt_id)(uintptr_t)r->node));
+    else
+        ck(f, gt_backward_input(f->r, id, r->pos, t->id));
+}
+
+static void on_error(gt_fold *f, const gt_cap_text *r)
+{
+    const char *a = (const char *)(r + 1);
+    const char *b = a + r->alen;
+    ck(f, gt_error(f->r, a, b, stack_id(f, r->stack), cur_backward(f), NULL));
+}
+
+static void on_name(gt_fold *f, flane *l, const gt_cap_name *r)
+{
+    ftensor *t = tensor_known(f, r->impl, r->vc);
+    int64_t seq = r->h.flags == 1 && l->op ? l->op : gt_recorder_seq(f->r);
+    if (t)
+        ck(f, gt_name(f->r, seq, t->id, (const char *)(r + 1)));
+}
+
+static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
+{
+    switch (h->type) {
+    case GT_CAP_OP: on_op(f, l, (const gt_cap_op *)h); break;
+    case GT_CAP_ARG: on_arg(f, l, (const gt_cap_arg *)h); break;
+    case GT_CAP_END: on_end(f, l, (const gt_cap_end *)h); break;
+    case GT_CAP_NODE: on_node(f, l, (const gt_cap_node *)h); break;
+    case GT_CAP_NODE_OUT: on_node_out(f, (const gt_cap_node_out *)h); break;
+    case GT_CAP_SAVED: on_saved(f, (const gt_cap_saved *)h); break;
+    case GT_CAP_EXEC:
+        if (cur_backward(f))
+            ck(f, gt_node_exec(f->r, cur_backward(f), (gt_id)((const gt_cap_exec *)h)->node));
+        break;
+    case GT_CAP_STACK: on_stack(f, (const gt_cap_stack *)h); break;
+    case GT_CAP_BWD_BEGIN:
+    case GT_CAP_BWD_END: on_bwd(f, (const gt_cap_bwd *)h); break;
+    case GT_CAP_BWD_ROOT:
+    case GT_CAP_BWD_INPUT: on_bwd_tensor(f, (const gt_cap_bwd_tensor *)h); break;
+    case GT_CAP_ERROR: on_error(f, (const gt_cap_text *)h); break;
+    case GT_CAP_NAME: on_name(f, l, (const gt_cap_name *)h); break;
+    case GT_CAP_REFRESH: {
+        const gt_cap_refresh *r = (const gt_cap_refresh *)h;
+        ftensor *t = tensor_known(f, r->impl, r->vc);
+        if (t && t->row) {
+            t->row->requires_grad = (r->flags & GT_CAPT_REQGRAD) != 0;
+            t->row->is_leaf = (r->flags & GT_CAPT_LEAF) != 0;
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* The next whole record of lane (NULL if none yet); recycles read chunks. */
+static const gt_cap_hdr *peek(gt_cap_lane *lane)
+{
+    for (;;) {
+        gt_cap_chunk *c = lane->read;
+        size_t used = __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+        if (lane->read_off < used)
+            return (const gt_cap_hdr *)(c->data + lane->read_off);
+        gt_cap_chunk *next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
+        if (!next)
+            return NULL;
+        /* the writer publishes used before linking next */
+        if (lane->read_off < __atomic_load_n(&c->used, __ATOMIC_ACQUIRE))
+            continue;
+        lane->read = next;
+        lane->read_off = 0;
+        gt_capture_recycle(lane, c);
+    }
+}
+
+static int drain_locked(gt_fold *f)
+{
+    for (;;) {
+        gt_cap_lane *best = NULL;
+        const gt_cap_hdr *bh = NULL;
+        for (gt_cap_lane *l = gt_capture_lanes(); l;
+             l = __atomic_load_n(&l->next_lane, __ATOMIC_ACQUIRE)) {
+            const gt_cap_hdr *h = peek(l);
+            if (h && (!bh || h->stamp < bh->stamp)) {
+                best = l;
+                bh = h;
+            }
+        }
+        if (!best)
+            break;
+        if (!best->consumer)
+            best->consumer = calloc(1, sizeof(flane));
+        if (best->consumer)
+            fold_one(f, best->consumer, bh);
+        best->read_off += bh->len;
+    }
+    if (f->rc && !f->warned) {
+        /* a write failure (size cap, full disk) stops recording, not the run */
+        const char *msg = gt_recorder_errmsg(f->r);
+        if (!msg[0])
+            msg = gt_strerror(f->rc);
+        if (!strncmp(msg, "gradtrace: ", 11))
+            fprintf(stderr, "%s\n", msg);
+        else
+            fprintf(stderr, "gradtrace: recording stopped: %s\n", msg);
+        fflush(stderr);
+        f->warned = 1;
+        gt_capture_set_active(0);
+    }
+    return f->rc;
+}
+
+int gt_fold_drain(gt_fold *f)
+{
+    pthread_mutex_lock(&f->mu);
+    int rc = drain_locked(f);
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+static void *fold_main(void *arg)
+{
+    gt_fold *f = arg;
+    pthread_mutex_lock(&f->wmu);
+    while (!f->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)f->period_ms * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&f->wcv, &f->wmu, &ts);
+        if (f->stop)
+            break;
+        pthread_mutex_unlock(&f->wmu);
+        gt_fold_drain(f);
+        gt_recorder_flush(f->r);
+        pthread_mutex_lock(&f->wmu);
+    }
+    pthread_mutex_unlock(&f->wmu);
+    return NULL;
+}
+
+int gt_fold_new(gt_recorder *r, gt_fold **out)
+{
+    gt_fold *f = calloc(1, sizeof *f);
+    if (!f)
+        return GT_ENOMEM;
+    f->r = r;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_mutex_init(&f->wmu, NULL);
+    pthread_cond_init(&f->wcv, NULL);
+    *out = f;
+    return 0;
+}
+
+int gt_fold_start(gt_fold *f, unsigned period_ms)
+{
+    f->period_ms = period_ms ? period_ms : 50;
+    f->stop = 0;
+    if (pthread_create(&f->thread, NULL, fold_main, f) != 0)
+        return GT_ENOMEM;
+    f->running = 1;
+    return 0;
+}
+
+static void free_maps(gt_fold *f, int lanes)
+{
+    if (lanes)
+        for (gt_cap_lane *l = gt_capture_lanes(); l; l = l->next_lane) {
+            if (l->consumer) {
+                flane *fl = l->consumer;
+                lane_reset(f, fl);
+                pending_flush(f, fl);
+                free(fl->pending);
+            }
+            free(l->consumer);
+            l->consumer = NULL;
+        }
+    for (size_t i = 0; i < f->tensors.cap; i++)
+        if (f->tensors.slots[i].used)
+            tensor_drop(f, (ftensor *)(uintptr_t)f->tensors.slots[i].value);
+    gt_map_clear(&f->tensors);
+    gt_map_clear(&f->vcs);
+    gt_map_clear(&f->strs);
+    gt_map_clear(&f->storages);
+    gt_map_clear(&f->stor_first);
+    gt_map_clear(&f->stacks);
+    gt_map_clear(&f->threads);
+}
+
+void gt_fold_free(gt_fold *f)
+{
+    if (!f)
+        return;
+    if (f->running) {
+        pthread_mutex_lock(&f->wmu);
+        f->stop = 1;
+        pthread_cond_signal(&f->wcv);
+        pthread_mutex_unlock(&f->wmu);
+        pthread_join(f->thread, NULL);
+        f->running = 0;
+    }
+    gt_fold_drain(f);
+    free_maps(f, 1);
+    pthread_mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->wmu);
+    pthread_cond_destroy(&f->wcv);
+    free(f);
+}
+
+void gt_fold_forget(gt_fold *f)
+{
+    if (!f)
+        return;
+    /* the thread does not exist in a forked child, its mutexes and the
+     * recorder's may be held, and dropping entries would write rows: the
+     * memory stays with the child */
+    (void)f;
+}

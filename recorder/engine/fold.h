@@ -1,0 +1,45 @@
+/*
+ * fold: turns the shim's capture records (gt_capture.h) into recorder calls
+ * (gradtrace/recorder.h), off the training thread.
+ *
+ * One fold reads every lane of the capture, merging lanes by stamp, and
+ * gives each engine address a trace id: a tensor is the same tensor while
+ * its TensorImpl keeps the same version counter and storage; an op's output
+ * that is not one of its inputs is always a new tensor (its address may be
+ * a dead tensor's); a version counter or storage first met on a new output
+ * is new. Versions: the value before the op is read at its start, the value
+ * after from a kept copy of the counter; a change is a bump of that op (one
+ * per counter), a change between ops an observed bump.
+ *
+ * A background thread drains the lanes every `period_ms` milliseconds and
+ * the recorder commits at most batch_ms later, so after a kill -9 what was
+ * captured up to period_ms + batch_ms before is in the file.
+ *
+ * Memory: the maps hold one entry per live-ish address (an address reused by
+ * a new tensor replaces its entry), plus one per distinct op, node class,
+ * slot and stack.
+ */
+#ifndef GRADTRACE_FOLD_H
+#define GRADTRACE_FOLD_H
+
+#include <gradtrace/recorder.h>
+
+typedef struct gt_fold gt_fold;
+
+/* A fold writing to r (not owned). Returns 0, GT_ENOMEM. */
+int gt_fold_new(gt_recorder *r, gt_fold **out /* OUT */);
+
+/* Start the background thread, draining every period_ms (> 0). */
+int gt_fold_start(gt_fold *f, unsigned period_ms);
+
+/* Fold everything published so far, on the calling thread. Returns the
+ * recorder's first error, or 0. */
+int gt_fold_drain(gt_fold *f);
+
+/* Stop the background thread (if any), drain, and free. Accepts NULL. */
+void gt_fold_free(gt_fold *f);
+
+/* The fold is in a forked child: free memory without touching anything. */
+void gt_fold_forget(gt_fold *f);
+
+#endif

@@ -1,0 +1,308 @@
+/*
+ * gt_capture: what the libtorch shim (capture.cpp) hands to C.
+ *
+ * Invariants
+ *   - The shim observes the engine through one at::RecordFunction callback
+ *     and writes fixed-layout records (below) into per-thread "lanes": a
+ *     chain of fixed-size chunks. The training thread is the only writer of
+ *     its lane; one consumer (fold.c) reads every lane. Per op the writer
+ *     takes no lock, calls no Python and no SQLite, and allocates nothing
+ *     once its lane has spare chunks: a chunk the consumer has read goes back
+ *     to its lane's free ring (single producer, single consumer, atomics
+ *     only).
+ *   - A lane's chunk publishes how many bytes hold whole records (`used`,
+ *     written with release order after the records); the consumer reads up
+ *     to it with acquire order, so it may read a chunk while it fills.
+ *   - Records carry raw engine addresses (TensorImpl, StorageImpl, version
+ *     counter, Node). Only the consumer turns them into trace ids; addresses
+ *     may be reused once an object dies, which the consumer's rules handle
+ *     (see fold.c). Node ids are assigned by the shim, which holds a weak
+ *     reference on every node it named, so a named node's address is never
+ *     reused while it is named.
+ *   - Every record has a stamp from one process-wide counter (taken once per
+ *     op or Python event, shared by the records of that op), so the consumer
+ *     can merge lanes in order.
+ *   - Strings a record points to (op names, node class names, slot names)
+ *     live as long as the capture: the consumer may keep the pointers.
+ *
+ * The functions return 0 on success and a negative value on failure; they
+ * never throw and never call Python unless said so.
+ */
+#ifndef GRADTRACE_CAPTURE_H
+#define GRADTRACE_CAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_CAP_CHUNK (256 * 1024)
+#define GT_CAP_RING 64 /* recycled chunks a lane keeps */
+
+enum gt_cap_type {
+    GT_CAP_OP = 1,     /* an op seen at the dispatch level (gt_cap_op) */
+    GT_CAP_ARG,        /* one tensor argument or output (gt_cap_arg) */
+    GT_CAP_END,        /* versions of the op's inputs after it ran (gt_cap_end) */
+    GT_CAP_NODE,       /* a new autograd node and its edges (gt_cap_node) */
+    GT_CAP_NODE_OUT,   /* an output of a new node (gt_cap_node_out) */
+    GT_CAP_SAVED,      /* a tensor a new node saved (gt_cap_saved) */
+    GT_CAP_EXEC,       /* the engine ran a node (gt_cap_exec) */
+    GT_CAP_STACK,      /* first sight of a Python stack (gt_cap_stack) */
+    GT_CAP_BWD_BEGIN,  /* a backward call (gt_cap_bwd) */
+    GT_CAP_BWD_ROOT,   /* a root of it (gt_cap_bwd_tensor) */
+    GT_CAP_BWD_INPUT,  /* an inputs= tensor of it (gt_cap_bwd_tensor) */
+    GT_CAP_BWD_END,    /* it returned or raised (gt_cap_bwd) */
+    GT_CAP_ERROR,      /* an exception (gt_cap_text) */
+    GT_CAP_NAME,       /* a variable name bound to a tensor (gt_cap_name) */
+    GT_CAP_THREAD,     /* the lane's thread name (gt_cap_text) */
+    GT_CAP_MARK,       /* nothing: wakes the consumer (flush) */
+    GT_CAP_REFRESH,    /* a previous op's output, seen again (gt_cap_refresh) */
+};
+
+/* Every record starts with this header; len (whole record, bytes) is a
+ * multiple of 8. */
+typedef struct gt_cap_hdr {
+    uint16_t type;
+    uint16_t flags;
+    uint32_t len;
+    uint64_t stamp;
+} gt_cap_hdr;
+
+/* Facts about one tensor, as the hot path reads them. */
+enum {
+    GT_CAPT_UNDEF = 1,    /* undefined tensor (other fields zero) */
+    GT_CAPT_NOVC = 2,     /* no version counter (inference tensor) */
+    GT_CAPT_REQGRAD = 4,  /* requires_grad */
+    GT_CAPT_LEAF = 8,     /* is a leaf (no grad_fn) */
+    GT_CAPT_WRITTEN = 16, /* the op's schema marks it written */
+    GT_CAPT_NOGEOM = 32,  /* no strided geometry (sparse, nested, symbolic) */
+};
+
+typedef struct gt_cap_tensor {
+    const void *impl;    /* TensorImpl */
+    const void *storage; /* StorageImpl, NULL if none */
+    const void *vc;      /* version counter, NULL if none */
+    const char *dtype;   /* "float32", ... (static) */
+    const char *device;  /* "cpu", ... (interned by the shim) */
+    int64_t offset;      /* storage offset, elements */
+    int64_t nbytes;      /* the storage's bytes */
+    uint32_t version;
+    uint16_t flags;      /* GT_CAPT_* */
+    uint16_t ndim;       /* sizes then strides follow the record, int64 each */
+} gt_cap_tensor;
+
+typedef struct gt_cap_op {
+    gt_cap_hdr h;
+    const char *name;  /* "aten::mul_.Tensor" */
+    int64_t os_tid;
+    uint32_t stack;    /* stack key id, 0 for none */
+    uint8_t grad_mode;
+    uint8_t in_backward; /* inside a node's apply or a recorded backward call */
+    uint8_t pad[2];
+} gt_cap_op;
+
+enum { GT_CAP_IN = 0, GT_CAP_OUT = 1 };
+
+typedef struct gt_cap_arg {
+    gt_cap_hdr h;
+    uint8_t role;      /* GT_CAP_IN or GT_CAP_OUT */
+    uint8_t pad[3];
+    int32_t pos;       /* schema position (inputs) or output index */
+    gt_cap_tensor t;   /* followed by ndim sizes and ndim strides */
+} gt_cap_arg;
+
+typedef struct gt_cap_end {
+    gt_cap_hdr h;
+    uint32_t n;        /* followed by n uint32 versions, in GT_CAP_IN order */
+    uint32_t pad;
+} gt_cap_end;
+
+typedef struct gt_cap_edge {
+    uint64_t next;     /* node id, 0 for an empty edge */
+    uint32_t input_nr;
+    uint32_t pad;
+} gt_cap_edge;
+
+typedef struct gt_cap_node {
+    gt_cap_hdr h;
+    uint64_t id;         /* assigned by the shim, > 0 */
+    const char *name;    /* "MulBackward0" */
+    int64_t sequence_nr; /* < 0 for none */
+    int64_t os_tid;
+    const void *variable_impl; /* AccumulateGrad's leaf, else NULL */
+    const void *variable_vc;
+    uint32_t nedges;     /* followed by nedges gt_cap_edge */
+    uint32_t pad;
+} gt_cap_node;
+
+typedef struct gt_cap_node_out {
+    gt_cap_hdr h;
+    uint64_t node;
+    const void *impl;
+    const void *vc;
+    uint32_t output_nr;
+    uint32_t pad;
+} gt_cap_node_out;
+
+typedef struct gt_cap_saved {
+    gt_cap_hdr h;
+    uint64_t node;
+    const char *slot;
+    int64_t saved_version;
+    int64_t nbytes;      /* bytes of the saved tensor's storage, -1 unknown */
+    uint8_t is_output;
+    uint8_t pad[7];
+    gt_cap_tensor t;     /* impl NULL if not readable; no geometry follows */
+} gt_cap_saved;
+
+typedef struct gt_cap_exec {
+    gt_cap_hdr h;
+    uint64_t node;       /* 0: a node never named (created before recording) */
+} gt_cap_exec;
+
+/* A stack seen for the first time. Followed by nframes frames, outermost
+ * first, each: int32 line, int32 kind (0 user, 1 engine), then four
+ * NUL-terminated strings file, function, code (may be empty), padded so
+ * the next frame starts 4-aligned. */
+typedef struct gt_cap_stack {
+    gt_cap_hdr h;
+    uint32_t id;
+    uint32_t nframes;
+} gt_cap_stack;
+
+typedef struct gt_cap_bwd {
+    gt_cap_hdr h;
+    const char *api;     /* static string; NULL for GT_CAP_BWD_END */
+    int64_t os_tid;
+    uint32_t stack;
+    uint8_t retain_graph, create_graph, ok;
+    uint8_t pad;
+} gt_cap_bwd;
+
+typedef struct gt_cap_bwd_tensor {
+    gt_cap_hdr h;
+    int32_t pos;
+    uint32_t pad;
+    const void *node;    /* the root's grad_fn node id (as uint64), 0 none */
+    gt_cap_tensor t;
+} gt_cap_bwd_tensor;
+
+/* Text records: GT_CAP_ERROR (a = type, b = message; stack in `stack`),
+ * GT_CAP_THREAD (a = name). a and b follow, NUL-terminated. */
+typedef struct gt_cap_text {
+    gt_cap_hdr h;
+    int64_t os_tid;
+    uint32_t stack;
+    uint32_t alen;       /* bytes of a, NUL included; b follows */
+} gt_cap_text;
+
+typedef struct gt_cap_name {
+    gt_cap_hdr h;
+    const void *impl;
+    const void *vc;
+    /* NUL-terminated name follows */
+} gt_cap_name;
+
+/* An output of the thread's previous op that did not require grad then,
+ * read again at the next op (nn.Parameter sets requires_grad after the op
+ * that made its tensor). */
+typedef struct gt_cap_refresh {
+    gt_cap_hdr h;
+    const void *impl;
+    const void *vc;
+    uint16_t flags;      /* GT_CAPT_* now */
+    uint8_t pad[6];
+} gt_cap_refresh;
+
+/* ---- lanes (read by the consumer) ----------------------------------------- */
+
+typedef struct gt_cap_chunk {
+    struct gt_cap_chunk *next; /* set (release) when the writer moved on */
+    size_t used;               /* bytes of whole records (release/acquire) */
+    unsigned char data[GT_CAP_CHUNK];
+} gt_cap_chunk;
+
+typedef struct gt_cap_lane {
+    struct gt_cap_lane *next_lane; /* list of all lanes, append-only */
+    int64_t os_tid;
+    gt_cap_chunk *read;            /* consumer: chunk being read */
+    size_t read_off;               /* consumer: offset in it */
+    void *consumer;                /* consumer's per-lane state */
+    /* free ring: the consumer pushes read chunks, the writer pops them */
+    gt_cap_chunk *ring[GT_CAP_RING];
+    uint64_t ring_head, ring_tail; /* atomics: tail pushes, head pops */
+    int retired;                   /* the thread ended (no more writes) */
+} gt_cap_lane;
+
+/* ---- control (called with the GIL held, from the recording thread) -------- */
+
+/* Options for gt_capture_start. */
+typedef struct gt_capture_opts {
+    /* stack key of the calling thread's Python stack, 0 if none; called per
+     * recorded op without the GIL; NULL: no stacks */
+    uint32_t (*stack_key)(void);
+    int all_threads;           /* capture ops of every thread (global callback) */
+    /* after an op wrote tensor t (a view of base, or base NULL), on the
+     * op's thread, without the GIL; stack is the op's stack key; writes
+     * GT_CAP_NAME records through gt_capture_reserve. NULL: no names */
+    void (*names)(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base);
+} gt_capture_opts;
+
+/* The torch version the shim was built for ("2.13.0+cpu"). */
+const char *gt_capture_built_for(void);
+
+/* Check that the running torch matches the build and that the shim reads
+ * back a known graph (saved tensors, versions, slots). Returns 0, or -1
+ * with a one-line reason in errbuf. GRADTRACE_ENGINE_SELFTEST=fail makes
+ * it fail (for tests). */
+int gt_capture_selftest(const char *running_version, char *errbuf, size_t errlen);
+
+/* Start capturing. Returns 0, -1 if a capture is on (message in errbuf). */
+int gt_capture_start(const gt_capture_opts *opts, char *errbuf, size_t errlen);
+
+/* Stop: remove the callback; lanes stay readable until gt_capture_release.
+ * Publishes every lane's partial chunk. Can't fail. */
+void gt_capture_stop(void);
+
+/* Free every lane and chunk (after the consumer finished). */
+void gt_capture_release(void);
+
+/* The first lane (then ->next_lane, read with acquire), NULL if none. */
+gt_cap_lane *gt_capture_lanes(void);
+
+/* Pause/resume recording of ops (windows): 1 records, 0 skips. */
+void gt_capture_set_active(int on);
+
+/* Forked child: never touch the parent's lanes again; drop the callback. */
+void gt_capture_forked(void);
+
+/* ---- consumer side helpers ------------------------------------------------ */
+
+/* Give chunk c (fully read) back to its lane's free ring, or free it. */
+void gt_capture_recycle(gt_cap_lane *lane, gt_cap_chunk *c);
+
+/* ---- Python-side events (GIL held, on the calling thread's lane) ---------- */
+
+/* Describe a Python tensor object; 0 if it is a tensor, -1 if not. */
+int gt_capture_pytensor(void *pyobj, gt_cap_tensor *out /* OUT */,
+                        const void **grad_fn /* OUT, may be NULL */);
+
+/* Reserve len bytes (multiple of 8, header included) on this thread's lane,
+ * stamped; fill in the header's type. Returns NULL when not capturing.
+ * gt_capture_commit publishes it. */
+void *gt_capture_reserve(int type, size_t len);
+void gt_capture_commit(void);
+
+/* Node id of a Node* (as gt_cap_bwd_tensor.node carries it), 0 if unnamed. */
+uint64_t gt_capture_node_id(const void *node);
+
+/* Backward-call depth (phase of ops on any thread): +1 / -1. */
+void gt_capture_backward_depth(int delta);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADTRACE_CAPTURE_H */

@@ -1,0 +1,836 @@
+/*
+ * _gradtrace_engine: the engine adapter's CPython extension.
+ *
+ * What needs Python stays here: starting and stopping a capture over a
+ * recorder handle, the backward-call and exception events (written to the
+ * calling thread's lane, so they are ordered with its ops), variable names,
+ * and Python stacks. A recorded op asks for its stack key without the GIL
+ * (a hash of the thread's frames: code object and instruction); only a key
+ * seen for the first time takes the GIL to describe its frames.
+ *
+ * One capture at a time (the engine's callback is process-wide): the stack
+ * hook reaches the running Engine through one static pointer, set while a
+ * capture is on.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define GT_FAST_FRAMES 1
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#endif
+
+#include "fold.h"
+#include "gt_capture.h"
+#include "gtmap.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MAX_FRAMES 256
+#define TCACHE 1024
+
+typedef struct {
+    PyObject_HEAD
+    gt_recorder *r;
+    gt_fold *fold;
+    int on;          /* capture running */
+    int active;      /* inside the recorded window */
+    int forked;
+    PyObject *hidden;  /* tuple of path prefixes never put in stacks */
+    PyObject *engine;  /* tuple of path prefixes of the engine (torch) */
+    PyObject *getline; /* linecache.getline */
+    pthread_mutex_t smu;
+    gt_map skeys;      /* stack hash -> key id */
+    uint32_t next_key;
+} Engine;
+
+static Engine *g_engine; /* the Engine whose capture is on, see above */
+
+static int64_t native_tid(void) { return (int64_t)syscall(SYS_gettid); }
+
+/* ---- stacks ------------------------------------------------------------------ */
+
+static int starts_with_any(PyObject *s, PyObject *prefixes)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(prefixes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t r = PyUnicode_Tailmatch(s, PyTuple_GET_ITEM(prefixes, i), 0,
+                                           PY_SSIZE_T_MAX, -1);
+        if (r > 0)
+            return 1;
+        if (r < 0)
+            PyErr_Clear();
+    }
+    return 0;
+}
+
+/* 0 user, 1 engine, 2 hidden */
+static int code_kind(Engine *e, PyCodeObject *co)
+{
+    if (starts_with_any(co->co_filename, e->hidden))
+        return 2;
+    if (starts_with_any(co->co_filename, e->engine))
+        return 1;
+    return 0;
+}
+
+typedef struct {
+    unsigned char *buf;
+    size_t len, cap;
+} bytes;
+
+static int put(bytes *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->len + n)
+            nc *= 2;
+        unsigned char *x = realloc(b->buf, nc);
+        if (!x)
+            return -1;
+        b->buf = x;
+        b->cap = nc;
+    }
+    memcpy(b->buf + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+static int put_str(bytes *b, const char *s) { return put(b, s ? s : "", strlen(s ? s : "") + 1); }
+
+/* Describe the calling thread's stack (GIL held) into a GT_CAP_STACK record
+ * with key id `id`, and publish it on this thread's lane. */
+static void describe_stack(Engine *e, uint32_t id, PyFrameObject *start)
+{
+    PyFrameObject *frames[MAX_FRAMES];
+    int n = 0;
+    PyFrameObject *f = (PyFrameObject *)Py_XNewRef(start);
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int kind = code_kind(e, co);
+        Py_DECREF(co);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        if (kind != 2 && n < MAX_FRAMES)
+            frames[n++] = f;
+        else
+            Py_DECREF(f);
+        f = back;
+    }
+    bytes b = {0};
+    for (int i = n - 1; i >= 0; i--) {
+        PyCodeObject *co = PyFrame_GetCode(frames[i]);
+        int32_t line = PyFrame_GetLineNumber(frames[i]);
+        int32_t kind = code_kind(e, co);
+        PyObject *qual = PyObject_GetAttrString((PyObject *)co, "co_qualname");
+        if (!qual) {
+            PyErr_Clear();
+            qual = Py_NewRef(co->co_name);
+        }
+        PyObject *text = PyObject_CallFunction(e->getline, "Oi", co->co_filename, line);
+        PyObject *stripped = text ? PyObject_CallMethod(text, "strip", NULL) : NULL;
+        const char *code = stripped && PyUnicode_Check(stripped) ? PyUnicode_AsUTF8(stripped)
+                                                                 : NULL;
+        const char *file = PyUnicode_AsUTF8(co->co_filename);
+        const char *func = PyUnicode_AsUTF8(qual);
+        PyErr_Clear();
+        put(&b, &line, 4);
+        put(&b, &kind, 4);
+        put_str(&b, file);
+        put_str(&b, func);
+        put_str(&b, code);
+        static const char zero[4] = {0};
+        put(&b, zero, (4 - (b.len & 3)) & 3);
+        Py_XDECREF(stripped);
+        Py_XDECREF(text);
+        Py_DECREF(qual);
+        Py_DECREF(co);
+        Py_DECREF(frames[i]);
+    }
+    size_t len = sizeof(gt_cap_stack) + b.len;
+    if (len <= GT_CAP_CHUNK / 2) {
+        gt_cap_stack *r = gt_capture_reserve(GT_CAP_STACK, len);
+        if (r) {
+            r->id = id;
+            r->nframes = (uint32_t)n;
+            memcpy(r + 1, b.buf, b.len);
+        }
+    }
+    free(b.buf);
+}
+
+typedef struct {
+    uint64_t hash[TCACHE];
+    uint32_t id[TCACHE];
+    uint64_t gen;
+} tcache;
+
+static _Thread_local tcache t_cache;
+static uint64_t g_cache_gen;
+
+static uint32_t stack_slow(Engine *e, uint64_t h)
+{
+    pthread_mutex_lock(&e->smu);
+    uint64_t *v = gt_map_get(&e->skeys, h, 0, 0);
+    uint32_t id = v ? (uint32_t)*v : 0;
+    pthread_mutex_unlock(&e->smu);
+    if (id)
+        return id;
+    /* never hold smu while waiting for the GIL */
+    PyGILState_STATE st = PyGILState_Ensure();
+    pthread_mutex_lock(&e->smu);
+    id = ++e->next_key;
+    gt_map_put(&e->skeys, h, 0, 0, id);
+    pthread_mutex_unlock(&e->smu);
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyFrameObject *top = PyThreadState_GetFrame(PyThreadState_Get());
+    describe_stack(e, id, top);
+    Py_XDECREF(top);
+    PyErr_Restore(et, ev, etb);
+    PyGILState_Release(st);
+    return id;
+}
+
+/* Stack key of the calling thread's Python stack (no GIL), 0 if none. */
+static uint32_t stack_key(void)
+{
+    Engine *e = g_engine;
+    if (!e)
+        return 0;
+    uint64_t h = 1469598103934665603ull;
+#ifdef GT_FAST_FRAMES
+    PyThreadState *ts = PyGILState_GetThisThreadState();
+    if (!ts || !ts->cframe)
+        return 0;
+    int depth = 0;
+    for (_PyInterpreterFrame *f = ts->cframe->current_frame; f && depth < MAX_FRAMES;
+         f = f->previous) {
+        if (_PyFrame_IsIncomplete(f))
+            continue;
+        h = (h ^ (uintptr_t)f->f_code) * 1099511628211ull;
+        h = (h ^ (uintptr_t)f->prev_instr) * 1099511628211ull;
+        depth++;
+    }
+    if (!depth)
+        return 0;
+#else
+    /* no lock-free frame walk on this Python: hash under the GIL */
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyFrameObject *f = PyThreadState_GetFrame(PyThreadState_Get());
+    int depth = 0;
+    while (f && depth < MAX_FRAMES) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        h = (h ^ (uintptr_t)co) * 1099511628211ull;
+        h = (h ^ (uint64_t)PyFrame_GetLasti(f)) * 1099511628211ull;
+        Py_DECREF(co);
+        PyFrameObject *b = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = b;
+        depth++;
+    }
+    Py_XDECREF(f);
+    PyGILState_Release(st);
+    if (!depth)
+        return 0;
+#endif
+    tcache *c = &t_cache;
+    if (c->gen != g_cache_gen) {
+        memset(c->hash, 0, sizeof c->hash);
+        c->gen = g_cache_gen;
+    }
+    size_t i = (size_t)(h >> 7) & (TCACHE - 1);
+    if (c->hash[i] == h && c->id[i])
+        return c->id[i];
+    uint32_t id = stack_slow(e, h);
+    c->hash[i] = h;
+    c->id[i] = id;
+    return id;
+}
+
+/* Stack key of the current point (GIL held). */
+static uint32_t stack_here(void) { return stack_key(); }
+
+/* ---- names ------------------------------------------------------------------- */
+
+static _Thread_local uint32_t t_names_miss[256];
+
+static int emit_names(PyObject *dict, const gt_cap_tensor *t, const gt_cap_tensor *base)
+{
+    int found = 0;
+    if (!dict || !PyDict_Check(dict))
+        return 0;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &k, &v)) {
+        gt_cap_tensor ct;
+        if (!PyUnicode_Check(k) || gt_capture_pytensor(v, &ct, NULL) < 0)
+            continue;
+        int is_t = ct.impl == t->impl, is_b = base && ct.impl == base->impl;
+        if (!is_t && !is_b)
+            continue;
+        Py_ssize_t len;
+        const char *name = PyUnicode_AsUTF8AndSize(k, &len);
+        if (!name || len > 4000) {
+            PyErr_Clear();
+            continue;
+        }
+        for (int i = 0; i < 2; i++) {
+            const gt_cap_tensor *x = i ? base : t;
+            if (i && !is_b)
+                continue;
+            gt_cap_name *r = gt_capture_reserve(GT_CAP_NAME, sizeof *r + (size_t)len + 1);
+            if (!r)
+                continue;
+            r->h.flags = 1; /* of the lane's current op */
+            r->impl = x->impl;
+            r->vc = x->vc;
+            memcpy(r + 1, name, (size_t)len + 1);
+        }
+        found++;
+    }
+    return found;
+}
+
+/* Names bound to what an op wrote (or its base) in the user's frame, as the
+ * dispatch adapter records them: locals, then globals. A stack whose user
+ * frame named nothing is skipped from then on (an optimizer step writes
+ * dozens of parameters from one line that names none of them). */
+static void names_hook(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base)
+{
+    Engine *e = g_engine;
+    if (!e || t_names_miss[stack & 255] == stack)
+        return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyFrameObject *f = PyThreadState_GetFrame(PyThreadState_Get());
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int kind = code_kind(e, co);
+        Py_DECREF(co);
+        if (kind == 0)
+            break;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    int found = 0;
+    if (f) {
+        PyObject *locals = PyFrame_GetLocals(f);
+        PyObject *globals = PyFrame_GetGlobals(f);
+        found = emit_names(locals, t, base);
+        if (globals != locals)
+            found += emit_names(globals, t, base);
+        Py_XDECREF(locals);
+        Py_XDECREF(globals);
+        Py_DECREF(f);
+    }
+    if (!found)
+        t_names_miss[stack & 255] = stack;
+    PyErr_Clear();
+    PyErr_Restore(et, ev, etb);
+    PyGILState_Release(st);
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+static void put_tensor_event(int type, int pos, PyObject *t)
+{
+    gt_cap_tensor ct;
+    const void *gf = NULL;
+    if (gt_capture_pytensor(t, &ct, &gf) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    uint64_t node = gf ? gt_capture_node_id(gf) : 0;
+    gt_cap_bwd_tensor *r = gt_capture_reserve(type, sizeof *r);
+    if (!r)
+        return;
+    r->pos = pos;
+    r->pad = 0;
+    r->node = (const void *)(uintptr_t)node;
+    r->t = ct;
+}
+
+static void put_text(int type, uint32_t stack, const char *a, const char *b)
+{
+    size_t la = strlen(a) + 1, lb = strlen(b) + 1;
+    if (lb > 60000)
+        lb = 60000;
+    gt_cap_text *r = gt_capture_reserve(type, sizeof *r + la + lb);
+    if (!r)
+        return;
+    r->os_tid = native_tid();
+    r->stack = stack;
+    r->alen = (uint32_t)la;
+    char *p = (char *)(r + 1);
+    memcpy(p, a, la);
+    memcpy(p + la, b, lb - 1);
+    p[la + lb - 1] = 0;
+}
+
+/* ---- Engine object ------------------------------------------------------------ */
+
+static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
+{
+    Engine *self = (Engine *)op;
+    static char *kwlist[] = {"path", "hidden", "engine", "getline", "overwrite", "max_bytes",
+                             NULL};
+    const char *path;
+    PyObject *hidden, *engine, *getline;
+    int overwrite = 0;
+    long long max_bytes = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!O!O|pL", kwlist, &path, &PyTuple_Type,
+                                     &hidden, &PyTuple_Type, &engine, &getline, &overwrite,
+                                     &max_bytes))
+        return -1;
+    if (self->r) {
+        PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
+        return -1;
+    }
+    gt_recorder_options o = {.overwrite = overwrite, .max_bytes = max_bytes, .batch_ms = 200};
+    char err[512] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = gt_recorder_open(path, &o, err, sizeof err, &self->r);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_SetString(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError, err);
+        return -1;
+    }
+    if (gt_fold_new(self->r, &self->fold) < 0) {
+        gt_recorder_close(self->r);
+        self->r = NULL;
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->hidden = Py_NewRef(hidden);
+    self->engine = Py_NewRef(engine);
+    self->getline = Py_NewRef(getline);
+    self->active = 1;
+    pthread_mutex_init(&self->smu, NULL);
+    return 0;
+}
+
+static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
+{
+    Engine *self = (Engine *)op;
+    if (!self->r || self->on || g_engine) {
+        PyErr_SetString(PyExc_RuntimeError, "gradtrace: an engine capture is already on");
+        return NULL;
+    }
+    char err[256] = "";
+    gt_capture_opts o = {.stack_key = stack_key, .all_threads = 1, .names = names_hook};
+    memset(t_names_miss, 0, sizeof t_names_miss);
+    g_engine = self;
+    g_cache_gen++;
+    if (gt_capture_start(&o, err, sizeof err) < 0) {
+        g_engine = NULL;
+        PyErr_Format(PyExc_RuntimeError, "gradtrace: %s", err);
+        return NULL;
+    }
+    if (gt_fold_start(self->fold, 50) < 0) {
+        gt_capture_stop();
+        gt_capture_release();
+        g_engine = NULL;
+        return PyErr_NoMemory();
+    }
+    self->on = 1;
+    gt_capture_set_active(self->active); /* a window may start closed */
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_set_run(PyObject *op, PyObject *args, PyObject *kw)
+{
+    Engine *self = (Engine *)op;
+    /* the same keywords as the dispatch adapter's Recorder.set_run */
+    static char *kwlist[] = {"engine_version", "python_version", "argv_json", "cwd",
+                             "host", "options_json", "pid", "rank", "world_size",
+                             "local_rank", "backend", "launcher_run_id", NULL};
+    gt_run_info ri = {.engine = "pytorch", .rank = -1, .local_rank = -1};
+    long long pid = 0, rank = -1, world = 0, local = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLLLLzz", kwlist, &ri.engine_version,
+                                     &ri.python_version, &ri.argv_json, &ri.cwd, &ri.host,
+                                     &ri.options_json, &pid, &rank, &world, &local,
+                                     &ri.backend, &ri.launcher_run_id))
+        return NULL;
+    ri.pid = pid;
+    ri.rank = rank;
+    ri.world_size = world;
+    ri.local_rank = local;
+    if (self->r && !self->forked)
+        gt_run_set(self->r, &ri);
+    Py_RETURN_NONE;
+}
+
+/* backward_begin(api, roots, retain_graph, create_graph, inputs) */
+static PyObject *Engine_backward_begin(PyObject *op, PyObject *args)
+{
+    Engine *self = (Engine *)op;
+    const char *api;
+    PyObject *roots, *inputs;
+    int retain, create;
+    if (!PyArg_ParseTuple(args, "sOppO", &api, &roots, &retain, &create, &inputs))
+        return NULL;
+    if (!self->on || !self->active || gt_recorder_failed(self->r))
+        return PyLong_FromLong(0);
+    static const char *apis[] = {"Tensor.backward", "torch.autograd.backward",
+                                 "torch.autograd.grad"};
+    const char *sapi = NULL;
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(api, apis[i]))
+            sapi = apis[i];
+    if (!sapi) {
+        PyErr_SetString(PyExc_ValueError, "unknown backward api");
+        return NULL;
+    }
+    uint32_t stack = stack_here();
+    gt_cap_bwd *r = gt_capture_reserve(GT_CAP_BWD_BEGIN, sizeof *r);
+    if (r) {
+        r->api = sapi;
+        r->os_tid = native_tid();
+        r->stack = stack;
+        r->retain_graph = (uint8_t)retain;
+        r->create_graph = (uint8_t)create;
+        r->ok = 0;
+        r->pad = 0;
+    }
+    PyObject *seqs[2] = {roots, inputs};
+    int types[2] = {GT_CAP_BWD_ROOT, GT_CAP_BWD_INPUT};
+    for (int k = 0; k < 2; k++) {
+        if (seqs[k] == Py_None)
+            continue;
+        PyObject *fast = PySequence_Fast(seqs[k], "roots must be a sequence");
+        if (!fast) {
+            PyErr_Clear();
+            continue;
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++)
+            put_tensor_event(types[k], (int)i, PySequence_Fast_GET_ITEM(fast, i));
+        Py_DECREF(fast);
+    }
+    gt_capture_backward_depth(1);
+    gt_capture_commit();
+    return PyLong_FromLong(1);
+}
+
+static void put_error(PyObject *exc, uint32_t stack)
+{
+    PyObject *tname = PyObject_GetAttrString((PyObject *)Py_TYPE(exc), "__name__");
+    PyObject *msg = PyObject_Str(exc);
+    const char *a = tname ? PyUnicode_AsUTF8(tname) : NULL;
+    const char *b = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    PyErr_Clear();
+    put_text(GT_CAP_ERROR, stack, a ? a : "Exception", b ? b : "");
+    Py_XDECREF(tname);
+    Py_XDECREF(msg);
+}
+
+/* The stack key of the innermost frame of exc's traceback (GIL held). */
+static uint32_t exc_stack(PyObject *exc)
+{
+    PyObject *tb = PyException_GetTraceback(exc);
+    if (!tb)
+        return stack_here();
+    PyObject *t = Py_NewRef(tb);
+    for (;;) {
+        PyObject *next = PyObject_GetAttrString(t, "tb_next");
+        if (!next || next == Py_None) {
+            Py_XDECREF(next);
+            break;
+        }
+        Py_SETREF(t, next);
+    }
+    PyErr_Clear();
+    PyFrameObject *fr = (PyFrameObject *)PyObject_GetAttrString(t, "tb_frame");
+    uint32_t id = 0;
+    if (fr && PyFrame_Check(fr) && g_engine) {
+        /* a traceback's frame may be gone from the thread's stack: describe
+         * it under a key of its own */
+        pthread_mutex_lock(&g_engine->smu);
+        id = ++g_engine->next_key;
+        pthread_mutex_unlock(&g_engine->smu);
+        describe_stack(g_engine, id, fr);
+    }
+    PyErr_Clear();
+    Py_XDECREF(fr);
+    Py_DECREF(t);
+    Py_DECREF(tb);
+    return id;
+}
+
+/* backward_end(exc_or_None) */
+static PyObject *Engine_backward_end(PyObject *op, PyObject *exc)
+{
+    Engine *self = (Engine *)op;
+    if (!self->on)
+        Py_RETURN_NONE;
+    gt_capture_backward_depth(-1);
+    if (exc != Py_None)
+        put_error(exc, exc_stack(exc));
+    gt_cap_bwd *r = gt_capture_reserve(GT_CAP_BWD_END, sizeof *r);
+    if (r) {
+        memset((char *)r + sizeof r->h, 0, sizeof *r - sizeof r->h);
+        r->ok = exc == Py_None;
+    }
+    gt_capture_commit();
+    if (exc != Py_None) {
+        /* the error is in the file before the caller re-raises it */
+        Py_BEGIN_ALLOW_THREADS
+        gt_fold_drain(self->fold);
+        gt_recorder_flush(self->r);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+/* error(exc): an exception that ends the run */
+static PyObject *Engine_error(PyObject *op, PyObject *exc)
+{
+    Engine *self = (Engine *)op;
+    if (!self->on)
+        Py_RETURN_NONE;
+    put_error(exc, exc_stack(exc));
+    gt_capture_commit();
+    Py_RETURN_NONE;
+}
+
+/* name(tensor, name): `name` is bound to tensor in the user's frame */
+static PyObject *Engine_name(PyObject *op, PyObject *args)
+{
+    Engine *self = (Engine *)op;
+    PyObject *t;
+    const char *name;
+    Py_ssize_t len;
+    if (!PyArg_ParseTuple(args, "Os#", &t, &name, &len))
+        return NULL;
+    if (!self->on)
+        Py_RETURN_NONE;
+    gt_cap_tensor ct;
+    if (gt_capture_pytensor(t, &ct, NULL) < 0 || (ct.flags & GT_CAPT_UNDEF))
+        Py_RETURN_NONE;
+    if (len > 4000)
+        len = 4000;
+    gt_cap_name *r = gt_capture_reserve(GT_CAP_NAME, sizeof *r + (size_t)len + 1);
+    if (r) {
+        r->impl = ct.impl;
+        r->vc = ct.vc;
+        memcpy(r + 1, name, (size_t)len);
+        ((char *)(r + 1))[len] = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_set_active(PyObject *op, PyObject *arg)
+{
+    Engine *self = (Engine *)op;
+    self->active = PyObject_IsTrue(arg) > 0;
+    gt_capture_set_active(self->active && self->r && !gt_recorder_failed(self->r));
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_flush(PyObject *op, PyObject *Py_UNUSED(a))
+{
+    Engine *self = (Engine *)op;
+    if (!self->on)
+        Py_RETURN_NONE;
+    gt_capture_commit();
+    Py_BEGIN_ALLOW_THREADS
+    gt_fold_drain(self->fold);
+    gt_recorder_flush(self->r);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static void stop_capture(Engine *self)
+{
+    if (!self->on)
+        return;
+    self->on = 0;
+    gt_capture_stop();
+    Py_BEGIN_ALLOW_THREADS
+    gt_fold_free(self->fold); /* stops its thread, drains the lanes */
+    Py_END_ALLOW_THREADS
+    self->fold = NULL;
+    gt_capture_release();
+    g_engine = NULL;
+}
+
+/* close(status, exit_code, signal) -> None or the recorder's error message */
+static PyObject *Engine_close(PyObject *op, PyObject *args)
+{
+    Engine *self = (Engine *)op;
+    int status, code, sig;
+    if (!PyArg_ParseTuple(args, "iii", &status, &code, &sig))
+        return NULL;
+    if (!self->r)
+        Py_RETURN_NONE;
+    stop_capture(self);
+    gt_fold_free(self->fold);
+    self->fold = NULL;
+    char err[512] = "";
+    int rc;
+    gt_recorder *r = self->r;
+    self->r = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    gt_run_end(r, status, code, sig);
+    rc = gt_recorder_close_msg(r, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        return PyUnicode_FromString(err[0] ? err : gt_strerror(rc));
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_forked(PyObject *op, PyObject *Py_UNUSED(a))
+{
+    Engine *self = (Engine *)op;
+    self->forked = 1;
+    self->on = 0;
+    gt_capture_forked();
+    gt_fold_forget(self->fold);
+    self->fold = NULL;
+    /* the parent's fold thread may have held the handle's mutex at fork():
+     * never touch the handle here (its memory stays with the child) */
+    self->r = NULL;
+    g_engine = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Engine_get_recording(PyObject *op, void *c)
+{
+    (void)c;
+    Engine *self = (Engine *)op;
+    return PyBool_FromLong(self->on && self->r && !gt_recorder_failed(self->r));
+}
+
+static PyObject *Engine_get_failed(PyObject *op, void *c)
+{
+    (void)c;
+    Engine *self = (Engine *)op;
+    return PyBool_FromLong(self->r && gt_recorder_failed(self->r));
+}
+
+static PyObject *Engine_get_errmsg(PyObject *op, void *c)
+{
+    (void)c;
+    Engine *self = (Engine *)op;
+    return PyUnicode_FromString(self->r ? gt_recorder_errmsg(self->r) : "");
+}
+
+static void Engine_dealloc(PyObject *op)
+{
+    Engine *self = (Engine *)op;
+    PyTypeObject *tp = Py_TYPE(op);
+    if (self->r && !self->forked) {
+        stop_capture(self);
+        gt_fold_free(self->fold);
+        gt_recorder_close(self->r);
+    }
+    if (self->hidden)
+        pthread_mutex_destroy(&self->smu);
+    gt_map_clear(&self->skeys);
+    Py_XDECREF(self->hidden);
+    Py_XDECREF(self->engine);
+    Py_XDECREF(self->getline);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef Engine_methods[] = {
+    {"start", Engine_start, METH_NOARGS, "start capturing"},
+    {"set_run", (PyCFunction)(void (*)(void))Engine_set_run, METH_VARARGS | METH_KEYWORDS,
+     "run metadata"},
+    {"backward_begin", Engine_backward_begin, METH_VARARGS, "a backward call starts"},
+    {"backward_end", Engine_backward_end, METH_O, "a backward call ended"},
+    {"error", Engine_error, METH_O, "an exception ends the run"},
+    {"name", Engine_name, METH_VARARGS, "a variable name bound to a tensor"},
+    {"set_active", Engine_set_active, METH_O, "record ops (True) or not"},
+    {"flush", Engine_flush, METH_NOARGS, "fold and commit what was captured"},
+    {"close", Engine_close, METH_VARARGS, "stop and close the trace"},
+    {"forked", Engine_forked, METH_NOARGS, "in a forked child: let go"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Engine_getset[] = {
+    {"recording", Engine_get_recording, NULL, "capturing and not failed", NULL},
+    {"failed", Engine_get_failed, NULL, "a write error stopped recording", NULL},
+    {"errmsg", Engine_get_errmsg, NULL, "the recorder's last message", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Engine_slots[] = {
+    {Py_tp_init, Engine_init},
+    {Py_tp_dealloc, Engine_dealloc},
+    {Py_tp_methods, Engine_methods},
+    {Py_tp_getset, Engine_getset},
+    {Py_tp_new, PyType_GenericNew},
+    {0, NULL},
+};
+
+static PyType_Spec Engine_spec = {
+    .name = "_gradtrace_engine.Engine",
+    .basicsize = sizeof(Engine),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Engine_slots,
+};
+
+/* selftest(torch_version) -> None, or the reason it failed */
+static PyObject *mod_selftest(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    const char *v = PyUnicode_AsUTF8(arg);
+    if (!v)
+        return NULL;
+    char err[256] = "";
+    if (gt_capture_selftest(v, err, sizeof err) < 0)
+        return PyUnicode_FromString(err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_built_for(PyObject *m, PyObject *Py_UNUSED(a))
+{
+    (void)m;
+    return PyUnicode_FromString(gt_capture_built_for());
+}
+
+static int mod_exec(PyObject *m)
+{
+    PyObject *tp = PyType_FromModuleAndSpec(m, &Engine_spec, NULL);
+    if (!tp)
+        return -1;
+    int rc = PyModule_AddObjectRef(m, "Engine", tp);
+    Py_DECREF(tp);
+    if (rc < 0)
+        return -1;
+    if (PyModule_AddIntConstant(m, "RUN_OK", GT_RUN_OK) < 0 ||
+        PyModule_AddIntConstant(m, "RUN_EXCEPTION", GT_RUN_EXCEPTION) < 0 ||
+        PyModule_AddIntConstant(m, "RUN_SIGNAL", GT_RUN_SIGNAL) < 0)
+        return -1;
+    return 0;
+}
+
+static PyMethodDef mod_methods[] = {
+    {"selftest", mod_selftest, METH_O, "check the shim against the running torch"},
+    {"built_for", mod_built_for, METH_NOARGS, "torch version the shim was built for"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot mod_slots[] = {
+    {Py_mod_exec, mod_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef mod_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_gradtrace_engine",
+    .m_doc = "gradtrace's engine adapter (at::RecordFunction capture)",
+    .m_methods = mod_methods,
+    .m_slots = mod_slots,
+};
+
+PyMODINIT_FUNC PyInit__gradtrace_engine(void) { return PyModuleDef_Init(&mod_def); }

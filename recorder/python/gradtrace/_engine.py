@@ -1,0 +1,128 @@
+"""The engine adapter's Python side: choosing it, and the little it needs
+Python for (variable names; the backward wrappers are _mode.BackwardPatch).
+
+The C++ shim (_gradtrace_engine) is built only for the torch found at build
+time. choose() loads it, checks the running torch and runs the shim's
+self-test; on any failure gradtrace records through the dispatch adapter and
+says so in one line on stderr. GRADTRACE_ADAPTER=dispatch|engine overrides
+the default (dispatch until the engine path passes the whole suite).
+"""
+import os
+import sys
+
+DEFAULT = "dispatch"  # engine once the whole suite passes on it
+
+
+def choose(torch_version):
+    """The _gradtrace_engine module to record with, or None for the
+    dispatch adapter (after printing one line saying why, unless the user
+    asked for dispatch)."""
+    want = os.environ.get("GRADTRACE_ADAPTER", "").strip().lower() or DEFAULT
+    if want == "dispatch":
+        return None
+    if want != "engine":
+        sys.stderr.write("gradtrace: unknown GRADTRACE_ADAPTER=%r, using the dispatch "
+                         "adapter\n" % want)
+        return None
+    try:
+        import _gradtrace_engine
+    except ImportError:
+        if os.environ.get("GRADTRACE_ADAPTER"):
+            sys.stderr.write("gradtrace: engine adapter not built for this torch (%s); "
+                             "recording through the dispatch adapter\n" % torch_version)
+        return None
+    why = _gradtrace_engine.selftest(torch_version)
+    if why is not None:
+        sys.stderr.write("gradtrace: engine adapter self-test failed (%s); recording "
+                         "through the dispatch adapter\n" % why)
+        return None
+    return _gradtrace_engine
+
+
+class EngineRecorder:
+    """The engine capture behind the interface Recording expects of
+    _gradtrace.Recorder (backward_begin/end, error, close, ...)."""
+
+    def __init__(self, mod, path, *, hidden, engine, getline, overwrite, max_bytes):
+        import torch
+        self._eng = mod.Engine(path, hidden, engine, getline, overwrite, max_bytes)
+        self._tensor = torch.Tensor
+        self._module = torch.nn.Module
+        self._hidden = hidden + engine
+        self.RUN = {"ok": mod.RUN_OK, "exception": mod.RUN_EXCEPTION,
+                    "signal": mod.RUN_SIGNAL}
+
+    def start(self):
+        self._eng.start()
+
+    def set_run(self, **kw):
+        self._eng.set_run(**kw)
+
+    def set_active(self, on):
+        self._eng.set_active(on)
+
+    @property
+    def recording(self):
+        return self._eng.recording
+
+    def _user_frame(self):
+        f = sys._getframe(1)
+        while f is not None and f.f_code.co_filename.startswith(self._hidden):
+            f = f.f_back
+        return f
+
+    def bind_names(self, frame):
+        """Names of the tensors (and nn.Module parameters) bound in frame,
+        as the dispatch adapter records them at a backward call."""
+        if frame is None:
+            return
+        name = self._eng.name
+        scopes = [frame.f_locals]
+        if frame.f_globals is not frame.f_locals and frame.f_code.co_name != "<module>":
+            pass
+        for scope in scopes:
+            for var, val in list(scope.items()):
+                if not isinstance(var, str):
+                    continue
+                if isinstance(val, self._tensor):
+                    name(val, var)
+                elif isinstance(val, self._module):
+                    try:
+                        for pname, p in val.named_parameters():
+                            name(p, var + "." + pname)
+                    except Exception:
+                        pass
+
+    def backward_begin(self, api, roots, retain, create, inputs):
+        bid = self._eng.backward_begin(api, roots, retain, create, inputs)
+        try:
+            self.bind_names(self._user_frame())
+        except Exception:
+            pass
+        return bid
+
+    def backward_end(self, bid, exc):
+        if bid:
+            self._eng.backward_end(exc)
+
+    def error(self, exc):
+        tb = getattr(exc, "__traceback__", None)
+        frame = None
+        while tb is not None:
+            if not tb.tb_frame.f_code.co_filename.startswith(self._hidden):
+                frame = tb.tb_frame
+            tb = tb.tb_next
+        try:
+            self.bind_names(frame)
+        except Exception:
+            pass
+        self._eng.error(exc)
+
+    def flush(self):
+        self._eng.flush()
+
+    def close(self, code, exit_code, sig):
+        return self._eng.close(code, exit_code, sig)
+
+    def forked(self):
+        self._eng.forked()
