@@ -406,7 +406,8 @@ static PyObject *ft_inner(Recorder *self, PyObject *t)
         if (!wrapped)
             break;
         PyObject *in = PyObject_CallOneArg(self->ft_unwrap, x);
-        if (!in || !PyObject_TypeCheck(in, (PyTypeObject *)self->tensor_type) || in == x) {
+        if (!in || in == x ||
+            !PyObject_TypeCheck(in, (PyTypeObject *)self->tensor_type)) {
             Py_XDECREF(in);
             break;
         }
