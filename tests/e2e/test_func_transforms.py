@@ -124,6 +124,7 @@ class FuncTransforms(unittest.TestCase):
             line = marker(case + "-mut")
             self.assertIn("func_transforms.py:%d" % line, self.text)
             self.assertIn("%s modified in place" % name, self.text)
+            self.assertIn("aten::%s" % op, self.text)
 
     def test_one_tensor_through_wrappers(self):
         # the tensor the node saved is the tensor the ops wrote (one id, one
@@ -132,11 +133,11 @@ class FuncTransforms(unittest.TestCase):
             f = self.check(case, node, "result", {"grad": "probs", "vmap": "logp"}[case],
                            match=case != "vmap")
             tensor = f["saved"]["tensor"]
-            made = gtutil.one(self.db, "SELECT o.stack FROM tensors t"
-                                       " JOIN ops o ON o.seq = t.created_by WHERE t.id = ?",
-                              tensor)
+            made = gtutil.one(self.db, "SELECT o.stack FROM tensors t JOIN ops o"
+                                       " ON o.seq = t.created_by WHERE t.id = ?", tensor)
             self.assertEqual(gtutil.user_line(self.db, made)[1], marker(case + "-save"))
-            lines = [b[3] for b in gtutil.bumps(self.db, gtutil.counter_of(self.db, tensor))]
+            counter = gtutil.counter_of(self.db, tensor)
+            lines = [b[3] for b in gtutil.bumps(self.db, counter)]
             self.assertEqual(lines, [marker(case + "-mut")])
 
     def test_correct_functions_have_no_findings(self):
