@@ -223,6 +223,14 @@ typedef struct Recorder {
                          * they pass through unrecorded */
     gt_region *regions; /* checkpoint regions, innermost last */
     size_t nregions, capregions;
+    /* torch.func: the ops inside a transform reach the mode unwrapped, while
+     * the graph and its saved tensors hold functorch's wrappers of them */
+    PyObject *ft_wrapped; /* torch._C._functorch.is_functorch_wrapped_tensor */
+    PyObject *ft_unwrap;  /* get_unwrapped, or NULL */
+    int ft_looked;        /* the two looked up */
+    int ft_seen;          /* a transform ran: unwrap saved tensors and names */
+    int ft_now;           /* the op in flight writes under a transform */
+    int stack_func;       /* the last stack captured runs under a transform */
 } Recorder;
 
 typedef struct {
@@ -231,7 +239,8 @@ typedef struct {
     PyObject *s_version, *s_grad_fn, *s_metadata, *s_next_functions, *s_output_nr,
         *s_data_ptr, *s_storage_offset, *s_shape, *s_stride, *s_dtype, *s_requires_grad,
         *s_is_leaf, *s_is_view, *s_base, *s_variable, *s_sequence_nr, *s_untyped_storage,
-        *s_storage, *s_nbytes, *s_device, *s_element_size, *s_strip, *s_get_device;
+        *s_storage, *s_nbytes, *s_device, *s_element_size, *s_strip, *s_get_device,
+        *s_functorch_dir, *s_functorch_src;
 } modstate;
 
 static modstate *state_of_type(PyTypeObject *tp)
@@ -345,6 +354,71 @@ static gt_id current_thread(Recorder *self)
     return id;
 }
 
+/* ---- torch.func wrappers ------------------------------------------------ */
+
+/* Look up, once, functorch's helpers (torch._C._functorch; none in 1.13). */
+static void ft_lookup(Recorder *self)
+{
+    if (self->ft_looked)
+        return;
+    self->ft_looked = 1;
+    PyObject *m = PyImport_ImportModule("torch._C._functorch");
+    if (m) {
+        self->ft_wrapped = PyObject_GetAttrString(m, "is_functorch_wrapped_tensor");
+        self->ft_unwrap = PyObject_GetAttrString(m, "get_unwrapped");
+        Py_DECREF(m);
+    }
+    PyErr_Clear();
+    if (!self->ft_wrapped ||
+        !PyCallable_Check(self->ft_wrapped) || !self->ft_unwrap ||
+        !PyCallable_Check(self->ft_unwrap)) {
+        Py_CLEAR(self->ft_wrapped);
+        Py_CLEAR(self->ft_unwrap);
+    }
+}
+
+/* Called under a torch.func transform (a frame of torch/_functorch/ is on
+ * the stack): can its wrappers be looked through? */
+static int ft_active(Recorder *self)
+{
+    ft_lookup(self);
+    if (!self->ft_wrapped)
+        return 0;
+    self->ft_seen = 1;
+    return 1;
+}
+
+/* The tensor inside torch.func's wrappers of t (GradTrackingTensor,
+ * BatchedTensor, nested as the transforms are): a new reference, or NULL
+ * when t wraps nothing. That inner tensor is the one the mode saw in the
+ * ops, with the version counter the recorder follows. */
+static PyObject *ft_inner(Recorder *self, PyObject *t)
+{
+    ft_lookup(self);
+    if (!self->ft_wrapped)
+        return NULL;
+    PyObject *cur = NULL;
+    for (int depth = 0; depth < MAX_NESTING; depth++) {
+        PyObject *x = cur ? cur : t;
+        PyObject *r = PyObject_CallOneArg(self->ft_wrapped, x);
+        int wrapped = r == Py_True;
+        Py_XDECREF(r);
+        if (!wrapped)
+            break;
+        PyObject *in = PyObject_CallOneArg(self->ft_unwrap, x);
+        if (!in || in == x ||
+            !PyObject_TypeCheck(in, (PyTypeObject *)self->tensor_type)) {
+            Py_XDECREF(in);
+            break;
+        }
+        Py_XSETREF(cur, in);
+    }
+    swallow(self);
+    if (cur)
+        self->ft_seen = 1;
+    return cur;
+}
+
 /* ---- scratch ------------------------------------------------------------- */
 
 /* A scratch area for one op (or one stack capture): a spare one, else a new
@@ -423,7 +497,12 @@ static int starts_with_any(PyObject *s, PyObject *prefixes)
     return 0;
 }
 
-static int code_kind(Recorder *self, PyCodeObject *co)
+/* CODE_FUNC flags the code of torch.func's transforms (torch/_functorch/;
+ * functorch/_src/ in 1.13): a user frame they call runs under a transform. */
+enum { CODE_KIND = 0xf, CODE_FUNC = 0x10 };
+
+/* The CODE_* kind of co, with CODE_FUNC (cached per code object). */
+static int code_flags(Recorder *self, PyCodeObject *co)
 {
     uint64_t *v = gt_map_get(&self->codes, (uintptr_t)co, 0, 0);
     if (v)
@@ -434,10 +513,27 @@ static int code_kind(Recorder *self, PyCodeObject *co)
         kind = CODE_HIDDEN;
     else if (starts_with_any(file, self->engine))
         kind = CODE_ENGINE;
+    if (kind != CODE_HIDDEN) {
+        /* torch.func's (2.x) or the functorch package's (1.13) transforms */
+        modstate *ms = STATE(self);
+        PyObject *dirs[] = {ms->s_functorch_dir, ms->s_functorch_src};
+        for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+            Py_ssize_t at = PyUnicode_Find(file, dirs[i], 0, PY_SSIZE_T_MAX, 1);
+            if (at >= 0)
+                kind |= CODE_FUNC;
+            else if (at == -2)
+                PyErr_Clear();
+        }
+    }
     if (keep(self, (PyObject *)co) < 0 ||
         gt_map_put(&self->codes, (uintptr_t)co, 0, 0, (uint64_t)kind) < 0)
         swallow(self);
     return kind;
+}
+
+static int code_kind(Recorder *self, PyCodeObject *co)
+{
+    return code_flags(self, co) & CODE_KIND;
 }
 
 static gt_id intern_frame(Recorder *self, PyCodeObject *co, int line)
@@ -493,9 +589,13 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
     int n = 0;
     PyFrameObject *f = start;
     Py_XINCREF(f);
+    self->stack_func = 0;
     while (f) {
         PyCodeObject *co = PyFrame_GetCode(f);
-        int kind = code_kind(self, co);
+        int flags = code_flags(self, co);
+        int kind = flags & CODE_KIND;
+        if (flags & CODE_FUNC)
+            self->stack_func = 1;
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
         if (kind != CODE_HIDDEN && reserve((void **)&sc->frames, (size_t)n, &sc->frames_cap,
@@ -980,6 +1080,16 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, Te
     return e;
 }
 
+/* see_tensor for a tensor met outside an op (a backward root or input, a
+ * leaf's variable): a torch.func wrapper is the tensor it wraps. */
+static TensorEnt *see_inner(Recorder *self, PyObject *t, int64_t *version)
+{
+    PyObject *in = ft_inner(self, t);
+    TensorEnt *e = see_tensor(self, in ? in : t, 0, NULL, version);
+    Py_XDECREF(in);
+    return e;
+}
+
 /* ---- op metadata --------------------------------------------------------- */
 
 static gt_opmeta *op_meta(Recorder *self, PyObject *func)
@@ -1322,6 +1432,10 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, 
         return;
     }
     int is_result = !strncmp(s, "result", 6);
+    /* under torch.func the node saved a wrapper of the tensor the ops saw */
+    PyObject *inner = self->ft_seen ? ft_inner(self, v) : NULL;
+    if (inner)
+        v = inner;
     int64_t nbytes = -1;
     int is_out = 0;
     TensorEnt *ent = NULL;
@@ -1340,6 +1454,7 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, 
                                  custom ? is_out : is_result, nbytes, &sseq)) == 0 &&
         self->check_saved)
         fingerprint_saved(self, nid, sseq, v, attr, index);
+    Py_XDECREF(inner);
 }
 
 /* Record the tensors node `nid` saved, reading the (attribute, slot) pairs
@@ -1496,7 +1611,7 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
         if (nt && nt->is_acc) {
             PyObject *var = PyObject_GetAttr(node, ms->s_variable);
             if (var && PyObject_TypeCheck(var, (PyTypeObject *)self->tensor_type)) {
-                TensorEnt *ve = see_tensor(self, var, 0, NULL, NULL);
+                TensorEnt *ve = see_inner(self, var, NULL);
                 if (ve)
                     ni.variable = ve->id;
             }
@@ -1689,6 +1804,15 @@ static int names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t, Te
     while (PyDict_Next(dict, &pos, &k, &v)) {
         if (!PyUnicode_Check(k))
             continue;
+        PyObject *in = NULL;
+        if (v != t && v != base && self->ft_now &&
+            PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
+            /* a name inside a torch.func transform holds a wrapper */
+            in = ft_inner(self, v);
+            if (in && (in == t || (base && in == base)))
+                v = in;
+        }
+        Py_XDECREF(in); /* v stays valid: its wrapper in `dict` holds it */
         if (v == t || (base && v == base)) {
             const char *name = PyUnicode_AsUTF8(k);
             if (!name) {
@@ -1958,6 +2082,11 @@ static void bind_names(Recorder *self, PyFrameObject *uf, int64_t seq)
             continue;
         if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
             TensorEnt *e = lookup(self, v);
+            if (!e && self->ft_seen) {
+                PyObject *in = ft_inner(self, v);
+                e = in ? lookup(self, in) : NULL;
+                Py_XDECREF(in);
+            }
             const char *name = e ? PyUnicode_AsUTF8(k) : NULL;
             if (name)
                 ck(self, gt_name(self->r, seq, e->id, name));
@@ -2007,6 +2136,52 @@ static void note_exec(Recorder *self)
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
+
+/* Before an op writes under a torch.func transform: record the graph of the
+ * wrapped tensors the user's frames (uf and its user callers) name. Their
+ * nodes never reach the mode (the transform hands it the unwrapped tensors
+ * and builds its graph on the wrappers after the op), and once the write has
+ * happened reading what they saved raises the version error. Each node found
+ * is attributed to the op that made the tensor it wraps. */
+static void ft_scan(Recorder *self, PyFrameObject *uf)
+{
+    modstate *ms = STATE(self);
+    PyFrameObject *f = (PyFrameObject *)Py_XNewRef(uf);
+    for (int depth = 0; f && depth < MAX_NESTING && recording(self); depth++) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int kind = code_kind(self, co);
+        Py_DECREF(co);
+        PyObject *locals = kind == CODE_USER ? PyFrame_GetLocals(f) : NULL;
+        PyObject *items = locals && PyDict_Check(locals) ? PyDict_Values(locals) : NULL;
+        Py_XDECREF(locals);
+        for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
+            PyObject *v = PyList_GET_ITEM(items, i);
+            if (!PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type))
+                continue;
+            PyObject *in = ft_inner(self, v);
+            PyObject *g = in ? PyObject_GetAttr(v, ms->s_grad_fn) : NULL;
+            TensorEnt *e = in ? lookup(self, in) : NULL;
+            if (g && g != Py_None) {
+                int is_new = 0;
+                gt_id nid = discover(self, g, e ? e->created_by : 0, current_thread(self),
+                                     &is_new);
+                if (nid && is_new && e)
+                    ck(self, gt_node_output(self->r, nid,
+                                            (int)long_attr(v, ms->s_output_nr, 0, self),
+                                            e->id));
+            }
+            Py_XDECREF(g);
+            Py_XDECREF(in);
+            swallow(self);
+        }
+        Py_XDECREF(items);
+        swallow(self);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+}
 
 /* Append to `a` every tensor in v: v itself, or the tensors of a list or
  * tuple, at any nesting (Tensor[], Tensor?[], lists of lists). Returns 0, or
@@ -2094,6 +2269,10 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         PyErr_NoMemory(), swallow(self);
     if (meta && sc && recording(self)) {
         stack = capture_stack(self, site, lasti, &uf);
+        /* (inside the mode functorch's own level stack reads empty) */
+        self->ft_now = meta->nwpos && self->stack_func && ft_active(self);
+        if (self->ft_now && uf)
+            ft_scan(self, uf);
         PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
         grad = ge == Py_True;
         Py_XDECREF(ge);
@@ -2206,6 +2385,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         swallow(self);
         exc_restore(saved_exc);
     }
+    self->ft_now = 0;
     Py_XDECREF(uf);
     Py_XDECREF(site);
     scratch_give(self, sc);
@@ -2656,7 +2836,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
         PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
         if (!PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type))
             continue;
-        TensorEnt *e = see_tensor(self, t, 0, NULL, NULL);
+        TensorEnt *e = see_inner(self, t, NULL);
         ck(self, gt_backward_root(self->r, id, (int)i, e ? e->id : 0, node_of(self, t)));
     }
     Py_XDECREF(seq);
@@ -2667,7 +2847,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
             PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
             if (!PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type))
                 continue;
-            TensorEnt *e = see_tensor(self, t, 0, NULL, NULL);
+            TensorEnt *e = see_inner(self, t, NULL);
             if (e)
                 ck(self, gt_backward_input(self->r, id, (int)i, e->id));
         }
@@ -2842,6 +3022,8 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->names_miss);
     Py_VISIT(self->module_type);
     Py_VISIT(self->current_node);
+    Py_VISIT(self->ft_wrapped);
+    Py_VISIT(self->ft_unwrap);
     Py_VISIT(self->last_exec);
     return 0;
 }
@@ -2868,6 +3050,8 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->names_miss);
     Py_CLEAR(self->module_type);
     Py_CLEAR(self->current_node);
+    Py_CLEAR(self->ft_wrapped);
+    Py_CLEAR(self->ft_unwrap);
     Py_CLEAR(self->last_exec);
     return 0;
 }
@@ -2973,6 +3157,8 @@ static int mod_exec(PyObject *m)
     INTERN(s_element_size, "element_size")
     INTERN(s_strip, "strip")
     INTERN(s_get_device, "get_device")
+    INTERN(s_functorch_dir, "/torch/_functorch/")
+    INTERN(s_functorch_src, "/functorch/_src/")
 #undef INTERN
     if (PyModule_AddStringConstant(m, "version", GT_VERSION_STRING) < 0 ||
         PyModule_AddIntConstant(m, "schema_version", GT_SCHEMA_VERSION) < 0 ||
@@ -3002,7 +3188,7 @@ static int mod_clear(PyObject *m)
         &ms->s_stride, &ms->s_dtype, &ms->s_requires_grad, &ms->s_is_leaf, &ms->s_is_view,
         &ms->s_base, &ms->s_variable, &ms->s_sequence_nr, &ms->s_untyped_storage,
         &ms->s_storage, &ms->s_nbytes, &ms->s_device, &ms->s_element_size, &ms->s_strip,
-        &ms->s_get_device,
+        &ms->s_get_device, &ms->s_functorch_dir, &ms->s_functorch_src,
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         Py_CLEAR(*names[i]);

@@ -1,0 +1,156 @@
+"""torch.func transforms in eager mode, recorded and diagnosed: inside
+grad, vjp, jacrev and vmap(grad) the dispatch mode sees the unwrapped
+tensors while the graph and its saved tensors hold functorch's wrappers
+(GradTrackingTensor, BatchedTensor). The recorder must look through them so
+that the tensor an op saved, the tensor written in place and its version
+bumps are one tensor of the trace, named as in the user's code, with the
+line of the write. Correct transformed functions get no finding. Each case of
+scenarios/func_transforms.py runs its own transform.
+
+Skipped without torch.func (PyTorch 1.13). The scenario also runs on 1.13's
+separate functorch package, but a recorded run there fails transforms that
+follow a print(tensor): the recorder's cached stack frame keeps the frame of
+Tensor.__repr__ alive, and with it the _DisableFuncTorch guard in its
+locals, so functorch's dispatch keys stay excluded.
+
+Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gtutil  # noqa: E402
+
+SCRIPT = gtutil.scenario("func_transforms.py")
+
+
+def have_transforms():
+    return subprocess.run([gtutil.PYTHON, "-c", "import torch.func"],
+                          capture_output=True).returncode == 0
+
+
+def marker(tag):
+    with open(SCRIPT) as f:
+        hits = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("# @" + tag)]
+    assert len(hits) == 1, (tag, hits)
+    return hits[0]
+
+
+@unittest.skipUnless(have_transforms(), "no torch.func in this PyTorch (1.13)")
+class FuncTransforms(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.trace, cls.cp = gtutil.record(SCRIPT)
+        cls.plain = gtutil.run_plain(SCRIPT)
+        r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", cls.trace],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        cls.doc = json.loads(r.stdout)
+        cls.text = subprocess.run([gtutil.GRADTRACE, "diagnose", cls.trace],
+                                  capture_output=True, text=True, timeout=120).stdout
+        cls.db = gtutil.connect(cls.trace)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.db.close()
+
+    def findings(self, case):
+        line = marker(case + "-bw")
+        return [f for f in self.doc["findings"]
+                if f.get("backward") and f["backward"]["location"]["line"] == line]
+
+    def error_of(self, case):
+        m = re.search(r"^%s error: (.*)$" % re.escape(case), self.plain.stdout, re.M)
+        self.assertIsNotNone(m, (case, self.plain.stdout))
+        return m.group(1)
+
+    def check(self, case, node, slot, name, match=True):
+        """The case's one first-to-fail finding: an in-place invalidation of
+        the tensor the user calls `name`, saved by `node` at the case's save
+        line and written at its write line."""
+        fs = self.findings(case)
+        first = [f for f in fs if f["first_to_fail"]]
+        self.assertEqual(len(first), 1, (case, fs))
+        f = first[0]
+        self.assertEqual(f["kind"], "inplace_invalidated_saved", f)
+        self.assertEqual(f["node"]["name"], node, f)
+        self.assertEqual(f["saved"]["slot"], slot, f)
+        self.assertIn(name, f["saved"]["names"], f)
+        self.assertEqual(f["node"]["location"]["line"], marker(case + "-save"), f)
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                         [marker(case + "-mut")], f)
+        self.assertEqual((f["saved"]["saved_version"], f["saved"]["version_at_backward"]),
+                         (0, 1), f)
+        err = self.error_of(case)
+        self.assertIn("modified by an inplace operation", err)
+        if match:
+            self.assertTrue(f["matches_error"], f)
+            m = re.search(r"\[torch\.\w+ \[([\d, ]*)\]\]", err)
+            self.assertEqual(f["saved"]["shape"], [int(x) for x in m.group(1).split(",")])
+        return f
+
+    def test_same_output_as_plain_run(self):
+        # same errors, same results: recording changes nothing
+        self.assertEqual(self.cp.stdout, self.plain.stdout)
+        self.assertEqual(self.plain.stdout.count("error: one of the variables needed"), 5)
+
+    def test_grad(self):
+        self.check("grad", "SoftmaxBackward0", "result", "probs")
+
+    def test_vjp(self):
+        self.check("vjp", "SigmoidBackward0", "result", "act")
+
+    def test_jacrev(self):
+        self.check("jacrev", "TanhBackward0", "result", "hidden")
+
+    def test_write_in_helper_function(self):
+        # the write happens in a function the transformed one calls: the
+        # graph is found through the caller's frame
+        self.check("helper", "ExpBackward0", "result", "t")
+
+    def test_vmap_of_grad(self):
+        # the trace holds the batched tensor the ops ran on ([3, 4]); PyTorch's
+        # message names the per-sample one ([4])
+        f = self.check("vmap", "LogSoftmaxBackward0", "result", "logp", match=False)
+        self.assertEqual(f["saved"]["shape"], [3, 4])
+
+    def test_text_names_the_line(self):
+        for case, name, op in (("grad", "probs", "mul_"), ("vjp", "act", "clamp_"),
+                               ("jacrev", "hidden", "add_"), ("vmap", "logp", "sub_")):
+            line = marker(case + "-mut")
+            self.assertIn("func_transforms.py:%d" % line, self.text)
+            self.assertIn("%s modified in place" % name, self.text)
+            self.assertIn("aten::%s" % op, self.text)
+
+    def test_one_tensor_through_wrappers(self):
+        # the tensor the node saved is the tensor the ops wrote (one id, one
+        # counter) and the tensor the mode saw as the op's output
+        for case, node in (("grad", "SoftmaxBackward0"), ("vmap", "LogSoftmaxBackward0")):
+            f = self.check(case, node, "result", {"grad": "probs", "vmap": "logp"}[case],
+                           match=case != "vmap")
+            tensor = f["saved"]["tensor"]
+            made = gtutil.one(self.db, "SELECT o.stack FROM tensors t JOIN ops o"
+                                       " ON o.seq = t.created_by WHERE t.id = ?", tensor)
+            self.assertEqual(gtutil.user_line(self.db, made)[1], marker(case + "-save"))
+            counter = gtutil.counter_of(self.db, tensor)
+            lines = [b[3] for b in gtutil.bumps(self.db, counter)]
+            self.assertEqual(lines, [marker(case + "-mut")])
+
+    def test_correct_functions_have_no_findings(self):
+        for case in ("ok-grad", "ok-vjp", "ok-jacrev", "ok-vmap"):
+            self.assertEqual(self.findings(case), [], case)
+            self.assertRegex(self.cp.stdout, r"(?m)^%s: \(?tensor\(" % re.escape(case))
+        # the correct transforms' backward calls were recorded, with their graphs
+        n = gtutil.one(self.db, "SELECT count(*) FROM backward_calls WHERE status = 'ok'")
+        self.assertGreaterEqual(n, 4)
+        self.assertEqual(len(self.doc["findings"]),
+                         sum(len(self.findings(c))
+                             for c in ("grad", "vjp", "jacrev", "helper", "vmap")))
+
+
+if __name__ == "__main__":
+    unittest.main()
