@@ -275,7 +275,6 @@ int gt_cmd_sql(int argc, char **argv)
     char *input = NULL;
     sqlite3_stmt *st = NULL;
     guard g = {{0}};
-    char err[512];
     int status = 2, c;
 
     optind = 0;
@@ -361,15 +360,11 @@ int gt_cmd_sql(int argc, char **argv)
         if (mrc != 0)
             goto out;
         db = mdb;
-    } else if (gt_trace_open(path, &t, err, sizeof err) != GT_OK ||
-               gt_trace_use_views(t, err, sizeof err) != GT_OK) {
-        fprintf(stderr, "gradtrace: %s\n", err);
+    } else if (gt_cmd_open("sql", path, &t) != 0) {
         goto out;
     } else {
         db = gt_trace_db(t);
     }
-    if (t && gt_trace_note(t)) /* what opening did: a killed trace finished */
-        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     if (gt_sql_guard_connection(db, &g) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,
                 sqlite3_errmsg(db));
