@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "diagnose.h"

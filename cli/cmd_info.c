@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "multi.h"

@@ -17,7 +17,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "multi.h"

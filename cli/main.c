@@ -2,7 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 

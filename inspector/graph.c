@@ -16,7 +16,8 @@
 #include <graphviz/gvcommon.h>
 #include <sqlite3.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "strbuf.h"
 
