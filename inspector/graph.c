@@ -19,6 +19,7 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
+#include "gtmap.h"
 #include "strbuf.h"
 #include "utf8.h"
 
@@ -126,76 +127,6 @@ static void sb_loc(gt_strbuf *b, const char *file, int64_t line)
               (long long)line);
 }
 
-/* ---- a map from positive int64 ids to indexes ------------------------- */
-
-typedef struct idmap {
-    int64_t *keys; /* 0: empty slot */
-    size_t *vals;
-    size_t cap, n;
-} idmap;
-
-static size_t id_hash(int64_t k, size_t cap)
-{
-    uint64_t x = (uint64_t)k * 0x9e3779b97f4a7c15ull;
-    return (size_t)(x ^ (x >> 29)) & (cap - 1);
-}
-
-/* Index of id, or (size_t)-1. */
-static size_t idmap_get(const idmap *m, int64_t id)
-{
-    if (!m->cap || id <= 0)
-        return (size_t)-1;
-    for (size_t h = id_hash(id, m->cap);; h = (h + 1) & (m->cap - 1)) {
-        if (m->keys[h] == id)
-            return m->vals[h];
-        if (m->keys[h] == 0)
-            return (size_t)-1;
-    }
-}
-
-/* Insert id -> val (id not present yet, id > 0). Returns 0 or GT_ENOMEM. */
-static int idmap_put(idmap *m, int64_t id, size_t val)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 256;
-        int64_t *keys = calloc(cap, sizeof *keys);
-        size_t *vals = calloc(cap, sizeof *vals);
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return GT_ENOMEM;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i])
-                continue;
-            size_t h = id_hash(m->keys[i], cap);
-            while (keys[h])
-                h = (h + 1) & (cap - 1);
-            keys[h] = m->keys[i];
-            vals[h] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->cap = cap;
-    }
-    size_t h = id_hash(id, m->cap);
-    while (m->keys[h])
-        h = (h + 1) & (m->cap - 1);
-    m->keys[h] = id;
-    m->vals[h] = val;
-    m->n++;
-    return 0;
-}
-
-static void idmap_release(idmap *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
 /* ---- the builder ------------------------------------------------------ */
 
 typedef struct gnode {
@@ -253,7 +184,7 @@ typedef struct builder {
     size_t nnodes, capnodes;
     gedge *edges;
     size_t nedges, capedges;
-    idmap map;
+    gt_map map; /* node id -> index in nodes (common/gtmap.h) */
     Agraph_t *g;
     gt_strbuf lab;  /* scratch for labels */
     gt_strbuf tmp;  /* scratch for names */
@@ -303,10 +234,17 @@ static Agedge_t *mkedge(Agraph_t *g, Agnode_t *tail, Agnode_t *head)
     return agedge(g, tail, head, NULL, 1);
 }
 
+/* Index in b->nodes of node id, or (size_t)-1 if it is not there. */
+static size_t node_index(const builder *b, int64_t id)
+{
+    const uint64_t *v = id > 0 ? gt_map_get(&b->map, (uint64_t)id, 0, 0) : NULL;
+    return v ? (size_t)*v : (size_t)-1;
+}
+
 /* Add node id (if new) to the list; its index in *idx. */
 static int add_node(builder *b, int64_t id, size_t *idx)
 {
-    size_t i = idmap_get(&b->map, id);
+    size_t i = node_index(b, id);
     if (i != (size_t)-1) {
         *idx = i;
         return 0;
@@ -319,7 +257,7 @@ static int add_node(builder *b, int64_t id, size_t *idx)
         b->nodes = v;
         b->capnodes = cap;
     }
-    if (idmap_put(&b->map, id, b->nnodes) != 0)
+    if (gt_map_put(&b->map, (uint64_t)id, 0, 0, b->nnodes) != 0)
         return oom(b);
     gnode *n = &b->nodes[b->nnodes];
     memset(n, 0, sizeof *n);
@@ -350,7 +288,7 @@ static int finding_here(const builder *b, const gt_finding *f)
 {
     if (f->backward)
         return f->backward == b->backward;
-    return f->node && idmap_get(&b->map, f->node) != (size_t)-1;
+    return f->node && node_index(b, f->node) != (size_t)-1;
 }
 
 /* The directory the run started in (run.cwd), to shorten paths below it. */
@@ -532,7 +470,7 @@ static int focus(builder *b, size_t *centre_count)
     if (!queue)
         return oom(b);
     for (size_t i = 0; fs && i < fs->n; i++) {
-        size_t idx = idmap_get(&b->map, fs->v[i].node);
+        size_t idx = node_index(b, fs->v[i].node);
         if (!finding_here(b, &fs->v[i]) || idx == (size_t)-1 || b->nodes[idx].dist == 0)
             continue;
         b->nodes[idx].dist = 0;
@@ -823,7 +761,7 @@ static int draw_saved(builder *b, size_t i)
 static int draw_finding(builder *b, const gt_finding *f)
 {
     char name[48];
-    size_t idx = idmap_get(&b->map, f->node);
+    size_t idx = node_index(b, f->node);
     Agnode_t *node = idx == (size_t)-1 ? NULL : b->nodes[idx].an;
     Agnode_t *target = node, *saved = NULL;
     int rc = 0;
@@ -1235,7 +1173,7 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
     *findings = 0;
     for (size_t i = 0; fs && i < fs->n; i++) {
         const gt_finding *f = &fs->v[i];
-        size_t idx = idmap_get(&b->map, f->node);
+        size_t idx = node_index(b, f->node);
         if (!finding_here(b, f) || idx == (size_t)-1 || !b->nodes[idx].visible)
             continue;
         if ((rc = draw_finding(b, f)) != 0)
@@ -1303,7 +1241,7 @@ out:
         agclose(b.g);
     free(b.nodes);
     free(b.edges);
-    idmap_release(&b.map);
+    gt_map_clear(&b.map);
     gt_strbuf_release(&b.lab);
     gt_strbuf_release(&b.tmp);
     free(b.cwd);
