@@ -23,6 +23,7 @@
 #include "cmd.h"
 #include "multi.h"
 #include "sql_guard.h"
+#include "strbuf.h"
 #include "table_out.h"
 #include "trace.h"
 
@@ -195,31 +196,17 @@ static int bind_params(sqlite3_stmt *st, const param *ps, size_t n, const char *
 /* Read all of stdin into a NUL-terminated string; NULL on failure. */
 static char *read_stdin(void)
 {
-    size_t len = 0, cap = 4096;
-    char *s = malloc(cap);
-    while (s) {
-        size_t got = fread(s + len, 1, cap - len - 1, stdin);
-        len += got;
-        if (got == 0)
-            break;
-        if (len + 1 == cap) {
-            char *p = realloc(s, cap * 2);
-            if (!p) {
-                free(s);
-                return NULL;
-            }
-            s = p;
-            cap *= 2;
-        }
-    }
-    if (!s)
-        return NULL;
+    gt_strbuf b = GT_STRBUF_INIT;
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        if (gt_strbuf_add(&b, chunk, got) != 0)
+            break; /* b.oom: detach gives NULL */
     if (ferror(stdin)) {
-        free(s);
+        gt_strbuf_release(&b);
         return NULL;
     }
-    s[len] = '\0';
-    return s;
+    return gt_strbuf_detach(&b);
 }
 
 static void usage(FILE *out)
