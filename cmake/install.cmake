@@ -9,7 +9,7 @@
 #   <site-packages>/<every extension module>   top-level, as in build/python
 #
 # Extension modules are found, not listed: every MODULE or SHARED library
-# target defined anywhere under recorder/ and inspector/ (the adapter, a
+# target defined anywhere under recorder/, inspector/ and cli/ (the adapter, a
 # libtorch shim, the trace reader) is installed beside the others, with an
 # RPATH to its own directory and to torch's libraries (site-packages/torch/lib)
 # so a module linked against libtorch loads whichever environment the wheel
@@ -34,7 +34,8 @@ endfunction()
 
 gt_collect_libraries(${CMAKE_SOURCE_DIR}/recorder GT_INSTALL_LIBS_REC)
 gt_collect_libraries(${CMAKE_SOURCE_DIR}/inspector GT_INSTALL_LIBS_INS)
-set(GT_INSTALL_LIBS ${GT_INSTALL_LIBS_REC} ${GT_INSTALL_LIBS_INS})
+gt_collect_libraries(${CMAKE_SOURCE_DIR}/cli GT_INSTALL_LIBS_CLI)
+set(GT_INSTALL_LIBS ${GT_INSTALL_LIBS_REC} ${GT_INSTALL_LIBS_INS} ${GT_INSTALL_LIBS_CLI})
 if(NOT GT_INSTALL_LIBS)
     message(FATAL_ERROR "gradtrace: no extension module to install "
                         "(is GT_PYTHON_ADAPTER off?)")

@@ -4,7 +4,7 @@
  * needed it (and the other finding kinds below).
  *
  * This header is the contract between the diagnosis (diagnose.c, replay.c)
- * and its users (cmd_diagnose.c, graph.c). Findings refer to trace rows by
+ * and its users (cli/cmd_diagnose.c, graph.c). Findings refer to trace rows by
  * id, so a user can fetch whatever else it wants to show from the trace.
  * Fields may be added; the ones here keep their meaning.
  */

@@ -16,9 +16,12 @@
 #include <graphviz/gvcommon.h>
 #include <sqlite3.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
+#include "gtmap.h"
 #include "strbuf.h"
+#include "utf8.h"
 
 #define LABEL_CHARS 60  /* characters of one piece of user text in a label */
 #define FILE_CHARS  40  /* characters of a file's base name */
@@ -41,102 +44,11 @@ struct gt_graph {
     size_t layout_limit;
 };
 
-/* ---- a growable string --------------------------------------------- */
-
-typedef gt_strbuf sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    (void)gt_strbuf_add(b, s, n); /* b->oom says if it failed */
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        sb_add(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_add(b, big, (size_t)n);
-    free(big);
-}
-
-static void sb_reset(sbuf *b)
-{
-    b->len = 0;
-    if (b->p)
-        b->p[0] = '\0';
-}
-
-static void sb_release(sbuf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-/* The text so far ("" when empty). */
-static const char *sb_get(sbuf *b)
-{
-    return b->p && !b->oom ? b->p : "";
-}
-
 /* ---- label text ------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s (n bytes left), its code point in
- * *cp; 0 if the bytes are not valid UTF-8 (overlong, surrogate, too big,
- * truncated). */
-static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    uint32_t c = s[0];
-    size_t len;
-    uint32_t min;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xe0) == 0xc0) {
-        len = 2, min = 0x80, c &= 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3, min = 0x800, c &= 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4, min = 0x10000, c &= 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        c = (c << 6) | (s[i] & 0x3f);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-        return 0;
-    *cp = c;
-    return len;
-}
 
 /* Append user text escaped for a plain DOT label (graph.h), trimmed of
  * surrounding white space and elided to max_chars characters (0: all). */
-static void sb_text(sbuf *b, const char *text, size_t max_chars)
+static void sb_text(gt_strbuf *b, const char *text, size_t max_chars)
 {
     static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
     static const char ellipsis[] = "\xe2\x80\xa6";    /* U+2026 */
@@ -150,7 +62,7 @@ static void sb_text(sbuf *b, const char *text, size_t max_chars)
     size_t chars = 0;
     for (size_t i = 0; i < n; chars++) {
         uint32_t cp;
-        size_t len = utf8_next(s + i, n - i, &cp);
+        size_t len = gt_utf8_next(s + i, n - i, &cp);
         i += len ? len : 1;
     }
     size_t keep = chars;
@@ -160,38 +72,38 @@ static void sb_text(sbuf *b, const char *text, size_t max_chars)
     size_t i = 0;
     for (size_t k = 0; k < keep; k++) {
         uint32_t cp;
-        size_t len = utf8_next(s + i, n - i, &cp);
+        size_t len = gt_utf8_next(s + i, n - i, &cp);
         if (!len) {
-            sb_str(b, replacement);
+            gt_strbuf_adds(b, replacement);
             i++;
             continue;
         }
         if (cp == '\\')
-            sb_str(b, "\\\\");
+            gt_strbuf_adds(b, "\\\\");
         else if (cp == '&')
-            sb_str(b, "&amp;");
+            gt_strbuf_adds(b, "&amp;");
         else if (cp == '\n')
-            sb_str(b, "\\n");
+            gt_strbuf_adds(b, "\\n");
         else if (cp == '\t')
-            sb_str(b, " ");
+            gt_strbuf_adds(b, " ");
         else if (cp == '\r' && i + 1 < n && s[i + 1] == '\n')
             ; /* CR LF: the LF makes the break */
         else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
-            sb_str(b, replacement);
+            gt_strbuf_adds(b, replacement);
         else
-            sb_add(b, (const char *)s + i, len);
+            gt_strbuf_add(b, (const char *)s + i, len);
         i += len;
     }
     if (keep < chars)
-        sb_str(b, ellipsis);
+        gt_strbuf_adds(b, ellipsis);
 }
 
 char *gt_graph_label_escape(const char *text, size_t max_chars)
 {
-    sbuf b = {0};
+    gt_strbuf b = {0};
     sb_text(&b, text, max_chars);
     if (b.oom) {
-        sb_release(&b);
+        gt_strbuf_release(&b);
         return NULL;
     }
     if (!b.p)
@@ -200,89 +112,19 @@ char *gt_graph_label_escape(const char *text, size_t max_chars)
 }
 
 /* A label line break. */
-static void sb_br(sbuf *b)
+static void sb_br(gt_strbuf *b)
 {
-    sb_str(b, "\\n");
+    gt_strbuf_adds(b, "\\n");
 }
 
 /* "file.py:12" with the file's base name, escaped. */
-static void sb_loc(sbuf *b, const char *file, int64_t line)
+static void sb_loc(gt_strbuf *b, const char *file, int64_t line)
 {
     const char *base = file ? strrchr(file, '/') : NULL;
     sb_text(b, base ? base + 1 : file ? file : "?", FILE_CHARS);
     /* a notebook cell ("In [3]") reads as Jupyter's: "In [3], line 4" */
-    sb_printf(b, file && !strncmp(file, "In [", 4) ? ", line %lld" : ":%lld",
+    gt_strbuf_addf(b, file && !strncmp(file, "In [", 4) ? ", line %lld" : ":%lld",
               (long long)line);
-}
-
-/* ---- a map from positive int64 ids to indexes ------------------------- */
-
-typedef struct idmap {
-    int64_t *keys; /* 0: empty slot */
-    size_t *vals;
-    size_t cap, n;
-} idmap;
-
-static size_t id_hash(int64_t k, size_t cap)
-{
-    uint64_t x = (uint64_t)k * 0x9e3779b97f4a7c15ull;
-    return (size_t)(x ^ (x >> 29)) & (cap - 1);
-}
-
-/* Index of id, or (size_t)-1. */
-static size_t idmap_get(const idmap *m, int64_t id)
-{
-    if (!m->cap || id <= 0)
-        return (size_t)-1;
-    for (size_t h = id_hash(id, m->cap);; h = (h + 1) & (m->cap - 1)) {
-        if (m->keys[h] == id)
-            return m->vals[h];
-        if (m->keys[h] == 0)
-            return (size_t)-1;
-    }
-}
-
-/* Insert id -> val (id not present yet, id > 0). Returns 0 or GT_ENOMEM. */
-static int idmap_put(idmap *m, int64_t id, size_t val)
-{
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 256;
-        int64_t *keys = calloc(cap, sizeof *keys);
-        size_t *vals = calloc(cap, sizeof *vals);
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return GT_ENOMEM;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i])
-                continue;
-            size_t h = id_hash(m->keys[i], cap);
-            while (keys[h])
-                h = (h + 1) & (cap - 1);
-            keys[h] = m->keys[i];
-            vals[h] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->cap = cap;
-    }
-    size_t h = id_hash(id, m->cap);
-    while (m->keys[h])
-        h = (h + 1) & (m->cap - 1);
-    m->keys[h] = id;
-    m->vals[h] = val;
-    m->n++;
-    return 0;
-}
-
-static void idmap_release(idmap *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
 }
 
 /* ---- the builder ------------------------------------------------------ */
@@ -342,10 +184,10 @@ typedef struct builder {
     size_t nnodes, capnodes;
     gedge *edges;
     size_t nedges, capedges;
-    idmap map;
+    gt_map map; /* node id -> index in nodes (common/gtmap.h) */
     Agraph_t *g;
-    sbuf lab;  /* scratch for labels */
-    sbuf tmp;  /* scratch for names */
+    gt_strbuf lab;  /* scratch for labels */
+    gt_strbuf tmp;  /* scratch for names */
     char *cwd; /* run.cwd, or NULL */
     int hops;  /* the focus radius drawn (adapted to the screen budget) */
     char *err;
@@ -392,10 +234,17 @@ static Agedge_t *mkedge(Agraph_t *g, Agnode_t *tail, Agnode_t *head)
     return agedge(g, tail, head, NULL, 1);
 }
 
+/* Index in b->nodes of node id, or (size_t)-1 if it is not there. */
+static size_t node_index(const builder *b, int64_t id)
+{
+    const uint64_t *v = id > 0 ? gt_map_get(&b->map, (uint64_t)id, 0, 0) : NULL;
+    return v ? (size_t)*v : (size_t)-1;
+}
+
 /* Add node id (if new) to the list; its index in *idx. */
 static int add_node(builder *b, int64_t id, size_t *idx)
 {
-    size_t i = idmap_get(&b->map, id);
+    size_t i = node_index(b, id);
     if (i != (size_t)-1) {
         *idx = i;
         return 0;
@@ -408,7 +257,7 @@ static int add_node(builder *b, int64_t id, size_t *idx)
         b->nodes = v;
         b->capnodes = cap;
     }
-    if (idmap_put(&b->map, id, b->nnodes) != 0)
+    if (gt_map_put(&b->map, (uint64_t)id, 0, 0, b->nnodes) != 0)
         return oom(b);
     gnode *n = &b->nodes[b->nnodes];
     memset(n, 0, sizeof *n);
@@ -439,7 +288,7 @@ static int finding_here(const builder *b, const gt_finding *f)
 {
     if (f->backward)
         return f->backward == b->backward;
-    return f->node && idmap_get(&b->map, f->node) != (size_t)-1;
+    return f->node && node_index(b, f->node) != (size_t)-1;
 }
 
 /* The directory the run started in (run.cwd), to shorten paths below it. */
@@ -621,7 +470,7 @@ static int focus(builder *b, size_t *centre_count)
     if (!queue)
         return oom(b);
     for (size_t i = 0; fs && i < fs->n; i++) {
-        size_t idx = idmap_get(&b->map, fs->v[i].node);
+        size_t idx = node_index(b, fs->v[i].node);
         if (!finding_here(b, &fs->v[i]) || idx == (size_t)-1 || b->nodes[idx].dist == 0)
             continue;
         b->nodes[idx].dist = 0;
@@ -733,11 +582,11 @@ static int tensor_names(builder *b, int64_t tensor, int64_t alias_of)
         int step;
         while ((step = sqlite3_step(st)) == SQLITE_ROW) {
             if (count == NAMES_MAX) {
-                sb_str(&b->tmp, ", \xe2\x80\xa6");
+                gt_strbuf_adds(&b->tmp, ", \xe2\x80\xa6");
                 break;
             }
             if (count++)
-                sb_str(&b->tmp, ", ");
+                gt_strbuf_adds(&b->tmp, ", ");
             sb_text(&b->tmp, col_text(st, 0), LABEL_CHARS / 2);
         }
         if (step != SQLITE_DONE && step != SQLITE_ROW) {
@@ -763,7 +612,7 @@ static int describe_tensor(builder *b, int64_t tensor)
     if (step == SQLITE_ROW) {
         sb_br(&b->lab);
         sb_text(&b->lab, col_text(st, 0) ? col_text(st, 0) : "?", LABEL_CHARS / 2);
-        sb_str(&b->lab, " ");
+        gt_strbuf_adds(&b->lab, " ");
         sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
         alias_of = sqlite3_column_int64(st, 2);
     } else if (step != SQLITE_DONE) {
@@ -772,13 +621,13 @@ static int describe_tensor(builder *b, int64_t tensor)
     sqlite3_reset(st);
     if (rc)
         return rc;
-    sb_reset(&b->tmp);
+    gt_strbuf_reset(&b->tmp);
     int names = tensor_names(b, tensor, alias_of);
     if (names < 0)
         return names;
     if (names > 0) {
         sb_br(&b->lab);
-        sb_str(&b->lab, sb_get(&b->tmp));
+        gt_strbuf_adds(&b->lab, gt_strbuf_str(&b->tmp));
     }
     return 0;
 }
@@ -805,10 +654,10 @@ static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_c
     /* Relative to the run's directory when it is below it. */
     if (file && n > 1 && !strncmp(file, b->cwd, n) && file[n] == '/')
         file += n + 1;
-    sb_reset(&b->tmp);
+    gt_strbuf_reset(&b->tmp);
     sb_text(&b->tmp, file, 0);
-    sb_printf(&b->tmp, ":%lld", (long long)sqlite3_column_int64(st, line_col));
-    set(obj, "tooltip", sb_get(&b->tmp));
+    gt_strbuf_addf(&b->tmp, ":%lld", (long long)sqlite3_column_int64(st, line_col));
+    set(obj, "tooltip", gt_strbuf_str(&b->tmp));
 }
 
 /* Draw autograd node i. */
@@ -824,7 +673,7 @@ static int draw_node(builder *b, size_t i)
     n->an = mknode(b->g, name);
     if (!n->an)
         return oom(b);
-    sb_reset(&b->lab);
+    gt_strbuf_reset(&b->lab);
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, n->id);
     int step = sqlite3_step(st);
@@ -834,7 +683,7 @@ static int draw_node(builder *b, size_t i)
         describe_site(b, st, 2);
         set_tooltip_site(b, n->an, st, 2);
     } else if (step == SQLITE_DONE) {
-        sb_printf(&b->lab, "(node %lld not recorded)", (long long)n->id);
+        gt_strbuf_addf(&b->lab, "(node %lld not recorded)", (long long)n->id);
     } else {
         rc = sql_fail(b);
     }
@@ -845,11 +694,11 @@ static int draw_node(builder *b, size_t i)
         return rc;
     if (n->root) {
         sb_br(&b->lab);
-        sb_str(&b->lab, "(backward root)");
+        gt_strbuf_adds(&b->lab, "(backward root)");
     }
     if (b->lab.oom)
         return oom(b);
-    set(n->an, "label", sb_get(&b->lab));
+    set(n->an, "label", gt_strbuf_str(&b->lab));
     const char *cls = n->root
                           ? (variable > 0 ? "gt-node gt-leaf gt-root" : "gt-node gt-root")
                           : (variable > 0 ? "gt-node gt-leaf" : "gt-node");
@@ -878,19 +727,19 @@ static int draw_saved(builder *b, size_t i)
             rc = oom(b);
             break;
         }
-        sb_reset(&b->lab);
+        gt_strbuf_reset(&b->lab);
         sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
-        sb_str(&b->lab, sqlite3_column_int(st, 4) ? " (saved output)" : " (saved)");
+        gt_strbuf_adds(&b->lab, sqlite3_column_int(st, 4) ? " (saved output)" : " (saved)");
         if ((rc = describe_tensor(b, sqlite3_column_int64(st, 2))) != 0)
             break;
         sb_br(&b->lab);
-        sb_printf(&b->lab, "saved at version %lld",
+        gt_strbuf_addf(&b->lab, "saved at version %lld",
                   (long long)sqlite3_column_int64(st, 3));
         if (b->lab.oom) {
             rc = oom(b);
             break;
         }
-        set(s, "label", sb_get(&b->lab));
+        set(s, "label", gt_strbuf_str(&b->lab));
         set(s, "shape", "note");
         set(s, "fillcolor", "orange");
         set(s, "class", "gt-saved");
@@ -912,7 +761,7 @@ static int draw_saved(builder *b, size_t i)
 static int draw_finding(builder *b, const gt_finding *f)
 {
     char name[48];
-    size_t idx = idmap_get(&b->map, f->node);
+    size_t idx = node_index(b, f->node);
     Agnode_t *node = idx == (size_t)-1 ? NULL : b->nodes[idx].an;
     Agnode_t *target = node, *saved = NULL;
     int rc = 0;
@@ -926,14 +775,14 @@ static int draw_finding(builder *b, const gt_finding *f)
     if (!target)
         return 0;
     if (saved) {
-        sb_reset(&b->lab);
-        sb_str(&b->lab, agget(saved, (char *)"label"));
+        gt_strbuf_reset(&b->lab);
+        gt_strbuf_adds(&b->lab, agget(saved, (char *)"label"));
         sb_br(&b->lab);
-        sb_printf(&b->lab, "version %lld when backward ran",
+        gt_strbuf_addf(&b->lab, "version %lld when backward ran",
                   (long long)f->version_at_backward);
         if (b->lab.oom)
             return oom(b);
-        set(saved, "label", sb_get(&b->lab));
+        set(saved, "label", gt_strbuf_str(&b->lab));
         set(saved, "color", "red");
         set(saved, "penwidth", "2");
         set(saved, "class", "gt-saved gt-invalidated");
@@ -941,17 +790,17 @@ static int draw_finding(builder *b, const gt_finding *f)
     if (node && f->first_to_fail) {
         set(node, "color", "red");
         set(node, "penwidth", "3");
-        sb_reset(&b->lab);
-        sb_str(&b->lab, agget(node, (char *)"label"));
+        gt_strbuf_reset(&b->lab);
+        gt_strbuf_adds(&b->lab, agget(node, (char *)"label"));
         sb_br(&b->lab);
-        sb_str(&b->lab, "backward fails here");
+        gt_strbuf_adds(&b->lab, "backward fails here");
         if (b->lab.oom)
             return oom(b);
-        set(node, "label", sb_get(&b->lab));
-        sb_reset(&b->lab);
-        sb_str(&b->lab, agget(node, (char *)"class"));
-        sb_str(&b->lab, " gt-fail");
-        set(node, "class", sb_get(&b->lab));
+        set(node, "label", gt_strbuf_str(&b->lab));
+        gt_strbuf_reset(&b->lab);
+        gt_strbuf_adds(&b->lab, agget(node, (char *)"class"));
+        gt_strbuf_adds(&b->lab, " gt-fail");
+        set(node, "class", gt_strbuf_str(&b->lab));
     }
     Agnode_t *prev = NULL;
     for (size_t k = 0; k < f->n_mutations; k++) {
@@ -962,7 +811,7 @@ static int draw_finding(builder *b, const gt_finding *f)
         if (!mn) {
             if (!(mn = mknode(b->g, name)))
                 return oom(b);
-            sb_reset(&b->lab);
+            gt_strbuf_reset(&b->lab);
             sqlite3_reset(st);
             sqlite3_bind_int64(st, 1, m->seq);
             int step = sqlite3_step(st);
@@ -971,7 +820,7 @@ static int draw_finding(builder *b, const gt_finding *f)
                 describe_site(b, st, 1);
                 set_tooltip_site(b, mn, st, 1);
             } else if (step == SQLITE_DONE) {
-                sb_printf(&b->lab, "op %lld", (long long)m->seq);
+                gt_strbuf_addf(&b->lab, "op %lld", (long long)m->seq);
             } else {
                 rc = sql_fail(b);
             }
@@ -980,13 +829,13 @@ static int draw_finding(builder *b, const gt_finding *f)
                 return rc;
             sb_br(&b->lab);
             if (m->bump_seq > 0 && m->version_after >= 0)
-                sb_printf(&b->lab, "\xe2\x86\x92 version %lld",
+                gt_strbuf_addf(&b->lab, "\xe2\x86\x92 version %lld",
                           (long long)m->version_after);
             else
-                sb_str(&b->lab, "writes without a version bump");
+                gt_strbuf_adds(&b->lab, "writes without a version bump");
             if (b->lab.oom)
                 return oom(b);
-            set(mn, "label", sb_get(&b->lab));
+            set(mn, "label", gt_strbuf_str(&b->lab));
             set(mn, "fillcolor", "#ffd6d6");
             set(mn, "color", "red");
             set(mn, "fontcolor", "red3");
@@ -1132,11 +981,11 @@ static int draw_more(builder *b, size_t i)
         Agnode_t *m = mknode(b->g, name);
         if (!m)
             return oom(b);
-        sb_reset(&b->lab);
-        sb_printf(&b->lab, "\xe2\x8b\xaf %zu more %s", count,
+        gt_strbuf_reset(&b->lab);
+        gt_strbuf_addf(&b->lab, "\xe2\x8b\xaf %zu more %s", count,
                   dir == 0 ? (count == 1 ? "input" : "inputs")
                            : (count == 1 ? "user" : "users"));
-        set(m, "label", sb_get(&b->lab));
+        set(m, "label", gt_strbuf_str(&b->lab));
         set(m, "shape", "plaintext");
         set(m, "style", "");
         set(m, "fontcolor", "grey40");
@@ -1206,22 +1055,22 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
     int rc = 0;
     int hops = b->hops;
 
-    sb_reset(&b->lab);
+    gt_strbuf_reset(&b->lab);
     if (b->backward) {
-        sb_printf(&b->lab, "backward call %lld of ", (long long)b->backward);
+        gt_strbuf_addf(&b->lab, "backward call %lld of ", (long long)b->backward);
         sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, b->backward);
         int step = sqlite3_step(st);
         if (step == SQLITE_ROW) {
-            sb_str(&b->lab, ": ");
+            gt_strbuf_adds(&b->lab, ": ");
             sb_text(&b->lab, col_text(st, 0), LABEL_CHARS / 2);
             if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
-                sb_str(&b->lab, " at ");
+                gt_strbuf_adds(&b->lab, " at ");
                 sb_loc(&b->lab, col_text(st, 2), sqlite3_column_int64(st, 1));
             }
             if (col_text(st, 3) && !strcmp(col_text(st, 3), "error"))
-                sb_str(&b->lab, " (raised)");
+                gt_strbuf_adds(&b->lab, " (raised)");
         } else if (step != SQLITE_DONE) {
             rc = sql_fail(b);
         }
@@ -1229,25 +1078,25 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
         if (rc)
             return rc;
     } else {
-        sb_str(&b->lab, "autograd graph of ");
+        gt_strbuf_adds(&b->lab, "autograd graph of ");
         sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
-        sb_str(&b->lab, " (no backward call recorded)");
+        gt_strbuf_adds(&b->lab, " (no backward call recorded)");
     }
     sb_br(&b->lab);
     if (drawn == b->nnodes)
-        sb_printf(&b->lab, "all %zu autograd nodes", b->nnodes);
+        gt_strbuf_addf(&b->lab, "all %zu autograd nodes", b->nnodes);
     else
-        sb_printf(&b->lab, "%zu of %zu autograd nodes: %d hops around %zu %s", drawn,
+        gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes: %d hops around %zu %s", drawn,
                   b->nnodes, hops, centre,
                   findings ? (centre == 1 ? "finding node" : "finding nodes")
                            : (centre == 1 ? "root" : "roots"));
     if (findings)
-        sb_printf(&b->lab, ", %zu %s", findings, findings == 1 ? "finding" : "findings");
+        gt_strbuf_addf(&b->lab, ", %zu %s", findings, findings == 1 ? "finding" : "findings");
     else
-        sb_str(&b->lab, ", no findings");
+        gt_strbuf_adds(&b->lab, ", no findings");
     if (b->lab.oom)
         return oom(b);
-    agattr(b->g, AGRAPH, (char *)"label", (char *)sb_get(&b->lab));
+    agattr(b->g, AGRAPH, (char *)"label", (char *)gt_strbuf_str(&b->lab));
     return 0;
 }
 
@@ -1324,7 +1173,7 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
     *findings = 0;
     for (size_t i = 0; fs && i < fs->n; i++) {
         const gt_finding *f = &fs->v[i];
-        size_t idx = idmap_get(&b->map, f->node);
+        size_t idx = node_index(b, f->node);
         if (!finding_here(b, f) || idx == (size_t)-1 || !b->nodes[idx].visible)
             continue;
         if ((rc = draw_finding(b, f)) != 0)
@@ -1392,9 +1241,9 @@ out:
         agclose(b.g);
     free(b.nodes);
     free(b.edges);
-    idmap_release(&b.map);
-    sb_release(&b.lab);
-    sb_release(&b.tmp);
+    gt_map_clear(&b.map);
+    gt_strbuf_release(&b.lab);
+    gt_strbuf_release(&b.tmp);
     free(b.cwd);
     return rc;
 }
@@ -1428,45 +1277,6 @@ void gt_graph_free(gt_graph *g)
         agclose(g->g);
     free(g);
 }
-
-/* ---- sanitizer builds -------------------------------------------------- */
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GT__ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(GT__ASAN)
-#define GT__ASAN 1
-#endif
-#ifdef GT__ASAN
-/* LeakSanitizer's hook for default suppressions. Graphviz 2.42 leaks in its
- * dot layout (virtual edges of clusters, allocated through libgvc's gmalloc,
- * where LSan's fast unwinder stops) and, through its pango plugin, in
- * pango's and fontconfig's font caches; valgrind's full stacks show none of
- * these leaks comes from this file. Whatever this file or cgraph allocates
- * stays checked.
- * Only the gradtrace command and programs linking graph.o get this; a
- * program that defines its own hook must fold these lines into it. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-    return "leak:gmalloc\n"
-           "leak:grealloc\n"
-           "leak:libgvplugin_dot_layout.so\n"
-           "leak:libgvplugin_pango.so\n"
-           "leak:libfontconfig.so\n"
-           "leak:libpango\n";
-}
-
-/* ... and without the table of suppressions used at exit, which would
- * otherwise end every render's stderr. */
-const char *__lsan_default_options(void);
-const char *__lsan_default_options(void)
-{
-    return "print_suppressions=0";
-}
-#endif
 
 /* ---- formats ----------------------------------------------------------- */
 

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "multi.h"
 #include "trace.h"

@@ -6,7 +6,7 @@
  * `run.rankN.db` (`.rankN` before the file name's extension), or `{rank}`
  * in the path replaced by N.
  *
- * The multi-trace commands (cmd_multi.c) take trace files and directories;
+ * The multi-trace commands (cli/cmd_multi.c) take trace files and directories;
  * a directory stands for the gradtrace traces directly in it. Traces are
  * ordered by run.rank (traces without a rank last, by name).
  */
@@ -78,16 +78,6 @@ int gt_multi_wanted(int npaths, char **paths);
  * last is a query unless it names an existing file or directory; "-" is
  * the query "read stdin". With one argument, it is the trace. */
 int gt_sql_count_traces(int npos, char **pos);
-
-/* `gradtrace info` over several traces: one line per trace, ordered by rank
- * (a table, or JSON with json set). Returns the exit status. */
-int gt_multi_info(int npaths, char **paths, int json);
-
-/* `gradtrace diagnose` over several traces: each diagnosed on its own, then
- * each rank's outcome and every distinct finding once with its ranks. Exit
- * status: 1 if any rank has findings, else 2 if a trace could not be
- * diagnosed, else 0. */
-int gt_multi_diagnose(int npaths, char **paths, int json, long long backward);
 
 /* For `gradtrace info` on one trace: "rank       R of N (local L), backend B,
  * launcher run id J\n" when the run row names a rank (parts it lacks left

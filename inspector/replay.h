@@ -33,14 +33,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diagnose.h"
+#include <gradtrace/format.h> /* enum gt_backward_status */
 
-/* backward_calls.status */
-enum gt_backward_status {
-    GT_BACKWARD_RUNNING = 0,
-    GT_BACKWARD_OK = 1,
-    GT_BACKWARD_ERROR = 2,
-};
+#include "diagnose.h"
 
 typedef struct gt_replay_node {
     int64_t id;          /* nodes.id */

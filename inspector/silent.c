@@ -23,7 +23,8 @@
 
 #include <sqlite3.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 /* For each swap of a saved tensor, the saved rows saved before it and the
  * backward call that needed them: the call whose start noticed the swap, else

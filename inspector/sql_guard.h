@@ -1,6 +1,6 @@
 /*
  * The guard `gradtrace sql` puts on a trace connection before it runs SQL a
- * user wrote (cmd_sql.c), for every other reader of user SQL (the Python
+ * user wrote (cli/cmd_sql.c), for every other reader of user SQL (the Python
  * extension's Trace.sql): an authorizer that refuses every write,
  * ATTACH/DETACH and every PRAGMA that sets something, with a message naming
  * what was refused, and SQLITE_DBCONFIG_DEFENSIVE. Callers still check

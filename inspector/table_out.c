@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "strbuf.h"
+#include "utf8.h"
 
 typedef gt_strbuf buf;
 
@@ -14,16 +15,6 @@ static int buf_add(buf *b, const char *s, size_t n)
 }
 
 static int buf_adds(buf *b, const char *s) { return buf_add(b, s, strlen(s)); }
-
-/* Characters (UTF-8 code points) in s: the display width we assume. */
-static size_t utf8_width(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        if (((unsigned char)*s & 0xC0) != 0x80)
-            n++;
-    return n;
-}
 
 /* The value of column i as text: NULL for SQL NULL, x'..' for a blob.
  * With `escape`, tabs, newlines and other control characters are written
@@ -88,7 +79,7 @@ static int cell_text(sqlite3_stmt *st, int i, int escape, char **out)
 /* Cut s to at most w characters, the last three being "..."; in place. */
 static void cut(char *s, int w)
 {
-    if (w <= 0 || utf8_width(s) <= (size_t)w)
+    if (w <= 0 || gt_utf8_width(s) <= (size_t)w)
         return;
     int keep = w > 3 ? w - 3 : 0;
     size_t n = 0;
@@ -107,7 +98,7 @@ static void cut(char *s, int w)
  * `right`. */
 static int add_padded(buf *line, const char *s, size_t width, int right)
 {
-    size_t w = utf8_width(s);
+    size_t w = gt_utf8_width(s);
     int rc = SQLITE_OK;
     for (size_t k = w; right && k < width && rc == SQLITE_OK; k++)
         rc = buf_add(line, " ", 1);
@@ -145,7 +136,7 @@ static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out,
     for (int i = 0; i < ncol; i++) {
         numeric[i] = 1;
         if (o->header)
-            width[i] = utf8_width(sqlite3_column_name(st, i));
+            width[i] = gt_utf8_width(sqlite3_column_name(st, i));
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n + (size_t)ncol > cap) {
@@ -170,7 +161,7 @@ static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out,
             }
             if (cells[n]) {
                 cut(cells[n], o->max_width);
-                size_t w = utf8_width(cells[n]);
+                size_t w = gt_utf8_width(cells[n]);
                 if (w > width[i])
                     width[i] = w;
             }

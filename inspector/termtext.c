@@ -6,55 +6,12 @@
 
 #include "strbuf.h"
 #include "termtext.h"
-
-/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 when
- * the bytes there are not one (overlong, surrogate, above U+10FFFF, cut
- * short, stray continuation byte). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return len;
-}
-
-/* The code point of the valid UTF-8 sequence of len bytes at s. */
-static unsigned code_point(const unsigned char *s, size_t len)
-{
-    unsigned cp = len == 2 ? s[0] & 0x1f : len == 3 ? s[0] & 0x0f : s[0] & 0x07;
-    for (size_t i = 1; i < len; i++)
-        cp = cp << 6 | (s[i] & 0x3f);
-    return cp;
-}
+#include "utf8.h"
 
 /* 1 for the invisible characters that change the order in which text is
  * shown (Unicode bidirectional controls): printed as they are, they can make
  * a source line read differently from what it is ("Trojan Source"). */
-static int is_bidi_control(unsigned cp)
+static int is_bidi_control(uint32_t cp)
 {
     return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
            (cp >= 0x2066 && cp <= 0x2069);
@@ -71,7 +28,8 @@ static void sanitize(const char *s, size_t n, emit_fn emit, void *ctx)
 
     while (i < n) {
         unsigned char c = p[i];
-        size_t len = utf8_len(p + i, n - i);
+        uint32_t cp = 0;
+        size_t len = gt_utf8_next(p + i, n - i, &cp);
         char esc[8];
         size_t elen;
 
@@ -79,7 +37,6 @@ static void sanitize(const char *s, size_t n, emit_fn emit, void *ctx)
             i++;
             continue;
         }
-        unsigned cp = len > 1 ? code_point(p + i, len) : 0;
         if (len > 1 && cp > 0x9f && !is_bidi_control(cp)) {
             i += len;
             continue;

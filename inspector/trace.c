@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "gt_indexes_sql.h"
-#include "gt_schema_sql.h"
 #include "gt_views_sql.h"
 
 /* A trace smaller than this is read as it is even without the close-time
@@ -74,22 +74,13 @@ static void checkpoint_wal(const char *path)
     sqlite3_close(db);
 }
 
-/* The next table name in the compiled-in schema (each table is created by a
- * line "CREATE TABLE <name> ("), from *p on; 0 when there is none. */
-static int next_schema_table(const char **p, char *name, size_t n)
-{
-    const char *s = strstr(*p, "CREATE TABLE ");
-    if (!s)
-        return 0;
-    s += strlen("CREATE TABLE ");
-    size_t len = strspn(s, "abcdefghijklmnopqrstuvwxyz_0123456789");
-    if (len == 0 || len >= n)
-        return 0;
-    memcpy(name, s, len);
-    name[len] = '\0';
-    *p = s + len;
-    return 1;
-}
+/* 1 if the run has not ended (still recording, or killed). */
+#define RUNNING_SQL "SELECT count(*) FROM run WHERE status = '" GT_RUN_STATUS_RUNNING "'"
+
+/* The tables of this gradtrace's schema (include/gradtrace/format.h). */
+#define GT__TABLE_NAME(name) #name,
+static const char *const schema_tables[] = {GT_TABLE_LIST(GT__TABLE_NAME)};
+#undef GT__TABLE_NAME
 
 /* A name of a table of this gradtrace's schema must not be anything but a
  * table in the file: a crafted file could hold a view under a table's name
@@ -98,15 +89,14 @@ static int next_schema_table(const char **p, char *name, size_t n)
 static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
     sqlite3_stmt *kind = NULL;
-    const char *p = gt_schema_sql;
-    char name[64];
     int rc = GT_OK, s;
     if (sqlite3_prepare_v2(db, "SELECT type FROM sqlite_schema WHERE name = ?1", -1, &kind,
                            NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path, sqlite3_errmsg(db));
         return GT_ECORRUPT;
     }
-    while (rc == GT_OK && next_schema_table(&p, name, sizeof name)) {
+    for (size_t i = 0; rc == GT_OK && i < sizeof schema_tables / sizeof *schema_tables; i++) {
+        const char *name = schema_tables[i];
         sqlite3_bind_text(kind, 1, name, -1, SQLITE_STATIC);
         s = sqlite3_step(kind);
         if (s != SQLITE_ROW && s != SQLITE_DONE) {
@@ -364,7 +354,7 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
          * a killed recording's trace is finished in place (once, and said
          * so); a live one, or one that cannot be written, is read from an
          * indexed private copy (its file does not change). */
-        int_query(db, "SELECT count(*) FROM run WHERE status = 'running'", &running);
+        int_query(db, RUNNING_SQL, &running);
         int finished = 0;
         if (!live && running && access(path, W_OK) == 0) {
             /* alone on the file, so that it can leave WAL mode */
@@ -387,8 +377,7 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
     }
     sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     int partial = 0;
-    if (int_query(db, "SELECT count(*) FROM run WHERE status = 'running'", &partial)
-        != SQLITE_OK) {
+    if (int_query(db, RUNNING_SQL, &partial) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
                  sqlite3_errmsg(db));
         rc = GT_ECORRUPT;

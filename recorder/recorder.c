@@ -1280,15 +1280,15 @@ out:
 
 int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
 {
-    static const char *const names[] = {"ok", "exception", "signal"};
-    if (!r || status < GT_RUN_OK || status > GT_RUN_SIGNAL)
+    const char *name = gt_run_status_name(status); /* format.h */
+    if (!r || !name)
         return GT_EINVAL;
     pthread_mutex_lock(&r->mu);
     int rc = begin_write_as(r, 1);
     if (rc)
         goto out;
     sqlite3_stmt *st = r->st[ST_RUN_END];
-    sqlite3_bind_text(st, 1, names[status], -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, exit_code);
     sqlite3_bind_int(st, 3, signal);
     rc = step(r, ST_RUN_END, "run end", 0);
@@ -1832,7 +1832,8 @@ int gt_backward_end(gt_recorder *r, gt_id id, int ok)
     sqlite3_stmt *st = r->st[st_id];
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, ++r->seq);
-    sqlite3_bind_text(st, 3, ok ? "ok" : "error", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, gt_backward_status_name(ok ? GT_BACKWARD_OK : GT_BACKWARD_ERROR),
+                      -1, SQLITE_STATIC);
     LOCKED_END(r, "backward end");
 }
 

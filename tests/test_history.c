@@ -1,5 +1,5 @@
 /*
- * Tests for `gradtrace history` (inspector/cmd_history.c) on traces written
+ * Tests for `gradtrace history` (cli/cmd_history.c) on traces written
  * through the recorder API: the seed's class_weights, a tensor id, reads,
  * JSON, a name bound in a loop (the last five, --all), and bad input.
  */

@@ -1,5 +1,5 @@
 /*
- * Tests for `gradtrace info` (inspector/cmd_info.c) on traces written
+ * Tests for `gradtrace info` (cli/cmd_info.c) on traces written
  * through the recorder API: the text summary, the JSON summary, a partial
  * trace, and bad input.
  */

@@ -1,6 +1,6 @@
 /*
  * Tests for the trace views (schema/views.sql), the table printer
- * (inspector/table_out.c), `gradtrace sql` (inspector/cmd_sql.c) and the
+ * (inspector/table_out.c), `gradtrace sql` (cli/cmd_sql.c) and the
  * cookbook of schema/SCHEMA.md, on traces written through the recorder API.
  */
 #include <setjmp.h>

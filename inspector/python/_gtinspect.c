@@ -27,7 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "sql_guard.h"

@@ -69,61 +69,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gradtrace/error.h>  /* GT_E* result codes, gt_strerror */
+#include <gradtrace/format.h> /* GT_SCHEMA_VERSION, roles, phases, run statuses */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#if defined(__GNUC__)
-#define GT_WARN_UNUSED __attribute__((warn_unused_result))
-#else
-#define GT_WARN_UNUSED
-#endif
-
-/* Error codes: X(name, value, message). gt_strerror() is generated from it. */
-#define GT_ERRNO_MAP(X)                                                  \
-    X(GT_OK, 0, "success")                                               \
-    X(GT_EINVAL, -1, "invalid argument")                                 \
-    X(GT_ENOMEM, -2, "out of memory")                                    \
-    X(GT_EIO, -3, "i/o error")                                           \
-    X(GT_EEXIST, -4, "file exists")                                      \
-    X(GT_ENOTTRACE, -5, "not a gradtrace trace")                         \
-    X(GT_ENEWER, -6, "trace schema is newer than this gradtrace")        \
-    X(GT_EFULL, -7, "disk full or size limit reached")                   \
-    X(GT_ECLOSED, -8, "handle is closed")                                \
-    X(GT_EFAILED, -9, "recording stopped after an earlier error")        \
-    X(GT_ESQL, -10, "sqlite error")                                      \
-    X(GT_ECORRUPT, -11, "trace is damaged")                             \
-    X(GT_EBUSY, -12, "trace is held open by another process")
-
-enum gt_errno {
-#define GT__ERRNO_ENUM(name, value, msg) name = value,
-    GT_ERRNO_MAP(GT__ERRNO_ENUM)
-#undef GT__ERRNO_ENUM
-};
-
-/* The static message for a result code; never NULL, "unknown error" for an
- * unknown code. */
-const char *gt_strerror(int code);
-
-/* Schema version this library writes (PRAGMA user_version of the trace). */
-#define GT_SCHEMA_VERSION 3
-#define GT_VERSION_STRING "0.2.0"
-
 typedef struct gt_recorder gt_recorder;
 typedef int64_t gt_id;
-
-/* Roles of an op's tensor argument (table roles). */
-enum gt_role { GT_ROLE_INPUT = 0, GT_ROLE_OUTPUT = 1, GT_ROLE_MUTATED = 2 };
-
-/* Phases of an op (table phases). */
-enum gt_phase { GT_PHASE_FORWARD = 0, GT_PHASE_BACKWARD = 1, GT_PHASE_OTHER = 2 };
-
-/* How a run ended (run.status). */
-enum gt_run_status {
-    GT_RUN_OK = 0,
-    GT_RUN_EXCEPTION = 1,
-    GT_RUN_SIGNAL = 2,
-};
 
 /* Options for gt_recorder_open. Zero-initialise, then set what you need;
  * zero fields take the defaults. */

@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "multi.h"
@@ -456,7 +457,6 @@ int gt_cmd_info(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     gt_trace *t = NULL;
-    char err[512];
     int json = 0, all = 0, status = 2, c;
 
     optind = 1;
@@ -480,14 +480,8 @@ int gt_cmd_info(int argc, char **argv)
         return gt_multi_info(argc - optind, argv + optind, json);
     if (argc - optind != 1)
         return gt_usage_error("info", usage, "want exactly one trace");
-    if (gt_trace_open(argv[optind], &t, err, sizeof err) != GT_OK ||
-        gt_trace_use_views(t, err, sizeof err) != GT_OK) {
-        fprintf(stderr, "gradtrace: %s\n", err);
-        gt_trace_close(t);
+    if (gt_cmd_open("info", argv[optind], &t) != 0)
         return 2;
-    }
-    if (gt_trace_note(t)) /* what opening did: a killed trace finished */
-        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     int rc = json ? print_json(t, stdout) : print_text(t, stdout, all);
     if (rc != SQLITE_OK) {
         fprintf(stderr, "gradtrace: info: cannot read %s: %s\n", argv[optind],

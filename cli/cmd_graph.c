@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "diagnose.h"
@@ -153,12 +154,8 @@ int gt_cmd_graph(int argc, char **argv)
         }
     }
 
-    if (gt_trace_open(argv[optind], &trace, err, sizeof err) != 0) {
-        fprintf(stderr, "gradtrace: %s\n", err);
+    if (gt_cmd_open("graph", argv[optind], &trace) != 0)
         return 2;
-    }
-    if (gt_trace_note(trace)) /* what opening did: a killed trace finished */
-        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(trace));
     /* The findings decide the default backward call and the focus. A trace
      * the diagnosis cannot read may still be drawn: say so and go on. */
     gt_diagnose_options dopts = {.backward = opts.backward};

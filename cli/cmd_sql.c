@@ -17,11 +17,13 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "multi.h"
 #include "sql_guard.h"
+#include "strbuf.h"
 #include "table_out.h"
 #include "trace.h"
 
@@ -194,31 +196,17 @@ static int bind_params(sqlite3_stmt *st, const param *ps, size_t n, const char *
 /* Read all of stdin into a NUL-terminated string; NULL on failure. */
 static char *read_stdin(void)
 {
-    size_t len = 0, cap = 4096;
-    char *s = malloc(cap);
-    while (s) {
-        size_t got = fread(s + len, 1, cap - len - 1, stdin);
-        len += got;
-        if (got == 0)
-            break;
-        if (len + 1 == cap) {
-            char *p = realloc(s, cap * 2);
-            if (!p) {
-                free(s);
-                return NULL;
-            }
-            s = p;
-            cap *= 2;
-        }
-    }
-    if (!s)
-        return NULL;
+    gt_strbuf b = GT_STRBUF_INIT;
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        if (gt_strbuf_add(&b, chunk, got) != 0)
+            break; /* b.oom: detach gives NULL */
     if (ferror(stdin)) {
-        free(s);
+        gt_strbuf_release(&b);
         return NULL;
     }
-    s[len] = '\0';
-    return s;
+    return gt_strbuf_detach(&b);
 }
 
 static void usage(FILE *out)
@@ -275,7 +263,6 @@ int gt_cmd_sql(int argc, char **argv)
     char *input = NULL;
     sqlite3_stmt *st = NULL;
     guard g = {{0}};
-    char err[512];
     int status = 2, c;
 
     optind = 0;
@@ -361,15 +348,11 @@ int gt_cmd_sql(int argc, char **argv)
         if (mrc != 0)
             goto out;
         db = mdb;
-    } else if (gt_trace_open(path, &t, err, sizeof err) != GT_OK ||
-               gt_trace_use_views(t, err, sizeof err) != GT_OK) {
-        fprintf(stderr, "gradtrace: %s\n", err);
+    } else if (gt_cmd_open("sql", path, &t) != 0) {
         goto out;
     } else {
         db = gt_trace_db(t);
     }
-    if (t && gt_trace_note(t)) /* what opening did: a killed trace finished */
-        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     if (gt_sql_guard_connection(db, &g) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,
                 sqlite3_errmsg(db));

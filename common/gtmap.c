@@ -1,4 +1,4 @@
-/* Open-addressing hash map for the PyTorch adapter; see gtmap.h. */
+/* Open-addressing hash map; see gtmap.h. */
 #include "gtmap.h"
 
 #include <stdlib.h>

@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "table_out.h"
@@ -147,7 +148,6 @@ int gt_cmd_history(int argc, char **argv)
     gt_trace *t = NULL;
     sqlite3_stmt *st = NULL;
     char *sql = NULL;
-    char err[512];
 
     optind = 0;
     opterr = 0;
@@ -173,14 +173,8 @@ int gt_cmd_history(int argc, char **argv)
         return gt_usage_error("history", usage, "want a trace and a variable name or tensor id");
     const char *path = argv[optind], *what = argv[optind + 1];
     int by_id = is_id(what);
-    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
-        gt_trace_use_views(t, err, sizeof err) != GT_OK) {
-        fprintf(stderr, "gradtrace: %s\n", err);
-        gt_trace_close(t);
+    if (gt_cmd_open("history", path, &t) != 0)
         return 2;
-    }
-    if (gt_trace_note(t)) /* what opening did: a killed trace finished */
-        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     sqlite3 *db = gt_trace_db(t);
     int64_t counters = count_counters(db, what, by_id);
     if (counters < 0)

@@ -1,11 +1,14 @@
 /*
  * A small open-addressing hash map from a key of three 64-bit words to a
- * 64-bit value, used by the PyTorch adapter for its caches (tensors by object
- * address, storages by data pointer, stacks by (parent, code, offset), ...).
+ * 64-bit value: the one id map of the recorder and the inspector. The
+ * PyTorch adapter keeps its caches in it (tensors by object address,
+ * storages by data pointer, stacks by (parent, code, offset), ...); the
+ * graph builder its node indexes by node id (k2 = k3 = 0).
  *
  * Linear probing with backward-shift deletion, so deletions leave no
  * tombstones and lookups stay short in maps with heavy churn (tensors).
- * Not thread-safe: the adapter only touches maps with the GIL held.
+ * Not thread-safe: a map belongs to one thread at a time (the adapter
+ * only touches its maps with the GIL held).
  */
 #ifndef GT_ADAPTER_MAP_H
 #define GT_ADAPTER_MAP_H

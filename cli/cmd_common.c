@@ -1,0 +1,57 @@
+/* What the subcommands share; see cmd.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+const gt_command gt_commands[] = {
+    {"record", gt_cmd_record, 0, "run a Python script and record its autograd activity"},
+    {"diagnose", gt_cmd_diagnose, GT_CMD_TRACE,
+     "replay backward and name the mutation that broke it"},
+    {"graph", gt_cmd_graph, GT_CMD_TRACE, "draw the autograd graph (DOT, SVG, PNG)"},
+    {"sql", gt_cmd_sql, GT_CMD_TRACE | GT_CMD_VIEWS, "query a trace with SQL (read-only)"},
+    {"info", gt_cmd_info, GT_CMD_TRACE | GT_CMD_VIEWS,
+     "summarise a trace: run, counts, backward calls, errors"},
+    {"history", gt_cmd_history, GT_CMD_TRACE | GT_CMD_VIEWS,
+     "every write, save and use of one variable's versions"},
+};
+const size_t gt_ncommands = sizeof gt_commands / sizeof gt_commands[0];
+
+const gt_command *gt_command_find(const char *name)
+{
+    for (size_t i = 0; i < gt_ncommands; i++)
+        if (!strcmp(name, gt_commands[i].name))
+            return &gt_commands[i];
+    return NULL;
+}
+
+int gt_cmd_open(const char *cmd, const char *path, gt_trace **out)
+{
+    const gt_command *c = gt_command_find(cmd);
+    unsigned needs = c ? c->needs : GT_CMD_TRACE;
+    char err[1024];
+    gt_trace *t = NULL;
+    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
+        ((needs & GT_CMD_VIEWS) && gt_trace_use_views(t, err, sizeof err) != 0)) {
+        fprintf(stderr, "gradtrace: %s\n", err);
+        gt_trace_close(t);
+        return 2;
+    }
+    if (gt_trace_note(t)) /* what opening did: a killed trace finished */
+        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
+    *out = t;
+    return 0;
+}
+
+int gt_usage_error(const char *cmd, void (*usage)(FILE *), const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "gradtrace: %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,87 @@
+/* A growable string; see strbuf.h. */
+#include "strbuf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gt_strbuf_add(gt_strbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return -1;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+int gt_strbuf_adds(gt_strbuf *b, const char *s)
+{
+    return gt_strbuf_add(b, s, strlen(s));
+}
+
+int gt_strbuf_addf(gt_strbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    if (b->oom)
+        return -1;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    if ((size_t)n < sizeof tmp)
+        return gt_strbuf_add(b, tmp, (size_t)n);
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return -1;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    int rc = gt_strbuf_add(b, big, (size_t)n);
+    free(big);
+    return rc;
+}
+
+void gt_strbuf_reset(gt_strbuf *b)
+{
+    b->len = 0;
+    if (b->p)
+        b->p[0] = '\0';
+}
+
+void gt_strbuf_release(gt_strbuf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+const char *gt_strbuf_str(const gt_strbuf *b)
+{
+    return b->p && !b->oom ? b->p : "";
+}
+
+char *gt_strbuf_detach(gt_strbuf *b)
+{
+    char *p = b->oom ? NULL : b->p ? b->p : strdup("");
+    if (b->oom)
+        free(b->p);
+    memset(b, 0, sizeof *b);
+    return p;
+}
