@@ -217,13 +217,56 @@ static void out_of_place_line(const char *code, const char *name, char *buf, siz
     }
 }
 
+/* The in-place activation ("relu_") the innermost frame of `stack` calls
+ * (F.relu(x, inplace=True) runs `torch.relu_(input)`), copied into act; 0
+ * if that frame calls none. */
+static int stack_activation_inplace(gt__dctx *c, int64_t stack, char *act, size_t len)
+{
+    sqlite3_stmt *st = NULL;
+    char code[512];
+    code[0] = 0;
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT (SELECT text FROM strings WHERE id = f.code) "
+                               "FROM stacks s JOIN frames f ON f.id = s.frame "
+                               "WHERE s.id = ?1", -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, stack);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            snprintf(code, sizeof code, "%s", (const char *)sqlite3_column_text(st, 0));
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    for (char *p = strchr(code, '('); p; p = strchr(p + 1, '(')) {
+        char *b = p;
+        while (b > code && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
+                            (b[-1] >= '0' && b[-1] <= '9')))
+            b--;
+        char op[80];
+        snprintf(op, sizeof op, "aten::%.*s", (int)(p - b), b);
+        if (p > b && p[-1] == '_' && is_activation_inplace(op)) {
+            snprintf(act, len, "%.*s", (int)(p - b), b);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int suggest_leaf(gt__dctx *c, gt_finding *f)
 {
-    char name[128], code[512];
+    char name[128], code[512], act[64];
     gt__dx_first_name(c, f->tensor, name, sizeof name);
     if (f->name && (!name[0] || gt__py_is_attribute(f->name)))
         snprintf(name, sizeof name, "%s", f->name);
     raising_code(c, f, code, sizeof code);
+    /* An in-place activation applied to the leaf itself (nn.ReLU(inplace=
+     * True) on a parameter): under no_grad the parameter would be clipped
+     * and get no gradient, so the fix is the out-of-place activation. */
+    if (stack_activation_inplace(c, f->stack, act, sizeof act))
+        return set_suggestion(c, f,
+                              "use inplace=False: the in-place %s%s%s would overwrite the "
+                              "leaf; build the layer with inplace=False (e.g. "
+                              "nn.ReLU(inplace=False)) or apply it to a copy (x.clone())",
+                              act, code[0] ? " in " : "", code);
     /* A module's parameter: the attribute cannot be rebound to a plain
      * tensor (a Parameter attribute only takes a Parameter), so the fix is
      * to make the update invisible to autograd. */
@@ -264,7 +307,21 @@ static int suggest_view(gt__dctx *c, gt_finding *f)
     gt__dx_stack_loc(c, vo.stack, vwhere, sizeof vwhere, NULL, 0, NULL);
     const char *nm = name[0] ? name : "the view";
     switch (f->kind) {
-    case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE:
+    case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE: {
+        /* No name: the line changes an element of the tuple the function
+         * returned (`v1[0].mul_(2)`); a tuple cannot take the copy back, so
+         * the copies go into a list. */
+        size_t n = strcspn(code, "[");
+        if (!f->name && code[n] && n && n < 64 && strspn(code, "abcdefghijklmnopqrstuvwxyz"
+                                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                             "_0123456789") == n)
+            return set_suggestion(c, f,
+                                  "change copies of the views: `%.*s = [v.clone() for v in "
+                                  "%.*s]`%s%s, or build the new value out of place (e.g. "
+                                  "torch.stack of the changed pieces)",
+                                  (int)n, code, (int)n, code, vwhere[0] ? " after " : "",
+                                  vwhere);
+    }
         if (oop[0])
             return set_suggestion(c, f,
                                   "replace the in-place change by its out-of-place form: "
@@ -285,12 +342,34 @@ static int suggest_view(gt__dctx *c, gt_finding *f)
                               nm, block, vwhere[0] ? " (at " : "", vwhere,
                               vwhere[0] ? ")" : "", code[0] ? code : "the in-place change");
     }
-    default:
+    default: {
+        /* The clone goes after the line that called the Function (its
+         * `.apply(` frame), not after the view's line inside forward. */
+        sqlite3_stmt *st = NULL;
+        int s = sqlite3_prepare_v2(c->db,
+                                   "WITH RECURSIVE up(id, frame, parent, depth) AS ("
+                                   "SELECT id, frame, parent, 0 FROM stacks WHERE id = ?1 "
+                                   "UNION ALL SELECT s.id, s.frame, s.parent, depth + 1 "
+                                   "FROM stacks s JOIN up ON s.id = up.parent "
+                                   "WHERE depth < 256) "
+                                   "SELECT up.id FROM up JOIN frames f ON f.id = up.frame "
+                                   "WHERE (SELECT text FROM strings WHERE id = f.code) "
+                                   "LIKE '%.apply(%' ORDER BY depth LIMIT 1",
+                                   -1, &st, NULL);
+        if (s == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, vo.stack);
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
+                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), vwhere, sizeof vwhere,
+                                 NULL, 0, NULL);
+        }
+        gt__dx_lookup_nomem(c, s);
+        sqlite3_finalize(st);
         return set_suggestion(c, f,
                               "clone the custom Function's output before changing it in "
                               "place: %s = %s.clone()%s%s, or return a new tensor from its "
                               "forward (e.g. x.clone() instead of x or a view of x)",
                               nm, nm, vwhere[0] ? " after " : "", vwhere);
+    }
     }
 }
 
@@ -365,6 +444,28 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
         gt__dx_stack_loc(c, stack, where, sizeof where, NULL, 0, NULL);
+        /* The same backward() line twice: a loop calls backward() on a loss
+         * whose forward ran once, before the loop. */
+        char here[512];
+        here[0] = 0;
+        s = sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
+                                      "WHERE id = ?1", -1, &st, NULL);
+        if (s == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, f->backward);
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
+                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), here, sizeof here, NULL,
+                                 0, NULL);
+        }
+        gt__dx_lookup_nomem(c, s);
+        sqlite3_finalize(st);
+        if (where[0] && !strcmp(where, here))
+            return set_suggestion(c, f,
+                                  "recompute the forward pass before each backward(): the "
+                                  "backward() at %s runs again (in a loop) on a graph its "
+                                  "first run freed, so move the lines that compute the loss "
+                                  "inside the loop (retain_graph=True would only "
+                                  "backpropagate the same old loss again)",
+                                  where);
         return set_suggestion(c, f,
                               "pass retain_graph=True to the earlier backward()%s%s if the "
                               "graph must be backpropagated twice, or recompute the forward "
