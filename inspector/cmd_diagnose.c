@@ -327,10 +327,14 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
         out = qtext(db, rc,
                     "SELECT json_set(?1, '$.view', json(?2), '$.candidates', json(?3), "
                     "'$.mismatch', json(CASE ?4 WHEN 1 THEN 'true' WHEN 0 THEN 'false' END), "
-                    "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END)",
-                    "sssii", doc, view, cands,
+                    "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, "
+                    "'$.outside_recording', json(CASE ?6 WHEN 1 THEN 'true' "
+                    "WHEN 0 THEN 'false' END))",
+                    "sssiii", doc, view, cands,
                     (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->mismatch : -1),
-                    f->error_seq);
+                    f->error_seq,
+                    (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->outside_recording
+                                                                : -1));
 out:
     free(view);
     free(cands);
@@ -606,7 +610,14 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                 ln[0] ? ln : "a leaf");
         free(ln);
     } else if (!strcmp(kind, "unexplained")) {
-        fprintf(o, "the run raised an in-place error that the replay cannot pin to a write");
+        char *out = jx(db, doc, "$.outside_recording");
+        if (!strcmp(out, "1"))
+            fprintf(o, "the run raised an in-place error about a graph whose forward ran "
+                       "before recording started: outside the recording");
+        else
+            fprintf(o, "the run raised an in-place error that the replay cannot pin to a "
+                       "write");
+        free(out);
     } else {
         char *var = jt(db, doc, "$.view.variable"), *vop = jt(db, doc, "$.view.origin.op");
         const char *what = !strcmp(kind, "view_multi_output_inplace")

@@ -378,6 +378,24 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
     return rc;
 }
 
+/* 1 if the graph of backward call `bw` holds nodes made before recording
+ * started: no recorded op made them (nodes.op NULL, not an accumulator)
+ * and they were first seen after the call began (found from its roots). */
+static int built_before_recording(gt__dctx *c, int64_t bw)
+{
+    gt_replay *r = NULL;
+    char err[256];
+    int out = 0;
+    if (!bw || gt__replay_backward(c->rp, bw, &r, err, sizeof err) != 0)
+        return 0;
+    for (size_t i = 0; i < r->n && !out; i++) {
+        const gt_replay_node *nd = &r->order[i];
+        out = !nd->accumulate_grad && !nd->op && nd->seq > r->seq;
+    }
+    gt__replay_free(r);
+    return out;
+}
+
 int gt__dx_unexplained(gt__dctx *c, size_t first)
 {
     sqlite3_stmt *st = NULL;
@@ -416,6 +434,7 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
         f->stack = sqlite3_column_int64(st, 2);
         f->mismatch = mismatch;
         f->first_to_fail = 0;
+        f->outside_recording = built_before_recording(c, bw);
         if (m.kind == GT_PYMSG_VERSION) {
             f->saved_version = m.expected;
             f->version_at_backward = m.version;

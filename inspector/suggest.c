@@ -298,6 +298,27 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
 {
     char name[128], where[512];
     gt__opinfo o;
+    if (f->outside_recording) {
+        const char *start = "the forward that built this graph ran before recording "
+                            "started, so its saved tensors are not in the trace: start "
+                            "recording before the forward (gradtrace.record() around both "
+                            "forward and backward, or `gradtrace record` for the whole "
+                            "script) and diagnose again";
+        if (f->n_mutations == 1 && f->n_candidates == 1) {
+            gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
+            gt__dx_load_op(c, f->mutations[0].seq, &o);
+            gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
+            return set_suggestion(c, f,
+                                  "%s; the likely cause: %s%s%s changed %s, the one tensor "
+                                  "that matches PyTorch's message (change a copy instead: "
+                                  "%s = %s.clone() before the change)",
+                                  start, o.name[0] ? o.name : "a write",
+                                  where[0] ? " at " : "", where,
+                                  name[0] ? name : "the tensor", name[0] ? name : "x",
+                                  name[0] ? name : "x");
+        }
+        return set_suggestion(c, f, "%s", start);
+    }
     if (f->n_mutations == 1 && f->n_candidates == 1) {
         gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
         gt__dx_load_op(c, f->mutations[0].seq, &o);
@@ -306,8 +327,7 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
         return set_suggestion(c, f,
                               "%s is the one tensor that matches PyTorch's message: %s%s%s "
                               "changed it after the forward saved it (through a path the "
-                              "replay does not follow, such as a checkpointed or custom "
-                              "function); change a copy (%s = %s.clone() before the change) "
+                              "replay does not follow); change a copy (%s = %s.clone() before the change) "
                               "or move the change after backward()",
                               nm, o.name[0] ? o.name : "a write", where[0] ? " at " : "",
                               where, nm, nm);
