@@ -224,6 +224,34 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
     if (f->name && (!name[0] || gt__py_is_attribute(f->name)))
         snprintf(name, sizeof name, "%s", f->name);
     raising_code(c, f, code, sizeof code);
+    if (f->node) {
+        /* Raised by a reentrant checkpoint's recomputation: the function
+         * changes its own input, a detached leaf when backward reruns it. */
+        char call[512], fix[640];
+        gt__opinfo o;
+        int64_t call_op = 0;
+        sqlite3_stmt *st = NULL;
+        int s = sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st, NULL);
+        if (s == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, f->node);
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
+                call_op = sqlite3_column_int64(st, 0);
+        }
+        gt__dx_lookup_nomem(c, s);
+        sqlite3_finalize(st);
+        gt__dx_load_op(c, call_op, &o);
+        gt__dx_stack_loc(c, o.stack, call, sizeof call, NULL, 0, NULL);
+        const char *nm = name[0] ? name : "x";
+        out_of_place_line(code, nm, fix, sizeof fix);
+        return set_suggestion(c, f,
+                              "the checkpointed function%s%s changes its input %s in place; "
+                              "backward reruns it on a detached copy of %s (a leaf that "
+                              "requires grad), where that is refused: use the out-of-place "
+                              "form inside the function%s%s%s, or %s = %s.clone() at its "
+                              "start",
+                              call[0] ? " called at " : "", call, nm, nm,
+                              fix[0] ? " (`" : "", fix, fix[0] ? "`)" : "", nm, nm);
+    }
     /* A module's parameter: the attribute cannot be rebound to a plain
      * tensor (a Parameter attribute only takes a Parameter), so the fix is
      * to make the update invisible to autograd. */

@@ -1,5 +1,5 @@
 """diagnose on checkpointed code and custom autograd.Functions, from real
-recordings of scenarios/diag_checkpoint.py (each case its own failing
+recordings of scenarios/diag_ckpt_cases.py (each case its own failing
 backward call) and scenarios/diag_outside.py (a forward that ran before
 recording started).
 
@@ -22,7 +22,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gtutil  # noqa: E402
 
-SCRIPT = gtutil.scenario("diag_checkpoint.py")
+SCRIPT = gtutil.scenario("diag_ckpt_cases.py")
 OUTSIDE = gtutil.scenario("diag_outside.py")
 ERR_RE = re.compile(r"\[torch\.(\w+) \[([\d, ]*)\]\], which is output \d+ of (\w+), "
                     r"is at version (\d+); expected version (\d+) instead")
@@ -65,6 +65,13 @@ class Checkpoint(unittest.TestCase):
                            marker(case + "-bw"))
         self.assertEqual(len(rows), 1, (case, rows))
         return rows[0][0]
+
+    def error_text(self, case):
+        return gtutil.one(self.db, "SELECT e.message FROM errors e"
+                                   " JOIN backward_calls b ON b.id = e.backward"
+                                   " JOIN stacks s ON s.id = b.stack"
+                                   " JOIN frames f ON f.id = s.user_frame WHERE f.line = ?",
+                          marker(case + "-bw"))
 
     def check(self, case, slot, names, node=None, n=1, inner=None, call=None):
         """The case's findings: n of them, all inplace_invalidated_saved,
@@ -123,10 +130,21 @@ class Checkpoint(unittest.TestCase):
     def test_reentrant_input_changed_inside(self):
         # PyTorch recomputes with detached inputs: the in-place change
         # inside the function raises the leaf error during backward
+        # (the forward ran it with the real input): raised at the line
+        # inside the function, the checkpointed call as the node
         fs = self.findings("r_inside")
-        self.assertTrue(fs)
-        self.assertNotIn("unexplained", [f["kind"] for f in fs])
-        self.assertEqual(len([f for f in fs if f["first_to_fail"]]), 1, fs)
+        self.assertEqual([f["kind"] for f in fs], ["leaf_inplace"], fs)
+        f = fs[0]
+        self.assertIs(f["first_to_fail"], True)
+        self.assertEqual(f["location"]["line"], marker("scale-mut"))
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                         [marker("scale-mut")])
+        self.assertEqual(f["node"]["name"], "CheckpointFunctionBackward")
+        self.assertEqual(f["node"]["location"]["line"], marker("r_inside-call"))
+        self.assertIn("h", f["leaf"]["names"])
+        self.assertIn("checkpointed function", f["suggestion"])
+        self.assertIn("h = h.mul(2)", f["suggestion"])
+        self.assertIn("leaf Variable", self.error_text("r_inside"))
 
     def test_two_calls_on_one_input(self):
         # the later call's nodes run first: its finding is the first to fail
