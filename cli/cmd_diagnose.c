@@ -227,6 +227,40 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
     return out;
 }
 
+/* For a node made by a call into user code recorded as one op (a custom
+ * Function's apply, a checkpointed call: nodes.op is that op, at the
+ * calling line), the stack of the line inside the called function that
+ * used `tensor`: the first op of the call that reads it without writing it
+ * (else any op of the call reading it, else the op that made the node's
+ * output). The call's ops lie between its op and the last node it made.
+ * 0 when the node's op is an aten op or nothing is found. */
+static int64_t call_inner_stack(qdb *db, int *rc, int64_t node, int64_t tensor)
+{
+    char *s = qtext(
+        db, rc,
+        "WITH c AS (SELECT n.op AS s, (SELECT max(m.seq) FROM nodes m WHERE m.op = n.op)"
+        "  AS u, (SELECT coalesce(k.user_frame, k.frame) FROM stacks k WHERE k.id = o.stack)"
+        "  AS f FROM nodes n JOIN ops o ON o.seq = n.op JOIN strings sn ON sn.id = o.name"
+        "  WHERE n.id = ?1 AND instr(sn.text, '::') = 0), "
+        /* the call's ops that ran inside it (not PyTorch's own at the call line) */
+        "i AS (SELECT o.seq FROM ops o JOIN stacks k ON k.id = o.stack, c"
+        "  WHERE o.seq > c.s AND o.seq <= c.u"
+        "  AND coalesce(k.user_frame, k.frame) IS NOT c.f) "
+        "SELECT o.stack FROM ops o WHERE o.seq = coalesce("
+        " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op WHERE a.tensor = ?2"
+        "  AND a.role = 0 AND NOT EXISTS (SELECT 1 FROM op_args w"
+        "  WHERE w.op = a.op AND w.role = 2 AND w.tensor = ?2)),"
+        " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op WHERE a.tensor = ?2"
+        "  AND a.role = 0),"
+        " (SELECT t.created_by FROM node_outputs no JOIN tensors t ON t.id = no.tensor"
+        "  JOIN i ON i.seq = t.created_by WHERE no.node = ?1"
+        "  ORDER BY no.output_nr LIMIT 1))",
+        "ii", node, tensor);
+    int64_t out = s ? strtoll(s, NULL, 10) : 0;
+    free(s);
+    return out;
+}
+
 static int is_view_kind(int kind)
 {
     return kind == GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE ||
@@ -293,10 +327,14 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
         out = qtext(db, rc,
                     "SELECT json_set(?1, '$.view', json(?2), '$.candidates', json(?3), "
                     "'$.mismatch', json(CASE ?4 WHEN 1 THEN 'true' WHEN 0 THEN 'false' END), "
-                    "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END)",
-                    "sssii", doc, view, cands,
+                    "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, "
+                    "'$.outside_recording', json(CASE ?6 WHEN 1 THEN 'true' "
+                    "WHEN 0 THEN 'false' END))",
+                    "sssiii", doc, view, cands,
                     (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->mismatch : -1),
-                    f->error_seq);
+                    f->error_seq,
+                    (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->outside_recording
+                                                                : -1));
 out:
     free(view);
     free(cands);
@@ -328,8 +366,13 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         int64_t ns = node_stack ? strtoll(node_stack, NULL, 10) : 0;
         int64_t caller = custom_function_caller(db, rc, f->node, ns);
         node_loc = ns ? loc_json(db, rc, caller ? caller : ns) : NULL;
-        if (caller)
+        if (caller) {
             inner_loc = loc_json(db, rc, ns);
+        } else if (ns) {
+            int64_t in = call_inner_stack(db, rc, f->node, f->tensor);
+            if (in)
+                inner_loc = loc_json(db, rc, in);
+        }
     }
     if (f->stack)
         where = loc_json(db, rc, f->stack);
@@ -567,7 +610,14 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                 ln[0] ? ln : "a leaf");
         free(ln);
     } else if (!strcmp(kind, "unexplained")) {
-        fprintf(o, "the run raised an in-place error that the replay cannot pin to a write");
+        char *out = jx(db, doc, "$.outside_recording");
+        if (!strcmp(out, "1"))
+            fprintf(o, "the run raised an in-place error about a graph whose forward ran "
+                       "before recording started: outside the recording");
+        else
+            fprintf(o, "the run raised an in-place error that the replay cannot pin to a "
+                       "write");
+        free(out);
     } else {
         char *var = jt(db, doc, "$.view.variable"), *vop = jt(db, doc, "$.view.origin.op");
         const char *what = !strcmp(kind, "view_multi_output_inplace")
@@ -644,6 +694,10 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
         fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s) at version %s\n", "", node,
                 st->bold, slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names,
                 dtype, shape, sv);
+        char *iloc = jx(db, doc, "$.node.inner_location");
+        if (iloc[0])
+            print_loc(o, db, st, cwd, "used inside", iloc);
+        free(iloc);
     }
 
     /* The writes, grouped by consecutive location (one pass over them). */

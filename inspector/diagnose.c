@@ -55,7 +55,21 @@ static const char sql_calls[] = "SELECT id, seq FROM backward_calls ORDER BY id"
 /* The saved tensors of the nodes in JSON array ?1. */
 static const char sql_saved[] =
     "SELECT st.node, st.seq, coalesce(st.tensor, 0), st.version, t.version_counter, "
-    "t.storage, st.is_output FROM json_each(?1) j JOIN saved_tensors st ON st.node = j.value "
+    "t.storage, st.is_output, st.seq, 0 "
+    "FROM json_each(?1) j JOIN saved_tensors st ON st.node = j.value "
+    "LEFT JOIN tensors t ON t.id = st.tensor";
+/* The same from v3 on: a tensor saved before its row was written (a
+ * checkpoint's input, saved by the call) counts writes from when it was
+ * saved (saved_earlier.saved_seq); the region of a checkpoint input is the
+ * call that saved it (nodes.op). */
+static const char sql_saved_v3[] =
+    "SELECT st.node, st.seq, coalesce(st.tensor, 0), st.version, t.version_counter, "
+    "t.storage, st.is_output, coalesce(se.saved_seq, st.seq), "
+    "CASE WHEN sl.text LIKE 'checkpoint\\_input[%' ESCAPE '\\' THEN coalesce(n.op, 0) "
+    "ELSE 0 END "
+    "FROM json_each(?1) j JOIN saved_tensors st ON st.node = j.value "
+    "LEFT JOIN saved_earlier se ON se.saved = st.seq "
+    "LEFT JOIN nodes n ON n.id = st.node LEFT JOIN strings sl ON sl.id = st.slot "
     "LEFT JOIN tensors t ON t.id = st.tensor";
 /* Writes (mutated op arguments) within (?2, ?3) through any tensor on the
  * storages in JSON array ?1, by storage then op: through each tensor of
@@ -368,6 +382,8 @@ int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t)
 typedef struct srec {
     long order;            /* index of its node in the replay order */
     int64_t seq, tensor, version, vc, storage;
+    int64_t from;          /* seq writes count from: when it was saved */
+    int64_t region;        /* a checkpoint input: ops.seq of the call, else 0 */
     int has_vc, has_storage, is_output;
 } srec;
 
@@ -472,8 +488,12 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         x->has_storage = sqlite3_column_type(st, 5) != SQLITE_NULL;
         x->storage = sqlite3_column_int64(st, 5);
         x->is_output = sqlite3_column_int(st, 6);
-        if (x->seq < lo)
-            lo = x->seq;
+        x->from = sqlite3_column_int64(st, 7);
+        x->region = sqlite3_column_int64(st, 8);
+        if (x->from > x->seq || x->from <= 0)
+            x->from = x->seq;
+        if (x->from < lo)
+            lo = x->from;
     }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -615,7 +635,7 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     int64_t now;
     gt_mutation *bumps = NULL;
     size_t nb = 0;
-    int rc = gt__counters_window(bt->counters, x->vc, x->seq, x->version, P, &now, &bumps,
+    int rc = gt__counters_window(bt->counters, x->vc, x->from, x->version, P, &now, &bumps,
                                  &nb);
     if (rc)
         return gt__dx_nomem(c);
@@ -675,7 +695,7 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
         const wrec *wr = &bt->writes[i];
         const gt__tinfo *wi;
-        if (wr->op <= x->seq || wr->op >= P)
+        if (wr->op <= x->from || wr->op >= P)
             continue;
         if (wr->vc == x->vc) {
             size_t b = 0;
@@ -727,6 +747,36 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     return 0;
 }
 
+/* (tensor, checkpoint call) pairs already reported in one backward call. */
+typedef struct regions {
+    int64_t (*v)[2];
+    size_t n, cap;
+} regions;
+
+static int region_seen(const regions *g, int64_t tensor, int64_t region)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (g->v[i][0] == tensor && g->v[i][1] == region)
+            return 1;
+    return 0;
+}
+
+static int region_add(regions *g, int64_t tensor, int64_t region)
+{
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 8;
+        int64_t(*v)[2] = realloc(g->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        g->v = v;
+        g->cap = cap;
+    }
+    g->v[g->n][0] = tensor;
+    g->v[g->n][1] = region;
+    g->n++;
+    return 0;
+}
+
 static int raises(const gt_finding *f)
 {
     return f->kind == GT_FINDING_INPLACE_INVALIDATED_SAVED ||
@@ -740,6 +790,7 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
     batch bt;
     size_t first = c->f->n, k = 0;
     long fail_at = -1;
+    regions regions = {0};
     memset(&bt, 0, sizeof bt);
     int rc = gt__replay_backward(c->rp, b, &r, c->err, c->errlen);
     if (rc)
@@ -775,9 +826,17 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
                 f->matches_error = e.seq ? e.m.kind == GT_PYMSG_TWICE : -1;
                 continue;
             }
-            if (!x->tensor || !x->has_vc || x->seq >= P)
+            if (!x->tensor || !x->has_vc || x->from >= P)
                 continue;
+            /* a checkpoint input sits on every node of its region: the
+             * first node executed speaks for them all */
+            if (x->region && region_seen(&regions, x->tensor, x->region))
+                continue;
+            size_t had = c->f->n;
             rc = check_saved(c, r, &bt, nd, P, x, &e);
+            if (!rc && x->region && c->f->n > had &&
+                region_add(&regions, x->tensor, x->region) != 0)
+                rc = gt__dx_nomem(c);
         }
         for (size_t j = before; j < c->f->n && fail_at < 0; j++)
             if (raises(&c->f->v[j]))
@@ -855,6 +914,7 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
         c->f->n = first;
     }
 out:
+    free(regions.v);
     tcache_clear(c);
     batch_release(&bt);
     gt__replay_free(r);
@@ -890,6 +950,18 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
         {sql_bwerr, &c.bwerr}, {sql_op, &c.op},         {sql_loc, &c.loc},
         {sql_names, &c.names}, {sql_calls, &calls},
     };
+    {
+        sqlite3_stmt *chk = NULL;
+        int s = sqlite3_prepare_v2(c.db, "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                   "AND name = 'saved_earlier'", -1, &chk, NULL);
+        if (s == SQLITE_OK && (s = sqlite3_step(chk)) == SQLITE_ROW)
+            stmts[0].sql = sql_saved_v3;
+        sqlite3_finalize(chk);
+        if (s != SQLITE_ROW && s != SQLITE_DONE) {
+            rc = gt__dx_sql_fail(&c);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         if (sqlite3_prepare_v3(c.db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
                                stmts[i].st, NULL) != SQLITE_OK) {

@@ -99,6 +99,11 @@ typedef struct gt_finding {
     int mismatch;          /* unexplained: 1 if a finding was marked first to
                             * fail for the error's backward call but does not
                             * match the message */
+    int outside_recording; /* unexplained: 1 if the graph of its backward call
+                            * was built before recording started (nodes no
+                            * recorded op made, first seen when the call
+                            * began): their saves and the writes before are
+                            * not in the trace */
 } gt_finding;
 
 typedef struct gt_findings {

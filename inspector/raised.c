@@ -231,6 +231,42 @@ static int add_attempt(gt__dctx *c, gt_finding *f, int64_t op, int64_t stack)
     return 0;
 }
 
+/* A leaf error raised inside backward call `backward` by a reentrant
+ * checkpoint's recomputation (its inputs are detached leaves there): the
+ * write inside the checkpointed function that changed one of the call's
+ * inputs when the forward ran it. Sets *node to the checkpoint's node and
+ * *op, *tensor, *stack to that write; all 0 if there is none. */
+static void recomputed_write(gt__dctx *c, int64_t backward, int64_t *node, int64_t *op,
+                             int64_t *tensor, int64_t *stack)
+{
+    sqlite3_stmt *st = NULL;
+    *node = *op = *tensor = *stack = 0;
+    int s = sqlite3_prepare_v2(
+        c->db,
+        "WITH RECURSIVE g(id) AS (SELECT node FROM backward_roots WHERE backward = ?1"
+        " UNION SELECT e.next FROM edges e JOIN g ON e.node = g.id"
+        " WHERE e.next IS NOT NULL) "
+        "SELECT n.id, a.op, a.tensor, o.stack FROM g JOIN nodes n ON n.id = g.id"
+        " JOIN ops k ON k.seq = n.op JOIN strings kn ON kn.id = k.name"
+        " JOIN op_args i ON i.op = k.seq AND i.role = 0"
+        " JOIN op_args a ON a.tensor = i.tensor AND a.role = 2 AND a.op > k.seq"
+        "  AND a.op <= n.seq"
+        " JOIN ops o ON o.seq = a.op "
+        "WHERE kn.text LIKE '%CheckpointFunction.apply' ORDER BY a.op LIMIT 1",
+        -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, backward);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            *node = sqlite3_column_int64(st, 0);
+            *op = sqlite3_column_int64(st, 1);
+            *tensor = sqlite3_column_int64(st, 2);
+            *stack = sqlite3_column_int64(st, 3);
+        }
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+}
+
 static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
                       int64_t backward)
 {
@@ -238,9 +274,17 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
     int64_t frame, tensor = 0, op = 0, origin = 0;
     int rc;
     int kind = finding_kind(m->kind);
+    int64_t rnode = 0, rop = 0, rtensor = 0, rstack = 0;
+    if (kind == GT_FINDING_LEAF_INPLACE && backward)
+        recomputed_write(c, backward, &rnode, &rop, &rtensor, &rstack);
+    if (rstack)
+        stack = rstack; /* the recomputation raised at the same line */
     gt__dx_stack_loc(c, stack, where, sizeof where, code, sizeof code, &frame);
     gt__py_target(code, target, sizeof target);
-    if (kind == GT_FINDING_LEAF_INPLACE) {
+    if (rnode) {
+        tensor = rtensor;
+        op = rop;
+    } else if (kind == GT_FINDING_LEAF_INPLACE) {
         if ((rc = find_leaf(c, seq, frame, code, &tensor, &op)) != 0)
             return rc;
         if (!tensor && target[0])
@@ -273,6 +317,7 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
     f->tensor = tensor;
     f->stack = stack;
     f->op = op;
+    f->node = rnode; /* a reentrant checkpoint's recomputation raised it */
     f->error_seq = seq;
     f->view_op = origin;
     if (kind != GT_FINDING_LEAF_INPLACE && origin && m->grad_fn[0]) {
@@ -378,6 +423,24 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
     return rc;
 }
 
+/* 1 if the graph of backward call `bw` holds nodes made before recording
+ * started: no recorded op made them (nodes.op NULL, not an accumulator)
+ * and they were first seen after the call began (found from its roots). */
+static int built_before_recording(gt__dctx *c, int64_t bw)
+{
+    gt_replay *r = NULL;
+    char err[256];
+    int out = 0;
+    if (!bw || gt__replay_backward(c->rp, bw, &r, err, sizeof err) != 0)
+        return 0;
+    for (size_t i = 0; i < r->n && !out; i++) {
+        const gt_replay_node *nd = &r->order[i];
+        out = !nd->accumulate_grad && !nd->op && nd->seq > r->seq;
+    }
+    gt__replay_free(r);
+    return out;
+}
+
 int gt__dx_unexplained(gt__dctx *c, size_t first)
 {
     sqlite3_stmt *st = NULL;
@@ -416,6 +479,7 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
         f->stack = sqlite3_column_int64(st, 2);
         f->mismatch = mismatch;
         f->first_to_fail = 0;
+        f->outside_recording = built_before_recording(c, bw);
         if (m.kind == GT_PYMSG_VERSION) {
             f->saved_version = m.expected;
             f->version_at_backward = m.version;

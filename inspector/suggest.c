@@ -258,6 +258,34 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
     if (f->name && (!name[0] || gt__py_is_attribute(f->name)))
         snprintf(name, sizeof name, "%s", f->name);
     raising_code(c, f, code, sizeof code);
+    if (f->node) {
+        /* Raised by a reentrant checkpoint's recomputation: the function
+         * changes its own input, a detached leaf when backward reruns it. */
+        char call[512], fix[640];
+        gt__opinfo o;
+        int64_t call_op = 0;
+        sqlite3_stmt *st = NULL;
+        int s = sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st, NULL);
+        if (s == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, f->node);
+            if ((s = sqlite3_step(st)) == SQLITE_ROW)
+                call_op = sqlite3_column_int64(st, 0);
+        }
+        gt__dx_lookup_nomem(c, s);
+        sqlite3_finalize(st);
+        gt__dx_load_op(c, call_op, &o);
+        gt__dx_stack_loc(c, o.stack, call, sizeof call, NULL, 0, NULL);
+        const char *nm = name[0] ? name : "x";
+        out_of_place_line(code, nm, fix, sizeof fix);
+        return set_suggestion(c, f,
+                              "the checkpointed function%s%s changes its input %s in place; "
+                              "backward reruns it on a detached copy of %s (a leaf that "
+                              "requires grad), where that is refused: use the out-of-place "
+                              "form inside the function%s%s%s, or %s = %s.clone() at its "
+                              "start",
+                              call[0] ? " called at " : "", call, nm, nm,
+                              fix[0] ? " (`" : "", fix, fix[0] ? "`)" : "", nm, nm);
+    }
     /* An in-place activation applied to the leaf itself (nn.ReLU(inplace=
      * True) on a parameter): under no_grad the parameter would be clipped
      * and get no gradient, so the fix is the out-of-place activation. */
@@ -377,6 +405,27 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
 {
     char name[128], where[512];
     gt__opinfo o;
+    if (f->outside_recording) {
+        const char *start = "the forward that built this graph ran before recording "
+                            "started, so its saved tensors are not in the trace: start "
+                            "recording before the forward (gradtrace.record() around both "
+                            "forward and backward, or `gradtrace record` for the whole "
+                            "script) and diagnose again";
+        if (f->n_mutations == 1 && f->n_candidates == 1) {
+            gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
+            gt__dx_load_op(c, f->mutations[0].seq, &o);
+            gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
+            return set_suggestion(c, f,
+                                  "%s; the likely cause: %s%s%s changed %s, the one tensor "
+                                  "that matches PyTorch's message (change a copy instead: "
+                                  "%s = %s.clone() before the change)",
+                                  start, o.name[0] ? o.name : "a write",
+                                  where[0] ? " at " : "", where,
+                                  name[0] ? name : "the tensor", name[0] ? name : "x",
+                                  name[0] ? name : "x");
+        }
+        return set_suggestion(c, f, "%s", start);
+    }
     if (f->n_mutations == 1 && f->n_candidates == 1) {
         gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
         gt__dx_load_op(c, f->mutations[0].seq, &o);
@@ -385,8 +434,7 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
         return set_suggestion(c, f,
                               "%s is the one tensor that matches PyTorch's message: %s%s%s "
                               "changed it after the forward saved it (through a path the "
-                              "replay does not follow, such as a checkpointed or custom "
-                              "function); change a copy (%s = %s.clone() before the change) "
+                              "replay does not follow); change a copy (%s = %s.clone() before the change) "
                               "or move the change after backward()",
                               nm, o.name[0] ? o.name : "a write", where[0] ? " at " : "",
                               where, nm, nm);

@@ -403,6 +403,51 @@ static void test_silent_storage_write(void **state)
     unlink(b.path);
 }
 
+/* A non-reentrant checkpoint whose function changes its input in place:
+ * the input h (300) was saved by the call (op C) at version 0, the write
+ * inside the function bumped it, and the checkpoint_input rows of the two
+ * nodes made in the region are written after that write (saved_earlier).
+ * One finding (the first node run), its write the one inside. */
+static void test_checkpoint_input_changed_inside(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "ckpt_inside");
+    assert_int_equal(gt_storage(b.r, 1, 32, b.cpu), 0);
+    tb_tensor(&b, 300, 1, 8, 0, 0, 1, 0, 0, 0);
+    tb_name(&b, 300, "h");
+    int64_t call = tb_op(&b, "torch.utils.checkpoint", GT_PHASE_FORWARD, 20,
+                         "out = checkpoint(block, h, use_reentrant=False)");
+    int64_t w = tb_mutate(&b, "aten::mul_.Tensor", 5, "    h.mul_(2)", 300, 1);
+    tb_node(&b, 1, "SinBackward0", call, 3);
+    tb_node(&b, 2, "MulBackward0", call, 4);
+    assert_int_equal(gt_edge(b.r, 2, 0, 1, 0), 0);
+    for (gt_id n = 1; n <= 2; n++)
+        assert_int_equal(gt_saved_tensor_at(b.r, n, tb_str(&b, "checkpoint_input[0]"), 300, 0,
+                                            0, 32, call, NULL),
+                         0);
+    gt_id bw = tb_backward(&b, 2, 0, 22);
+    tb_backward_error(&b, bw, 22, "loss.backward()",
+                      "one of the variables needed for gradient computation has been "
+                      "modified by an inplace operation: [torch.FloatTensor [8]], which is "
+                      "output 0 of MulBackward0, is at version 1; expected version 0 "
+                      "instead.");
+    tb_close(&b, 1);
+
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_INPLACE_INVALIDATED_SAVED);
+    assert_int_equal(f->v[0].node, 2); /* the higher sequence_nr runs first */
+    assert_int_equal(f->v[0].tensor, 300);
+    assert_int_equal(f->v[0].first_to_fail, 1);
+    assert_int_equal(f->v[0].saved_version, 0);
+    assert_int_equal(f->v[0].version_at_backward, 1);
+    assert_int_equal(f->v[0].n_mutations, 1);
+    assert_int_equal(f->v[0].mutations[0].seq, w);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
 /* A c10d collective writes the saved tensor itself (same counter) without a
  * bump: a silent write. An aten op's unbumped write (it raised before
  * writing) and an ordinary bumped write are not silent writes. */
@@ -824,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_seed_control_no_findings),
         cmocka_unit_test(test_partial_trace),
         cmocka_unit_test(test_silent_storage_write),
+        cmocka_unit_test(test_checkpoint_input_changed_inside),
         cmocka_unit_test(test_collective_silent_write),
         cmocka_unit_test(test_disjoint_pieces_of_one_buffer),
         cmocka_unit_test(test_custom_function_saved_at_caller),

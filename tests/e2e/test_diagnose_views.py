@@ -157,27 +157,22 @@ class RaisedAtOp(unittest.TestCase):
 
 class Unexplained(unittest.TestCase):
     def test_checkpoint(self):
+        """A checkpoint's input changed after the call: once unexplained,
+        now pinned (checkpoint_input slots), one finding at the call's line."""
         script = gtutil.scenario("diag_checkpoint.py")
         trace, _ = gtutil.record(script, expect_fail=True)
         status, doc, text = diagnose(trace)
         self.assertEqual(status, 1, text)
         self.assertIn("modified by an inplace operation", doc["error"]["message"])
-        fs = [f for f in doc["findings"] if f["kind"] == "unexplained"]
-        self.assertEqual(len(fs), 1, doc["findings"])
-        f = fs[0]
+        self.assertEqual(len(doc["findings"]), 1, doc["findings"])
+        f = doc["findings"][0]
+        self.assertEqual(f["kind"], "inplace_invalidated_saved")
+        self.assertIs(f["first_to_fail"], True)
+        self.assertIs(f["matches_error"], True)
         self.assertEqual(f["backward"]["location"]["line"], marker(script, "backward"))
-        self.assertEqual(f["error_seq"], doc["error"]["seq"])
-        # The candidates match the message (dtype, shape); the last write of
-        # each is listed with its line.
-        m = re.search(r"\[torch\.FloatTensor \[([\d, ]*)\]\]", doc["error"]["message"])
-        shape = [int(x) for x in m.group(1).split(",")]
-        self.assertTrue(f["candidates"])
-        for c in f["candidates"]:
-            self.assertEqual((c["dtype"], c["shape"]), ("float32", shape))
-        self.assertIn("h", f["candidates"][0]["names"])
+        self.assertEqual(f["node"]["location"]["line"], marker(script, "checkpoint"))
+        self.assertIn("h", f["saved"]["names"])
         self.assertEqual(f["mutations"][0]["location"]["line"], marker(script, "inplace"))
-        self.assertIn("[unexplained]", text)
-        self.assertIn("no finding matches the error PyTorch raised", text)
         cp = apply_fix(script, marker(script, "inplace"), f["suggestion"])
         self.assertEqual(cp.returncode, 0, f["suggestion"] + "\n" + cp.stderr)
 

@@ -1,0 +1,210 @@
+"""diagnose on checkpointed code and custom autograd.Functions, from real
+recordings of scenarios/diag_ckpt_cases.py (each case its own failing
+backward call) and scenarios/diag_outside.py (a forward that ran before
+recording started).
+
+For each case: the kind, the variable names, the three lines (the call
+that saved the tensor: "saved at"; the line inside the called function
+that used it: node.inner_location, "used inside"; the write: mutations),
+exactly one first-to-fail finding agreeing with PyTorch's message (dtype,
+shape, versions), and no duplicate findings (a checkpoint input sits on
+every node of its region: one finding per input and checkpointed call).
+
+Env: GRADTRACE, GT_SOURCE_DIR, PYTHONPATH (set by ctest).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gtutil  # noqa: E402
+
+SCRIPT = gtutil.scenario("diag_ckpt_cases.py")
+OUTSIDE = gtutil.scenario("diag_outside.py")
+ERR_RE = re.compile(r"\[torch\.(\w+) \[([\d, ]*)\]\], which is output \d+ of (\w+), "
+                    r"is at version (\d+); expected version (\d+) instead")
+
+
+def marker(tag, script=SCRIPT):
+    with open(script) as f:
+        hits = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("# @" + tag)]
+    assert len(hits) == 1, (tag, hits)
+    return hits[0]
+
+
+def diagnose(trace, *opts):
+    r = subprocess.run([gtutil.GRADTRACE, "diagnose", *opts, trace], capture_output=True,
+                       text=True, timeout=120)
+    return r
+
+
+class Checkpoint(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.trace, cls.cp = gtutil.record(SCRIPT)
+        cls.plain = gtutil.run_plain(SCRIPT)
+        r = diagnose(cls.trace, "--json")
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        cls.doc = json.loads(r.stdout)
+        cls.text = diagnose(cls.trace).stdout
+        cls.db = gtutil.connect(cls.trace)
+
+    def findings(self, case):
+        line = marker(case + "-bw")
+        return [f for f in self.doc["findings"]
+                if f["backward"] and f["backward"]["location"]["line"] == line]
+
+    def error_of(self, case):
+        rows = gtutil.rows(self.db, "SELECT e.message FROM errors e"
+                                    " JOIN backward_calls b ON b.id = e.backward"
+                                    " JOIN stacks s ON s.id = b.stack"
+                                    " JOIN frames f ON f.id = s.user_frame WHERE f.line = ?",
+                           marker(case + "-bw"))
+        self.assertEqual(len(rows), 1, (case, rows))
+        return rows[0][0]
+
+    def error_text(self, case):
+        return gtutil.one(self.db, "SELECT e.message FROM errors e"
+                                   " JOIN backward_calls b ON b.id = e.backward"
+                                   " JOIN stacks s ON s.id = b.stack"
+                                   " JOIN frames f ON f.id = s.user_frame WHERE f.line = ?",
+                          marker(case + "-bw"))
+
+    def check(self, case, slot, names, node=None, n=1, inner=None, call=None):
+        """The case's findings: n of them, all inplace_invalidated_saved,
+        one first to fail that matches PyTorch's message, with its lines."""
+        fs = self.findings(case)
+        self.assertEqual(len(fs), n, (case, fs))
+        for f in fs:
+            self.assertEqual(f["kind"], "inplace_invalidated_saved", f)
+        # no duplicates: one finding per (tensor, call)
+        keys = [(f["saved"]["tensor"], f["node"]["location"]["line"]) for f in fs]
+        self.assertEqual(len(set(keys)), len(keys), keys)
+        first = [f for f in fs if f["first_to_fail"]]
+        self.assertEqual(len(first), 1, fs)
+        f = first[0]
+        self.assertTrue(f["matches_error"], f)
+        self.assertEqual(f["saved"]["slot"], slot)
+        for name in names:
+            self.assertIn(name, f["saved"]["names"])
+        if node:
+            self.assertEqual(f["node"]["name"], node)
+        self.assertEqual(f["node"]["location"]["line"], call or marker(case + "-call"), f)
+        self.assertEqual(f["node"]["inner_location"]["line"],
+                         inner or marker(case + "-inner"), f)
+        with open(SCRIPT) as src:
+            has_mut = "# @%s-mut\n" % case in src.read()
+        if has_mut:
+            self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                             [marker(case + "-mut")])
+        m = ERR_RE.search(self.error_of(case))
+        self.assertIsNotNone(m, self.error_of(case))
+        self.assertEqual(f["saved"]["dtype"],
+                         {"FloatTensor": "float32", "DoubleTensor": "float64"}[m.group(1)])
+        self.assertEqual(f["saved"]["shape"], [int(x) for x in m.group(2).split(",")])
+        self.assertEqual((f["saved"]["version_at_backward"], f["saved"]["saved_version"]),
+                         (int(m.group(4)), int(m.group(5))))
+        return f
+
+    def test_same_errors_as_plain_run(self):
+        self.assertEqual(self.cp.stdout, self.plain.stdout)
+        self.assertEqual(self.cp.stdout.count("error:"), 8)
+
+    def test_nonreentrant_input_changed_after(self):
+        self.check("nr_after", "checkpoint_input[0]", ["hid"], inner=marker("mlp-inner"))
+
+    def test_reentrant_input_changed_after(self):
+        self.check("r_after", "saved_tensors[0]", ["hid"], "CheckpointFunctionBackward",
+                   inner=marker("mlp-inner"))
+
+    def test_nonreentrant_input_changed_inside(self):
+        f = self.check("nr_inside", "checkpoint_input[0]", ["hid", "h"],
+                       inner=marker("scale-inner"))
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                         [marker("scale-mut")])
+        self.assertEqual(f["mutations"][0]["location"]["function"], "scale_in_place")
+
+    def test_reentrant_input_changed_inside(self):
+        # PyTorch recomputes with detached inputs: the in-place change
+        # inside the function raises the leaf error during backward
+        # (the forward ran it with the real input): raised at the line
+        # inside the function, the checkpointed call as the node
+        fs = self.findings("r_inside")
+        self.assertEqual([f["kind"] for f in fs], ["leaf_inplace"], fs)
+        f = fs[0]
+        self.assertIs(f["first_to_fail"], True)
+        self.assertEqual(f["location"]["line"], marker("scale-mut"))
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                         [marker("scale-mut")])
+        self.assertEqual(f["node"]["name"], "CheckpointFunctionBackward")
+        self.assertEqual(f["node"]["location"]["line"], marker("r_inside-call"))
+        self.assertIn("h", f["leaf"]["names"])
+        self.assertIn("checkpointed function", f["suggestion"])
+        self.assertIn("h = h.mul(2)", f["suggestion"])
+        self.assertIn("leaf Variable", self.error_text("r_inside"))
+
+    def test_two_calls_on_one_input(self):
+        # the later call's nodes run first: its finding is the first to fail
+        self.check("nr_two", "checkpoint_input[0]", ["hid"], n=2, inner=marker("mlp-inner"),
+                   call=marker("nr_two-call2"))
+        calls = sorted(f["node"]["location"]["line"] for f in self.findings("nr_two"))
+        self.assertEqual(calls, [marker("nr_two-call"), marker("nr_two-call2")])
+
+    def test_function_saving_output(self):
+        f = self.check("fn_out", "saved_tensors[0]", ["act"], "SaveOutBackward",
+                       inner=marker("saveout-inner"))
+        self.assertEqual(f["node"]["inner_location"]["function"], "SaveOut.forward")
+
+    def test_function_saving_input(self):
+        self.check("fn_in", "saved_tensors[1]", ["k"], "SaveInBackward",
+                   inner=marker("savein-inner"))
+
+    def test_function_mark_dirty(self):
+        self.check("fn_dirty", "saved_tensors[0]", ["v", "y"], "DirtyBackward",
+                   inner=marker("dirty-inner"))
+
+    def test_no_unexplained(self):
+        # a forward recorded whole is never reported as outside the recording
+        self.assertNotIn("unexplained", [f["kind"] for f in self.doc["findings"]])
+        self.assertFalse([f for f in self.doc["findings"] if f.get("outside_recording")])
+
+    def test_text_shows_three_lines(self):
+        block = self.text.split("[1] ")[1].split("\n[2] ")[0]
+        base = os.path.basename(SCRIPT)
+        self.assertRegex(block, r"saved at +\S*%s:%d" % (base, marker("nr_after-call")))
+        self.assertRegex(block, r"used inside +\S*%s:%d +in mlp" % (base, marker("mlp-inner")))
+        self.assertRegex(block, r"modified at +\S*%s:%d" % (base, marker("nr_after-mut")))
+
+
+class Outside(unittest.TestCase):
+    """gradtrace.record() opened between forward and backward."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.trace = os.path.join(gtutil.tmpdir(), "outside.db")
+        cls.cp = subprocess.run([gtutil.PYTHON, OUTSIDE, cls.trace], capture_output=True,
+                                text=True, timeout=300)
+        assert cls.cp.returncode == 0, cls.cp.stderr
+        r = diagnose(cls.trace, "--json")
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        cls.doc = json.loads(r.stdout)
+        cls.text = diagnose(cls.trace).stdout
+
+    def test_reported_outside_the_recording(self):
+        self.assertIn("error: one of the variables needed", self.cp.stdout)
+        fs = self.doc["findings"]
+        self.assertEqual([f["kind"] for f in fs], ["unexplained"], fs)
+        f = fs[0]
+        self.assertIs(f["outside_recording"], True)
+        self.assertEqual(f["backward"]["location"]["line"], marker("outside-bw", OUTSIDE))
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                         [marker("outside-mut", OUTSIDE)])
+        self.assertIn("before recording started", f["suggestion"])
+        self.assertIn("outside the recording", self.text)
+
+
+if __name__ == "__main__":
+    unittest.main()
