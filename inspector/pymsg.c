@@ -106,6 +106,8 @@ void gt__pymsg_parse(const char *msg, gt_pymsg *e)
     } else if (strstr(msg, "created in inference mode and is being modified inplace")) {
         e->kind = GT_PYMSG_VIEW_INFERENCE;
         parse_output_of(msg, e);
+    } else if (strstr(msg, "that would mutate a captured Tensor")) {
+        e->kind = GT_PYMSG_CAPTURED;
     }
 }
 

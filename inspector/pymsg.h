@@ -42,6 +42,10 @@ enum gt_pymsg_kind {
                                * inplace. This view was created inside a custom
                                * Function (or because an input was returned
                                * as-is) ..." */
+    GT_PYMSG_CAPTURED,        /* torch.func's "During a grad (vjp, jvp, grad,
+                               * etc) transform, the function provided attempted
+                               * to call in-place operation (OP) that would
+                               * mutate a captured Tensor." */
 };
 
 typedef struct gt_pymsg {
@@ -75,6 +79,7 @@ int gt__pymsg_at_op(int kind);
     " OR message LIKE '%leaf variable has been moved into the graph interior%'"        \
     " OR message LIKE '%is a view and is being modified inplace%'"                   \
     " OR message LIKE '%is a view of a view which was created in%'"                  \
-    " OR message LIKE '%view was created in%mode and is being modified inplace%')"
+    " OR message LIKE '%view was created in%mode and is being modified inplace%'"       \
+    " OR message LIKE '%that would mutate a captured Tensor%')"
 
 #endif

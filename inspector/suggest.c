@@ -401,10 +401,48 @@ static int suggest_view(gt__dctx *c, gt_finding *f)
     }
 }
 
+/* torch.func's refusal of an in-place op on a tensor the transformed
+ * function captured from outside: the fix is to pass it in. 1 if the
+ * finding's error is that one (and the suggestion is set or failed). */
+static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t stack = 0;
+    int captured = 0;
+    int s = sqlite3_prepare_v2(c->db, "SELECT message, coalesce(stack, 0) FROM errors "
+                                      "WHERE seq = ?1", -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, f->error_seq);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            gt_pymsg m;
+            gt__pymsg_parse((const char *)sqlite3_column_text(st, 0), &m);
+            captured = m.kind == GT_PYMSG_CAPTURED;
+            stack = sqlite3_column_int64(st, 1);
+        }
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    if (!captured)
+        return 0;
+    char where[512], code[512];
+    gt__dx_stack_loc(c, stack, where, sizeof where, code, sizeof code, NULL);
+    *rc = set_suggestion(c, f,
+                         "a function transformed by torch.func (grad, vjp, jacrev, vmap) "
+                         "changes in place a tensor it captured from outside%s%s%s%s: pass "
+                         "that tensor to the function as an argument and return its new "
+                         "value, or change a copy made inside the function (t = t.clone() "
+                         "first), or build the new value out of place",
+                         where[0] ? " at " : "", where, code[0] ? ": " : "", code);
+    return 1;
+}
+
 static int suggest_unexplained(gt__dctx *c, gt_finding *f)
 {
     char name[128], where[512];
     gt__opinfo o;
+    int rc = 0;
+    if (f->error_seq && suggest_captured(c, f, &rc))
+        return rc;
     if (f->outside_recording) {
         const char *start = "the forward that built this graph ran before recording "
                             "started, so its saved tensors are not in the trace: start "

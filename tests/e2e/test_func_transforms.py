@@ -152,5 +152,37 @@ class FuncTransforms(unittest.TestCase):
                              for c in ("grad", "vjp", "jacrev", "helper", "vmap")))
 
 
+
+CAPTURED = gtutil.scenario("func_captured.py")
+
+
+@unittest.skipUnless(have_transforms(), "no torch.func in this PyTorch (1.13)")
+class CapturedTensor(unittest.TestCase):
+    """torch.func's own in-place refusal (a captured tensor) is an error of
+    the family: diagnose never answers "no findings" for it, names the
+    raising line and suggests passing the tensor in, which runs clean."""
+
+    def test_captured_tensor_is_explained(self):
+        trace, cp = gtutil.record(CAPTURED, expect_fail=True)
+        self.assertIn("would mutate a captured Tensor", cp.stderr)
+        r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 1, (r.stdout, r.stderr))
+        fs = json.loads(r.stdout)["findings"]
+        self.assertEqual([f["kind"] for f in fs], ["unexplained"], fs)
+        with open(CAPTURED) as src:
+            line = [i + 1 for i, l in enumerate(src) if l.rstrip().endswith("# @captured")][0]
+        self.assertEqual(fs[0]["location"]["line"], line, fs[0])
+        self.assertIn("captured from outside", fs[0]["suggestion"])
+        self.assertIn("as an argument", fs[0]["suggestion"])
+
+    def test_suggested_fix_runs_clean(self):
+        trace, cp = gtutil.record(CAPTURED, "fixed")
+        r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, (r.stdout, r.stderr))
+        self.assertEqual(json.loads(r.stdout)["findings"], [])
+
+
 if __name__ == "__main__":
     unittest.main()
