@@ -695,7 +695,7 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                 st->bold, slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names,
                 dtype, shape, sv);
         char *iloc = jx(db, doc, "$.node.inner_location");
-        if (iloc[0])
+        if (iloc && iloc[0])
             print_loc(o, db, st, cwd, "used inside", iloc);
         free(iloc);
     }

@@ -5,6 +5,7 @@ when another process keeps it from being finished.
 """
 import fcntl
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -221,7 +222,12 @@ class UnfinishedTraces(unittest.TestCase):
                 self.assertEqual(r.stderr, "", args)
             self.assertEqual(index_count(out), 0)
             info = gradtrace("info", out).stdout
-            self.assertRegex(info, r"\nbackward calls: 1[45]\d\d \(")
+            # every committed batch: all but at most one batch of 20,000
+            # events (about 380 of this loop's steps) is in the file
+            calls = re.search(r"\nbackward calls: (\d+) \(", info)
+            self.assertIsNotNone(calls, info)
+            self.assertGreaterEqual(int(calls.group(1)), 1500 - 400, info)
+            self.assertLessEqual(int(calls.group(1)), 1500, info)
             self.assertIn("partial trace", info)
         finally:
             open(go, "w").close()

@@ -225,6 +225,8 @@ class BackwardPatch:
         non-reentrant torch.utils.checkpoint region (its nodes save through
         saved-tensor hooks, which the recorder must not unpack)."""
         rec = self._recording
+        if not hasattr(rec._rec, "call_begin"):
+            return  # the engine adapter records these calls' nodes itself
         fn_cls = torch.autograd.function.Function
         apply = fn_cls.__dict__.get("apply")
         if isinstance(apply, classmethod):
