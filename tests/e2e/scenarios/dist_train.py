@@ -152,6 +152,12 @@ def main(argv):
     dist.init_process_group("gloo")
     try:
         run(dist.get_rank(), mode, outdir, rest)
+        if mode == "ddp":
+            # every rank finishes the loop: leave together, so that no rank
+            # tears gloo down while its peer still talks to it (under load
+            # that aborted a rank with "terminate called without an active
+            # exception", recorded or not)
+            dist.barrier()
     finally:
         dist.destroy_process_group()
 
