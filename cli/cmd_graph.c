@@ -16,7 +16,7 @@
 
 static const char usage_text[] =
     "usage: gradtrace graph TRACE -o FILE [--format dot|svg|png] [--backward N]\n"
-    "                       [--hops K] [--all] [--no-legend]\n"
+    "                       [--hops K] [--all] [--saved] [--no-legend]\n"
     "\n"
     "Draw the autograd graph of one backward call: its nodes with the user's\n"
     "lines, saved tensors, and for each finding the in-place ops that changed a\n"
@@ -29,6 +29,8 @@ static const char usage_text[] =
     "                      findings, else the last)\n"
     "  -k, --hops K        draw nodes within K edges of a finding (default 2)\n"
     "  -a, --all           draw the whole graph, not just around the findings\n"
+    "      --saved         draw every saved tensor as a note (a large drawing\n"
+    "                      lists them in their node, except around findings)\n"
     "      --no-legend     leave the legend out\n"
     "  -h, --help          show this help\n";
 
@@ -46,7 +48,7 @@ static int parse_int(const char *s, long long min, long long max, long long *out
 
 int gt_cmd_graph(int argc, char **argv)
 {
-    enum { OPT_NO_LEGEND = 256 };
+    enum { OPT_NO_LEGEND = 256, OPT_SAVED };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"format", required_argument, NULL, 'f'},
@@ -54,6 +56,7 @@ int gt_cmd_graph(int argc, char **argv)
         {"hops", required_argument, NULL, 'k'},
         {"all", no_argument, NULL, 'a'},
         {"no-legend", no_argument, NULL, OPT_NO_LEGEND},
+        {"saved", no_argument, NULL, OPT_SAVED},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -106,6 +109,9 @@ int gt_cmd_graph(int argc, char **argv)
             break;
         case OPT_NO_LEGEND:
             opts.no_legend = 1;
+            break;
+        case OPT_SAVED:
+            opts.saved = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);

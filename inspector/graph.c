@@ -30,6 +30,7 @@
 #define STAGGER_MIN_LEAVES 9 /* stagger single-edge nodes when this many */
 #define WRAP_RANKS 12 /* a long chain wraps into columns this many ranks tall */
 #define WRAP_WIDTH 3  /* ... when no rank holds more nodes than this */
+#define FOLD_SLOTS 3  /* slots named in a node's "saves ..." line */
 
 /* The Debian package that holds Graphviz's layout and render plugins
  * (libgvplugin_core, _dot_layout, _pango: svg, and png through cairo). */
@@ -134,7 +135,9 @@ typedef struct gnode {
     size_t dist; /* focus distance; (size_t)-1: not reached */
     int root;
     int visible;
+    int keep_saved; /* draw its saved tensors even when folding them */
     size_t hidden_in, hidden_out;
+    size_t nsaved; /* its saved tensors */
     Agnode_t *an;
 } gnode;
 
@@ -142,7 +145,17 @@ typedef struct gedge {
     size_t node, next; /* indexes: next feeds node */
 } gedge;
 
-enum { Q_EDGES, Q_NODE, Q_TENSOR, Q_NAMES, Q_SAVED, Q_OP, Q_BACKWARD, Q_COUNT };
+enum {
+    Q_EDGES,
+    Q_NODE,
+    Q_TENSOR,
+    Q_NAMES,
+    Q_SAVED,
+    Q_SAVED_COUNT,
+    Q_OP,
+    Q_BACKWARD,
+    Q_COUNT
+};
 
 static const char *const queries[Q_COUNT] = {
     [Q_EDGES] = "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL "
@@ -161,6 +174,7 @@ static const char *const queries[Q_COUNT] = {
     [Q_SAVED] = "SELECT v.seq, l.text, v.tensor, v.version, v.is_output "
                 "FROM saved_tensors v JOIN strings l ON l.id = v.slot "
                 "WHERE v.node = ?1 ORDER BY v.seq",
+    [Q_SAVED_COUNT] = "SELECT count(*) FROM saved_tensors WHERE node = ?1",
     [Q_OP] = "SELECT s.text, f.line, fs.text, fc.text FROM ops o "
              "JOIN strings s ON s.id = o.name "
              "LEFT JOIN stacks k ON k.id = o.stack "
@@ -190,6 +204,8 @@ typedef struct builder {
     gt_strbuf tmp;  /* scratch for names */
     char *cwd; /* run.cwd, or NULL */
     int hops;  /* the focus radius drawn (adapted to the screen budget) */
+    int fold_saved;      /* 1: saved tensors listed in their node's label */
+    size_t saved_folded; /* saved tensors not drawn as notes */
     char *err;
     size_t errlen;
 } builder;
@@ -660,6 +676,66 @@ static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_c
     set(obj, "tooltip", gt_strbuf_str(&b->tmp));
 }
 
+/* Decide how saved tensors are drawn. Each one as a note beside its node
+ * is what makes a model's graph wide (a batch norm saves six, a convolution
+ * three): as torchviz does by default, a large drawing lists them in their
+ * node's label instead ("saves input, weight"), except on the nodes of a
+ * finding, whose notes carry the story. Drawn as notes: with opts->saved,
+ * or when nodes and notes together fit the screen budget. */
+static int plan_saved(builder *b, size_t drawn)
+{
+    const gt_findings *fs = b->opts->findings;
+    sqlite3_stmt *st = b->q[Q_SAVED_COUNT];
+    size_t total = 0;
+    for (size_t i = 0; i < b->nnodes; i++) {
+        if (!b->nodes[i].visible)
+            continue;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, b->nodes[i].id);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            sqlite3_reset(st);
+            return sql_fail(b);
+        }
+        sqlite3_int64 n = sqlite3_column_int64(st, 0);
+        b->nodes[i].nsaved = n > 0 ? (size_t)n : 0;
+        total += b->nodes[i].nsaved;
+    }
+    sqlite3_reset(st);
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        size_t idx = node_index(b, fs->v[i].node);
+        if (finding_here(b, &fs->v[i]) && idx != (size_t)-1)
+            b->nodes[idx].keep_saved = 1;
+    }
+    b->fold_saved = !b->opts->saved && drawn + total > GT_GRAPH_SCREEN_NODES;
+    return 0;
+}
+
+/* Append "saves slot, slot, +N" to b->lab: node i's folded saved tensors. */
+static int describe_folded(builder *b, size_t i)
+{
+    sqlite3_stmt *st = b->q[Q_SAVED];
+    size_t k = 0, shown = 0;
+    int step;
+    sb_br(&b->lab);
+    gt_strbuf_adds(&b->lab, "saves ");
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b->nodes[i].id);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (k++ < FOLD_SLOTS) {
+            if (shown++)
+                gt_strbuf_adds(&b->lab, ", ");
+            sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 4);
+        }
+    }
+    sqlite3_reset(st);
+    if (step != SQLITE_DONE)
+        return sql_fail(b);
+    if (k > shown)
+        gt_strbuf_addf(&b->lab, ", +%zu", k - shown);
+    b->saved_folded += k;
+    return 0;
+}
+
 /* Draw autograd node i. */
 static int draw_node(builder *b, size_t i)
 {
@@ -692,6 +768,9 @@ static int draw_node(builder *b, size_t i)
         return rc;
     if (variable > 0 && (rc = describe_tensor(b, variable)) != 0)
         return rc;
+    if (b->fold_saved && !n->keep_saved && n->nsaved &&
+        (rc = describe_folded(b, i)) != 0)
+        return rc;
     if (n->root) {
         sb_br(&b->lab);
         gt_strbuf_adds(&b->lab, "(backward root)");
@@ -716,6 +795,8 @@ static int draw_saved(builder *b, size_t i)
     sqlite3_stmt *st = b->q[Q_SAVED];
     int rc = 0;
     int step;
+    if (b->fold_saved && !b->nodes[i].keep_saved)
+        return 0;
     /* Q_SAVED stays stepped while describe_tensor uses other statements. */
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, b->nodes[i].id);
@@ -1094,6 +1175,19 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
         gt_strbuf_addf(&b->lab, ", %zu %s", findings, findings == 1 ? "finding" : "findings");
     else
         gt_strbuf_adds(&b->lab, ", no findings");
+    /* What was left out, and the option that shows it. */
+    if (drawn < b->nnodes || b->saved_folded) {
+        sb_br(&b->lab);
+        if (drawn < b->nnodes)
+            gt_strbuf_addf(&b->lab, "%zu %s hidden (--all or a larger --hops draws them)",
+                           b->nnodes - drawn, b->nnodes - drawn == 1 ? "node" : "nodes");
+        if (drawn < b->nnodes && b->saved_folded)
+            gt_strbuf_adds(&b->lab, "; ");
+        if (b->saved_folded)
+            gt_strbuf_addf(&b->lab, "%zu saved %s listed in %s (--saved draws them)",
+                           b->saved_folded, b->saved_folded == 1 ? "tensor" : "tensors",
+                           b->saved_folded == 1 ? "its node" : "their nodes");
+    }
     if (b->lab.oom)
         return oom(b);
     agattr(b->g, AGRAPH, (char *)"label", (char *)gt_strbuf_str(&b->lab));
@@ -1143,12 +1237,15 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
         return oom(b);
     declare_defaults(b->g);
     *drawn = 0;
+    for (size_t i = 0; i < b->nnodes; i++)
+        *drawn += b->nodes[i].visible != 0;
+    if ((rc = plan_saved(b, *drawn)) != 0)
+        return rc;
     for (size_t i = 0; i < b->nnodes; i++) {
         if (!b->nodes[i].visible)
             continue;
         if ((rc = draw_node(b, i)) != 0)
             return rc;
-        ++*drawn;
     }
     for (size_t e = 0; e < b->nedges; e++) {
         gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];

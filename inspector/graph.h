@@ -66,6 +66,9 @@ typedef struct gt_graph_options {
     const gt_findings *findings; /* from gt_diagnose, or NULL for none */
     size_t layout_limit;         /* 0: GT_GRAPH_DEFAULT_LAYOUT_LIMIT */
     int no_legend;               /* 1: leave the legend out */
+    int saved;                   /* 1: every saved tensor as a note; 0: listed
+                                    in its node's label when the drawing is
+                                    large (not on a finding's nodes) */
 } gt_graph_options;
 
 typedef struct gt_graph gt_graph;
