@@ -138,6 +138,8 @@ typedef struct gnode {
     int keep_saved; /* draw its saved tensors even when folding them */
     size_t hidden_in, hidden_out;
     size_t nsaved; /* its saved tensors */
+    int64_t frame; /* the user's frame of the op that created it, or 0 */
+    int grouped;   /* 1: drawn in the cluster of its frame, label without it */
     Agnode_t *an;
 } gnode;
 
@@ -151,7 +153,7 @@ enum {
     Q_TENSOR,
     Q_NAMES,
     Q_SAVED,
-    Q_SAVED_COUNT,
+    Q_PLAN,
     Q_OP,
     Q_BACKWARD,
     Q_COUNT
@@ -174,7 +176,9 @@ static const char *const queries[Q_COUNT] = {
     [Q_SAVED] = "SELECT v.seq, l.text, v.tensor, v.version, v.is_output "
                 "FROM saved_tensors v JOIN strings l ON l.id = v.slot "
                 "WHERE v.node = ?1 ORDER BY v.seq",
-    [Q_SAVED_COUNT] = "SELECT count(*) FROM saved_tensors WHERE node = ?1",
+    [Q_PLAN] = "SELECT (SELECT count(*) FROM saved_tensors WHERE node = ?1), "
+               "(SELECT k.user_frame FROM nodes n JOIN ops o ON o.seq = n.op "
+               "JOIN stacks k ON k.id = o.stack WHERE n.id = ?1)",
     [Q_OP] = "SELECT s.text, f.line, fs.text, fc.text FROM ops o "
              "JOIN strings s ON s.id = o.name "
              "LEFT JOIN stacks k ON k.id = o.stack "
@@ -648,17 +652,24 @@ static int describe_tensor(builder *b, int64_t tensor)
     return 0;
 }
 
-/* Append the op's user line (file:line, then its source) to b->lab. */
-static void describe_site(builder *b, sqlite3_stmt *st, int line_col)
+/* Append the op's user line (file:line, then its source) to sb, after a
+ * line break when br. */
+static void describe_site_to(gt_strbuf *sb, sqlite3_stmt *st, int line_col, int br)
 {
     if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
         return;
-    sb_br(&b->lab);
-    sb_loc(&b->lab, col_text(st, line_col + 1), sqlite3_column_int64(st, line_col));
+    if (br)
+        sb_br(sb);
+    sb_loc(sb, col_text(st, line_col + 1), sqlite3_column_int64(st, line_col));
     if (col_text(st, line_col + 2) && col_text(st, line_col + 2)[0]) {
-        sb_br(&b->lab);
-        sb_text(&b->lab, col_text(st, line_col + 2), LABEL_CHARS);
+        sb_br(sb);
+        sb_text(sb, col_text(st, line_col + 2), LABEL_CHARS);
     }
+}
+
+static void describe_site(builder *b, sqlite3_stmt *st, int line_col)
+{
+    describe_site_to(&b->lab, st, line_col, 1);
 }
 
 static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_col)
@@ -685,7 +696,7 @@ static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_c
 static int plan_saved(builder *b, size_t drawn)
 {
     const gt_findings *fs = b->opts->findings;
-    sqlite3_stmt *st = b->q[Q_SAVED_COUNT];
+    sqlite3_stmt *st = b->q[Q_PLAN];
     size_t total = 0;
     for (size_t i = 0; i < b->nnodes; i++) {
         if (!b->nodes[i].visible)
@@ -698,6 +709,7 @@ static int plan_saved(builder *b, size_t drawn)
         }
         sqlite3_int64 n = sqlite3_column_int64(st, 0);
         b->nodes[i].nsaved = n > 0 ? (size_t)n : 0;
+        b->nodes[i].frame = sqlite3_column_int64(st, 1);
         total += b->nodes[i].nsaved;
     }
     sqlite3_reset(st);
@@ -708,6 +720,65 @@ static int plan_saved(builder *b, size_t drawn)
     }
     b->fold_saved = !b->opts->saved && drawn + total > GT_GRAPH_SCREEN_NODES;
     return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Group the nodes one line of the user's code created (a module's call:
+ * `output, hidden = self.rnn(emb, hidden)` makes dozens), as TensorBoard
+ * groups a name scope: a cluster labelled once with the line and its
+ * source, holding nodes labelled with their names only. A line with a
+ * single drawn node, and a finding's node, keep their full labels. */
+static int plan_groups(builder *b)
+{
+    int64_t *frames = malloc((b->nnodes ? b->nnodes : 1) * sizeof *frames);
+    size_t n = 0;
+    if (!frames)
+        return oom(b);
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved)
+            frames[n++] = b->nodes[i].frame;
+    qsort(frames, n, sizeof *frames, cmp_i64);
+    for (size_t i = 0; i < b->nnodes; i++) {
+        gnode *g = &b->nodes[i];
+        if (!g->visible || g->frame <= 0 || g->keep_saved)
+            continue;
+        int64_t *hit = bsearch(&g->frame, frames, n, sizeof *frames, cmp_i64);
+        /* the first and the last of the run of equal frames */
+        g->grouped = hit && ((hit > frames && hit[-1] == g->frame) ||
+                             (hit + 1 < frames + n && hit[1] == g->frame));
+    }
+    free(frames);
+    return 0;
+}
+
+/* The cluster of node i's frame, made on first use and labelled from the
+ * Q_NODE row in st. NULL when out of memory. */
+static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
+{
+    char name[48];
+    snprintf(name, sizeof name, "cluster_line%lld", (long long)b->nodes[i].frame);
+    Agraph_t *sub = agsubg(b->g, name, 0);
+    if (sub)
+        return sub;
+    if (!(sub = agsubg(b->g, name, 1)))
+        return NULL;
+    gt_strbuf_reset(&b->tmp);
+    describe_site_to(&b->tmp, st, 2, 0);
+    if (b->tmp.oom)
+        return NULL;
+    set(sub, "label", gt_strbuf_str(&b->tmp));
+    set(sub, "style", "dashed,rounded");
+    set(sub, "color", "grey50");
+    set(sub, "fontname", "monospace");
+    set(sub, "fontsize", "10");
+    set(sub, "labeljust", "l");
+    set(sub, "class", "gt-group");
+    return sub;
 }
 
 /* Append "saves slot, slot, +N" to b->lab: node i's folded saved tensors. */
@@ -756,7 +827,13 @@ static int draw_node(builder *b, size_t i)
     if (step == SQLITE_ROW) {
         sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
         variable = sqlite3_column_int64(st, 1);
-        describe_site(b, st, 2);
+        if (n->grouped) {
+            Agraph_t *sub = group_of(b, i, st);
+            if (!sub || !agsubnode(sub, n->an, 1))
+                rc = oom(b);
+        } else {
+            describe_site(b, st, 2);
+        }
         set_tooltip_site(b, n->an, st, 2);
     } else if (step == SQLITE_DONE) {
         gt_strbuf_addf(&b->lab, "(node %lld not recorded)", (long long)n->id);
@@ -1081,7 +1158,9 @@ static int draw_more(builder *b, size_t i)
     return 0;
 }
 
-static int draw_legend(builder *b)
+/* The legend: the kinds of box the drawing holds (saved tensors, mutations
+ * and the failing node only when drawn). */
+static int draw_legend(builder *b, int saved_notes, size_t findings)
 {
     static const struct {
         const char *name, *label, *shape, *fill, *color, *penwidth;
@@ -1105,6 +1184,10 @@ static int draw_legend(builder *b)
     set(sub, "color", "grey60");
     Agnode_t *prev = NULL;
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        if ((!saved_notes && !strcmp(items[i].name, "legend_saved")) ||
+            (!findings && (!strcmp(items[i].name, "legend_mutation") ||
+                           !strcmp(items[i].name, "legend_fail"))))
+            continue;
         Agnode_t *n = mknode(sub, items[i].name);
         if (!n)
             return oom(b);
@@ -1239,7 +1322,7 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
     *drawn = 0;
     for (size_t i = 0; i < b->nnodes; i++)
         *drawn += b->nodes[i].visible != 0;
-    if ((rc = plan_saved(b, *drawn)) != 0)
+    if ((rc = plan_saved(b, *drawn)) != 0 || (rc = plan_groups(b)) != 0)
         return rc;
     for (size_t i = 0; i < b->nnodes; i++) {
         if (!b->nodes[i].visible)
@@ -1277,12 +1360,26 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             return rc;
         ++*findings;
     }
-    if (!b->opts->no_legend && (rc = draw_legend(b)) != 0)
+    int saved_notes = 0;
+    for (Agnode_t *n = agfstnode(b->g); n && !saved_notes; n = agnxtnode(b->g, n))
+        saved_notes = !strncmp(agget(n, (char *)"class"), "gt-saved", 8);
+    if (!b->opts->no_legend && (rc = draw_legend(b, saved_notes, *findings)) != 0)
         return rc;
     if ((rc = draw_title(b, *drawn, centre, *findings)) != 0)
         return rc;
     if ((rc = stagger_leaves(b)) != 0)
         return rc;
+    /* The default drawing fits a screen: Graphviz scales a larger layout
+     * down to `size` (inches at 72 pt; a viewer shows 1 pt as 4/3 px, cairo
+     * renders PNG at 96 dpi). The focus, the folded saved tensors and the
+     * groups keep that scale near 1 on real models, so labels stay
+     * legible; --all and --hops ask for more, drawn at full size. */
+    if (!b->opts->all && b->opts->hops < 0) {
+        char size[64];
+        snprintf(size, sizeof size, "%g,%g", GT_GRAPH_SCREEN_WIDTH / 96.0,
+                 GT_GRAPH_SCREEN_HEIGHT / 96.0);
+        agattr(b->g, AGRAPH, (char *)"size", size);
+    }
     if ((size_t)agnnodes(b->g) > BIG_GRAPH) {
         /* Bound the dot layout's iterations on big graphs. */
         agattr(b->g, AGRAPH, (char *)"nslimit", (char *)"2");

@@ -31,6 +31,17 @@
  * Focus: without `all`, only the nodes within `hops` edges (either direction)
  * of a finding's node are drawn; with no finding in the backward, the whole
  * graph if it is small enough to lay out, else the roots' neighbourhood.
+ *
+ * Fitting a screen (the default drawing: no `all`, no `hops`): at most
+ * GT_GRAPH_SCREEN_NODES autograd nodes; when nodes and saved-tensor notes
+ * together exceed that, saved tensors are listed in their node's label
+ * ("saves input, weight") except on a finding's nodes (`saved` draws them
+ * all); the nodes one user line created (a module's call) are grouped in a
+ * cluster [cluster_line<frames.id>] ("gt-group") labelled once with the
+ * line, except a finding's node; long chains wrap into columns; and the
+ * `size` attribute scales what is still larger down to
+ * GT_GRAPH_SCREEN_WIDTH x GT_GRAPH_SCREEN_HEIGHT px. The title's last line
+ * says what was left out and the option that shows it.
  */
 #ifndef GT_INSPECTOR_GRAPH_H
 #define GT_INSPECTOR_GRAPH_H
@@ -53,6 +64,11 @@ enum gt_graph_format {
 /* Without --hops, the default drawing holds at most this many autograd
  * nodes (a screen's worth): see `focus` in graph.c. */
 #define GT_GRAPH_SCREEN_NODES 40
+/* ... and is scaled down, when larger, to fit a screen of this many pixels
+ * (at 96 px an inch: SVG viewers show 1 pt as 4/3 px, PNG renders at 96
+ * dpi). */
+#define GT_GRAPH_SCREEN_WIDTH 1920
+#define GT_GRAPH_SCREEN_HEIGHT 1200
 /* Graphs with more drawn nodes than this are not laid out (SVG, PNG): the
  * dot layout's time grows much faster than linearly. DOT output has no
  * limit. */
