@@ -728,6 +728,120 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A group is drawn as one box over a range of ranks, so the groups must
+ * not form a cycle once each is taken as one node: a Python loop's lines
+ * (`y = conv(h)` then `h = act(bn(y))`, ten times) interleave, and dot
+ * would turn edges upwards to keep each box whole. Groups in a strongly
+ * connected component of that quotient graph (Tarjan's algorithm, written
+ * iteratively: a damaged trace may hold long paths or cycles) are
+ * ungrouped; what remains is acyclic, since splitting groups cannot make a
+ * cycle that did not pass through one of them. */
+static int ungroup_cycles(builder *b)
+{
+    size_t n = b->nnodes, none = (size_t)-1, counter = 0, sp = 0, cs = 0;
+    size_t *rep = NULL, *off = NULL, *adj = NULL, *index = NULL, *low = NULL;
+    size_t *stack = NULL, *call = NULL, *pos = NULL;
+    unsigned char *on = NULL, *cyc = NULL;
+    int rc = 0;
+    if (!n)
+        return 0;
+    rep = malloc(n * sizeof *rep);
+    off = calloc(n + 1, sizeof *off);
+    adj = malloc((b->nedges + 1) * sizeof *adj);
+    index = malloc(n * sizeof *index);
+    low = malloc(n * sizeof *low);
+    stack = malloc(n * sizeof *stack);
+    call = malloc(n * sizeof *call);
+    pos = malloc(n * sizeof *pos);
+    on = calloc(n, 1);
+    cyc = calloc(n, 1);
+    if (!rep || !cyc || !off || !adj || !index || !low || !stack || !call || !pos ||
+        !on) {
+        rc = oom(b);
+        goto out;
+    }
+    /* rep: the first drawn node of a node's group, or the node itself */
+    for (size_t i = 0; i < n; i++) {
+        rep[i] = i;
+        index[i] = none;
+        if (!b->nodes[i].grouped)
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            if (b->nodes[j].grouped && b->nodes[j].frame == b->nodes[i].frame) {
+                rep[i] = j;
+                break;
+            }
+        }
+    }
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].next, v = b->edges[e].node;
+        if (b->nodes[u].visible && b->nodes[v].visible && rep[u] != rep[v])
+            off[rep[u] + 1]++;
+    }
+    for (size_t i = 0; i < n; i++)
+        off[i + 1] += off[i];
+    memcpy(pos, off, n * sizeof *pos);
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].next, v = b->edges[e].node;
+        if (b->nodes[u].visible && b->nodes[v].visible && rep[u] != rep[v])
+            adj[pos[rep[u]]++] = rep[v];
+    }
+    for (size_t r = 0; r < n; r++) {
+        if (rep[r] != r || !b->nodes[r].visible || index[r] != none)
+            continue;
+        /* iterative Tarjan from r: call[] holds the DFS path, pos[] the next
+         * edge of each vertex on it */
+        call[cs++] = r;
+        index[r] = low[r] = counter++;
+        stack[sp++] = r;
+        on[r] = 1;
+        pos[r] = off[r];
+        while (cs) {
+            size_t v = call[cs - 1];
+            if (pos[v] < off[v + 1]) {
+                size_t w = adj[pos[v]++];
+                if (index[w] == none) {
+                    index[w] = low[w] = counter++;
+                    stack[sp++] = w;
+                    on[w] = 1;
+                    pos[w] = off[w];
+                    call[cs++] = w;
+                } else if (on[w] && index[w] < low[v]) {
+                    low[v] = index[w];
+                }
+                continue;
+            }
+            cs--;
+            if (cs && low[v] < low[call[cs - 1]])
+                low[call[cs - 1]] = low[v];
+            if (low[v] != index[v])
+                continue;
+            size_t size = 0, top = sp;
+            do
+                on[stack[--top]] = 0, size++;
+            while (stack[top] != v);
+            for (size_t k = top; size > 1 && k < sp; k++)
+                cyc[stack[k]] = 1; /* in a cycle: ungrouped below */
+            sp = top;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (cyc[rep[i]])
+            b->nodes[i].grouped = 0;
+out:
+    free(rep);
+    free(cyc);
+    free(off);
+    free(adj);
+    free(index);
+    free(low);
+    free(stack);
+    free(call);
+    free(pos);
+    free(on);
+    return rc;
+}
+
 /* Group the nodes one line of the user's code created (a module's call:
  * `output, hidden = self.rnn(emb, hidden)` makes dozens), as TensorBoard
  * groups a name scope: a cluster labelled once with the line and its
@@ -753,7 +867,7 @@ static int plan_groups(builder *b)
                              (hit + 1 < frames + n && hit[1] == g->frame));
     }
     free(frames);
-    return 0;
+    return ungroup_cycles(b);
 }
 
 /* The cluster of node i's frame, made on first use and labelled from the
