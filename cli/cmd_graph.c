@@ -12,6 +12,7 @@
 #include "cmd.h"
 #include "diagnose.h"
 #include "graph.h"
+#include "graph_render.h"
 #include "trace.h"
 
 static const char usage_text[] =
@@ -174,9 +175,20 @@ int gt_cmd_graph(int argc, char **argv)
         fprintf(stderr,
                 "gradtrace: graph: cannot diagnose, drawing without findings: %s\n", err);
     opts.findings = findings;
-    if (gt_graph_build(trace, &opts, &graph, err, sizeof err) != 0 ||
-        gt_graph_render(graph, format, output, err, sizeof err) != 0) {
+    if (gt_graph_build(trace, &opts, &graph, err, sizeof err) != 0) {
         fprintf(stderr, "gradtrace: graph: %s\n", err);
+        goto out;
+    }
+    rc = gt_graph_render(graph, format, output);
+    /* Graphviz's messages, under our name (never "(null): ...") */
+    for (const char *w = gt_graph_warnings(graph); *w;) {
+        const char *nl = strchr(w, '\n');
+        int n = nl ? (int)(nl - w) : (int)strlen(w);
+        fprintf(stderr, "gradtrace: graph: graphviz: %.*s\n", n, w);
+        w += n + (nl != NULL);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "gradtrace: graph: %s\n", gt_graph_errmsg(graph));
         goto out;
     }
     if (strcmp(output, "-"))

@@ -18,6 +18,7 @@
 #include <gradtrace/recorder.h>
 
 #include "graph.h"
+#include "graph_render.h"
 #include "trace.h"
 
 /* ---- building traces ---------------------------------------------------- */
@@ -220,9 +221,9 @@ static gt_graph *build(const char *path, const gt_graph_options *opts)
 /* Render g as DOT and parse it back with cgraph. */
 static Agraph_t *reparse(gt_graph *g)
 {
-    char *data = NULL, err[512] = "";
+    char *data = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len),
                      0);
     assert_true(len > 0);
     Agraph_t *back = agmemread(data);
@@ -749,9 +750,9 @@ static void test_awkward_round_trip(void **state)
     agclose(d);
 
     /* SVG: XML-escaped by gvc; nothing raw that would break the XML. */
-    char *svg = NULL, err[512] = "";
+    char *svg = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len),
                      0);
     assert_int_equal(strlen(svg), len);
     assert_true(!strncmp(svg, "<?xml", 5));
@@ -768,14 +769,14 @@ static void test_png(void **state)
 {
     (void)state;
     seed s;
-    char *png = NULL, err[512] = "";
+    char *png = NULL;
     size_t len = 0;
     make_seed(&s, "seed_png.db");
     gt_graph_options o = {.hops = -1, .findings = &s.findings};
     gt_graph *g = build(s.t.path, &o);
-    int rc = gt_graph_render_data(g, GT_GRAPH_PNG, &png, &len, err, sizeof err);
+    int rc = gt_graph_render_data(g, GT_GRAPH_PNG, &png, &len);
     if (rc)
-        print_error("png: %s\n", err);
+        print_error("png: %s\n", gt_graph_errmsg(g));
     assert_int_equal(rc, 0);
     assert_true(len > 1000);
     assert_memory_equal(png, "\x89PNG\r\n\x1a\n", 8);
@@ -794,7 +795,7 @@ static void test_render_files(void **state)
 {
     (void)state;
     seed s;
-    char path[600], tmp[640], err[512] = "";
+    char path[600], tmp[640];
     struct stat st;
     make_seed(&s, "seed_files.db");
     gt_graph_options o = {.hops = -1, .findings = &s.findings};
@@ -806,7 +807,7 @@ static void test_render_files(void **state)
         snprintf(path, sizeof path, "%s/\xe5\x9b\xbe \"g\".%s", tmpdir, exts[f]);
         assert_int_equal(gt_graph_format_from_path(path, &fmt), 0);
         assert_int_equal(fmt, f);
-        assert_int_equal(gt_graph_render(g, fmt, path, err, sizeof err), 0);
+        assert_int_equal(gt_graph_render(g, fmt, path), 0);
         assert_int_equal(stat(path, &st), 0);
         assert_true(st.st_size > 100);
         snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
@@ -814,9 +815,13 @@ static void test_render_files(void **state)
     }
     /* A directory that does not exist: an error, no file. */
     snprintf(path, sizeof path, "%s/missing/g.svg", tmpdir);
-    assert_int_equal(gt_graph_render(g, GT_GRAPH_SVG, path, err, sizeof err), GT_EIO);
-    assert_contains(err, "cannot write");
-    assert_contains(err, "missing/g.svg");
+    assert_int_equal(gt_graph_render(g, GT_GRAPH_SVG, path), GT_EIO);
+    assert_contains(gt_graph_errmsg(g), "cannot write");
+    assert_contains(gt_graph_errmsg(g), "missing/g.svg");
+    /* a success clears it */
+    snprintf(path, sizeof path, "%s/ok.dot", tmpdir);
+    assert_int_equal(gt_graph_render(g, GT_GRAPH_DOT, path), 0);
+    assert_string_equal(gt_graph_errmsg(g), "");
     gt_graph_free(g);
 
     int fmt = 7;
@@ -833,19 +838,20 @@ static void test_layout_limit(void **state)
 {
     (void)state;
     tb t;
-    char *data = NULL, err[512] = "";
+    char *data = NULL;
     size_t len = 0;
     make_chain(&t, "chain_limit.db", 1);
     gt_graph_options o = {.hops = -1, .all = 1, .layout_limit = 40};
     gt_graph *g = build(t.path, &o);
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &data, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &data, &len),
                      GT_EINVAL);
     assert_null(data);
     /* 50 nodes, 3 legend items (no saved notes, no findings to explain) */
-    assert_contains(err, "cannot lay out 53 nodes as svg (the limit is 40)");
-    assert_contains(err, "--format dot");
+    assert_contains(gt_graph_errmsg(g), "cannot lay out 53 nodes as svg (the limit is 40)");
+    assert_contains(gt_graph_errmsg(g), "--format dot");
+    assert_null(strstr(gt_graph_errmsg(g), "gradtrace:")); /* the command adds it */
     /* DOT has no limit. */
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len),
                      0);
     assert_non_null(strstr(data, "n50"));
     free(data);
@@ -931,9 +937,9 @@ static void test_odd_graphs(void **state)
     assert_string_equal(label_of(d, sname), "self (saved)\nsaved at version 4");
     agclose(d);
     /* And it lays out. */
-    char *svg = NULL, err[512] = "";
+    char *svg = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len),
                      0);
     assert_non_null(strstr(svg, "(node 99 not recorded)"));
     free(svg);
