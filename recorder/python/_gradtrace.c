@@ -2402,23 +2402,23 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
                              "grad_enabled", "getline", "hidden",    "engine",
                              "key", "via_autograd",      "overwrite",   "max_bytes", "batch_events",
                              "has_sequence_nr", "has_untyped_storage", "increment_version",
-                             "check_saved", NULL};
+                             "check_saved", "keep_last", NULL};
     const char *path;
     PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via, *inc = Py_None;
     int overwrite = 0, seqnr = 0, untyped = 1, check_saved = 0;
     long long max_bytes = 0;
-    unsigned int batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppOp", kwlist, &path, &tt,
+    unsigned int batch = 0, keep_last = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppOpI", kwlist, &path, &tt,
                                      &om, &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type,
                                      &eng, &key, &via, &overwrite, &max_bytes, &batch, &seqnr,
-                                     &untyped, &inc, &check_saved))
+                                     &untyped, &inc, &check_saved, &keep_last))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
         return -1;
     }
     gt_recorder_options opts = {.max_bytes = max_bytes, .overwrite = overwrite,
-                                .batch_events = batch};
+                                .batch_events = batch, .keep_last = keep_last};
     char err[512] = "";
     gt_recorder *r = NULL;
     int rc = gt_recorder_open(path, &opts, err, sizeof err, &r);
