@@ -171,9 +171,11 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
             "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
             "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 THEN 'true' "
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN 'true' "
             "ELSE 'false' END))",
-            "iissii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq);
+            "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
+            /* a swap recorded at its `.data =` line: a write with no op */
+            (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP));
         free(stack);
         free(loc);
         free(names);
@@ -725,7 +727,8 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
             if (!prev || strcmp(prev, mloc) != 0)
                 print_loc(o, db, st, cwd,
                           !strcmp(kind, "silent_storage_write")  ? "written at"
-                          : !strcmp(kind, "silent_storage_swap") ? "noticed at"
+                          : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at"
+                                                                          : "swapped at")
                           : !strcmp(kind, "silent_saved_write")  ? "touched at"
                           : !strcmp(kind, "unexplained")         ? "last written"
                                                                  : "modified at",

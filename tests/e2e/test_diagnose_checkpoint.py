@@ -206,5 +206,42 @@ class Outside(unittest.TestCase):
         self.assertIn("outside the recording", self.text)
 
 
+def run_outside(case):
+    trace = os.path.join(gtutil.tmpdir(), "outside-%s.db" % case)
+    if os.path.exists(trace):
+        os.unlink(trace)
+    cp = subprocess.run([gtutil.PYTHON, OUTSIDE, trace, case], capture_output=True,
+                        text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    plain = subprocess.run([gtutil.PYTHON, "-c", "import sys, runpy, gradtrace\n"
+                            "class N:\n def __init__(s, *a, **k): pass\n"
+                            " def __enter__(s): return s\n def __exit__(s, *a): return False\n"
+                            "gradtrace.record = N\nsys.argv = sys.argv[1:]\n"
+                            "runpy.run_path(sys.argv[0], run_name='__main__')",
+                            OUTSIDE, trace + ".plain", case],
+                           capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    return trace, cp, plain
+
+
+class OutsideSilent(unittest.TestCase):
+    """A graph built before recording started, invalidated during it with
+    no error: what the recording saw is still reported."""
+
+    def test_swap_of_a_tensor_saved_before_recording(self):
+        trace, cp, plain = run_outside("swap")
+        self.assertEqual(cp.stdout, plain.stdout)  # same silently wrong gradient
+        r = diagnose(trace, "--json")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        fs = json.loads(r.stdout)["findings"]
+        self.assertEqual([f["kind"] for f in fs], ["silent_storage_swap"], fs)
+        f = fs[0]
+        self.assertIn("u", f["saved"]["names"])
+        swap = marker("outside-swap", OUTSIDE)
+        self.assertEqual(f["location"]["line"], swap)
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]], [swap])
+        self.assertEqual(f["backward"]["location"]["line"], marker("outside-bw", OUTSIDE))
+
+
 if __name__ == "__main__":
     unittest.main()
