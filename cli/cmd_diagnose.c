@@ -110,6 +110,26 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
     return qtext(db, rc, LOC_SQL("?1"), "i", stack);
 }
 
+/* The backward calls (all, or only `bw`) that ran nodes whose forward ran
+ * before recording started: nodes no recorded op made (not accumulators),
+ * first seen once the call began. What changed their saved tensors before
+ * recording started cannot be in the trace, so a run diagnosed clean is
+ * only clean for what the recording saw: a JSON array of {backward,
+ * location, nodes, first}, for a note in the text. */
+static char *outside_json(qdb *db, int *rc, int64_t bw)
+{
+    return qtext(db, rc,
+                 "SELECT json_group_array(json_object('backward', id, 'location', json(("
+                 LOC_SQL("stack") ")), 'nodes', n, 'first', (SELECT t.text FROM nodes x"
+                 " JOIN strings t ON t.id = x.name WHERE x.id = m))) FROM ("
+                 " SELECT b.id, b.stack, count(*) AS n, min(n.id) AS m"
+                 " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
+                 "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
+                 "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
+                 " WHERE ?1 = 0 OR b.id = ?1 GROUP BY b.id ORDER BY b.id)",
+                 "i", bw);
+}
+
 static char *names_json(qdb *db, int *rc, int64_t tensor)
 {
     return qtext(db, rc, "SELECT json_group_array(text) FROM (" GT__NAMES_SQL ")", "i",
@@ -803,7 +823,7 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
 
 static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
                        gt_trace *t, const char *broken, const char *err,
-                       char **docs, size_t n)
+                       const char *outside, char **docs, size_t n)
 {
     char cwd[4096];
     char *tr = gt_term_text(path_arg);
@@ -837,10 +857,34 @@ static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         free(type);
         free(msg);
     }
+    sqlite3_stmt *os = outside ? qprep(db, "SELECT json_extract(value, '$.backward'),"
+                                           " json_extract(value, '$.location.file') || ':' ||"
+                                           " json_extract(value, '$.location.line'),"
+                                           " json_extract(value, '$.nodes'),"
+                                           " json_extract(value, '$.first')"
+                                           " FROM json_each(?1)")
+                               : NULL;
+    if (os) {
+        sqlite3_bind_text(os, 1, outside, -1, SQLITE_STATIC);
+        while (sqlite3_step(os) == SQLITE_ROW) {
+            const char *w = (const char *)sqlite3_column_text(os, 1);
+            fprintf(o, "%snote:%s backward #%lld%s%s ran %lld node%s whose forward ran before "
+                       "recording started (the first: %s): a change to their saved tensors before "
+                       "recording started is not in the trace; record from before the "
+                       "forward to check them\n",
+                    st->yellow, st->reset, (long long)sqlite3_column_int64(os, 0),
+                    w ? " at " : "", w ? rel(w, cwd) : "",
+                    (long long)sqlite3_column_int64(os, 2),
+                    sqlite3_column_int64(os, 2) == 1 ? "" : "s",
+                    (const char *)sqlite3_column_text(os, 3));
+        }
+        sqlite3_reset(os);
+        sqlite3_clear_bindings(os);
+    }
     if (n == 0) {
-        fprintf(o, "%s: no findings: no saved tensor was modified before the backward that "
+        fprintf(o, "%s: no findings: no saved tensor %s modified before the backward that "
                    "needed it\n",
-                trace);
+                trace, outside && strcmp(outside, "[]") ? "the recording saw was" : "was");
         free(tr);
         return;
     }
@@ -892,7 +936,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_findings *fs = NULL;
     qdb db = {0};
     char err[1024];
-    char *fjson = NULL, *ejson = NULL, *doc = NULL, **docs = NULL;
+    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *doc = NULL, **docs = NULL;
 
     optind = 0;
     opterr = 0;
@@ -958,14 +1002,17 @@ int gt_cmd_diagnose(int argc, char **argv)
     if (!rc)
         fjson = join_array(&rc, docs, fs->n);
     ejson = error_json(&db, &rc);
+    if (!rc)
+        ojson = outside_json(&db, &rc, (int64_t)backward);
     if (!rc && fjson)
         doc = qtext(&db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
                     " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
-                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7)",
-                    "ssssiss", path, tf(gt_trace_partial(t)), ejson, fjson,
+                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
+                    " 'outside_recording', json(coalesce(?8, '[]')))",
+                    "ssssisss", path, tf(gt_trace_partial(t)), ejson, fjson,
                     (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-                    broken[0] ? broken : NULL);
+                    broken[0] ? broken : NULL, ojson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -976,7 +1023,8 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-        print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, docs, fs->n);
+        print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, ojson, docs,
+                   fs->n);
     }
     /* A damaged trace with only unexplained errors is still "none found in
      * a damaged trace" (2), with the errors shown. */
@@ -992,6 +1040,7 @@ out:
     free(doc);
     free(fjson);
     free(ejson);
+    free(ojson);
     free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
     qdb_release(&db);
