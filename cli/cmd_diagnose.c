@@ -327,8 +327,8 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
                       : NULL;
         view = qtext(db, rc,
                      "SELECT json_set(coalesce(?1, json_object('tensor', NULL)), "
-                     "'$.variable', ?3, '$.origin', json(?2))",
-                     "sss", t, origin, f->name);
+                     "'$.variable', ?3, '$.expression', ?4, '$.origin', json(?2))",
+                     "ssss", t, origin, f->name, f->written);
         free(t);
     }
     if (f->kind == GT_FINDING_UNEXPLAINED) {
@@ -434,13 +434,15 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         "   'dtype', (SELECT s.text FROM tensors t JOIN strings s ON s.id = t.dtype"
         "   WHERE t.id = ?17), 'shape', json((SELECT shape FROM tensors WHERE id = ?17)),"
         "   'names', CASE WHEN json_array_length(coalesce(?9, '[]')) = 0 AND ?19 IS NOT"
-        "   NULL THEN json_array(?19) ELSE json(coalesce(?9, '[]')) END) END,"
+        "   NULL THEN json_array(?19) ELSE json(coalesce(?9, '[]')) END,"
+        "   'expression', ?20) END,"
         " 'location', json(?18))",
-        "ssisisiisiissiisiss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
+        "ssisisiisiissiisisss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
         f->backward, bw_loc, f->node, node_loc, f->saved_seq, f->tensor, saved_names,
         f->saved_version, f->version_at_backward, muts, f->suggestion,
         (int64_t)f->matches_error, f->other_backward, other_loc,
-        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name);
+        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name,
+        f->written);
     if (out && inner_loc) {
         char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
                            "ss", out, inner_loc);
@@ -627,10 +629,22 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
     else if (!strcmp(kind, "leaf_inplace")) {
+        /* named as the raising line writes it ("v1[0]", "x[:, 1]"), with the
+         * leaf's own names when they differ */
         char *ln = names_text(db, doc, "$.leaf.names");
-        fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
-                ln[0] ? ln : "a leaf");
+        char *ex = jt(db, doc, "$.leaf.expression"), *vw = jx(db, doc, "$.view.origin.seq");
+        if (ex[0] && vw[0])
+            fprintf(o, "in-place operation on %s, a view of %s%s", ex, ln[0] ? ln : "a leaf",
+                    ln[0] ? ", a leaf tensor that requires grad" : " that requires grad");
+        else if (ex[0] && ln[0] && strcmp(ex, ln) != 0)
+            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", ex,
+                    ln);
+        else
+            fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
+                    ex[0] ? ex : ln[0] ? ln : "a leaf");
         free(ln);
+        free(ex);
+        free(vw);
     } else if (!strcmp(kind, "unexplained")) {
         char *out = jx(db, doc, "$.outside_recording");
         if (!strcmp(out, "1"))
@@ -641,7 +655,11 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                        "write");
         free(out);
     } else {
-        char *var = jt(db, doc, "$.view.variable"), *vop = jt(db, doc, "$.view.origin.op");
+        char *var = jt(db, doc, "$.view.expression"), *vop = jt(db, doc, "$.view.origin.op");
+        if (!var[0]) {
+            free(var);
+            var = jt(db, doc, "$.view.variable");
+        }
         const char *what = !strcmp(kind, "view_multi_output_inplace")
                                ? "an output of a function that returns several views"
                            : !strcmp(kind, "view_no_grad_inplace")
