@@ -110,6 +110,26 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
     return qtext(db, rc, LOC_SQL("?1"), "i", stack);
 }
 
+/* The backward calls (all, or only `bw`) that ran nodes whose forward ran
+ * before recording started: nodes no recorded op made (not accumulators),
+ * first seen once the call began. What changed their saved tensors before
+ * recording started cannot be in the trace, so a run diagnosed clean is
+ * only clean for what the recording saw: a JSON array of {backward,
+ * location, nodes, first}, for a note in the text. */
+static char *outside_json(qdb *db, int *rc, int64_t bw)
+{
+    return qtext(db, rc,
+                 "SELECT json_group_array(json_object('backward', id, 'location', json(("
+                 LOC_SQL("stack") ")), 'nodes', n, 'first', (SELECT t.text FROM nodes x"
+                 " JOIN strings t ON t.id = x.name WHERE x.id = m))) FROM ("
+                 " SELECT b.id, b.stack, count(*) AS n, min(n.id) AS m"
+                 " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
+                 "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
+                 "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
+                 " WHERE ?1 = 0 OR b.id = ?1 GROUP BY b.id ORDER BY b.id)",
+                 "i", bw);
+}
+
 static char *names_json(qdb *db, int *rc, int64_t tensor)
 {
     return qtext(db, rc, "SELECT json_group_array(text) FROM (" GT__NAMES_SQL ")", "i",
@@ -171,9 +191,11 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
             "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
             "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 THEN 'true' "
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN 'true' "
             "ELSE 'false' END))",
-            "iissii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq);
+            "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
+            /* a swap recorded at its `.data =` line: a write with no op */
+            (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP));
         free(stack);
         free(loc);
         free(names);
@@ -305,8 +327,8 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
                       : NULL;
         view = qtext(db, rc,
                      "SELECT json_set(coalesce(?1, json_object('tensor', NULL)), "
-                     "'$.variable', ?3, '$.origin', json(?2))",
-                     "sss", t, origin, f->name);
+                     "'$.variable', ?3, '$.expression', ?4, '$.origin', json(?2))",
+                     "ssss", t, origin, f->name, f->written);
         free(t);
     }
     if (f->kind == GT_FINDING_UNEXPLAINED) {
@@ -412,13 +434,15 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         "   'dtype', (SELECT s.text FROM tensors t JOIN strings s ON s.id = t.dtype"
         "   WHERE t.id = ?17), 'shape', json((SELECT shape FROM tensors WHERE id = ?17)),"
         "   'names', CASE WHEN json_array_length(coalesce(?9, '[]')) = 0 AND ?19 IS NOT"
-        "   NULL THEN json_array(?19) ELSE json(coalesce(?9, '[]')) END) END,"
+        "   NULL THEN json_array(?19) ELSE json(coalesce(?9, '[]')) END,"
+        "   'expression', ?20) END,"
         " 'location', json(?18))",
-        "ssisisiisiissiisiss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
+        "ssisisiisiissiisisss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
         f->backward, bw_loc, f->node, node_loc, f->saved_seq, f->tensor, saved_names,
         f->saved_version, f->version_at_backward, muts, f->suggestion,
         (int64_t)f->matches_error, f->other_backward, other_loc,
-        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name);
+        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name,
+        f->written);
     if (out && inner_loc) {
         char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
                            "ss", out, inner_loc);
@@ -605,10 +629,22 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
     else if (!strcmp(kind, "leaf_inplace")) {
+        /* named as the raising line writes it ("v1[0]", "x[:, 1]"), with the
+         * leaf's own names when they differ */
         char *ln = names_text(db, doc, "$.leaf.names");
-        fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
-                ln[0] ? ln : "a leaf");
+        char *ex = jt(db, doc, "$.leaf.expression"), *vw = jx(db, doc, "$.view.origin.seq");
+        if (ex[0] && vw[0])
+            fprintf(o, "in-place operation on %s, a view of %s%s", ex, ln[0] ? ln : "a leaf",
+                    ln[0] ? ", a leaf tensor that requires grad" : " that requires grad");
+        else if (ex[0] && ln[0] && strcmp(ex, ln) != 0)
+            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", ex,
+                    ln);
+        else
+            fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
+                    ex[0] ? ex : ln[0] ? ln : "a leaf");
         free(ln);
+        free(ex);
+        free(vw);
     } else if (!strcmp(kind, "unexplained")) {
         char *out = jx(db, doc, "$.outside_recording");
         if (!strcmp(out, "1"))
@@ -619,7 +655,11 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                        "write");
         free(out);
     } else {
-        char *var = jt(db, doc, "$.view.variable"), *vop = jt(db, doc, "$.view.origin.op");
+        char *var = jt(db, doc, "$.view.expression"), *vop = jt(db, doc, "$.view.origin.op");
+        if (!var[0]) {
+            free(var);
+            var = jt(db, doc, "$.view.variable");
+        }
         const char *what = !strcmp(kind, "view_multi_output_inplace")
                                ? "an output of a function that returns several views"
                            : !strcmp(kind, "view_no_grad_inplace")
@@ -725,7 +765,8 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
             if (!prev || strcmp(prev, mloc) != 0)
                 print_loc(o, db, st, cwd,
                           !strcmp(kind, "silent_storage_write")  ? "written at"
-                          : !strcmp(kind, "silent_storage_swap") ? "noticed at"
+                          : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at"
+                                                                          : "swapped at")
                           : !strcmp(kind, "silent_saved_write")  ? "touched at"
                           : !strcmp(kind, "unexplained")         ? "last written"
                                                                  : "modified at",
@@ -800,7 +841,7 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
 
 static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
                        gt_trace *t, const char *broken, const char *err,
-                       char **docs, size_t n)
+                       const char *outside, char **docs, size_t n)
 {
     char cwd[4096];
     char *tr = gt_term_text(path_arg);
@@ -834,10 +875,34 @@ static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         free(type);
         free(msg);
     }
+    sqlite3_stmt *os = outside ? qprep(db, "SELECT json_extract(value, '$.backward'),"
+                                           " json_extract(value, '$.location.file') || ':' ||"
+                                           " json_extract(value, '$.location.line'),"
+                                           " json_extract(value, '$.nodes'),"
+                                           " json_extract(value, '$.first')"
+                                           " FROM json_each(?1)")
+                               : NULL;
+    if (os) {
+        sqlite3_bind_text(os, 1, outside, -1, SQLITE_STATIC);
+        while (sqlite3_step(os) == SQLITE_ROW) {
+            const char *w = (const char *)sqlite3_column_text(os, 1);
+            fprintf(o, "%snote:%s backward #%lld%s%s ran %lld node%s whose forward ran before "
+                       "recording started (the first: %s): a change to their saved tensors before "
+                       "recording started is not in the trace; record from before the "
+                       "forward to check them\n",
+                    st->yellow, st->reset, (long long)sqlite3_column_int64(os, 0),
+                    w ? " at " : "", w ? rel(w, cwd) : "",
+                    (long long)sqlite3_column_int64(os, 2),
+                    sqlite3_column_int64(os, 2) == 1 ? "" : "s",
+                    (const char *)sqlite3_column_text(os, 3));
+        }
+        sqlite3_reset(os);
+        sqlite3_clear_bindings(os);
+    }
     if (n == 0) {
-        fprintf(o, "%s: no findings: no saved tensor was modified before the backward that "
+        fprintf(o, "%s: no findings: no saved tensor %s modified before the backward that "
                    "needed it\n",
-                trace);
+                trace, outside && strcmp(outside, "[]") ? "the recording saw was" : "was");
         free(tr);
         return;
     }
@@ -889,7 +954,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_findings *fs = NULL;
     qdb db = {0};
     char err[1024];
-    char *fjson = NULL, *ejson = NULL, *doc = NULL, **docs = NULL;
+    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *doc = NULL, **docs = NULL;
 
     optind = 0;
     opterr = 0;
@@ -955,14 +1020,17 @@ int gt_cmd_diagnose(int argc, char **argv)
     if (!rc)
         fjson = join_array(&rc, docs, fs->n);
     ejson = error_json(&db, &rc);
+    if (!rc)
+        ojson = outside_json(&db, &rc, (int64_t)backward);
     if (!rc && fjson)
         doc = qtext(&db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
                     " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
-                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7)",
-                    "ssssiss", path, tf(gt_trace_partial(t)), ejson, fjson,
+                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
+                    " 'outside_recording', json(coalesce(?8, '[]')))",
+                    "ssssisss", path, tf(gt_trace_partial(t)), ejson, fjson,
                     (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-                    broken[0] ? broken : NULL);
+                    broken[0] ? broken : NULL, ojson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -973,7 +1041,8 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-        print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, docs, fs->n);
+        print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, ojson, docs,
+                   fs->n);
     }
     /* A damaged trace with only unexplained errors is still "none found in
      * a damaged trace" (2), with the errors shown. */
@@ -989,6 +1058,7 @@ out:
     free(doc);
     free(fjson);
     free(ejson);
+    free(ojson);
     free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
     qdb_release(&db);

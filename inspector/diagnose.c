@@ -130,6 +130,7 @@ void gt__dx_finding_release(gt_finding *f)
     free(f->mutations);
     free(f->suggestion);
     free(f->name);
+    free(f->written);
     free(f->candidates);
 }
 

@@ -104,6 +104,10 @@ typedef struct gt_finding {
                             * recorded op made, first seen when the call
                             * began): their saves and the writes before are
                             * not in the trace */
+    char *written;         /* leaf_inplace and the view kinds: the expression
+                            * the raising line changes in place as the user
+                            * wrote it ("v1[0]", "x[:, 1]", "m.weight[0]"),
+                            * NULL if the line is not of a known form; owned */
 } gt_finding;
 
 typedef struct gt_findings {

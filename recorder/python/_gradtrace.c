@@ -231,6 +231,7 @@ typedef struct Recorder {
     int ft_seen;          /* a transform ran: unwrap saved tensors and names */
     int ft_now;           /* the op in flight writes under a transform */
     int stack_func;       /* the last stack captured runs under a transform */
+    PyObject *data_orig;  /* TensorBase's `data` descriptor (watch_data) */
 } Recorder;
 
 typedef struct {
@@ -2964,6 +2965,64 @@ static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* watch_data(descriptor): the `data` getset descriptor of torch's tensor base
+ * class, which data_set forwards to. */
+static PyObject *Recorder_watch_data(PyObject *op, PyObject *descr)
+{
+    Recorder *self = (Recorder *)op;
+    if (!Py_TYPE(descr)->tp_descr_set) {
+        PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
+        return NULL;
+    }
+    Py_XSETREF(self->data_orig, Py_NewRef(descr));
+    Py_RETURN_NONE;
+}
+
+/* data_set(tensor, value): `tensor.data = value`, recorded where it happens.
+ * The assignment replaces the tensor's storage without a version bump and
+ * without an aten op, so the dispatch mode never sees it: the property the
+ * Python side puts on torch.Tensor while recording calls this, which does
+ * the assignment through the original descriptor (its result and its error
+ * are the user's) and records a storage_swaps row with op and backward NULL
+ * and the assigning line's stack. Any tensor counts, saved yet or not: a
+ * node that saved it before recording started is found at backward. */
+static PyObject *Recorder_data_set(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    PyObject *t, *value;
+    if (!PyArg_ParseTuple(args, "OO", &t, &value))
+        return NULL;
+    if (!self->data_orig) {
+        PyErr_SetString(PyExc_RuntimeError, "data_set before watch_data");
+        return NULL;
+    }
+    TensorEnt *e = NULL;
+    if (recording(self) && !self->busy &&
+        PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type)) {
+        excsave saved_exc = exc_save();
+        self->busy++;
+        flush_pending(self);
+        e = see_tensor(self, t, 0, NULL, NULL); /* on its old storage */
+        if (e)
+            Py_INCREF(e);
+        self->busy--;
+        swallow(self);
+        exc_restore(saved_exc);
+    }
+    int rc = Py_TYPE(self->data_orig)->tp_descr_set(self->data_orig, t, value);
+    if (rc == 0 && e && e->rec && recording(self)) {
+        excsave saved_exc = exc_save();
+        gt_id stack = capture_stack_here(self, NULL);
+        check_storage(self, e, t, 0, 0, stack, 1);
+        swallow(self);
+        exc_restore(saved_exc);
+    }
+    Py_XDECREF(e);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* forked(): called in a forked child; never touch the parent's trace. */
 static PyObject *Recorder_forked(PyObject *op, PyObject *Py_UNUSED(a))
 {
@@ -3025,6 +3084,7 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->ft_wrapped);
     Py_VISIT(self->ft_unwrap);
     Py_VISIT(self->last_exec);
+    Py_VISIT(self->data_orig);
     return 0;
 }
 
@@ -3053,6 +3113,7 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->ft_wrapped);
     Py_CLEAR(self->ft_unwrap);
     Py_CLEAR(self->last_exec);
+    Py_CLEAR(self->data_orig);
     return 0;
 }
 
@@ -3088,6 +3149,10 @@ static PyMethodDef Recorder_methods[] = {
     {"call_end", Recorder_call_end, METH_VARARGS,
      "call_end(seq, result_or_None): its outputs and the nodes they got"},
     {"set_active", Recorder_set_active, METH_O, "set_active(bool): open/close the window"},
+    {"watch_data", Recorder_watch_data, METH_O,
+     "watch_data(descriptor): the tensor base class's `data` descriptor"},
+    {"data_set", Recorder_data_set, METH_VARARGS,
+     "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
     {"forked", Recorder_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},
 };
