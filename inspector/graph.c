@@ -24,6 +24,7 @@
 #define WRAP_RANKS 12 /* a long chain wraps into columns this many ranks tall */
 #define WRAP_WIDTH 3  /* ... when no rank holds more nodes than this */
 #define FOLD_SLOTS 3  /* slots named in a node's "saves ..." line */
+#define BREADTH 3     /* neighbours a node of a too-wide ring draws */
 
 
 /* ---- label text ------------------------------------------------------- */
@@ -189,6 +190,7 @@ typedef struct builder {
     gt_strbuf tmp;  /* scratch for names */
     char *cwd; /* run.cwd, or NULL */
     int hops;  /* the focus radius drawn (adapted to the screen budget) */
+    size_t partial_hops; /* rings beyond it drawn in part (BREADTH) */
     int fold_saved;      /* 1: saved tensors listed in their node's label */
     size_t saved_folded; /* saved tensors not drawn as notes */
     char *err;
@@ -556,10 +558,40 @@ static int focus(builder *b, size_t *centre_count)
             radius = d;
         }
     }
+    size_t shown = 0;
     for (size_t k = 0; k < tail; k++)
-        if (b->nodes[queue[k]].dist <= radius)
+        if (b->nodes[queue[k]].dist <= radius) {
             b->nodes[queue[k]].visible = 1;
+            shown++;
+        }
     b->hops = radius > INT32_MAX ? INT32_MAX : (int)radius;
+    /* A ring wider than the budget (a loss over a Cat of 39 time steps)
+     * would stop the drawing at a node or two: the budget left goes, ring
+     * after ring, to the first BREADTH neighbours of each drawn node one
+     * ring further out (in the order of its edges: inputs by position), so
+     * the drawing still shows a path or three through the model; each
+     * hidden set is marked "… N more" on its node. */
+    if (!explicit_hops && shown < budget) {
+        size_t h = 0, t = 0;
+        for (size_t k = 0; k < tail; k++)
+            if (b->nodes[queue[k]].dist == radius)
+                queue[t++] = queue[k]; /* the frontier; earlier entries done */
+        while (h < t && shown < budget) {
+            size_t u = queue[h++], taken = 0;
+            for (size_t k = off[u]; k < off[u + 1] && taken < BREADTH && shown < budget;
+                 k++) {
+                size_t v = adj[k];
+                if (b->nodes[v].visible || b->nodes[v].dist != b->nodes[u].dist + 1)
+                    continue;
+                b->nodes[v].visible = 1;
+                queue[t++] = v;
+                taken++;
+                shown++;
+                if (b->nodes[v].dist - radius > b->partial_hops)
+                    b->partial_hops = b->nodes[v].dist - radius;
+            }
+        }
+    }
 out:
     free(queue);
     free(off);
@@ -1345,10 +1377,13 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
     if (drawn == b->nnodes)
         gt_strbuf_addf(&b->lab, "all %zu autograd nodes", b->nnodes);
     else
-        gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes: %d hops around %zu %s", drawn,
-                  b->nnodes, hops, centre,
+        gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes: %d %s around %zu %s", drawn,
+                  b->nnodes, hops, hops == 1 ? "hop" : "hops", centre,
                   findings ? (centre == 1 ? "finding node" : "finding nodes")
                            : (centre == 1 ? "root" : "roots"));
+    if (drawn < b->nnodes && b->partial_hops)
+        gt_strbuf_addf(&b->lab, ", then %d of each node's neighbours %zu %s further",
+                       BREADTH, b->partial_hops, b->partial_hops == 1 ? "hop" : "hops");
     if (findings)
         gt_strbuf_addf(&b->lab, ", %zu %s", findings, findings == 1 ? "finding" : "findings");
     else

@@ -171,6 +171,20 @@ class Large(unittest.TestCase):
         self.assertIn("constraint=false", text)
         self.assertIn("group=column1", text)
 
+    def test_wide_ring_drawn_in_part(self):
+        """time_sequence_prediction's loss reads a Cat of 39 time steps, which
+        feed ~1200 nodes: a ring wider than the screen budget is drawn in
+        part (three neighbours a node) rather than stopping the drawing at
+        the root and the Cat (2 of 1260 nodes before), and says so."""
+        svg, texts = self.check_fits("time_sequence_prediction")
+        m = re.search(r"(\d+) of (\d+) autograd nodes", texts)
+        self.assertGreaterEqual(int(m.group(1)), 30, texts)
+        self.assertRegex(texts, r"then 3 of each node.s neighbours \d+ hops? further")
+        classes = svg_classes(svg)
+        self.assertGreaterEqual(len([k for k, c in classes.items() if "gt-node" in c]), 30)
+        # the Cat's other inputs are marked, not silently dropped
+        self.assertRegex(texts, r"\d+ more inputs")
+
     def test_wide_model_staggers_leaves(self):
         dot, _ = self.render("graph_wide", "dot")
         with open(dot) as f:
