@@ -96,8 +96,10 @@ class KeepLastMixin:
     def env(self):
         return adapter_env(self.adapter)
 
-    def check_no_dangling(self, db):
+    def check_no_dangling(self, db, skip=()):
         for what, sql in DANGLING:
+            if what in skip:
+                continue
             self.assertEqual(db.execute(sql).fetchone()[0], 0, "%s dangles" % what)
 
     def check_commands(self, trace, graph=True):
@@ -255,7 +257,11 @@ class Signals(KeepLastMixin):
         seq, why = db.execute("SELECT stopped_seq, stopped_reason FROM run").fetchone()
         self.assertIsNotNone(seq)
         self.assertIn("size cap", why)
-        self.check_no_dangling(db)
+        # the stop rolls back the batch that crossed the cap: the engine
+        # adapter writes an op's output tensor after the op, so the last
+        # committed op's output may be in the rolled-back batch (as in a
+        # whole recording stopped by the cap)
+        self.check_no_dangling(db, skip=("op_args.tensor",))
         self.check_commands(out)
 
     def test_size_cap_cuts_to_keep_last_first(self):
