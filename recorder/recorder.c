@@ -194,6 +194,7 @@ struct gt_recorder {
      * upper estimate of their entries' bytes for the committed rows,
      * idx_pending for the open batch's (see idx_note). */
     int64_t idx_bytes[GT__NIDX], idx_pending[GT__NIDX];
+    int64_t idx_rows[GT__NIDX]; /* entries noted (for the flight recorder's cuts) */
     int64_t committed_seq;  /* r->seq at the last commit */
     int64_t rows_committed; /* rows committed since open */
     int64_t base_bytes;     /* the file's size at open, schema and run row */
@@ -327,6 +328,7 @@ static void idx_note(gt_recorder *r, enum gt__idx which, int n, const int64_t *v
     for (int i = 0; i < n; i++)
         b += rec_int_bytes(v[i]);
     r->idx_pending[which] += b;
+    r->idx_rows[which]++;
 }
 
 /* Upper estimate of the bytes the indexes of indexes.sql add to the file,
@@ -826,6 +828,38 @@ static int live_pages(gt_recorder *r, int64_t *out)
     return 0;
 }
 
+/* The rows each close-time index will hold an entry for, in enum gt__idx
+ * order. */
+static const char idx_count_sql[] =
+    "SELECT (SELECT count(*) FROM op_args WHERE role = 2), (SELECT count(*) FROM tensors),"
+    " (SELECT count(*) FROM tensors), (SELECT count(*) FROM version_bumps),"
+    " (SELECT count(*) FROM nodes), (SELECT count(*) FROM saved_tensors),"
+    " (SELECT count(*) FROM saved_tensors), (SELECT count(*) FROM edges),"
+    " (SELECT count(*) FROM names)";
+
+/* After a cut: the size cap's index estimate for the rows left, at the
+ * average bytes per entry noted so far (the open batch's entries counted
+ * as committed: a rollback after a cut only makes the estimate larger). */
+static int recount_idx(gt_recorder *r)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(r->db, idx_count_sql, -1, &st, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+        for (int i = 0; i < GT__NIDX; i++) {
+            int64_t n = sqlite3_column_int64(st, i);
+            int64_t b = r->idx_bytes[i] + r->idx_pending[i];
+            int64_t per = r->idx_rows[i] > 0 ? (b + r->idx_rows[i] - 1) / r->idx_rows[i] : 0;
+            r->idx_bytes[i] = per * n;
+            r->idx_pending[i] = 0;
+            r->idx_rows[i] = n;
+        }
+    }
+    int rc2 = sqlite3_finalize(st);
+    if (rc == SQLITE_OK)
+        rc = rc2;
+    return rc == SQLITE_OK ? 0 : sql_error(r, rc, "window cut", 1, 0);
+}
+
 /*
  * Keep backward calls from last - keep_last + 1 on (last: the newest call,
  * the one about to start at gt_backward_begin) and drop what lies before,
@@ -836,7 +870,7 @@ static int live_pages(gt_recorder *r, int64_t *out)
  */
 static int cut_window(gt_recorder *r, int64_t last, int *cut)
 {
-    int64_t first = last - (int64_t)r->keep_last + 1, c = -1, before = 0, after = 0;
+    int64_t first = last - (int64_t)r->keep_last + 1, c = -1;
     if (cut)
         *cut = 0;
     if (first <= r->kept_from)
@@ -854,8 +888,6 @@ static int cut_window(gt_recorder *r, int64_t last, int *cut)
         r->kept_from = first;
         return 0;
     }
-    if (r->max_bytes > 0 && (rc = live_pages(r, &before)) != 0)
-        return rc;
     char set[96];
     snprintf(set, sizeof set, "UPDATE temp.gt_cut SET c = %" PRId64 ", k = %" PRId64, c,
              first);
@@ -868,12 +900,8 @@ static int cut_window(gt_recorder *r, int64_t last, int *cut)
     r->kept_from = first;
     if (cut)
         *cut = 1;
-    if (r->max_bytes > 0 && before > 0 && (rc = live_pages(r, &after)) == 0) {
-        for (int i = 0; i < GT__NIDX; i++) {
-            r->idx_bytes[i] = r->idx_bytes[i] * after / before;
-            r->idx_pending[i] = r->idx_pending[i] * after / before;
-        }
-    }
+    if (r->max_bytes > 0)
+        rc = recount_idx(r);
     return rc;
 }
 

@@ -70,8 +70,10 @@
  *     N + max(N, 16) calls used is dropped, and a later use of it refers to
  *     a tensor the trace does not define.
  *   - The window is written to `path` as an ordinary closed trace (indexes
- *     included, one file, rename over the old one) at open (empty), at
- *     every gt_error, at the size cap, at gt_recorder_flush, and at close.
+ *     included, one file, renamed over the old one; readers of the old one
+ *     keep it) at open (empty), at the first gt_recorder_flush after a
+ *     gt_error or gt_run_end (other flushes only commit, in memory), at the
+ *     size cap, and at close.
  *     The run row says what was dropped: run.keep_last = N,
  *     run.kept_from_seq and run.kept_from_backward.
  *   - max_bytes caps the in-memory window (its live pages and the index
