@@ -112,7 +112,9 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
 
 /* The backward calls (all, or only `bw`) that ran nodes whose forward ran
  * before recording started: nodes no recorded op made (not accumulators),
- * first seen once the call began. What changed their saved tensors before
+ * first seen once the call began; not a torch.func transform's own call
+ * (its forward ran inside the same transform call, whose nodes the ops
+ * under it do not make). What changed their saved tensors before
  * recording started cannot be in the trace, so a run diagnosed clean is
  * only clean for what the recording saw: a JSON array of {backward,
  * location, nodes, first}, for a note in the text. */
@@ -126,7 +128,11 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
                  " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
                  "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
                  "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
-                 " WHERE ?1 = 0 OR b.id = ?1 GROUP BY b.id ORDER BY b.id)",
+                 " WHERE (?1 = 0 OR b.id = ?1) AND NOT EXISTS (SELECT 1 FROM stacks k"
+                 "  JOIN frames f ON f.id = k.frame JOIN strings sf ON sf.id = f.file"
+                 "  WHERE k.id = b.stack AND (sf.text LIKE '%/_functorch/%'"
+                 "  OR sf.text LIKE '%/functorch/_src/%'))"
+                 " GROUP BY b.id ORDER BY b.id)",
                  "i", bw);
 }
 
