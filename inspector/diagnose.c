@@ -739,7 +739,7 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         nw++;
     }
     free(bump_ops);
-    if (rc || nw == 0) {
+    if (rc || nw == 0 || gt__dx_slot_unread(c->db, x->seq)) {
         free(w);
         return rc;
     }

@@ -133,6 +133,11 @@ struct sqlite3;
 int gt__diagnose_silent(struct sqlite3 *db, int64_t only, gt_findings *f, char *err,
                         size_t errlen);
 
+/* 1 if the node that saved row `saved_seq` (saved_tensors.seq) never reads
+ * it in its backward (BatchNorm's running statistics in training mode), so
+ * a write to it is no silent write (silent.c). */
+int gt__dx_slot_unread(struct sqlite3 *db, int64_t saved_seq);
+
 /* Free findings; accepts NULL. */
 void gt_findings_free(gt_findings *f);
 

@@ -256,3 +256,32 @@ out:
     sqlite3_finalize(st);
     return rc;
 }
+
+/* Saved slots a node's backward does not read, by the node's name and a
+ * condition on its other saved tensors. A write nobody reads is no silent
+ * write: BatchNorm saves its running statistics, and in training mode (its
+ * saved batch mean `result1` has elements) its backward uses the batch's
+ * statistics instead (native_batch_norm_backward and the cuDNN, MIOpen and
+ * with-update variants), so DDP's per-forward buffer broadcast into them
+ * between two forwards and one backward changes nothing backward reads. */
+static const char sql_unread[] =
+    "SELECT 1 FROM saved_tensors st JOIN strings sl ON sl.id = st.slot"
+    " JOIN nodes n ON n.id = st.node JOIN strings nn ON nn.id = n.name"
+    " WHERE st.seq = ?1 AND sl.text IN ('running_mean', 'running_var')"
+    "  AND nn.text LIKE '%BatchNorm%Backward%'"
+    "  AND EXISTS (SELECT 1 FROM saved_tensors r JOIN strings rs ON rs.id = r.slot"
+    "   JOIN tensors t ON t.id = r.tensor WHERE r.node = st.node AND rs.text = 'result1'"
+    "   AND json_valid(t.shape) AND json_array_length(t.shape) > 0"
+    "   AND NOT EXISTS (SELECT 1 FROM json_each(t.shape) WHERE value = 0))";
+
+int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq)
+{
+    sqlite3_stmt *q = NULL;
+    int unread = 0;
+    if (sqlite3_prepare_v2(db, sql_unread, -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, saved_seq);
+        unread = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return unread;
+}
