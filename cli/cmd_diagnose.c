@@ -14,6 +14,7 @@
 
 #include "cmd.h"
 #include "multi.h"
+#include "pymsg.h"
 #include "diagnose.h"
 #include "replay.h"
 #include "strbuf.h"
@@ -449,6 +450,29 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         (int64_t)f->matches_error, f->other_backward, other_loc,
         f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name,
         f->written);
+    if (out && f->error_seq && f->matches_error == 1 && f->tensor) {
+        /* Under vmap PyTorch's message shows one sample's shape, the trace
+         * the batched tensor: both are shown ('saved.error_shape'). */
+        char *msg = qtext(db, rc, "SELECT message FROM errors WHERE seq = ?1", "i",
+                          f->error_seq);
+        gt_pymsg m;
+        if (msg) {
+            gt__pymsg_parse(msg, &m);
+            char *with = m.has_versions
+                             ? qtext(db, rc,
+                                     "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''),"
+                                     " ']', '') FROM tensors WHERE id = ?2) != ?3 THEN"
+                                     " json_set(?1, '$.saved.error_shape', json('[' || ?3 ||"
+                                     " ']')) ELSE ?1 END",
+                                     "sis", out, f->tensor, m.shape)
+                             : NULL;
+            if (with) {
+                free(out);
+                out = with;
+            }
+        }
+        free(msg);
+    }
     if (out && inner_loc) {
         char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
                            "ss", out, inner_loc);
@@ -816,10 +840,17 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
     } else if (strcmp(ftf, "1") != 0 && match[0])
         fprintf(o, "    %-11s %snot the one PyTorch raised: it stops at the first stale "
                    "tensor%s\n", "error", st->dim, st->reset);
-    else if (!strcmp(match, "1"))
-        fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
-                st->reset);
-    else if (!strcmp(match, "0"))
+    else if (!strcmp(match, "1")) {
+        char *es = jx(db, doc, "$.saved.error_shape");
+        if (es[0])
+            fprintf(o, "    %-11s %smatches the error PyTorch raised%s (its message shows "
+                       "%s, one vmap sample; the trace holds the batched %s)\n", "error",
+                    st->green, st->reset, es, shape);
+        else
+            fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
+                    st->reset);
+        free(es);
+    } else if (!strcmp(match, "0"))
         fprintf(o, "    %-11s %sdoes not match the error PyTorch raised%s\n", "error",
                 st->yellow, st->reset);
     if (sugg[0])

@@ -285,3 +285,25 @@ int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq)
     sqlite3_finalize(q);
     return unread;
 }
+
+/* 1 if tensor `tensor` was made by an op run under torch.func's vmap (a
+ * frame of its vmap implementation on the op's stack: torch/_functorch/ in
+ * 2.x, the functorch package's _src in 1.13). */
+int gt__dx_under_vmap(sqlite3 *db, int64_t tensor)
+{
+    static const char sql[] =
+        "WITH RECURSIVE up(id, d) AS (SELECT o.stack, 0 FROM tensors t JOIN ops o"
+        "  ON o.seq = t.created_by WHERE t.id = ?1"
+        " UNION ALL SELECT s.parent, d + 1 FROM stacks s JOIN up ON s.id = up.id"
+        "  WHERE s.parent IS NOT NULL AND d < 256)"
+        " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE '%functorch%vmap.py' LIMIT 1";
+    sqlite3_stmt *q = NULL;
+    int yes = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, tensor);
+        yes = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return yes;
+}

@@ -91,9 +91,11 @@ class FuncTransforms(unittest.TestCase):
         err = self.error_of(case)
         self.assertIn("modified by an inplace operation", err)
         if match:
-            self.assertTrue(f["matches_error"], f)
+            self.assertIs(f["matches_error"], True, f)
             m = re.search(r"\[torch\.\w+ \[([\d, ]*)\]\]", err)
-            self.assertEqual(f["saved"]["shape"], [int(x) for x in m.group(1).split(",")])
+            shown = [int(x) for x in m.group(1).split(",")]
+            # the shape PyTorch shows: the tensor's own, or (vmap) one sample's
+            self.assertEqual(f["saved"].get("error_shape", f["saved"]["shape"]), shown)
         return f
 
     def test_same_output_as_plain_run(self):
@@ -117,9 +119,17 @@ class FuncTransforms(unittest.TestCase):
 
     def test_vmap_of_grad(self):
         # the trace holds the batched tensor the ops ran on ([3, 4]); PyTorch's
-        # message names the per-sample one ([4])
-        f = self.check("vmap", "LogSoftmaxBackward0", "result", "logp", match=False)
+        # message names the per-sample one ([4]): it matches, and both shapes
+        # are shown, explained
+        f = self.check("vmap", "LogSoftmaxBackward0", "result", "logp")
         self.assertEqual(f["saved"]["shape"], [3, 4])
+        self.assertEqual(f["saved"]["error_shape"], [4])
+        self.assertIn("matches the error PyTorch raised (its message shows [4], one vmap "
+                      "sample; the trace holds the batched [3,4])", self.text)
+        # no other finding gets one
+        for case in ("grad", "vjp", "jacrev", "helper"):
+            for g in self.findings(case):
+                self.assertNotIn("error_shape", g["saved"], g)
 
     def test_text_names_the_line(self):
         for case, name, op in (("grad", "probs", "mul_"), ("vjp", "act", "clamp_"),
@@ -133,8 +143,7 @@ class FuncTransforms(unittest.TestCase):
         # the tensor the node saved is the tensor the ops wrote (one id, one
         # counter) and the tensor the mode saw as the op's output
         for case, node in (("grad", "SoftmaxBackward0"), ("vmap", "LogSoftmaxBackward0")):
-            f = self.check(case, node, "result", {"grad": "probs", "vmap": "logp"}[case],
-                           match=case != "vmap")
+            f = self.check(case, node, "result", {"grad": "probs", "vmap": "logp"}[case])
             tensor = f["saved"]["tensor"]
             made = gtutil.one(self.db, "SELECT o.stack FROM tensors t JOIN ops o"
                                        " ON o.seq = t.created_by WHERE t.id = ?", tensor)
