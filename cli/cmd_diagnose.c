@@ -137,6 +137,27 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
                  "i", bw);
 }
 
+/* "true" if code compiled with torch.compile ran eagerly while recording
+ * (the dispatch adapter's case: TorchDynamo does not compile under a
+ * dispatch mode): a recorded op's user frame lies inside a frame of
+ * TorchDynamo's eval_frame.py, i.e. the compiled function's own Python ran.
+ * Ops of a compiled graph have no user frame inside it. */
+static char *compiled_eager_json(qdb *db, int *rc)
+{
+    return qtext(db, rc,
+                 "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
+                 " UNION ALL SELECT up.start, s.parent, up.d + 1 FROM stacks s"
+                 " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
+                 " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
+                 " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
+                 " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
+                 " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+                 " JOIN strings sf ON sf.id = f.file)"
+                 " SELECT CASE WHEN EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
+                 " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
+                 "");
+}
+
 static char *names_json(qdb *db, int *rc, int64_t tensor)
 {
     return qtext(db, rc, "SELECT json_group_array(text) FROM (" GT__NAMES_SQL ")", "i",
@@ -991,7 +1012,8 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_findings *fs = NULL;
     qdb db = {0};
     char err[1024];
-    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *doc = NULL, **docs = NULL;
+    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
+         **docs = NULL;
 
     optind = 0;
     opterr = 0;
@@ -1059,15 +1081,18 @@ int gt_cmd_diagnose(int argc, char **argv)
     ejson = error_json(&db, &rc);
     if (!rc)
         ojson = outside_json(&db, &rc, (int64_t)backward);
+    if (!rc)
+        cjson = compiled_eager_json(&db, &rc);
     if (!rc && fjson)
         doc = qtext(&db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
                     " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
                     " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
-                    " 'outside_recording', json(coalesce(?8, '[]')))",
-                    "ssssisss", path, tf(gt_trace_partial(t)), ejson, fjson,
+                    " 'outside_recording', json(coalesce(?8, '[]')),"
+                    " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
+                    "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
                     (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-                    broken[0] ? broken : NULL, ojson);
+                    broken[0] ? broken : NULL, ojson, cjson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -1078,6 +1103,12 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+        if (cjson && !strcmp(cjson, "true"))
+            printf("%snote:%s torch.compile'd code ran eagerly while recording (TorchDynamo "
+                   "does not compile under the dispatch mode gradtrace records with): the "
+                   "findings are about the eager run; a bug only the compiled code has is "
+                   "not in the trace\n",
+                   color ? ansi.yellow : plain.yellow, color ? ansi.reset : plain.reset);
         print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, ojson, docs,
                    fs->n);
     }
@@ -1096,6 +1127,7 @@ out:
     free(fjson);
     free(ejson);
     free(ojson);
+    free(cjson);
     free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
     qdb_release(&db);
