@@ -14,6 +14,7 @@
 
 #include "cmd.h"
 #include "multi.h"
+#include "pymsg.h"
 #include "diagnose.h"
 #include "replay.h"
 #include "strbuf.h"
@@ -112,7 +113,9 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
 
 /* The backward calls (all, or only `bw`) that ran nodes whose forward ran
  * before recording started: nodes no recorded op made (not accumulators),
- * first seen once the call began. What changed their saved tensors before
+ * first seen once the call began; not a torch.func transform's own call
+ * (its forward ran inside the same transform call, whose nodes the ops
+ * under it do not make). What changed their saved tensors before
  * recording started cannot be in the trace, so a run diagnosed clean is
  * only clean for what the recording saw: a JSON array of {backward,
  * location, nodes, first}, for a note in the text. */
@@ -126,8 +129,33 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
                  " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
                  "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
                  "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
-                 " WHERE ?1 = 0 OR b.id = ?1 GROUP BY b.id ORDER BY b.id)",
+                 " WHERE (?1 = 0 OR b.id = ?1) AND NOT EXISTS (SELECT 1 FROM stacks k"
+                 "  JOIN frames f ON f.id = k.frame JOIN strings sf ON sf.id = f.file"
+                 "  WHERE k.id = b.stack AND (sf.text LIKE '%/_functorch/%'"
+                 "  OR sf.text LIKE '%/functorch/_src/%'))"
+                 " GROUP BY b.id ORDER BY b.id)",
                  "i", bw);
+}
+
+/* "true" if code compiled with torch.compile ran eagerly while recording
+ * (the dispatch adapter's case: TorchDynamo does not compile under a
+ * dispatch mode): a recorded op's user frame lies inside a frame of
+ * TorchDynamo's eval_frame.py, i.e. the compiled function's own Python ran.
+ * Ops of a compiled graph have no user frame inside it. */
+static char *compiled_eager_json(qdb *db, int *rc)
+{
+    return qtext(db, rc,
+                 "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
+                 " UNION ALL SELECT up.start, s.parent, up.d + 1 FROM stacks s"
+                 " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
+                 " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
+                 " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
+                 " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
+                 " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+                 " JOIN strings sf ON sf.id = f.file)"
+                 " SELECT CASE WHEN EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
+                 " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
+                 "");
 }
 
 static char *names_json(qdb *db, int *rc, int64_t tensor)
@@ -443,6 +471,29 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         (int64_t)f->matches_error, f->other_backward, other_loc,
         f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name,
         f->written);
+    if (out && f->error_seq && f->matches_error == 1 && f->tensor) {
+        /* Under vmap PyTorch's message shows one sample's shape, the trace
+         * the batched tensor: both are shown ('saved.error_shape'). */
+        char *msg = qtext(db, rc, "SELECT message FROM errors WHERE seq = ?1", "i",
+                          f->error_seq);
+        gt_pymsg m;
+        if (msg) {
+            gt__pymsg_parse(msg, &m);
+            char *with = m.has_versions
+                             ? qtext(db, rc,
+                                     "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''),"
+                                     " ']', '') FROM tensors WHERE id = ?2) != ?3 THEN"
+                                     " json_set(?1, '$.saved.error_shape', json('[' || ?3 ||"
+                                     " ']')) ELSE ?1 END",
+                                     "sis", out, f->tensor, m.shape)
+                             : NULL;
+            if (with) {
+                free(out);
+                out = with;
+            }
+        }
+        free(msg);
+    }
     if (out && inner_loc) {
         char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
                            "ss", out, inner_loc);
@@ -810,10 +861,17 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
     } else if (strcmp(ftf, "1") != 0 && match[0])
         fprintf(o, "    %-11s %snot the one PyTorch raised: it stops at the first stale "
                    "tensor%s\n", "error", st->dim, st->reset);
-    else if (!strcmp(match, "1"))
-        fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
-                st->reset);
-    else if (!strcmp(match, "0"))
+    else if (!strcmp(match, "1")) {
+        char *es = jx(db, doc, "$.saved.error_shape");
+        if (es[0])
+            fprintf(o, "    %-11s %smatches the error PyTorch raised%s (its message shows "
+                       "%s, one vmap sample; the trace holds the batched %s)\n", "error",
+                    st->green, st->reset, es, shape);
+        else
+            fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
+                    st->reset);
+        free(es);
+    } else if (!strcmp(match, "0"))
         fprintf(o, "    %-11s %sdoes not match the error PyTorch raised%s\n", "error",
                 st->yellow, st->reset);
     if (sugg[0])
@@ -954,7 +1012,8 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_findings *fs = NULL;
     qdb db = {0};
     char err[1024];
-    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *doc = NULL, **docs = NULL;
+    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
+         **docs = NULL;
 
     optind = 0;
     opterr = 0;
@@ -1022,15 +1081,18 @@ int gt_cmd_diagnose(int argc, char **argv)
     ejson = error_json(&db, &rc);
     if (!rc)
         ojson = outside_json(&db, &rc, (int64_t)backward);
+    if (!rc)
+        cjson = compiled_eager_json(&db, &rc);
     if (!rc && fjson)
         doc = qtext(&db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
                     " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
                     " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
-                    " 'outside_recording', json(coalesce(?8, '[]')))",
-                    "ssssisss", path, tf(gt_trace_partial(t)), ejson, fjson,
+                    " 'outside_recording', json(coalesce(?8, '[]')),"
+                    " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
+                    "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
                     (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-                    broken[0] ? broken : NULL, ojson);
+                    broken[0] ? broken : NULL, ojson, cjson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -1041,6 +1103,12 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+        if (cjson && !strcmp(cjson, "true"))
+            printf("%snote:%s torch.compile'd code ran eagerly while recording (TorchDynamo "
+                   "does not compile under the dispatch mode gradtrace records with): the "
+                   "findings are about the eager run; a bug only the compiled code has is "
+                   "not in the trace\n",
+                   color ? ansi.yellow : plain.yellow, color ? ansi.reset : plain.reset);
         print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, ojson, docs,
                    fs->n);
     }
@@ -1059,6 +1127,7 @@ out:
     free(fjson);
     free(ejson);
     free(ojson);
+    free(cjson);
     free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
     qdb_release(&db);

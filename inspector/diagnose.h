@@ -133,6 +133,15 @@ struct sqlite3;
 int gt__diagnose_silent(struct sqlite3 *db, int64_t only, gt_findings *f, char *err,
                         size_t errlen);
 
+/* 1 if the node that saved row `saved_seq` (saved_tensors.seq) never reads
+ * it in its backward (BatchNorm's running statistics in training mode), so
+ * a write to it is no silent write (silent.c). */
+int gt__dx_slot_unread(struct sqlite3 *db, int64_t saved_seq);
+
+/* 1 if tensor `tensor` (tensors.id) was made under torch.func's vmap, whose
+ * messages show one sample's shape (silent.c). */
+int gt__dx_under_vmap(struct sqlite3 *db, int64_t tensor);
+
 /* Free findings; accepts NULL. */
 void gt_findings_free(gt_findings *f);
 

@@ -256,3 +256,54 @@ out:
     sqlite3_finalize(st);
     return rc;
 }
+
+/* Saved slots a node's backward does not read, by the node's name and a
+ * condition on its other saved tensors. A write nobody reads is no silent
+ * write: BatchNorm saves its running statistics, and in training mode (its
+ * saved batch mean `result1` has elements) its backward uses the batch's
+ * statistics instead (native_batch_norm_backward and the cuDNN, MIOpen and
+ * with-update variants), so DDP's per-forward buffer broadcast into them
+ * between two forwards and one backward changes nothing backward reads. */
+static const char sql_unread[] =
+    "SELECT 1 FROM saved_tensors st JOIN strings sl ON sl.id = st.slot"
+    " JOIN nodes n ON n.id = st.node JOIN strings nn ON nn.id = n.name"
+    " WHERE st.seq = ?1 AND sl.text IN ('running_mean', 'running_var')"
+    "  AND nn.text LIKE '%BatchNorm%Backward%'"
+    "  AND EXISTS (SELECT 1 FROM saved_tensors r JOIN strings rs ON rs.id = r.slot"
+    "   JOIN tensors t ON t.id = r.tensor WHERE r.node = st.node AND rs.text = 'result1'"
+    "   AND json_valid(t.shape) AND json_array_length(t.shape) > 0"
+    "   AND NOT EXISTS (SELECT 1 FROM json_each(t.shape) WHERE value = 0))";
+
+int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq)
+{
+    sqlite3_stmt *q = NULL;
+    int unread = 0;
+    if (sqlite3_prepare_v2(db, sql_unread, -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, saved_seq);
+        unread = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return unread;
+}
+
+/* 1 if tensor `tensor` was made by an op run under torch.func's vmap (a
+ * frame of its vmap implementation on the op's stack: torch/_functorch/ in
+ * 2.x, the functorch package's _src in 1.13). */
+int gt__dx_under_vmap(sqlite3 *db, int64_t tensor)
+{
+    static const char sql[] =
+        "WITH RECURSIVE up(id, d) AS (SELECT o.stack, 0 FROM tensors t JOIN ops o"
+        "  ON o.seq = t.created_by WHERE t.id = ?1"
+        " UNION ALL SELECT s.parent, d + 1 FROM stacks s JOIN up ON s.id = up.id"
+        "  WHERE s.parent IS NOT NULL AND d < 256)"
+        " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE '%functorch%vmap.py' LIMIT 1";
+    sqlite3_stmt *q = NULL;
+    int yes = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, tensor);
+        yes = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return yes;
+}

@@ -88,6 +88,21 @@ static void test_written(void **state)
     assert_string_equal(small, "");
 }
 
+static void test_shape_fits(void **state)
+{
+    (void)state;
+    assert_true(gt__pymsg_shape_fits("3,4", "3,4", 0));
+    assert_false(gt__pymsg_shape_fits("3,4", "4", 0));
+    assert_true(gt__pymsg_shape_fits("3,4", "4", 1));   /* vmap, in_dims=0 */
+    assert_true(gt__pymsg_shape_fits("4,3", "4", 1));   /* in_dims=1 */
+    assert_true(gt__pymsg_shape_fits("2,3,4", "4", 1)); /* nested vmap */
+    assert_true(gt__pymsg_shape_fits("3,4", "", 1));    /* a sample's scalar */
+    assert_false(gt__pymsg_shape_fits("3,4", "5", 1));
+    assert_false(gt__pymsg_shape_fits("3,4", "4,3", 1));
+    assert_false(gt__pymsg_shape_fits("4", "3,4", 1));
+    assert_false(gt__pymsg_shape_fits("3,x", "3", 1));
+}
+
 static void test_assigns_mentions_comments(void **state)
 {
     (void)state;
@@ -175,6 +190,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_target),
         cmocka_unit_test(test_written),
+        cmocka_unit_test(test_shape_fits),
         cmocka_unit_test(test_assigns_mentions_comments),
         cmocka_unit_test(test_messages),
     };

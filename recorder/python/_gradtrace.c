@@ -201,8 +201,11 @@ typedef struct Recorder {
     gt_id last_exec_id;      /* its last node_execs row's node */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
-    PyFrameObject *last_site, *last_user; /* capture_stack's last answer */
-    PyFrameObject *names_miss; /* user frame whose names matched nothing */
+    PyFrameObject *last_site, *last_user; /* capture_stack's last answer, held
+                                           * only while the frame surely runs */
+    uintptr_t last_site_addr; /* the last op's site, never dereferenced */
+    uintptr_t names_miss; /* user frame whose names matched nothing (address
+                           * only: holding it would keep its locals alive) */
     int names_miss_lasti;
     int last_lasti;
     gt_id last_stack;
@@ -357,13 +360,16 @@ static gt_id current_thread(Recorder *self)
 
 /* ---- torch.func wrappers ------------------------------------------------ */
 
-/* Look up, once, functorch's helpers (torch._C._functorch; none in 1.13). */
+/* Look up, once, functorch's helpers (torch._C._functorch, 1.13 too). */
 static void ft_lookup(Recorder *self)
 {
     if (self->ft_looked)
         return;
     self->ft_looked = 1;
-    PyObject *m = PyImport_ImportModule("torch._C._functorch");
+    /* (an attribute of torch._C; 1.13 does not register it as a module) */
+    PyObject *c = PyImport_ImportModule("torch._C");
+    PyObject *m = c ? PyObject_GetAttrString(c, "_functorch") : NULL;
+    Py_XDECREF(c);
     if (m) {
         self->ft_wrapped = PyObject_GetAttrString(m, "is_functorch_wrapped_tensor");
         self->ft_unwrap = PyObject_GetAttrString(m, "get_unwrapped");
@@ -521,7 +527,8 @@ static int code_flags(Recorder *self, PyCodeObject *co)
         for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
             Py_ssize_t at = PyUnicode_Find(file, dirs[i], 0, PY_SSIZE_T_MAX, 1);
             if (at >= 0)
-                kind |= CODE_FUNC;
+                /* (1.13's package lies outside torch/: engine code too) */
+                kind = CODE_ENGINE | CODE_FUNC;
             else if (at == -2)
                 PyErr_Clear();
         }
@@ -670,11 +677,24 @@ static PyFrameObject *current_site(Recorder *self, int *lasti)
     return f;
 }
 
+/* Outside a backward call nothing says the last op's frames still run once
+ * the op returned: holding them would keep their locals alive after they
+ * return (a guard object of Tensor.__repr__, a step's activations), which
+ * changes what the program does (torch 1.13's functorch then still sees its
+ * keys excluded). Their addresses stay, for comparison only. */
+static void release_frames(Recorder *self)
+{
+    Py_CLEAR(self->last_site);
+    Py_CLEAR(self->last_user);
+}
+
 /* The stack of an op called at `site` (borrowed). Consecutive ops from the
  * same live frame at the same instruction (the ops of one C++ call, all the
  * ops of a backward call) have the same callers: the last answer is reused.
- * We hold the frame, so its address cannot be reused meanwhile. Not for
- * generator frames, whose callers change between resumptions. */
+ * We hold the frame while an op or a backward call is in flight (it surely
+ * runs then), so its address cannot be reused meanwhile; release_frames
+ * lets it go after. Not for generator frames, whose callers change between
+ * resumptions. */
 static gt_id capture_stack(Recorder *self, PyFrameObject *site, int lasti,
                            PyFrameObject **user)
 {
@@ -688,14 +708,17 @@ static gt_id capture_stack(Recorder *self, PyFrameObject *site, int lasti,
     PyCodeObject *co = site ? PyFrame_GetCode(site) : NULL;
     int gen = co && (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR));
     Py_XDECREF(co);
-    if (site && !gen) {
+    if (site && !gen && (self->busy || self->in_backward)) {
         Py_XSETREF(self->last_site, (PyFrameObject *)Py_NewRef(site));
         Py_XSETREF(self->last_user, (PyFrameObject *)Py_XNewRef(uf));
+        self->last_site_addr = (uintptr_t)site;
         self->last_lasti = lasti;
         self->last_stack = stack;
     } else {
         Py_CLEAR(self->last_site);
         Py_CLEAR(self->last_user);
+        self->last_site_addr = (uintptr_t)site;
+        self->last_lasti = lasti;
     }
     if (user)
         *user = uf;
@@ -1838,7 +1861,7 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
     /* an optimizer step mutates dozens of parameters from one user line
      * whose frame names none of them: after a miss, that line is skipped */
     int lasti = PyFrame_GetLasti(uf);
-    if (uf == self->names_miss && lasti == self->names_miss_lasti)
+    if ((uintptr_t)uf == self->names_miss && lasti == self->names_miss_lasti)
         return;
     PyObject *base = NULL;
     TensorEnt *be = NULL;
@@ -1856,7 +1879,7 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
     if (globals != locals)
         found += names_in(self, globals, seq, t, te, base, be);
     if (!found) {
-        Py_XSETREF(self->names_miss, (PyFrameObject *)Py_NewRef(uf));
+        self->names_miss = (uintptr_t)uf;
         self->names_miss_lasti = lasti;
     }
     Py_XDECREF(locals);
@@ -2250,7 +2273,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         shallow = r == Py_False;
         Py_XDECREF(r);
         swallow(self);
-        if (shallow && site && site == self->last_site && lasti == self->last_lasti) {
+        if (shallow && site && (uintptr_t)site == self->last_site_addr &&
+            lasti == self->last_lasti) {
             /* autograd saving the previous op's output (same frame, same
              * instruction): bookkeeping, not the user's op */
             Py_DECREF(site);
@@ -2391,6 +2415,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     Py_XDECREF(site);
     scratch_give(self, sc);
     self->busy--;
+    if (!self->busy && !self->in_backward)
+        release_frames(self);
     return out;
 }
 
@@ -2499,7 +2525,6 @@ static void free_caches(Recorder *self)
     gt_map_clear(&self->threads);
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
-    Py_CLEAR(self->names_miss);
     Py_CLEAR(self->last_exec);
     clear_pending(self);
     if (self->retry)
@@ -2886,6 +2911,8 @@ static PyObject *Recorder_backward_end(PyObject *op, PyObject *args)
         return NULL;
     if (self->in_backward > 0 && id)
         self->in_backward--;
+    if (!self->in_backward && !self->busy)
+        release_frames(self);
     if (id && id == self->cur_backward) {
         self->cur_backward = 0;
         Py_CLEAR(self->last_exec);
@@ -3078,7 +3105,6 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->retry);
     Py_VISIT(self->last_site);
     Py_VISIT(self->last_user);
-    Py_VISIT(self->names_miss);
     Py_VISIT(self->module_type);
     Py_VISIT(self->current_node);
     Py_VISIT(self->ft_wrapped);
@@ -3107,7 +3133,6 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->retry);
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
-    Py_CLEAR(self->names_miss);
     Py_CLEAR(self->module_type);
     Py_CLEAR(self->current_node);
     Py_CLEAR(self->ft_wrapped);
