@@ -140,6 +140,8 @@ typedef struct repeat {
     size_t count;  /* repeats the drawn block stands for, itself included */
     size_t size;   /* nodes in the block */
     size_t hidden; /* nodes of the other repeats */
+    int64_t frame; /* the one line that made every drawn node of it, or 0 */
+    int sited;     /* its cluster's label holds that line */
 } repeat;
 
 typedef struct gedge {
@@ -1159,13 +1161,32 @@ static int plan_groups(builder *b)
     size_t n = 0;
     if (!frames)
         return oom(b);
+    /* A block drawn once whose nodes one line made (a module's call in a
+     * loop) is labelled with that line itself, its nodes with their names. */
+    for (size_t r = 0; r < b->nrepeats; r++)
+        b->repeats[r].frame = -1; /* no node seen yet */
+    for (size_t i = 0; i < b->nnodes; i++) {
+        gnode *g = &b->nodes[i];
+        if (!g->visible || !g->repeat || g->frame <= 0) /* a leaf has no line */
+            continue;
+        repeat *v = &b->repeats[g->repeat - 1];
+        if (v->frame == -1)
+            v->frame = g->frame > 0 ? g->frame : 0;
+        else if (v->frame != g->frame)
+            v->frame = 0;
+    }
+    for (size_t r = 0; r < b->nrepeats; r++)
+        if (b->repeats[r].frame < 0)
+            b->repeats[r].frame = 0;
     for (size_t i = 0; i < b->nnodes; i++)
-        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved)
+        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved &&
+            !(b->nodes[i].repeat && b->repeats[b->nodes[i].repeat - 1].frame))
             frames[n++] = b->nodes[i].frame;
     qsort(frames, n, sizeof *frames, cmp_i64);
     for (size_t i = 0; i < b->nnodes; i++) {
         gnode *g = &b->nodes[i];
-        if (!g->visible || g->frame <= 0 || g->keep_saved)
+        if (!g->visible || g->frame <= 0 || g->keep_saved ||
+            (g->repeat && b->repeats[g->repeat - 1].frame))
             continue;
         int64_t *hit = bsearch(&g->frame, frames, n, sizeof *frames, cmp_i64);
         /* the first and the last of the run of equal frames */
@@ -1192,31 +1213,41 @@ static int plan_groups(builder *b)
 }
 
 /* The cluster of the block drawn once for repeats number r (1-based),
- * labelled "×N". NULL when out of memory. */
-static Agraph_t *repeat_cluster(builder *b, size_t r)
+ * labelled "×N", and with the line that made it from the Q_NODE row in st
+ * when one line made every node drawn in it. NULL when out of memory. */
+static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
 {
     char name[48];
+    repeat *v = &b->repeats[r - 1];
+    int has_line = sqlite3_column_type(st, 2) != SQLITE_NULL;
     snprintf(name, sizeof name, "cluster_repeat%zu", r);
     Agraph_t *sub = agsubg(b->g, name, 0);
-    if (sub)
+    if (sub && (!v->frame || v->sited || !has_line))
         return sub;
-    if (!(sub = agsubg(b->g, name, 1)))
-        return NULL;
-    const repeat *v = &b->repeats[r - 1];
+    if (!sub) {
+        if (!(sub = agsubg(b->g, name, 1)))
+            return NULL;
+        set(sub, "style", "bold,rounded");
+        set(sub, "color", "steelblue");
+        set(sub, "fontcolor", "steelblue4");
+        set(sub, "fontsize", "14");
+        set(sub, "labeljust", "l");
+        set(sub, "class", "gt-repeat");
+    }
+    /* the label, with the line once a node that has one comes (the
+     * block's first node may be a leaf) */
     gt_strbuf_reset(&b->tmp);
     gt_strbuf_addf(&b->tmp, "\xc3\x97%zu", v->count);
     sb_br(&b->tmp);
     gt_strbuf_addf(&b->tmp, "%zu nodes drawn once for %zu repeats (%zu hidden)", v->size,
                    v->count, v->hidden);
+    if (v->frame && has_line) {
+        describe_site_to(&b->tmp, st, 2, 1);
+        v->sited = 1;
+    }
     if (b->tmp.oom)
         return NULL;
     set(sub, "label", gt_strbuf_str(&b->tmp));
-    set(sub, "style", "bold,rounded");
-    set(sub, "color", "steelblue");
-    set(sub, "fontcolor", "steelblue4");
-    set(sub, "fontsize", "14");
-    set(sub, "labeljust", "l");
-    set(sub, "class", "gt-repeat");
     return sub;
 }
 
@@ -1229,7 +1260,7 @@ static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
     if (b->nodes[i].repeat) {
         snprintf(name, sizeof name, "cluster_line%lld_repeat%zu",
                  (long long)b->nodes[i].frame, b->nodes[i].repeat);
-        if (!(parent = repeat_cluster(b, b->nodes[i].repeat)))
+        if (!(parent = repeat_cluster(b, b->nodes[i].repeat, st)))
             return NULL;
     } else {
         snprintf(name, sizeof name, "cluster_line%lld", (long long)b->nodes[i].frame);
@@ -1305,11 +1336,12 @@ static int draw_node(builder *b, size_t i)
                 rc = oom(b);
         } else {
             if (n->repeat) {
-                Agraph_t *sub = repeat_cluster(b, n->repeat);
+                Agraph_t *sub = repeat_cluster(b, n->repeat, st);
                 if (!sub || !agsubnode(sub, n->an, 1))
                     rc = oom(b);
             }
-            describe_site(b, st, 2);
+            if (!n->repeat || !b->repeats[n->repeat - 1].frame)
+                describe_site(b, st, 2);
         }
         set_tooltip_site(b, n->an, st, 2);
     } else if (step == SQLITE_DONE) {

@@ -580,6 +580,9 @@ static void test_repeats_drawn_once(void **state)
     assert_null(node(d, "n48"));
     assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97" "48\n");
     assert_contains(repeat_label(d, "cluster_repeat1"), "48 hidden");
+    /* one line made the block: the cluster says it, the node its name */
+    assert_contains(repeat_label(d, "cluster_repeat1"), "chain.py:7\ny = f(y)");
+    assert_string_equal(label_of(d, "n49"), "SinBackward0");
     Agraph_t *block = agsubg(d, (char *)"cluster_repeat1", 0);
     assert_non_null(block);
     assert_non_null(agsubnode(block, node(d, "n49"), 0));
