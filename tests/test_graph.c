@@ -549,6 +549,62 @@ static void test_focus_hops(void **state)
     gt_graph_free(g);
 }
 
+/* A loss over a Cat of 60 time steps, each step a chain of 5 nodes, every
+ * node made by its own line (no repeats): ring 2 (60 nodes) is wider than
+ * the screen budget, so the default drawing takes the Cat's first 3 inputs
+ * and follows each down its chain, instead of stopping at the Cat. */
+static void test_wide_ring_in_part(void **state)
+{
+    (void)state;
+    tb t;
+    tb_open(&t, "wide_ring.db");
+    int line = 1;
+    tb_node(&t, 1, "MseLossBackward0", tb_op(&t, "aten::mse_loss",
+                                              tb_stack(&t, "/home/u/w.py", line++, "l")), 0);
+    tb_node(&t, 2, "CatBackward0", tb_op(&t, "aten::cat",
+                                          tb_stack(&t, "/home/u/w.py", line++, "c")), 0);
+    tb_edge(&t, 1, 0, 2);
+    for (int k = 0; k < 60; k++) {
+        gt_id prev = 2;
+        for (int m = 0; m < 6; m++) {
+            gt_id id = 100 + k * 10 + m;
+            gt_id st = tb_stack(&t, "/home/u/w.py", line++, "s");
+            tb_node(&t, id, m ? "MulBackward0" : "AddmmBackward0", tb_op(&t, "aten::x", st),
+                    0);
+            tb_edge(&t, prev, m ? 0 : k, id);
+            prev = id;
+        }
+    }
+    tb_tensor(&t, 99, 0, NULL, 0);
+    tb_backward(&t, 99, 1, 1);
+    tb_close(&t);
+
+    gt_graph *g = build(t.path, NULL);
+    Agraph_t *d = reparse(g);
+    assert_int_equal(gt_graph_nodes_total(g), 2 + 60 * 6);
+    /* root, Cat, then 3 steps of 6 nodes each */
+    assert_int_equal(gt_graph_nodes_drawn(g), 2 + 3 * 6);
+    for (int k = 0; k < 3; k++)
+        for (int m = 0; m < 6; m++) {
+            char nm[16];
+            set_name(nm, sizeof nm, "n", 100 + k * 10 + m);
+            assert_non_null(node(d, nm));
+        }
+    assert_null(node(d, "n130"));
+    assert_string_equal(label_of(d, "more_in_n2"), "\xe2\x8b\xaf 57 more inputs");
+    assert_contains(shown(agget(d, (char *)"label")),
+                    "20 of 362 autograd nodes: 1 hop around 1 root, then 3 of each "
+                    "node's neighbours 6 hops further");
+    agclose(d);
+    gt_graph_free(g);
+
+    /* --hops is obeyed as given */
+    gt_graph_options o = {.hops = 1};
+    g = build(t.path, &o);
+    assert_int_equal(gt_graph_nodes_drawn(g), 2);
+    gt_graph_free(g);
+}
+
 /* The block drawn once for repeats `name` (cluster_repeatN): its label. */
 static const char *repeat_label(Agraph_t *g, const char *name)
 {
@@ -1066,6 +1122,7 @@ int main(void)
         cmocka_unit_test(test_seed_without_findings),
         cmocka_unit_test(test_focus_hops),
         cmocka_unit_test(test_repeats_drawn_once),
+        cmocka_unit_test(test_wide_ring_in_part),
         cmocka_unit_test(test_choose_backward),
         cmocka_unit_test(test_awkward_round_trip),
         cmocka_unit_test(test_png),
