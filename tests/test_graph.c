@@ -559,18 +559,18 @@ static void test_wide_ring_in_part(void **state)
     tb t;
     tb_open(&t, "wide_ring.db");
     int line = 1;
-    tb_node(&t, 1, "MseLossBackward0", tb_op(&t, "aten::mse_loss",
-                                              tb_stack(&t, "/home/u/w.py", line++, "l")), 0);
-    tb_node(&t, 2, "CatBackward0", tb_op(&t, "aten::cat",
-                                          tb_stack(&t, "/home/u/w.py", line++, "c")), 0);
+    gt_id st = tb_stack(&t, "/home/u/w.py", line++, "loss = mse(out, y)");
+    tb_node(&t, 1, "MseLossBackward0", tb_op(&t, "aten::mse_loss", st), 0);
+    st = tb_stack(&t, "/home/u/w.py", line++, "out = torch.cat(outs)");
+    tb_node(&t, 2, "CatBackward0", tb_op(&t, "aten::cat", st), 0);
     tb_edge(&t, 1, 0, 2);
     for (int k = 0; k < 60; k++) {
         gt_id prev = 2;
         for (int m = 0; m < 6; m++) {
             gt_id id = 100 + k * 10 + m;
-            gt_id st = tb_stack(&t, "/home/u/w.py", line++, "s");
-            tb_node(&t, id, m ? "MulBackward0" : "AddmmBackward0", tb_op(&t, "aten::x", st),
-                    0);
+            st = tb_stack(&t, "/home/u/w.py", line++, "s");
+            tb_node(&t, id, m ? "MulBackward0" : "AddmmBackward0",
+                    tb_op(&t, "aten::x", st), 0);
             tb_edge(&t, prev, m ? 0 : k, id);
             prev = id;
         }
