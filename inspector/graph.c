@@ -25,6 +25,9 @@
 #define WRAP_WIDTH 3  /* ... when no rank holds more nodes than this */
 #define FOLD_SLOTS 3  /* slots named in a node's "saves ..." line */
 #define BREADTH 3     /* neighbours a node of a too-wide ring draws */
+#define REPEAT_MAX_BLOCK 512 /* nodes in a block drawn once for its repeats */
+#define REPEAT_MIN_HIDDEN 4  /* ... when its repeats hide at least this many */
+#define REPEAT_WORK 20000000 /* node comparisons spent finding repeats */
 
 
 /* ---- label text ------------------------------------------------------- */
@@ -122,8 +125,24 @@ typedef struct gnode {
     size_t nsaved; /* its saved tensors */
     int64_t frame; /* the user's frame of the op that created it, or 0 */
     int grouped;   /* 1: drawn in the cluster of its frame, label without it */
+    int collapsed; /* 1: a repeat of a block drawn once (twin: its copy there),
+                      or a leaf only such repeats use (twin: NO_TWIN) */
+    size_t twin;   /* the node drawn in its place: itself unless collapsed */
+    size_t repeat; /* 1 + index in builder.repeats of the block drawn once it
+                      belongs to, or 0 */
     Agnode_t *an;
 } gnode;
+
+#define NO_TWIN ((size_t)-1)
+
+/* A block of nodes repeated `count` times in a row, drawn once. */
+typedef struct repeat {
+    size_t count;  /* repeats the drawn block stands for, itself included */
+    size_t size;   /* nodes in the block */
+    size_t hidden; /* nodes of the other repeats */
+    int64_t frame; /* the one line that made every drawn node of it, or 0 */
+    int sited;     /* its cluster's label holds that line */
+} repeat;
 
 typedef struct gedge {
     size_t node, next; /* indexes: next feeds node */
@@ -138,6 +157,7 @@ enum {
     Q_PLAN,
     Q_OP,
     Q_BACKWARD,
+    Q_SIG,
     Q_COUNT
 };
 
@@ -172,6 +192,9 @@ static const char *const queries[Q_COUNT] = {
                    "LEFT JOIN stacks k ON k.id = b.stack "
                    "LEFT JOIN frames f ON f.id = k.user_frame "
                    "LEFT JOIN strings fs ON fs.id = f.file WHERE b.id = ?1",
+    [Q_SIG] = "SELECT n.name, k.user_frame, n.variable FROM nodes n "
+              "LEFT JOIN ops o ON o.seq = n.op "
+              "LEFT JOIN stacks k ON k.id = o.stack WHERE n.id = ?1",
 };
 
 typedef struct builder {
@@ -191,6 +214,10 @@ typedef struct builder {
     char *cwd; /* run.cwd, or NULL */
     int hops;  /* the focus radius drawn (adapted to the screen budget) */
     size_t partial_hops; /* rings beyond it drawn in part (BREADTH) */
+    int focused;         /* 1: focus hid nodes */
+    repeat *repeats;     /* blocks drawn once for repeats (collapse_repeats) */
+    size_t nrepeats;
+    size_t collapsed;    /* nodes they hide */
     int fold_saved;      /* 1: saved tensors listed in their node's label */
     size_t saved_folded; /* saved tensors not drawn as notes */
     char *err;
@@ -266,6 +293,7 @@ static int add_node(builder *b, int64_t id, size_t *idx)
     memset(n, 0, sizeof *n);
     n->id = id;
     n->dist = (size_t)-1;
+    n->twin = b->nnodes;
     *idx = b->nnodes++;
     return 0;
 }
@@ -441,6 +469,273 @@ static int walk(builder *b)
     return 0;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The default drawing's node budget: a screen's worth, and room under the
+ * layout limit for the notes and markers each node brings. */
+static size_t screen_budget(const builder *b)
+{
+    size_t limit =
+        b->opts->layout_limit ? b->opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    return GT_GRAPH_SCREEN_NODES < limit / 4 ? GT_GRAPH_SCREEN_NODES : limit / 4;
+}
+
+/* ---- repeated blocks -------------------------------------------------- */
+
+typedef struct nsig {
+    int64_t name, frame; /* strings.id of the node's name; its op's user frame */
+    int leaf;            /* accumulates into a leaf tensor */
+} nsig;
+
+typedef struct rctx {
+    const builder *b;
+    size_t *seq;  /* node indexes in creation order (nodes.id) */
+    size_t *rank; /* node index -> position in seq */
+    nsig *sig;    /* by position in seq */
+    size_t *off, *nx; /* inputs of each node index, in edge order (CSR) */
+    size_t work;  /* comparisons left */
+} rctx;
+
+static int sig_eq(const rctx *r, size_t x, size_t y)
+{
+    return r->sig[x].name == r->sig[y].name && r->sig[x].frame == r->sig[y].frame &&
+           r->sig[x].leaf == r->sig[y].leaf;
+}
+
+/* Are the p nodes from position a and those from position c the same
+ * block: the same names created by the same lines in the same order, each
+ * with as many inputs, an input inside its block at the same place in the
+ * other, one outside outside (where: a time step's input differs)? */
+static int same_block(rctx *r, size_t a, size_t c, size_t p)
+{
+    for (size_t j = 0; j < p; j++) {
+        size_t x = r->seq[a + j], y = r->seq[c + j];
+        if (r->work)
+            r->work--;
+        if (!sig_eq(r, a + j, c + j) ||
+            r->off[x + 1] - r->off[x] != r->off[y + 1] - r->off[y])
+            return 0;
+        for (size_t k = r->off[x], l = r->off[y]; k < r->off[x + 1]; k++, l++) {
+            size_t ix = r->rank[r->nx[k]] - a, iy = r->rank[r->nx[l]] - c;
+            int inx = r->rank[r->nx[k]] >= a && ix < p;
+            int iny = r->rank[r->nx[l]] >= c && iy < p;
+            if (inx != iny || (inx && ix != iy))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Collapse the run of `count` blocks of p nodes from position start: the
+ * blocks holding a root or a finding's node (keep) stay as they are; each
+ * stretch of two or more others is drawn once, as its block next to a kept
+ * one (the one before it, else the one after), else its first, the others
+ * mapped onto it. */
+static int collapse_run(builder *b, rctx *r, const unsigned char *keep, size_t start,
+                        size_t p, size_t count)
+{
+    size_t k = 0;
+    while (k < count) {
+        int kept = 0;
+        for (size_t j = 0; j < p && !kept; j++)
+            kept = keep[r->seq[start + k * p + j]];
+        if (kept) {
+            k++;
+            continue;
+        }
+        size_t a = k;
+        for (; k < count; k++) {
+            kept = 0;
+            for (size_t j = 0; j < p && !kept; j++)
+                kept = keep[r->seq[start + k * p + j]];
+            if (kept)
+                break;
+        }
+        size_t len = k - a;
+        if (len < 2 || (len - 1) * p < REPEAT_MIN_HIDDEN)
+            continue;
+        size_t rep = a == 0 && k < count ? k - 1 : a;
+        repeat *v = realloc(b->repeats, (b->nrepeats + 1) * sizeof *v);
+        if (!v)
+            return oom(b);
+        b->repeats = v;
+        v[b->nrepeats] = (repeat){.count = len, .size = p, .hidden = (len - 1) * p};
+        b->nrepeats++;
+        for (size_t m = a; m < k; m++) {
+            for (size_t j = 0; j < p; j++) {
+                gnode *g = &b->nodes[r->seq[start + m * p + j]];
+                if (m == rep) {
+                    g->repeat = b->nrepeats;
+                    continue;
+                }
+                g->collapsed = 1;
+                g->twin = r->seq[start + rep * p + j];
+            }
+        }
+        b->collapsed += (len - 1) * p;
+    }
+    return 0;
+}
+
+/* Repeated structure is drawn once (TensorBoard's series, an unrolled RNN
+ * folded back): in the default drawing of a graph larger than the screen
+ * budget, nodes are taken in creation order (nodes.id: a loop over time
+ * steps or over layers creates one block after another), and a run of two
+ * or more consecutive blocks that match (same_block) is drawn as one block
+ * in a cluster labelled "×N"; edges of the hidden repeats are drawn from and
+ * to their copies in it (one repeat feeding the next: a dashed edge back
+ * inside the block). Greedy from the first node: at each position, the
+ * block size (up to REPEAT_MAX_BLOCK) whose run covers the most nodes, the
+ * smallest on a tie; a block must hold more than leaves, and the repeats
+ * hidden at least REPEAT_MIN_HIDDEN nodes. A root's or a finding's node is
+ * never collapsed: its repeat is drawn as itself, the repeats on either side
+ * folded apart. A leaf that only hidden repeats use (each layer's own
+ * parameters) is hidden with them. */
+static int collapse_repeats(builder *b)
+{
+    const gt_findings *fs = b->opts->findings;
+    size_t n = b->nnodes;
+    rctx r = {.b = b, .work = REPEAT_WORK};
+    unsigned char *keep = NULL;
+    size_t *users = NULL, *hid = NULL, *via = NULL;
+    int64_t *ids = NULL;
+    int rc = 0;
+
+    if (b->opts->all || b->opts->hops >= 0 || n <= screen_budget(b))
+        return 0;
+    r.seq = malloc(n * sizeof *r.seq);
+    r.rank = malloc(n * sizeof *r.rank);
+    r.sig = malloc(n * sizeof *r.sig);
+    r.off = calloc(n + 1, sizeof *r.off);
+    r.nx = malloc((b->nedges + 1) * sizeof *r.nx);
+    keep = calloc(n, 1);
+    ids = malloc(n * sizeof *ids);
+    if (!r.seq || !r.rank || !r.sig || !r.off || !r.nx || !keep || !ids) {
+        rc = oom(b);
+        goto out;
+    }
+    /* creation order: node ids ascending (ids are unique) */
+    for (size_t i = 0; i < n; i++)
+        ids[i] = b->nodes[i].id;
+    qsort(ids, n, sizeof *ids, cmp_i64);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = node_index(b, ids[k]);
+        r.seq[k] = i;
+        r.rank[i] = k;
+    }
+    sqlite3_stmt *st = b->q[Q_SIG];
+    for (size_t k = 0; k < n; k++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, b->nodes[r.seq[k]].id);
+        int step = sqlite3_step(st);
+        r.sig[k] = (nsig){0};
+        if (step == SQLITE_ROW)
+            r.sig[k] = (nsig){.name = sqlite3_column_int64(st, 0),
+                              .frame = sqlite3_column_int64(st, 1),
+                              .leaf = sqlite3_column_int64(st, 2) > 0};
+        else if (step != SQLITE_DONE)
+            rc = sql_fail(b);
+        if (rc)
+            break;
+    }
+    sqlite3_reset(st);
+    if (rc)
+        goto out;
+    for (size_t e = 0; e < b->nedges; e++)
+        r.off[b->edges[e].node + 1]++;
+    for (size_t i = 0; i < n; i++)
+        r.off[i + 1] += r.off[i];
+    {
+        size_t *fill = calloc(n, sizeof *fill);
+        if (!fill) {
+            rc = oom(b);
+            goto out;
+        }
+        for (size_t e = 0; e < b->nedges; e++) {
+            size_t u = b->edges[e].node;
+            r.nx[r.off[u] + fill[u]++] = b->edges[e].next;
+        }
+        free(fill);
+    }
+    for (size_t i = 0; i < n; i++)
+        keep[i] = b->nodes[i].root != 0;
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        size_t idx = node_index(b, fs->v[i].node);
+        if (finding_here(b, &fs->v[i]) && idx != (size_t)-1)
+            keep[idx] = 1;
+    }
+    for (size_t i = 0; i < n && r.work;) {
+        size_t cover = 0, size = 0, count = 0;
+        size_t pmax = (n - i) / 2 < REPEAT_MAX_BLOCK ? (n - i) / 2 : REPEAT_MAX_BLOCK;
+        for (size_t p = 1; p <= pmax && r.work; p++) {
+            if (!sig_eq(&r, i, i + p))
+                continue;
+            size_t c = 1;
+            while (i + (c + 1) * p <= n && same_block(&r, i, i + c * p, p))
+                c++;
+            if (c >= 2 && c * p > cover) {
+                cover = c * p;
+                size = p;
+                count = c;
+            }
+        }
+        int inner = 0;
+        for (size_t j = 0; j < size && !inner; j++)
+            inner = !r.sig[i + j].leaf;
+        if (!cover || !inner) {
+            i++;
+            continue;
+        }
+        if ((rc = collapse_run(b, &r, keep, i, size, count)) != 0)
+            goto out;
+        i += cover;
+    }
+    if (!b->collapsed)
+        goto out;
+    /* leaves only hidden repeats use */
+    users = calloc(n, sizeof *users);
+    hid = calloc(n, sizeof *hid);
+    via = calloc(n, sizeof *via);
+    if (!users || !hid || !via) {
+        rc = oom(b);
+        goto out;
+    }
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].node, v = b->edges[e].next;
+        users[v]++;
+        if (b->nodes[u].collapsed && b->nodes[u].twin != NO_TWIN) {
+            hid[v]++;
+            via[v] = b->nodes[b->nodes[u].twin].repeat;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        gnode *g = &b->nodes[i];
+        if (g->collapsed || keep[i] || r.off[i + 1] != r.off[i] || !users[i] ||
+            hid[i] != users[i] || !via[i])
+            continue;
+        g->collapsed = 1;
+        g->twin = NO_TWIN;
+        b->repeats[via[i] - 1].hidden++;
+        b->collapsed++;
+    }
+out:
+    free(r.seq);
+    free(r.rank);
+    free(r.sig);
+    free(r.off);
+    free(r.nx);
+    free(keep);
+    free(ids);
+    free(users);
+    free(hid);
+    free(via);
+    return rc;
+}
+
 /* Mark the nodes to draw: all, or those within `hops` of the centre.
  *
  * Without --hops the drawing is sized for a screen: at most
@@ -455,11 +750,7 @@ static int focus(builder *b, size_t *centre_count)
     int explicit_hops = b->opts->hops >= 0;
     size_t max_dist = explicit_hops ? (size_t)b->opts->hops : GT_GRAPH_DEFAULT_HOPS;
     size_t *queue = NULL, *off = NULL, *adj = NULL, *per_dist = NULL, head = 0, tail = 0;
-    size_t limit =
-        b->opts->layout_limit ? b->opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
-    /* a screen's worth, and room under the layout limit for the notes and
-     * markers each node brings */
-    size_t budget = GT_GRAPH_SCREEN_NODES < limit / 4 ? GT_GRAPH_SCREEN_NODES : limit / 4;
+    size_t budget = screen_budget(b), live = b->nnodes - b->collapsed;
     int rc = 0;
 
     *centre_count = 0;
@@ -481,15 +772,15 @@ static int focus(builder *b, size_t *centre_count)
     }
     if (tail == 0) {
         /* No finding here: everything if it fits a screen, else the roots. */
-        if (b->nnodes <= budget) {
+        if (live <= budget) {
             for (size_t i = 0; i < b->nnodes; i++)
-                b->nodes[i].visible = 1;
+                b->nodes[i].visible = !b->nodes[i].collapsed;
             goto out;
         }
         if (!explicit_hops)
             max_dist = (size_t)-2; /* as far as the budget allows */
         for (size_t i = 0; i < b->nnodes; i++) {
-            if (b->nodes[i].root) {
+            if (b->nodes[i].root && !b->nodes[i].collapsed) {
                 b->nodes[i].dist = 0;
                 queue[tail++] = i;
             }
@@ -497,7 +788,8 @@ static int focus(builder *b, size_t *centre_count)
     }
     *centre_count = tail;
 
-    /* Undirected adjacency in CSR form. */
+    /* Undirected adjacency in CSR form, repeats drawn once taken as their
+     * copy in the block drawn (collapse_repeats). */
     off = calloc(b->nnodes + 1, sizeof *off);
     adj = malloc((2 * b->nedges + 1) * sizeof *adj);
     if (!off || !adj) {
@@ -505,8 +797,11 @@ static int focus(builder *b, size_t *centre_count)
         goto out;
     }
     for (size_t e = 0; e < b->nedges; e++) {
-        off[b->edges[e].node + 1]++;
-        off[b->edges[e].next + 1]++;
+        size_t u = b->nodes[b->edges[e].node].twin, v = b->nodes[b->edges[e].next].twin;
+        if (u == NO_TWIN || v == NO_TWIN || u == v)
+            continue;
+        off[u + 1]++;
+        off[v + 1]++;
     }
     for (size_t i = 0; i < b->nnodes; i++)
         off[i + 1] += off[i];
@@ -517,7 +812,10 @@ static int focus(builder *b, size_t *centre_count)
             goto out;
         }
         for (size_t e = 0; e < b->nedges; e++) {
-            size_t u = b->edges[e].node, v = b->edges[e].next;
+            size_t u = b->nodes[b->edges[e].node].twin;
+            size_t v = b->nodes[b->edges[e].next].twin;
+            if (u == NO_TWIN || v == NO_TWIN || u == v)
+                continue;
             adj[off[u] + fill[u]++] = v;
             adj[off[v] + fill[v]++] = u;
         }
@@ -565,6 +863,7 @@ static int focus(builder *b, size_t *centre_count)
             shown++;
         }
     b->hops = radius > INT32_MAX ? INT32_MAX : (int)radius;
+    b->focused = shown < live;
     /* A ring wider than the budget (a loss over a Cat of 39 time steps)
      * would stop the drawing at a node or two: the budget left goes, ring
      * after ring, to the first BREADTH neighbours of each drawn node one
@@ -591,6 +890,7 @@ static int focus(builder *b, size_t *centre_count)
                     b->partial_hops = b->nodes[v].dist - radius;
             }
         }
+        b->focused = shown < live;
     }
 out:
     free(queue);
@@ -735,12 +1035,6 @@ static int plan_saved(builder *b, size_t drawn)
     return 0;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* A group is drawn as one box over a range of ranks, so the groups must
  * not form a cycle once each is taken as one node: a Python loop's lines
  * (`y = conv(h)` then `h = act(bn(y))`, ten times) interleave, and dot
@@ -780,7 +1074,8 @@ static int ungroup_cycles(builder *b)
         if (!b->nodes[i].grouped)
             continue;
         for (size_t j = 0; j < i; j++) {
-            if (b->nodes[j].grouped && b->nodes[j].frame == b->nodes[i].frame) {
+            if (b->nodes[j].grouped && b->nodes[j].frame == b->nodes[i].frame &&
+                b->nodes[j].repeat == b->nodes[i].repeat) {
                 rep[i] = j;
                 break;
             }
@@ -866,33 +1161,114 @@ static int plan_groups(builder *b)
     size_t n = 0;
     if (!frames)
         return oom(b);
+    /* A block drawn once whose nodes one line made (a module's call in a
+     * loop) is labelled with that line itself, its nodes with their names. */
+    for (size_t r = 0; r < b->nrepeats; r++)
+        b->repeats[r].frame = -1; /* no node seen yet */
+    for (size_t i = 0; i < b->nnodes; i++) {
+        gnode *g = &b->nodes[i];
+        if (!g->visible || !g->repeat || g->frame <= 0) /* a leaf has no line */
+            continue;
+        repeat *v = &b->repeats[g->repeat - 1];
+        if (v->frame == -1)
+            v->frame = g->frame > 0 ? g->frame : 0;
+        else if (v->frame != g->frame)
+            v->frame = 0;
+    }
+    for (size_t r = 0; r < b->nrepeats; r++)
+        if (b->repeats[r].frame < 0)
+            b->repeats[r].frame = 0;
     for (size_t i = 0; i < b->nnodes; i++)
-        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved)
+        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved &&
+            !(b->nodes[i].repeat && b->repeats[b->nodes[i].repeat - 1].frame))
             frames[n++] = b->nodes[i].frame;
     qsort(frames, n, sizeof *frames, cmp_i64);
     for (size_t i = 0; i < b->nnodes; i++) {
         gnode *g = &b->nodes[i];
-        if (!g->visible || g->frame <= 0 || g->keep_saved)
+        if (!g->visible || g->frame <= 0 || g->keep_saved ||
+            (g->repeat && b->repeats[g->repeat - 1].frame))
             continue;
         int64_t *hit = bsearch(&g->frame, frames, n, sizeof *frames, cmp_i64);
         /* the first and the last of the run of equal frames */
         g->grouped = hit && ((hit > frames && hit[-1] == g->frame) ||
                              (hit + 1 < frames + n && hit[1] == g->frame));
     }
+    /* A line's nodes inside a block drawn once for repeats and outside it
+     * make two groups (one inside the block's cluster); one node alone in
+     * either keeps its full label. */
+    for (size_t i = 0; i < b->nnodes && b->collapsed; i++) {
+        gnode *g = &b->nodes[i];
+        size_t same = 0;
+        for (size_t j = 0; j < b->nnodes && g->grouped && same < 2; j++)
+            same += b->nodes[j].grouped && b->nodes[j].frame == g->frame &&
+                    b->nodes[j].repeat == g->repeat;
+        if (g->grouped && same < 2)
+            g->grouped = 2; /* ungrouped below, once every count is made */
+    }
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (b->nodes[i].grouped == 2)
+            b->nodes[i].grouped = 0;
     free(frames);
     return ungroup_cycles(b);
+}
+
+/* The cluster of the block drawn once for repeats number r (1-based),
+ * labelled "×N", and with the line that made it from the Q_NODE row in st
+ * when one line made every node drawn in it. NULL when out of memory. */
+static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
+{
+    char name[48];
+    repeat *v = &b->repeats[r - 1];
+    int has_line = sqlite3_column_type(st, 2) != SQLITE_NULL;
+    snprintf(name, sizeof name, "cluster_repeat%zu", r);
+    Agraph_t *sub = agsubg(b->g, name, 0);
+    if (sub && (!v->frame || v->sited || !has_line))
+        return sub;
+    if (!sub) {
+        if (!(sub = agsubg(b->g, name, 1)))
+            return NULL;
+        set(sub, "style", "bold,rounded");
+        set(sub, "color", "steelblue");
+        set(sub, "fontcolor", "steelblue4");
+        set(sub, "fontsize", "14");
+        set(sub, "labeljust", "l");
+        set(sub, "class", "gt-repeat");
+    }
+    /* the label, with the line once a node that has one comes (the
+     * block's first node may be a leaf) */
+    gt_strbuf_reset(&b->tmp);
+    gt_strbuf_addf(&b->tmp, "\xc3\x97%zu", v->count);
+    sb_br(&b->tmp);
+    gt_strbuf_addf(&b->tmp, "%zu nodes drawn once for %zu repeats (%zu hidden)", v->size,
+                   v->count, v->hidden);
+    if (v->frame && has_line) {
+        describe_site_to(&b->tmp, st, 2, 1);
+        v->sited = 1;
+    }
+    if (b->tmp.oom)
+        return NULL;
+    set(sub, "label", gt_strbuf_str(&b->tmp));
+    return sub;
 }
 
 /* The cluster of node i's frame, made on first use and labelled from the
  * Q_NODE row in st. NULL when out of memory. */
 static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
 {
-    char name[48];
-    snprintf(name, sizeof name, "cluster_line%lld", (long long)b->nodes[i].frame);
-    Agraph_t *sub = agsubg(b->g, name, 0);
+    char name[64];
+    Agraph_t *parent = b->g;
+    if (b->nodes[i].repeat) {
+        snprintf(name, sizeof name, "cluster_line%lld_repeat%zu",
+                 (long long)b->nodes[i].frame, b->nodes[i].repeat);
+        if (!(parent = repeat_cluster(b, b->nodes[i].repeat, st)))
+            return NULL;
+    } else {
+        snprintf(name, sizeof name, "cluster_line%lld", (long long)b->nodes[i].frame);
+    }
+    Agraph_t *sub = agsubg(parent, name, 0);
     if (sub)
         return sub;
-    if (!(sub = agsubg(b->g, name, 1)))
+    if (!(sub = agsubg(parent, name, 1)))
         return NULL;
     gt_strbuf_reset(&b->tmp);
     describe_site_to(&b->tmp, st, 2, 0);
@@ -959,7 +1335,13 @@ static int draw_node(builder *b, size_t i)
             if (!sub || !agsubnode(sub, n->an, 1))
                 rc = oom(b);
         } else {
-            describe_site(b, st, 2);
+            if (n->repeat) {
+                Agraph_t *sub = repeat_cluster(b, n->repeat, st);
+                if (!sub || !agsubnode(sub, n->an, 1))
+                    rc = oom(b);
+            }
+            if (!n->repeat || !b->repeats[n->repeat - 1].frame)
+                describe_site(b, st, 2);
         }
         set_tooltip_site(b, n->an, st, 2);
     } else if (step == SQLITE_DONE) {
@@ -1376,12 +1758,14 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
     sb_br(&b->lab);
     if (drawn == b->nnodes)
         gt_strbuf_addf(&b->lab, "all %zu autograd nodes", b->nnodes);
+    else if (!b->focused)
+        gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes", drawn, b->nnodes);
     else
         gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes: %d %s around %zu %s", drawn,
                   b->nnodes, hops, hops == 1 ? "hop" : "hops", centre,
                   findings ? (centre == 1 ? "finding node" : "finding nodes")
                            : (centre == 1 ? "root" : "roots"));
-    if (drawn < b->nnodes && b->partial_hops)
+    if (b->focused && b->partial_hops)
         gt_strbuf_addf(&b->lab, ", then %d of each node's neighbours %zu %s further",
                        BREADTH, b->partial_hops, b->partial_hops == 1 ? "hop" : "hops");
     if (findings)
@@ -1391,9 +1775,23 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
     /* What was left out, and the option that shows it. */
     if (drawn < b->nnodes || b->saved_folded) {
         sb_br(&b->lab);
-        if (drawn < b->nnodes)
+        if (drawn < b->nnodes && !b->collapsed)
             gt_strbuf_addf(&b->lab, "%zu %s hidden (--all or a larger --hops draws them)",
                            b->nnodes - drawn, b->nnodes - drawn == 1 ? "node" : "nodes");
+        if (b->collapsed) {
+            gt_strbuf_addf(&b->lab,
+                           "%zu nodes hidden (--all draws them): %zu in repeats of ",
+                           b->nnodes - drawn, b->collapsed);
+            gt_strbuf_adds(&b->lab, b->nrepeats == 1 ? "a block" : "blocks");
+            gt_strbuf_adds(&b->lab, " drawn once (");
+            for (size_t r = 0; r < b->nrepeats && r < 4; r++)
+                gt_strbuf_addf(&b->lab, "%s\xc3\x97%zu", r ? ", " : "",
+                               b->repeats[r].count);
+            gt_strbuf_adds(&b->lab, b->nrepeats > 4 ? ", \xe2\x80\xa6)" : ")");
+            if (drawn + b->collapsed < b->nnodes)
+                gt_strbuf_addf(&b->lab, ", %zu beyond the focus",
+                               b->nnodes - drawn - b->collapsed);
+        }
         if (drawn < b->nnodes && b->saved_folded)
             gt_strbuf_adds(&b->lab, "; ");
         if (b->saved_folded)
@@ -1462,6 +1860,8 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
     }
     for (size_t e = 0; e < b->nedges; e++) {
         gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];
+        if (node->collapsed || next->collapsed)
+            continue;
         if (node->visible && next->visible) {
             Agedge_t *ae = mkedge(b->g, next->an, node->an);
             if (!ae)
@@ -1470,6 +1870,28 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             node->hidden_in++;
         } else if (next->visible) {
             next->hidden_out++;
+        }
+    }
+    /* The edges of repeats drawn once, from and to their copies, once each;
+     * one repeat feeding the next is an edge back inside the block (or a
+     * loop on a one-node block), dashed and not ranking it. */
+    for (size_t e = 0; e < b->nedges && b->collapsed; e++) {
+        gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];
+        if ((!node->collapsed && !next->collapsed) || node->twin == NO_TWIN ||
+            next->twin == NO_TWIN)
+            continue;
+        node = &b->nodes[node->twin];
+        next = &b->nodes[next->twin];
+        if (!node->visible || !next->visible || agedge(b->g, next->an, node->an, NULL, 0))
+            continue;
+        Agedge_t *ae = mkedge(b->g, next->an, node->an);
+        if (!ae)
+            return oom(b);
+        if (node->repeat && node->repeat == next->repeat) {
+            set(ae, "style", "dashed");
+            set(ae, "color", "steelblue");
+            set(ae, "constraint", "false");
+            set(ae, "class", "gt-recur");
         }
     }
     if ((rc = wrap_chains(b)) != 0)
@@ -1542,7 +1964,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
     }
     if ((rc = load_cwd(&b)) != 0 || (rc = pick_backward(&b)) != 0 ||
         (rc = seed_roots(&b)) != 0 || (rc = walk(&b)) != 0 ||
-        (rc = focus(&b, &centre)) != 0 || (rc = draw(&b, centre, &drawn, &findings)) != 0)
+        (rc = collapse_repeats(&b)) != 0 || (rc = focus(&b, &centre)) != 0 ||
+        (rc = draw(&b, centre, &drawn, &findings)) != 0)
         goto out;
     gr = calloc(1, sizeof *gr);
     if (!gr) {
@@ -1565,6 +1988,7 @@ out:
         agclose(b.g);
     free(b.nodes);
     free(b.edges);
+    free(b.repeats);
     gt_map_clear(&b.map);
     gt_strbuf_release(&b.lab);
     gt_strbuf_release(&b.tmp);

@@ -32,6 +32,18 @@
  * Focus: without `all`, only the nodes within `hops` edges (either direction)
  * of a finding's node are drawn; with no finding in the backward, the whole
  * graph if it is small enough to lay out, else the roots' neighbourhood.
+ * Without `hops`, a ring too wide for the screen budget is drawn in part:
+ * the first 3 neighbours of each drawn node, ring after ring, the rest
+ * marked "… N more".
+ *
+ * Repeats (the default drawing of a graph larger than the budget): a run
+ * of consecutive blocks of nodes, in creation order, with the same names
+ * made by the same lines and the same edges inside each block (an RNN's
+ * time steps, a stack of layers) is drawn once in a cluster
+ * [cluster_repeat<k>] ("gt-repeat") labelled "×N"; the hidden repeats'
+ * edges are drawn from and to their copies in it, one repeat feeding the
+ * next as a dashed edge back ("gt-recur"). A block holding a root or a
+ * finding's node is drawn as itself.
  *
  * Fitting a screen (the default drawing: no `all`, no `hops`): at most
  * GT_GRAPH_SCREEN_NODES autograd nodes; when nodes and saved-tensor notes
@@ -42,7 +54,8 @@
  * line, except a finding's node; long chains wrap into columns; and the
  * `size` attribute scales what is still larger down to
  * GT_GRAPH_SCREEN_WIDTH x GT_GRAPH_SCREEN_HEIGHT px. The title's last line
- * says what was left out and the option that shows it.
+ * says what was left out (in repeats, beyond the focus) and the option that
+ * shows it.
  */
 #ifndef GT_INSPECTOR_GRAPH_H
 #define GT_INSPECTOR_GRAPH_H

@@ -29,6 +29,7 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
 SCENARIOS = {
     "graph_chain": ("graph_chain.py",),
     "graph_wide": ("graph_wide.py",),
+    "graph_transformer": ("graph_transformer.py",),
 }
 MODELS = {
     "dcgan": ("dcgan.py",),
@@ -39,6 +40,13 @@ MODELS = {
                                  "--max-iter", "3"),
     "mnist": ("mnist.py",),
     "vae": ("vae.py",),
+}
+# models with repeated structure: nodes at least hidden in repeats drawn once
+MIN_FOLDED = {
+    "time_sequence_prediction": 1000,  # 1184 of 1260: 32 nodes x38
+    "graph_transformer": 400,          # 524 of 632: 52 nodes x11 (+ 2 x3)
+    "word_language_model_gru": 60,     # 84 of 174: two 14-node blocks x4
+    "graph_chain": 900,                # 954 of 962: 3 nodes x319
 }
 # (scenario, arguments): in-place mistakes whose backward raises
 BUGS = {
@@ -117,6 +125,13 @@ class Large(unittest.TestCase):
         drawn, total = int(m.group(1)), int(m.group(2))
         if drawn < total:
             self.assertIn("%d nodes hidden (--all" % (total - drawn), texts)
+            m = re.search(r"(\d+) in repeats of .*drawn once \(([^)]*)\)", texts)
+            folded = int(m.group(1)) if m else 0
+            m = re.search(r"(\d+) beyond the focus", texts)
+            beyond = int(m.group(1)) if m else 0
+            if folded:
+                # every hidden node is accounted for
+                self.assertEqual(drawn + folded + beyond, total, texts)
         return svg, texts
 
     def test_models_fit_a_screen(self):
@@ -160,16 +175,76 @@ class Large(unittest.TestCase):
             self.assertNotIn("cluster_line", f.read())
 
     def test_chain_says_what_is_left_out(self):
+        """The chain's 320 rounds of tanh, mul, add are drawn once, "×319"
+        (the first round differs: its input is a leaf), the repeats feeding
+        each other a dashed edge back; the title counts what was hidden.
+        With --hops, the nodes themselves, the chain wrapped into columns."""
         dot, cp = self.render("graph_chain", "dot")
-        self.assertIn("40 of 962 autograd nodes", cp.stdout)
+        self.assertIn("8 of 962 autograd nodes", cp.stdout)
         with open(dot) as f:
             text = f.read().replace("\\\n", "")  # cgraph's line continuations
-        self.assertIn("40 of 962 autograd nodes", text)
-        self.assertIn("922 nodes hidden", text)
+        self.assertIn("8 of 962 autograd nodes", text)
+        self.assertIn("954 nodes hidden (--all draws them): 954 in repeats of a block "
+                      "drawn once (\u00d7319)", text)
+        self.assertIn("subgraph cluster_repeat1", text)
+        self.assertIn("\u00d7319", text)
+        self.assertIn("gt-recur", text)
+        dot, cp = self.render("graph_chain", "dot", "--hops", "100")
+        with open(dot) as f:
+            text = f.read().replace("\\\n", "")
+        self.assertIn("101 of 962 autograd nodes", text)
+        self.assertIn("861 nodes hidden (--all or a larger --hops", text)
         self.assertIn("gt-more", text)
+        self.assertNotIn("cluster_repeat", text)
         # wrapped: the chain is cut into columns, each kept straight
         self.assertIn("constraint=false", text)
         self.assertIn("group=column1", text)
+
+    def test_repeats_drawn_once(self):
+        """An RNN unrolled over time steps (time_sequence_prediction's
+        LSTMCell loop, word_language_model's GRU), a 12-layer
+        TransformerEncoder: each repeated block is drawn once in a cluster
+        labelled "×N", the title says how many nodes the repeats hid, and
+        --all still draws every node. Figures (nodes drawn of total, hidden
+        in repeats): before, 40 of each with no repeat shown; after, see
+        MIN_FOLDED."""
+        for name, min_folded in MIN_FOLDED.items():
+            with self.subTest(name):
+                svg, texts = self.check_fits(name)
+                m = re.search(r"(\d+) in repeats of .*drawn once \(\u00d7(\d+)", texts)
+                self.assertTrue(m, texts)
+                self.assertGreaterEqual(int(m.group(1)), min_folded, texts)
+                self.assertGreaterEqual(int(m.group(2)), 2, texts)
+                root = ET.parse(svg).getroot()
+                clusters = [g for g in root.iter(SVG + "g")
+                            if "gt-repeat" in g.get("class", "").split()]
+                self.assertTrue(clusters, name)
+                label = " ".join(t.text or "" for t in clusters[0].iter(SVG + "text"))
+                self.assertRegex(label, r"\u00d7\d+")
+                dot, cp = self.render(name, "dot", "--all")
+                with open(dot) as f:
+                    text = f.read()
+                self.assertNotIn("cluster_repeat", text)
+                self.assertNotIn("in repeats", text)
+                m = re.search(r"(\d+) of (\d+) autograd nodes", cp.stdout)
+                self.assertEqual(m.group(1), m.group(2), cp.stdout)
+
+    def test_repeats_keep_findings(self):
+        """The in-place mistake in the middle of the chain: its round is
+        drawn as itself, the rounds on either side folded apart."""
+        dot, cp = self.render("chain_bug", "dot")
+        with open(dot) as f:
+            text = f.read().replace("\\\n", "")
+        self.assertIn("in repeats of blocks drawn once", text)
+        self.assertIn("gt-fail", text)
+        self.assertIn("gt-mutation", text)
+        # the failing node is outside every repeat cluster
+        fail = re.search(r"(n\d+)\s*\[[^\]]*gt-fail", text).group(1)
+        blocks = re.findall(r"subgraph cluster_repeat\d+ \{(.*?)\n\t\}", text, re.S)
+        self.assertTrue(blocks, text)
+        for block in blocks:
+            self.assertRegex(block, r"\bn\d+\b")
+            self.assertNotRegex(block, r"\b%s\b" % fail)
 
     def test_wide_ring_drawn_in_part(self):
         """time_sequence_prediction's loss reads a Cat of 39 time steps, which
@@ -181,7 +256,8 @@ class Large(unittest.TestCase):
         self.assertGreaterEqual(int(m.group(1)), 30, texts)
         self.assertRegex(texts, r"then 3 of each node.s neighbours \d+ hops? further")
         classes = svg_classes(svg)
-        self.assertGreaterEqual(len([k for k, c in classes.items() if "gt-node" in c]), 30)
+        nodes = [k for k, c in classes.items() if "gt-node" in c]
+        self.assertGreaterEqual(len(nodes), 30)
         # the Cat's other inputs are marked, not silently dropped
         self.assertRegex(texts, r"\d+ more inputs")
 
