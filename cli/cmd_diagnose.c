@@ -219,7 +219,8 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
             "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
             "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN 'true' "
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 "
+            "THEN 'true' "
             "ELSE 'false' END))",
             "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
             /* a swap recorded at its `.data =` line: a write with no op */
@@ -479,14 +480,12 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         gt_pymsg m;
         if (msg) {
             gt__pymsg_parse(msg, &m);
-            char *with = m.has_versions
-                             ? qtext(db, rc,
-                                     "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''),"
-                                     " ']', '') FROM tensors WHERE id = ?2) != ?3 THEN"
-                                     " json_set(?1, '$.saved.error_shape', json('[' || ?3 ||"
-                                     " ']')) ELSE ?1 END",
-                                     "sis", out, f->tensor, m.shape)
-                             : NULL;
+            static const char sql_es[] =
+                "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''), ']', '')"
+                " FROM tensors WHERE id = ?2) != ?3 THEN json_set(?1,"
+                " '$.saved.error_shape', json('[' || ?3 || ']')) ELSE ?1 END";
+            char *with = m.has_versions ? qtext(db, rc, sql_es, "sis", out, f->tensor, m.shape)
+                                        : NULL;
             if (with) {
                 free(out);
                 out = with;
@@ -684,15 +683,16 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
          * leaf's own names when they differ */
         char *ln = names_text(db, doc, "$.leaf.names");
         char *ex = jt(db, doc, "$.leaf.expression"), *vw = jx(db, doc, "$.view.origin.seq");
-        if (ex[0] && vw[0])
-            fprintf(o, "in-place operation on %s, a view of %s%s", ex, ln[0] ? ln : "a leaf",
-                    ln[0] ? ", a leaf tensor that requires grad" : " that requires grad");
-        else if (ex[0] && ln[0] && strcmp(ex, ln) != 0)
-            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", ex,
-                    ln);
+        const char *e = ex ? ex : "", *l = ln ? ln : ""; /* (out of memory: "") */
+        if (e[0] && vw && vw[0])
+            fprintf(o, "in-place operation on %s, a view of %s%s", e, l[0] ? l : "a leaf",
+                    l[0] ? ", a leaf tensor that requires grad" : " that requires grad");
+        else if (e[0] && l[0] && strcmp(e, l) != 0)
+            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", e,
+                    l);
         else
             fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
-                    ex[0] ? ex : ln[0] ? ln : "a leaf");
+                    e[0] ? e : l[0] ? l : "a leaf");
         free(ln);
         free(ex);
         free(vw);
@@ -707,7 +707,7 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
         free(out);
     } else {
         char *var = jt(db, doc, "$.view.expression"), *vop = jt(db, doc, "$.view.origin.op");
-        if (!var[0]) {
+        if (!var || !var[0]) {
             free(var);
             var = jt(db, doc, "$.view.variable");
         }
@@ -718,7 +718,8 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                            : !strcmp(kind, "view_inference_inplace")
                                ? "a view made in torch.inference_mode()"
                                : "a view returned by a custom autograd Function";
-        fprintf(o, "in-place operation on %s, %s%s%s%s", var[0] ? var : "a view", what,
+        fprintf(o, "in-place operation on %s, %s%s%s%s", var && var[0] ? var : "a view",
+                what,
                 vop[0] ? " (" : "", vop, vop[0] ? ")" : "");
         free(var);
         free(vop);
@@ -816,7 +817,7 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
             if (!prev || strcmp(prev, mloc) != 0)
                 print_loc(o, db, st, cwd,
                           !strcmp(kind, "silent_storage_write")  ? "written at"
-                          : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at"
+                          : !strcmp(kind, "silent_storage_swap") ? (op && op[0] ? "noticed at"
                                                                           : "swapped at")
                           : !strcmp(kind, "silent_saved_write")  ? "touched at"
                           : !strcmp(kind, "unexplained")         ? "last written"
@@ -863,7 +864,7 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                    "tensor%s\n", "error", st->dim, st->reset);
     else if (!strcmp(match, "1")) {
         char *es = jx(db, doc, "$.saved.error_shape");
-        if (es[0])
+        if (es && es[0])
             fprintf(o, "    %-11s %smatches the error PyTorch raised%s (its message shows "
                        "%s, one vmap sample; the trace holds the batched %s)\n", "error",
                     st->green, st->reset, es, shape);
