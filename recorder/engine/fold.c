@@ -23,6 +23,8 @@ typedef struct fvc {
 
 typedef struct ftensor {
     gt_tensor_info *row; /* an output's row, written at its next sighting */
+    const void *impl;
+    int weak;            /* holds a weak reference on impl (GT_CAPT_WEAK) */
     gt_id id;
     int refs; /* the map's, plus each lane op input holding it */
     const void *vc;
@@ -36,6 +38,21 @@ typedef struct in_ent {
     int written;
 } in_ent;
 
+/* A call into user code in progress on a lane (gt_capture_call_begin). A
+ * non-reentrant checkpoint's (region) nodes save through saved-tensor hooks:
+ * what unpacking them checks is the call's inputs, recorded as each node's
+ * checkpoint_input[i] (as the dispatch adapter records them). */
+#define MAX_CALLS 32
+#define MAX_REGION_IN 64
+typedef struct fcall {
+    uint64_t stamp;
+    int64_t seq;
+    int region;
+    int n;
+    gt_id tensors[MAX_REGION_IN];
+    int64_t versions[MAX_REGION_IN], nbytes[MAX_REGION_IN];
+} fcall;
+
 /* Per-lane state: the op being folded. */
 typedef struct flane {
     gt_id thread;
@@ -45,6 +62,11 @@ typedef struct flane {
     in_ent in[MAX_IN];
     ftensor **pending; /* outputs whose rows wait for the next op (held) */
     size_t npending, cappending;
+    fcall calls[MAX_CALLS];
+    int ncalls;
+    int call_end;      /* folding a call's outputs (GT_CAP_CALL_END) */
+    gt_id region_node; /* the last node made in a region */
+    int region_done;   /* its checkpoint inputs are recorded */
 } flane;
 
 struct gt_fold {
@@ -68,6 +90,8 @@ struct gt_fold {
     int rc;          /* first recorder error */
     int warned;      /* the one warning about it was printed */
     int64_t refused; /* calls the recorder refused (bookkeeping slips) */
+    const void *weak_pending; /* the weak reference of the record being folded */
+    size_t since_sweep;       /* tensors recorded since dead ones were swept */
 };
 
 /* A recorder result: a write failure stops recording (see drain); a
@@ -127,8 +151,43 @@ static void tensor_drop(gt_fold *f, ftensor *t)
             free(t->row);
         }
         vc_unref(f, t->v, t->vc);
+        if (t->weak)
+            gt_capture_weak_release(t->impl);
         free(t);
     }
+}
+
+/* Forget the tensors that died and that no record still to fold names (ours
+ * is their last weak reference): their addresses can be reused only once
+ * given back. Every record of a tensor holds a weak reference, and so does
+ * its entry: an address known here is the same tensor. Amortised: runs when
+ * as many tensors were recorded since the last sweep as half the map holds
+ * (before the new one is added). */
+static void sweep_dead(gt_fold *f)
+{
+    if (++f->since_sweep < 4096 || f->since_sweep < f->tensors.len / 2)
+        return;
+    f->since_sweep = 0;
+    size_t n = 0;
+    const void **dead = malloc(sizeof *dead * (f->tensors.len ? f->tensors.len : 1));
+    if (!dead)
+        return;
+    for (size_t i = 0; i < f->tensors.cap; i++) {
+        if (!f->tensors.slots[i].used)
+            continue;
+        ftensor *t = (ftensor *)(uintptr_t)f->tensors.slots[i].value;
+        if (t->weak && gt_capture_weak_forgettable(t->impl))
+            dead[n++] = t->impl;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t *v = gt_map_get(&f->tensors, (uintptr_t)dead[i], 0, 0);
+        if (!v)
+            continue;
+        ftensor *t = (ftensor *)(uintptr_t)*v;
+        gt_map_del(&f->tensors, (uintptr_t)dead[i], 0, 0);
+        tensor_drop(f, t);
+    }
+    free(dead);
 }
 
 /* Drop the lane's hold on its last op's inputs. */
@@ -172,11 +231,17 @@ static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
 static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom,
                            int64_t created_by, ftensor *share, ftensor *base)
 {
+    sweep_dead(f);
     ftensor *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     t->id = ++f->next_tensor;
     t->refs = 1;
+    t->impl = c->impl;
+    if (f->weak_pending && f->weak_pending == c->impl) {
+        t->weak = 1; /* adopt the record's weak reference */
+        f->weak_pending = NULL;
+    }
     t->vc = c->vc;
     t->storage = c->storage;
     gt_id alias = 0;
@@ -363,9 +428,70 @@ static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
     lane_reset(f, l);
     l->op = seq;
     l->stamp = r->h.stamp;
+    l->call_end = 0;
+    if ((r->h.flags & GT_CAP_OPF_CALL) && seq && l->ncalls < MAX_CALLS)
+        l->calls[l->ncalls++] = (fcall){.stamp = r->h.stamp, .seq = seq,
+                                         .region = (r->h.flags & GT_CAP_OPF_REGION) != 0};
 }
 
+static fcall *lane_region(flane *l)
+{
+    for (int i = l->ncalls - 1; i >= 0; i--)
+        if (l->calls[i].region)
+            return &l->calls[i];
+    return NULL;
+}
+
+/* Bytes of one element of a dtype named as torch does ("float32"). */
+static int dtype_size(const char *d)
+{
+    if (!d)
+        return 1;
+    size_t n = strlen(d);
+    int bits = 0;
+    for (size_t i = 0; i < n; i++)
+        if (d[i] >= '0' && d[i] <= '9')
+            bits = bits * 10 + (d[i] - '0');
+        else
+            bits = 0;
+    if (!bits)
+        return 1; /* bool */
+    if (!strncmp(d, "float8", 6) || !strncmp(d, "uint8", 5) || !strncmp(d, "int8", 4))
+        return 1;
+    return bits / 8 > 0 ? bits / 8 : 1;
+}
+
+static void on_call_end(gt_fold *f, flane *l, const gt_cap_call_end *r, int pop)
+{
+    int i = l->ncalls - 1;
+    while (i >= 0 && l->calls[i].stamp != r->call)
+        i--;
+    if (i < 0)
+        return;
+    if (pop) {
+        l->ncalls = i; /* and any call left open inside it */
+        l->call_end = 0;
+        return;
+    }
+    pending_flush(f, l);
+    lane_reset(f, l);
+    l->op = l->calls[i].seq;
+    l->stamp = r->h.stamp;
+    l->call_end = 1;
+}
+
+static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r);
+
 static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
+{
+    f->weak_pending = (r->t.flags & GT_CAPT_WEAK) ? r->t.impl : NULL;
+    on_arg_body(f, l, r);
+    if (f->weak_pending)
+        gt_capture_weak_release(f->weak_pending); /* not kept: known already */
+    f->weak_pending = NULL;
+}
+
+static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
 {
     const gt_cap_tensor *c = &r->t;
     const int64_t *geom = c->ndim ? (const int64_t *)(r + 1) : NULL;
@@ -389,6 +515,15 @@ static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
         }
         if (!t)
             return;
+        fcall *cl = l->ncalls ? &l->calls[l->ncalls - 1] : NULL;
+        if (cl && cl->region && cl->seq == l->op && cl->n < MAX_REGION_IN) {
+            int64_t numel = 1;
+            for (int d = 0; d < c->ndim && geom; d++)
+                numel *= geom[d];
+            cl->tensors[cl->n] = t->id;
+            cl->versions[cl->n] = c->version;
+            cl->nbytes[cl->n++] = geom || !c->ndim ? numel * dtype_size(c->dtype) : -1;
+        }
         ck(f, gt_op_arg(f->r, l->op, GT_ROLE_INPUT, pos, t->id, c->version));
         if (w)
             ck(f, gt_op_arg(f->r, l->op, GT_ROLE_MUTATED, l->nmut++, t->id, c->version));
@@ -400,6 +535,12 @@ static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
     int is_input = 0;
     for (int i = 0; t && i < l->nin; i++)
         is_input |= l->in[i].t == t;
+    if (l->call_end && t) {
+        /* a call's output is the output of an op inside it, or an input */
+        row_flush(f, t, c);
+        observe(f, t, c->version);
+        is_input = 1;
+    }
     if (!is_input) {
         ftensor *share = NULL, *base = NULL;
         for (int i = 0; i < l->nin; i++) {
@@ -462,13 +603,23 @@ static void on_node(gt_fold *f, flane *l, const gt_cap_node *r)
     gt_node_info ni = {
         .id = (gt_id)r->id,
         .name = str_id(f, r->name),
-        .op = l->op,
+        /* a node reached through edges was made by no op we know of, but
+         * a CopySlices by the in-place op through a view that found it */
+        .op = (r->h.flags & GT_CAP_NODEF_OF_OP) || (r->name && !strcmp(r->name, "CopySlices"))
+                  ? l->op
+                  : 0,
         .sequence_nr = r->sequence_nr,
         .thread = l->thread,
         .variable = resolve(f, r->variable_impl, r->variable_vc, 0),
     };
     if (!ni.name)
         return;
+    fcall *rg = lane_region(l);
+    int acc = r->name && !strcmp(r->name, "AccumulateGrad");
+    if (rg && ni.op && !acc)
+        ni.op = rg->seq; /* made by the checkpointed call */
+    l->region_node = rg && !acc ? ni.id : 0;
+    l->region_done = 0;
     ck(f, gt_node(f->r, &ni));
     const gt_cap_edge *e = (const gt_cap_edge *)(r + 1);
     for (uint32_t i = 0; i < r->nedges; i++)
@@ -482,8 +633,27 @@ static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
         ck(f, gt_node_output(f->r, (gt_id)r->node, (int)r->output_nr, t));
 }
 
-static void on_saved(gt_fold *f, const gt_cap_saved *r)
+static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
 {
+    if (l->region_node && (gt_id)r->node == l->region_node) {
+        /* saved through the checkpoint's hooks: never read (that would
+         * recompute); what unpacking checks is the call's inputs */
+        fcall *rg = lane_region(l);
+        if (l->region_done)
+            return;
+        l->region_done = 1;
+        for (int i = 0; rg && i < rg->n; i++) {
+            char slot[48];
+            snprintf(slot, sizeof slot, "checkpoint_input[%d]", i);
+            gt_id sid = 0;
+            if (ck(f, gt_intern_string(f->r, slot, strlen(slot), &sid)) < 0)
+                return;
+            ck(f, gt_saved_tensor_at(f->r, (gt_id)r->node, sid, rg->tensors[i],
+                                     rg->versions[i], 0, rg->nbytes[i], rg->seq, NULL));
+        }
+        return;
+    }
+
     gt_id t = r->t.impl ? resolve(f, r->t.impl, r->t.vc, r->is_output) : 0;
     ck(f, gt_saved_tensor(f->r, (gt_id)r->node, str_id(f, r->slot), t, r->saved_version,
                           r->is_output, r->nbytes, NULL));
@@ -590,7 +760,9 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
     case GT_CAP_END: on_end(f, l, (const gt_cap_end *)h); break;
     case GT_CAP_NODE: on_node(f, l, (const gt_cap_node *)h); break;
     case GT_CAP_NODE_OUT: on_node_out(f, (const gt_cap_node_out *)h); break;
-    case GT_CAP_SAVED: on_saved(f, (const gt_cap_saved *)h); break;
+    case GT_CAP_SAVED: on_saved(f, l, (const gt_cap_saved *)h); break;
+    case GT_CAP_CALL_END: on_call_end(f, l, (const gt_cap_call_end *)h, 0); break;
+    case GT_CAP_CALL_POP: on_call_end(f, l, (const gt_cap_call_end *)h, 1); break;
     case GT_CAP_EXEC:
         if (cur_backward(f))
             ck(f, gt_node_exec(f->r, cur_backward(f), (gt_id)((const gt_cap_exec *)h)->node));
