@@ -25,6 +25,9 @@ typedef struct ftensor {
     gt_tensor_info *row; /* an output's row, written at its next sighting */
     const void *impl;
     int weak;            /* holds a weak reference on impl (GT_CAPT_WEAK) */
+    int saved;           /* a node saved it: a storage swap is reported */
+    gt_id sid;           /* the storage id it was last seen on */
+    int64_t seen;        /* the event seq it was last seen at */
     gt_id id;
     int refs; /* the map's, plus each lane op input holding it */
     const void *vc;
@@ -57,6 +60,7 @@ typedef struct fcall {
 typedef struct flane {
     gt_id thread;
     int64_t op;      /* recorder seq of the lane's current op, 0 none */
+    gt_id opstack;   /* its stack */
     uint64_t stamp;  /* its stamp */
     int nin, nmut, nout;
     in_ent in[MAX_IN];
@@ -289,6 +293,8 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     static const int64_t none[1] = {0};
     int nd = geom ? c->ndim : 0;
     gt_id sid = storage_of(f, c, fresh_storage);
+    t->sid = sid;
+    t->seen = gt_recorder_seq(f->r);
     if (c->storage && !alias && !created_by) {
         /* first seen on a storage another tensor uses (x.data, made by no
          * op): an alias of the first tensor recorded there */
@@ -389,13 +395,34 @@ static void observe(gt_fold *f, ftensor *t, uint32_t version)
 }
 
 /* An input's entry: known, or recorded now (first seen). */
-static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom)
+/* t (known) is on the storage of c now: a tensor a node saved found on
+ * other memory than before (`.data =`, which autograd does not see) is a
+ * storage swap, noticed by op `op` (stack `stack`) or backward call `bid`;
+ * report 0: the op's own change (set_). */
+static void see_storage(gt_fold *f, ftensor *t, const gt_cap_tensor *c, int64_t op,
+                        gt_id bid, gt_id stack, int report)
+{
+    if (t->storage != c->storage) {
+        gt_id sid = storage_of(f, c, 0);
+        if (report && t->saved) {
+            gt_swap_info si = {.tensor = t->id, .old_storage = t->sid, .new_storage = sid,
+                               .op = op, .backward = bid, .last_seen = t->seen,
+                               .stack = stack};
+            ck(f, gt_storage_swap(f->r, &si));
+        }
+        t->storage = c->storage;
+        t->sid = sid;
+    }
+    t->seen = gt_recorder_seq(f->r);
+}
+
+static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom,
+                          int64_t op, gt_id bid, gt_id stack)
 {
     ftensor *t = tensor_known(f, c->impl, c->vc);
     if (t) {
         row_flush(f, t, c);
-        if (t->storage != c->storage)
-            t->storage = c->storage;
+        see_storage(f, t, c, op, bid, stack, 1);
         observe(f, t, c->version);
         return t;
     }
@@ -427,6 +454,7 @@ static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
         seq = 0;
     lane_reset(f, l);
     l->op = seq;
+    l->opstack = stack;
     l->stamp = r->h.stamp;
     l->call_end = 0;
     if ((r->h.flags & GT_CAP_OPF_CALL) && seq && l->ncalls < MAX_CALLS)
@@ -504,7 +532,7 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
                 l->in[l->nin++] = (in_ent){NULL, 0, 0};
             return;
         }
-        ftensor *t = see_input(f, c, geom);
+        ftensor *t = see_input(f, c, geom, l->op, 0, l->opstack);
         int w = (c->flags & GT_CAPT_WRITTEN) != 0;
         int pos = l->nin;
         if (l->nin < MAX_IN && t) {
@@ -535,6 +563,8 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
     int is_input = 0;
     for (int i = 0; t && i < l->nin; i++)
         is_input |= l->in[i].t == t;
+    if (t && is_input)
+        see_storage(f, t, c, 0, 0, 0, 0); /* set_: the op's own change */
     if (l->call_end && t) {
         /* a call's output is the output of an op inside it, or an input */
         row_flush(f, t, c);
@@ -635,6 +665,9 @@ static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
 
 static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
 {
+    ftensor *st = r->t.impl ? tensor_known(f, r->t.impl, r->t.vc) : NULL;
+    if (st)
+        st->saved = 1;
     if (l->region_node && (gt_id)r->node == l->region_node) {
         /* saved through the checkpoint's hooks: never read (that would
          * recompute); what unpacking checks is the call's inputs */
@@ -728,7 +761,7 @@ static void on_bwd_tensor(gt_fold *f, const gt_cap_bwd_tensor *r)
     if (!id || (r->t.flags & GT_CAPT_UNDEF))
         return;
     /* a tensor made before recording is first seen here */
-    ftensor *t = see_input(f, &r->t, NULL);
+    ftensor *t = see_input(f, &r->t, NULL, 0, id, 0);
     if (!t)
         return;
     if (r->h.type == GT_CAP_BWD_ROOT)
@@ -835,6 +868,8 @@ static int drain_locked(gt_fold *f)
             msg = gt_strerror(f->rc);
         if (!strncmp(msg, "gradtrace: ", 11))
             fprintf(stderr, "%s\n", msg);
+        else if (!strncmp(msg, "recording stopped", 17))
+            fprintf(stderr, "gradtrace: %s\n", msg); /* the size cap says it */
         else
             fprintf(stderr, "gradtrace: recording stopped: %s\n", msg);
         fflush(stderr);
