@@ -160,6 +160,11 @@ struct Tls {
     std::vector<c10::VariableVersion> vvs;
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> written;
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> fresh; /* see GT_CAP_REFRESH */
+    struct Watch {
+        c10::weak_intrusive_ptr<c10::TensorImpl> t;
+        const void *storage;
+    };
+    std::vector<Watch> watch; /* saved tensors, see gt_capture_check_saved */
     int vis_depth = 0;
     int bwd_depth = 0;
     uint64_t exec_pending = 0; /* node running, not yet written */
@@ -225,6 +230,7 @@ Tls *tls()
     t.frames.clear();
     t.vvs.clear();
     t.written.clear();
+    t.watch.clear();
     t.vis_depth = t.bwd_depth = 0;
     t.busy = false;
     std::memset(t.ckey, 0, sizeof t.ckey);
@@ -411,10 +417,13 @@ template <class F> inline void each_tensor(const c10::IValue &iv, F &&f)
         for (size_t i = 0; i < l.size(); i++)
             f(l.get(i));
     } else if (iv.isList()) {
+        /* Tensor?[], and lists of lists (c10d's allgather_ outputs) */
         auto l = iv.toListRef();
         for (size_t i = 0; i < l.size(); i++)
             if (l[i].isTensor())
                 f(l[i].toTensor());
+            else if (l[i].isTensorList() || l[i].isList())
+                each_tensor(l[i], f);
     }
 }
 
@@ -541,6 +550,11 @@ struct SavedVisitor {
         std::memset(r->pad, 0, sizeof r->pad);
         facts(m.data_, r->t); /* undefined: hooks, or already released */
         r->t.ndim = 0;
+        if (r->t.storage && !m.is_output_ && t->watch.size() < (1u << 20))
+            t->watch.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(
+                                    c10::intrusive_ptr<c10::TensorImpl>(
+                                        m.data_.getIntrusivePtr())),
+                                r->t.storage});
         r->nbytes = m.data_.defined() && r->t.storage ? r->t.nbytes : -1;
     }
     void one(const char *slot, const SavedVariable &sv) { emit(slot, sv); }
@@ -1407,6 +1421,44 @@ void gt_capture_call_end(uint64_t call, void *result)
         reserve(t, sizeof(gt_cap_call_end), GT_CAP_CALL_POP, stamp));
     if (p)
         p->call = call;
+    t.publish();
+}
+
+void gt_capture_check_saved(void)
+{
+    if (!C || !C->on)
+        return;
+    Tls *tp = tls();
+    if (!tp)
+        return;
+    Tls &t = *tp;
+    size_t keep = 0;
+    for (size_t i = 0; i < t.watch.size(); i++) {
+        auto p = t.watch[i].t.lock();
+        if (!p)
+            continue; /* died: forgotten */
+        const c10::StorageImpl *st =
+            p->has_storage() ? p->storage().unsafeGetStorageImpl() : nullptr;
+        if (st && st != t.watch[i].storage) {
+            at::Tensor x(p);
+            gt_cap_tensor f;
+            facts(x, f);
+            f.ndim = 0;
+            auto *r = static_cast<gt_cap_bwd_tensor *>(
+                gt_capture_reserve(GT_CAP_SWAP_SEEN, sizeof(gt_cap_bwd_tensor)));
+            if (r) {
+                r->pos = 0;
+                r->pad = 0;
+                r->node = nullptr;
+                r->t = f;
+            }
+            t.watch[i].storage = st;
+        }
+        if (keep != i)
+            t.watch[keep] = std::move(t.watch[i]);
+        keep++;
+    }
+    t.watch.erase(t.watch.begin() + (std::ptrdiff_t)keep, t.watch.end());
     t.publish();
 }
 

@@ -90,6 +90,7 @@ struct gt_fold {
     gt_map threads;  /* os tid -> thread id */
     gt_id next_tensor, next_storage;
     gt_id bwd[64];   /* open backward calls, innermost last */
+    gt_id bwd_stack; /* the stack of the latest backward call */
     int nbwd;
     int rc;          /* first recorder error */
     int warned;      /* the one warning about it was printed */
@@ -744,6 +745,7 @@ static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
         gt_id id = 0;
         if (bi.api && ck(f, gt_backward_begin(f->r, &bi, &id)) < 0)
             id = 0;
+        f->bwd_stack = bi.stack;
         if (f->nbwd < 64)
             f->bwd[f->nbwd++] = id;
         return;
@@ -794,6 +796,13 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
     case GT_CAP_NODE: on_node(f, l, (const gt_cap_node *)h); break;
     case GT_CAP_NODE_OUT: on_node_out(f, (const gt_cap_node_out *)h); break;
     case GT_CAP_SAVED: on_saved(f, l, (const gt_cap_saved *)h); break;
+    case GT_CAP_SWAP_SEEN: {
+        const gt_cap_bwd_tensor *r = (const gt_cap_bwd_tensor *)h;
+        ftensor *t = tensor_known(f, r->t.impl, r->t.vc);
+        if (t && cur_backward(f))
+            see_storage(f, t, &r->t, 0, cur_backward(f), f->bwd_stack, 1);
+        break;
+    }
     case GT_CAP_CALL_END: on_call_end(f, l, (const gt_cap_call_end *)h, 0); break;
     case GT_CAP_CALL_POP: on_call_end(f, l, (const gt_cap_call_end *)h, 1); break;
     case GT_CAP_EXEC:

@@ -62,6 +62,8 @@ enum gt_cap_type {
     GT_CAP_CALL_END,   /* a call into user code returned (gt_cap_call_end);
                         * its outputs and the nodes they got follow */
     GT_CAP_CALL_POP,   /* the call is over (gt_cap_call_end) */
+    GT_CAP_SWAP_SEEN,  /* a saved tensor's storage at a backward call's start,
+                        * other than at its last sighting (gt_cap_bwd_tensor) */
 };
 
 /* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
@@ -336,6 +338,12 @@ uint64_t gt_capture_call_begin(const char *name, uint32_t stack, int region, voi
 /* The call of stamp `call` returned result (a Python object, NULL if it
  * raised): its tensors as outputs, the nodes they got, then the call's end. */
 void gt_capture_call_end(uint64_t call, void *result);
+
+/* At a backward call's start (GIL held, after its GT_CAP_BWD_BEGIN): the
+ * tensors this thread's nodes saved that now live on other memory than when
+ * they were saved or last checked (`.data =`), as GT_CAP_SWAP_SEEN records;
+ * forgets the dead ones. */
+void gt_capture_check_saved(void);
 
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);

@@ -508,6 +508,7 @@ static PyObject *Engine_backward_begin(PyObject *op, PyObject *args)
             put_tensor_event(types[k], (int)i, PySequence_Fast_GET_ITEM(fast, i));
         Py_DECREF(fast);
     }
+    gt_capture_check_saved(); /* `.data =` swaps since the forward saved them */
     gt_capture_backward_depth(1);
     gt_capture_commit();
     return PyLong_FromLong(1);
