@@ -377,7 +377,8 @@ inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
     return nd;
 }
 
-void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, bool written)
+void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, bool written,
+             bool unmarked = false)
 {
     gt_cap_tensor f;
     int nd = facts(x, f);
@@ -393,6 +394,8 @@ void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, boo
     r->t = f;
     if (written)
         r->t.flags |= GT_CAPT_WRITTEN;
+    if (unmarked)
+        r->t.flags |= GT_CAPT_UNMARKED;
     if (f.impl) {
         /* one atomic increment: the address stays this tensor's while the
          * consumer knows it by that address */
@@ -957,7 +960,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         for (size_t i = 0; i < in.size(); i++) {
             bool w = i < 64 && (m->write_mask >> i) & 1;
             each_tensor(in[i], [&](const at::Tensor &x) {
-                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w);
+                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w,
+                        w && !((m->schema_writes >> i) & 1));
                 /* keep the counter to read its value after the op */
                 t.vvs.push_back(x.defined()
                                     ? x.unsafeGetTensorImpl()->version_counter()

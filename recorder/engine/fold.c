@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_IN 256
+#define MAX_IN 4096 /* tensor arguments of one op (a custom op's list) */
 
 typedef struct fvc {
     gt_id id;         /* id of the first tensor seen with the counter */
@@ -39,6 +39,7 @@ typedef struct in_ent {
     ftensor *t;
     uint32_t version;
     int written;
+    int unmarked; /* GT_CAPT_UNMARKED: its change is seen later, not the op's */
 } in_ent;
 
 /* A call into user code in progress on a lane (gt_capture_call_begin). A
@@ -530,7 +531,7 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
     if (r->role == GT_CAP_IN) {
         if (c->flags & GT_CAPT_UNDEF) {
             if (l->nin < MAX_IN)
-                l->in[l->nin++] = (in_ent){NULL, 0, 0};
+                l->in[l->nin++] = (in_ent){NULL, 0, 0, 0};
             return;
         }
         ftensor *t = see_input(f, c, geom, l->op, 0, l->opstack);
@@ -538,9 +539,10 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
         int pos = l->nin;
         if (l->nin < MAX_IN && t) {
             t->refs++;
-            l->in[l->nin++] = (in_ent){t, c->version, w};
+            l->in[l->nin++] = (in_ent){t, c->version, w,
+                                       (c->flags & GT_CAPT_UNMARKED) != 0};
         } else if (l->nin < MAX_IN) {
-            l->in[l->nin++] = (in_ent){NULL, 0, 0};
+            l->in[l->nin++] = (in_ent){NULL, 0, 0, 0};
         }
         if (!t)
             return;
@@ -600,7 +602,8 @@ static void on_end(gt_fold *f, flane *l, const gt_cap_end *r)
     uint32_t n = r->n < (uint32_t)l->nin ? r->n : (uint32_t)l->nin;
     for (uint32_t i = 0; i < n; i++) {
         in_ent *e = &l->in[i];
-        if (!e->t || !e->t->v || after[i] == UINT32_MAX || after[i] == e->version)
+        if (!e->t || !e->t->v || after[i] == UINT32_MAX || after[i] == e->version ||
+            e->unmarked)
             continue;
         int dup = 0;
         for (uint32_t j = 0; j < i; j++)

@@ -87,6 +87,8 @@ enum {
     GT_CAPT_LEAF = 8,     /* is a leaf (no grad_fn) */
     GT_CAPT_WRITTEN = 16, /* the op's schema marks it written */
     GT_CAPT_NOGEOM = 32,  /* no strided geometry (sparse, nested, symbolic) */
+    GT_CAPT_UNMARKED = 128, /* written without the schema saying so (a c10d
+                             * collective): no bump is the op's */
     GT_CAPT_WEAK = 64,    /* the record holds a weak reference on impl: the
                            * consumer keeps it (gt_capture_weak_alive) or
                            * gives it back (gt_capture_weak_release) */

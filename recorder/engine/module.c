@@ -402,7 +402,13 @@ static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
     rc = gt_recorder_open(path, &o, err, sizeof err, &self->r);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
-        PyErr_SetString(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError, err);
+        /* worded as the dispatch adapter's Recorder says it */
+        if (err[0])
+            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
+                         "gradtrace: %s", err);
+        else
+            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
+                         "gradtrace: cannot create trace %s: %s", path, gt_strerror(rc));
         return -1;
     }
     if (gt_fold_new(self->r, &self->fold) < 0) {
@@ -712,12 +718,27 @@ static PyObject *Engine_close(PyObject *op, PyObject *args)
     int rc;
     gt_recorder *r = self->r;
     self->r = NULL;
+    int failed = gt_recorder_failed(r);
+    char msg[512] = "";
+    if (failed)
+        snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
     Py_BEGIN_ALLOW_THREADS
     gt_run_end(r, status, code, sig);
     rc = gt_recorder_close_msg(r, err, sizeof err);
     Py_END_ALLOW_THREADS
-    if (rc < 0)
-        return PyUnicode_FromString(err[0] ? err : gt_strerror(rc));
+    /* as the dispatch adapter's Recorder.close */
+    if (rc == GT_EFULL && !failed) {
+        PySys_WriteStderr("gradtrace: %s\n", err);
+        return PyUnicode_FromString(err);
+    }
+    if (rc < 0 && !failed) {
+        /* the trace is not one finished file: OSError, which Recording.stop
+         * reports without raising */
+        PyErr_Format(PyExc_OSError, "gradtrace: %s", err[0] ? err : gt_strerror(rc));
+        return NULL;
+    }
+    if (rc < 0 || msg[0])
+        return PyUnicode_FromString(msg[0] ? msg : gt_strerror(rc));
     Py_RETURN_NONE;
 }
 
