@@ -86,6 +86,7 @@ struct OpMeta {
     bool is_op = false;
     bool composite = false;
     uint64_t write_mask = 0;
+    uint64_t schema_writes = 0; /* write_mask less the collectives' unmarked writes */
 };
 
 struct Frame {
@@ -159,6 +160,11 @@ struct Tls {
     std::vector<c10::VariableVersion> vvs;
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> written;
     std::vector<c10::weak_intrusive_ptr<c10::TensorImpl>> fresh; /* see GT_CAP_REFRESH */
+    struct Watch {
+        c10::weak_intrusive_ptr<c10::TensorImpl> t;
+        const void *storage;
+    };
+    std::vector<Watch> watch; /* saved tensors, see gt_capture_check_saved */
     int vis_depth = 0;
     int bwd_depth = 0;
     uint64_t exec_pending = 0; /* node running, not yet written */
@@ -224,6 +230,7 @@ Tls *tls()
     t.frames.clear();
     t.vvs.clear();
     t.written.clear();
+    t.watch.clear();
     t.vis_depth = t.bwd_depth = 0;
     t.busy = false;
     std::memset(t.ckey, 0, sizeof t.ckey);
@@ -370,7 +377,8 @@ inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
     return nd;
 }
 
-void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, bool written)
+void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, bool written,
+             bool unmarked = false)
 {
     gt_cap_tensor f;
     int nd = facts(x, f);
@@ -386,6 +394,15 @@ void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, boo
     r->t = f;
     if (written)
         r->t.flags |= GT_CAPT_WRITTEN;
+    if (unmarked)
+        r->t.flags |= GT_CAPT_UNMARKED;
+    if (f.impl) {
+        /* one atomic increment: the address stays this tensor's while the
+         * consumer knows it by that address */
+        c10::raw::weak_intrusive_ptr::incref(
+            const_cast<c10::TensorImpl *>(x.unsafeGetTensorImpl()));
+        r->t.flags |= GT_CAPT_WEAK;
+    }
     if (nd) {
         int64_t *g = reinterpret_cast<int64_t *>(r + 1);
         const c10::TensorImpl *impl = x.unsafeGetTensorImpl();
@@ -403,14 +420,48 @@ template <class F> inline void each_tensor(const c10::IValue &iv, F &&f)
         for (size_t i = 0; i < l.size(); i++)
             f(l.get(i));
     } else if (iv.isList()) {
+        /* Tensor?[], and lists of lists (c10d's allgather_ outputs) */
         auto l = iv.toListRef();
         for (size_t i = 0; i < l.size(); i++)
             if (l[i].isTensor())
                 f(l[i].toTensor());
+            else if (l[i].isTensorList() || l[i].isList())
+                each_tensor(l[i], f);
     }
 }
 
 /* ---- op metadata --------------------------------------------------------- */
+
+/* Tensor, Tensor?, Tensor[], Tensor[][] ... */
+bool tensorish(const c10::TypePtr &t)
+{
+    if (t->kind() == c10::TypeKind::TensorType)
+        return true;
+    if (auto o = t->cast<c10::OptionalType>())
+        return tensorish(o->getElementType());
+    if (auto l = t->cast<c10::ListType>())
+        return tensorish(l->getElementType());
+    return false;
+}
+
+/* The argument a c10d collective writes without saying so in its schema
+ * (no alias info, no version bump), as gradtrace/_dist.py's
+ * collective_writes: the first tensor argument of an in-place collective
+ * (name ending in '_'), barriers aside. A mask of it, or 0. */
+uint64_t collective_writes(const c10::FunctionSchema &s)
+{
+    const std::string &n = s.name();
+    if (n.rfind("c10d::", 0) != 0 || n.back() != '_' || n.find("barrier") != std::string::npos)
+        return 0;
+    const auto &args = s.arguments();
+    for (size_t i = 0; i < args.size() && i < 64; i++) {
+        if (args[i].alias_info())
+            return 0;
+        if (tensorish(args[i].type()))
+            return uint64_t(1) << i;
+    }
+    return 0;
+}
 
 OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
 {
@@ -438,6 +489,8 @@ OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
             if (ai && ai->isWrite())
                 m->write_mask |= uint64_t(1) << i;
         }
+        m->schema_writes = m->write_mask;
+        m->write_mask |= collective_writes(*schema);
         /* decomposed before the Python key (a dispatch mode never sees it):
          * the computed AutogradCPU entry is the math kernel */
         auto h = c10::Dispatcher::singleton().findOp(schema->operator_name());
@@ -500,15 +553,73 @@ struct SavedVisitor {
         std::memset(r->pad, 0, sizeof r->pad);
         facts(m.data_, r->t); /* undefined: hooks, or already released */
         r->t.ndim = 0;
+        if (r->t.storage && !m.is_output_ && t->watch.size() < (1u << 20))
+            t->watch.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(
+                                    c10::intrusive_ptr<c10::TensorImpl>(
+                                        m.data_.getIntrusivePtr())),
+                                r->t.storage});
         r->nbytes = m.data_.defined() && r->t.storage ? r->t.nbytes : -1;
     }
     void one(const char *slot, const SavedVariable &sv) { emit(slot, sv); }
     void vec(const char *slot, const std::vector<SavedVariable> &v)
     {
-        for (const auto &sv : v)
-            emit(slot, sv);
+        for (size_t j = 0; j < v.size(); j++)
+            emit(slot_at(slot, j), v[j]);
     }
+    static const char *slot_at(const char *slot, size_t j);
 };
+
+/* "slot[j]", a string living as long as the capture (as the dispatch
+ * adapter names an element of a saved list) */
+const char *SavedVisitor::slot_at(const char *slot, size_t j)
+{
+    struct Key {
+        const char *slot;
+        size_t j;
+        bool operator==(const Key &o) const { return slot == o.slot && j == o.j; }
+    };
+    struct Hash {
+        size_t operator()(const Key &k) const
+        {
+            return std::hash<const void *>()(k.slot) * 31 + k.j;
+        }
+    };
+    static thread_local std::unordered_map<Key, const char *, Hash> cache;
+    static thread_local uint64_t cache_gen;
+    if (cache_gen != C->gen) {
+        cache.clear();
+        cache_gen = C->gen;
+    }
+    auto it = cache.find(Key{slot, j});
+    if (it != cache.end())
+        return it->second;
+    std::lock_guard<std::mutex> g(C->mu);
+    C->names.push_back(std::string(slot) + "[" + std::to_string(j) + "]");
+    const char *s = C->names.back().c_str();
+    cache.emplace(Key{slot, j}, s);
+    return s;
+}
+
+/* The Python class name of a custom autograd.Function's node
+ * ("MyExpBackward"), interned per class; caller holds C->mu. */
+const char *pynode_name(const Node *n, const char *dflt)
+{
+    const auto *pn = static_cast<const torch::autograd::PyNode *>(n);
+    PyObject *o = pn->pyobj();
+    if (!o)
+        return dflt;
+    PyTypeObject *tp = Py_TYPE(o);
+    static std::unordered_map<const void *, const char *> byclass;
+    auto it = byclass.find(tp);
+    if (it != byclass.end())
+        return it->second;
+    const char *nm = tp->tp_name ? tp->tp_name : dflt;
+    const char *dot = std::strrchr(nm, '.');
+    C->names.push_back(dot ? dot + 1 : nm);
+    const char *s = C->names.back().c_str();
+    byclass.emplace(tp, s);
+    return s;
+}
 
 #include "saved_visitors.inc"
 
@@ -641,7 +752,8 @@ void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t st
 
 /* Name root and every node reachable from it not named yet, writing their
  * records. Returns root's id. */
-uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_new = nullptr)
+uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_new = nullptr,
+                          bool of_op = false)
 {
     struct Work {
         const Node *n;
@@ -671,6 +783,8 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_n
         {
             std::lock_guard<std::mutex> g(C->mu);
             vi = visitor_for(w.n);
+            if (vi.kind == V_PYNODE)
+                vi.name = pynode_name(w.n, vi.name);
             std::lock_guard<std::mutex> gn(C->nmu);
             for (const auto &e : w.n->next_edges()) {
                 gt_cap_edge re{0, e.input_nr, 0};
@@ -690,6 +804,8 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_n
         auto *r = reinterpret_cast<gt_cap_node *>(reserve(t, len, GT_CAP_NODE, stamp));
         if (!r)
             continue;
+        if (of_op && w.n == root)
+            r->h.flags = GT_CAP_NODEF_OF_OP;
         r->id = w.id;
         r->name = vi.name;
         r->sequence_nr = vi.kind == V_ACC ? -1 : (int64_t)w.n->sequence_nr();
@@ -722,7 +838,7 @@ void check_grad_fn(Tls &t, const at::Tensor &x, uint64_t stamp)
     if (!n)
         return;
     bool is_new = false;
-    uint64_t id = record_new_nodes(t, n, stamp, &is_new);
+    uint64_t id = record_new_nodes(t, n, stamp, &is_new, true);
     if (!id || !is_new)
         return; /* its outputs were written when it was named */
     auto *r = reinterpret_cast<gt_cap_node_out *>(
@@ -737,6 +853,33 @@ void check_grad_fn(Tls &t, const at::Tensor &x, uint64_t stamp)
 }
 
 /* ---- callbacks ------------------------------------------------------------ */
+
+/* An in-place op on a leaf that requires grad (or on a view of one), in
+ * grad mode: autograd refuses it before it reaches the kernels below, so a
+ * dispatch mode never sees it and the inspector reports the raising line as
+ * the attempted write. Not recorded either. */
+bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
+{
+    if (!c10::GradMode::is_enabled())
+        return false;
+    auto in = fn.inputs();
+    bool refused = false;
+    for (size_t i = 0; i < in.size() && i < 64 && !refused; i++) {
+        if (!((m->schema_writes >> i) & 1))
+            continue;
+        each_tensor(in[i], [&](const at::Tensor &x) {
+            if (!x.defined() || refused)
+                return;
+            if (x.requires_grad() && x.is_leaf())
+                refused = true;
+            else if (x.is_view()) {
+                const at::TensorBase &b = x._base();
+                refused = b.defined() && b.requires_grad() && b.is_leaf();
+            }
+        });
+    }
+    return refused;
+}
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
 {
@@ -770,7 +913,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
     /* ops run with the Python key excluded (inside torch.tensor(...), a
      * mode's own dispatch) are invisible to a dispatch mode: not recorded */
     if (m->is_op && !m->composite && t.vis_depth == 0 &&
-        !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python)) {
+        !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python) &&
+        !(m->schema_writes && refused_by_autograd(fn, m))) {
         fr.visible = fr.recorded = 1;
         uint32_t stack = 0;
         if (C->opts.stack_key) {
@@ -816,7 +960,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         for (size_t i = 0; i < in.size(); i++) {
             bool w = i < 64 && (m->write_mask >> i) & 1;
             each_tensor(in[i], [&](const at::Tensor &x) {
-                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w);
+                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w,
+                        w && !((m->schema_writes >> i) & 1));
                 /* keep the counter to read its value after the op */
                 t.vvs.push_back(x.defined()
                                     ? x.unsafeGetTensorImpl()->version_counter()
@@ -921,6 +1066,20 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     }
     t.written.erase(t.written.begin() + fr.wk_begin, t.written.end());
     t.publish();
+}
+
+/* The tensors of a Python object (nested tuples and lists, GIL held). */
+template <class F> void each_pytensor(PyObject *v, F &&f, int depth = 0)
+{
+    if (THPVariable_Check(v)) {
+        f(THPVariable_Unpack(v));
+        return;
+    }
+    if ((!PyTuple_Check(v) && !PyList_Check(v)) || depth >= 8)
+        return;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    for (Py_ssize_t i = 0; i < n; i++)
+        each_pytensor(PySequence_Fast_GET_ITEM(v, i), f, depth + 1);
 }
 
 } // namespace
@@ -1075,6 +1234,30 @@ void gt_capture_stop(void)
 
 gt_cap_lane *gt_capture_lanes(void) { return C ? C->lanes.load(std::memory_order_acquire) : nullptr; }
 
+int gt_capture_weak_alive(const void *impl)
+{
+    auto *t = static_cast<c10::intrusive_ptr_target *>(
+        const_cast<c10::TensorImpl *>(static_cast<const c10::TensorImpl *>(impl)));
+    return c10::raw::weak_intrusive_ptr::use_count(t) > 0;
+}
+
+int gt_capture_weak_forgettable(const void *impl)
+{
+    auto *t = static_cast<c10::intrusive_ptr_target *>(
+        const_cast<c10::TensorImpl *>(static_cast<const c10::TensorImpl *>(impl)));
+    auto w = c10::weak_intrusive_ptr<c10::intrusive_ptr_target>::reclaim(t);
+    bool r = w.use_count() == 0 && w.weak_use_count() == 1;
+    w.release();
+    return r;
+}
+
+void gt_capture_weak_release(const void *impl)
+{
+    auto *t = static_cast<c10::intrusive_ptr_target *>(
+        const_cast<c10::TensorImpl *>(static_cast<const c10::TensorImpl *>(impl)));
+    c10::raw::weak_intrusive_ptr::decref(t);
+}
+
 void gt_capture_recycle(gt_cap_lane *lane, gt_cap_chunk *c)
 {
     uint64_t tail = __atomic_load_n(&lane->ring_tail, __ATOMIC_RELAXED);
@@ -1180,6 +1363,107 @@ uint64_t gt_capture_node_id(const void *node)
     uint64_t id = record_new_nodes(*t, n, t->last_stamp);
     t->busy = busy;
     return id;
+}
+
+uint64_t gt_capture_call_begin(const char *name, uint32_t stack, int region, void *args)
+{
+    if (!C || !C->on || !C->active.load(std::memory_order_relaxed))
+        return 0;
+    Tls *tp = tls();
+    if (!tp || tp->busy)
+        return 0;
+    Tls &t = *tp;
+    uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+    auto *r = reinterpret_cast<gt_cap_op *>(reserve(t, sizeof(gt_cap_op), GT_CAP_OP, stamp));
+    if (!r)
+        return 0;
+    r->h.flags = GT_CAP_OPF_CALL | (region ? GT_CAP_OPF_REGION : 0);
+    r->name = name;
+    r->os_tid = t.lane->os_tid;
+    r->stack = stack;
+    r->grad_mode = c10::GradMode::is_enabled();
+    r->in_backward = t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
+    r->pad[0] = r->pad[1] = 0;
+    int pos = 0;
+    if (args)
+        each_pytensor(static_cast<PyObject *>(args), [&](const at::Tensor &x) {
+            put_arg(t, GT_CAP_IN, pos++, x, stamp, false);
+        });
+    t.publish();
+    return stamp;
+}
+
+void gt_capture_call_end(uint64_t call, void *result)
+{
+    if (!C || !C->on || !call)
+        return;
+    Tls *tp = tls();
+    if (!tp)
+        return;
+    Tls &t = *tp;
+    uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+    auto *r = reinterpret_cast<gt_cap_call_end *>(
+        reserve(t, sizeof(gt_cap_call_end), GT_CAP_CALL_END, stamp));
+    if (r)
+        r->call = call;
+    if (result && r) {
+        bool busy = t.busy;
+        t.busy = true;
+        int pos = 0;
+        try {
+            /* the custom Function's node is complete now, before anything
+             * can change what it saved */
+            each_pytensor(static_cast<PyObject *>(result), [&](const at::Tensor &x) {
+                put_arg(t, GT_CAP_OUT, pos++, x, stamp, false);
+                check_grad_fn(t, x, stamp);
+            });
+        } catch (const std::exception &) {
+        }
+        t.busy = busy;
+    }
+    auto *p = reinterpret_cast<gt_cap_call_end *>(
+        reserve(t, sizeof(gt_cap_call_end), GT_CAP_CALL_POP, stamp));
+    if (p)
+        p->call = call;
+    t.publish();
+}
+
+void gt_capture_check_saved(void)
+{
+    if (!C || !C->on)
+        return;
+    Tls *tp = tls();
+    if (!tp)
+        return;
+    Tls &t = *tp;
+    size_t keep = 0;
+    for (size_t i = 0; i < t.watch.size(); i++) {
+        auto p = t.watch[i].t.lock();
+        if (!p)
+            continue; /* died: forgotten */
+        const c10::StorageImpl *st =
+            p->has_storage() ? p->storage().unsafeGetStorageImpl() : nullptr;
+        if (st && st != t.watch[i].storage) {
+            at::Tensor x(p);
+            gt_cap_tensor f;
+            facts(x, f);
+            f.ndim = 0;
+            auto *r = static_cast<gt_cap_bwd_tensor *>(
+                gt_capture_reserve(GT_CAP_SWAP_SEEN, sizeof(gt_cap_bwd_tensor)));
+            if (r) {
+                r->pos = 0;
+                r->pad = 0;
+                r->node = nullptr;
+                r->t = f;
+            }
+            t.watch[i].storage = st;
+        }
+        if (keep != i)
+            t.watch[keep] = std::move(t.watch[i]);
+        keep++;
+    }
+    t.watch.erase(t.watch.begin() + (std::ptrdiff_t)keep, t.watch.end());
+    t.publish();
 }
 
 void gt_capture_backward_depth(int delta)

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_IN 256
+#define MAX_IN 4096 /* tensor arguments of one op (a custom op's list) */
 
 typedef struct fvc {
     gt_id id;         /* id of the first tensor seen with the counter */
@@ -23,6 +23,11 @@ typedef struct fvc {
 
 typedef struct ftensor {
     gt_tensor_info *row; /* an output's row, written at its next sighting */
+    const void *impl;
+    int weak;            /* holds a weak reference on impl (GT_CAPT_WEAK) */
+    int saved;           /* a node saved it: a storage swap is reported */
+    gt_id sid;           /* the storage id it was last seen on */
+    int64_t seen;        /* the event seq it was last seen at */
     gt_id id;
     int refs; /* the map's, plus each lane op input holding it */
     const void *vc;
@@ -34,17 +39,39 @@ typedef struct in_ent {
     ftensor *t;
     uint32_t version;
     int written;
+    int unmarked; /* GT_CAPT_UNMARKED: its change is seen later, not the op's */
 } in_ent;
+
+/* A call into user code in progress on a lane (gt_capture_call_begin). A
+ * non-reentrant checkpoint's (region) nodes save through saved-tensor hooks:
+ * what unpacking them checks is the call's inputs, recorded as each node's
+ * checkpoint_input[i] (as the dispatch adapter records them). */
+#define MAX_CALLS 32
+#define MAX_REGION_IN 64
+typedef struct fcall {
+    uint64_t stamp;
+    int64_t seq;
+    int region;
+    int n;
+    gt_id tensors[MAX_REGION_IN];
+    int64_t versions[MAX_REGION_IN], nbytes[MAX_REGION_IN];
+} fcall;
 
 /* Per-lane state: the op being folded. */
 typedef struct flane {
     gt_id thread;
     int64_t op;      /* recorder seq of the lane's current op, 0 none */
+    gt_id opstack;   /* its stack */
     uint64_t stamp;  /* its stamp */
     int nin, nmut, nout;
     in_ent in[MAX_IN];
     ftensor **pending; /* outputs whose rows wait for the next op (held) */
     size_t npending, cappending;
+    fcall calls[MAX_CALLS];
+    int ncalls;
+    int call_end;      /* folding a call's outputs (GT_CAP_CALL_END) */
+    gt_id region_node; /* the last node made in a region */
+    int region_done;   /* its checkpoint inputs are recorded */
 } flane;
 
 struct gt_fold {
@@ -64,10 +91,13 @@ struct gt_fold {
     gt_map threads;  /* os tid -> thread id */
     gt_id next_tensor, next_storage;
     gt_id bwd[64];   /* open backward calls, innermost last */
+    gt_id bwd_stack; /* the stack of the latest backward call */
     int nbwd;
     int rc;          /* first recorder error */
     int warned;      /* the one warning about it was printed */
     int64_t refused; /* calls the recorder refused (bookkeeping slips) */
+    const void *weak_pending; /* the weak reference of the record being folded */
+    size_t since_sweep;       /* tensors recorded since dead ones were swept */
 };
 
 /* A recorder result: a write failure stops recording (see drain); a
@@ -127,8 +157,43 @@ static void tensor_drop(gt_fold *f, ftensor *t)
             free(t->row);
         }
         vc_unref(f, t->v, t->vc);
+        if (t->weak)
+            gt_capture_weak_release(t->impl);
         free(t);
     }
+}
+
+/* Forget the tensors that died and that no record still to fold names (ours
+ * is their last weak reference): their addresses can be reused only once
+ * given back. Every record of a tensor holds a weak reference, and so does
+ * its entry: an address known here is the same tensor. Amortised: runs when
+ * as many tensors were recorded since the last sweep as half the map holds
+ * (before the new one is added). */
+static void sweep_dead(gt_fold *f)
+{
+    if (++f->since_sweep < 4096 || f->since_sweep < f->tensors.len / 2)
+        return;
+    f->since_sweep = 0;
+    size_t n = 0;
+    const void **dead = malloc(sizeof *dead * (f->tensors.len ? f->tensors.len : 1));
+    if (!dead)
+        return;
+    for (size_t i = 0; i < f->tensors.cap; i++) {
+        if (!f->tensors.slots[i].used)
+            continue;
+        ftensor *t = (ftensor *)(uintptr_t)f->tensors.slots[i].value;
+        if (t->weak && gt_capture_weak_forgettable(t->impl))
+            dead[n++] = t->impl;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t *v = gt_map_get(&f->tensors, (uintptr_t)dead[i], 0, 0);
+        if (!v)
+            continue;
+        ftensor *t = (ftensor *)(uintptr_t)*v;
+        gt_map_del(&f->tensors, (uintptr_t)dead[i], 0, 0);
+        tensor_drop(f, t);
+    }
+    free(dead);
 }
 
 /* Drop the lane's hold on its last op's inputs. */
@@ -172,11 +237,17 @@ static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
 static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom,
                            int64_t created_by, ftensor *share, ftensor *base)
 {
+    sweep_dead(f);
     ftensor *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     t->id = ++f->next_tensor;
     t->refs = 1;
+    t->impl = c->impl;
+    if (f->weak_pending && f->weak_pending == c->impl) {
+        t->weak = 1; /* adopt the record's weak reference */
+        f->weak_pending = NULL;
+    }
     t->vc = c->vc;
     t->storage = c->storage;
     gt_id alias = 0;
@@ -224,6 +295,8 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     static const int64_t none[1] = {0};
     int nd = geom ? c->ndim : 0;
     gt_id sid = storage_of(f, c, fresh_storage);
+    t->sid = sid;
+    t->seen = gt_recorder_seq(f->r);
     if (c->storage && !alias && !created_by) {
         /* first seen on a storage another tensor uses (x.data, made by no
          * op): an alias of the first tensor recorded there */
@@ -324,13 +397,34 @@ static void observe(gt_fold *f, ftensor *t, uint32_t version)
 }
 
 /* An input's entry: known, or recorded now (first seen). */
-static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom)
+/* t (known) is on the storage of c now: a tensor a node saved found on
+ * other memory than before (`.data =`, which autograd does not see) is a
+ * storage swap, noticed by op `op` (stack `stack`) or backward call `bid`;
+ * report 0: the op's own change (set_). */
+static void see_storage(gt_fold *f, ftensor *t, const gt_cap_tensor *c, int64_t op,
+                        gt_id bid, gt_id stack, int report)
+{
+    if (t->storage != c->storage) {
+        gt_id sid = storage_of(f, c, 0);
+        if (report && t->saved) {
+            gt_swap_info si = {.tensor = t->id, .old_storage = t->sid, .new_storage = sid,
+                               .op = op, .backward = bid, .last_seen = t->seen,
+                               .stack = stack};
+            ck(f, gt_storage_swap(f->r, &si));
+        }
+        t->storage = c->storage;
+        t->sid = sid;
+    }
+    t->seen = gt_recorder_seq(f->r);
+}
+
+static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom,
+                          int64_t op, gt_id bid, gt_id stack)
 {
     ftensor *t = tensor_known(f, c->impl, c->vc);
     if (t) {
         row_flush(f, t, c);
-        if (t->storage != c->storage)
-            t->storage = c->storage;
+        see_storage(f, t, c, op, bid, stack, 1);
         observe(f, t, c->version);
         return t;
     }
@@ -362,10 +456,72 @@ static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
         seq = 0;
     lane_reset(f, l);
     l->op = seq;
+    l->opstack = stack;
     l->stamp = r->h.stamp;
+    l->call_end = 0;
+    if ((r->h.flags & GT_CAP_OPF_CALL) && seq && l->ncalls < MAX_CALLS)
+        l->calls[l->ncalls++] = (fcall){.stamp = r->h.stamp, .seq = seq,
+                                         .region = (r->h.flags & GT_CAP_OPF_REGION) != 0};
 }
 
+static fcall *lane_region(flane *l)
+{
+    for (int i = l->ncalls - 1; i >= 0; i--)
+        if (l->calls[i].region)
+            return &l->calls[i];
+    return NULL;
+}
+
+/* Bytes of one element of a dtype named as torch does ("float32"). */
+static int dtype_size(const char *d)
+{
+    if (!d)
+        return 1;
+    size_t n = strlen(d);
+    int bits = 0;
+    for (size_t i = 0; i < n; i++)
+        if (d[i] >= '0' && d[i] <= '9')
+            bits = bits * 10 + (d[i] - '0');
+        else
+            bits = 0;
+    if (!bits)
+        return 1; /* bool */
+    if (!strncmp(d, "float8", 6) || !strncmp(d, "uint8", 5) || !strncmp(d, "int8", 4))
+        return 1;
+    return bits / 8 > 0 ? bits / 8 : 1;
+}
+
+static void on_call_end(gt_fold *f, flane *l, const gt_cap_call_end *r, int pop)
+{
+    int i = l->ncalls - 1;
+    while (i >= 0 && l->calls[i].stamp != r->call)
+        i--;
+    if (i < 0)
+        return;
+    if (pop) {
+        l->ncalls = i; /* and any call left open inside it */
+        l->call_end = 0;
+        return;
+    }
+    pending_flush(f, l);
+    lane_reset(f, l);
+    l->op = l->calls[i].seq;
+    l->stamp = r->h.stamp;
+    l->call_end = 1;
+}
+
+static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r);
+
 static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
+{
+    f->weak_pending = (r->t.flags & GT_CAPT_WEAK) ? r->t.impl : NULL;
+    on_arg_body(f, l, r);
+    if (f->weak_pending)
+        gt_capture_weak_release(f->weak_pending); /* not kept: known already */
+    f->weak_pending = NULL;
+}
+
+static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
 {
     const gt_cap_tensor *c = &r->t;
     const int64_t *geom = c->ndim ? (const int64_t *)(r + 1) : NULL;
@@ -375,20 +531,30 @@ static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
     if (r->role == GT_CAP_IN) {
         if (c->flags & GT_CAPT_UNDEF) {
             if (l->nin < MAX_IN)
-                l->in[l->nin++] = (in_ent){NULL, 0, 0};
+                l->in[l->nin++] = (in_ent){NULL, 0, 0, 0};
             return;
         }
-        ftensor *t = see_input(f, c, geom);
+        ftensor *t = see_input(f, c, geom, l->op, 0, l->opstack);
         int w = (c->flags & GT_CAPT_WRITTEN) != 0;
         int pos = l->nin;
         if (l->nin < MAX_IN && t) {
             t->refs++;
-            l->in[l->nin++] = (in_ent){t, c->version, w};
+            l->in[l->nin++] = (in_ent){t, c->version, w,
+                                       (c->flags & GT_CAPT_UNMARKED) != 0};
         } else if (l->nin < MAX_IN) {
-            l->in[l->nin++] = (in_ent){NULL, 0, 0};
+            l->in[l->nin++] = (in_ent){NULL, 0, 0, 0};
         }
         if (!t)
             return;
+        fcall *cl = l->ncalls ? &l->calls[l->ncalls - 1] : NULL;
+        if (cl && cl->region && cl->seq == l->op && cl->n < MAX_REGION_IN) {
+            int64_t numel = 1;
+            for (int d = 0; d < c->ndim && geom; d++)
+                numel *= geom[d];
+            cl->tensors[cl->n] = t->id;
+            cl->versions[cl->n] = c->version;
+            cl->nbytes[cl->n++] = geom || !c->ndim ? numel * dtype_size(c->dtype) : -1;
+        }
         ck(f, gt_op_arg(f->r, l->op, GT_ROLE_INPUT, pos, t->id, c->version));
         if (w)
             ck(f, gt_op_arg(f->r, l->op, GT_ROLE_MUTATED, l->nmut++, t->id, c->version));
@@ -400,6 +566,14 @@ static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
     int is_input = 0;
     for (int i = 0; t && i < l->nin; i++)
         is_input |= l->in[i].t == t;
+    if (t && is_input)
+        see_storage(f, t, c, 0, 0, 0, 0); /* set_: the op's own change */
+    if (l->call_end && t) {
+        /* a call's output is the output of an op inside it, or an input */
+        row_flush(f, t, c);
+        observe(f, t, c->version);
+        is_input = 1;
+    }
     if (!is_input) {
         ftensor *share = NULL, *base = NULL;
         for (int i = 0; i < l->nin; i++) {
@@ -428,7 +602,8 @@ static void on_end(gt_fold *f, flane *l, const gt_cap_end *r)
     uint32_t n = r->n < (uint32_t)l->nin ? r->n : (uint32_t)l->nin;
     for (uint32_t i = 0; i < n; i++) {
         in_ent *e = &l->in[i];
-        if (!e->t || !e->t->v || after[i] == UINT32_MAX || after[i] == e->version)
+        if (!e->t || !e->t->v || after[i] == UINT32_MAX || after[i] == e->version ||
+            e->unmarked)
             continue;
         int dup = 0;
         for (uint32_t j = 0; j < i; j++)
@@ -462,13 +637,23 @@ static void on_node(gt_fold *f, flane *l, const gt_cap_node *r)
     gt_node_info ni = {
         .id = (gt_id)r->id,
         .name = str_id(f, r->name),
-        .op = l->op,
+        /* a node reached through edges was made by no op we know of, but
+         * a CopySlices by the in-place op through a view that found it */
+        .op = (r->h.flags & GT_CAP_NODEF_OF_OP) || (r->name && !strcmp(r->name, "CopySlices"))
+                  ? l->op
+                  : 0,
         .sequence_nr = r->sequence_nr,
         .thread = l->thread,
         .variable = resolve(f, r->variable_impl, r->variable_vc, 0),
     };
     if (!ni.name)
         return;
+    fcall *rg = lane_region(l);
+    int acc = r->name && !strcmp(r->name, "AccumulateGrad");
+    if (rg && ni.op && !acc)
+        ni.op = rg->seq; /* made by the checkpointed call */
+    l->region_node = rg && !acc ? ni.id : 0;
+    l->region_done = 0;
     ck(f, gt_node(f->r, &ni));
     const gt_cap_edge *e = (const gt_cap_edge *)(r + 1);
     for (uint32_t i = 0; i < r->nedges; i++)
@@ -482,8 +667,30 @@ static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
         ck(f, gt_node_output(f->r, (gt_id)r->node, (int)r->output_nr, t));
 }
 
-static void on_saved(gt_fold *f, const gt_cap_saved *r)
+static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
 {
+    ftensor *st = r->t.impl ? tensor_known(f, r->t.impl, r->t.vc) : NULL;
+    if (st)
+        st->saved = 1;
+    if (l->region_node && (gt_id)r->node == l->region_node) {
+        /* saved through the checkpoint's hooks: never read (that would
+         * recompute); what unpacking checks is the call's inputs */
+        fcall *rg = lane_region(l);
+        if (l->region_done)
+            return;
+        l->region_done = 1;
+        for (int i = 0; rg && i < rg->n; i++) {
+            char slot[48];
+            snprintf(slot, sizeof slot, "checkpoint_input[%d]", i);
+            gt_id sid = 0;
+            if (ck(f, gt_intern_string(f->r, slot, strlen(slot), &sid)) < 0)
+                return;
+            ck(f, gt_saved_tensor_at(f->r, (gt_id)r->node, sid, rg->tensors[i],
+                                     rg->versions[i], 0, rg->nbytes[i], rg->seq, NULL));
+        }
+        return;
+    }
+
     gt_id t = r->t.impl ? resolve(f, r->t.impl, r->t.vc, r->is_output) : 0;
     ck(f, gt_saved_tensor(f->r, (gt_id)r->node, str_id(f, r->slot), t, r->saved_version,
                           r->is_output, r->nbytes, NULL));
@@ -541,6 +748,7 @@ static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
         gt_id id = 0;
         if (bi.api && ck(f, gt_backward_begin(f->r, &bi, &id)) < 0)
             id = 0;
+        f->bwd_stack = bi.stack;
         if (f->nbwd < 64)
             f->bwd[f->nbwd++] = id;
         return;
@@ -558,7 +766,7 @@ static void on_bwd_tensor(gt_fold *f, const gt_cap_bwd_tensor *r)
     if (!id || (r->t.flags & GT_CAPT_UNDEF))
         return;
     /* a tensor made before recording is first seen here */
-    ftensor *t = see_input(f, &r->t, NULL);
+    ftensor *t = see_input(f, &r->t, NULL, 0, id, 0);
     if (!t)
         return;
     if (r->h.type == GT_CAP_BWD_ROOT)
@@ -590,7 +798,16 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
     case GT_CAP_END: on_end(f, l, (const gt_cap_end *)h); break;
     case GT_CAP_NODE: on_node(f, l, (const gt_cap_node *)h); break;
     case GT_CAP_NODE_OUT: on_node_out(f, (const gt_cap_node_out *)h); break;
-    case GT_CAP_SAVED: on_saved(f, (const gt_cap_saved *)h); break;
+    case GT_CAP_SAVED: on_saved(f, l, (const gt_cap_saved *)h); break;
+    case GT_CAP_SWAP_SEEN: {
+        const gt_cap_bwd_tensor *r = (const gt_cap_bwd_tensor *)h;
+        ftensor *t = tensor_known(f, r->t.impl, r->t.vc);
+        if (t && cur_backward(f))
+            see_storage(f, t, &r->t, 0, cur_backward(f), f->bwd_stack, 1);
+        break;
+    }
+    case GT_CAP_CALL_END: on_call_end(f, l, (const gt_cap_call_end *)h, 0); break;
+    case GT_CAP_CALL_POP: on_call_end(f, l, (const gt_cap_call_end *)h, 1); break;
     case GT_CAP_EXEC:
         if (cur_backward(f))
             ck(f, gt_node_exec(f->r, cur_backward(f), (gt_id)((const gt_cap_exec *)h)->node));
@@ -663,6 +880,8 @@ static int drain_locked(gt_fold *f)
             msg = gt_strerror(f->rc);
         if (!strncmp(msg, "gradtrace: ", 11))
             fprintf(stderr, "%s\n", msg);
+        else if (!strncmp(msg, "recording stopped", 17))
+            fprintf(stderr, "gradtrace: %s\n", msg); /* the size cap says it */
         else
             fprintf(stderr, "gradtrace: recording stopped: %s\n", msg);
         fflush(stderr);

@@ -59,7 +59,16 @@ enum gt_cap_type {
     GT_CAP_THREAD,     /* the lane's thread name (gt_cap_text) */
     GT_CAP_MARK,       /* nothing: wakes the consumer (flush) */
     GT_CAP_REFRESH,    /* a previous op's output, seen again (gt_cap_refresh) */
+    GT_CAP_CALL_END,   /* a call into user code returned (gt_cap_call_end);
+                        * its outputs and the nodes they got follow */
+    GT_CAP_CALL_POP,   /* the call is over (gt_cap_call_end) */
+    GT_CAP_SWAP_SEEN,  /* a saved tensor's storage at a backward call's start,
+                        * other than at its last sighting (gt_cap_bwd_tensor) */
 };
+
+/* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
+ * an op row named after the call; its tensor arguments follow as GT_CAP_IN */
+enum { GT_CAP_OPF_CALL = 1, GT_CAP_OPF_REGION = 2 /* a checkpoint region */ };
 
 /* Every record starts with this header; len (whole record, bytes) is a
  * multiple of 8. */
@@ -78,6 +87,11 @@ enum {
     GT_CAPT_LEAF = 8,     /* is a leaf (no grad_fn) */
     GT_CAPT_WRITTEN = 16, /* the op's schema marks it written */
     GT_CAPT_NOGEOM = 32,  /* no strided geometry (sparse, nested, symbolic) */
+    GT_CAPT_UNMARKED = 128, /* written without the schema saying so (a c10d
+                             * collective): no bump is the op's */
+    GT_CAPT_WEAK = 64,    /* the record holds a weak reference on impl: the
+                           * consumer keeps it (gt_capture_weak_alive) or
+                           * gives it back (gt_capture_weak_release) */
 };
 
 typedef struct gt_cap_tensor {
@@ -105,6 +119,11 @@ typedef struct gt_cap_op {
 
 enum { GT_CAP_IN = 0, GT_CAP_OUT = 1 };
 
+typedef struct gt_cap_call_end {
+    gt_cap_hdr h;
+    uint64_t call;     /* the stamp of the call's GT_CAP_OP record */
+} gt_cap_call_end;
+
 typedef struct gt_cap_arg {
     gt_cap_hdr h;
     uint8_t role;      /* GT_CAP_IN or GT_CAP_OUT */
@@ -124,6 +143,10 @@ typedef struct gt_cap_edge {
     uint32_t input_nr;
     uint32_t pad;
 } gt_cap_edge;
+
+/* gt_cap_node.h.flags: the node is an output's grad_fn of the lane's
+ * current op (or call), made by it; others were reached through edges */
+enum { GT_CAP_NODEF_OF_OP = 1 };
 
 typedef struct gt_cap_node {
     gt_cap_hdr h;
@@ -280,6 +303,14 @@ void gt_capture_forked(void);
 
 /* ---- consumer side helpers ------------------------------------------------ */
 
+/* A weak reference a record carried (GT_CAPT_WEAK): while the consumer
+ * holds it, impl's address is not reused, so a live impl is the same
+ * tensor; alive tells whether the tensor still exists. Any thread. */
+int gt_capture_weak_alive(const void *impl);
+/* impl is dead and the caller's is its last weak reference */
+int gt_capture_weak_forgettable(const void *impl);
+void gt_capture_weak_release(const void *impl);
+
 /* Give chunk c (fully read) back to its lane's free ring, or free it. */
 void gt_capture_recycle(gt_cap_lane *lane, gt_cap_chunk *c);
 
@@ -297,6 +328,24 @@ void gt_capture_commit(void);
 
 /* Node id of a Node* (as gt_cap_bwd_tensor.node carries it), 0 if unnamed. */
 uint64_t gt_capture_node_id(const void *node);
+
+/* A Python-level call into user code (a custom autograd.Function's apply,
+ * a checkpointed function), GIL held: an op record named `name` (a string
+ * living as long as the capture) with GT_CAP_OPF_CALL (and _REGION for a
+ * non-reentrant checkpoint, whose nodes save through hooks) and the tensors
+ * of the Python object args (nested tuples and lists) as inputs. Returns the
+ * call's stamp, 0 when not capturing. */
+uint64_t gt_capture_call_begin(const char *name, uint32_t stack, int region, void *args);
+
+/* The call of stamp `call` returned result (a Python object, NULL if it
+ * raised): its tensors as outputs, the nodes they got, then the call's end. */
+void gt_capture_call_end(uint64_t call, void *result);
+
+/* At a backward call's start (GIL held, after its GT_CAP_BWD_BEGIN): the
+ * tensors this thread's nodes saved that now live on other memory than when
+ * they were saved or last checked (`.data =`), as GT_CAP_SWAP_SEEN records;
+ * forgets the dead ones. */
+void gt_capture_check_saved(void);
 
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);

@@ -23,6 +23,7 @@
 #endif
 
 #include "fold.h"
+#include "gt_pyrun.h"
 #include "gt_capture.h"
 #include "gtmap.h"
 
@@ -44,6 +45,7 @@ typedef struct {
     PyObject *hidden;  /* tuple of path prefixes never put in stacks */
     PyObject *engine;  /* tuple of path prefixes of the engine (torch) */
     PyObject *getline; /* linecache.getline */
+    PyObject *callnames; /* call names: their UTF-8 lives as long as the Engine */
     pthread_mutex_t smu;
     gt_map skeys;      /* stack hash -> key id */
     uint32_t next_key;
@@ -402,7 +404,13 @@ static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
     rc = gt_recorder_open(path, &o, err, sizeof err, &self->r);
     Py_END_ALLOW_THREADS
     if (rc < 0) {
-        PyErr_SetString(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError, err);
+        /* worded as the dispatch adapter's Recorder says it */
+        if (err[0])
+            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
+                         "gradtrace: %s", err);
+        else
+            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
+                         "gradtrace: cannot create trace %s: %s", path, gt_strerror(rc));
         return -1;
     }
     if (gt_fold_new(self->r, &self->fold) < 0) {
@@ -414,6 +422,9 @@ static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
     self->hidden = Py_NewRef(hidden);
     self->engine = Py_NewRef(engine);
     self->getline = Py_NewRef(getline);
+    self->callnames = PyDict_New();
+    if (!self->callnames)
+        return -1;
     self->active = 1;
     pthread_mutex_init(&self->smu, NULL);
     return 0;
@@ -451,20 +462,9 @@ static PyObject *Engine_set_run(PyObject *op, PyObject *args, PyObject *kw)
 {
     Engine *self = (Engine *)op;
     /* the same keywords as the dispatch adapter's Recorder.set_run */
-    static char *kwlist[] = {"engine_version", "python_version", "argv_json", "cwd",
-                             "host", "options_json", "pid", "rank", "world_size",
-                             "local_rank", "backend", "launcher_run_id", NULL};
-    gt_run_info ri = {.engine = "pytorch", .rank = -1, .local_rank = -1};
-    long long pid = 0, rank = -1, world = 0, local = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLLLLzz", kwlist, &ri.engine_version,
-                                     &ri.python_version, &ri.argv_json, &ri.cwd, &ri.host,
-                                     &ri.options_json, &pid, &rank, &world, &local,
-                                     &ri.backend, &ri.launcher_run_id))
+    gt_run_info ri;
+    if (gt_py_run_info(args, kw, &ri) < 0)
         return NULL;
-    ri.pid = pid;
-    ri.rank = rank;
-    ri.world_size = world;
-    ri.local_rank = local;
     if (self->r && !self->forked)
         gt_run_set(self->r, &ri);
     Py_RETURN_NONE;
@@ -516,6 +516,7 @@ static PyObject *Engine_backward_begin(PyObject *op, PyObject *args)
             put_tensor_event(types[k], (int)i, PySequence_Fast_GET_ITEM(fast, i));
         Py_DECREF(fast);
     }
+    gt_capture_check_saved(); /* `.data =` swaps since the forward saved them */
     gt_capture_backward_depth(1);
     gt_capture_commit();
     return PyLong_FromLong(1);
@@ -588,6 +589,46 @@ static PyObject *Engine_backward_end(PyObject *op, PyObject *exc)
         gt_recorder_flush(self->r);
         Py_END_ALLOW_THREADS
     }
+    Py_RETURN_NONE;
+}
+
+/* call_begin(name, args, region) -> stamp (0: not recorded): a call the
+ * engine makes into user code (a custom autograd.Function's apply, a
+ * checkpointed function), recorded as an op named `name` with the caller's
+ * stack and the tensors of args as inputs; region: a non-reentrant
+ * checkpoint, whose nodes save through hooks (see fold.c). */
+static PyObject *Engine_call_begin(PyObject *op, PyObject *args)
+{
+    Engine *self = (Engine *)op;
+    PyObject *name, *inputs;
+    int region;
+    if (!PyArg_ParseTuple(args, "UOp", &name, &inputs, &region))
+        return NULL;
+    if (!self->on || !self->active || gt_recorder_failed(self->r))
+        return PyLong_FromLong(0);
+    PyObject *kept = PyDict_SetDefault(self->callnames, name, name);
+    const char *cname = kept ? PyUnicode_AsUTF8(kept) : NULL;
+    if (!cname) {
+        PyErr_Clear();
+        return PyLong_FromLong(0);
+    }
+    uint32_t stack = stack_here();
+    uint64_t stamp = gt_capture_call_begin(cname, stack, region, inputs);
+    return PyLong_FromUnsignedLongLong(stamp);
+}
+
+/* call_end(stamp, result_or_None): the call returned result (None: it
+ * raised); its outputs and the nodes they got are recorded now */
+static PyObject *Engine_call_end(PyObject *op, PyObject *args)
+{
+    Engine *self = (Engine *)op;
+    unsigned long long stamp;
+    PyObject *result;
+    if (!PyArg_ParseTuple(args, "KO", &stamp, &result))
+        return NULL;
+    if (!self->on || !stamp)
+        Py_RETURN_NONE;
+    gt_capture_call_end(stamp, result == Py_None ? NULL : result);
     Py_RETURN_NONE;
 }
 
@@ -679,12 +720,27 @@ static PyObject *Engine_close(PyObject *op, PyObject *args)
     int rc;
     gt_recorder *r = self->r;
     self->r = NULL;
+    int failed = gt_recorder_failed(r);
+    char msg[512] = "";
+    if (failed)
+        snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
     Py_BEGIN_ALLOW_THREADS
     gt_run_end(r, status, code, sig);
     rc = gt_recorder_close_msg(r, err, sizeof err);
     Py_END_ALLOW_THREADS
-    if (rc < 0)
-        return PyUnicode_FromString(err[0] ? err : gt_strerror(rc));
+    /* as the dispatch adapter's Recorder.close */
+    if (rc == GT_EFULL && !failed) {
+        PySys_WriteStderr("gradtrace: %s\n", err);
+        return PyUnicode_FromString(err);
+    }
+    if (rc < 0 && !failed) {
+        /* the trace is not one finished file: OSError, which Recording.stop
+         * reports without raising */
+        PyErr_Format(PyExc_OSError, "gradtrace: %s", err[0] ? err : gt_strerror(rc));
+        return NULL;
+    }
+    if (rc < 0 || msg[0])
+        return PyUnicode_FromString(msg[0] ? msg : gt_strerror(rc));
     Py_RETURN_NONE;
 }
 
@@ -739,6 +795,7 @@ static void Engine_dealloc(PyObject *op)
     Py_XDECREF(self->hidden);
     Py_XDECREF(self->engine);
     Py_XDECREF(self->getline);
+    Py_XDECREF(self->callnames);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -750,6 +807,8 @@ static PyMethodDef Engine_methods[] = {
     {"backward_begin", Engine_backward_begin, METH_VARARGS, "a backward call starts"},
     {"backward_end", Engine_backward_end, METH_O, "a backward call ended"},
     {"error", Engine_error, METH_O, "an exception ends the run"},
+    {"call_begin", Engine_call_begin, METH_VARARGS, "a call into user code starts"},
+    {"call_end", Engine_call_end, METH_VARARGS, "it returned (or raised: None)"},
     {"name", Engine_name, METH_VARARGS, "a variable name bound to a tensor"},
     {"set_active", Engine_set_active, METH_O, "record ops (True) or not"},
     {"flush", Engine_flush, METH_NOARGS, "fold and commit what was captured"},

@@ -41,6 +41,7 @@
 
 #include <xxhash.h>
 
+#include "gt_pyrun.h"
 #include "gtmap.h"
 
 /* Save and restore the pending exception around bookkeeping (3.11 API). */
@@ -2605,20 +2606,9 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
 static PyObject *Recorder_set_run(PyObject *op, PyObject *args, PyObject *kw)
 {
     Recorder *self = (Recorder *)op;
-    static char *kwlist[] = {"engine_version", "python_version", "argv_json", "cwd",
-                             "host", "options_json", "pid", "rank", "world_size",
-                             "local_rank", "backend", "launcher_run_id", NULL};
-    gt_run_info ri = {.engine = "pytorch", .rank = -1, .local_rank = -1};
-    long long pid = 0, rank = -1, world = 0, local = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLLLLzz", kwlist, &ri.engine_version,
-                                     &ri.python_version, &ri.argv_json, &ri.cwd, &ri.host,
-                                     &ri.options_json, &pid, &rank, &world, &local,
-                                     &ri.backend, &ri.launcher_run_id))
+    gt_run_info ri;
+    if (gt_py_run_info(args, kw, &ri) < 0)
         return NULL;
-    ri.pid = pid;
-    ri.rank = rank;
-    ri.world_size = world;
-    ri.local_rank = local;
     if (self->r && !self->forked && !self->failed)
         ck(self, gt_run_set(self->r, &ri));
     Py_RETURN_NONE;

@@ -180,7 +180,13 @@ class Saved(unittest.TestCase):
             "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name")}
         self.assertIn("SqBackward", names)
         self.assertIn("AccumulateGrad", names)
-        self.assertEqual([s[0] for s in gtutil.saved(db, "SqBackward")], ["saved_tensors"])
+        # named as the dispatch adapter names an element of a saved list
+        self.assertEqual([s[0] for s in gtutil.saved(db, "SqBackward")],
+                         ["saved_tensors[0]"])
+        # the custom Function's call is an ops row with its node
+        self.assertEqual(db.execute(
+            "SELECT count(*) FROM nodes n JOIN ops o ON o.seq = n.op"
+            " JOIN strings s ON s.id = o.name WHERE s.text = 'Sq.apply'").fetchone()[0], 1)
         # the leaf node accumulates into w
         self.assertEqual(db.execute(
             "SELECT count(*) FROM nodes n JOIN strings s ON s.id = n.name"

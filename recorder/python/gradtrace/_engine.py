@@ -95,6 +95,12 @@ class EngineRecorder:
                     except Exception:
                         pass
 
+    def call_begin(self, name, args, region):
+        return self._eng.call_begin(name, args, region)
+
+    def call_end(self, seq, result):
+        self._eng.call_end(seq, result)
+
     def backward_begin(self, api, roots, retain, create, inputs):
         bid = self._eng.backward_begin(api, roots, retain, create, inputs)
         try:
