@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "cmd.h"
+#include "gradtrace/format.h"
 #include "diagnose.h"
 #include "table_out.h"
 #include "trace.h"
@@ -803,6 +804,9 @@ static void test_sql_refuses_writes(void **state)
     free(after);
 }
 
+#define GT_STR_(x) #x
+#define GT_STR(x) GT_STR_(x)
+
 static void test_sql_allows_reads(void **state)
 {
     fixture *f = *state;
@@ -810,10 +814,10 @@ static void test_sql_allows_reads(void **state)
         const char *sql;
         const char *out;
     } allowed[] = {
-        {"PRAGMA user_version", "3\n"},
+        {"PRAGMA user_version", GT_STR(GT_SCHEMA_VERSION) "\n"},
         {"PRAGMA table_info(storages)",
          "0\tid\tINTEGER\t0\t\t1\n1\tnbytes\tINTEGER\t1\t\t0\n2\tdevice\tINTEGER\t1\t\t0\n"},
-        {"SELECT count(*) FROM pragma_table_info('run')", "23\n"},
+        {"SELECT count(*) FROM pragma_table_info('run')", "26\n"},
         {"SELECT group_concat(j.value, 'x') FROM saved, json_each(saved.shape) j "
          "WHERE seq = 6",
          "16x3\n"},
