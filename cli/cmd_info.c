@@ -185,7 +185,12 @@ static int print_json(gt_trace *t, FILE *out)
     if (gt_trace_stopped_reason(t))
         sqlite3_bind_text(st, 4, gt_trace_stopped_reason(t), -1, SQLITE_STATIC);
     char broken[512];
-    if (gt_trace_check_links(t, broken, sizeof broken))
+    int links = gt_trace_check_links(t, broken, sizeof broken);
+    if (links < 0) {
+        rc = SQLITE_NOMEM;
+        goto out;
+    }
+    if (links > 0)
         sqlite3_bind_text(st, 5, broken, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
@@ -296,7 +301,12 @@ static int print_text(gt_trace *t, FILE *out, int all)
                      "then\n");
     }
     char broken[512];
-    if (gt_trace_check_links(t, broken, sizeof broken)) {
+    int links = gt_trace_check_links(t, broken, sizeof broken);
+    if (links < 0) {
+        rc = SQLITE_NOMEM;
+        goto out;
+    }
+    if (links > 0) {
         fputs("           damaged: its rows do not fit together (", out);
         gt_term_puts(out, broken);
         fputs(")\n", out);
