@@ -295,7 +295,7 @@ static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
  * sharing its version counter) into buf; "" if it has none. */
 void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len)
 {
-    char **v = NULL;
+    const char *const *v = NULL;
     size_t n = 0;
     buf[0] = 0;
     int rc = gt_trace_names(c->t, tensor, &v, &n);
@@ -303,8 +303,6 @@ void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len)
         c->oom = 1;
     if (rc == 1)
         snprintf(buf, len, "%s", v[0]);
-    if (rc >= 0)
-        gt_names_free(v, n);
 }
 
 /* "file:line" of a stack's user frame, and its code line; "" if unknown. */

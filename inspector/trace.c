@@ -15,6 +15,7 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
+#include "gtmap.h"
 #include "gt_indexes_sql.h"
 #include "gt_views_sql.h"
 
@@ -36,6 +37,13 @@ struct gt_trace {
         sqlite3_stmt *st;
     } *stmts;
     size_t nstmts, capstmts;
+    gt_map names;        /* tensor id -> 1 + index in tnames */
+    struct tnames {      /* gt_trace_names / _json, read once per tensor */
+        char **v;
+        size_t n;
+        char *json;      /* NULL until asked for */
+    } *tnames;
+    size_t ntnames, captnames;
     char err[512];       /* gt_trace_errmsg */
     int errcode;         /* the GT_E* code that came with it */
 };
@@ -423,6 +431,14 @@ void gt_trace_close(gt_trace *t)
     for (size_t i = 0; i < t->nstmts; i++)
         sqlite3_finalize(t->stmts[i].st);
     free(t->stmts);
+    for (size_t i = 0; i < t->ntnames; i++) {
+        for (size_t k = 0; k < t->tnames[i].n; k++)
+            free(t->tnames[i].v[k]);
+        free(t->tnames[i].v);
+        free(t->tnames[i].json);
+    }
+    free(t->tnames);
+    gt_map_clear(&t->names);
     sqlite3_close(t->db);
     free(t->stopped_reason);
     free(t->path);
@@ -667,71 +683,115 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
 static const char sql_names[] = NAMES_SQL;
 static const char sql_names_json[] = "SELECT json_group_array(text) FROM (" NAMES_SQL ")";
 
-void gt_names_free(char **v, size_t n)
+/* The cache entry of tensor `tensor`, added empty (n = 0, json NULL,
+ * v NULL) with *fresh = 1 if there was none; NULL when out of memory. */
+static struct tnames *names_entry(gt_trace *t, int64_t tensor, int *fresh)
 {
-    for (size_t i = 0; v && i < n; i++)
-        free(v[i]);
-    free(v);
+    uint64_t *at = gt_map_get(&t->names, (uint64_t)tensor, 0, 0);
+    *fresh = 0;
+    if (at)
+        return &t->tnames[*at - 1];
+    if (t->ntnames == t->captnames) {
+        size_t cap = t->captnames ? t->captnames * 2 : 16;
+        struct tnames *v = realloc(t->tnames, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        t->tnames = v;
+        t->captnames = cap;
+    }
+    if (gt_map_put(&t->names, (uint64_t)tensor, 0, 0, t->ntnames + 1) != 0)
+        return NULL;
+    struct tnames *e = &t->tnames[t->ntnames++];
+    memset(e, 0, sizeof *e);
+    *fresh = 1;
+    return e;
 }
 
-int gt_trace_names(gt_trace *t, int64_t tensor, char ***out, size_t *n)
+/* Read the names of `tensor` into e (empty on entry). */
+static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
 {
     sqlite3_stmt *st = gt_trace_stmt(t, sql_names);
-    char **v = NULL;
-    size_t k = 0, cap = 0;
-    int s, oom = 0, rc = 0;
+    size_t cap = 0;
+    int s = SQLITE_DONE, oom = 0, rc = 0;
     if (!st)
         return t->errcode;
     sqlite3_bind_int64(st, 1, tensor);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (k == cap) {
+        if (e->n == cap) {
             cap = cap ? cap * 2 : 4;
-            char **nv = realloc(v, cap * sizeof *nv);
+            char **nv = realloc(e->v, cap * sizeof *nv);
             if (!nv) {
                 oom = 1;
                 break;
             }
-            v = nv;
+            e->v = nv;
         }
         char *one = column_dup(st, 0, &oom);
         if (oom)
             break;
         if (one)
-            v[k++] = one;
+            e->v[e->n++] = one;
     }
     sqlite3_reset(st);
     if (oom)
         rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
     else if (s != SQLITE_DONE && s != SQLITE_ROW)
         rc = sql_fail(t, s);
-    if (rc) {
-        gt_names_free(v, k);
+    return rc;
+}
+
+/* Drop the entry just added for a tensor whose names could not be read. */
+static void names_forget(gt_trace *t, int64_t tensor, struct tnames *e)
+{
+    for (size_t k = 0; k < e->n; k++)
+        free(e->v[k]);
+    free(e->v);
+    gt_map_del(&t->names, (uint64_t)tensor, 0, 0);
+    t->ntnames--; /* it is the last one */
+}
+
+int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out, size_t *n)
+{
+    int fresh, rc;
+    struct tnames *e = names_entry(t, tensor, &fresh);
+    if (!e)
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    if (fresh && (rc = read_names(t, tensor, e)) != 0) {
+        names_forget(t, tensor, e);
         return rc;
     }
-    *out = v;
-    *n = k;
-    return k > 0;
+    *out = (const char *const *)e->v;
+    *n = e->n;
+    return e->n > 0;
 }
 
 int gt_trace_names_json(gt_trace *t, int64_t tensor, char **out)
 {
-    sqlite3_stmt *st = gt_trace_stmt(t, sql_names_json);
-    int s, oom = 0, rc = 0;
-    char *v = NULL;
-    if (!st)
-        return t->errcode;
-    sqlite3_bind_int64(st, 1, tensor);
-    if ((s = sqlite3_step(st)) == SQLITE_ROW)
-        v = column_dup(st, 0, &oom);
-    if (s != SQLITE_ROW)
-        rc = sql_fail(t, s);
-    else if (oom || !v)
-        rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
-    sqlite3_reset(st);
-    if (rc) {
-        free(v);
+    const char *const *v;
+    size_t n;
+    int rc = gt_trace_names(t, tensor, &v, &n);
+    if (rc < 0)
         return rc;
+    int fresh;
+    struct tnames *e = names_entry(t, tensor, &fresh);
+    if (!e->json) {
+        sqlite3_stmt *st = gt_trace_stmt(t, sql_names_json);
+        int s, oom = 0;
+        if (!st)
+            return t->errcode;
+        sqlite3_bind_int64(st, 1, tensor);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW)
+            e->json = column_dup(st, 0, &oom);
+        rc = 0;
+        if (s != SQLITE_ROW)
+            rc = sql_fail(t, s);
+        else if (oom || !e->json)
+            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
+        sqlite3_reset(st);
+        if (rc)
+            return rc;
     }
-    *out = v;
+    if (!(*out = strdup(e->json)))
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
     return 0;
 }

@@ -131,11 +131,11 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out /* OUT */) GT
 
 /* The variable names of a tensor: its own, its bases' (nearest first, at
  * most 16 views deep), then those of tensors sharing its version counter,
- * each once, in binding order within a rank. *out is a malloc'd array of
- * *n malloc'd strings (gt_names_free); 1 when there is at least one. */
-int gt_trace_names(gt_trace *t, int64_t tensor, char ***out /* OUT */,
+ * each once, in binding order within a rank: *n strings at *out, owned by
+ * the trace (read once per tensor, as the trace was then). 1 when there is
+ * at least one. */
+int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out /* OUT */,
                    size_t *n /* OUT */) GT_WARN_UNUSED;
-void gt_names_free(char **v, size_t n);
 
 /* The same names as one JSON array (SQLite's json_group_array), malloc'd
  * into *out ("[]" for none). Returns 0 or a negative GT_E* code. */
