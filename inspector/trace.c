@@ -16,6 +16,7 @@
 #include <gradtrace/format.h>
 
 #include "gtmap.h"
+#include "strbuf.h"
 #include "gt_indexes_sql.h"
 #include "gt_views_sql.h"
 
@@ -41,7 +42,7 @@ struct gt_trace {
     struct tnames {      /* gt_trace_names / _json, read once per tensor */
         char **v;
         size_t n;
-        char *json;      /* NULL until asked for */
+        char *json;      /* the names as a JSON array */
     } *tnames;
     size_t ntnames, captnames;
     char err[512];       /* gt_trace_errmsg */
@@ -486,13 +487,57 @@ static const struct {
      "s.parent))"},
 };
 
+#define N_LINK_CHECKS (sizeof link_checks / sizeof *link_checks)
+
+/* Every check's count in one statement (one prepare instead of one per
+ * check): 1 and counts[] filled, 0 if it cannot run (a table is missing:
+ * the checks then run one by one to say which), GT_ENOMEM. */
+static int link_counts(gt_trace *t, int64_t *counts)
+{
+    gt_strbuf b = GT_STRBUF_INIT;
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    gt_strbuf_adds(&b, "SELECT ");
+    for (size_t i = 0; i < N_LINK_CHECKS; i++)
+        gt_strbuf_addf(&b, "%s(%s)", i ? ", " : "", link_checks[i].sql);
+    if (b.oom) {
+        gt_strbuf_release(&b);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    int s = sqlite3_prepare_v2(t->db, b.p, -1, &st, NULL);
+    if (s == SQLITE_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        for (size_t i = 0; i < N_LINK_CHECKS; i++)
+            counts[i] = sqlite3_column_int64(st, (int)i);
+        rc = 1;
+    } else if ((s & 0xff) == SQLITE_NOMEM) {
+        rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    sqlite3_finalize(st);
+    gt_strbuf_release(&b);
+    return rc;
+}
+
 int gt_trace_check_links(gt_trace *t, char *what, size_t n)
 {
     size_t at = 0;
     int problems = 0;
+    int64_t counts[N_LINK_CHECKS];
     if (n)
         what[0] = '\0';
-    for (size_t i = 0; i < sizeof link_checks / sizeof *link_checks; i++) {
+    int all = link_counts(t, counts);
+    if (all < 0)
+        return all;
+    for (size_t i = 0; all && i < N_LINK_CHECKS; i++) {
+        if (counts[i] == 0)
+            continue;
+        problems++;
+        if (at < n) {
+            int w = snprintf(what + at, n - at, "%s%s: %" PRId64, at ? "; " : "",
+                             link_checks[i].what, counts[i]);
+            at += w > 0 ? (size_t)w : 0;
+        }
+    }
+    for (size_t i = 0; !all && i < N_LINK_CHECKS; i++) {
         sqlite3_stmt *st = NULL;
         int64_t count = 1;
         char one[200];
@@ -676,12 +721,12 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
     " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"              \
     " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                    \
     " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "            \
-    "SELECT s.text FROM names n JOIN fam ON fam.id = n.tensor"                       \
+    "SELECT s.text, json_quote(s.text) FROM names n JOIN fam ON fam.id = n.tensor"   \
     " JOIN strings s ON s.id = n.name GROUP BY s.text"                               \
     " ORDER BY min(fam.rank), min(n.seq)"
 
+/* each name, and its JSON value (the elements of gt_trace_names_json) */
 static const char sql_names[] = NAMES_SQL;
-static const char sql_names_json[] = "SELECT json_group_array(text) FROM (" NAMES_SQL ")";
 
 /* The cache entry of tensor `tensor`, added empty (n = 0, json NULL,
  * v NULL) with *fresh = 1 if there was none; NULL when out of memory. */
@@ -715,7 +760,9 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
     int s = SQLITE_DONE, oom = 0, rc = 0;
     if (!st)
         return t->errcode;
+    gt_strbuf json = GT_STRBUF_INIT;
     sqlite3_bind_int64(st, 1, tensor);
+    gt_strbuf_adds(&json, "[");
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         if (e->n == cap) {
             cap = cap ? cap * 2 : 4;
@@ -726,13 +773,25 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
             }
             e->v = nv;
         }
+        /* json_group_array's shape: elements joined by "," */
+        const char *q = (const char *)sqlite3_column_text(st, 1);
+        if (!q) {
+            oom = 1;
+            break;
+        }
+        gt_strbuf_adds(&json, json.len > 1 ? "," : "");
+        gt_strbuf_adds(&json, q);
         char *one = column_dup(st, 0, &oom);
         if (oom)
             break;
         if (one)
             e->v[e->n++] = one;
     }
+    gt_strbuf_adds(&json, "]");
     sqlite3_reset(st);
+    if (!oom && s == SQLITE_DONE && !(e->json = gt_strbuf_detach(&json)))
+        oom = 1;
+    gt_strbuf_release(&json);
     if (oom)
         rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
     else if (s != SQLITE_DONE && s != SQLITE_ROW)
@@ -746,6 +805,7 @@ static void names_forget(gt_trace *t, int64_t tensor, struct tnames *e)
     for (size_t k = 0; k < e->n; k++)
         free(e->v[k]);
     free(e->v);
+    free(e->json);
     gt_map_del(&t->names, (uint64_t)tensor, 0, 0);
     t->ntnames--; /* it is the last one */
 }
@@ -774,23 +834,6 @@ int gt_trace_names_json(gt_trace *t, int64_t tensor, char **out)
         return rc;
     int fresh;
     struct tnames *e = names_entry(t, tensor, &fresh);
-    if (!e->json) {
-        sqlite3_stmt *st = gt_trace_stmt(t, sql_names_json);
-        int s, oom = 0;
-        if (!st)
-            return t->errcode;
-        sqlite3_bind_int64(st, 1, tensor);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            e->json = column_dup(st, 0, &oom);
-        rc = 0;
-        if (s != SQLITE_ROW)
-            rc = sql_fail(t, s);
-        else if (oom || !e->json)
-            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
-        sqlite3_reset(st);
-        if (rc)
-            return rc;
-    }
     if (!(*out = strdup(e->json)))
         return gt__trace_fail(t, GT_ENOMEM, "out of memory");
     return 0;
