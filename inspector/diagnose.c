@@ -15,7 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "extent.h"
 #include "replay.h"

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 struct gt_replayer {
     sqlite3 *db;
@@ -547,8 +548,8 @@ static int load_call(gt_replayer *rp, gt_replay *r, char *err, size_t errlen)
         r->create_graph = sqlite3_column_int(st, 4);
         const char *status = (const char *)sqlite3_column_text(st, 5);
         r->status = !status                  ? GT_BACKWARD_RUNNING
-                    : !strcmp(status, "ok")    ? GT_BACKWARD_OK
-                    : !strcmp(status, "error") ? GT_BACKWARD_ERROR
+                    : !strcmp(status, GT_BACKWARD_STATUS_OK)    ? GT_BACKWARD_OK
+                    : !strcmp(status, GT_BACKWARD_STATUS_ERROR) ? GT_BACKWARD_ERROR
                                                : GT_BACKWARD_RUNNING;
         r->grad_api = sqlite3_column_int(st, 6);
         r->has_inputs = sqlite3_column_int(st, 7);
