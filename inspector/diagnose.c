@@ -19,6 +19,7 @@
 #include <gradtrace/format.h>
 
 #include "extent.h"
+#include "intlist.h"
 #include "replay.h"
 
 const char *gt_finding_kind_name(int kind)
@@ -160,28 +161,6 @@ gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-/* Parse a JSON array of integers ("[16, 8]") into v (at most max); returns
- * the count, or -1 if it is not one. */
-static int parse_ints(const char *s, int64_t *v, int max)
-{
-    int n = 0;
-    if (!s || *s != '[')
-        return -1;
-    s++;
-    for (;;) {
-        while (isspace((unsigned char)*s) || *s == ',')
-            s++;
-        if (*s == ']')
-            return n;
-        char *end;
-        long long x = strtoll(s, &end, 10);
-        if (end == s || n == max)
-            return -1;
-        v[n++] = x;
-        s = end;
-    }
-}
-
 static int64_t dtype_size(const char *d)
 {
     static const struct {
@@ -209,9 +188,9 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
     if (s == SQLITE_ROW) {
         int64_t shape[GT__EXTENT_MAXDIM], strides[GT__EXTENT_MAXDIM];
         int64_t off = sqlite3_column_int64(st, 0);
-        int nd = parse_ints((const char *)sqlite3_column_text(st, 1), shape,
+        int nd = gt_ints_parse((const char *)sqlite3_column_text(st, 1), shape,
                             GT__EXTENT_MAXDIM);
-        int ns = parse_ints((const char *)sqlite3_column_text(st, 2), strides,
+        int ns = gt_ints_parse((const char *)sqlite3_column_text(st, 2), strides,
                             GT__EXTENT_MAXDIM);
         const char *dtype = (const char *)sqlite3_column_text(st, 3);
         snprintf(t->dtype, sizeof t->dtype, "%s", dtype ? dtype : "?");
@@ -456,7 +435,7 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         if (check_point(r, &r->order[i]) > hi)
             hi = check_point(r, &r->order[i]);
     }
-    if (!(list = gt__json_ints(ids, r->n)))
+    if (!(list = gt_ints_json(ids, r->n)))
         goto gt__dx_nomem;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -516,7 +495,7 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         goto out;
 
     free(list);
-    if (!(list = gt__json_ints(stor, ns)))
+    if (!(list = gt_ints_json(stor, ns)))
         goto gt__dx_nomem;
     st = c->silent;
     if ((rc = gt__pick_plan(c->db, c->silent_size, list, lo, hi, c->err, c->errlen)) < 0)

@@ -8,6 +8,8 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
+#include "intlist.h"
+
 struct gt_replayer {
     sqlite3 *db;
     sqlite3_stmt *call;
@@ -398,7 +400,7 @@ static int mark_needed(gt_replayer *rp, graph *g, const gt_replay *r, char *err,
         goto nomem;
     for (size_t i = 0; i < g->n; i++)
         ids[i] = g->nodes[i].id;
-    if (!(list = gt__json_ints(ids, g->n)))
+    if (!(list = gt_ints_json(ids, g->n)))
         goto nomem;
     sqlite3_stmt *st = rp->inputs;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
@@ -672,32 +674,6 @@ struct gt_counters {
     gt_imap end;     /* counter -> one past its last index */
 };
 
-char *gt__json_ints(const int64_t *v, size_t n)
-{
-    char *s = malloc(3 + n * 21), *p = s; /* "[", n * "-digits,", "]", NUL */
-    if (!s)
-        return NULL;
-    *p++ = '[';
-    for (size_t i = 0; i < n; i++) {
-        char tmp[24];
-        int k = 0;
-        uint64_t x = v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i];
-        if (i)
-            *p++ = ',';
-        if (v[i] < 0)
-            *p++ = '-';
-        do {
-            tmp[k++] = (char)('0' + x % 10);
-            x /= 10;
-        } while (x);
-        while (k)
-            *p++ = tmp[--k];
-    }
-    *p++ = ']';
-    *p = 0;
-    return s;
-}
-
 int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
                   int64_t to_seq, char *err, size_t errlen)
 {
@@ -734,7 +710,7 @@ int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t fro
                       int64_t to_seq, gt_counters **out, char *err, size_t errlen)
 {
     int rc = 0, s;
-    char *list = gt__json_ints(vcs, n);
+    char *list = gt_ints_json(vcs, n);
     gt_counters *c = calloc(1, sizeof *c);
     sqlite3_stmt *st = rp->counters;
     if (!list || !c)

@@ -127,9 +127,6 @@ void gt__counters_free(gt_counters *c);
 int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
                   int64_t to_seq, char *err, size_t errlen);
 
-/* "[1,2,3]": a JSON array of the integers, malloc'd; NULL on ENOMEM. */
-char *gt__json_ints(const int64_t *v, size_t n);
-
 /* The variable names of tensor ?1, one per row, best first: its own names,
  * then those of the bases it views (nearest first), then those of tensors
  * sharing its version counter (detach(), views); each group in binding
