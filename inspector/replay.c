@@ -23,75 +23,30 @@ struct gt_replayer {
     sqlite3_stmt *inputs;
 };
 
-/* ---- hash map ---------------------------------------------------------- */
+/* ---- id map ------------------------------------------------------------ */
 
-static size_t imap_slot(int64_t key, size_t cap)
-{
-    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 17) & (cap - 1);
-}
-
+/* The id map is common/gtmap's, keyed by the id alone. */
 int gt__imap_get(const gt_imap *m, int64_t key, int64_t *val)
 {
-    if (m->cap == 0)
+    const uint64_t *v = gt_map_get(&m->m, (uint64_t)key, 0, 0);
+    if (!v)
         return 0;
-    for (size_t i = imap_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key) {
-            *val = m->vals[i];
-            return 1;
-        }
-        if (m->keys[i] == 0)
-            return 0;
-    }
-}
-
-static int imap_grow(gt_imap *m)
-{
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    int64_t *keys = calloc(cap, sizeof *keys);
-    int64_t *vals = calloc(cap, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        return GT_ENOMEM;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == 0)
-            continue;
-        size_t j = imap_slot(m->keys[i], cap);
-        while (keys[j] != 0)
-            j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    return 0;
+    *val = (int64_t)*v;
+    return 1;
 }
 
 int gt__imap_put(gt_imap *m, int64_t key, int64_t val)
 {
-    if ((m->len + 1) * 2 > m->cap && imap_grow(m) != 0)
+    if (gt_map_put(&m->m, (uint64_t)key, 0, 0, (uint64_t)val) != 0)
         return GT_ENOMEM;
-    size_t i = imap_slot(key, m->cap);
-    while (m->keys[i] != 0 && m->keys[i] != key)
-        i = (i + 1) & (m->cap - 1);
-    if (m->keys[i] == 0) {
-        m->keys[i] = key;
-        m->len++;
-    }
-    m->vals[i] = val;
+    m->len = m->m.len;
     return 0;
 }
 
 void gt__imap_clear(gt_imap *m)
 {
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
+    gt_map_clear(&m->m);
+    m->len = 0;
 }
 
 /* ---- replayer ---------------------------------------------------------- */
