@@ -190,14 +190,14 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
     free(name);
     int inside = 0;
     for (int depth = 0; stack && depth < 256 && !*rc; depth++) {
-        char *fn = qtext(db, rc,
-                         "SELECT coalesce(sf.text, '') FROM stacks s JOIN frames f ON f.id = "
-                         "coalesce(s.user_frame, s.frame) LEFT JOIN strings sf ON sf.id = "
-                         "f.function WHERE s.id = ?1", "i", stack);
-        if (!fn)
+        gt_loc l;
+        int r = gt_trace_loc(db->t, stack, &l);
+        if (r < 0)
+            *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+        if (r != 1)
             break;
-        int here = !strcmp(fn, fwd);
-        free(fn);
+        int here = !strcmp(l.function ? l.function : "", fwd);
+        gt_loc_release(&l);
         if (inside && !here) {
             out = stack;
             break;
@@ -205,9 +205,10 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
         inside |= here;
         if (!inside)
             break; /* the op did not run inside forward */
-        char *parent = qtext(db, rc, "SELECT parent FROM stacks WHERE id = ?1", "i", stack);
-        stack = parent ? strtoll(parent, NULL, 10) : 0;
-        free(parent);
+        if ((r = gt_trace_stack_parent(db->t, stack, &stack)) < 0) {
+            *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+            break;
+        }
     }
     return out;
 }
@@ -224,13 +225,13 @@ static int64_t call_inner_stack(qdb *db, int *rc, int64_t node, int64_t tensor)
     char *s = qtext(
         db, rc,
         "WITH c AS (SELECT n.op AS s, (SELECT max(m.seq) FROM nodes m WHERE m.op = n.op)"
-        "  AS u, (SELECT coalesce(k.user_frame, k.frame) FROM stacks k WHERE k.id = o.stack)"
+        "  AS u, (SELECT " GT_USER_FRAME("k") " FROM stacks k WHERE k.id = o.stack)"
         "  AS f FROM nodes n JOIN ops o ON o.seq = n.op JOIN strings sn ON sn.id = o.name"
         "  WHERE n.id = ?1 AND instr(sn.text, '::') = 0), "
         /* the call's ops that ran inside it (not PyTorch's own at the call line) */
         "i AS (SELECT o.seq FROM ops o JOIN stacks k ON k.id = o.stack, c"
         "  WHERE o.seq > c.s AND o.seq <= c.u"
-        "  AND coalesce(k.user_frame, k.frame) IS NOT c.f) "
+        "  AND " GT_USER_FRAME("k") " IS NOT c.f) "
         "SELECT o.stack FROM ops o WHERE o.seq = coalesce("
         " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op WHERE a.tensor = ?2"
         "  AND a.role = 0 AND NOT EXISTS (SELECT 1 FROM op_args w"
