@@ -30,6 +30,7 @@
 
 #include "diagnose.h"
 #include "graph.h"
+#include "graph_render.h"
 #include "trace.h"
 
 #include "bench.h"
@@ -234,13 +235,13 @@ static void measure(gt_trace *t, const gt_findings *fs, const char *name, int al
     printf("%s_build: %.4f s\n", name, t1 - t0);
     printf("%s_drawn_nodes: %zu nodes\n", name, gt_graph_nodes_drawn(g));
     printf("%s_graphviz_nodes: %d nodes\n", name, agnnodes(gt_graph_agraph(g)));
-    int rc = gt_graph_render(g, format, path, err, sizeof err);
+    int rc = gt_graph_render(g, format, path);
     double t2 = now_s();
     if (rc == GT_EINVAL)
         printf("%s_%s: refused (%s) after %.4f s\n", name, gt_graph_format_name(format),
-               err, t2 - t1);
+               gt_graph_errmsg(g), t2 - t1);
     else if (rc != 0)
-        printf("error: %s: %s\n", name, err);
+        printf("error: %s: %s\n", name, gt_graph_errmsg(g));
     else
         printf("%s_%s: %.4f s\n", name, gt_graph_format_name(format), t2 - t1);
     gt_graph_free(g);

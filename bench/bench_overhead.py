@@ -15,7 +15,11 @@ backward, optimizer step) on one thread. Modes:
   dispatch  gradtrace.record(...) through the dispatch adapter
   gt_idle   the dispatch adapter with its window closed (backward_calls far
             ahead): the floor of that adapter's own entry point
-For the two recording modes the figure is the training loop with the trace
+  keep2     gradtrace.record(..., keep_last=2) through the engine adapter:
+            the flight recorder (an in-memory window of the last 2 backward
+            calls, written at stop); its trace's size is printed (`_trace`)
+  keep2_dispatch  the same through the dispatch adapter
+For the recording modes the figure is the training loop with the trace
 open (`_loop`), and closing the trace (folding what is left, indexes, WAL
 checkpoint) is printed on its own line (`_close`). Figures: process CPU
 (every thread, the engine's background fold included), training-thread CPU
@@ -74,6 +78,7 @@ def block():
 
 
 MODELS = {"mlp": mlp, "cnn": cnn, "block": block}
+RECORDING = ("engine", "dispatch", "gt_idle", "keep2", "keep2_dispatch")
 
 
 def train(model, opt, x, y, steps):
@@ -99,14 +104,16 @@ def measure(build, mode, steps, tmp, counter):
     model, x, y = build()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     train(model, opt, x, y, 2)  # warm up outside the measurement
-    if mode in ("engine", "dispatch", "gt_idle"):
+    if mode in RECORDING:
         counter[0] += 1
         path = os.path.join(tmp, "bench%d.db" % counter[0])
         window = (10 ** 6, 10 ** 6) if mode == "gt_idle" else None
-        os.environ["GRADTRACE_ADAPTER"] = "engine" if mode == "engine" else "dispatch"
-        rec = gradtrace.record(path, backward_calls=window)
+        keep = 2 if mode.startswith("keep2") else None
+        engine = mode in ("engine", "keep2")
+        os.environ["GRADTRACE_ADAPTER"] = "engine" if engine else "dispatch"
+        rec = gradtrace.record(path, backward_calls=window, keep_last=keep)
         rec.start()
-        if mode == "engine" and rec.adapter != "engine":
+        if engine and rec.adapter != "engine":
             rec.stop()
             return None, None, 0
         try:
@@ -120,6 +127,8 @@ def measure(build, mode, steps, tmp, counter):
         db = sqlite3.connect(path)
         ops = db.execute("SELECT count(*) FROM ops").fetchone()[0]
         db.close()
+        if keep:
+            ops = os.path.getsize(path)  # the window holds few ops: its size instead
         os.unlink(path)
         return loop, close, ops
     c0 = clocks()
@@ -141,10 +150,10 @@ def main():
     ap.add_argument("--models", default="mlp,cnn,block")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    modes = ["plain", "floor", "anomaly", "engine", "dispatch", "gt_idle"]
+    modes = ["plain", "floor", "anomaly", "engine", "dispatch", "gt_idle", "keep2",
+             "keep2_dispatch"]
     print("torch: %s" % torch.__version__)
     print("python: %s" % sys.version.split()[0])
-    print("keep_last: not measured (--keep-last is not implemented yet)")
     clock_names = ("cpu", "thread_cpu", "wall")
     with tempfile.TemporaryDirectory(prefix="gtbench-") as tmp:
         counter = [0]
@@ -174,11 +183,13 @@ def main():
                 for i, c in enumerate(clock_names):
                     print("%s_%s_%s_vs_plain: %.2f x" % (name, m, c,
                                                          med[m][i] / med["plain"][i]))
-            for m in ("engine", "dispatch"):
+            for m in ("engine", "dispatch", "keep2", "keep2_dispatch"):
                 if m in med and closes[m]:
                     print("%s_%s_close: %.1f ms/trace" % (
                         name, m, 1000 * statistics.median(closes[m])))
-                if m in med and ops[m]:
+                if m.startswith("keep2") and m in med:
+                    print("%s_%s_trace: %.0f KiB" % (name, m, ops[m] / 1024))
+                elif m in med and ops[m]:
                     per = (med[m][0] - med["plain"][0]) / (ops[m] / args.steps * args.steps)
                     print("%s_%s_ns_per_op: %.0f ns (%d ops/step)" % (
                         name, m, 1e9 * per, ops[m] // args.steps))

@@ -15,6 +15,7 @@
 
 #include "cmd.h"
 #include "multi.h"
+#include "pymsg.h"
 #include "diagnose.h"
 #include "replay.h"
 #include "strbuf.h"
@@ -91,6 +92,90 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
     return out;
 }
 
+/* The backward calls (all, or only `bw`) that ran nodes whose forward ran
+ * before recording started: nodes no recorded op made (not accumulators),
+ * first seen once the call began; not a torch.func transform's own call
+ * (its forward ran inside the same transform call, whose nodes the ops
+ * under it do not make). What changed their saved tensors before
+ * recording started cannot be in the trace, so a run diagnosed clean is
+ * only clean for what the recording saw: a JSON array of {backward,
+ * location, nodes, first}, for a note in the text. */
+static char *outside_json(qdb *db, int *rc, int64_t bw)
+{
+    static const char sql[] =
+        "SELECT id, stack, n, (SELECT t.text FROM nodes x JOIN strings t ON t.id = x.name"
+        " WHERE x.id = m) FROM ("
+        " SELECT b.id, b.stack, count(*) AS n, min(n.id) AS m"
+        " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
+        "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
+        "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
+        " WHERE (?1 = 0 OR b.id = ?1) AND NOT EXISTS (SELECT 1 FROM stacks k"
+        "  JOIN frames f ON f.id = k.frame JOIN strings sf ON sf.id = f.file"
+        "  WHERE k.id = b.stack AND (sf.text LIKE '%/_functorch/%'"
+        "  OR sf.text LIKE '%/functorch/_src/%'))"
+        " GROUP BY b.id ORDER BY b.id)";
+    sqlite3_stmt *st = qprep(db, sql);
+    gt_strbuf b = GT_STRBUF_INIT;
+    int s = SQLITE_ERROR;
+    if (!st) {
+        *rc = GT_ESQL;
+        return NULL;
+    }
+    sqlite3_bind_int64(st, 1, bw);
+    gt_strbuf_add(&b, "[", 1);
+    while (!*rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t stack = sqlite3_column_int64(st, 1);
+        char *loc = stack ? loc_json(db, rc, stack) : NULL;
+        char *one = *rc ? NULL
+                        : qtext(db, rc,
+                                "SELECT json_object('backward', ?1, 'location', json(?2),"
+                                " 'nodes', ?3, 'first', ?4)",
+                                "isis", sqlite3_column_int64(st, 0), loc,
+                                sqlite3_column_int64(st, 2),
+                                (const char *)sqlite3_column_text(st, 3));
+        if (one) {
+            if (b.len > 1)
+                gt_strbuf_add(&b, ",", 1);
+            gt_strbuf_adds(&b, one);
+        }
+        free(loc);
+        free(one);
+    }
+    if (!*rc && s != SQLITE_DONE)
+        *rc = s == SQLITE_NOMEM ? GT_ENOMEM : GT_ESQL;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    gt_strbuf_add(&b, "]", 1);
+    if (!*rc && b.oom)
+        *rc = GT_ENOMEM;
+    if (*rc) {
+        gt_strbuf_release(&b);
+        return NULL;
+    }
+    return gt_strbuf_detach(&b);
+}
+
+/* "true" if code compiled with torch.compile ran eagerly while recording
+ * (the dispatch adapter's case: TorchDynamo does not compile under a
+ * dispatch mode): a recorded op's user frame lies inside a frame of
+ * TorchDynamo's eval_frame.py, i.e. the compiled function's own Python ran.
+ * Ops of a compiled graph have no user frame inside it. */
+static char *compiled_eager_json(qdb *db, int *rc)
+{
+    return qtext(db, rc,
+                 "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
+                 " UNION ALL SELECT up.start, s.parent, up.d + 1 FROM stacks s"
+                 " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
+                 " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
+                 " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
+                 " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
+                 " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+                 " JOIN strings sf ON sf.id = f.file)"
+                 " SELECT CASE WHEN EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
+                 " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
+                 "");
+}
+
 /* The tensor's names as a JSON array (gt_trace_names_json); NULL on error. */
 static char *names_json(qdb *db, int *rc, int64_t tensor)
 {
@@ -156,9 +241,11 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
             "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
             "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 THEN 'true' "
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN 'true' "
             "ELSE 'false' END))",
-            "iissii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq);
+            "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
+            /* a swap recorded at its `.data =` line: a write with no op */
+            (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP));
         free(stack);
         free(loc);
         free(names);
@@ -291,8 +378,8 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
                       : NULL;
         view = qtext(db, rc,
                      "SELECT json_set(coalesce(?1, json_object('tensor', NULL)), "
-                     "'$.variable', ?3, '$.origin', json(?2))",
-                     "sss", t, origin, f->name);
+                     "'$.variable', ?3, '$.expression', ?4, '$.origin', json(?2))",
+                     "ssss", t, origin, f->name, f->written);
         free(t);
     }
     if (f->kind == GT_FINDING_UNEXPLAINED) {
@@ -398,13 +485,38 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         "   'dtype', (SELECT s.text FROM tensors t JOIN strings s ON s.id = t.dtype"
         "   WHERE t.id = ?17), 'shape', json((SELECT shape FROM tensors WHERE id = ?17)),"
         "   'names', CASE WHEN json_array_length(coalesce(?9, '[]')) = 0 AND ?19 IS NOT"
-        "   NULL THEN json_array(?19) ELSE json(coalesce(?9, '[]')) END) END,"
+        "   NULL THEN json_array(?19) ELSE json(coalesce(?9, '[]')) END,"
+        "   'expression', ?20) END,"
         " 'location', json(?18))",
-        "ssisisiisiissiisiss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
+        "ssisisiisiissiisisss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
         f->backward, bw_loc, f->node, node_loc, f->saved_seq, f->tensor, saved_names,
         f->saved_version, f->version_at_backward, muts, f->suggestion,
         (int64_t)f->matches_error, f->other_backward, other_loc,
-        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name);
+        f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name,
+        f->written);
+    if (out && f->error_seq && f->matches_error == 1 && f->tensor) {
+        /* Under vmap PyTorch's message shows one sample's shape, the trace
+         * the batched tensor: both are shown ('saved.error_shape'). */
+        char *msg = qtext(db, rc, "SELECT message FROM errors WHERE seq = ?1", "i",
+                          f->error_seq);
+        gt_pymsg m;
+        if (msg) {
+            gt__pymsg_parse(msg, &m);
+            char *with = m.has_versions
+                             ? qtext(db, rc,
+                                     "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''),"
+                                     " ']', '') FROM tensors WHERE id = ?2) != ?3 THEN"
+                                     " json_set(?1, '$.saved.error_shape', json('[' || ?3 ||"
+                                     " ']')) ELSE ?1 END",
+                                     "sis", out, f->tensor, m.shape)
+                             : NULL;
+            if (with) {
+                free(out);
+                out = with;
+            }
+        }
+        free(msg);
+    }
     if (out && inner_loc) {
         char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
                            "ss", out, inner_loc);
@@ -725,9 +837,19 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
     else if (!strcmp(kind, "leaf_inplace")) {
+        /* named as the raising line writes it ("v1[0]", "x[:, 1]"), with the
+         * leaf's own names when they differ */
         const char *ln = names_text(d, "$.leaf.names");
-        fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
-                ln[0] ? ln : "a leaf");
+        const char *ex = jt(d, "$.leaf.expression"), *vw = jx(d, "$.view.origin.seq");
+        if (ex[0] && vw[0])
+            fprintf(o, "in-place operation on %s, a view of %s%s", ex, ln[0] ? ln : "a leaf",
+                    ln[0] ? ", a leaf tensor that requires grad" : " that requires grad");
+        else if (ex[0] && ln[0] && strcmp(ex, ln) != 0)
+            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", ex,
+                    ln);
+        else
+            fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
+                    ex[0] ? ex : ln[0] ? ln : "a leaf");
     } else if (!strcmp(kind, "unexplained")) {
         if (!strcmp(jx(d, "$.outside_recording"), "1"))
             fprintf(o, "the run raised an in-place error about a graph whose forward ran "
@@ -736,7 +858,9 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
             fprintf(o, "the run raised an in-place error that the replay cannot pin to a "
                        "write");
     } else {
-        const char *var = jt(d, "$.view.variable"), *vop = jt(d, "$.view.origin.op");
+        const char *var = jt(d, "$.view.expression"), *vop = jt(d, "$.view.origin.op");
+        if (!var[0])
+            var = jt(d, "$.view.variable");
         const char *what = !strcmp(kind, "view_multi_output_inplace")
                                ? "an output of a function that returns several views"
                            : !strcmp(kind, "view_no_grad_inplace")
@@ -813,7 +937,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         if (!prev || strcmp(prev, mloc) != 0)
             print_loc(o, d, st, cwd,
                       !strcmp(kind, "silent_storage_write")  ? "written at"
-                      : !strcmp(kind, "silent_storage_swap") ? "noticed at"
+                      : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at"
+                                                                      : "swapped at")
                       : !strcmp(kind, "silent_saved_write")  ? "touched at"
                       : !strcmp(kind, "unexplained")         ? "last written"
                                                              : "modified at",
@@ -845,10 +970,16 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     } else if (strcmp(ftf, "1") != 0 && match[0])
         fprintf(o, "    %-11s %snot the one PyTorch raised: it stops at the first stale "
                    "tensor%s\n", "error", st->dim, st->reset);
-    else if (!strcmp(match, "1"))
-        fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
-                st->reset);
-    else if (!strcmp(match, "0"))
+    else if (!strcmp(match, "1")) {
+        const char *es = jx(d, "$.saved.error_shape");
+        if (es[0])
+            fprintf(o, "    %-11s %smatches the error PyTorch raised%s (its message shows "
+                       "%s, one vmap sample; the trace holds the batched %s)\n", "error",
+                    st->green, st->reset, es, shape);
+        else
+            fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
+                    st->reset);
+    } else if (!strcmp(match, "0"))
         fprintf(o, "    %-11s %sdoes not match the error PyTorch raised%s\n", "error",
                 st->yellow, st->reset);
     if (sugg[0])
@@ -857,11 +988,12 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     return d->oom ? -1 : 0;
 }
 
-/* The text report into o. Returns 0, or -1 when out of memory (o then
- * holds a part: the caller discards it). */
+/* The text report into o (`outside`: outside_json's array, or NULL).
+ * Returns 0, or -1 when out of memory (o then holds a part: the caller
+ * discards it). */
 static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
                       gt_trace *t, const char *broken, const char *err,
-                      char **docs, size_t n)
+                      const char *outside, char **docs, size_t n)
 {
     char cwd[4096];
     int rc = 0;
@@ -904,10 +1036,38 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         free(first);
         jdoc_free(&e);
     }
+    int any_outside = 0;
+    if (rc == 0 && outside) {
+        jdoc od;
+        jdoc_load(db, outside, &od);
+        for (size_t i = 0; i < od.n && !od.oom; i++) {
+            if (strcmp(od.v[i].parent, "$") != 0 || !strcmp(od.v[i].key, "$"))
+                continue;
+            char key[64], k[256];
+            snprintf(key, sizeof key, "%s", od.v[i].key);
+            const char *file = jt(&od, sub(k, sizeof k, key, ".location.file"));
+            const char *line = jx(&od, sub(k, sizeof k, key, ".location.line"));
+            const char *nodes = jx(&od, sub(k, sizeof k, key, ".nodes"));
+            const char *first = jt(&od, sub(k, sizeof k, key, ".first"));
+            if (od.oom)
+                break;
+            fprintf(o, "%snote:%s backward #%s%s%s%s%s ran %s node%s whose forward ran "
+                       "before recording started (the first: %s): a change to their saved "
+                       "tensors before recording started is not in the trace; record from "
+                       "before the forward to check them\n",
+                    st->yellow, st->reset, jx(&od, sub(k, sizeof k, key, ".backward")),
+                    file[0] ? " at " : "", rel(file, cwd), file[0] ? ":" : "", line, nodes,
+                    !strcmp(nodes, "1") ? "" : "s", first);
+            any_outside = 1;
+        }
+        if (od.oom)
+            rc = -1;
+        jdoc_free(&od);
+    }
     if (rc == 0 && n == 0)
-        fprintf(o, "%s: no findings: no saved tensor was modified before the backward that "
+        fprintf(o, "%s: no findings: no saved tensor %s modified before the backward that "
                    "needed it\n",
-                trace);
+                trace, any_outside ? "the recording saw was" : "was");
     else if (rc == 0)
         fprintf(o, "%s: %zu finding%s\n\n", trace, n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -962,7 +1122,8 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_findings *fs = NULL;
     qdb db = {0};
     char err[1024];
-    char *fjson = NULL, *ejson = NULL, *doc = NULL, **docs = NULL;
+    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
+         **docs = NULL;
 
     optind = 0;
     opterr = 0;
@@ -1031,14 +1192,20 @@ int gt_cmd_diagnose(int argc, char **argv)
     if (!rc)
         fjson = join_array(&rc, docs, fs->n);
     ejson = error_json(&db, &rc);
+    if (!rc)
+        ojson = outside_json(&db, &rc, (int64_t)backward);
+    if (!rc)
+        cjson = compiled_eager_json(&db, &rc);
     if (!rc && fjson)
         doc = qtext(&db, &rc,
                     "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
                     " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
-                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7)",
-                    "ssssiss", path, tf(gt_trace_partial(t)), ejson, fjson,
+                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
+                    " 'outside_recording', json(coalesce(?8, '[]')),"
+                    " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
+                    "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
                     (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-                    broken[0] ? broken : NULL);
+                    broken[0] ? broken : NULL, ojson, cjson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -1049,14 +1216,19 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+        const style *st = color ? &ansi : &plain;
         /* into memory first: out of memory midway prints nothing, not a
          * finding with blank fields */
         char *text = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&text, &len);
-        int prc = m ? print_text(m, &db, color ? &ansi : &plain, path, t, broken, ejson,
-                                 docs, fs->n)
-                    : -1;
+        if (m && cjson && !strcmp(cjson, "true"))
+            fprintf(m, "%snote:%s torch.compile'd code ran eagerly while recording "
+                       "(TorchDynamo does not compile under the dispatch mode gradtrace "
+                       "records with): the findings are about the eager run; a bug only the "
+                       "compiled code has is not in the trace\n",
+                    st->yellow, st->reset);
+        int prc = m ? print_text(m, &db, st, path, t, broken, ejson, ojson, docs, fs->n) : -1;
         if (m && fclose(m) != 0)
             prc = -1;
         if (prc != 0) {
@@ -1081,6 +1253,8 @@ out:
     free(doc);
     free(fjson);
     free(ejson);
+    free(ojson);
+    free(cjson);
     free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
     gt_trace_close(t);

@@ -12,15 +12,19 @@
 #include "cmd.h"
 #include "diagnose.h"
 #include "graph.h"
+#include "graph_render.h"
 #include "trace.h"
 
 static const char usage_text[] =
     "usage: gradtrace graph TRACE -o FILE [--format dot|svg|png] [--backward N]\n"
-    "                       [--hops K] [--all] [--no-legend]\n"
+    "                       [--hops K] [--all] [--saved] [--no-legend]\n"
     "\n"
     "Draw the autograd graph of one backward call: its nodes with the user's\n"
     "lines, saved tensors, and for each finding the in-place ops that changed a\n"
     "saved tensor (red) and the node the backward fails on (outlined).\n"
+    "Without --hops or --all the drawing fits a screen: at most 40 nodes around\n"
+    "the findings (or the roots), blocks repeated in a row (an RNN's time steps,\n"
+    "a stack of layers) drawn once as \"\xc3\x97N\"; the title says what was left out.\n"
     "\n"
     "  -o, --output FILE   where to write; '-' for standard output\n"
     "  -f, --format FMT    dot, svg or png (default: from FILE's extension;\n"
@@ -29,6 +33,8 @@ static const char usage_text[] =
     "                      findings, else the last)\n"
     "  -k, --hops K        draw nodes within K edges of a finding (default 2)\n"
     "  -a, --all           draw the whole graph, not just around the findings\n"
+    "      --saved         draw every saved tensor as a note (a large drawing\n"
+    "                      lists them in their node, except around findings)\n"
     "      --no-legend     leave the legend out\n"
     "  -h, --help          show this help\n";
 
@@ -46,7 +52,7 @@ static int parse_int(const char *s, long long min, long long max, long long *out
 
 int gt_cmd_graph(int argc, char **argv)
 {
-    enum { OPT_NO_LEGEND = 256 };
+    enum { OPT_NO_LEGEND = 256, OPT_SAVED };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"format", required_argument, NULL, 'f'},
@@ -54,6 +60,7 @@ int gt_cmd_graph(int argc, char **argv)
         {"hops", required_argument, NULL, 'k'},
         {"all", no_argument, NULL, 'a'},
         {"no-legend", no_argument, NULL, OPT_NO_LEGEND},
+        {"saved", no_argument, NULL, OPT_SAVED},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -106,6 +113,9 @@ int gt_cmd_graph(int argc, char **argv)
             break;
         case OPT_NO_LEGEND:
             opts.no_legend = 1;
+            break;
+        case OPT_SAVED:
+            opts.saved = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -168,9 +178,20 @@ int gt_cmd_graph(int argc, char **argv)
         fprintf(stderr,
                 "gradtrace: graph: cannot diagnose, drawing without findings: %s\n", err);
     opts.findings = findings;
-    if (gt_graph_build(trace, &opts, &graph, err, sizeof err) != 0 ||
-        gt_graph_render(graph, format, output, err, sizeof err) != 0) {
+    if (gt_graph_build(trace, &opts, &graph, err, sizeof err) != 0) {
         fprintf(stderr, "gradtrace: graph: %s\n", err);
+        goto out;
+    }
+    rc = gt_graph_render(graph, format, output);
+    /* Graphviz's messages, under our name (never "(null): ...") */
+    for (const char *w = gt_graph_warnings(graph); *w;) {
+        const char *nl = strchr(w, '\n');
+        int n = nl ? (int)(nl - w) : (int)strlen(w);
+        fprintf(stderr, "gradtrace: graph: graphviz: %.*s\n", n, w);
+        w += n + (nl != NULL);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "gradtrace: graph: %s\n", gt_graph_errmsg(graph));
         goto out;
     }
     if (strcmp(output, "-"))

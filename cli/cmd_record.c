@@ -63,6 +63,10 @@ static void usage(FILE *out)
             "  --max-size SIZE          stop recording, with one warning, once the trace would\n"
             "                           grow past SIZE bytes (suffix K, M or G); the script\n"
             "                           runs on\n"
+            "  --keep-last N            flight recorder: record all along but keep, in memory,\n"
+            "                           only the last N backward calls (and the older tensors,\n"
+            "                           nodes and stacks they use); TRACE is written at exit,\n"
+            "                           at an exception, on SIGINT/SIGTERM and at --max-size\n"
             "  -h, --help               show this help\n"
             "\n"
             "When the run fails with an error gradtrace explains (a saved tensor modified\n"
@@ -222,6 +226,7 @@ int gt_cmd_record(int argc, char **argv)
         {"backward-calls", required_argument, NULL, 'b'},
         {"max-size", required_argument, NULL, 's'},
         {"check-saved", no_argument, NULL, 'c'},
+        {"keep-last", required_argument, NULL, 'k'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -232,7 +237,7 @@ int gt_cmd_record(int argc, char **argv)
     const char *module = NULL;
     int force = 0, quiet = 0, check_saved = 0;
     int64_t max_size = 0;
-    long first = 0, last = 0;
+    long first = 0, last = 0, keep_last = 0;
     int c;
 
     optind = 0;
@@ -258,6 +263,19 @@ int gt_cmd_record(int argc, char **argv)
         case 'c':
             check_saved = 1;
             break;
+        case 'k': {
+            char *end;
+            errno = 0;
+            keep_last = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || keep_last < 1 || keep_last > 1000000) {
+                fprintf(stderr,
+                        "gradtrace: invalid --keep-last '%s': expected a number of backward "
+                        "calls from 1 to 1000000\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
         case 'b':
             if (parse_window(optarg, &first, &last) < 0) {
                 fprintf(stderr,
@@ -286,6 +304,9 @@ int gt_cmd_record(int argc, char **argv)
             return 2;
         }
     }
+    if (keep_last && window)
+        return gt_usage_error("record", usage,
+                              "--keep-last and --backward-calls cannot be combined");
     /* `gradtrace record -- -m module` too, as python reads it */
     if (!module && optind + 1 < argc && !strcmp(argv[optind], "-m"))
         module = argv[optind + 1], optind += 2;
@@ -341,11 +362,11 @@ int gt_cmd_record(int argc, char **argv)
     unsetenv("GRADTRACE_LAUNCHER_PYTHON");
 
     /* PYTHON -m gradtrace.run --output OUT [--force] [--max-size N]
-     *        [--backward-calls A-B] [--quiet]
+     *        [--keep-last N] [--backward-calls A-B] [--quiet]
      *        [--module] -- script|module args... */
     int nscript = argc - optind;
     char **av = calloc((size_t)nscript + 24, sizeof *av);
-    char sizebuf[32], winbuf[64];
+    char sizebuf[32], winbuf[64], keepbuf[32];
     if (!av) {
         fprintf(stderr, "gradtrace: out of memory\n");
         return 2;
@@ -364,6 +385,11 @@ int gt_cmd_record(int argc, char **argv)
         snprintf(sizebuf, sizeof sizebuf, "%" PRId64, max_size);
         av[k++] = "--max-size";
         av[k++] = sizebuf;
+    }
+    if (keep_last) {
+        snprintf(keepbuf, sizeof keepbuf, "%ld", keep_last);
+        av[k++] = "--keep-last";
+        av[k++] = keepbuf;
     }
     if (window) {
         snprintf(winbuf, sizeof winbuf, "%ld-%ld", first, last);

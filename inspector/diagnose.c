@@ -6,6 +6,7 @@
  * pymsg.c: PyTorch's messages; pysrc.c: Python source lines; extent.c:
  * which bytes a tensor covers). */
 #include "diagnose.h"
+#include "pymsg.h"
 #include "diagnose_int.h"
 
 #include <ctype.h>
@@ -125,6 +126,7 @@ void gt__dx_finding_release(gt_finding *f)
     free(f->mutations);
     free(f->suggestion);
     free(f->name);
+    free(f->written);
     free(f->candidates);
 }
 
@@ -639,7 +641,10 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         ti = *tp;
         loaded = 1;
         if (e->seq && e->m.has_versions)
-            f->matches_error = !strcmp(ti.dtype, e->m.dtype) && !strcmp(ti.shape, e->m.shape) &&
+            f->matches_error = !strcmp(ti.dtype, e->m.dtype) &&
+                               gt__pymsg_shape_fits(ti.shape, e->m.shape,
+                                                    strcmp(ti.shape, e->m.shape) != 0 &&
+                                                        gt__dx_under_vmap(c->db, x->tensor)) &&
                                e->m.version == now && e->m.expected == x->version &&
                                grad_fn_matches(c, x, nd->id, P, nb > 0, &ti, e);
         else if (e->seq)
@@ -710,7 +715,7 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         nw++;
     }
     free(bump_ops);
-    if (rc || nw == 0) {
+    if (rc || nw == 0 || gt__dx_slot_unread(c->db, x->seq)) {
         free(w);
         return rc;
     }

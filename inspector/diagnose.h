@@ -104,6 +104,10 @@ typedef struct gt_finding {
                             * recorded op made, first seen when the call
                             * began): their saves and the writes before are
                             * not in the trace */
+    char *written;         /* leaf_inplace and the view kinds: the expression
+                            * the raising line changes in place as the user
+                            * wrote it ("v1[0]", "x[:, 1]", "m.weight[0]"),
+                            * NULL if the line is not of a known form; owned */
 } gt_finding;
 
 typedef struct gt_findings {
@@ -128,6 +132,15 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts,
 struct sqlite3;
 int gt__diagnose_silent(struct sqlite3 *db, int64_t only, gt_findings *f, char *err,
                         size_t errlen);
+
+/* 1 if the node that saved row `saved_seq` (saved_tensors.seq) never reads
+ * it in its backward (BatchNorm's running statistics in training mode), so
+ * a write to it is no silent write (silent.c). */
+int gt__dx_slot_unread(struct sqlite3 *db, int64_t saved_seq);
+
+/* 1 if tensor `tensor` (tensors.id) was made under torch.func's vmap, whose
+ * messages show one sample's shape (silent.c). */
+int gt__dx_under_vmap(struct sqlite3 *db, int64_t tensor);
 
 /* Free findings; accepts NULL. */
 void gt_findings_free(gt_findings *f);

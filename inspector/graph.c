@@ -1,24 +1,17 @@
-/* Building one backward call's graph with cgraph and rendering it with gvc;
- * see graph.h. */
+/* Building one backward call's graph with cgraph; see graph.h. Laying it
+ * out and rendering it with gvc is graph_render.c. */
 #include "graph.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
-#include <graphviz/gvc.h>
-#include <graphviz/gvcommon.h>
 #include <sqlite3.h>
 
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
+#include "graph_int.h"
 #include "gtmap.h"
 #include "strbuf.h"
 #include "utf8.h"
@@ -30,19 +23,12 @@
 #define STAGGER_MIN_LEAVES 9 /* stagger single-edge nodes when this many */
 #define WRAP_RANKS 12 /* a long chain wraps into columns this many ranks tall */
 #define WRAP_WIDTH 3  /* ... when no rank holds more nodes than this */
+#define FOLD_SLOTS 3  /* slots named in a node's "saves ..." line */
+#define BREADTH 3     /* neighbours a node of a too-wide ring draws */
+#define REPEAT_MAX_BLOCK 512 /* nodes in a block drawn once for its repeats */
+#define REPEAT_MIN_HIDDEN 4  /* ... when its repeats hide at least this many */
+#define REPEAT_WORK 20000000 /* node comparisons spent finding repeats */
 
-/* The Debian package that holds Graphviz's layout and render plugins
- * (libgvplugin_core, _dot_layout, _pango: svg, and png through cairo). */
-#define GV_PACKAGE "libgvc6"
-
-struct gt_graph {
-    Agraph_t *g;
-    int64_t backward;
-    size_t nodes_drawn;
-    size_t nodes_total;
-    size_t findings_shown;
-    size_t layout_limit;
-};
 
 /* ---- label text ------------------------------------------------------- */
 
@@ -134,15 +120,46 @@ typedef struct gnode {
     size_t dist; /* focus distance; (size_t)-1: not reached */
     int root;
     int visible;
+    int keep_saved; /* draw its saved tensors even when folding them */
     size_t hidden_in, hidden_out;
+    size_t nsaved; /* its saved tensors */
+    int64_t frame; /* the user's frame of the op that created it, or 0 */
+    int grouped;   /* 1: drawn in the cluster of its frame, label without it */
+    int collapsed; /* 1: a repeat of a block drawn once (twin: its copy there),
+                      or a leaf only such repeats use (twin: NO_TWIN) */
+    size_t twin;   /* the node drawn in its place: itself unless collapsed */
+    size_t repeat; /* 1 + index in builder.repeats of the block drawn once it
+                      belongs to, or 0 */
     Agnode_t *an;
 } gnode;
+
+#define NO_TWIN ((size_t)-1)
+
+/* A block of nodes repeated `count` times in a row, drawn once. */
+typedef struct repeat {
+    size_t count;  /* repeats the drawn block stands for, itself included */
+    size_t size;   /* nodes in the block */
+    size_t hidden; /* nodes of the other repeats */
+    int64_t frame; /* the one line that made every drawn node of it, or 0 */
+    int sited;     /* its cluster's label holds that line */
+} repeat;
 
 typedef struct gedge {
     size_t node, next; /* indexes: next feeds node */
 } gedge;
 
-enum { Q_EDGES, Q_NODE, Q_TENSOR, Q_NAMES, Q_SAVED, Q_OP, Q_BACKWARD, Q_COUNT };
+enum {
+    Q_EDGES,
+    Q_NODE,
+    Q_TENSOR,
+    Q_NAMES,
+    Q_SAVED,
+    Q_PLAN,
+    Q_OP,
+    Q_BACKWARD,
+    Q_SIG,
+    Q_COUNT
+};
 
 static const char *const queries[Q_COUNT] = {
     [Q_EDGES] = "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL "
@@ -161,6 +178,9 @@ static const char *const queries[Q_COUNT] = {
     [Q_SAVED] = "SELECT v.seq, l.text, v.tensor, v.version, v.is_output "
                 "FROM saved_tensors v JOIN strings l ON l.id = v.slot "
                 "WHERE v.node = ?1 ORDER BY v.seq",
+    [Q_PLAN] = "SELECT (SELECT count(*) FROM saved_tensors WHERE node = ?1), "
+               "(SELECT k.user_frame FROM nodes n JOIN ops o ON o.seq = n.op "
+               "JOIN stacks k ON k.id = o.stack WHERE n.id = ?1)",
     [Q_OP] = "SELECT s.text, f.line, fs.text, fc.text FROM ops o "
              "JOIN strings s ON s.id = o.name "
              "LEFT JOIN stacks k ON k.id = o.stack "
@@ -172,6 +192,9 @@ static const char *const queries[Q_COUNT] = {
                    "LEFT JOIN stacks k ON k.id = b.stack "
                    "LEFT JOIN frames f ON f.id = k.user_frame "
                    "LEFT JOIN strings fs ON fs.id = f.file WHERE b.id = ?1",
+    [Q_SIG] = "SELECT n.name, k.user_frame, n.variable FROM nodes n "
+              "LEFT JOIN ops o ON o.seq = n.op "
+              "LEFT JOIN stacks k ON k.id = o.stack WHERE n.id = ?1",
 };
 
 typedef struct builder {
@@ -190,6 +213,13 @@ typedef struct builder {
     gt_strbuf tmp;  /* scratch for names */
     char *cwd; /* run.cwd, or NULL */
     int hops;  /* the focus radius drawn (adapted to the screen budget) */
+    size_t partial_hops; /* rings beyond it drawn in part (BREADTH) */
+    int focused;         /* 1: focus hid nodes */
+    repeat *repeats;     /* blocks drawn once for repeats (collapse_repeats) */
+    size_t nrepeats;
+    size_t collapsed;    /* nodes they hide */
+    int fold_saved;      /* 1: saved tensors listed in their node's label */
+    size_t saved_folded; /* saved tensors not drawn as notes */
     char *err;
     size_t errlen;
 } builder;
@@ -263,6 +293,7 @@ static int add_node(builder *b, int64_t id, size_t *idx)
     memset(n, 0, sizeof *n);
     n->id = id;
     n->dist = (size_t)-1;
+    n->twin = b->nnodes;
     *idx = b->nnodes++;
     return 0;
 }
@@ -438,6 +469,273 @@ static int walk(builder *b)
     return 0;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The default drawing's node budget: a screen's worth, and room under the
+ * layout limit for the notes and markers each node brings. */
+static size_t screen_budget(const builder *b)
+{
+    size_t limit =
+        b->opts->layout_limit ? b->opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    return GT_GRAPH_SCREEN_NODES < limit / 4 ? GT_GRAPH_SCREEN_NODES : limit / 4;
+}
+
+/* ---- repeated blocks -------------------------------------------------- */
+
+typedef struct nsig {
+    int64_t name, frame; /* strings.id of the node's name; its op's user frame */
+    int leaf;            /* accumulates into a leaf tensor */
+} nsig;
+
+typedef struct rctx {
+    const builder *b;
+    size_t *seq;  /* node indexes in creation order (nodes.id) */
+    size_t *rank; /* node index -> position in seq */
+    nsig *sig;    /* by position in seq */
+    size_t *off, *nx; /* inputs of each node index, in edge order (CSR) */
+    size_t work;  /* comparisons left */
+} rctx;
+
+static int sig_eq(const rctx *r, size_t x, size_t y)
+{
+    return r->sig[x].name == r->sig[y].name && r->sig[x].frame == r->sig[y].frame &&
+           r->sig[x].leaf == r->sig[y].leaf;
+}
+
+/* Are the p nodes from position a and those from position c the same
+ * block: the same names created by the same lines in the same order, each
+ * with as many inputs, an input inside its block at the same place in the
+ * other, one outside outside (where: a time step's input differs)? */
+static int same_block(rctx *r, size_t a, size_t c, size_t p)
+{
+    for (size_t j = 0; j < p; j++) {
+        size_t x = r->seq[a + j], y = r->seq[c + j];
+        if (r->work)
+            r->work--;
+        if (!sig_eq(r, a + j, c + j) ||
+            r->off[x + 1] - r->off[x] != r->off[y + 1] - r->off[y])
+            return 0;
+        for (size_t k = r->off[x], l = r->off[y]; k < r->off[x + 1]; k++, l++) {
+            size_t ix = r->rank[r->nx[k]] - a, iy = r->rank[r->nx[l]] - c;
+            int inx = r->rank[r->nx[k]] >= a && ix < p;
+            int iny = r->rank[r->nx[l]] >= c && iy < p;
+            if (inx != iny || (inx && ix != iy))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Collapse the run of `count` blocks of p nodes from position start: the
+ * blocks holding a root or a finding's node (keep) stay as they are; each
+ * stretch of two or more others is drawn once, as its block next to a kept
+ * one (the one before it, else the one after), else its first, the others
+ * mapped onto it. */
+static int collapse_run(builder *b, rctx *r, const unsigned char *keep, size_t start,
+                        size_t p, size_t count)
+{
+    size_t k = 0;
+    while (k < count) {
+        int kept = 0;
+        for (size_t j = 0; j < p && !kept; j++)
+            kept = keep[r->seq[start + k * p + j]];
+        if (kept) {
+            k++;
+            continue;
+        }
+        size_t a = k;
+        for (; k < count; k++) {
+            kept = 0;
+            for (size_t j = 0; j < p && !kept; j++)
+                kept = keep[r->seq[start + k * p + j]];
+            if (kept)
+                break;
+        }
+        size_t len = k - a;
+        if (len < 2 || (len - 1) * p < REPEAT_MIN_HIDDEN)
+            continue;
+        size_t rep = a == 0 && k < count ? k - 1 : a;
+        repeat *v = realloc(b->repeats, (b->nrepeats + 1) * sizeof *v);
+        if (!v)
+            return oom(b);
+        b->repeats = v;
+        v[b->nrepeats] = (repeat){.count = len, .size = p, .hidden = (len - 1) * p};
+        b->nrepeats++;
+        for (size_t m = a; m < k; m++) {
+            for (size_t j = 0; j < p; j++) {
+                gnode *g = &b->nodes[r->seq[start + m * p + j]];
+                if (m == rep) {
+                    g->repeat = b->nrepeats;
+                    continue;
+                }
+                g->collapsed = 1;
+                g->twin = r->seq[start + rep * p + j];
+            }
+        }
+        b->collapsed += (len - 1) * p;
+    }
+    return 0;
+}
+
+/* Repeated structure is drawn once (TensorBoard's series, an unrolled RNN
+ * folded back): in the default drawing of a graph larger than the screen
+ * budget, nodes are taken in creation order (nodes.id: a loop over time
+ * steps or over layers creates one block after another), and a run of two
+ * or more consecutive blocks that match (same_block) is drawn as one block
+ * in a cluster labelled "×N"; edges of the hidden repeats are drawn from and
+ * to their copies in it (one repeat feeding the next: a dashed edge back
+ * inside the block). Greedy from the first node: at each position, the
+ * block size (up to REPEAT_MAX_BLOCK) whose run covers the most nodes, the
+ * smallest on a tie; a block must hold more than leaves, and the repeats
+ * hidden at least REPEAT_MIN_HIDDEN nodes. A root's or a finding's node is
+ * never collapsed: its repeat is drawn as itself, the repeats on either side
+ * folded apart. A leaf that only hidden repeats use (each layer's own
+ * parameters) is hidden with them. */
+static int collapse_repeats(builder *b)
+{
+    const gt_findings *fs = b->opts->findings;
+    size_t n = b->nnodes;
+    rctx r = {.b = b, .work = REPEAT_WORK};
+    unsigned char *keep = NULL;
+    size_t *users = NULL, *hid = NULL, *via = NULL;
+    int64_t *ids = NULL;
+    int rc = 0;
+
+    if (b->opts->all || b->opts->hops >= 0 || n <= screen_budget(b))
+        return 0;
+    r.seq = malloc(n * sizeof *r.seq);
+    r.rank = malloc(n * sizeof *r.rank);
+    r.sig = malloc(n * sizeof *r.sig);
+    r.off = calloc(n + 1, sizeof *r.off);
+    r.nx = malloc((b->nedges + 1) * sizeof *r.nx);
+    keep = calloc(n, 1);
+    ids = malloc(n * sizeof *ids);
+    if (!r.seq || !r.rank || !r.sig || !r.off || !r.nx || !keep || !ids) {
+        rc = oom(b);
+        goto out;
+    }
+    /* creation order: node ids ascending (ids are unique) */
+    for (size_t i = 0; i < n; i++)
+        ids[i] = b->nodes[i].id;
+    qsort(ids, n, sizeof *ids, cmp_i64);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = node_index(b, ids[k]);
+        r.seq[k] = i;
+        r.rank[i] = k;
+    }
+    sqlite3_stmt *st = b->q[Q_SIG];
+    for (size_t k = 0; k < n; k++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, b->nodes[r.seq[k]].id);
+        int step = sqlite3_step(st);
+        r.sig[k] = (nsig){0};
+        if (step == SQLITE_ROW)
+            r.sig[k] = (nsig){.name = sqlite3_column_int64(st, 0),
+                              .frame = sqlite3_column_int64(st, 1),
+                              .leaf = sqlite3_column_int64(st, 2) > 0};
+        else if (step != SQLITE_DONE)
+            rc = sql_fail(b);
+        if (rc)
+            break;
+    }
+    sqlite3_reset(st);
+    if (rc)
+        goto out;
+    for (size_t e = 0; e < b->nedges; e++)
+        r.off[b->edges[e].node + 1]++;
+    for (size_t i = 0; i < n; i++)
+        r.off[i + 1] += r.off[i];
+    {
+        size_t *fill = calloc(n, sizeof *fill);
+        if (!fill) {
+            rc = oom(b);
+            goto out;
+        }
+        for (size_t e = 0; e < b->nedges; e++) {
+            size_t u = b->edges[e].node;
+            r.nx[r.off[u] + fill[u]++] = b->edges[e].next;
+        }
+        free(fill);
+    }
+    for (size_t i = 0; i < n; i++)
+        keep[i] = b->nodes[i].root != 0;
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        size_t idx = node_index(b, fs->v[i].node);
+        if (finding_here(b, &fs->v[i]) && idx != (size_t)-1)
+            keep[idx] = 1;
+    }
+    for (size_t i = 0; i < n && r.work;) {
+        size_t cover = 0, size = 0, count = 0;
+        size_t pmax = (n - i) / 2 < REPEAT_MAX_BLOCK ? (n - i) / 2 : REPEAT_MAX_BLOCK;
+        for (size_t p = 1; p <= pmax && r.work; p++) {
+            if (!sig_eq(&r, i, i + p))
+                continue;
+            size_t c = 1;
+            while (i + (c + 1) * p <= n && same_block(&r, i, i + c * p, p))
+                c++;
+            if (c >= 2 && c * p > cover) {
+                cover = c * p;
+                size = p;
+                count = c;
+            }
+        }
+        int inner = 0;
+        for (size_t j = 0; j < size && !inner; j++)
+            inner = !r.sig[i + j].leaf;
+        if (!cover || !inner) {
+            i++;
+            continue;
+        }
+        if ((rc = collapse_run(b, &r, keep, i, size, count)) != 0)
+            goto out;
+        i += cover;
+    }
+    if (!b->collapsed)
+        goto out;
+    /* leaves only hidden repeats use */
+    users = calloc(n, sizeof *users);
+    hid = calloc(n, sizeof *hid);
+    via = calloc(n, sizeof *via);
+    if (!users || !hid || !via) {
+        rc = oom(b);
+        goto out;
+    }
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].node, v = b->edges[e].next;
+        users[v]++;
+        if (b->nodes[u].collapsed && b->nodes[u].twin != NO_TWIN) {
+            hid[v]++;
+            via[v] = b->nodes[b->nodes[u].twin].repeat;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        gnode *g = &b->nodes[i];
+        if (g->collapsed || keep[i] || r.off[i + 1] != r.off[i] || !users[i] ||
+            hid[i] != users[i] || !via[i])
+            continue;
+        g->collapsed = 1;
+        g->twin = NO_TWIN;
+        b->repeats[via[i] - 1].hidden++;
+        b->collapsed++;
+    }
+out:
+    free(r.seq);
+    free(r.rank);
+    free(r.sig);
+    free(r.off);
+    free(r.nx);
+    free(keep);
+    free(ids);
+    free(users);
+    free(hid);
+    free(via);
+    return rc;
+}
+
 /* Mark the nodes to draw: all, or those within `hops` of the centre.
  *
  * Without --hops the drawing is sized for a screen: at most
@@ -452,11 +750,7 @@ static int focus(builder *b, size_t *centre_count)
     int explicit_hops = b->opts->hops >= 0;
     size_t max_dist = explicit_hops ? (size_t)b->opts->hops : GT_GRAPH_DEFAULT_HOPS;
     size_t *queue = NULL, *off = NULL, *adj = NULL, *per_dist = NULL, head = 0, tail = 0;
-    size_t limit =
-        b->opts->layout_limit ? b->opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
-    /* a screen's worth, and room under the layout limit for the notes and
-     * markers each node brings */
-    size_t budget = GT_GRAPH_SCREEN_NODES < limit / 4 ? GT_GRAPH_SCREEN_NODES : limit / 4;
+    size_t budget = screen_budget(b), live = b->nnodes - b->collapsed;
     int rc = 0;
 
     *centre_count = 0;
@@ -478,15 +772,15 @@ static int focus(builder *b, size_t *centre_count)
     }
     if (tail == 0) {
         /* No finding here: everything if it fits a screen, else the roots. */
-        if (b->nnodes <= budget) {
+        if (live <= budget) {
             for (size_t i = 0; i < b->nnodes; i++)
-                b->nodes[i].visible = 1;
+                b->nodes[i].visible = !b->nodes[i].collapsed;
             goto out;
         }
         if (!explicit_hops)
             max_dist = (size_t)-2; /* as far as the budget allows */
         for (size_t i = 0; i < b->nnodes; i++) {
-            if (b->nodes[i].root) {
+            if (b->nodes[i].root && !b->nodes[i].collapsed) {
                 b->nodes[i].dist = 0;
                 queue[tail++] = i;
             }
@@ -494,7 +788,8 @@ static int focus(builder *b, size_t *centre_count)
     }
     *centre_count = tail;
 
-    /* Undirected adjacency in CSR form. */
+    /* Undirected adjacency in CSR form, repeats drawn once taken as their
+     * copy in the block drawn (collapse_repeats). */
     off = calloc(b->nnodes + 1, sizeof *off);
     adj = malloc((2 * b->nedges + 1) * sizeof *adj);
     if (!off || !adj) {
@@ -502,8 +797,11 @@ static int focus(builder *b, size_t *centre_count)
         goto out;
     }
     for (size_t e = 0; e < b->nedges; e++) {
-        off[b->edges[e].node + 1]++;
-        off[b->edges[e].next + 1]++;
+        size_t u = b->nodes[b->edges[e].node].twin, v = b->nodes[b->edges[e].next].twin;
+        if (u == NO_TWIN || v == NO_TWIN || u == v)
+            continue;
+        off[u + 1]++;
+        off[v + 1]++;
     }
     for (size_t i = 0; i < b->nnodes; i++)
         off[i + 1] += off[i];
@@ -514,7 +812,10 @@ static int focus(builder *b, size_t *centre_count)
             goto out;
         }
         for (size_t e = 0; e < b->nedges; e++) {
-            size_t u = b->edges[e].node, v = b->edges[e].next;
+            size_t u = b->nodes[b->edges[e].node].twin;
+            size_t v = b->nodes[b->edges[e].next].twin;
+            if (u == NO_TWIN || v == NO_TWIN || u == v)
+                continue;
             adj[off[u] + fill[u]++] = v;
             adj[off[v] + fill[v]++] = u;
         }
@@ -555,10 +856,42 @@ static int focus(builder *b, size_t *centre_count)
             radius = d;
         }
     }
+    size_t shown = 0;
     for (size_t k = 0; k < tail; k++)
-        if (b->nodes[queue[k]].dist <= radius)
+        if (b->nodes[queue[k]].dist <= radius) {
             b->nodes[queue[k]].visible = 1;
+            shown++;
+        }
     b->hops = radius > INT32_MAX ? INT32_MAX : (int)radius;
+    b->focused = shown < live;
+    /* A ring wider than the budget (a loss over a Cat of 39 time steps)
+     * would stop the drawing at a node or two: the budget left goes, ring
+     * after ring, to the first BREADTH neighbours of each drawn node one
+     * ring further out (in the order of its edges: inputs by position), so
+     * the drawing still shows a path or three through the model; each
+     * hidden set is marked "… N more" on its node. */
+    if (!explicit_hops && shown < budget) {
+        size_t h = 0, t = 0;
+        for (size_t k = 0; k < tail; k++)
+            if (b->nodes[queue[k]].dist == radius)
+                queue[t++] = queue[k]; /* the frontier; earlier entries done */
+        while (h < t && shown < budget) {
+            size_t u = queue[h++], taken = 0;
+            for (size_t k = off[u]; k < off[u + 1] && taken < BREADTH && shown < budget;
+                 k++) {
+                size_t v = adj[k];
+                if (b->nodes[v].visible || b->nodes[v].dist != b->nodes[u].dist + 1)
+                    continue;
+                b->nodes[v].visible = 1;
+                queue[t++] = v;
+                taken++;
+                shown++;
+                if (b->nodes[v].dist - radius > b->partial_hops)
+                    b->partial_hops = b->nodes[v].dist - radius;
+            }
+        }
+        b->focused = shown < live;
+    }
 out:
     free(queue);
     free(off);
@@ -632,17 +965,24 @@ static int describe_tensor(builder *b, int64_t tensor)
     return 0;
 }
 
-/* Append the op's user line (file:line, then its source) to b->lab. */
-static void describe_site(builder *b, sqlite3_stmt *st, int line_col)
+/* Append the op's user line (file:line, then its source) to sb, after a
+ * line break when br. */
+static void describe_site_to(gt_strbuf *sb, sqlite3_stmt *st, int line_col, int br)
 {
     if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
         return;
-    sb_br(&b->lab);
-    sb_loc(&b->lab, col_text(st, line_col + 1), sqlite3_column_int64(st, line_col));
+    if (br)
+        sb_br(sb);
+    sb_loc(sb, col_text(st, line_col + 1), sqlite3_column_int64(st, line_col));
     if (col_text(st, line_col + 2) && col_text(st, line_col + 2)[0]) {
-        sb_br(&b->lab);
-        sb_text(&b->lab, col_text(st, line_col + 2), LABEL_CHARS);
+        sb_br(sb);
+        sb_text(sb, col_text(st, line_col + 2), LABEL_CHARS);
     }
+}
+
+static void describe_site(builder *b, sqlite3_stmt *st, int line_col)
+{
+    describe_site_to(&b->lab, st, line_col, 1);
 }
 
 static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_col)
@@ -658,6 +998,316 @@ static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_c
     sb_text(&b->tmp, file, 0);
     gt_strbuf_addf(&b->tmp, ":%lld", (long long)sqlite3_column_int64(st, line_col));
     set(obj, "tooltip", gt_strbuf_str(&b->tmp));
+}
+
+/* Decide how saved tensors are drawn. Each one as a note beside its node
+ * is what makes a model's graph wide (a batch norm saves six, a convolution
+ * three): as torchviz does by default, a large drawing lists them in their
+ * node's label instead ("saves input, weight"), except on the nodes of a
+ * finding, whose notes carry the story. Drawn as notes: with opts->saved,
+ * or when nodes and notes together fit the screen budget. */
+static int plan_saved(builder *b, size_t drawn)
+{
+    const gt_findings *fs = b->opts->findings;
+    sqlite3_stmt *st = b->q[Q_PLAN];
+    size_t total = 0;
+    for (size_t i = 0; i < b->nnodes; i++) {
+        if (!b->nodes[i].visible)
+            continue;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, b->nodes[i].id);
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            sqlite3_reset(st);
+            return sql_fail(b);
+        }
+        sqlite3_int64 n = sqlite3_column_int64(st, 0);
+        b->nodes[i].nsaved = n > 0 ? (size_t)n : 0;
+        b->nodes[i].frame = sqlite3_column_int64(st, 1);
+        total += b->nodes[i].nsaved;
+    }
+    sqlite3_reset(st);
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        size_t idx = node_index(b, fs->v[i].node);
+        if (finding_here(b, &fs->v[i]) && idx != (size_t)-1)
+            b->nodes[idx].keep_saved = 1;
+    }
+    b->fold_saved = !b->opts->saved && drawn + total > GT_GRAPH_SCREEN_NODES;
+    return 0;
+}
+
+/* A group is drawn as one box over a range of ranks, so the groups must
+ * not form a cycle once each is taken as one node: a Python loop's lines
+ * (`y = conv(h)` then `h = act(bn(y))`, ten times) interleave, and dot
+ * would turn edges upwards to keep each box whole. Groups in a strongly
+ * connected component of that quotient graph (Tarjan's algorithm, written
+ * iteratively: a damaged trace may hold long paths or cycles) are
+ * ungrouped; what remains is acyclic, since splitting groups cannot make a
+ * cycle that did not pass through one of them. */
+static int ungroup_cycles(builder *b)
+{
+    size_t n = b->nnodes, none = (size_t)-1, counter = 0, sp = 0, cs = 0;
+    size_t *rep = NULL, *off = NULL, *adj = NULL, *index = NULL, *low = NULL;
+    size_t *stack = NULL, *call = NULL, *pos = NULL;
+    unsigned char *on = NULL, *cyc = NULL;
+    int rc = 0;
+    if (!n)
+        return 0;
+    rep = malloc(n * sizeof *rep);
+    off = calloc(n + 1, sizeof *off);
+    adj = malloc((b->nedges + 1) * sizeof *adj);
+    index = malloc(n * sizeof *index);
+    low = malloc(n * sizeof *low);
+    stack = malloc(n * sizeof *stack);
+    call = malloc(n * sizeof *call);
+    pos = malloc(n * sizeof *pos);
+    on = calloc(n, 1);
+    cyc = calloc(n, 1);
+    if (!rep || !cyc || !off || !adj || !index || !low || !stack || !call || !pos ||
+        !on) {
+        rc = oom(b);
+        goto out;
+    }
+    /* rep: the first drawn node of a node's group, or the node itself */
+    for (size_t i = 0; i < n; i++) {
+        rep[i] = i;
+        index[i] = none;
+        if (!b->nodes[i].grouped)
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            if (b->nodes[j].grouped && b->nodes[j].frame == b->nodes[i].frame &&
+                b->nodes[j].repeat == b->nodes[i].repeat) {
+                rep[i] = j;
+                break;
+            }
+        }
+    }
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].next, v = b->edges[e].node;
+        if (b->nodes[u].visible && b->nodes[v].visible && rep[u] != rep[v])
+            off[rep[u] + 1]++;
+    }
+    for (size_t i = 0; i < n; i++)
+        off[i + 1] += off[i];
+    memcpy(pos, off, n * sizeof *pos);
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].next, v = b->edges[e].node;
+        if (b->nodes[u].visible && b->nodes[v].visible && rep[u] != rep[v])
+            adj[pos[rep[u]]++] = rep[v];
+    }
+    for (size_t r = 0; r < n; r++) {
+        if (rep[r] != r || !b->nodes[r].visible || index[r] != none)
+            continue;
+        /* iterative Tarjan from r: call[] holds the DFS path, pos[] the next
+         * edge of each vertex on it */
+        call[cs++] = r;
+        index[r] = low[r] = counter++;
+        stack[sp++] = r;
+        on[r] = 1;
+        pos[r] = off[r];
+        while (cs) {
+            size_t v = call[cs - 1];
+            if (pos[v] < off[v + 1]) {
+                size_t w = adj[pos[v]++];
+                if (index[w] == none) {
+                    index[w] = low[w] = counter++;
+                    stack[sp++] = w;
+                    on[w] = 1;
+                    pos[w] = off[w];
+                    call[cs++] = w;
+                } else if (on[w] && index[w] < low[v]) {
+                    low[v] = index[w];
+                }
+                continue;
+            }
+            cs--;
+            if (cs && low[v] < low[call[cs - 1]])
+                low[call[cs - 1]] = low[v];
+            if (low[v] != index[v])
+                continue;
+            size_t size = 0, top = sp;
+            do
+                on[stack[--top]] = 0, size++;
+            while (stack[top] != v);
+            for (size_t k = top; size > 1 && k < sp; k++)
+                cyc[stack[k]] = 1; /* in a cycle: ungrouped below */
+            sp = top;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (cyc[rep[i]])
+            b->nodes[i].grouped = 0;
+out:
+    free(rep);
+    free(cyc);
+    free(off);
+    free(adj);
+    free(index);
+    free(low);
+    free(stack);
+    free(call);
+    free(pos);
+    free(on);
+    return rc;
+}
+
+/* Group the nodes one line of the user's code created (a module's call:
+ * `output, hidden = self.rnn(emb, hidden)` makes dozens), as TensorBoard
+ * groups a name scope: a cluster labelled once with the line and its
+ * source, holding nodes labelled with their names only. A line with a
+ * single drawn node, and a finding's node, keep their full labels. */
+static int plan_groups(builder *b)
+{
+    int64_t *frames = malloc((b->nnodes ? b->nnodes : 1) * sizeof *frames);
+    size_t n = 0;
+    if (!frames)
+        return oom(b);
+    /* A block drawn once whose nodes one line made (a module's call in a
+     * loop) is labelled with that line itself, its nodes with their names. */
+    for (size_t r = 0; r < b->nrepeats; r++)
+        b->repeats[r].frame = -1; /* no node seen yet */
+    for (size_t i = 0; i < b->nnodes; i++) {
+        gnode *g = &b->nodes[i];
+        if (!g->visible || !g->repeat || g->frame <= 0) /* a leaf has no line */
+            continue;
+        repeat *v = &b->repeats[g->repeat - 1];
+        if (v->frame == -1)
+            v->frame = g->frame > 0 ? g->frame : 0;
+        else if (v->frame != g->frame)
+            v->frame = 0;
+    }
+    for (size_t r = 0; r < b->nrepeats; r++)
+        if (b->repeats[r].frame < 0)
+            b->repeats[r].frame = 0;
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved &&
+            !(b->nodes[i].repeat && b->repeats[b->nodes[i].repeat - 1].frame))
+            frames[n++] = b->nodes[i].frame;
+    qsort(frames, n, sizeof *frames, cmp_i64);
+    for (size_t i = 0; i < b->nnodes; i++) {
+        gnode *g = &b->nodes[i];
+        if (!g->visible || g->frame <= 0 || g->keep_saved ||
+            (g->repeat && b->repeats[g->repeat - 1].frame))
+            continue;
+        int64_t *hit = bsearch(&g->frame, frames, n, sizeof *frames, cmp_i64);
+        /* the first and the last of the run of equal frames */
+        g->grouped = hit && ((hit > frames && hit[-1] == g->frame) ||
+                             (hit + 1 < frames + n && hit[1] == g->frame));
+    }
+    /* A line's nodes inside a block drawn once for repeats and outside it
+     * make two groups (one inside the block's cluster); one node alone in
+     * either keeps its full label. */
+    for (size_t i = 0; i < b->nnodes && b->collapsed; i++) {
+        gnode *g = &b->nodes[i];
+        size_t same = 0;
+        for (size_t j = 0; j < b->nnodes && g->grouped && same < 2; j++)
+            same += b->nodes[j].grouped && b->nodes[j].frame == g->frame &&
+                    b->nodes[j].repeat == g->repeat;
+        if (g->grouped && same < 2)
+            g->grouped = 2; /* ungrouped below, once every count is made */
+    }
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (b->nodes[i].grouped == 2)
+            b->nodes[i].grouped = 0;
+    free(frames);
+    return ungroup_cycles(b);
+}
+
+/* The cluster of the block drawn once for repeats number r (1-based),
+ * labelled "×N", and with the line that made it from the Q_NODE row in st
+ * when one line made every node drawn in it. NULL when out of memory. */
+static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
+{
+    char name[48];
+    repeat *v = &b->repeats[r - 1];
+    int has_line = sqlite3_column_type(st, 2) != SQLITE_NULL;
+    snprintf(name, sizeof name, "cluster_repeat%zu", r);
+    Agraph_t *sub = agsubg(b->g, name, 0);
+    if (sub && (!v->frame || v->sited || !has_line))
+        return sub;
+    if (!sub) {
+        if (!(sub = agsubg(b->g, name, 1)))
+            return NULL;
+        set(sub, "style", "bold,rounded");
+        set(sub, "color", "steelblue");
+        set(sub, "fontcolor", "steelblue4");
+        set(sub, "fontsize", "14");
+        set(sub, "labeljust", "l");
+        set(sub, "class", "gt-repeat");
+    }
+    /* the label, with the line once a node that has one comes (the
+     * block's first node may be a leaf) */
+    gt_strbuf_reset(&b->tmp);
+    gt_strbuf_addf(&b->tmp, "\xc3\x97%zu", v->count);
+    sb_br(&b->tmp);
+    gt_strbuf_addf(&b->tmp, "%zu nodes drawn once for %zu repeats (%zu hidden)", v->size,
+                   v->count, v->hidden);
+    if (v->frame && has_line) {
+        describe_site_to(&b->tmp, st, 2, 1);
+        v->sited = 1;
+    }
+    if (b->tmp.oom)
+        return NULL;
+    set(sub, "label", gt_strbuf_str(&b->tmp));
+    return sub;
+}
+
+/* The cluster of node i's frame, made on first use and labelled from the
+ * Q_NODE row in st. NULL when out of memory. */
+static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
+{
+    char name[64];
+    Agraph_t *parent = b->g;
+    if (b->nodes[i].repeat) {
+        snprintf(name, sizeof name, "cluster_line%lld_repeat%zu",
+                 (long long)b->nodes[i].frame, b->nodes[i].repeat);
+        if (!(parent = repeat_cluster(b, b->nodes[i].repeat, st)))
+            return NULL;
+    } else {
+        snprintf(name, sizeof name, "cluster_line%lld", (long long)b->nodes[i].frame);
+    }
+    Agraph_t *sub = agsubg(parent, name, 0);
+    if (sub)
+        return sub;
+    if (!(sub = agsubg(parent, name, 1)))
+        return NULL;
+    gt_strbuf_reset(&b->tmp);
+    describe_site_to(&b->tmp, st, 2, 0);
+    if (b->tmp.oom)
+        return NULL;
+    set(sub, "label", gt_strbuf_str(&b->tmp));
+    set(sub, "style", "dashed,rounded");
+    set(sub, "color", "grey50");
+    set(sub, "fontname", "monospace");
+    set(sub, "fontsize", "10");
+    set(sub, "labeljust", "l");
+    set(sub, "class", "gt-group");
+    return sub;
+}
+
+/* Append "saves slot, slot, +N" to b->lab: node i's folded saved tensors. */
+static int describe_folded(builder *b, size_t i)
+{
+    sqlite3_stmt *st = b->q[Q_SAVED];
+    size_t k = 0, shown = 0;
+    int step;
+    sb_br(&b->lab);
+    gt_strbuf_adds(&b->lab, "saves ");
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b->nodes[i].id);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (k++ < FOLD_SLOTS) {
+            if (shown++)
+                gt_strbuf_adds(&b->lab, ", ");
+            sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 4);
+        }
+    }
+    sqlite3_reset(st);
+    if (step != SQLITE_DONE)
+        return sql_fail(b);
+    if (k > shown)
+        gt_strbuf_addf(&b->lab, ", +%zu", k - shown);
+    b->saved_folded += k;
+    return 0;
 }
 
 /* Draw autograd node i. */
@@ -680,7 +1330,19 @@ static int draw_node(builder *b, size_t i)
     if (step == SQLITE_ROW) {
         sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
         variable = sqlite3_column_int64(st, 1);
-        describe_site(b, st, 2);
+        if (n->grouped) {
+            Agraph_t *sub = group_of(b, i, st);
+            if (!sub || !agsubnode(sub, n->an, 1))
+                rc = oom(b);
+        } else {
+            if (n->repeat) {
+                Agraph_t *sub = repeat_cluster(b, n->repeat, st);
+                if (!sub || !agsubnode(sub, n->an, 1))
+                    rc = oom(b);
+            }
+            if (!n->repeat || !b->repeats[n->repeat - 1].frame)
+                describe_site(b, st, 2);
+        }
         set_tooltip_site(b, n->an, st, 2);
     } else if (step == SQLITE_DONE) {
         gt_strbuf_addf(&b->lab, "(node %lld not recorded)", (long long)n->id);
@@ -691,6 +1353,9 @@ static int draw_node(builder *b, size_t i)
     if (rc)
         return rc;
     if (variable > 0 && (rc = describe_tensor(b, variable)) != 0)
+        return rc;
+    if (b->fold_saved && !n->keep_saved && n->nsaved &&
+        (rc = describe_folded(b, i)) != 0)
         return rc;
     if (n->root) {
         sb_br(&b->lab);
@@ -716,6 +1381,8 @@ static int draw_saved(builder *b, size_t i)
     sqlite3_stmt *st = b->q[Q_SAVED];
     int rc = 0;
     int step;
+    if (b->fold_saved && !b->nodes[i].keep_saved)
+        return 0;
     /* Q_SAVED stays stepped while describe_tensor uses other statements. */
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, b->nodes[i].id);
@@ -1000,7 +1667,9 @@ static int draw_more(builder *b, size_t i)
     return 0;
 }
 
-static int draw_legend(builder *b)
+/* The legend: the kinds of box the drawing holds (saved tensors, mutations
+ * and the failing node only when drawn). */
+static int draw_legend(builder *b, int saved_notes, size_t findings)
 {
     static const struct {
         const char *name, *label, *shape, *fill, *color, *penwidth;
@@ -1024,6 +1693,10 @@ static int draw_legend(builder *b)
     set(sub, "color", "grey60");
     Agnode_t *prev = NULL;
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        if ((!saved_notes && !strcmp(items[i].name, "legend_saved")) ||
+            (!findings && (!strcmp(items[i].name, "legend_mutation") ||
+                           !strcmp(items[i].name, "legend_fail"))))
+            continue;
         Agnode_t *n = mknode(sub, items[i].name);
         if (!n)
             return oom(b);
@@ -1085,15 +1758,47 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
     sb_br(&b->lab);
     if (drawn == b->nnodes)
         gt_strbuf_addf(&b->lab, "all %zu autograd nodes", b->nnodes);
+    else if (!b->focused)
+        gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes", drawn, b->nnodes);
     else
-        gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes: %d hops around %zu %s", drawn,
-                  b->nnodes, hops, centre,
+        gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes: %d %s around %zu %s", drawn,
+                  b->nnodes, hops, hops == 1 ? "hop" : "hops", centre,
                   findings ? (centre == 1 ? "finding node" : "finding nodes")
                            : (centre == 1 ? "root" : "roots"));
+    if (b->focused && b->partial_hops)
+        gt_strbuf_addf(&b->lab, ", then %d of each node's neighbours %zu %s further",
+                       BREADTH, b->partial_hops, b->partial_hops == 1 ? "hop" : "hops");
     if (findings)
         gt_strbuf_addf(&b->lab, ", %zu %s", findings, findings == 1 ? "finding" : "findings");
     else
         gt_strbuf_adds(&b->lab, ", no findings");
+    /* What was left out, and the option that shows it. */
+    if (drawn < b->nnodes || b->saved_folded) {
+        sb_br(&b->lab);
+        if (drawn < b->nnodes && !b->collapsed)
+            gt_strbuf_addf(&b->lab, "%zu %s hidden (--all or a larger --hops draws them)",
+                           b->nnodes - drawn, b->nnodes - drawn == 1 ? "node" : "nodes");
+        if (b->collapsed) {
+            gt_strbuf_addf(&b->lab,
+                           "%zu nodes hidden (--all draws them): %zu in repeats of ",
+                           b->nnodes - drawn, b->collapsed);
+            gt_strbuf_adds(&b->lab, b->nrepeats == 1 ? "a block" : "blocks");
+            gt_strbuf_adds(&b->lab, " drawn once (");
+            for (size_t r = 0; r < b->nrepeats && r < 4; r++)
+                gt_strbuf_addf(&b->lab, "%s\xc3\x97%zu", r ? ", " : "",
+                               b->repeats[r].count);
+            gt_strbuf_adds(&b->lab, b->nrepeats > 4 ? ", \xe2\x80\xa6)" : ")");
+            if (drawn + b->collapsed < b->nnodes)
+                gt_strbuf_addf(&b->lab, ", %zu beyond the focus",
+                               b->nnodes - drawn - b->collapsed);
+        }
+        if (drawn < b->nnodes && b->saved_folded)
+            gt_strbuf_adds(&b->lab, "; ");
+        if (b->saved_folded)
+            gt_strbuf_addf(&b->lab, "%zu saved %s listed in %s (--saved draws them)",
+                           b->saved_folded, b->saved_folded == 1 ? "tensor" : "tensors",
+                           b->saved_folded == 1 ? "its node" : "their nodes");
+    }
     if (b->lab.oom)
         return oom(b);
     agattr(b->g, AGRAPH, (char *)"label", (char *)gt_strbuf_str(&b->lab));
@@ -1143,15 +1848,20 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
         return oom(b);
     declare_defaults(b->g);
     *drawn = 0;
+    for (size_t i = 0; i < b->nnodes; i++)
+        *drawn += b->nodes[i].visible != 0;
+    if ((rc = plan_saved(b, *drawn)) != 0 || (rc = plan_groups(b)) != 0)
+        return rc;
     for (size_t i = 0; i < b->nnodes; i++) {
         if (!b->nodes[i].visible)
             continue;
         if ((rc = draw_node(b, i)) != 0)
             return rc;
-        ++*drawn;
     }
     for (size_t e = 0; e < b->nedges; e++) {
         gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];
+        if (node->collapsed || next->collapsed)
+            continue;
         if (node->visible && next->visible) {
             Agedge_t *ae = mkedge(b->g, next->an, node->an);
             if (!ae)
@@ -1160,6 +1870,28 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             node->hidden_in++;
         } else if (next->visible) {
             next->hidden_out++;
+        }
+    }
+    /* The edges of repeats drawn once, from and to their copies, once each;
+     * one repeat feeding the next is an edge back inside the block (or a
+     * loop on a one-node block), dashed and not ranking it. */
+    for (size_t e = 0; e < b->nedges && b->collapsed; e++) {
+        gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];
+        if ((!node->collapsed && !next->collapsed) || node->twin == NO_TWIN ||
+            next->twin == NO_TWIN)
+            continue;
+        node = &b->nodes[node->twin];
+        next = &b->nodes[next->twin];
+        if (!node->visible || !next->visible || agedge(b->g, next->an, node->an, NULL, 0))
+            continue;
+        Agedge_t *ae = mkedge(b->g, next->an, node->an);
+        if (!ae)
+            return oom(b);
+        if (node->repeat && node->repeat == next->repeat) {
+            set(ae, "style", "dashed");
+            set(ae, "color", "steelblue");
+            set(ae, "constraint", "false");
+            set(ae, "class", "gt-recur");
         }
     }
     if ((rc = wrap_chains(b)) != 0)
@@ -1180,12 +1912,26 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             return rc;
         ++*findings;
     }
-    if (!b->opts->no_legend && (rc = draw_legend(b)) != 0)
+    int saved_notes = 0;
+    for (Agnode_t *n = agfstnode(b->g); n && !saved_notes; n = agnxtnode(b->g, n))
+        saved_notes = !strncmp(agget(n, (char *)"class"), "gt-saved", 8);
+    if (!b->opts->no_legend && (rc = draw_legend(b, saved_notes, *findings)) != 0)
         return rc;
     if ((rc = draw_title(b, *drawn, centre, *findings)) != 0)
         return rc;
     if ((rc = stagger_leaves(b)) != 0)
         return rc;
+    /* The default drawing fits a screen: Graphviz scales a larger layout
+     * down to `size` (inches at 72 pt; a viewer shows 1 pt as 4/3 px, cairo
+     * renders PNG at 96 dpi). The focus, the folded saved tensors and the
+     * groups keep that scale near 1 on real models, so labels stay
+     * legible; --all and --hops ask for more, drawn at full size. */
+    if (!b->opts->all && b->opts->hops < 0) {
+        char size[64];
+        snprintf(size, sizeof size, "%g,%g", GT_GRAPH_SCREEN_WIDTH / 96.0,
+                 GT_GRAPH_SCREEN_HEIGHT / 96.0);
+        agattr(b->g, AGRAPH, (char *)"size", size);
+    }
     if ((size_t)agnnodes(b->g) > BIG_GRAPH) {
         /* Bound the dot layout's iterations on big graphs. */
         agattr(b->g, AGRAPH, (char *)"nslimit", (char *)"2");
@@ -1218,7 +1964,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
     }
     if ((rc = load_cwd(&b)) != 0 || (rc = pick_backward(&b)) != 0 ||
         (rc = seed_roots(&b)) != 0 || (rc = walk(&b)) != 0 ||
-        (rc = focus(&b, &centre)) != 0 || (rc = draw(&b, centre, &drawn, &findings)) != 0)
+        (rc = collapse_repeats(&b)) != 0 || (rc = focus(&b, &centre)) != 0 ||
+        (rc = draw(&b, centre, &drawn, &findings)) != 0)
         goto out;
     gr = calloc(1, sizeof *gr);
     if (!gr) {
@@ -1241,6 +1988,7 @@ out:
         agclose(b.g);
     free(b.nodes);
     free(b.edges);
+    free(b.repeats);
     gt_map_clear(&b.map);
     gt_strbuf_release(&b.lab);
     gt_strbuf_release(&b.tmp);
@@ -1269,312 +2017,22 @@ size_t gt_graph_findings_shown(const gt_graph *g)
     return g->findings_shown;
 }
 
+const char *gt_graph_errmsg(const gt_graph *g)
+{
+    return g ? g->errmsg : "out of memory";
+}
+
+const char *gt_graph_warnings(const gt_graph *g)
+{
+    return g && g->warnings.p ? g->warnings.p : "";
+}
+
 void gt_graph_free(gt_graph *g)
 {
     if (!g)
         return;
     if (g->g)
         agclose(g->g);
+    gt_strbuf_release(&g->warnings);
     free(g);
-}
-
-/* ---- formats ----------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    int format;
-} format_names[] = {
-    {"dot", GT_GRAPH_DOT},
-    {"gv", GT_GRAPH_DOT},
-    {"svg", GT_GRAPH_SVG},
-    {"png", GT_GRAPH_PNG},
-};
-
-int gt_graph_format_parse(const char *name, int *out)
-{
-    for (size_t i = 0; name && i < sizeof format_names / sizeof format_names[0]; i++) {
-        if (!strcasecmp(name, format_names[i].name)) {
-            *out = format_names[i].format;
-            return 0;
-        }
-    }
-    return GT_EINVAL;
-}
-
-int gt_graph_format_from_path(const char *path, int *out)
-{
-    const char *slash = strrchr(path, '/');
-    const char *dot = strrchr(slash ? slash : path, '.');
-    if (!dot)
-        return GT_EINVAL;
-    return gt_graph_format_parse(dot + 1, out);
-}
-
-const char *gt_graph_format_name(int format)
-{
-    switch (format) {
-    case GT_GRAPH_DOT:
-        return "dot";
-    case GT_GRAPH_SVG:
-        return "svg";
-    case GT_GRAPH_PNG:
-        return "png";
-    }
-    return "?";
-}
-
-/* ---- rendering --------------------------------------------------------- */
-
-/* The one Graphviz context of the process. Graphviz 2.42's pango plugin
- * keeps a static pointer to the last font name, which gvFreeContext frees:
- * the first text measured under a second context reads freed memory
- * (valgrind shows it). So all graphs share one context, made on first use
- * and kept for the life of the process; what its plugins offer is looked
- * up once (gvPluginList also leaks the duplicates it skips). */
-static struct {
-    pthread_once_t once;
-    GVC_t *gvc;
-    int cairo, png, svg, dot; /* the plugins found */
-} gv = {.once = PTHREAD_ONCE_INIT};
-
-/* Graphviz's own messages (agerr: "Warning: (null): graph is too large
- * for cairo-renderer bitmaps...", the "(null)" being the command name gvc
- * was never given) reach the user as gradtrace's: "gradtrace: graph:
- * graphviz: graph is too large ...". cgraph hands a message to the handler
- * in pieces ("Warning", ": ", the text ending in a newline), so they are
- * gathered per thread up to the newline. */
-static _Thread_local char gv_msg[1024];
-static _Thread_local size_t gv_msg_len;
-
-/* Print one gathered Graphviz message, without its level and "(null): ". */
-static void gv_message_flush(void)
-{
-    char *m = gv_msg;
-    gv_msg[gv_msg_len < sizeof gv_msg ? gv_msg_len : sizeof gv_msg - 1] = '\0';
-    gv_msg_len = 0;
-    if (!strncmp(m, "Warning: ", 9))
-        m += 9;
-    else if (!strncmp(m, "Error: ", 7))
-        m += 7;
-    if (!strncmp(m, "(null): ", 8))
-        m += 8;
-    size_t n = strlen(m);
-    while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
-        m[--n] = '\0';
-    if (n)
-        fprintf(stderr, "gradtrace: graph: graphviz: %s\n", m);
-}
-
-static int gv_message(char *piece)
-{
-    for (const char *p = piece; *p; p++) {
-        if (*p == '\n') {
-            gv_message_flush();
-            continue;
-        }
-        if (gv_msg_len < sizeof gv_msg - 1)
-            gv_msg[gv_msg_len] = *p;
-        gv_msg_len++;
-    }
-    return 0;
-}
-
-/* 1 if `name` is in Graphviz's list of plugins of `kind`. */
-static int has_plugin(GVC_t *gvc, const char *kind, const char *name)
-{
-    int n = 0, found = 0;
-    char **list = gvPluginList(gvc, kind, &n, NULL);
-    for (int i = 0; i < n; i++) {
-        if (list[i] && !strcmp(list[i], name))
-            found = 1;
-        free(list[i]);
-    }
-    free(list);
-    return found;
-}
-
-static void gv_init(void)
-{
-    agseterrf(gv_message);
-    gv.gvc = gvContext();
-    if (!gv.gvc)
-        return;
-    /* The command name plugins print before the messages they write
-     * straight to stderr, not through agerr (cairo's "graph is too large
-     * for cairo-renderer bitmaps"): "(null)" unless set. gvParseArgs would
-     * set it but also takes it for a layout engine's name; a GVC_t starts
-     * with its public GVCOMMON_t (gvcommon.h). */
-    ((GVCOMMON_t *)gv.gvc)->cmdname = (char *)"gradtrace: graph: graphviz";
-    gv.cairo = has_plugin(gv.gvc, "render", "cairo");
-    gv.svg = has_plugin(gv.gvc, "render", "svg");
-    gv.png = gv.cairo || has_plugin(gv.gvc, "render", "gd");
-    gv.dot = has_plugin(gv.gvc, "layout", "dot");
-}
-
-/* Check size and plugins and lay g out; *device: the gvc format to render
- * with. */
-static int layout(gt_graph *g, int format, const char **device, char *err, size_t errlen)
-{
-    size_t n = (size_t)agnnodes(g->g);
-    if (n > g->layout_limit) {
-        snprintf(err, errlen,
-                 "cannot lay out %zu nodes as %s (the limit is %zu): write --format dot "
-                 "instead, or draw fewer nodes (no --all, or a smaller --hops)",
-                 n, gt_graph_format_name(format), g->layout_limit);
-        return GT_EINVAL;
-    }
-    /* Autograd graphs have about one edge per node; a damaged or crafted
-     * trace can hold a dense one (every node to every other), on which
-     * dot's crossing minimisation runs for many minutes even with 44 nodes
-     * (tests/regress/dense_edges.db, found by the fuzzer). */
-    size_t e = (size_t)agnedges(g->g);
-    if (e > 4 * n + 100) {
-        snprintf(err, errlen,
-                 "cannot lay out %zu edges between %zu nodes as %s (the limit is 4 per node, "
-                 "plus 100): write --format dot instead",
-                 e, n, gt_graph_format_name(format));
-        return GT_EINVAL;
-    }
-    pthread_once(&gv.once, gv_init);
-    if (!gv.gvc) {
-        snprintf(err, errlen, "cannot render: graphviz context: out of memory");
-        return GT_ENOMEM;
-    }
-    if (format == GT_GRAPH_PNG)
-        *device = gv.cairo ? "png:cairo" : "png";
-    else
-        *device = "svg";
-    if ((format == GT_GRAPH_PNG ? !gv.png : !gv.svg) || !gv.dot) {
-        snprintf(err, errlen,
-                 "cannot render %s: graphviz has no %s plugin here: install the debian "
-                 "package %s, which holds and registers graphviz's dot layout, svg and "
-                 "cairo png plugins (or write --format dot)",
-                 gt_graph_format_name(format),
-                 !gv.dot                  ? "dot layout"
-                 : format == GT_GRAPH_PNG ? "png (cairo)"
-                                          : "svg",
-                 GV_PACKAGE);
-        return GT_EIO;
-    }
-    if (gvLayout(gv.gvc, g->g, "dot") != 0) {
-        snprintf(err, errlen, "cannot lay out the graph: graphviz's dot layout failed");
-        return GT_EIO;
-    }
-    return 0;
-}
-
-/* Write g to f. gvRender(FILE *) rather than gvRenderData keeps us off
- * gvRenderData's length type, unsigned int * up to Graphviz 2.4x and
- * size_t * later. */
-static int render_to(gt_graph *g, int format, FILE *f, char *err, size_t errlen)
-{
-    const char *device = NULL;
-    int rc;
-    if (format == GT_GRAPH_DOT) {
-        if (agwrite(g->g, f) != 0 || ferror(f)) {
-            snprintf(err, errlen, "cannot write dot: %s", strerror(errno ? errno : EIO));
-            return GT_EIO;
-        }
-        return 0;
-    }
-    if ((rc = layout(g, format, &device, err, errlen)) != 0)
-        return rc;
-    rc = gvRender(gv.gvc, g->g, device, f);
-    gvFreeLayout(gv.gvc, g->g);
-    if (rc != 0 || ferror(f)) {
-        snprintf(err, errlen, "cannot render %s: graphviz's %s renderer failed",
-                 gt_graph_format_name(format), device);
-        return GT_EIO;
-    }
-    return 0;
-}
-
-int gt_graph_layout_only(gt_graph *g, char *err, size_t errlen)
-{
-    const char *device = NULL;
-    int rc = layout(g, GT_GRAPH_SVG, &device, err, errlen);
-    if (rc == 0)
-        gvFreeLayout(gv.gvc, g->g);
-    return rc;
-}
-
-int gt_graph_render(gt_graph *g, int format, const char *path, char *err, size_t errlen)
-{
-    char *tmp = NULL;
-    FILE *f = NULL;
-    int fd = -1, rc = 0;
-
-    if (!strcmp(path, "-")) {
-        rc = render_to(g, format, stdout, err, errlen);
-        if (rc == 0 && fflush(stdout) != 0) {
-            snprintf(err, errlen, "cannot write to standard output: %s", strerror(errno));
-            rc = GT_EIO;
-        }
-        return rc;
-    }
-    size_t n = strlen(path) + 32;
-    if (!(tmp = malloc(n))) {
-        snprintf(err, errlen, "cannot write %s: out of memory", path);
-        return GT_ENOMEM;
-    }
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        rc = GT_EIO;
-        goto fail_open;
-    }
-    fd = -1;
-    errno = 0;
-    if ((rc = render_to(g, format, f, err, errlen)) != 0)
-        goto fail_render;
-    if (fclose(f) != 0) {
-        f = NULL;
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        rc = GT_EIO;
-        goto fail_render;
-    }
-    f = NULL;
-    if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        rc = GT_EIO;
-        goto fail_render;
-    }
-    free(tmp);
-    return 0;
-fail_render:
-    if (f)
-        fclose(f);
-    unlink(tmp);
-fail_open:
-    if (fd >= 0)
-        close(fd);
-    free(tmp);
-    return rc;
-}
-
-int gt_graph_render_data(gt_graph *g, int format, char **data, size_t *len, char *err,
-                         size_t errlen)
-{
-    char *buf = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&buf, &size);
-    if (!f) {
-        snprintf(err, errlen, "cannot render %s: out of memory",
-                 gt_graph_format_name(format));
-        return GT_ENOMEM;
-    }
-    int rc = render_to(g, format, f, err, errlen);
-    if (fclose(f) != 0 && rc == 0) {
-        snprintf(err, errlen, "cannot render %s: out of memory",
-                 gt_graph_format_name(format));
-        rc = GT_ENOMEM;
-    }
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    *data = buf;
-    *len = size;
-    return 0;
 }

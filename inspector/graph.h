@@ -1,6 +1,7 @@
 /*
- * Drawing a trace: one backward call's autograd graph as a cgraph Agraph_t,
- * written as DOT or laid out and rendered in-process by gvc (SVG, PNG).
+ * Drawing a trace: one backward call's autograd graph built as a cgraph
+ * Agraph_t. Writing it (DOT, or laid out and rendered in-process by gvc as
+ * SVG or PNG) is graph_render.h.
  *
  * What the graph holds (DOT node names in brackets, `class` attribute after):
  *   - every autograd node of the backward call [n<nodes.id>] ("gt-node",
@@ -31,6 +32,30 @@
  * Focus: without `all`, only the nodes within `hops` edges (either direction)
  * of a finding's node are drawn; with no finding in the backward, the whole
  * graph if it is small enough to lay out, else the roots' neighbourhood.
+ * Without `hops`, a ring too wide for the screen budget is drawn in part:
+ * the first 3 neighbours of each drawn node, ring after ring, the rest
+ * marked "… N more".
+ *
+ * Repeats (the default drawing of a graph larger than the budget): a run
+ * of consecutive blocks of nodes, in creation order, with the same names
+ * made by the same lines and the same edges inside each block (an RNN's
+ * time steps, a stack of layers) is drawn once in a cluster
+ * [cluster_repeat<k>] ("gt-repeat") labelled "×N"; the hidden repeats'
+ * edges are drawn from and to their copies in it, one repeat feeding the
+ * next as a dashed edge back ("gt-recur"). A block holding a root or a
+ * finding's node is drawn as itself.
+ *
+ * Fitting a screen (the default drawing: no `all`, no `hops`): at most
+ * GT_GRAPH_SCREEN_NODES autograd nodes; when nodes and saved-tensor notes
+ * together exceed that, saved tensors are listed in their node's label
+ * ("saves input, weight") except on a finding's nodes (`saved` draws them
+ * all); the nodes one user line created (a module's call) are grouped in a
+ * cluster [cluster_line<frames.id>] ("gt-group") labelled once with the
+ * line, except a finding's node; long chains wrap into columns; and the
+ * `size` attribute scales what is still larger down to
+ * GT_GRAPH_SCREEN_WIDTH x GT_GRAPH_SCREEN_HEIGHT px. The title's last line
+ * says what was left out (in repeats, beyond the focus) and the option that
+ * shows it.
  */
 #ifndef GT_INSPECTOR_GRAPH_H
 #define GT_INSPECTOR_GRAPH_H
@@ -40,19 +65,20 @@
 
 #include <graphviz/cgraph.h>
 
+#include <gradtrace/error.h>
+
 #include "diagnose.h"
 #include "trace.h"
-
-enum gt_graph_format {
-    GT_GRAPH_DOT = 0, /* cgraph's agwrite, no layout */
-    GT_GRAPH_SVG = 1, /* gvLayout "dot" + gvc's svg renderer */
-    GT_GRAPH_PNG = 2, /* gvLayout "dot" + the cairo png renderer */
-};
 
 #define GT_GRAPH_DEFAULT_HOPS 2
 /* Without --hops, the default drawing holds at most this many autograd
  * nodes (a screen's worth): see `focus` in graph.c. */
 #define GT_GRAPH_SCREEN_NODES 40
+/* ... and is scaled down, when larger, to fit a screen of this many pixels
+ * (at 96 px an inch: SVG viewers show 1 pt as 4/3 px, PNG renders at 96
+ * dpi). */
+#define GT_GRAPH_SCREEN_WIDTH 1920
+#define GT_GRAPH_SCREEN_HEIGHT 1200
 /* Graphs with more drawn nodes than this are not laid out (SVG, PNG): the
  * dot layout's time grows much faster than linearly. DOT output has no
  * limit. */
@@ -66,28 +92,20 @@ typedef struct gt_graph_options {
     const gt_findings *findings; /* from gt_diagnose, or NULL for none */
     size_t layout_limit;         /* 0: GT_GRAPH_DEFAULT_LAYOUT_LIMIT */
     int no_legend;               /* 1: leave the legend out */
+    int saved;                   /* 1: every saved tensor as a note; 0: listed
+                                    in its node's label when the drawing is
+                                    large (not on a finding's nodes) */
 } gt_graph_options;
 
 typedef struct gt_graph gt_graph;
-
-/* Parse a format name ("dot", "gv", "svg", "png"). Returns 0 and writes
- * *out, or GT_EINVAL and leaves *out untouched. */
-int gt_graph_format_parse(const char *name, int *out /* OUT */);
-
-/* The format named by a path's extension (".dot", ".gv", ".svg", ".png",
- * any case). Returns 0 and writes *out, or GT_EINVAL. */
-int gt_graph_format_from_path(const char *path, int *out /* OUT */);
-
-/* The format's name ("dot", "svg", "png"); "?" for an unknown value. */
-const char *gt_graph_format_name(int format);
 
 /* Build the graph of one backward call of `t` (see the top of this file).
  * opts may be NULL for defaults. Returns 0, or a negative GT_E* code with a
  * one-line message in err (GT_EINVAL: no such backward call, or nothing to
  * draw); *out is written only on success. The graph does not keep `t` or
  * opts->findings. */
-int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out /* OUT */,
-                   char *err, size_t errlen);
+GT_WARN_UNUSED int gt_graph_build(gt_trace *t, const gt_graph_options *opts,
+                                  gt_graph **out /* OUT */, char *err, size_t errlen);
 
 /* The cgraph graph, owned by g. */
 Agraph_t *gt_graph_agraph(gt_graph *g);
@@ -103,23 +121,15 @@ size_t gt_graph_nodes_total(const gt_graph *g);
 /* Findings of the backward call that the graph shows. */
 size_t gt_graph_findings_shown(const gt_graph *g);
 
-/* Write g to `path` ("-" for stdout) in `format`. The file is written to a
- * temporary name beside it and renamed on success, so a failed render leaves
- * no partial file. Returns 0, or a negative GT_E* code with a one-line
- * message in err: GT_EINVAL when the graph is too large to lay out (the
- * message suggests --format dot or focus), GT_EIO when the file cannot be
- * written or Graphviz lacks the renderer (the message names the Debian
- * package to install). */
-int gt_graph_render(gt_graph *g, int format, const char *path, char *err, size_t errlen);
+/* The one-line message of the last failed operation on g (rendering, see
+ * graph_render.h), without the program's name; "" after a success. Owned by
+ * g, valid until its next operation. NULL g: "out of memory". */
+const char *gt_graph_errmsg(const gt_graph *g);
 
-/* Render g into memory: *data (NUL-terminated, free with free()) and *len
- * are written only on success. Errors as gt_graph_render. */
-int gt_graph_render_data(gt_graph *g, int format, char **data /* OUT */,
-                         size_t *len /* OUT */, char *err, size_t errlen);
-
-/* Lay out g with dot and free the layout again, without rendering: the
- * anchor the benchmark compares rendering with. Errors as gt_graph_render. */
-int gt_graph_layout_only(gt_graph *g, char *err, size_t errlen);
+/* Graphviz's own messages during g's last render (a graph too large for
+ * cairo's bitmaps, say), one a line without "Warning: (null): ", each
+ * ending in a newline; "" when none. Owned by g. */
+const char *gt_graph_warnings(const gt_graph *g);
 
 /* `text` as gt_graph_build puts it into a label (see above): at most
  * max_chars characters (0: no limit), escaped for a plain DOT label.

@@ -117,3 +117,39 @@ int gt__pymsg_at_op(int kind)
            kind == GT_PYMSG_VIEW_MULTI || kind == GT_PYMSG_VIEW_NO_GRAD ||
            kind == GT_PYMSG_VIEW_INFERENCE || kind == GT_PYMSG_VIEW_CUSTOM;
 }
+
+/* Sizes of "16,8" into v (at most cap); the count, -1 if malformed. */
+static int sizes_of(const char *s, long long *v, int cap)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        long long x = strtoll(s, &end, 10);
+        if (end == s || n == cap)
+            return -1;
+        v[n++] = x;
+        s = end;
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return n;
+}
+
+int gt__pymsg_shape_fits(const char *recorded, const char *shown, int batched)
+{
+    if (!strcmp(recorded, shown))
+        return 1;
+    if (!batched)
+        return 0;
+    long long r[64], w[64];
+    int nr = sizes_of(recorded, r, 64), nw = sizes_of(shown, w, 64);
+    if (nr < 0 || nw < 0 || nw >= nr)
+        return 0;
+    int j = 0; /* the shown sizes, in order, among the recorded ones */
+    for (int i = 0; i < nr && j < nw; i++)
+        if (r[i] == w[j])
+            j++;
+    return j == nw;
+}

@@ -82,4 +82,11 @@ int gt__pymsg_at_op(int kind);
     " OR message LIKE '%view was created in%mode and is being modified inplace%'"       \
     " OR message LIKE '%that would mutate a captured Tensor%')"
 
+/* 1 if a tensor recorded with sizes `recorded` ("3,4") is the tensor a
+ * message showing `shown` ("4") names: the same sizes or, for a tensor made
+ * under torch.func's vmap (`batched`), the sizes with batch dimensions taken
+ * out (vmap's messages show one sample's shape, the trace holds the
+ * physical batched tensor the ops ran on). */
+int gt__pymsg_shape_fits(const char *recorded, const char *shown, int batched);
+
 #endif

@@ -107,6 +107,104 @@ void gt__py_target(const char *code, char *buf, size_t len)
         copy_name(start, end, buf, len);
 }
 
+/* The end of an expression at p made of a name and its trailers
+ * (".name", "[...]" with brackets, parentheses and strings balanced inside),
+ * p itself if there is none; *last_dot gets where the last ".name" trailer
+ * starts (NULL if the last trailer is a subscript or there is none). */
+static const char *trailed(const char *p, const char **last_dot)
+{
+    *last_dot = NULL;
+    if (!isalpha((unsigned char)*p) && *p != '_')
+        return p;
+    while (ident_char(*p))
+        p++;
+    for (;;) {
+        if (*p == '.' && (isalpha((unsigned char)p[1]) || p[1] == '_')) {
+            *last_dot = p++;
+            while (ident_char(*p))
+                p++;
+        } else if (*p == '[') {
+            int depth = 0;
+            char quote = 0;
+            const char *q = p;
+            for (; *q; q++) {
+                if (quote) {
+                    if (*q == '\\' && q[1])
+                        q++;
+                    else if (*q == quote)
+                        quote = 0;
+                } else if (*q == '\'' || *q == '"') {
+                    quote = *q;
+                } else if (*q == '[' || *q == '(') {
+                    depth++;
+                } else if ((*q == ']' || *q == ')') && --depth == 0) {
+                    break;
+                }
+            }
+            if (*q != ']')
+                return p; /* unbalanced: the expression ends before it */
+            p = q + 1;
+            *last_dot = NULL;
+        } else {
+            return p;
+        }
+    }
+}
+
+/* The first argument of the call whose '(' is at p, when it is a name with
+ * trailers followed by ',' or ')'. */
+static void first_arg(const char *p, char *buf, size_t len)
+{
+    const char *a = p + 1, *ld, *ae;
+    while (*a == ' ')
+        a++;
+    ae = trailed(a, &ld);
+    const char *e = ae;
+    while (*e == ' ')
+        e++;
+    if (ae > a && (*e == ',' || *e == ')'))
+        copy_name(a, ae, buf, len);
+}
+
+void gt__py_written(const char *code, char *buf, size_t len)
+{
+    const char *p = code, *start, *end, *ld;
+    buf[0] = 0;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    start = p;
+    end = trailed(start, &ld);
+    if (end == start)
+        return;
+    p = end;
+    if (*p == '(') {
+        /* EXPR.method_(...): the receiver; torch.f_(EXPR) / F.f(EXPR, ...,
+         * inplace=True): the first argument */
+        int method_ = ld && p[-1] == '_' && p[-2] != '_';
+        int module_fn = memchr(start, '[', (size_t)(end - start)) == NULL &&
+                        (!strncmp(start, "torch.", 6) || !strncmp(start, "F.", 2) ||
+                         !strncmp(start, "nn.", 3) || !strncmp(start, "init.", 5));
+        if (method_ && !module_fn)
+            copy_name(start, ld, buf, len);
+        else if ((method_ && module_fn) || strstr(p, "inplace=True"))
+            first_arg(p, buf, len);
+        return;
+    }
+    while (*p == ' ')
+        p++;
+    int ok = 0;
+    if (*p && strchr("+-*/%&|^@<>", *p)) {
+        const char *q = p + 1;
+        if (*q == *p && (*p == '*' || *p == '/' || *p == '<' || *p == '>'))
+            q++; /* **= //= <<= >>= */
+        ok = *q == '=' && q[1] != '=';
+    } else if (*p == '=' && p[1] != '=' && end[-1] == ']') {
+        ok = 1; /* EXPR[...] = ... */
+    }
+    if (ok)
+        copy_name(start, end, buf, len);
+}
+
 int gt__py_assigns(const char *code, const char *name)
 {
     size_t n = strlen(name);

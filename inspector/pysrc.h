@@ -20,6 +20,14 @@ int gt__py_mentions(const char *code, const char *name);
  * form or the name does not fit in len bytes). */
 void gt__py_target(const char *code, char *buf /* OUT */, size_t len);
 
+/* The expression a line changes in place, as written, subscripts and all:
+ * "v1[0].add_(1)", "x[:, 1].mul_(2)", "torch.relu_(m.w[0])",
+ * "F.relu(x[:, 1], inplace=True)", "self.w[0] *= 2", "m.weight[0] = 0" give
+ * "v1[0]", "x[:, 1]", "m.w[0]", "x[:, 1]", "self.w[0]", "m.weight[0]".
+ * Writes it to buf ("" if the line is not of that form or it does not fit
+ * in len bytes). */
+void gt__py_written(const char *code, char *buf /* OUT */, size_t len);
+
 /* 1 if the line assigns `name` as a whole ("name = ...", also as one of
  * the targets of "a, name = ..."), else 0. */
 int gt__py_assigns(const char *code, const char *name);

@@ -202,6 +202,34 @@ static int64_t view_origin(gt__dctx *c, int64_t t)
     return 0;
 }
 
+/* The view of leaf `leaf` the raising line wrote through, when the line
+ * named no variable for it (`x[:, 1].mul_(2)`): the latest output of an op
+ * of the same user frame, before the error, that is a view of the leaf. */
+static int64_t view_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t leaf)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t out = 0;
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT a.tensor FROM ops o JOIN op_args a ON a.op = o.seq"
+                               " AND a.role = 1 JOIN stacks s ON s.id = o.stack"
+                               " WHERE o.seq < ?1 AND o.seq > ?1 - 10000"
+                               " AND coalesce(s.user_frame, s.frame) = ?2"
+                               " ORDER BY o.seq DESC, a.pos LIMIT 8",
+                               -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, err_seq);
+        sqlite3_bind_int64(st, 2, frame);
+        while (!out && (s = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t t = sqlite3_column_int64(st, 0);
+            if (t != leaf && gt__dx_leaf_of(c, t) == leaf)
+                out = t;
+        }
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    return out;
+}
+
 static int finding_kind(int msg_kind)
 {
     switch (msg_kind) {
@@ -302,6 +330,13 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
                 tensor = leaf;
             }
         }
+        if (m->kind == GT_PYMSG_VIEW_OF_LEAF && !origin && tensor && frame) {
+            int64_t view = view_on_line(c, seq, frame, gt__dx_leaf_of(c, tensor));
+            if (view) {
+                origin = view_origin(c, view);
+                tensor = gt__dx_leaf_of(c, view);
+            }
+        }
     } else {
         if (target[0] && (rc = named_tensor(c, target, seq, &tensor)) != 0)
             return rc;
@@ -313,6 +348,10 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
     if (!f)
         return gt__dx_nomem(c);
     if (target[0] && !(f->name = strdup(target)))
+        return gt__dx_nomem(c);
+    char expr[256];
+    gt__py_written(code, expr, sizeof expr);
+    if (expr[0] && !(f->written = strdup(expr)))
         return gt__dx_nomem(c);
     f->first_to_fail = 1;
     f->tensor = tensor;

@@ -5,9 +5,11 @@
  * (storage_swaps: `t.data = other`, `set_` outside the dispatcher) before a
  * backward call that ran the node. The node saved the tensor object itself,
  * so backward reads the new memory: no version bump, no error, wrong
- * gradients. The line that swapped is not an op; the finding gives the
- * interval it happened in (the last op that saw the old storage, and the op
- * or backward call that noticed the new one).
+ * gradients. The line that swapped is not an op: the adapter records a
+ * `.data =` assignment where it happens (op and backward NULL, its stack the
+ * assigning line), and the finding's location is that line; a swap noticed
+ * later gives the interval it happened in (the last op that saw the old
+ * storage, and the op or backward call that noticed the new one).
  *
  * silent_saved_write: with --check-saved, the fingerprint of a saved
  * tensor's bytes when its node ran differs from the one at save, and no
@@ -27,7 +29,9 @@
 #include <gradtrace/format.h>
 
 /* For each swap of a saved tensor, the saved rows saved before it and the
- * backward call that needed them: the call whose start noticed the swap, else
+ * backward call that needed them (a node whose forward ran before recording
+ * started is first read by the call that reaches it, after the swap: its
+ * rows count as saved before any swap the recording saw): the call whose start noticed the swap, else
  * the first call after it; the node must have run in it (node_execs), unless
  * the call has no node_execs at all (PyTorch without them). */
 static const char sql_swaps[] =
@@ -44,9 +48,12 @@ static const char sql_swaps[] =
     "  (SELECT json_object('file', f.text, 'line', fr.line) FROM stacks s"
     "    JOIN frames fr ON fr.id = coalesce(s.user_frame, s.frame)"
     "    JOIN strings f ON f.id = fr.file WHERE s.id = sw.stack),"
-    "  sw.stack"
-    " FROM sw JOIN saved_tensors st ON st.tensor = sw.tensor AND st.seq < sw.seq"
+    "  sw.stack, sw.op IS NULL AND sw.backward IS NULL"
+    " FROM sw JOIN saved_tensors st ON st.tensor = sw.tensor"
     " WHERE sw.bw IS NOT NULL AND (?1 = 0 OR sw.bw = ?1)"
+    "  AND (st.seq < sw.seq OR (st.seq > sw.seq AND EXISTS (SELECT 1 FROM nodes n"
+    "   JOIN backward_calls b ON b.id = sw.bw WHERE n.id = st.node AND n.op IS NULL"
+    "   AND n.seq > b.seq AND st.seq > b.seq)))"
     "  AND (EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw AND x.node = st.node)"
     "   OR NOT EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw))"
     " ORDER BY sw.bw, st.seq";
@@ -208,21 +215,29 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err, si
         x->stack = sqlite3_column_int64(st, 9);
         /* the op that noticed it (a write of no op: listed when an op saw
          * it, the interval is in the suggestion either way) */
+        int at_assign = sqlite3_column_int(st, 10);
         m->seq = sqlite3_column_int64(st, 2);
         m->bump_seq = 0;
         m->tensor = x->tensor;
         m->version_after = -1;
+        /* recorded at the assignment: the write itself, with no op row */
+        m->stack = at_assign ? x->stack : 0;
         x->mutations = m;
-        x->n_mutations = m->seq ? 1 : 0;
+        x->n_mutations = m->seq || m->stack ? 1 : 0;
         char *before = where(st, 7), *after = where(st, 8);
         char buf[1024];
-        snprintf(buf, sizeof buf,
-                 "the tensor's storage was replaced (`x.data = ...`, `set_`) %s%s%s%s: backward "
-                 "read the new memory with no version bump and no error; change the values "
-                 "with `with torch.no_grad(): x.copy_(new)` (a write autograd checks) or "
-                 "recompute the forward after the change",
-                 before ? "after " : "", before ? before : "", after ? " and before " : "",
-                 after ? after : "");
+        const char *fix = "backward read the new memory with no version bump and no "
+                          "error; change the values with `with torch.no_grad(): "
+                          "x.copy_(new)` (a write autograd checks) or recompute the "
+                          "forward after the change";
+        if (at_assign && after) /* recorded at the assignment */
+            snprintf(buf, sizeof buf,
+                     "the tensor's storage was replaced by `.data =` at %s: %s", after, fix);
+        else
+            snprintf(buf, sizeof buf,
+                     "the tensor's storage was replaced (`x.data = ...`, `set_`) %s%s%s%s: %s",
+                     before ? "after " : "", before ? before : "",
+                     after ? " and before " : "", after ? after : "", fix);
         free(before);
         free(after);
         if (!(x->suggestion = strdup(buf))) {
@@ -240,4 +255,55 @@ fail_sql:
 out:
     sqlite3_finalize(st);
     return rc;
+}
+
+/* Saved slots a node's backward does not read, by the node's name and a
+ * condition on its other saved tensors. A write nobody reads is no silent
+ * write: BatchNorm saves its running statistics, and in training mode (its
+ * saved batch mean `result1` has elements) its backward uses the batch's
+ * statistics instead (native_batch_norm_backward and the cuDNN, MIOpen and
+ * with-update variants), so DDP's per-forward buffer broadcast into them
+ * between two forwards and one backward changes nothing backward reads. */
+static const char sql_unread[] =
+    "SELECT 1 FROM saved_tensors st JOIN strings sl ON sl.id = st.slot"
+    " JOIN nodes n ON n.id = st.node JOIN strings nn ON nn.id = n.name"
+    " WHERE st.seq = ?1 AND sl.text IN ('running_mean', 'running_var')"
+    "  AND nn.text LIKE '%BatchNorm%Backward%'"
+    "  AND EXISTS (SELECT 1 FROM saved_tensors r JOIN strings rs ON rs.id = r.slot"
+    "   JOIN tensors t ON t.id = r.tensor WHERE r.node = st.node AND rs.text = 'result1'"
+    "   AND json_valid(t.shape) AND json_array_length(t.shape) > 0"
+    "   AND NOT EXISTS (SELECT 1 FROM json_each(t.shape) WHERE value = 0))";
+
+int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq)
+{
+    sqlite3_stmt *q = NULL;
+    int unread = 0;
+    if (sqlite3_prepare_v2(db, sql_unread, -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, saved_seq);
+        unread = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return unread;
+}
+
+/* 1 if tensor `tensor` was made by an op run under torch.func's vmap (a
+ * frame of its vmap implementation on the op's stack: torch/_functorch/ in
+ * 2.x, the functorch package's _src in 1.13). */
+int gt__dx_under_vmap(sqlite3 *db, int64_t tensor)
+{
+    static const char sql[] =
+        "WITH RECURSIVE up(id, d) AS (SELECT o.stack, 0 FROM tensors t JOIN ops o"
+        "  ON o.seq = t.created_by WHERE t.id = ?1"
+        " UNION ALL SELECT s.parent, d + 1 FROM stacks s JOIN up ON s.id = up.id"
+        "  WHERE s.parent IS NOT NULL AND d < 256)"
+        " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE '%functorch%vmap.py' LIMIT 1";
+    sqlite3_stmt *q = NULL;
+    int yes = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, tensor);
+        yes = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return yes;
 }

@@ -294,12 +294,14 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
         return set_suggestion(c, f,
                               "use inplace=False: the in-place %s%s%s would overwrite the "
                               "leaf; build the layer with inplace=False (e.g. "
-                              "nn.ReLU(inplace=False)) or apply it to a copy (x.clone())",
-                              act, code[0] ? " in " : "", code);
+                              "nn.ReLU(inplace=False)) or apply it to a copy (%s.clone())",
+                              act, code[0] ? " in " : "", code,
+                              f->written ? f->written : name[0] ? name : "x");
     /* A module's parameter: the attribute cannot be rebound to a plain
      * tensor (a Parameter attribute only takes a Parameter), so the fix is
      * to make the update invisible to autograd. */
-    if (gt__py_is_attribute(name) || strstr(code, "self.")) {
+    if (gt__py_is_attribute(name) || (f->written && gt__py_is_attribute(f->written)) ||
+        strstr(code, "self.")) {
         if (strstr(name, "embed") && strchr(code, '['))
             return set_suggestion(c, f,
                                   "initialise the parameter under torch.no_grad(): `with "
@@ -313,7 +315,11 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
                               code[0] ? code : "...");
     }
     /* A view of the leaf: the copy to change is the view's. */
-    const char *nm = f->view_op && f->name ? f->name : name[0] ? name : "x";
+    /* Otherwise the expression the line writes, as written: rebinding it
+     * (`v1[0] = v1[0].clone()`) is what the line then changes. */
+    const char *nm = f->view_op && f->name ? f->name
+                     : f->written && !f->view_op ? f->written
+                     : name[0] ? name : "x";
     return set_suggestion(c, f,
                           "wrap the update in `with torch.no_grad():` (as optimizers do): "
                           "`with torch.no_grad(): %s`, or change a copy instead: %s = "

@@ -101,7 +101,10 @@ struct gt__rowbuf {
     X(BEGIN, "BEGIN")                                                            \
     X(COMMIT, "COMMIT")                                                          \
     X(ROLLBACK, "ROLLBACK")                                                      \
-    X(PAGE_COUNT, "PRAGMA page_count")                                           \
+    X(PAGE_COUNT, "SELECT p.page_count - f.freelist_count"                       \
+                  " FROM pragma_page_count p, pragma_freelist_count f")          \
+    X(BW_CUTOFF, "SELECT coalesce(end_seq, seq - 1) FROM backward_calls"         \
+                 " WHERE id = ?1")                                               \
     X(RUN_SET, "UPDATE run SET engine = coalesce(?1, engine),"                   \
                " engine_version = coalesce(?2, engine_version),"                 \
                " python_version = coalesce(?3, python_version),"                 \
@@ -191,10 +194,20 @@ struct gt_recorder {
      * upper estimate of their entries' bytes for the committed rows,
      * idx_pending for the open batch's (see idx_note). */
     int64_t idx_bytes[GT__NIDX], idx_pending[GT__NIDX];
+    int64_t idx_rows[GT__NIDX]; /* entries noted (for the flight recorder's cuts) */
     int64_t committed_seq;  /* r->seq at the last commit */
     int64_t rows_committed; /* rows committed since open */
     int64_t base_bytes;     /* the file's size at open, schema and run row */
     int64_t last_bytes;     /* projected size at the last commit */
+
+    /* Flight recorder (keep_last > 0): the database is in memory; the
+     * window is cut at backward calls (cut_window) and written to path
+     * (write_window) at open, when due (write_due: an error or the run's
+     * end was recorded) at the next flush, at the size cap and at close. */
+    unsigned keep_last;
+    sqlite3_stmt *storage_seq; /* INSERT OR IGNORE INTO temp.gt_ss */
+    int64_t kept_from;  /* first backward call still held (1: none dropped) */
+    int write_due;
 
     int failed; /* 0, or the GT_E* code of the error that stopped recording */
     int capped; /* 1: stopped by max_bytes; the file is sound, so the run's
@@ -315,6 +328,7 @@ static void idx_note(gt_recorder *r, enum gt__idx which, int n, const int64_t *v
     for (int i = 0; i < n; i++)
         b += rec_int_bytes(v[i]);
     r->idx_pending[which] += b;
+    r->idx_rows[which]++;
 }
 
 /* Upper estimate of the bytes the indexes of indexes.sql add to the file,
@@ -338,11 +352,10 @@ static int64_t idx_reserve(const gt_recorder *r, int pending)
 
 /* ---- failure ------------------------------------------------------------ */
 
-/* Turn the handle failed with `code` and the message already in errmsg;
- * roll back the open transaction. Returns code. */
-static int fail(gt_recorder *r, int code)
+/* Roll back the open transaction, if any, and forget the open batch: its
+ * rows, the rows waiting in the buffers and its index estimate. */
+static void drop_batch(gt_recorder *r)
 {
-    r->failed = code;
     if (r->db && !sqlite3_get_autocommit(r->db)) {
         sqlite3_step(r->st[ST_ROLLBACK]);
         sqlite3_reset(r->st[ST_ROLLBACK]);
@@ -352,6 +365,14 @@ static int fail(gt_recorder *r, int code)
     memset(r->idx_pending, 0, sizeof r->idx_pending);
     for (int i = 0; i < GT__NBUF; i++)
         r->buf[i].n = 0;
+}
+
+/* Turn the handle failed with `code` and the message already in errmsg;
+ * roll back the open transaction. Returns code. */
+static int fail(gt_recorder *r, int code)
+{
+    r->failed = code;
+    drop_batch(r);
     return code;
 }
 
@@ -568,14 +589,12 @@ static int begin_write(gt_recorder *r) { return begin_write_as(r, 0); }
  * last commit (r->committed_seq) is what the trace keeps. The run row says
  * where and why (written at once, so a later kill keeps it); the run's end
  * and the close are still written. */
+static int write_window(gt_recorder *r);
+
 static int stop_at_cap(gt_recorder *r, int64_t bytes)
 {
     char why[160];
-    sqlite3_step(r->st[ST_ROLLBACK]);
-    sqlite3_reset(r->st[ST_ROLLBACK]);
-    r->in_txn = 0;
-    r->batch_n = 0;
-    memset(r->idx_pending, 0, sizeof r->idx_pending);
+    drop_batch(r);
     snprintf(why, sizeof why, "size cap: %" PRId64 " bytes > max_bytes %" PRId64, bytes,
              r->max_bytes);
     sqlite3_stmt *st = r->st[ST_RUN_STOPPED];
@@ -588,21 +607,29 @@ static int stop_at_cap(gt_recorder *r, int64_t bytes)
                   "make it %" PRId64 " bytes with its indexes > max_bytes %" PRId64 ")",
                bytes, r->max_bytes);
     r->capped = 1;
-    return fail(r, GT_EFULL);
+    fail(r, GT_EFULL);
+    if (r->keep_last) {
+        /* the flight recorder's window is written at the cap */
+        r->failed = 0;
+        rc = write_window(r);
+        if (rc)
+            return rc;
+        r->failed = GT_EFULL;
+    }
+    return GT_EFULL;
 }
 
 /* The size the closed file would have if the open batch were committed:
  * its pages now (the open transaction's included) plus the indexes' upper
  * estimate. 0 and an error code on failure. */
+static int live_pages(gt_recorder *r, int64_t *out);
+
 static int projected_bytes(gt_recorder *r, int64_t *out)
 {
-    sqlite3_stmt *st = r->st[ST_PAGE_COUNT];
     int64_t pages = 0;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        pages = sqlite3_column_int64(st, 0);
-    int rc = sqlite3_reset(st);
-    if (rc != SQLITE_OK)
-        return sql_error(r, rc, "page_count", 1, 0);
+    int rc = live_pages(r, &pages);
+    if (rc)
+        return rc;
     *out = pages * r->page_size + idx_reserve(r, 1);
     return 0;
 }
@@ -628,6 +655,8 @@ static void shrink_batch(gt_recorder *r, int64_t bytes, int64_t before, unsigned
         r->batch_cur = (unsigned)fit;
 }
 
+static int cut_window(gt_recorder *r, int64_t last, int *cut);
+
 static int commit(gt_recorder *r)
 {
     if (!r->in_txn)
@@ -647,6 +676,14 @@ static int commit(gt_recorder *r)
         int rc = projected_bytes(r, &bytes);
         if (rc)
             return rc;
+        if (bytes > r->max_bytes && r->keep_last) {
+            /* the flight recorder first lets go of the calls it holds
+             * beyond keep_last */
+            int cut = 0;
+            if ((rc = cut_window(r, r->next_backward - 1, &cut)) != 0 ||
+                (cut && (rc = projected_bytes(r, &bytes)) != 0))
+                return rc;
+        }
         if (bytes > r->max_bytes)
             return stop_at_cap(r, bytes);
     }
@@ -677,6 +714,305 @@ static int end_write(gt_recorder *r)
     if (++r->batch_n >= r->batch_cur || now_ms() - r->batch_start_ms >= r->batch_ms)
         return commit(r);
     return 0;
+}
+
+/* ---- the flight recorder (keep_last) ------------------------------------ */
+
+/* Temporary tables of the rows a cut keeps: nodes, tensors, old ops, old
+ * version bumps, backward calls. Created at open in keep_last mode. */
+static const char cut_tables_sql[] =
+    "CREATE TEMP TABLE gt_kn (id INTEGER PRIMARY KEY);"
+    "CREATE TEMP TABLE gt_kt (id INTEGER PRIMARY KEY);"
+    "CREATE TEMP TABLE gt_ko (seq INTEGER PRIMARY KEY);"
+    "CREATE TEMP TABLE gt_kb (seq INTEGER PRIMARY KEY);"
+    "CREATE TEMP TABLE gt_kc (id INTEGER PRIMARY KEY);"
+    /* the seq at which each storage was recorded (storages has none) */
+    "CREATE TEMP TABLE gt_ss (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);"
+    "CREATE TEMP TABLE gt_cut (c INTEGER, k INTEGER); INSERT INTO gt_cut VALUES (0, 1);";
+
+/* The cut, with C (the last dropped seq) and K (the first kept backward
+ * call) read from temp.gt_cut: first what is kept, from the events after C outward
+ * along the references, then the deletes. See recorder.h for the rules. */
+static const char cut_sql[] =
+    "DELETE FROM temp.gt_kn; DELETE FROM temp.gt_kt; DELETE FROM temp.gt_ko;"
+    "DELETE FROM temp.gt_kb; DELETE FROM temp.gt_kc;"
+    /* backward calls: from K on, and any still running or ending after C */
+    "INSERT INTO temp.gt_kc SELECT id FROM backward_calls"
+    " WHERE id >= (SELECT k FROM temp.gt_cut) OR end_seq IS NULL OR end_seq > (SELECT c FROM temp.gt_cut);"
+    /* nodes: recorded, run or used after C, and every node their edges reach */
+    "INSERT INTO temp.gt_kn WITH RECURSIVE k(id) AS ("
+    " SELECT id FROM nodes WHERE seq > (SELECT c FROM temp.gt_cut)"
+    " UNION SELECT node FROM node_execs WHERE seq > (SELECT c FROM temp.gt_cut)"
+    " UNION SELECT node FROM saved_tensors WHERE seq > (SELECT c FROM temp.gt_cut)"
+    " UNION SELECT node FROM backward_roots WHERE node IS NOT NULL"
+    "  AND backward IN temp.gt_kc"
+    " UNION SELECT e.next FROM edges e JOIN k ON e.node = k.id WHERE e.next IS NOT NULL)"
+    " SELECT id FROM k;"
+    /* old bumps of a tensor saved by a kept node, after its save */
+    "INSERT OR IGNORE INTO temp.gt_kb SELECT b.seq FROM saved_tensors s"
+    " JOIN temp.gt_kn n ON n.id = s.node JOIN tensors st ON st.id = s.tensor"
+    " JOIN tensors bt ON bt.version_counter = st.version_counter"
+    " JOIN version_bumps b ON b.tensor = bt.id"
+    " WHERE s.seq <= (SELECT c FROM temp.gt_cut) AND b.seq > s.seq AND b.seq <= (SELECT c FROM temp.gt_cut);"
+    /* old ops: those that made a kept node or a kept old bump */
+    "INSERT OR IGNORE INTO temp.gt_ko SELECT op FROM nodes"
+    " WHERE id IN temp.gt_kn AND op <= (SELECT c FROM temp.gt_cut)"
+    " UNION SELECT op FROM version_bumps WHERE seq IN temp.gt_kb AND op IS NOT NULL;"
+    /* tensors: recorded after C or referenced by what is kept */
+    "INSERT OR IGNORE INTO temp.gt_kt"
+    " SELECT id FROM tensors WHERE seq > (SELECT c FROM temp.gt_cut)"
+    " UNION SELECT tensor FROM op_args WHERE op > (SELECT c FROM temp.gt_cut) OR op IN temp.gt_ko"
+    " UNION SELECT tensor FROM saved_tensors WHERE node IN temp.gt_kn"
+    "  AND tensor IS NOT NULL"
+    " UNION SELECT tensor FROM node_outputs WHERE node IN temp.gt_kn"
+    " UNION SELECT variable FROM nodes WHERE id IN temp.gt_kn AND variable IS NOT NULL"
+    " UNION SELECT tensor FROM version_bumps WHERE seq > (SELECT c FROM temp.gt_cut) OR seq IN temp.gt_kb"
+    " UNION SELECT tensor FROM backward_roots WHERE tensor IS NOT NULL"
+    "  AND backward IN temp.gt_kc"
+    " UNION SELECT tensor FROM backward_inputs WHERE backward IN temp.gt_kc"
+    " UNION SELECT tensor FROM storage_swaps WHERE seq > (SELECT c FROM temp.gt_cut);"
+    /* ... with the bases of views and the tensors named as version counters */
+    "INSERT OR IGNORE INTO temp.gt_kt WITH RECURSIVE a(id) AS ("
+    " SELECT id FROM temp.gt_kt"
+    " UNION SELECT CASE w.k WHEN 0 THEN t.alias_of ELSE t.version_counter END"
+    "  FROM a JOIN tensors t ON t.id = a.id"
+    "  JOIN (SELECT 0 AS k UNION ALL SELECT 1) w"
+    "  WHERE (CASE w.k WHEN 0 THEN t.alias_of ELSE t.version_counter END) IS NOT NULL)"
+    " SELECT id FROM a;"
+    /* ... and the ops that made them */
+    "INSERT OR IGNORE INTO temp.gt_ko SELECT created_by FROM tensors"
+    " WHERE id IN temp.gt_kt AND created_by <= (SELECT c FROM temp.gt_cut);"
+    "DELETE FROM ops WHERE seq <= (SELECT c FROM temp.gt_cut) AND seq NOT IN temp.gt_ko;"
+    "DELETE FROM op_args WHERE op <= (SELECT c FROM temp.gt_cut)"
+    " AND (op NOT IN temp.gt_ko OR tensor NOT IN temp.gt_kt);"
+    "DELETE FROM version_bumps WHERE seq <= (SELECT c FROM temp.gt_cut) AND seq NOT IN temp.gt_kb;"
+    "DELETE FROM saved_tensors WHERE node NOT IN temp.gt_kn;"
+    "DELETE FROM saved_earlier WHERE saved NOT IN (SELECT seq FROM saved_tensors);"
+    "DELETE FROM saved_fingerprints WHERE saved NOT IN (SELECT seq FROM saved_tensors)"
+    " OR (backward IS NOT NULL AND backward NOT IN temp.gt_kc);"
+    "DELETE FROM edges WHERE node NOT IN temp.gt_kn;"
+    "DELETE FROM node_outputs WHERE node NOT IN temp.gt_kn;"
+    "DELETE FROM node_execs WHERE seq <= (SELECT c FROM temp.gt_cut);"
+    "DELETE FROM nodes WHERE id NOT IN temp.gt_kn;"
+    "DELETE FROM storage_swaps WHERE seq <= (SELECT c FROM temp.gt_cut);"
+    "DELETE FROM errors WHERE seq <= (SELECT c FROM temp.gt_cut);"
+    /* names: of kept tensors; before C only the latest of each */
+    "DELETE FROM names WHERE tensor NOT IN temp.gt_kt OR (seq <= (SELECT c FROM temp.gt_cut) AND EXISTS"
+    " (SELECT 1 FROM names n WHERE n.tensor = names.tensor AND n.name = names.name"
+    "  AND n.seq > names.seq));"
+    "DELETE FROM tensors WHERE id NOT IN temp.gt_kt;"
+    "DELETE FROM storages WHERE id IN (SELECT id FROM temp.gt_ss"
+    " WHERE seq <= (SELECT c FROM temp.gt_cut)) AND id NOT IN (SELECT storage FROM tensors"
+    " WHERE storage IS NOT NULL UNION SELECT old_storage FROM storage_swaps"
+    " WHERE old_storage IS NOT NULL UNION SELECT new_storage FROM storage_swaps"
+    " WHERE new_storage IS NOT NULL);"
+    "DELETE FROM temp.gt_ss WHERE id NOT IN (SELECT id FROM storages);"
+    "DELETE FROM backward_roots WHERE backward NOT IN temp.gt_kc;"
+    "DELETE FROM backward_inputs WHERE backward NOT IN temp.gt_kc;"
+    "DELETE FROM backward_calls WHERE id NOT IN temp.gt_kc;"
+    "UPDATE run SET kept_from_seq = (SELECT c FROM temp.gt_cut) + 1, kept_from_backward = (SELECT k FROM temp.gt_cut)"
+    " WHERE id = 1;";
+
+/* The database's pages in use (its freelist left out: the flight
+ * recorder's cuts free pages) in *out. */
+static int live_pages(gt_recorder *r, int64_t *out)
+{
+    sqlite3_stmt *st = r->st[ST_PAGE_COUNT];
+    int64_t pages = 0;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        pages = sqlite3_column_int64(st, 0);
+    int rc = sqlite3_reset(st);
+    if (rc != SQLITE_OK)
+        return sql_error(r, rc, "page_count", 1, 0);
+    *out = pages;
+    return 0;
+}
+
+/* The rows each close-time index will hold an entry for, in enum gt__idx
+ * order. */
+static const char idx_count_sql[] =
+    "SELECT (SELECT count(*) FROM op_args WHERE role = 2), (SELECT count(*) FROM tensors),"
+    " (SELECT count(*) FROM tensors), (SELECT count(*) FROM version_bumps),"
+    " (SELECT count(*) FROM nodes), (SELECT count(*) FROM saved_tensors),"
+    " (SELECT count(*) FROM saved_tensors), (SELECT count(*) FROM edges),"
+    " (SELECT count(*) FROM names)";
+
+/* After a cut: the size cap's index estimate for the rows left, at the
+ * average bytes per entry noted so far (the open batch's entries counted
+ * as committed: a rollback after a cut only makes the estimate larger). */
+static int recount_idx(gt_recorder *r)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(r->db, idx_count_sql, -1, &st, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+        for (int i = 0; i < GT__NIDX; i++) {
+            int64_t n = sqlite3_column_int64(st, i);
+            int64_t b = r->idx_bytes[i] + r->idx_pending[i];
+            int64_t per = r->idx_rows[i] > 0 ? (b + r->idx_rows[i] - 1) / r->idx_rows[i] : 0;
+            r->idx_bytes[i] = per * n;
+            r->idx_pending[i] = 0;
+            r->idx_rows[i] = n;
+        }
+    }
+    int rc2 = sqlite3_finalize(st);
+    if (rc == SQLITE_OK)
+        rc = rc2;
+    return rc == SQLITE_OK ? 0 : sql_error(r, rc, "window cut", 1, 0);
+}
+
+/*
+ * Keep backward calls from last - keep_last + 1 on (last: the newest call,
+ * the one about to start at gt_backward_begin) and drop what lies before,
+ * the rows those calls reference excepted (cut_sql). Runs inside the open
+ * transaction, the row buffers written first. The index estimate of the
+ * size cap shrinks with the live pages. *cut (may be NULL) is set to 1 if
+ * anything was dropped. Returns 0 or an error that stopped recording.
+ */
+static int cut_window(gt_recorder *r, int64_t last, int *cut)
+{
+    int64_t first = last - (int64_t)r->keep_last + 1, c = -1;
+    if (cut)
+        *cut = 0;
+    if (first <= r->kept_from)
+        return 0;
+    int rc = flush_bufs(r);
+    if (rc && rc != GT_EINVAL)
+        return rc;
+    sqlite3_stmt *st = r->st[ST_BW_CUTOFF];
+    sqlite3_bind_int64(st, 1, first - 1);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        c = sqlite3_column_int64(st, 0);
+    if ((rc = sqlite3_reset(st)) != SQLITE_OK)
+        return sql_error(r, rc, "window cut", 1, 0);
+    if (c < 0) { /* that call's row is gone already */
+        r->kept_from = first;
+        return 0;
+    }
+    char set[96];
+    snprintf(set, sizeof set, "UPDATE temp.gt_cut SET c = %" PRId64 ", k = %" PRId64, c,
+             first);
+    int err = 0;
+    rc = exec_sql(r->db, set, NULL, &err);
+    if (rc == SQLITE_OK)
+        rc = exec_sql(r->db, cut_sql, NULL, &err);
+    if (rc != SQLITE_OK)
+        return sql_error(r, sqlite3_extended_errcode(r->db), "window cut", 1, err);
+    r->kept_from = first;
+    if (cut)
+        *cut = 1;
+    if (r->max_bytes > 0)
+        rc = recount_idx(r);
+    return rc;
+}
+
+/* The window's next cut is due at gt_backward_begin once this many calls
+ * beyond keep_last are held: cuts are paid once per that many calls. */
+static int64_t cut_slack(const gt_recorder *r)
+{
+    return r->keep_last > 16 ? r->keep_last : 16;
+}
+
+/* Remove path + suffix, if any. */
+static void unlink_suffixed(const char *path, const char *suffix)
+{
+    char *p = sqlite3_mprintf("%s%s", path, suffix);
+    if (p)
+        (void)unlink(p);
+    sqlite3_free(p);
+}
+
+/*
+ * Write the flight recorder's window to the trace file: commit, cut to the
+ * last keep_last calls, copy the database out (VACUUM INTO a file beside
+ * the trace), create the indexes there, and rename the copy over the
+ * trace, whose flock moves to the new file. Readers of the old file keep
+ * reading it. Returns 0, or the error (the handle is then failed; the
+ * trace file is the one last written).
+ */
+static int write_window(gt_recorder *r)
+{
+    int rc = begin_write(r);
+    if (rc || (rc = cut_window(r, r->next_backward - 1, NULL)) != 0)
+        return rc;
+    if ((rc = commit(r)) != 0 && rc != GT_EINVAL)
+        return rc;
+    char *tmp = sqlite3_mprintf("%s.gt-keep", r->path);
+    sqlite3 *out = NULL;
+    sqlite3_stmt *st = NULL;
+    const char *what = "copy the window";
+    int src = SQLITE_NOMEM, err = 0;
+    if (!tmp)
+        goto fail_copy;
+    (void)unlink(tmp);
+    unlink_suffixed(tmp, "-journal");
+    src = sqlite3_prepare_v2(r->db, "VACUUM INTO ?1", -1, &st, NULL);
+    if (src == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, tmp, -1, SQLITE_STATIC);
+        errno = 0;
+        src = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(r->db);
+        err = errno;
+    }
+    sqlite3_finalize(st);
+    if (src != SQLITE_OK)
+        goto fail_copy;
+    what = "index the window";
+    src = sqlite3_open_v2(tmp, &out, SQLITE_OPEN_READWRITE, NULL);
+    if (src == SQLITE_OK) {
+        sqlite3_extended_result_codes(out, 1);
+        src = exec_sql(out, "BEGIN", NULL, &err);
+        if (src == SQLITE_OK)
+            src = exec_sql(out, gt_indexes_sql, NULL, &err);
+        if (src == SQLITE_OK)
+            src = exec_sql(out, "COMMIT", NULL, &err);
+    }
+    if (src != SQLITE_OK) {
+        set_errmsg(r, "recording stopped: cannot write the window to %s (%s: %s)",
+                   r->path, what, out ? sqlite3_errmsg(out) : sqlite3_errstr(src));
+        sqlite3_close(out);
+        goto fail_file;
+    }
+    if (sqlite3_close(out) != SQLITE_OK)
+        goto fail_copy;
+    int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        (void)flock(fd, LOCK_EX | LOCK_NB);
+    }
+    if (rename(tmp, r->path) != 0) {
+        char eb[128];
+        set_errmsg(r, "recording stopped: cannot write the window to %s (rename: %s)",
+                   r->path, errno_text(errno, eb, sizeof eb));
+        if (fd >= 0)
+            close(fd);
+        goto fail_file;
+    }
+    if (fd >= 0) {
+        if (r->lock_fd >= 0)
+            close(r->lock_fd);
+        r->lock_fd = fd;
+    }
+    sqlite3_free(tmp);
+    r->write_due = 0;
+    return 0;
+
+fail_copy:
+    {
+        char eb[128];
+        int sys = err == ENOSPC || err == EFBIG || err == EDQUOT || err == EIO ? err : 0;
+        set_errmsg(r, "recording stopped: cannot write the window to %s (%s: %s%s%s)",
+                   r->path, what, sqlite3_errstr(src), sys ? ": " : "",
+                   sys ? errno_text(sys, eb, sizeof eb) : "");
+        if (sys == ENOSPC || sys == EFBIG || sys == EDQUOT || (src & 0xff) == SQLITE_FULL)
+            src = SQLITE_FULL;
+    }
+fail_file:
+    if (tmp) {
+        (void)unlink(tmp);
+        unlink_suffixed(tmp, "-journal");
+    }
+    sqlite3_free(tmp);
+    return fail(r, (src & 0xff) == SQLITE_FULL ? GT_EFULL
+                   : src == SQLITE_NOMEM ? GT_ENOMEM : GT_EIO);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -757,6 +1093,8 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     r->max_bytes = opts ? opts->max_bytes : 0;
     r->close_wait_ms = opts && opts->close_wait_ms ? opts->close_wait_ms
                                                     : GT__DEFAULT_CLOSE_WAIT_MS;
+    r->keep_last = opts ? opts->keep_last : 0;
+    r->kept_from = 1;
     r->pid = getpid();
     r->next_string = r->next_frame = r->next_stack = r->next_thread = 1;
     r->next_backward = 1;
@@ -813,7 +1151,9 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
      * replayed into the new one */
     unlink_sidecars(path);
 
-    rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    /* the flight recorder holds its window in memory (write_window) */
+    rc = sqlite3_open_v2(r->keep_last ? ":memory:" : path, &r->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         put_err(errbuf, errlen, "cannot open trace %s: %s", path,
                 r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
@@ -846,13 +1186,14 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         sqlite3_stmt *st = NULL;
         rc = sqlite3_prepare_v2(r->db,
                                 "INSERT INTO run (id, gradtrace_version, schema_version,"
-                                " start_ns, pid) VALUES (1, ?1, ?2, ?3, ?4)",
+                                " start_ns, pid, keep_last) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
                                 -1, &st, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_bind_text(st, 1, GT_VERSION_STRING, -1, SQLITE_STATIC);
             sqlite3_bind_int(st, 2, GT_SCHEMA_VERSION);
             sqlite3_bind_int64(st, 3, wall_ns());
             sqlite3_bind_int64(st, 4, (int64_t)r->pid);
+            bind_id(st, 5, r->keep_last);
             errno = 0;
             rc = sqlite3_step(st);
             exec_errno = errno;
@@ -929,6 +1270,20 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             goto fail_stmts;
         }
     }
+    if (r->keep_last) {
+        /* the file holds an empty trace until the window is first written */
+        stage = "set up the window";
+        if (exec_sql(r->db, cut_tables_sql, &emsg, &exec_errno) != SQLITE_OK)
+            goto fail_exec;
+        if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_ss VALUES (?1, ?2)", -1,
+                               SQLITE_PREPARE_PERSISTENT, &r->storage_seq, NULL) !=
+            SQLITE_OK)
+            goto fail_exec;
+        if ((rc = write_window(r)) != 0) {
+            put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
+            goto fail_stmts;
+        }
+    }
     *out = r;
     return 0;
 
@@ -950,6 +1305,7 @@ fail_exec:
     }
     sqlite3_free(emsg);
 fail_stmts:
+    sqlite3_finalize(r->storage_seq);
     for (int i = 0; i < GT__NBUF; i++) {
         sqlite3_finalize(r->buf[i].multi);
         sqlite3_finalize(r->buf[i].one);
@@ -1160,7 +1516,9 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
         }
         if (!r->failed)
             commit(r);
-        if (!r->failed) {
+        if (!r->failed && r->keep_last)
+            write_window(r); /* one self-contained file already */
+        else if (!r->failed) {
             char *emsg = NULL;
             int err = 0;
             if (exec_sql(r->db, "BEGIN", &emsg, &err) != SQLITE_OK ||
@@ -1170,7 +1528,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
             }
             sqlite3_free(emsg);
         }
-        if (!r->failed) {
+        if (!r->failed && !r->keep_last) {
             int held = finish_file(r);
             if (held == 1)
                 held = replace_with_copy(r);
@@ -1178,6 +1536,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
         }
     }
     rc = r->failed ? r->failed : stop;
+    sqlite3_finalize(r->storage_seq);
     for (int i = 0; i < GT__NBUF; i++) {
         sqlite3_finalize(r->buf[i].multi);
         sqlite3_finalize(r->buf[i].one);
@@ -1223,7 +1582,8 @@ int gt_recorder_flush(gt_recorder *r)
     if (!r)
         return GT_EINVAL;
     pthread_mutex_lock(&r->mu);
-    int rc = r->closed ? GT_ECLOSED : r->failed ? GT_EFAILED : commit(r);
+    int rc = r->closed ? GT_ECLOSED : r->failed ? GT_EFAILED
+           : r->write_due && getpid() == r->pid ? write_window(r) : commit(r);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -1294,6 +1654,7 @@ int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
     rc = step(r, ST_RUN_END, "run end", 0);
     if (rc)
         goto out;
+    r->write_due = r->keep_last > 0;
     rc = end_write(r);
 out:
     pthread_mutex_unlock(&r->mu);
@@ -1536,6 +1897,15 @@ int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, nbytes);
     sqlite3_bind_int64(st, 3, device);
+    if (r->storage_seq) {
+        sqlite3_bind_int64(r->storage_seq, 1, id);
+        sqlite3_bind_int64(r->storage_seq, 2, r->seq);
+        if ((rc = sqlite3_step(r->storage_seq)) != SQLITE_DONE) {
+            rc = sql_error(r, sqlite3_reset(r->storage_seq), "storage", 1, 0);
+            goto out;
+        }
+        sqlite3_reset(r->storage_seq);
+    }
     LOCKED_END(r, "storage");
 }
 
@@ -1774,6 +2144,9 @@ int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id)
     LOCKED_BEGIN(r);
     sqlite3_stmt *st = r->st[st_id];
     bid = r->next_backward;
+    if (r->keep_last && bid - r->kept_from >= (int64_t)r->keep_last + cut_slack(r) &&
+        (rc = cut_window(r, bid, NULL)) != 0)
+        goto out;
     sqlite3_bind_int64(st, 1, bid);
     sqlite3_bind_int64(st, 2, ++r->seq);
     sqlite3_bind_int64(st, 3, b->api);
@@ -1872,6 +2245,7 @@ int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
     bind_id(st, 5, backward);
     if ((rc = step(r, st_id, "error", 0)) != 0)
         goto out;
+    r->write_due = r->keep_last > 0; /* written at the next flush */
     if (seq)
         *seq = s;
     rc = end_write(r);

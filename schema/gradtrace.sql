@@ -1,4 +1,4 @@
--- gradtrace trace schema, version 3 (schema/CHANGES.md says what each
+-- gradtrace trace schema, version 4 (schema/CHANGES.md says what each
 -- version added).
 --
 -- This file is the single source of the trace format. It is compiled into the
@@ -45,8 +45,15 @@ CREATE TABLE run (
     world_size        INTEGER,          -- v3: number of ranks, NULL if not distributed
     backend           TEXT,             -- v3: process group backend ('gloo', 'nccl'),
                                         -- NULL until init_process_group ran
-    launcher_run_id   TEXT              -- v3: the launcher's run id
+    launcher_run_id   TEXT,             -- v3: the launcher's run id
                                         -- (TORCHELASTIC_RUN_ID), NULL if none
+    keep_last         INTEGER,          -- v4: flight recorder (--keep-last N):
+                                        -- N; NULL for a whole-run trace
+    kept_from_seq     INTEGER,          -- v4: events before this seq were
+                                        -- dropped, but for the rows the kept
+                                        -- ones reference; NULL if none dropped
+    kept_from_backward INTEGER          -- v4: backward calls before this id
+                                        -- were dropped; NULL if none
 );
 
 CREATE TABLE strings (

@@ -18,6 +18,7 @@
 #include <gradtrace/recorder.h>
 
 #include "graph.h"
+#include "graph_render.h"
 #include "trace.h"
 
 /* ---- building traces ---------------------------------------------------- */
@@ -220,9 +221,9 @@ static gt_graph *build(const char *path, const gt_graph_options *opts)
 /* Render g as DOT and parse it back with cgraph. */
 static Agraph_t *reparse(gt_graph *g)
 {
-    char *data = NULL, err[512] = "";
+    char *data = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len),
                      0);
     assert_true(len > 0);
     Agraph_t *back = agmemread(data);
@@ -276,6 +277,17 @@ static void assert_contains(const char *hay, const char *needle)
     if (!strstr(hay, needle))
         print_error("expected \"%s\" in \"%s\"\n", needle, hay);
     assert_non_null(strstr(hay, needle));
+}
+
+/* The label of the cluster (a line's group) holding node `name`, or "". */
+static const char *group_label_of(Agraph_t *g, const char *name)
+{
+    Agnode_t *n = node(g, name);
+    assert_non_null(n);
+    for (Agraph_t *sub = agfstsubg(g); sub; sub = agnxtsubg(sub))
+        if (!strncmp(agnameof(sub), "cluster_line", 12) && agsubnode(sub, n, 0))
+            return shown(attr(sub, "label"));
+    return "";
 }
 
 static int has_edge(Agraph_t *g, const char *tail, const char *head)
@@ -360,7 +372,13 @@ static void test_seed_dot(void **state)
     assert_contains(label_of(d, "n13"),
                     "NllLossBackward0\nseed_class_weights.py:38\n"
                     "loss = F.nll_loss(log_probs, target, weight=class_weights)");
-    assert_contains(label_of(d, "n12"), "LogSoftmaxBackward0\nseed_class_weights.py:37");
+    /* n11 and n12 come from line 37: a group labelled once with the line,
+     * holding nodes labelled with their names. */
+    assert_string_equal(label_of(d, "n12"), "LogSoftmaxBackward0");
+    assert_string_equal(group_label_of(d, "n12"), "seed_class_weights.py:37\n"
+                                                  "log_probs = F.log_softmax(model(x), dim=1)");
+    assert_string_equal(group_label_of(d, "n11"), group_label_of(d, "n12"));
+    assert_string_equal(group_label_of(d, "n13"), "");
     /* Tooltips: the path relative to the run's directory (/home). */
     assert_string_equal(attr(node(d, "n12"), "tooltip"), "u/seed_class_weights.py:37");
     assert_contains(label_of(d, "n10"), "AccumulateGrad\nfloat32 [3,4]\nmodel.0.weight");
@@ -452,12 +470,14 @@ static void test_seed_without_findings(void **state)
 }
 
 /* A chain of 50 nodes n1 <- n2 <- ... <- n50 (n50 the root), the finding on
- * node 25: focus keeps 2 hops each way. */
-static void make_chain(tb *t, const char *name, int nback)
+ * node 25: focus keeps 2 hops each way. Each node made by its own line
+ * (no repeats to draw once), or with one_line all by the same line (a loop:
+ * one repeated node). */
+static void make_chain_lines(tb *t, const char *name, int nback, int one_line)
 {
     tb_open(t, name);
-    gt_id st = tb_stack(t, "/home/u/chain.py", 7, "y = f(y)");
     for (int i = 1; i <= 50; i++) {
+        gt_id st = tb_stack(t, "/home/u/chain.py", one_line ? 7 : 6 + i, "y = f(y)");
         int64_t op = tb_op(t, "aten::sin", st);
         tb_node(t, i, "SinBackward0", op, 0);
         if (i > 1)
@@ -467,6 +487,11 @@ static void make_chain(tb *t, const char *name, int nback)
     for (int b = 0; b < nback; b++)
         tb_backward(t, 99, 50, 1);
     tb_close(t);
+}
+
+static void make_chain(tb *t, const char *name, int nback)
+{
+    make_chain_lines(t, name, nback, 0);
 }
 
 static void test_focus_hops(void **state)
@@ -520,6 +545,148 @@ static void test_focus_hops(void **state)
     assert_int_equal(count_nodes(d, "more_"), 0);
     assert_true(has_edge(d, "n1", "n2"));
     assert_true(has_edge(d, "n49", "n50"));
+    agclose(d);
+    gt_graph_free(g);
+}
+
+/* A loss over a Cat of 60 time steps, each step a chain of 5 nodes, every
+ * node made by its own line (no repeats): ring 2 (60 nodes) is wider than
+ * the screen budget, so the default drawing takes the Cat's first 3 inputs
+ * and follows each down its chain, instead of stopping at the Cat. */
+static void test_wide_ring_in_part(void **state)
+{
+    (void)state;
+    tb t;
+    tb_open(&t, "wide_ring.db");
+    int line = 1;
+    gt_id st = tb_stack(&t, "/home/u/w.py", line++, "loss = mse(out, y)");
+    tb_node(&t, 1, "MseLossBackward0", tb_op(&t, "aten::mse_loss", st), 0);
+    st = tb_stack(&t, "/home/u/w.py", line++, "out = torch.cat(outs)");
+    tb_node(&t, 2, "CatBackward0", tb_op(&t, "aten::cat", st), 0);
+    tb_edge(&t, 1, 0, 2);
+    for (int k = 0; k < 60; k++) {
+        gt_id prev = 2;
+        for (int m = 0; m < 6; m++) {
+            gt_id id = 100 + k * 10 + m;
+            st = tb_stack(&t, "/home/u/w.py", line++, "s");
+            tb_node(&t, id, m ? "MulBackward0" : "AddmmBackward0",
+                    tb_op(&t, "aten::x", st), 0);
+            tb_edge(&t, prev, m ? 0 : k, id);
+            prev = id;
+        }
+    }
+    tb_tensor(&t, 99, 0, NULL, 0);
+    tb_backward(&t, 99, 1, 1);
+    tb_close(&t);
+
+    gt_graph *g = build(t.path, NULL);
+    Agraph_t *d = reparse(g);
+    assert_int_equal(gt_graph_nodes_total(g), 2 + 60 * 6);
+    /* root, Cat, then 3 steps of 6 nodes each */
+    assert_int_equal(gt_graph_nodes_drawn(g), 2 + 3 * 6);
+    for (int k = 0; k < 3; k++)
+        for (int m = 0; m < 6; m++) {
+            char nm[16];
+            set_name(nm, sizeof nm, "n", 100 + k * 10 + m);
+            assert_non_null(node(d, nm));
+        }
+    assert_null(node(d, "n130"));
+    assert_string_equal(label_of(d, "more_in_n2"), "\xe2\x8b\xaf 57 more inputs");
+    assert_contains(shown(agget(d, (char *)"label")),
+                    "20 of 362 autograd nodes: 1 hop around 1 root, then 3 of each "
+                    "node's neighbours 6 hops further");
+    agclose(d);
+    gt_graph_free(g);
+
+    /* --hops is obeyed as given */
+    gt_graph_options o = {.hops = 1};
+    g = build(t.path, &o);
+    assert_int_equal(gt_graph_nodes_drawn(g), 2);
+    gt_graph_free(g);
+}
+
+/* The block drawn once for repeats `name` (cluster_repeatN): its label. */
+static const char *repeat_label(Agraph_t *g, const char *name)
+{
+    Agraph_t *sub = agsubg(g, (char *)name, 0);
+    assert_non_null(sub);
+    return shown(attr(sub, "label"));
+}
+
+/* The chain's 50 SinBackward0 nodes made by one line in a loop: the default
+ * drawing shows the repeated node once, "×N", its repeats feeding it as a
+ * loop; the root and a finding's node are never folded into it, the
+ * repeats on either side of the finding folded apart; --all and --hops draw
+ * every node. */
+static void test_repeats_drawn_once(void **state)
+{
+    (void)state;
+    tb t;
+    make_chain_lines(&t, "chain_repeat.db", 1, 1);
+
+    gt_graph *g = build(t.path, NULL);
+    Agraph_t *d = reparse(g);
+    /* n2..n49 repeat (n1 has no input: it differs); n49, next to the root,
+     * stands for them; n1, an input only hidden repeats use, is hidden too */
+    assert_int_equal(gt_graph_nodes_total(g), 50);
+    assert_int_equal(gt_graph_nodes_drawn(g), 2);
+    assert_non_null(node(d, "n49"));
+    assert_non_null(node(d, "n50"));
+    assert_null(node(d, "n1"));
+    assert_null(node(d, "n48"));
+    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97" "48\n");
+    assert_contains(repeat_label(d, "cluster_repeat1"), "48 hidden");
+    /* one line made the block: the cluster says it, the node its name */
+    assert_contains(repeat_label(d, "cluster_repeat1"), "chain.py:7\ny = f(y)");
+    assert_string_equal(label_of(d, "n49"), "SinBackward0");
+    Agraph_t *block = agsubg(d, (char *)"cluster_repeat1", 0);
+    assert_non_null(block);
+    assert_non_null(agsubnode(block, node(d, "n49"), 0));
+    Agedge_t *loop = agedge(d, node(d, "n49"), node(d, "n49"), NULL, 0);
+    assert_non_null(loop);
+    assert_string_equal(attr(loop, "class"), "gt-recur");
+    assert_string_equal(attr(loop, "constraint"), "false");
+    assert_true(has_edge(d, "n49", "n50"));
+    assert_int_equal(count_nodes(d, "more_"), 0);
+    const char *title = shown(agget(d, (char *)"label"));
+    assert_contains(title, "2 of 50 autograd nodes, no findings");
+    assert_contains(title, "48 nodes hidden (--all draws them): 48 in repeats of a block "
+                           "drawn once (\xc3\x97" "48)");
+    agclose(d);
+    gt_graph_free(g);
+
+    /* A finding on node 25: it stays itself, between n24 (for n2..n24,
+     * ×23) and n26 (for n26..n49, ×24), the root beyond. */
+    gt_finding f = {
+        .kind = GT_FINDING_BACKWARD_TWICE, .backward = 1, .node = 25, .first_to_fail = 1};
+    gt_findings fs = {.n = 1, .v = &f};
+    gt_graph_options o = {.hops = -1, .findings = &fs};
+    g = build(t.path, &o);
+    d = reparse(g);
+    assert_int_equal(gt_graph_nodes_drawn(g), 4);
+    assert_int_equal(gt_graph_findings_shown(g), 1);
+    assert_contains(attr(node(d, "n25"), "class"), "gt-fail");
+    assert_null(agsubnode(agsubg(d, (char *)"cluster_repeat1", 0), node(d, "n25"), 0));
+    assert_null(agsubnode(agsubg(d, (char *)"cluster_repeat2", 0), node(d, "n25"), 0));
+    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97" "23\n");
+    assert_contains(repeat_label(d, "cluster_repeat2"), "\xc3\x97" "24\n");
+    assert_true(has_edge(d, "n24", "n25"));
+    assert_true(has_edge(d, "n25", "n26"));
+    assert_true(has_edge(d, "n26", "n50"));
+    agclose(d);
+    gt_graph_free(g);
+
+    /* --hops and --all ask for the nodes themselves */
+    o.hops = 3;
+    g = build(t.path, &o);
+    assert_int_equal(gt_graph_nodes_drawn(g), 7);
+    gt_graph_free(g);
+    o.all = 1;
+    g = build(t.path, &o);
+    d = reparse(g);
+    assert_int_equal(gt_graph_nodes_drawn(g), 50);
+    assert_int_equal(count_nodes(d, "n"), 50);
+    assert_null(agsubg(d, (char *)"cluster_repeat1", 0));
     agclose(d);
     gt_graph_free(g);
 }
@@ -732,9 +899,9 @@ static void test_awkward_round_trip(void **state)
     agclose(d);
 
     /* SVG: XML-escaped by gvc; nothing raw that would break the XML. */
-    char *svg = NULL, err[512] = "";
+    char *svg = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len),
                      0);
     assert_int_equal(strlen(svg), len);
     assert_true(!strncmp(svg, "<?xml", 5));
@@ -751,14 +918,14 @@ static void test_png(void **state)
 {
     (void)state;
     seed s;
-    char *png = NULL, err[512] = "";
+    char *png = NULL;
     size_t len = 0;
     make_seed(&s, "seed_png.db");
     gt_graph_options o = {.hops = -1, .findings = &s.findings};
     gt_graph *g = build(s.t.path, &o);
-    int rc = gt_graph_render_data(g, GT_GRAPH_PNG, &png, &len, err, sizeof err);
+    int rc = gt_graph_render_data(g, GT_GRAPH_PNG, &png, &len);
     if (rc)
-        print_error("png: %s\n", err);
+        print_error("png: %s\n", gt_graph_errmsg(g));
     assert_int_equal(rc, 0);
     assert_true(len > 1000);
     assert_memory_equal(png, "\x89PNG\r\n\x1a\n", 8);
@@ -777,7 +944,7 @@ static void test_render_files(void **state)
 {
     (void)state;
     seed s;
-    char path[600], tmp[640], err[512] = "";
+    char path[600], tmp[640];
     struct stat st;
     make_seed(&s, "seed_files.db");
     gt_graph_options o = {.hops = -1, .findings = &s.findings};
@@ -789,7 +956,7 @@ static void test_render_files(void **state)
         snprintf(path, sizeof path, "%s/\xe5\x9b\xbe \"g\".%s", tmpdir, exts[f]);
         assert_int_equal(gt_graph_format_from_path(path, &fmt), 0);
         assert_int_equal(fmt, f);
-        assert_int_equal(gt_graph_render(g, fmt, path, err, sizeof err), 0);
+        assert_int_equal(gt_graph_render(g, fmt, path), 0);
         assert_int_equal(stat(path, &st), 0);
         assert_true(st.st_size > 100);
         snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
@@ -797,9 +964,13 @@ static void test_render_files(void **state)
     }
     /* A directory that does not exist: an error, no file. */
     snprintf(path, sizeof path, "%s/missing/g.svg", tmpdir);
-    assert_int_equal(gt_graph_render(g, GT_GRAPH_SVG, path, err, sizeof err), GT_EIO);
-    assert_contains(err, "cannot write");
-    assert_contains(err, "missing/g.svg");
+    assert_int_equal(gt_graph_render(g, GT_GRAPH_SVG, path), GT_EIO);
+    assert_contains(gt_graph_errmsg(g), "cannot write");
+    assert_contains(gt_graph_errmsg(g), "missing/g.svg");
+    /* a success clears it */
+    snprintf(path, sizeof path, "%s/ok.dot", tmpdir);
+    assert_int_equal(gt_graph_render(g, GT_GRAPH_DOT, path), 0);
+    assert_string_equal(gt_graph_errmsg(g), "");
     gt_graph_free(g);
 
     int fmt = 7;
@@ -816,18 +987,20 @@ static void test_layout_limit(void **state)
 {
     (void)state;
     tb t;
-    char *data = NULL, err[512] = "";
+    char *data = NULL;
     size_t len = 0;
     make_chain(&t, "chain_limit.db", 1);
     gt_graph_options o = {.hops = -1, .all = 1, .layout_limit = 40};
     gt_graph *g = build(t.path, &o);
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &data, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &data, &len),
                      GT_EINVAL);
     assert_null(data);
-    assert_contains(err, "cannot lay out 56 nodes as svg (the limit is 40)");
-    assert_contains(err, "--format dot");
+    /* 50 nodes, 3 legend items (no saved notes, no findings to explain) */
+    assert_contains(gt_graph_errmsg(g), "cannot lay out 53 nodes as svg (the limit is 40)");
+    assert_contains(gt_graph_errmsg(g), "--format dot");
+    assert_null(strstr(gt_graph_errmsg(g), "gradtrace:")); /* the command adds it */
     /* DOT has no limit. */
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len),
                      0);
     assert_non_null(strstr(data, "n50"));
     free(data);
@@ -913,9 +1086,9 @@ static void test_odd_graphs(void **state)
     assert_string_equal(label_of(d, sname), "self (saved)\nsaved at version 4");
     agclose(d);
     /* And it lays out. */
-    char *svg = NULL, err[512] = "";
+    char *svg = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len, err, sizeof err),
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len),
                      0);
     assert_non_null(strstr(svg, "(node 99 not recorded)"));
     free(svg);
@@ -948,6 +1121,8 @@ int main(void)
         cmocka_unit_test(test_seed_dot),
         cmocka_unit_test(test_seed_without_findings),
         cmocka_unit_test(test_focus_hops),
+        cmocka_unit_test(test_repeats_drawn_once),
+        cmocka_unit_test(test_wide_ring_in_part),
         cmocka_unit_test(test_choose_backward),
         cmocka_unit_test(test_awkward_round_trip),
         cmocka_unit_test(test_png),

@@ -341,12 +341,12 @@ static void drive(const char *what, void (*once)(void *ctx, int cls, long n), vo
 
 /* ---- the operations ------------------------------------------------------ */
 
+/* ctx: NULL, or the keep_last (flight recorder) to record with */
 static void open_once(void *ctx, int cls, long n)
 {
-    (void)ctx;
     char path[128], err[256] = "";
     path_of(path, sizeof path, "open");
-    gt_recorder_options o = {.overwrite = 1};
+    gt_recorder_options o = {.overwrite = 1, .keep_last = ctx ? *(unsigned *)ctx : 0};
     gt_recorder *r = NULL;
     unlink(path);
     arm(cls, n);
@@ -370,14 +370,16 @@ static void test_recorder_open(void **state)
 {
     (void)state;
     drive("gt_recorder_open", open_once, NULL);
+    unsigned keep = 1;
+    drive("gt_recorder_open (keep_last)", open_once, &keep);
 }
 
+/* ctx: NULL, or the keep_last (flight recorder) to record with */
 static void write_once(void *ctx, int cls, long n)
 {
-    (void)ctx;
     char path[128], err[256];
     path_of(path, sizeof path, "write");
-    gt_recorder_options o = {.overwrite = 1};
+    gt_recorder_options o = {.overwrite = 1, .keep_last = ctx ? *(unsigned *)ctx : 0};
     writer w = {0};
     unlink(path);
     assert_int_equal(gt_recorder_open(path, &o, err, sizeof err, &w.r), 0);
@@ -419,12 +421,19 @@ static void test_recorder_write(void **state)
     drive("writing events", write_once, NULL);
 }
 
+static void test_recorder_write_keep_last(void **state)
+{
+    (void)state;
+    unsigned keep = 1;
+    drive("writing events (keep_last)", write_once, &keep);
+}
+
+/* ctx: NULL, or the keep_last (flight recorder) to record with */
 static void close_once(void *ctx, int cls, long n)
 {
-    (void)ctx;
     char path[128], err[256];
     path_of(path, sizeof path, "close");
-    gt_recorder_options o = {.overwrite = 1};
+    gt_recorder_options o = {.overwrite = 1, .keep_last = ctx ? *(unsigned *)ctx : 0};
     writer w = {0};
     unlink(path);
     assert_int_equal(gt_recorder_open(path, &o, err, sizeof err, &w.r), 0);
@@ -452,6 +461,13 @@ static void test_recorder_close(void **state)
 {
     (void)state;
     drive("gt_run_end + gt_recorder_close", close_once, NULL);
+}
+
+static void test_recorder_close_keep_last(void **state)
+{
+    (void)state;
+    unsigned keep = 1;
+    drive("gt_run_end + gt_recorder_close (keep_last)", close_once, &keep);
 }
 
 static void trace_open_once(void *ctx, int cls, long n)
@@ -730,6 +746,8 @@ int main(void)
         cmocka_unit_test(test_recorder_open),
         cmocka_unit_test(test_recorder_write),
         cmocka_unit_test(test_recorder_close),
+        cmocka_unit_test(test_recorder_write_keep_last),
+        cmocka_unit_test(test_recorder_close_keep_last),
         cmocka_unit_test(test_trace_open),
         cmocka_unit_test(test_diagnose),
         cmocka_unit_test(test_diagnose_command_text),

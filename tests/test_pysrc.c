@@ -41,6 +41,68 @@ static void test_target(void **state)
     assert_string_equal(small, "");
 }
 
+static void written(const char *code, const char *want)
+{
+    char buf[64];
+    gt__py_written(code, buf, sizeof buf);
+    if (strcmp(buf, want) != 0)
+        fail_msg("written of '%s': got '%s', want '%s'", code, buf, want);
+}
+
+static void test_written(void **state)
+{
+    (void)state;
+    /* every form gt__py_target reads, with the subscripts kept */
+    written("w -= lr * g", "w");
+    written("    self.w *= 2", "self.w");
+    written("w[0] = 1.0", "w[0]");
+    written("self.embedding.weight[PAD] = 0.0", "self.embedding.weight[PAD]");
+    written("right.clamp_(min=0)", "right");
+    written("torch.relu_(h)", "h");
+    written("F.relu(h, inplace=True)", "h");
+    written("nn.init.zeros_(self.fc.bias)", "self.fc.bias");
+    /* subscripted receivers and arguments */
+    written("v1[0].add_(1)", "v1[0]");
+    written("x[:, 1].mul_(2)", "x[:, 1]");
+    written("lin.weight[0].zero_()", "lin.weight[0]");
+    written("self.layers[2].weight.add_(1)", "self.layers[2].weight");
+    written("x[idx[0], (1, 2)].fill_(0)", "x[idx[0], (1, 2)]");
+    written("d['a]'].add_(1)", "d['a]']");
+    written("torch.relu_(v1[0])", "v1[0]");
+    written("F.relu(x[:, 1], inplace=True)", "x[:, 1]");
+    written("F.relu(x[:, 1] , inplace=True)", "x[:, 1]");
+    written("nn.init.zeros_(self.fc[0].bias)", "self.fc[0].bias");
+    written("x[0] += 1", "x[0]");
+    written("x[0][1] **= 2", "x[0][1]");
+    /* not writes */
+    written("y = x + 1", "");
+    written("x[0] == 1", "");
+    written("x.add(1)", "");
+    written("x.__iadd__(1)", "");
+    written("print(x[0])", "");
+    written("F.relu(x[:, 1])", "");
+    written("F.relu(x[0] + 1, inplace=True)", "");
+    written("x[0", "");
+    char small[4];
+    gt__py_written("v1[0].add_(1)", small, sizeof small);
+    assert_string_equal(small, "");
+}
+
+static void test_shape_fits(void **state)
+{
+    (void)state;
+    assert_true(gt__pymsg_shape_fits("3,4", "3,4", 0));
+    assert_false(gt__pymsg_shape_fits("3,4", "4", 0));
+    assert_true(gt__pymsg_shape_fits("3,4", "4", 1));   /* vmap, in_dims=0 */
+    assert_true(gt__pymsg_shape_fits("4,3", "4", 1));   /* in_dims=1 */
+    assert_true(gt__pymsg_shape_fits("2,3,4", "4", 1)); /* nested vmap */
+    assert_true(gt__pymsg_shape_fits("3,4", "", 1));    /* a sample's scalar */
+    assert_false(gt__pymsg_shape_fits("3,4", "5", 1));
+    assert_false(gt__pymsg_shape_fits("3,4", "4,3", 1));
+    assert_false(gt__pymsg_shape_fits("4", "3,4", 1));
+    assert_false(gt__pymsg_shape_fits("3,x", "3", 1));
+}
+
 static void test_assigns_mentions_comments(void **state)
 {
     (void)state;
@@ -127,6 +189,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_target),
+        cmocka_unit_test(test_written),
+        cmocka_unit_test(test_shape_fits),
         cmocka_unit_test(test_assigns_mentions_comments),
         cmocka_unit_test(test_messages),
     };

@@ -380,20 +380,22 @@ static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     Engine *self = (Engine *)op;
     static char *kwlist[] = {"path", "hidden", "engine", "getline", "overwrite", "max_bytes",
-                             NULL};
+                             "keep_last", NULL};
     const char *path;
     PyObject *hidden, *engine, *getline;
     int overwrite = 0;
     long long max_bytes = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!O!O|pL", kwlist, &path, &PyTuple_Type,
+    unsigned int keep_last = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!O!O|pLI", kwlist, &path, &PyTuple_Type,
                                      &hidden, &PyTuple_Type, &engine, &getline, &overwrite,
-                                     &max_bytes))
+                                     &max_bytes, &keep_last))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
         return -1;
     }
-    gt_recorder_options o = {.overwrite = overwrite, .max_bytes = max_bytes, .batch_ms = 200};
+    gt_recorder_options o = {.overwrite = overwrite, .max_bytes = max_bytes, .batch_ms = 200,
+                             .keep_last = keep_last};
     char err[512] = "";
     int rc;
     Py_BEGIN_ALLOW_THREADS

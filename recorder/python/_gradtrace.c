@@ -201,8 +201,11 @@ typedef struct Recorder {
     gt_id last_exec_id;      /* its last node_execs row's node */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
-    PyFrameObject *last_site, *last_user; /* capture_stack's last answer */
-    PyFrameObject *names_miss; /* user frame whose names matched nothing */
+    PyFrameObject *last_site, *last_user; /* capture_stack's last answer, held
+                                           * only while the frame surely runs */
+    uintptr_t last_site_addr; /* the last op's site, never dereferenced */
+    uintptr_t names_miss; /* user frame whose names matched nothing (address
+                           * only: holding it would keep its locals alive) */
     int names_miss_lasti;
     int last_lasti;
     gt_id last_stack;
@@ -231,6 +234,7 @@ typedef struct Recorder {
     int ft_seen;          /* a transform ran: unwrap saved tensors and names */
     int ft_now;           /* the op in flight writes under a transform */
     int stack_func;       /* the last stack captured runs under a transform */
+    PyObject *data_orig;  /* TensorBase's `data` descriptor (watch_data) */
 } Recorder;
 
 typedef struct {
@@ -356,13 +360,16 @@ static gt_id current_thread(Recorder *self)
 
 /* ---- torch.func wrappers ------------------------------------------------ */
 
-/* Look up, once, functorch's helpers (torch._C._functorch; none in 1.13). */
+/* Look up, once, functorch's helpers (torch._C._functorch, 1.13 too). */
 static void ft_lookup(Recorder *self)
 {
     if (self->ft_looked)
         return;
     self->ft_looked = 1;
-    PyObject *m = PyImport_ImportModule("torch._C._functorch");
+    /* (an attribute of torch._C; 1.13 does not register it as a module) */
+    PyObject *c = PyImport_ImportModule("torch._C");
+    PyObject *m = c ? PyObject_GetAttrString(c, "_functorch") : NULL;
+    Py_XDECREF(c);
     if (m) {
         self->ft_wrapped = PyObject_GetAttrString(m, "is_functorch_wrapped_tensor");
         self->ft_unwrap = PyObject_GetAttrString(m, "get_unwrapped");
@@ -520,7 +527,8 @@ static int code_flags(Recorder *self, PyCodeObject *co)
         for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
             Py_ssize_t at = PyUnicode_Find(file, dirs[i], 0, PY_SSIZE_T_MAX, 1);
             if (at >= 0)
-                kind |= CODE_FUNC;
+                /* (1.13's package lies outside torch/: engine code too) */
+                kind = CODE_ENGINE | CODE_FUNC;
             else if (at == -2)
                 PyErr_Clear();
         }
@@ -669,11 +677,24 @@ static PyFrameObject *current_site(Recorder *self, int *lasti)
     return f;
 }
 
+/* Outside a backward call nothing says the last op's frames still run once
+ * the op returned: holding them would keep their locals alive after they
+ * return (a guard object of Tensor.__repr__, a step's activations), which
+ * changes what the program does (torch 1.13's functorch then still sees its
+ * keys excluded). Their addresses stay, for comparison only. */
+static void release_frames(Recorder *self)
+{
+    Py_CLEAR(self->last_site);
+    Py_CLEAR(self->last_user);
+}
+
 /* The stack of an op called at `site` (borrowed). Consecutive ops from the
  * same live frame at the same instruction (the ops of one C++ call, all the
  * ops of a backward call) have the same callers: the last answer is reused.
- * We hold the frame, so its address cannot be reused meanwhile. Not for
- * generator frames, whose callers change between resumptions. */
+ * We hold the frame while an op or a backward call is in flight (it surely
+ * runs then), so its address cannot be reused meanwhile; release_frames
+ * lets it go after. Not for generator frames, whose callers change between
+ * resumptions. */
 static gt_id capture_stack(Recorder *self, PyFrameObject *site, int lasti,
                            PyFrameObject **user)
 {
@@ -687,14 +708,17 @@ static gt_id capture_stack(Recorder *self, PyFrameObject *site, int lasti,
     PyCodeObject *co = site ? PyFrame_GetCode(site) : NULL;
     int gen = co && (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR));
     Py_XDECREF(co);
-    if (site && !gen) {
+    if (site && !gen && (self->busy || self->in_backward)) {
         Py_XSETREF(self->last_site, (PyFrameObject *)Py_NewRef(site));
         Py_XSETREF(self->last_user, (PyFrameObject *)Py_XNewRef(uf));
+        self->last_site_addr = (uintptr_t)site;
         self->last_lasti = lasti;
         self->last_stack = stack;
     } else {
         Py_CLEAR(self->last_site);
         Py_CLEAR(self->last_user);
+        self->last_site_addr = (uintptr_t)site;
+        self->last_lasti = lasti;
     }
     if (user)
         *user = uf;
@@ -1837,7 +1861,7 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
     /* an optimizer step mutates dozens of parameters from one user line
      * whose frame names none of them: after a miss, that line is skipped */
     int lasti = PyFrame_GetLasti(uf);
-    if (uf == self->names_miss && lasti == self->names_miss_lasti)
+    if ((uintptr_t)uf == self->names_miss && lasti == self->names_miss_lasti)
         return;
     PyObject *base = NULL;
     TensorEnt *be = NULL;
@@ -1855,7 +1879,7 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
     if (globals != locals)
         found += names_in(self, globals, seq, t, te, base, be);
     if (!found) {
-        Py_XSETREF(self->names_miss, (PyFrameObject *)Py_NewRef(uf));
+        self->names_miss = (uintptr_t)uf;
         self->names_miss_lasti = lasti;
     }
     Py_XDECREF(locals);
@@ -2249,7 +2273,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         shallow = r == Py_False;
         Py_XDECREF(r);
         swallow(self);
-        if (shallow && site && site == self->last_site && lasti == self->last_lasti) {
+        if (shallow && site && (uintptr_t)site == self->last_site_addr &&
+            lasti == self->last_lasti) {
             /* autograd saving the previous op's output (same frame, same
              * instruction): bookkeeping, not the user's op */
             Py_DECREF(site);
@@ -2390,6 +2415,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
     Py_XDECREF(site);
     scratch_give(self, sc);
     self->busy--;
+    if (!self->busy && !self->in_backward)
+        release_frames(self);
     return out;
 }
 
@@ -2402,23 +2429,23 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
                              "grad_enabled", "getline", "hidden",    "engine",
                              "key", "via_autograd",      "overwrite",   "max_bytes", "batch_events",
                              "has_sequence_nr", "has_untyped_storage", "increment_version",
-                             "check_saved", NULL};
+                             "check_saved", "keep_last", NULL};
     const char *path;
     PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via, *inc = Py_None;
     int overwrite = 0, seqnr = 0, untyped = 1, check_saved = 0;
     long long max_bytes = 0;
-    unsigned int batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppOp", kwlist, &path, &tt,
+    unsigned int batch = 0, keep_last = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppOpI", kwlist, &path, &tt,
                                      &om, &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type,
                                      &eng, &key, &via, &overwrite, &max_bytes, &batch, &seqnr,
-                                     &untyped, &inc, &check_saved))
+                                     &untyped, &inc, &check_saved, &keep_last))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
         return -1;
     }
     gt_recorder_options opts = {.max_bytes = max_bytes, .overwrite = overwrite,
-                                .batch_events = batch};
+                                .batch_events = batch, .keep_last = keep_last};
     char err[512] = "";
     gt_recorder *r = NULL;
     int rc = gt_recorder_open(path, &opts, err, sizeof err, &r);
@@ -2498,7 +2525,6 @@ static void free_caches(Recorder *self)
     gt_map_clear(&self->threads);
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
-    Py_CLEAR(self->names_miss);
     Py_CLEAR(self->last_exec);
     clear_pending(self);
     if (self->retry)
@@ -2885,6 +2911,8 @@ static PyObject *Recorder_backward_end(PyObject *op, PyObject *args)
         return NULL;
     if (self->in_backward > 0 && id)
         self->in_backward--;
+    if (!self->in_backward && !self->busy)
+        release_frames(self);
     if (id && id == self->cur_backward) {
         self->cur_backward = 0;
         Py_CLEAR(self->last_exec);
@@ -2964,6 +2992,64 @@ static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* watch_data(descriptor): the `data` getset descriptor of torch's tensor base
+ * class, which data_set forwards to. */
+static PyObject *Recorder_watch_data(PyObject *op, PyObject *descr)
+{
+    Recorder *self = (Recorder *)op;
+    if (!Py_TYPE(descr)->tp_descr_set) {
+        PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
+        return NULL;
+    }
+    Py_XSETREF(self->data_orig, Py_NewRef(descr));
+    Py_RETURN_NONE;
+}
+
+/* data_set(tensor, value): `tensor.data = value`, recorded where it happens.
+ * The assignment replaces the tensor's storage without a version bump and
+ * without an aten op, so the dispatch mode never sees it: the property the
+ * Python side puts on torch.Tensor while recording calls this, which does
+ * the assignment through the original descriptor (its result and its error
+ * are the user's) and records a storage_swaps row with op and backward NULL
+ * and the assigning line's stack. Any tensor counts, saved yet or not: a
+ * node that saved it before recording started is found at backward. */
+static PyObject *Recorder_data_set(PyObject *op, PyObject *args)
+{
+    Recorder *self = (Recorder *)op;
+    PyObject *t, *value;
+    if (!PyArg_ParseTuple(args, "OO", &t, &value))
+        return NULL;
+    if (!self->data_orig) {
+        PyErr_SetString(PyExc_RuntimeError, "data_set before watch_data");
+        return NULL;
+    }
+    TensorEnt *e = NULL;
+    if (recording(self) && !self->busy &&
+        PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type)) {
+        excsave saved_exc = exc_save();
+        self->busy++;
+        flush_pending(self);
+        e = see_tensor(self, t, 0, NULL, NULL); /* on its old storage */
+        if (e)
+            Py_INCREF(e);
+        self->busy--;
+        swallow(self);
+        exc_restore(saved_exc);
+    }
+    int rc = Py_TYPE(self->data_orig)->tp_descr_set(self->data_orig, t, value);
+    if (rc == 0 && e && e->rec && recording(self)) {
+        excsave saved_exc = exc_save();
+        gt_id stack = capture_stack_here(self, NULL);
+        check_storage(self, e, t, 0, 0, stack, 1);
+        swallow(self);
+        exc_restore(saved_exc);
+    }
+    Py_XDECREF(e);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* forked(): called in a forked child; never touch the parent's trace. */
 static PyObject *Recorder_forked(PyObject *op, PyObject *Py_UNUSED(a))
 {
@@ -3019,12 +3105,12 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->retry);
     Py_VISIT(self->last_site);
     Py_VISIT(self->last_user);
-    Py_VISIT(self->names_miss);
     Py_VISIT(self->module_type);
     Py_VISIT(self->current_node);
     Py_VISIT(self->ft_wrapped);
     Py_VISIT(self->ft_unwrap);
     Py_VISIT(self->last_exec);
+    Py_VISIT(self->data_orig);
     return 0;
 }
 
@@ -3047,12 +3133,12 @@ static int Recorder_clear(PyObject *op)
     Py_CLEAR(self->retry);
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
-    Py_CLEAR(self->names_miss);
     Py_CLEAR(self->module_type);
     Py_CLEAR(self->current_node);
     Py_CLEAR(self->ft_wrapped);
     Py_CLEAR(self->ft_unwrap);
     Py_CLEAR(self->last_exec);
+    Py_CLEAR(self->data_orig);
     return 0;
 }
 
@@ -3088,6 +3174,10 @@ static PyMethodDef Recorder_methods[] = {
     {"call_end", Recorder_call_end, METH_VARARGS,
      "call_end(seq, result_or_None): its outputs and the nodes they got"},
     {"set_active", Recorder_set_active, METH_O, "set_active(bool): open/close the window"},
+    {"watch_data", Recorder_watch_data, METH_O,
+     "watch_data(descriptor): the tensor base class's `data` descriptor"},
+    {"data_set", Recorder_data_set, METH_VARARGS,
+     "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
     {"forked", Recorder_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},
 };

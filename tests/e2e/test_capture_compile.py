@@ -2,11 +2,14 @@
 dispatch mode gradtrace records with, so a compiled function runs eagerly.
 Recording must not change what runs without saying so: one line on stderr
 says it (once, however many calls), the trace holds the region's aten ops,
-and a run that compiles nothing gets no such line.
+diagnose says the findings are about the eager run (compiled_ran_eagerly),
+and a run that compiles nothing gets neither.
 
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
+import json
 import os
+import subprocess
 import sys
 import unittest
 
@@ -30,10 +33,25 @@ class Compile(unittest.TestCase):
         db = gtutil.connect(trace)
         self.assertEqual(gtutil.one(db, "SELECT count(*) FROM ops o JOIN strings s"
                                         " ON s.id = o.name WHERE s.text = 'aten::sin'"), 2)
+        # and the diagnosis says so too: what it reports is the eager run
+        doc, text = self.diagnose(trace)
+        self.assertIs(doc["compiled_ran_eagerly"], True)
+        self.assertIn("note: torch.compile'd code ran eagerly while recording", text)
+
+    def diagnose(self, trace):
+        r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace],
+                           capture_output=True, text=True, timeout=120)
+        t = subprocess.run([gtutil.GRADTRACE, "diagnose", trace], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual((r.returncode, t.returncode), (0, 0), r.stdout + r.stderr)
+        return json.loads(r.stdout), t.stdout
 
     def test_nothing_compiled_no_line(self):
         trace, cp = gtutil.record(SCRIPT, "plain")
         self.assertNotIn(NOTICE, cp.stderr)
+        doc, text = self.diagnose(trace)
+        self.assertIs(doc["compiled_ran_eagerly"], False)
+        self.assertNotIn("torch.compile", text)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Writes autograd cannot see: a tensor a node saved, swapped to other memory
 with `.data =` (spectral norm's power iteration), is reported as a
 silent_storage_swap with where it was saved, the backward that read the new
-memory and the interval in which the swap happened; the same swap before the
-forward, and a set_() that PyTorch itself catches, are not.
+memory and the line of the assignment (recorded where it happens, inside a
+helper function too), or only the interval in which the swap happened when
+it went past the watched `.data` setter; the same swap before the forward,
+and a set_() that PyTorch itself catches, are not.
 
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
@@ -34,41 +36,68 @@ def run(case):
 
 
 class Swap(unittest.TestCase):
-    def check_swap(self, case, noticed_line):
+    def check_swap(self, case, save, swap, names, at_assignment=True, noticed_line=None):
         trace, cp, plain, rc, doc = run(case)
         self.assertEqual(cp.stdout, plain.stdout)  # same (silently wrong) gradient
         self.assertEqual(rc, 1)
         swaps = [f for f in doc["findings"] if f["kind"] == "silent_storage_swap"]
         self.assertEqual(len(swaps), len(doc["findings"]), doc["findings"])
         self.assertGreaterEqual(len(swaps), 1)
-        save = marker("save")[0]
         for f in swaps:
-            self.assertIn("u", f["saved"]["names"])
+            self.assertTrue(set(names) & set(f["saved"]["names"]), f["saved"])
             self.assertEqual(f["node"]["location"]["line"], save)
             self.assertEqual(f["backward"]["location"]["line"], marker("backward")[0])
+            if at_assignment:
+                # the line that swapped, as the finding's location, as its
+                # one write (no op: `.data =` is none) and in the fix
+                self.assertEqual(f["location"]["line"], swap, f)
+                self.assertEqual([(m["location"]["line"], m["op"], m["attempted"])
+                                  for m in f["mutations"]], [(swap, None, False)])
+                self.assertRegex(f["suggestion"], r"by `\.data =` at .*cap_swap\.py:%d:" % swap)
+                continue
             # the interval: from the last op that saw u on its old memory (on
             # or after the save, at the latest the swapping line itself, whose
             # right side reads u) to where the swap was noticed
             m = re.search(r"after .*cap_swap\.py:(\d+) and before .*cap_swap\.py:(\d+)",
                           f["suggestion"])
             self.assertTrue(m, f["suggestion"])
-            swap = min(l for l in marker("swap") if l > save)  # this case's swap
             self.assertTrue(save <= int(m.group(1)) <= swap, m.group(0))
             self.assertEqual(int(m.group(2)), noticed_line)
             self.assertEqual([m["location"]["line"] for m in f["mutations"]],
                              [noticed_line] if noticed_line != marker("backward")[0] else [])
+        text = subprocess.run([gtutil.GRADTRACE, "diagnose", trace], capture_output=True,
+                              text=True, timeout=60).stdout
+        if at_assignment:
+            self.assertRegex(text, r"swapped at +\S*cap_swap\.py:%d" % swap)
         db = gtutil.connect(trace)
         rows = gtutil.rows(db, "SELECT old_storage != new_storage, op IS NULL, backward IS NULL"
                                " FROM storage_swaps")
         return rows
 
-    def test_after_save_noticed_by_backward(self):
-        rows = self.check_swap("after_save", marker("backward")[0])
-        self.assertEqual(rows, [(1, 1, 0)])
+    def this_swap(self, tag="swap", save_tag="save"):
+        save = marker(save_tag)[0]
+        return save, min(l for l in marker(tag) if l > save)
 
-    def test_after_save_noticed_by_op(self):
-        rows = self.check_swap("by_op", marker("notice")[0])
-        self.assertEqual(rows, [(1, 0, 1)])
+    def test_after_save_named_at_the_assignment(self):
+        save, swap = self.this_swap()
+        rows = self.check_swap("after_save", save, swap, ["u"])
+        self.assertEqual(rows, [(1, 1, 1)])
+
+    def test_used_by_an_op_after_the_swap(self):
+        save, swap = self.this_swap()
+        rows = self.check_swap("by_op", save, swap, ["u"])
+        self.assertEqual(rows, [(1, 1, 1)])
+
+    def test_module_parameter_in_a_helper(self):
+        save, swap = self.this_swap("swap-param", "save-param")
+        rows = self.check_swap("param", save, swap, ["norm.weight", "weight"])
+        self.assertEqual(rows, [(1, 1, 1)])
+
+    def test_past_the_watch_only_the_interval(self):
+        save, swap = self.this_swap("swap-raw")
+        rows = self.check_swap("raw", save, swap, ["u"], at_assignment=False,
+                               noticed_line=marker("backward")[0])
+        self.assertEqual(rows, [(1, 1, 0)])
 
     def test_before_save_is_correct(self):
         trace, cp, plain, rc, doc = run("before_save")

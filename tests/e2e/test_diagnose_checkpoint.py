@@ -168,6 +168,7 @@ class Checkpoint(unittest.TestCase):
 
     def test_no_unexplained(self):
         # a forward recorded whole is never reported as outside the recording
+        self.assertEqual(self.doc["outside_recording"], [])
         self.assertNotIn("unexplained", [f["kind"] for f in self.doc["findings"]])
         self.assertFalse([f for f in self.doc["findings"] if f.get("outside_recording")])
 
@@ -204,6 +205,82 @@ class Outside(unittest.TestCase):
                          [marker("outside-mut", OUTSIDE)])
         self.assertIn("before recording started", f["suggestion"])
         self.assertIn("outside the recording", self.text)
+
+
+def run_outside(case):
+    trace = os.path.join(gtutil.tmpdir(), "outside-%s.db" % case)
+    if os.path.exists(trace):
+        os.unlink(trace)
+    cp = subprocess.run([gtutil.PYTHON, OUTSIDE, trace, case], capture_output=True,
+                        text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    plain = subprocess.run([gtutil.PYTHON, "-c", "import sys, runpy, gradtrace\n"
+                            "class N:\n def __init__(s, *a, **k): pass\n"
+                            " def __enter__(s): return s\n def __exit__(s, *a): return False\n"
+                            "gradtrace.record = N\nsys.argv = sys.argv[1:]\n"
+                            "runpy.run_path(sys.argv[0], run_name='__main__')",
+                            OUTSIDE, trace + ".plain", case],
+                           capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    return trace, cp, plain
+
+
+class OutsideSilent(unittest.TestCase):
+    """A graph built before recording started, invalidated during it with
+    no error: what the recording saw is still reported."""
+
+    def test_swap_of_a_tensor_saved_before_recording(self):
+        trace, cp, plain = run_outside("swap")
+        self.assertEqual(cp.stdout, plain.stdout)  # same silently wrong gradient
+        r = diagnose(trace, "--json")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        fs = json.loads(r.stdout)["findings"]
+        self.assertEqual([f["kind"] for f in fs], ["silent_storage_swap"], fs)
+        f = fs[0]
+        self.assertIn("u", f["saved"]["names"])
+        swap = marker("outside-swap", OUTSIDE)
+        self.assertEqual(f["location"]["line"], swap)
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]], [swap])
+        self.assertEqual(f["backward"]["location"]["line"], marker("outside-bw", OUTSIDE))
+
+
+class OutsideNoted(unittest.TestCase):
+    """A graph built before recording started and used by a recorded
+    backward with no error: a write the recording cannot see (through NumPy)
+    or none at all. Diagnose finds nothing it can prove, and says which
+    backward ran nodes it never saw made, so "no findings" is not taken for
+    "checked"."""
+
+    def check_noted(self, case):
+        trace, cp, plain = run_outside(case)
+        self.assertEqual(cp.stdout, plain.stdout)
+        r = diagnose(trace, "--json")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["findings"], [])
+        notes = doc["outside_recording"]
+        self.assertEqual(len(notes), 1, notes)
+        n = notes[0]
+        self.assertEqual(n["backward"], 1)
+        self.assertEqual(n["location"]["line"], marker("outside-bw", OUTSIDE))
+        # x * 2, h * h, x * u, two sums and the add: every node but the leaf's
+        self.assertEqual(n["nodes"], 6, n)
+        text = diagnose(trace).stdout
+        self.assertRegex(text, r"note: backward #1 at \S*diag_outside\.py:%d ran 6 nodes "
+                               r"whose forward ran before recording started"
+                         % marker("outside-bw", OUTSIDE))
+        self.assertIn("no saved tensor the recording saw was modified", text)
+
+    def test_write_through_numpy_is_noted(self):
+        self.check_noted("numpy")
+
+    def test_clean_is_noted(self):
+        self.check_noted("clean")
+
+    def test_swap_is_found_and_noted(self):
+        trace, cp, plain = run_outside("swap")
+        doc = json.loads(diagnose(trace, "--json").stdout)
+        self.assertEqual([n["backward"] for n in doc["outside_recording"]], [1])
 
 
 if __name__ == "__main__":

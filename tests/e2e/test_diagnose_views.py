@@ -47,8 +47,10 @@ def apply_fix(script, line, suggestion, args=()):
     indent = old[:len(old) - len(old.lstrip())]
     snippets = [s for s in re.findall(r"`([^`]+)`", suggestion)
                 if s.strip() != "with torch.no_grad():"]
-    clone = re.search(r"\b([A-Za-z_][\w.]*) = \1\.clone\(\)", suggestion)
-    if snippets and "inside that block" not in suggestion:
+    clone = re.search(r"\b([A-Za-z_][\w.]*(?:\[[^\]]*\])*) = \1\.clone\(\)", suggestion)
+    if suggestion.startswith("use inplace=False"):
+        lines[line - 1] = old.replace("inplace=True", "inplace=False")
+    elif snippets and "inside that block" not in suggestion:
         lines[line - 1] = indent + snippets[0]
     elif clone:
         lines.insert(line - 1, indent + clone.group(0))
@@ -61,7 +63,8 @@ def apply_fix(script, line, suggestion, args=()):
 
 
 class RaisedAtOp(unittest.TestCase):
-    def run_case(self, name, args=(), kind=None, origin_op=None, fix=True, view=None):
+    def run_case(self, name, args=(), kind=None, origin_op=None, fix=True, view=None,
+                 tag="inplace"):
         script = gtutil.scenario(name)
         trace, cp = gtutil.record(script, *args, expect_fail=True)
         status, doc, text = diagnose(trace)
@@ -71,7 +74,7 @@ class RaisedAtOp(unittest.TestCase):
         self.assertEqual(f["kind"], kind)
         self.assertIn("[%s, first to fail]" % kind, text)
         self.assertIs(f["first_to_fail"], True)
-        line = marker(script, "inplace")
+        line = marker(script, tag)
         self.assertEqual(f["location"]["line"], line)
         self.assertEqual(doc["error"]["location"]["line"], line)
         # The refused write is in mutations[], like every kind's writes.
@@ -135,6 +138,42 @@ class RaisedAtOp(unittest.TestCase):
         self.assertIn("created inside a custom Function", doc["error"]["message"])
         self.assertEqual(f["view"]["origin"]["location"]["function"], "Identity.forward")
         self.assertIn("out = out.clone()", f["suggestion"])
+
+    def test_leaf_named_as_written(self):
+        """The leaf or its view named the way the raising line writes it
+        (`v1[0]`, `x[:, 1]`, `lin.weight[0]`, `seq[0].weight`), also inside a
+        functional in-place call; the fix applied runs clean."""
+        script = gtutil.scenario("diag_leaf_expr.py")
+        cases = (  # case, expression, the leaf's own name, a view of it
+            ("list", "v1[0]", "w", False), ("slice", "x[:, 1]", "x", True),
+            ("param_row", "lin.weight[0]", "lin.weight", True),
+            ("submodule", "seq[0].weight", None, False),
+            ("relu_list", "v1[0]", "w", False), ("relu_slice", "x[:, 1]", "x", True))
+        for case, expr, leaf, view in cases:
+            with self.subTest(case=case):
+                line = marker(script, "inplace-" + case)
+                f, doc, text = self.run_case("diag_leaf_expr.py", (case,), "leaf_inplace",
+                                             tag="inplace-" + case)
+                self.assertEqual(f["leaf"]["expression"], expr, f)
+                if view:  # an unnamed view, made on the raising line
+                    o = f["view"]["origin"]
+                    self.assertEqual((o["op"], o["location"]["line"]),
+                                     ("aten::select.int", line), o)
+                    self.assertIn("a view of", doc["error"]["message"])
+                    self.assertIn("in-place operation on %s, a view of %s, a leaf"
+                                  % (expr, leaf), text)
+                else:
+                    self.assertRegex(text, r"in-place operation on %s( \([^)]*\))?, a leaf"
+                                     % re.escape(expr))
+                if leaf and not view and leaf in f["leaf"]["names"]:
+                    self.assertIn("on %s (%s" % (expr, leaf), text)
+                # the fix names the expression too where it rebinds one
+                if case == "list":
+                    self.assertIn("v1[0] = v1[0].clone()", f["suggestion"])
+                # a module's parameter is never rebound to a plain tensor
+                self.assertNotRegex(f["suggestion"], r"\.weight = ")
+                if case.startswith("relu"):
+                    self.assertIn("(%s.clone())" % expr, f["suggestion"])
 
     def test_module_parameter(self):
         f, doc, text = self.run_case("diag_leaf_param.py", (), "leaf_inplace")

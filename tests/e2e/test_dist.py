@@ -356,6 +356,47 @@ class Dist(unittest.TestCase):
         self.assertIn("not on the other ranks", diag.stdout)
 
 
+class BufferBroadcast(unittest.TestCase):
+    """DDP's buffer broadcast between two forwards and one backward writes
+    BatchNorm's saved running statistics: silent only where backward reads
+    them (eval mode), never flagged in training mode."""
+
+    BN = gtutil.scenario("dist_bn_broadcast.py")
+
+    def record(self, case):
+        env = dict(os.environ, MASTER_PORT=str(free_port()))
+        plain = run([gtutil.PYTHON, self.BN, case], env=env)
+        env["MASTER_PORT"] = str(free_port())
+        out = os.path.join(new_dir(), "bn.db")
+        rec = run([gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON, "-q", "-o", out,
+                   "--", self.BN, case], env=env)
+        self.assertEqual(plain.stdout, rec.stdout)
+        db = gtutil.connect(out)
+        # the broadcasts were recorded as writes of the running statistics
+        self.assertEqual(gtutil.one(db, "SELECT count(*) FROM writes"
+                                        " WHERE op = 'c10d::broadcast_'"), 3)
+        db.close()
+        return gradtrace("diagnose", "--json", out)
+
+    def test_training_mode_is_clean(self):
+        r = self.record("train")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertEqual(json.loads(r.stdout)["findings"], [])
+
+    def test_eval_mode_reads_them(self):
+        r = self.record("eval")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        fs = json.loads(r.stdout)["findings"]
+        self.assertEqual(sorted(f["saved"]["slot"] for f in fs),
+                         ["running_mean", "running_var"], fs)
+        with open(self.BN) as f:
+            line = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("# @broadcast")][0]
+        for f in fs:
+            self.assertEqual(f["kind"], "silent_storage_write")
+            self.assertEqual(f["mutations"][0]["op"], "c10d::broadcast_")
+            self.assertEqual(f["mutations"][0]["location"]["line"], line)
+
+
 class Naming(unittest.TestCase):
     """Where `gradtrace record` under a launcher puts rank N's trace, and
     that it refuses one that exists, checked before the script starts."""

@@ -255,9 +255,20 @@ class GraphCli(unittest.TestCase):
         trace = self.path("chain.db")
         chain_trace(trace, 60)
         out = self.path("c.svg")
-        # No findings, more than a screen's worth (40): the 40 nearest the
-        # root of the last call; --all: the whole of it.
+        # No findings, more than a screen's worth (40), and all made by one
+        # line: the repeated node drawn once (x58: n2..n59 and n1, an input
+        # only they use), beside the root; --hops 39: the 40 nearest the root
+        # of the last call; --all: the whole of it.
         r = run(trace, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("backward call 2, 2 of 60 autograd nodes, 0 findings", r.stdout)
+        root, nodes = svg_nodes(out)
+        self.assertEqual(sorted(k for k in nodes if k.startswith("n")), ["n59", "n60"])
+        texts = " ".join(t.text or "" for t in root.iter(SVG + "text"))
+        texts = texts.replace("\xa0", " ")
+        self.assertIn("58 nodes hidden (--all draws them): 58 in repeats", texts)
+        self.assertIn("\u00d758", texts)
+        r = run(trace, "-o", out, "--hops", "39")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("backward call 2, 40 of 60 autograd nodes, 0 findings", r.stdout)
         _, nodes = svg_nodes(out)

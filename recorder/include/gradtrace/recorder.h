@@ -56,6 +56,31 @@
  *     Ids of strings, frames, stacks and threads are assigned here, by
  *     interning: equal input gives the same id.
  *
+ * Flight recorder (options.keep_last = N > 0)
+ *   - Events go to an in-memory database, not to the file. At backward call
+ *     boundaries the events older than the last N backward calls are
+ *     dropped (in steps: up to N + max(N, 16) calls are held between drops),
+ *     except the rows the kept ones reference: tensors, storages, nodes
+ *     reachable through edges with their edges, outputs and saved tensors,
+ *     the ops that created kept tensors and nodes, the version bumps of
+ *     tensors saved by kept nodes after their save (with their ops and
+ *     arguments), the latest name of each kept tensor, and every interned
+ *     string, frame, stack and thread. A kept tensor's definition is thus
+ *     kept while the window uses it; one that no event of the last
+ *     N + max(N, 16) calls used is dropped, and a later use of it refers to
+ *     a tensor the trace does not define.
+ *   - The window is written to `path` as an ordinary closed trace (indexes
+ *     included, one file, renamed over the old one; readers of the old one
+ *     keep it) at open (empty), at the first gt_recorder_flush after a
+ *     gt_error or gt_run_end (other flushes only commit, in memory), at the
+ *     size cap, and at close.
+ *     The run row says what was dropped: run.keep_last = N,
+ *     run.kept_from_seq and run.kept_from_backward.
+ *   - max_bytes caps the in-memory window (its live pages and the index
+ *     estimate): over it, the window is first cut to N calls; if it is still
+ *     over, recording stops there (stopped_seq) and the trace is written.
+ *   - A process killed by SIGKILL loses the window since the last write.
+ *
  * Threads: a handle may be shared between threads; every call takes the
  * handle's mutex. gt_recorder_close must not race with other calls.
  *
@@ -87,6 +112,8 @@ typedef struct gt_recorder_options {
     int64_t max_bytes;     /* cap on the closed file's size; 0 = none */
     int overwrite;         /* 1: replace an existing file; 0: GT_EEXIST */
     unsigned close_wait_ms; /* how long close waits for readers (default 5000) */
+    unsigned keep_last;    /* flight recorder: keep only the last N backward
+                            * calls' events, in memory (see below); 0 = all */
 } gt_recorder_options;
 
 /* Run metadata (table run). Any pointer may be NULL. */

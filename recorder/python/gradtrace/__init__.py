@@ -27,6 +27,13 @@ Options
                     rank N's trace to path with `.rankN` before the extension
                     (run.db -> run.rank0.db), or with `{rank}` in path
                     replaced; True: always; False: never.
+    keep_last       flight recorder: record all along, but keep only the
+                    events of the last N backward calls (and the older
+                    tensors, nodes, stacks and names they use) in memory;
+                    path is written at stop, at an exception, on SIGTERM and
+                    at max_size (which then caps the window in memory). A
+                    kill -9 loses what was recorded since the last write.
+                    Not with backward_calls.
     check_saved     fingerprint (XXH3) the bytes of every saved CPU tensor at
                     save and when its node runs in backward, so that writes
                     autograd cannot see (NumPy views, DLPack, custom kernels)
@@ -77,7 +84,7 @@ class Recording:
     """One trace being recorded; see the module docstring for options."""
 
     def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
-                 argv=None, per_rank=None, check_saved=False):
+                 argv=None, per_rank=None, check_saved=False, keep_last=None):
         from . import _dist
         self.template = os.fspath(path)
         self.path = _dist.trace_path(self.template, per_rank)
@@ -91,6 +98,11 @@ class Recording:
                 raise ValueError("backward_calls must be (first, last) with 1 <= first <= last")
             backward_calls = (int(first), int(last))
         self.backward_calls = backward_calls
+        self.keep_last = int(keep_last) if keep_last else 0
+        if self.keep_last < 0 or self.keep_last > 1000000:
+            raise ValueError("keep_last must be a number of backward calls from 1 to 1000000")
+        if self.keep_last and backward_calls is not None:
+            raise ValueError("keep_last and backward_calls cannot be combined")
         self.argv = list(sys.argv if argv is None else argv)
         self.check_saved = bool(check_saved)
         self._rec = None
@@ -134,7 +146,7 @@ class Recording:
             self._rec = _engine.EngineRecorder(
                 engine_mod, self.path, hidden=hidden, engine=(torch_dir,) + _wrapper_files(),
                 getline=linecache.getline, overwrite=self.overwrite,
-                max_bytes=self.max_size)
+                max_bytes=self.max_size, keep_last=self.keep_last)
         else:
             self._rec = _gradtrace.Recorder(
                 self.path,
@@ -154,8 +166,10 @@ class Recording:
                 has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
                 increment_version=getattr(torch._C, "_increment_version", None),
                 check_saved=self.check_saved,
+                keep_last=self.keep_last,
             )
         options = {"max_size": self.max_size or None, "check_saved": self.check_saved,
+                   "keep_last": self.keep_last or None,
                    "backward_calls": list(self.backward_calls) if self.backward_calls else None}
         self._rec.set_run(
             engine_version=torch.__version__,

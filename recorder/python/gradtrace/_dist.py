@@ -236,6 +236,7 @@ class SpawnWorker:
         self.options = {"overwrite": recording.overwrite,
                         "max_size": recording.max_size,
                         "backward_calls": recording.backward_calls,
+                        "keep_last": recording.keep_last,
                         "argv": recording.argv}
         self.announce = recording.announce
 

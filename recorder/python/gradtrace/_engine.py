@@ -43,9 +43,11 @@ class EngineRecorder:
     """The engine capture behind the interface Recording expects of
     _gradtrace.Recorder (backward_begin/end, error, close, ...)."""
 
-    def __init__(self, mod, path, *, hidden, engine, getline, overwrite, max_bytes):
+    def __init__(self, mod, path, *, hidden, engine, getline, overwrite, max_bytes,
+                 keep_last=0):
         import torch
-        self._eng = mod.Engine(path, hidden, engine, getline, overwrite, max_bytes)
+        self._eng = mod.Engine(path, hidden, engine, getline, overwrite, max_bytes,
+                               keep_last)
         self._tensor = torch.Tensor
         self._module = torch.nn.Module
         self._hidden = hidden + engine

@@ -216,6 +216,23 @@ class BackwardPatch:
             self._saved.append((owner, attr, orig))
             setattr(owner, attr, self._wrap(orig, api, roots, inputs))
         self._wrap_calls()
+        self._watch_data()
+
+    def _watch_data(self):
+        """`t.data = other` swaps t's storage with no aten op and no version
+        bump: a property on torch.Tensor (shadowing the base class's `data`
+        descriptor, whose getter it keeps) sends each assignment through the
+        recorder, which performs it and records the swap with its line."""
+        rec = self._recording._rec
+        if not hasattr(rec, "data_set") or "data" in torch.Tensor.__dict__:
+            return
+        base = getattr(torch._C, "TensorBase", None) or getattr(torch._C, "_TensorBase", None)
+        orig = getattr(base, "__dict__", {}).get("data")
+        if orig is None or not hasattr(orig, "__set__"):
+            return
+        rec.watch_data(orig)
+        torch.Tensor.data = property(orig.__get__, rec.data_set, doc=orig.__doc__)
+        self._saved.append((torch.Tensor, "data", None))
 
     def _wrap_calls(self):
         """Bracket the calls the engine makes into user code, so that the
@@ -276,7 +293,10 @@ class BackwardPatch:
     def remove(self):
         self.compile_notice.check()
         for owner, attr, orig in reversed(self._saved):
-            setattr(owner, attr, orig)
+            if orig is None:
+                delattr(owner, attr)  # shadowed a base class's attribute
+            else:
+                setattr(owner, attr, orig)
         self._saved = []
 
     def _wrap(self, orig, api, roots_name, inputs_name):

@@ -3,7 +3,7 @@
 Used by `gradtrace record` (which validates its input first):
 
     python -m gradtrace.run --output run.db [--force] [--max-size BYTES]
-        [--backward-calls A-B] [--command gradtrace] [--quiet]
+        [--keep-last N] [--backward-calls A-B] [--command gradtrace] [--quiet]
         [--module] -- script.py|module args...
 
 The script gets the same sys.argv, sys.path[0], __main__, working
@@ -27,7 +27,7 @@ from gradtrace import _pin, _report
 
 
 def _parse(argv):
-    opts = {"output": "gradtrace.db", "force": False, "max_size": 0, "window": None,
+    opts = {"output": "gradtrace.db", "force": False, "max_size": 0, "window": None, "keep_last": 0,
             "command": "gradtrace", "quiet": False, "module": False, "check_saved": False}
     i = 0
     while i < len(argv):
@@ -49,6 +49,8 @@ def _parse(argv):
             opts["output"] = v
         elif a == "--max-size":
             opts["max_size"] = int(v)
+        elif a == "--keep-last":
+            opts["keep_last"] = int(v)
         elif a == "--backward-calls":
             first, _, last = v.partition("-")
             opts["window"] = (int(first), int(last or first))
@@ -171,6 +173,7 @@ def main(argv):
         sys.path[0] = os.path.dirname(path)
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest,
+                              keep_last=opts["keep_last"],
                               check_saved=opts["check_saved"])
     recs.append(rec)
     out = rec.path  # rank N of a launched job writes out.rankN (gradtrace/_dist.py)

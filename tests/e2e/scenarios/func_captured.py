@@ -6,7 +6,11 @@ suggestion says, and the run is clean."""
 import sys
 
 import torch
-from torch.func import grad
+
+try:
+    from torch.func import grad
+except ImportError:  # PyTorch 1.13: the separate functorch package
+    from functorch import grad
 
 torch.manual_seed(0)
 x = torch.randn(3)

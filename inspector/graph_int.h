@@ -1,0 +1,24 @@
+/* The gt_graph handle, shared by building (graph.c) and rendering
+ * (graph_render.c); not part of the inspector's API. */
+#ifndef GT_INSPECTOR_GRAPH_INT_H
+#define GT_INSPECTOR_GRAPH_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <graphviz/cgraph.h>
+
+#include "strbuf.h"
+
+struct gt_graph {
+    Agraph_t *g;
+    int64_t backward;
+    size_t nodes_drawn;
+    size_t nodes_total;
+    size_t findings_shown;
+    size_t layout_limit;
+    char errmsg[512];    /* the last render error, "" after a success */
+    gt_strbuf warnings;  /* Graphviz's messages of the last render, one a line */
+};
+
+#endif
