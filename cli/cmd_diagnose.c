@@ -38,7 +38,7 @@ static sqlite3_stmt *qprep(qdb *q, const char *sql) { return gt_trace_stmt(q->t,
 /* Run `sql` with parameters described by `types` ('i': int64_t, 's': const
  * char * (NULL binds NULL), 'j': JSON text bound as text) and return the
  * first column of the first row, malloc'd; NULL for no row or SQL NULL.
- * On an SQLite error *rc is set to GT_ESQL. */
+ * On an SQLite error *rc is set to GT_ESQL, out of memory to GT_ENOMEM. */
 static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
 {
     sqlite3_stmt *st = qprep(db, sql);
@@ -64,7 +64,9 @@ static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
         const char *t = (const char *)sqlite3_column_text(st, 0);
-        if (t && !(out = strdup(t)))
+        /* NULL for a value that is not SQL NULL: converting it to text
+         * (an integer column) ran out of memory */
+        if ((t && !(out = strdup(t))) || (!t && sqlite3_column_type(st, 0) != SQLITE_NULL))
             *rc = GT_ENOMEM;
     } else if (s != SQLITE_DONE) {
         *rc = GT_ESQL;
