@@ -10,7 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "cmd.h"
 #include "multi.h"
@@ -22,45 +23,22 @@
 
 /* ---- tiny query helpers ------------------------------------------------ */
 
-/* The trace's connection with the statements this command prepared, kept
- * for reuse (keyed by the address of their SQL text, always a literal):
- * the output asks the same few queries for every finding. */
+/* The trace and its connection: the statements this command runs are
+ * prepared once and kept on the trace (gt_trace_stmt), shared with the
+ * diagnosis's own lookups. */
 typedef struct qdb {
+    gt_trace *t;
     sqlite3 *db;
-    size_t n;
-    struct {
-        const char *sql;
-        sqlite3_stmt *st;
-    } c[48];
 } qdb;
 
-/* The prepared statement for `sql`, reset and unbound; NULL on error. */
-static sqlite3_stmt *qprep(qdb *q, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    for (size_t i = 0; i < q->n; i++)
-        if (q->c[i].sql == sql)
-            return q->c[i].st;
-    if (q->n == sizeof q->c / sizeof q->c[0] ||
-        sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK)
-        return NULL;
-    q->c[q->n].sql = sql;
-    q->c[q->n++].st = st;
-    return st;
-}
-
-/* Finalize every kept statement; accepts an empty one. */
-static void qdb_release(qdb *q)
-{
-    for (size_t i = 0; i < q->n; i++)
-        sqlite3_finalize(q->c[i].st);
-    q->n = 0;
-}
+/* The prepared statement for `sql` (a literal), reset and unbound; NULL on
+ * error. */
+static sqlite3_stmt *qprep(qdb *q, const char *sql) { return gt_trace_stmt(q->t, sql); }
 
 /* Run `sql` with parameters described by `types` ('i': int64_t, 's': const
  * char * (NULL binds NULL), 'j': JSON text bound as text) and return the
  * first column of the first row, malloc'd; NULL for no row or SQL NULL.
- * On an SQLite error *rc is set to GT_ESQL. */
+ * On an SQLite error *rc is set to GT_ESQL, out of memory to GT_ENOMEM. */
 static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
 {
     sqlite3_stmt *st = qprep(db, sql);
@@ -86,7 +64,9 @@ static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
         const char *t = (const char *)sqlite3_column_text(st, 0);
-        if (t && !(out = strdup(t)))
+        /* NULL for a value that is not SQL NULL: converting it to text
+         * (an integer column) ran out of memory */
+        if ((t && !(out = strdup(t))) || (!t && sqlite3_column_type(st, 0) != SQLITE_NULL))
             *rc = GT_ENOMEM;
     } else if (s != SQLITE_DONE) {
         *rc = GT_ESQL;
@@ -98,17 +78,20 @@ static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
 
 /* ---- JSON, through SQLite's json functions ----------------------------- */
 
-/* LOC of a stack: {"file", "line", "function", "code"} of its innermost user
- * frame (its own frame if none is marked); SQL NULL for no stack. */
-#define LOC_SQL(stack_expr)                                                               \
-    "SELECT json_object('file', sf.text, 'line', f.line, 'function', sfn.text, "          \
-    "'code', sc.text) FROM stacks s JOIN frames f ON f.id = coalesce(s.user_frame, "      \
-    "s.frame) LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON "           \
-    "sfn.id = f.function LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = " stack_expr
-
+/* {"file", "line", "function", "code"} of a stack's innermost user frame
+ * (trace.h's gt_trace_loc), malloc'd; NULL for none. */
 static char *loc_json(qdb *db, int *rc, int64_t stack)
 {
-    return qtext(db, rc, LOC_SQL("?1"), "i", stack);
+    gt_loc l;
+    int r = gt_trace_loc(db->t, stack, &l);
+    if (r < 0) {
+        *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+        return NULL;
+    }
+    char *out = l.json;
+    l.json = NULL;
+    gt_loc_release(&l);
+    return out;
 }
 
 /* The backward calls (all, or only `bw`) that ran nodes whose forward ran
@@ -121,20 +104,57 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
  * location, nodes, first}, for a note in the text. */
 static char *outside_json(qdb *db, int *rc, int64_t bw)
 {
-    return qtext(db, rc,
-                 "SELECT json_group_array(json_object('backward', id, 'location', json(("
-                 LOC_SQL("stack") ")), 'nodes', n, 'first', (SELECT t.text FROM nodes x"
-                 " JOIN strings t ON t.id = x.name WHERE x.id = m))) FROM ("
-                 " SELECT b.id, b.stack, count(*) AS n, min(n.id) AS m"
-                 " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
-                 "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
-                 "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
-                 " WHERE (?1 = 0 OR b.id = ?1) AND NOT EXISTS (SELECT 1 FROM stacks k"
-                 "  JOIN frames f ON f.id = k.frame JOIN strings sf ON sf.id = f.file"
-                 "  WHERE k.id = b.stack AND (sf.text LIKE '%/_functorch/%'"
-                 "  OR sf.text LIKE '%/functorch/_src/%'))"
-                 " GROUP BY b.id ORDER BY b.id)",
-                 "i", bw);
+    static const char sql[] =
+        "SELECT id, stack, n, (SELECT t.text FROM nodes x JOIN strings t ON t.id = x.name"
+        " WHERE x.id = m) FROM ("
+        " SELECT b.id, b.stack, count(*) AS n, min(n.id) AS m"
+        " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
+        "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
+        "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
+        " WHERE (?1 = 0 OR b.id = ?1) AND NOT EXISTS (SELECT 1 FROM stacks k"
+        "  JOIN frames f ON f.id = k.frame JOIN strings sf ON sf.id = f.file"
+        "  WHERE k.id = b.stack AND (sf.text LIKE '%/_functorch/%'"
+        "  OR sf.text LIKE '%/functorch/_src/%'))"
+        " GROUP BY b.id ORDER BY b.id)";
+    sqlite3_stmt *st = qprep(db, sql);
+    gt_strbuf b = GT_STRBUF_INIT;
+    int s = SQLITE_ERROR;
+    if (!st) {
+        *rc = GT_ESQL;
+        return NULL;
+    }
+    sqlite3_bind_int64(st, 1, bw);
+    gt_strbuf_add(&b, "[", 1);
+    while (!*rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t stack = sqlite3_column_int64(st, 1);
+        char *loc = stack ? loc_json(db, rc, stack) : NULL;
+        char *one = *rc ? NULL
+                        : qtext(db, rc,
+                                "SELECT json_object('backward', ?1, 'location', json(?2),"
+                                " 'nodes', ?3, 'first', ?4)",
+                                "isis", sqlite3_column_int64(st, 0), loc,
+                                sqlite3_column_int64(st, 2),
+                                (const char *)sqlite3_column_text(st, 3));
+        if (one) {
+            if (b.len > 1)
+                gt_strbuf_add(&b, ",", 1);
+            gt_strbuf_adds(&b, one);
+        }
+        free(loc);
+        free(one);
+    }
+    if (!*rc && s != SQLITE_DONE)
+        *rc = s == SQLITE_NOMEM ? GT_ENOMEM : GT_ESQL;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    gt_strbuf_add(&b, "]", 1);
+    if (!*rc && b.oom)
+        *rc = GT_ENOMEM;
+    if (*rc) {
+        gt_strbuf_release(&b);
+        return NULL;
+    }
+    return gt_strbuf_detach(&b);
 }
 
 /* "true" if code compiled with torch.compile ran eagerly while recording
@@ -158,10 +178,14 @@ static char *compiled_eager_json(qdb *db, int *rc)
                  "");
 }
 
+/* The tensor's names as a JSON array (gt_trace_names_json); NULL on error. */
 static char *names_json(qdb *db, int *rc, int64_t tensor)
 {
-    return qtext(db, rc, "SELECT json_group_array(text) FROM (" GT__NAMES_SQL ")", "i",
-                 tensor);
+    char *out = NULL;
+    int r = gt_trace_names_json(db->t, tensor, &out);
+    if (r < 0)
+        *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+    return out;
 }
 
 static const char *tf(int b) { return b ? "true" : "false"; }
@@ -219,8 +243,7 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
             "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
             "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 "
-            "THEN 'true' "
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN 'true' "
             "ELSE 'false' END))",
             "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
             /* a swap recorded at its `.data =` line: a write with no op */
@@ -256,14 +279,14 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
     free(name);
     int inside = 0;
     for (int depth = 0; stack && depth < 256 && !*rc; depth++) {
-        char *fn = qtext(db, rc,
-                         "SELECT coalesce(sf.text, '') FROM stacks s JOIN frames f ON f.id = "
-                         "coalesce(s.user_frame, s.frame) LEFT JOIN strings sf ON sf.id = "
-                         "f.function WHERE s.id = ?1", "i", stack);
-        if (!fn)
+        gt_loc l;
+        int r = gt_trace_loc(db->t, stack, &l);
+        if (r < 0)
+            *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+        if (r != 1)
             break;
-        int here = !strcmp(fn, fwd);
-        free(fn);
+        int here = !strcmp(l.function ? l.function : "", fwd);
+        gt_loc_release(&l);
         if (inside && !here) {
             out = stack;
             break;
@@ -271,9 +294,10 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
         inside |= here;
         if (!inside)
             break; /* the op did not run inside forward */
-        char *parent = qtext(db, rc, "SELECT parent FROM stacks WHERE id = ?1", "i", stack);
-        stack = parent ? strtoll(parent, NULL, 10) : 0;
-        free(parent);
+        if ((r = gt_trace_stack_parent(db->t, stack, &stack)) < 0) {
+            *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+            break;
+        }
     }
     return out;
 }
@@ -290,13 +314,13 @@ static int64_t call_inner_stack(qdb *db, int *rc, int64_t node, int64_t tensor)
     char *s = qtext(
         db, rc,
         "WITH c AS (SELECT n.op AS s, (SELECT max(m.seq) FROM nodes m WHERE m.op = n.op)"
-        "  AS u, (SELECT coalesce(k.user_frame, k.frame) FROM stacks k WHERE k.id = o.stack)"
+        "  AS u, (SELECT " GT_USER_FRAME("k") " FROM stacks k WHERE k.id = o.stack)"
         "  AS f FROM nodes n JOIN ops o ON o.seq = n.op JOIN strings sn ON sn.id = o.name"
         "  WHERE n.id = ?1 AND instr(sn.text, '::') = 0), "
         /* the call's ops that ran inside it (not PyTorch's own at the call line) */
         "i AS (SELECT o.seq FROM ops o JOIN stacks k ON k.id = o.stack, c"
         "  WHERE o.seq > c.s AND o.seq <= c.u"
-        "  AND coalesce(k.user_frame, k.frame) IS NOT c.f) "
+        "  AND " GT_USER_FRAME("k") " IS NOT c.f) "
         "SELECT o.stack FROM ops o WHERE o.seq = coalesce("
         " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op WHERE a.tensor = ?2"
         "  AND a.role = 0 AND NOT EXISTS (SELECT 1 FROM op_args w"
@@ -480,12 +504,14 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         gt_pymsg m;
         if (msg) {
             gt__pymsg_parse(msg, &m);
-            static const char sql_es[] =
-                "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''), ']', '')"
-                " FROM tensors WHERE id = ?2) != ?3 THEN json_set(?1,"
-                " '$.saved.error_shape', json('[' || ?3 || ']')) ELSE ?1 END";
-            char *with = m.has_versions ? qtext(db, rc, sql_es, "sis", out, f->tensor, m.shape)
-                                        : NULL;
+            char *with = m.has_versions
+                             ? qtext(db, rc,
+                                     "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''),"
+                                     " ']', '') FROM tensors WHERE id = ?2) != ?3 THEN"
+                                     " json_set(?1, '$.saved.error_shape', json('[' || ?3 ||"
+                                     " ']')) ELSE ?1 END",
+                                     "sis", out, f->tensor, m.shape)
+                             : NULL;
             if (with) {
                 free(out);
                 out = with;
@@ -566,24 +592,135 @@ static const style plain = {"", "", "", "", "", "", ""};
 static const style ansi = {"\033[1m", "\033[1;31m", "\033[33m", "\033[36m",
                            "\033[2m", "\033[32m",   "\033[0m"};
 
-/* json_extract(doc, path) as text, or "" (static buffer reused per call
- * slot: callers copy what they keep). */
-static char *jx(qdb *db, const char *doc, const char *path)
+/* A JSON document read once (SQLite's json_tree): every value by its full
+ * path, so the text output reads each field without another query. Values
+ * as json_extract gives them (true as 1, an object as its JSON text); NULL
+ * for JSON null. Text for the user goes through gt_term_text and is kept
+ * until jdoc_free. oom sticks: the caller prints nothing when it is set. */
+typedef struct jdoc {
+    struct jent {
+        char *key, *parent, *val;
+    } *v;
+    size_t n, cap;
+    char **keep; /* gt_term_text copies handed out */
+    size_t nkeep, capkeep;
+    int oom;
+} jdoc;
+
+static void jdoc_free(jdoc *d)
 {
-    int rc = 0;
-    char *v = qtext(db, &rc, "SELECT json_extract(?1, ?2)", "ss", doc, path);
-    return v ? v : strdup("");
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->v[i].key);
+        free(d->v[i].parent);
+        free(d->v[i].val);
+    }
+    for (size_t i = 0; i < d->nkeep; i++)
+        free(d->keep[i]);
+    free(d->v);
+    free(d->keep);
+    memset(d, 0, sizeof *d);
+}
+
+static char *dup_col(sqlite3_stmt *st, int i, int *oom)
+{
+    const char *v = (const char *)sqlite3_column_text(st, i);
+    char *p = v ? strdup(v) : NULL;
+    if ((v && !p) || (!v && sqlite3_column_type(st, i) != SQLITE_NULL))
+        *oom = 1;
+    return p;
+}
+
+/* A json_tree path without the quotes SQLite puts around keys that are
+ * not plain identifiers ($.saved."saved_version"): the document's keys are
+ * this file's, none holds a quote. In place; accepts NULL. */
+static char *unquote(char *p)
+{
+    char *w = p;
+    for (const char *r = p; r && *r; r++)
+        if (*r != '"')
+            *w++ = *r;
+    if (w)
+        *w = 0;
+    return p;
+}
+
+/* Read doc into d; on failure d->oom is set (a document SQLite built
+ * always parses). */
+static void jdoc_load(qdb *db, const char *doc, jdoc *d)
+{
+    static const char sql[] = "SELECT fullkey, path, value FROM json_tree(?1)";
+    memset(d, 0, sizeof *d);
+    sqlite3_stmt *st = qprep(db, sql);
+    int s = SQLITE_ERROR;
+    if (!st) {
+        d->oom = 1;
+        return;
+    }
+    sqlite3_bind_text(st, 1, doc ? doc : "null", -1, SQLITE_STATIC);
+    while (!d->oom && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (d->n == d->cap) {
+            size_t cap = d->cap ? d->cap * 2 : 64;
+            struct jent *v = realloc(d->v, cap * sizeof *v);
+            if (!v) {
+                d->oom = 1;
+                break;
+            }
+            d->v = v;
+            d->cap = cap;
+        }
+        struct jent *e = &d->v[d->n++];
+        e->key = unquote(dup_col(st, 0, &d->oom));
+        e->parent = unquote(dup_col(st, 1, &d->oom));
+        e->val = dup_col(st, 2, &d->oom);
+        if (!e->key || !e->parent)
+            d->oom = 1;
+    }
+    if (s != SQLITE_DONE)
+        d->oom = 1;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+/* The value at full path `key` as json_extract gives it, or "" (missing,
+ * JSON null). */
+static const char *jx(jdoc *d, const char *key)
+{
+    if (d->oom) /* entries may lack their key */
+        return "";
+    for (size_t i = 0; i < d->n; i++)
+        if (!strcmp(d->v[i].key, key))
+            return d->v[i].val ? d->v[i].val : "";
+    return "";
+}
+
+/* Keep p (a gt_term_text result) until jdoc_free; "" and oom on NULL. */
+static const char *jkeep(jdoc *d, char *p)
+{
+    if (p && d->nkeep == d->capkeep) {
+        size_t cap = d->capkeep ? d->capkeep * 2 : 16;
+        char **v = realloc(d->keep, cap * sizeof *v);
+        if (!v) {
+            free(p);
+            p = NULL;
+        } else {
+            d->keep = v;
+            d->capkeep = cap;
+        }
+    }
+    if (!p) {
+        d->oom = 1;
+        return "";
+    }
+    d->keep[d->nkeep++] = p;
+    return p;
 }
 
 /* Like jx, for text shown to the user: trace text may hold control
  * characters, shown as visible escapes (termtext.h). Never for a value
  * that is parsed again as JSON. */
-static char *jt(qdb *db, const char *doc, const char *path)
+static const char *jt(jdoc *d, const char *key)
 {
-    char *v = jx(db, doc, path);
-    char *t = v ? gt_term_text(v) : NULL;
-    free(v);
-    return t ? t : strdup("");
+    return jkeep(d, gt_term_text(jx(d, key)));
 }
 
 /* A path relative to the current directory when it lies below it. */
@@ -595,27 +732,53 @@ static const char *rel(const char *path, const char *cwd)
     return path;
 }
 
-static char *names_text(qdb *db, const char *doc, const char *path)
+/* The elements of the array at `key`, joined with ", ", for the user. */
+static const char *names_text(jdoc *d, const char *key)
 {
-    int rc = 0;
-    char *v = qtext(db, &rc,
-                    "SELECT group_concat(value, ', ') FROM json_each(?1, ?2)", "ss", doc,
-                    path);
-    char *t = v ? gt_term_text(v) : NULL;
-    free(v);
-    return t ? t : strdup("");
+    gt_strbuf b = GT_STRBUF_INIT;
+    int any = 0;
+    if (d->oom)
+        return "";
+    for (size_t i = 0; i < d->n; i++) {
+        if (strcmp(d->v[i].parent, key) != 0 || !strcmp(d->v[i].key, key))
+            continue;
+        if (any)
+            gt_strbuf_adds(&b, ", ");
+        if (d->v[i].val)
+            gt_strbuf_adds(&b, d->v[i].val);
+        any = 1;
+    }
+    if (b.oom) {
+        gt_strbuf_release(&b);
+        d->oom = 1;
+        return "";
+    }
+    const char *out = jkeep(d, gt_term_text(gt_strbuf_str(&b)));
+    gt_strbuf_release(&b);
+    return out;
 }
 
-/* "  label  file:line  (in function)" then the code line. */
-static void print_loc(FILE *o, qdb *db, const style *st, const char *cwd,
-                      const char *label, const char *loc)
+/* key + suffix into buf. */
+static const char *sub(char *buf, size_t n, const char *key, const char *suffix)
 {
-    if (!loc || !loc[0] || !strcmp(loc, "null")) {
+    snprintf(buf, n, "%s%s", key, suffix);
+    return buf;
+}
+
+/* "  label  file:line  (in function)" then the code line, for the location
+ * object at `key`. */
+static void print_loc(FILE *o, jdoc *d, const style *st, const char *cwd,
+                      const char *label, const char *key)
+{
+    char k[256];
+    if (!jx(d, key)[0]) {
         fprintf(o, "    %-11s %s(location unknown)%s\n", label, st->dim, st->reset);
         return;
     }
-    char *file = jt(db, loc, "$.file"), *line = jt(db, loc, "$.line");
-    char *fn = jt(db, loc, "$.function"), *code = jx(db, loc, "$.code");
+    const char *file = jt(d, sub(k, sizeof k, key, ".file"));
+    const char *line = jt(d, sub(k, sizeof k, key, ".line"));
+    const char *fn = jt(d, sub(k, sizeof k, key, ".function"));
+    const char *code = jx(d, sub(k, sizeof k, key, ".code"));
     /* a notebook cell (named "In [3]" by the recorder) reads as Jupyter's */
     const char *sep = !strncmp(file, "In [", 4) ? ", line " : ":";
     fprintf(o, "    %-11s %s%s%s%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), sep, line,
@@ -629,26 +792,24 @@ static void print_loc(FILE *o, qdb *db, const style *st, const char *cwd,
         gt_term_puts(o, c);
         fputc('\n', o);
     }
-    free(file);
-    free(line);
-    free(fn);
-    free(code);
 }
 
-static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
-                          const char *doc, size_t index)
+/* Print finding `index` (its JSON document read into d). Returns 0, or -1
+ * when out of memory (o then holds a part: the caller discards it). */
+static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, size_t index)
 {
-    char *kind = jt(db, doc, "$.kind"), *ftf = jx(db, doc, "$.first_to_fail");
-    char *node = jt(db, doc, "$.node.name"), *slot = jt(db, doc, "$.saved.slot");
-    char *dtype = jt(db, doc, "$.saved.dtype"), *shape = jt(db, doc, "$.saved.shape");
-    char *sv = jt(db, doc, "$.saved.saved_version");
-    char *va = jt(db, doc, "$.saved.version_at_backward");
-    char *bi = jt(db, doc, "$.backward.index"), *fb = jt(db, doc, "$.freed_by.index");
-    char *names = names_text(db, doc, "$.saved.names");
-    char *sugg = jt(db, doc, "$.suggestion"), *match = jx(db, doc, "$.matches_error");
-    char *bloc = jx(db, doc, "$.backward.location"), *nloc = jx(db, doc, "$.node.location");
-    char *floc = jx(db, doc, "$.freed_by.location"), *loc = jx(db, doc, "$.location");
+    const char *kind = jt(d, "$.kind"), *ftf = jx(d, "$.first_to_fail");
+    const char *node = jt(d, "$.node.name"), *slot = jt(d, "$.saved.slot");
+    const char *dtype = jt(d, "$.saved.dtype"), *shape = jt(d, "$.saved.shape");
+    const char *sv = jt(d, "$.saved.saved_version");
+    const char *va = jt(d, "$.saved.version_at_backward");
+    const char *bi = jt(d, "$.backward.index"), *fb = jt(d, "$.freed_by.index");
+    const char *names = names_text(d, "$.saved.names");
+    const char *sugg = jt(d, "$.suggestion"), *match = jx(d, "$.matches_error");
     const char *nm = names[0] ? names : "a tensor";
+    char k[256];
+    if (d->oom)
+        return -1;
 
     fprintf(o, "%s[%zu] %s%s", st->bold, index, st->reset, st->red);
     if (!strcmp(kind, "inplace_invalidated_saved"))
@@ -656,7 +817,7 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                 node, slot, sv, va);
     else if (!strcmp(kind, "silent_storage_write")) {
         /* a c10d collective writes in place without bumping the version */
-        char *wop = jt(db, doc, "$.mutations[0].op");
+        const char *wop = jt(d, "$.mutations[0].op");
         if (!strncmp(wop, "c10d::", 6))
             fprintf(o, "%s overwritten by the collective %s, which autograd cannot see, "
                        "after %s saved it as %s: gradients are silently wrong",
@@ -665,7 +826,6 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
             fprintf(o, "%s overwritten through an alias autograd cannot see, after %s "
                        "saved it as %s: gradients are silently wrong",
                     nm, node, slot);
-        free(wop);
     }
     else if (!strcmp(kind, "silent_saved_write"))
         fprintf(o, "%s's bytes changed between %s saving it as %s and backward using it, "
@@ -681,36 +841,28 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
     else if (!strcmp(kind, "leaf_inplace")) {
         /* named as the raising line writes it ("v1[0]", "x[:, 1]"), with the
          * leaf's own names when they differ */
-        char *ln = names_text(db, doc, "$.leaf.names");
-        char *ex = jt(db, doc, "$.leaf.expression"), *vw = jx(db, doc, "$.view.origin.seq");
-        const char *e = ex ? ex : "", *l = ln ? ln : ""; /* (out of memory: "") */
-        if (e[0] && vw && vw[0])
-            fprintf(o, "in-place operation on %s, a view of %s%s", e, l[0] ? l : "a leaf",
-                    l[0] ? ", a leaf tensor that requires grad" : " that requires grad");
-        else if (e[0] && l[0] && strcmp(e, l) != 0)
-            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", e,
-                    l);
+        const char *ln = names_text(d, "$.leaf.names");
+        const char *ex = jt(d, "$.leaf.expression"), *vw = jx(d, "$.view.origin.seq");
+        if (ex[0] && vw[0])
+            fprintf(o, "in-place operation on %s, a view of %s%s", ex, ln[0] ? ln : "a leaf",
+                    ln[0] ? ", a leaf tensor that requires grad" : " that requires grad");
+        else if (ex[0] && ln[0] && strcmp(ex, ln) != 0)
+            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", ex,
+                    ln);
         else
             fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
-                    e[0] ? e : l[0] ? l : "a leaf");
-        free(ln);
-        free(ex);
-        free(vw);
+                    ex[0] ? ex : ln[0] ? ln : "a leaf");
     } else if (!strcmp(kind, "unexplained")) {
-        char *out = jx(db, doc, "$.outside_recording");
-        if (!strcmp(out, "1"))
+        if (!strcmp(jx(d, "$.outside_recording"), "1"))
             fprintf(o, "the run raised an in-place error about a graph whose forward ran "
                        "before recording started: outside the recording");
         else
             fprintf(o, "the run raised an in-place error that the replay cannot pin to a "
                        "write");
-        free(out);
     } else {
-        char *var = jt(db, doc, "$.view.expression"), *vop = jt(db, doc, "$.view.origin.op");
-        if (!var || !var[0]) {
-            free(var);
-            var = jt(db, doc, "$.view.variable");
-        }
+        const char *var = jt(d, "$.view.expression"), *vop = jt(d, "$.view.origin.op");
+        if (!var[0])
+            var = jt(d, "$.view.variable");
         const char *what = !strcmp(kind, "view_multi_output_inplace")
                                ? "an output of a function that returns several views"
                            : !strcmp(kind, "view_no_grad_inplace")
@@ -718,11 +870,8 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
                            : !strcmp(kind, "view_inference_inplace")
                                ? "a view made in torch.inference_mode()"
                                : "a view returned by a custom autograd Function";
-        fprintf(o, "in-place operation on %s, %s%s%s%s", var && var[0] ? var : "a view",
-                what,
+        fprintf(o, "in-place operation on %s, %s%s%s%s", var[0] ? var : "a view", what,
                 vop[0] ? " (" : "", vop, vop[0] ? ")" : "");
-        free(var);
-        free(vop);
     }
     fprintf(o, "%s  %s[%s%s]%s\n", st->reset, st->dim, kind,
             !strcmp(ftf, "1") ? ", first to fail" : "", st->reset);
@@ -730,181 +879,130 @@ static void print_finding(FILE *o, qdb *db, const style *st, const char *cwd,
     int at_op = strncmp(kind, "view_", 5) == 0 || !strcmp(kind, "leaf_inplace") ||
                 !strcmp(kind, "unexplained");
     if (!strcmp(kind, "unexplained")) {
-        print_loc(o, db, st, cwd, "raised at", loc);
-        char *c = NULL;
-        int rc = 0;
-        static const char sql_cands[] = "SELECT value FROM json_each(?1, '$.candidates')";
-        sqlite3_stmt *cs = qprep(db, sql_cands);
+        print_loc(o, d, st, cwd, "raised at", "$.location");
         int n = 0;
-        if (cs) {
-            sqlite3_bind_text(cs, 1, doc, -1, SQLITE_STATIC);
-            while (sqlite3_step(cs) == SQLITE_ROW) {
-                const char *t = (const char *)sqlite3_column_text(cs, 0);
-                char *tn = t ? names_text(db, t, "$.names") : NULL;
-                char *td = t ? jt(db, t, "$.dtype") : NULL, *ts = t ? jt(db, t, "$.shape") : NULL;
-                fprintf(o, "    %-11s %s (%s %s)\n", n++ ? "" : "candidates",
-                        tn && tn[0] ? tn : "a tensor", td ? td : "", ts ? ts : "");
-                free(tn);
-                free(td);
-                free(ts);
-            }
-            sqlite3_reset(cs);
-            sqlite3_clear_bindings(cs);
+        for (size_t i = 0; i < d->n; i++) {
+            if (strcmp(d->v[i].parent, "$.candidates") != 0 ||
+                !strcmp(d->v[i].key, "$.candidates"))
+                continue;
+            char key[64];
+            snprintf(key, sizeof key, "%s", d->v[i].key);
+            const char *tn = names_text(d, sub(k, sizeof k, key, ".names"));
+            const char *td = jt(d, sub(k, sizeof k, key, ".dtype"));
+            const char *ts = jt(d, sub(k, sizeof k, key, ".shape"));
+            fprintf(o, "    %-11s %s (%s %s)\n", n++ ? "" : "candidates",
+                    tn[0] ? tn : "a tensor", td, ts);
         }
         if (!n)
             fprintf(o, "    %-11s %sno recorded tensor matches the message's dtype, shape "
                        "and version%s\n", "candidates", st->dim, st->reset);
-        (void)c;
-        (void)rc;
     } else if (at_op) {
-        print_loc(o, db, st, cwd, "raised at", loc);
-        char *has_view = jx(db, doc, "$.view.origin.seq");
-        int show_view = strncmp(kind, "view_", 5) == 0 || has_view[0];
-        free(has_view);
+        print_loc(o, d, st, cwd, "raised at", "$.location");
+        int show_view = strncmp(kind, "view_", 5) == 0 || jx(d, "$.view.origin.seq")[0];
         if (show_view) {
-            char *oloc = jx(db, doc, "$.view.origin.location");
-            char *gm = jx(db, doc, "$.view.origin.grad_mode");
-            char *vn = names_text(db, doc, "$.view.names");
-            if (oloc[0]) {
-                char *vop = jt(db, doc, "$.view.origin.op");
-                print_loc(o, db, st, cwd, "view from", oloc);
+            const char *gm = jx(d, "$.view.origin.grad_mode");
+            const char *vn = names_text(d, "$.view.names");
+            if (jx(d, "$.view.origin.location")[0]) {
+                const char *vop = jt(d, "$.view.origin.op");
+                print_loc(o, d, st, cwd, "view from", "$.view.origin.location");
                 fprintf(o, "    %11s %s%-20s%s made %s%s\n", "", st->yellow, vop, st->reset,
                         vn[0] ? vn : "the view",
                         !strcmp(gm, "0") ? " with grad mode off" : "");
-                free(vop);
             } else {
                 fprintf(o, "    %-11s %s(the op that made it is not in the trace)%s\n",
                         "view from", st->dim, st->reset);
             }
-            free(oloc);
-            free(gm);
-            free(vn);
         }
     }
     if (!at_op) {
-        print_loc(o, db, st, cwd, "saved at", nloc);
+        print_loc(o, d, st, cwd, "saved at", "$.node.location");
         fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s) at version %s\n", "", node,
                 st->bold, slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names,
                 dtype, shape, sv);
-        char *iloc = jx(db, doc, "$.node.inner_location");
-        if (iloc && iloc[0])
-            print_loc(o, db, st, cwd, "used inside", iloc);
-        free(iloc);
+        if (jx(d, "$.node.inner_location")[0])
+            print_loc(o, d, st, cwd, "used inside", "$.node.inner_location");
     }
 
     /* The writes, grouped by consecutive location (one pass over them). */
-    char *prev = NULL;
-    sqlite3_stmt *ms = NULL;
-    static const char sql_muts[] = "SELECT value FROM json_each(?1, '$.mutations')";
-    if ((ms = qprep(db, sql_muts)) != NULL) {
-        sqlite3_bind_text(ms, 1, doc, -1, SQLITE_STATIC);
-        while (sqlite3_step(ms) == SQLITE_ROW) {
-            const char *m = (const char *)sqlite3_column_text(ms, 0);
-            if (!m)
-                continue;
-            char *mloc = jx(db, m, "$.location"), *op = jt(db, m, "$.op");
-            char *ver = jt(db, m, "$.version_after"), *mn = names_text(db, m, "$.names");
-            char *att = jx(db, m, "$.attempted");
-            int skip = !strcmp(att, "1"); /* the raising line, shown above */
-            free(att);
-            if (skip) {
-                free(mloc);
-                free(op);
-                free(ver);
-                free(mn);
-                continue;
-            }
-            if (!prev || strcmp(prev, mloc) != 0)
-                print_loc(o, db, st, cwd,
-                          !strcmp(kind, "silent_storage_write")  ? "written at"
-                          : !strcmp(kind, "silent_storage_swap") ? (op && op[0] ? "noticed at"
-                                                                          : "swapped at")
-                          : !strcmp(kind, "silent_saved_write")  ? "touched at"
-                          : !strcmp(kind, "unexplained")         ? "last written"
-                                                                 : "modified at",
-                          mloc);
-            fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
-                    mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);
-            free(prev);
-            prev = mloc;
-            free(op);
-            free(ver);
-            free(mn);
-        }
+    const char *prev = NULL;
+    for (size_t i = 0; i < d->n; i++) {
+        if (strcmp(d->v[i].parent, "$.mutations") != 0 || !d->v[i].val)
+            continue;
+        char key[64], lk[96];
+        snprintf(key, sizeof key, "%s", d->v[i].key);
+        if (!strcmp(jx(d, sub(k, sizeof k, key, ".attempted")), "1"))
+            continue; /* the raising line, shown above */
+        const char *mloc = jx(d, sub(lk, sizeof lk, key, ".location"));
+        const char *op = jt(d, sub(k, sizeof k, key, ".op"));
+        const char *ver = jt(d, sub(k, sizeof k, key, ".version_after"));
+        const char *mn = names_text(d, sub(k, sizeof k, key, ".names"));
+        if (!prev || strcmp(prev, mloc) != 0)
+            print_loc(o, d, st, cwd,
+                      !strcmp(kind, "silent_storage_write")  ? "written at"
+                      : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at"
+                                                                      : "swapped at")
+                      : !strcmp(kind, "silent_saved_write")  ? "touched at"
+                      : !strcmp(kind, "unexplained")         ? "last written"
+                                                             : "modified at",
+                      lk);
+        fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
+                mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);
+        prev = mloc;
     }
-    if (ms) {
-        sqlite3_reset(ms);
-        sqlite3_clear_bindings(ms);
-    }
-    free(prev);
 
     if (!strcmp(kind, "backward_twice")) {
-        print_loc(o, db, st, cwd, "freed by", floc);
+        print_loc(o, d, st, cwd, "freed by", "$.freed_by.location");
         fprintf(o, "    %11s backward #%s ran without retain_graph=True\n", "", fb);
     }
     if (bi[0]) {
-        print_loc(o, db, st, cwd, "needed by", bloc);
+        print_loc(o, d, st, cwd, "needed by", "$.backward.location");
         if (!strcmp(kind, "inplace_invalidated_saved"))
             fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi, va, sv);
         else
             fprintf(o, "    %11s backward #%s\n", "", bi);
     }
     if (!strcmp(kind, "unexplained")) {
-        char *mm = jx(db, doc, "$.mismatch");
-        if (!strcmp(mm, "1"))
+        if (!strcmp(jx(d, "$.mismatch"), "1"))
             fprintf(o, "    %-11s %sthe finding marked first to fail for this backward "
                        "does not match PyTorch's message%s\n", "error", st->yellow,
                     st->reset);
         else
             fprintf(o, "    %-11s %sno finding matches the error PyTorch raised%s\n",
                     "error", st->yellow, st->reset);
-        free(mm);
     } else if (strcmp(ftf, "1") != 0 && match[0])
         fprintf(o, "    %-11s %snot the one PyTorch raised: it stops at the first stale "
                    "tensor%s\n", "error", st->dim, st->reset);
     else if (!strcmp(match, "1")) {
-        char *es = jx(db, doc, "$.saved.error_shape");
-        if (es && es[0])
+        const char *es = jx(d, "$.saved.error_shape");
+        if (es[0])
             fprintf(o, "    %-11s %smatches the error PyTorch raised%s (its message shows "
                        "%s, one vmap sample; the trace holds the batched %s)\n", "error",
                     st->green, st->reset, es, shape);
         else
             fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
                     st->reset);
-        free(es);
     } else if (!strcmp(match, "0"))
         fprintf(o, "    %-11s %sdoes not match the error PyTorch raised%s\n", "error",
                 st->yellow, st->reset);
     if (sugg[0])
         fprintf(o, "    %s%-11s%s %s\n", st->green, "fix", st->reset, sugg);
     fputc('\n', o);
-
-    free(kind);
-    free(ftf);
-    free(node);
-    free(slot);
-    free(dtype);
-    free(shape);
-    free(sv);
-    free(va);
-    free(bi);
-    free(fb);
-    free(names);
-    free(sugg);
-    free(match);
-    free(bloc);
-    free(nloc);
-    free(floc);
-    free(loc);
+    return d->oom ? -1 : 0;
 }
 
-static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
-                       gt_trace *t, const char *broken, const char *err,
-                       const char *outside, char **docs, size_t n)
+/* The text report into o (`outside`: outside_json's array, or NULL).
+ * Returns 0, or -1 when out of memory (o then holds a part: the caller
+ * discards it). */
+static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
+                      gt_trace *t, const char *broken, const char *err,
+                      const char *outside, char **docs, size_t n)
 {
     char cwd[4096];
+    int rc = 0;
     char *tr = gt_term_text(path_arg);
-    const char *trace = tr ? tr : path_arg;
+    if (!tr)
+        return -1;
+    const char *trace = tr;
     if (!getcwd(cwd, sizeof cwd))
         cwd[0] = 0;
     if (gt_trace_stopped_seq(t)) {
@@ -923,52 +1021,65 @@ static void print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         fprintf(o, "): a damaged file; what they held is not diagnosed\n");
     }
     if (err && strcmp(err, "null") != 0) {
-        char *type = jt(db, err, "$.type"), *msg = jx(db, err, "$.message");
-        char *first = msg;
-        char *nl = strchr(first, '\n');
-        if (nl)
-            *nl = 0;
-        fprintf(o, "%s: the run raised %s%s%s: ", trace, st->bold, type, st->reset);
-        gt_term_puts(o, first);
-        fputc('\n', o);
-        free(type);
-        free(msg);
-    }
-    sqlite3_stmt *os = outside ? qprep(db, "SELECT json_extract(value, '$.backward'),"
-                                           " json_extract(value, '$.location.file') || ':' ||"
-                                           " json_extract(value, '$.location.line'),"
-                                           " json_extract(value, '$.nodes'),"
-                                           " json_extract(value, '$.first')"
-                                           " FROM json_each(?1)")
-                               : NULL;
-    if (os) {
-        sqlite3_bind_text(os, 1, outside, -1, SQLITE_STATIC);
-        while (sqlite3_step(os) == SQLITE_ROW) {
-            const char *w = (const char *)sqlite3_column_text(os, 1);
-            fprintf(o, "%snote:%s backward #%lld%s%s ran %lld node%s whose forward ran before "
-                       "recording started (the first: %s): a change to their saved tensors before "
-                       "recording started is not in the trace; record from before the "
-                       "forward to check them\n",
-                    st->yellow, st->reset, (long long)sqlite3_column_int64(os, 0),
-                    w ? " at " : "", w ? rel(w, cwd) : "",
-                    (long long)sqlite3_column_int64(os, 2),
-                    sqlite3_column_int64(os, 2) == 1 ? "" : "s",
-                    (const char *)sqlite3_column_text(os, 3));
+        jdoc e;
+        jdoc_load(db, err, &e);
+        const char *type = jt(&e, "$.type");
+        char *first = strdup(jx(&e, "$.message"));
+        if (!first || e.oom)
+            rc = -1;
+        else {
+            char *nl = strchr(first, '\n');
+            if (nl)
+                *nl = 0;
+            fprintf(o, "%s: the run raised %s%s%s: ", trace, st->bold, type, st->reset);
+            gt_term_puts(o, first);
+            fputc('\n', o);
         }
-        sqlite3_reset(os);
-        sqlite3_clear_bindings(os);
+        free(first);
+        jdoc_free(&e);
     }
-    if (n == 0) {
+    int any_outside = 0;
+    if (rc == 0 && outside) {
+        jdoc od;
+        jdoc_load(db, outside, &od);
+        for (size_t i = 0; i < od.n && !od.oom; i++) {
+            if (strcmp(od.v[i].parent, "$") != 0 || !strcmp(od.v[i].key, "$"))
+                continue;
+            char key[64], k[256];
+            snprintf(key, sizeof key, "%s", od.v[i].key);
+            const char *file = jt(&od, sub(k, sizeof k, key, ".location.file"));
+            const char *line = jx(&od, sub(k, sizeof k, key, ".location.line"));
+            const char *nodes = jx(&od, sub(k, sizeof k, key, ".nodes"));
+            const char *first = jt(&od, sub(k, sizeof k, key, ".first"));
+            if (od.oom)
+                break;
+            fprintf(o, "%snote:%s backward #%s%s%s%s%s ran %s node%s whose forward ran "
+                       "before recording started (the first: %s): a change to their saved "
+                       "tensors before recording started is not in the trace; record from "
+                       "before the forward to check them\n",
+                    st->yellow, st->reset, jx(&od, sub(k, sizeof k, key, ".backward")),
+                    file[0] ? " at " : "", rel(file, cwd), file[0] ? ":" : "", line, nodes,
+                    !strcmp(nodes, "1") ? "" : "s", first);
+            any_outside = 1;
+        }
+        if (od.oom)
+            rc = -1;
+        jdoc_free(&od);
+    }
+    if (rc == 0 && n == 0)
         fprintf(o, "%s: no findings: no saved tensor %s modified before the backward that "
                    "needed it\n",
-                trace, outside && strcmp(outside, "[]") ? "the recording saw was" : "was");
-        free(tr);
-        return;
+                trace, any_outside ? "the recording saw was" : "was");
+    else if (rc == 0)
+        fprintf(o, "%s: %zu finding%s\n\n", trace, n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        jdoc d;
+        jdoc_load(db, docs[i], &d);
+        rc = d.oom ? -1 : print_finding(o, &d, st, cwd, i + 1);
+        jdoc_free(&d);
     }
-    fprintf(o, "%s: %zu finding%s\n\n", trace, n, n == 1 ? "" : "s");
-    for (size_t i = 0; i < n; i++)
-        print_finding(o, db, st, cwd, docs[i], i + 1);
     free(tr);
+    return rc;
 }
 
 /* ---- command ----------------------------------------------------------- */
@@ -1072,10 +1183,13 @@ int gt_cmd_diagnose(int argc, char **argv)
         fprintf(stderr, "gradtrace: diagnose %s: %s\n", path, err);
         goto out;
     }
-    db = (qdb){.db = gt_trace_db(t)};
+    db = (qdb){.t = t, .db = gt_trace_db(t)};
     int rc = 0;
     char broken[512];
-    gt_trace_check_links(t, broken, sizeof broken);
+    if (gt_trace_check_links(t, broken, sizeof broken) < 0) {
+        fprintf(stderr, "gradtrace: diagnose %s: %s\n", path, gt_trace_errmsg(t));
+        goto out;
+    }
     docs = findings_docs(&db, &rc, fs);
     if (!rc)
         fjson = join_array(&rc, docs, fs->n);
@@ -1104,14 +1218,28 @@ int gt_cmd_diagnose(int argc, char **argv)
     } else {
         if (color < 0)
             color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-        if (cjson && !strcmp(cjson, "true"))
-            printf("%snote:%s torch.compile'd code ran eagerly while recording (TorchDynamo "
-                   "does not compile under the dispatch mode gradtrace records with): the "
-                   "findings are about the eager run; a bug only the compiled code has is "
-                   "not in the trace\n",
-                   color ? ansi.yellow : plain.yellow, color ? ansi.reset : plain.reset);
-        print_text(stdout, &db, color ? &ansi : &plain, path, t, broken, ejson, ojson, docs,
-                   fs->n);
+        const style *st = color ? &ansi : &plain;
+        /* into memory first: out of memory midway prints nothing, not a
+         * finding with blank fields */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        if (m && cjson && !strcmp(cjson, "true"))
+            fprintf(m, "%snote:%s torch.compile'd code ran eagerly while recording "
+                       "(TorchDynamo does not compile under the dispatch mode gradtrace "
+                       "records with): the findings are about the eager run; a bug only the "
+                       "compiled code has is not in the trace\n",
+                    st->yellow, st->reset);
+        int prc = m ? print_text(m, &db, st, path, t, broken, ejson, ojson, docs, fs->n) : -1;
+        if (m && fclose(m) != 0)
+            prc = -1;
+        if (prc != 0) {
+            free(text);
+            fprintf(stderr, "gradtrace: diagnose %s: out of memory\n", path);
+            goto out;
+        }
+        fwrite(text, 1, len, stdout);
+        free(text);
     }
     /* A damaged trace with only unexplained errors is still "none found in
      * a damaged trace" (2), with the errors shown. */
@@ -1131,7 +1259,6 @@ out:
     free(cjson);
     free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
-    qdb_release(&db);
     gt_trace_close(t);
     return status;
 }

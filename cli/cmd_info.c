@@ -91,8 +91,10 @@ static const char *const counted[] = {
 
 /* How many backward calls, and how many of each outcome. */
 #define BACKWARD_COUNT_SQL                                                    \
-    "SELECT count(*), total(status = 'ok'), total(status = 'error'),"         \
-    " total(status NOT IN ('ok', 'error')) FROM backward_calls"
+    "SELECT count(*), total(status = '" GT_BACKWARD_STATUS_OK "'),"            \
+    " total(status = '" GT_BACKWARD_STATUS_ERROR "'),"                        \
+    " total(status NOT IN ('" GT_BACKWARD_STATUS_OK "', '" GT_BACKWARD_STATUS_ERROR "'))" \
+    " FROM backward_calls"
 
 /* The text shows every call of a run with at most this many, else the
  * first and last SHOWN_AT_ENDS and every call that did not return ok. */
@@ -127,9 +129,10 @@ static const char json_head[] =
     "  FROM run WHERE id = 1),"
     " 'events', (" EVENTS_SQL "),"
     " 'backward_counts', (SELECT json_object('total', count(*),"
-    "   'ok', coalesce(sum(status = 'ok'), 0),"
-    "   'error', coalesce(sum(status = 'error'), 0),"
-    "   'running', coalesce(sum(status NOT IN ('ok', 'error')), 0)) FROM backward_calls),"
+    "   'ok', coalesce(sum(status = '" GT_BACKWARD_STATUS_OK "'), 0),"
+    "   'error', coalesce(sum(status = '" GT_BACKWARD_STATUS_ERROR "'), 0),"
+    "   'running', coalesce(sum(status NOT IN ('" GT_BACKWARD_STATUS_OK "', '"
+    GT_BACKWARD_STATUS_ERROR "')), 0)) FROM backward_calls),"
     " 'backward_calls', (SELECT json_group_array(json(o)) FROM ("
     "   SELECT json_object('id', id, 'api', api, 'status', status,"
     "    'retain_graph', retain_graph, 'create_graph', create_graph,"
@@ -185,7 +188,12 @@ static int print_json(gt_trace *t, FILE *out)
     if (gt_trace_stopped_reason(t))
         sqlite3_bind_text(st, 4, gt_trace_stopped_reason(t), -1, SQLITE_STATIC);
     char broken[512];
-    if (gt_trace_check_links(t, broken, sizeof broken))
+    int links = gt_trace_check_links(t, broken, sizeof broken);
+    if (links < 0) {
+        rc = SQLITE_NOMEM;
+        goto out;
+    }
+    if (links > 0)
         sqlite3_bind_text(st, 5, broken, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
@@ -296,7 +304,12 @@ static int print_text(gt_trace *t, FILE *out, int all)
                      "then\n");
     }
     char broken[512];
-    if (gt_trace_check_links(t, broken, sizeof broken)) {
+    int links = gt_trace_check_links(t, broken, sizeof broken);
+    if (links < 0) {
+        rc = SQLITE_NOMEM;
+        goto out;
+    }
+    if (links > 0) {
         fputs("           damaged: its rows do not fit together (", out);
         gt_term_puts(out, broken);
         fputs(")\n", out);
@@ -361,7 +374,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
     int64_t i = 0, hidden = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         i++;
-        int ok = !strcmp(col(st, 2), "ok");
+        int ok = !strcmp(col(st, 2), GT_BACKWARD_STATUS_OK);
         if (!every && ok && i > SHOWN_AT_ENDS && i <= total - SHOWN_AT_ENDS) {
             hidden++;
             continue;

@@ -30,9 +30,10 @@
 /* One row per trace, read from the trace itself. */
 static const char info_row_sql[] =
     "SELECT r.rank, r.local_rank, r.world_size, r.backend, r.host, r.pid,"
-    " CASE WHEN r.status = 'running' THEN 'running (killed?)'"
-    "      WHEN r.status = 'signal' THEN 'signal ' || coalesce(r.signal, '?')"
-    "      WHEN r.status IN ('ok', 'exception') AND coalesce(r.exit_code, 0) != 0"
+    " CASE WHEN r.status = '" GT_RUN_STATUS_RUNNING "' THEN 'running (killed?)'"
+    "      WHEN r.status = '" GT_RUN_STATUS_SIGNAL "' THEN 'signal ' || coalesce(r.signal, '?')"
+    "      WHEN r.status IN ('" GT_RUN_STATUS_OK "', '" GT_RUN_STATUS_EXCEPTION "')"
+    "      AND coalesce(r.exit_code, 0) != 0"
     "      THEN r.status || ' (exit ' || r.exit_code || ')'"
     "      ELSE r.status END,"
     " (SELECT count(*) FROM ops), (SELECT count(*) FROM backward_calls),"

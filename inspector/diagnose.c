@@ -16,9 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "extent.h"
+#include "intlist.h"
 #include "replay.h"
 
 const char *gt_finding_kind_name(int kind)
@@ -98,13 +100,6 @@ static const char sql_bwerr[] =
 static const char sql_op[] =
     "SELECT coalesce(s.text, ''), o.phase, coalesce(o.stack, 0), o.grad_mode "
     "FROM ops o LEFT JOIN strings s ON s.id = o.name WHERE o.seq = ?1";
-/* The innermost user frame of a stack (its own frame if none is marked). */
-static const char sql_loc[] =
-    "SELECT coalesce(sf.text, ''), f.line, coalesce(sc.text, ''), f.id "
-    "FROM stacks s JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
-    "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sc ON sc.id = f.code "
-    "WHERE s.id = ?1";
-static const char sql_names[] = GT__NAMES_SQL;
 
 /* ---- context ----------------------------------------------------------- */
 
@@ -168,28 +163,6 @@ gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-/* Parse a JSON array of integers ("[16, 8]") into v (at most max); returns
- * the count, or -1 if it is not one. */
-static int parse_ints(const char *s, int64_t *v, int max)
-{
-    int n = 0;
-    if (!s || *s != '[')
-        return -1;
-    s++;
-    for (;;) {
-        while (isspace((unsigned char)*s) || *s == ',')
-            s++;
-        if (*s == ']')
-            return n;
-        char *end;
-        long long x = strtoll(s, &end, 10);
-        if (end == s || n == max)
-            return -1;
-        v[n++] = x;
-        s = end;
-    }
-}
-
 static int64_t dtype_size(const char *d)
 {
     static const struct {
@@ -217,9 +190,9 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
     if (s == SQLITE_ROW) {
         int64_t shape[GT__EXTENT_MAXDIM], strides[GT__EXTENT_MAXDIM];
         int64_t off = sqlite3_column_int64(st, 0);
-        int nd = parse_ints((const char *)sqlite3_column_text(st, 1), shape,
+        int nd = gt_ints_parse((const char *)sqlite3_column_text(st, 1), shape,
                             GT__EXTENT_MAXDIM);
-        int ns = parse_ints((const char *)sqlite3_column_text(st, 2), strides,
+        int ns = gt_ints_parse((const char *)sqlite3_column_text(st, 2), strides,
                             GT__EXTENT_MAXDIM);
         const char *dtype = (const char *)sqlite3_column_text(st, 3);
         snprintf(t->dtype, sizeof t->dtype, "%s", dtype ? dtype : "?");
@@ -304,47 +277,46 @@ static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
  * sharing its version counter) into buf; "" if it has none. */
 void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len)
 {
+    const char *const *v = NULL;
+    size_t n = 0;
     buf[0] = 0;
-    sqlite3_stmt *st = c->names;
-    sqlite3_bind_int64(st, 1, tensor);
-    int s = sqlite3_step(st);
-    if (s == SQLITE_ROW)
-        snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_reset(st);
+    int rc = gt_trace_names(c->t, tensor, &v, &n);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc == 1)
+        snprintf(buf, len, "%s", v[0]);
 }
 
 /* "file:line" of a stack's user frame, and its code line; "" if unknown. */
 void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char *code,
                       size_t clen, int64_t *frame)
 {
+    gt_loc l;
     where[0] = 0;
     if (code)
         code[0] = 0;
     if (frame)
         *frame = 0;
-    sqlite3_stmt *st = c->loc;
-    sqlite3_bind_int64(st, 1, stack);
-    int s = stack ? sqlite3_step(st) : SQLITE_DONE;
-    gt__dx_lookup_nomem(c, s);
-    if (s == SQLITE_ROW) {
-        /* Shown like every other path of the output: relative to the
-         * working directory when it lies below it. */
-        const char *file = (const char *)sqlite3_column_text(st, 0);
-        char cwd[4096];
-        size_t n;
-        if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 &&
-            !strncmp(file, cwd, n) && file[n] == '/')
-            file += n + 1;
-        snprintf(where, wlen, "%s:%d", file ? file : "", sqlite3_column_int(st, 1));
-        if (code)
-            snprintf(code, clen, "%s", (const char *)sqlite3_column_text(st, 2));
-        if (frame)
-            *frame = sqlite3_column_int64(st, 3);
-    }
-    sqlite3_reset(st);
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return;
+    /* Shown like every other path of the output: relative to the working
+     * directory when it lies below it. */
+    const char *file = l.file;
+    char cwd[4096];
+    size_t n;
+    if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 && !strncmp(file, cwd, n) &&
+        file[n] == '/')
+        file += n + 1;
+    snprintf(where, wlen, "%s:%d", file ? file : "", (int)l.line);
+    if (code)
+        snprintf(code, clen, "%s", l.code ? l.code : "");
+    if (frame)
+        *frame = l.frame;
+    gt_loc_release(&l);
 }
-
 
 void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o)
 {
@@ -465,7 +437,7 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         if (check_point(r, &r->order[i]) > hi)
             hi = check_point(r, &r->order[i]);
     }
-    if (!(list = gt__json_ints(ids, r->n)))
+    if (!(list = gt_ints_json(ids, r->n)))
         goto gt__dx_nomem;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -525,7 +497,7 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         goto out;
 
     free(list);
-    if (!(list = gt__json_ints(stor, ns)))
+    if (!(list = gt_ints_json(stor, ns)))
         goto gt__dx_nomem;
     st = c->silent;
     if ((rc = gt__pick_plan(c->db, c->silent_size, list, lo, hi, c->err, c->errlen)) < 0)
@@ -937,6 +909,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     sqlite3_stmt *calls = NULL;
     memset(&c, 0, sizeof c);
     c.db = gt_trace_db(t);
+    c.t = t;
     c.err = err;
     c.errlen = errlen;
     c.only = only;
@@ -952,8 +925,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     } stmts[] = {
         {sql_saved, &c.saved}, {sql_silent, &c.silent}, {sql_tensor, &c.tensor},
         {sql_silent_window, &c.silent_window}, {sql_silent_size, &c.silent_size},
-        {sql_bwerr, &c.bwerr}, {sql_op, &c.op},         {sql_loc, &c.loc},
-        {sql_names, &c.names}, {sql_calls, &calls},
+        {sql_bwerr, &c.bwerr}, {sql_op, &c.op}, {sql_calls, &calls},
     };
     {
         sqlite3_stmt *chk = NULL;
@@ -1052,8 +1024,6 @@ out:
     sqlite3_finalize(c.tensor);
     sqlite3_finalize(c.bwerr);
     sqlite3_finalize(c.op);
-    sqlite3_finalize(c.loc);
-    sqlite3_finalize(c.names);
     gt__replayer_free(c.rp);
     gt__imap_clear(&c.freed);
     gt__imap_clear(&c.tcache);

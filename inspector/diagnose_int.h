@@ -46,9 +46,9 @@ typedef struct gt__opinfo {
 /* The diagnosis of one trace. */
 typedef struct gt__dctx {
     sqlite3 *db;
+    gt_trace *t;    /* the reading layer: locations, names (trace.h) */
     gt_replayer *rp;
-    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op, *loc,
-        *names;
+    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op;
     gt_imap freed;  /* node id -> backward call that freed its saved tensors */
     gt_imap tcache; /* tensor id -> index in tv: tensors read in this backward */
     gt__tinfo *tv;

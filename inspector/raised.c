@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
 
 #include "diagnose_int.h"
 #include "pysrc.h"

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gradtrace/recorder.h>
+#include <gradtrace/error.h>
+#include <gradtrace/format.h>
+
+#include "intlist.h"
 
 struct gt_replayer {
     sqlite3 *db;
@@ -20,75 +23,30 @@ struct gt_replayer {
     sqlite3_stmt *inputs;
 };
 
-/* ---- hash map ---------------------------------------------------------- */
+/* ---- id map ------------------------------------------------------------ */
 
-static size_t imap_slot(int64_t key, size_t cap)
-{
-    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 17) & (cap - 1);
-}
-
+/* The id map is common/gtmap's, keyed by the id alone. */
 int gt__imap_get(const gt_imap *m, int64_t key, int64_t *val)
 {
-    if (m->cap == 0)
+    const uint64_t *v = gt_map_get(&m->m, (uint64_t)key, 0, 0);
+    if (!v)
         return 0;
-    for (size_t i = imap_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key) {
-            *val = m->vals[i];
-            return 1;
-        }
-        if (m->keys[i] == 0)
-            return 0;
-    }
-}
-
-static int imap_grow(gt_imap *m)
-{
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    int64_t *keys = calloc(cap, sizeof *keys);
-    int64_t *vals = calloc(cap, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        return GT_ENOMEM;
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == 0)
-            continue;
-        size_t j = imap_slot(m->keys[i], cap);
-        while (keys[j] != 0)
-            j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    return 0;
+    *val = (int64_t)*v;
+    return 1;
 }
 
 int gt__imap_put(gt_imap *m, int64_t key, int64_t val)
 {
-    if ((m->len + 1) * 2 > m->cap && imap_grow(m) != 0)
+    if (gt_map_put(&m->m, (uint64_t)key, 0, 0, (uint64_t)val) != 0)
         return GT_ENOMEM;
-    size_t i = imap_slot(key, m->cap);
-    while (m->keys[i] != 0 && m->keys[i] != key)
-        i = (i + 1) & (m->cap - 1);
-    if (m->keys[i] == 0) {
-        m->keys[i] = key;
-        m->len++;
-    }
-    m->vals[i] = val;
+    m->len = m->m.len;
     return 0;
 }
 
 void gt__imap_clear(gt_imap *m)
 {
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
+    gt_map_clear(&m->m);
+    m->len = 0;
 }
 
 /* ---- replayer ---------------------------------------------------------- */
@@ -397,7 +355,7 @@ static int mark_needed(gt_replayer *rp, graph *g, const gt_replay *r, char *err,
         goto nomem;
     for (size_t i = 0; i < g->n; i++)
         ids[i] = g->nodes[i].id;
-    if (!(list = gt__json_ints(ids, g->n)))
+    if (!(list = gt_ints_json(ids, g->n)))
         goto nomem;
     sqlite3_stmt *st = rp->inputs;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
@@ -547,8 +505,8 @@ static int load_call(gt_replayer *rp, gt_replay *r, char *err, size_t errlen)
         r->create_graph = sqlite3_column_int(st, 4);
         const char *status = (const char *)sqlite3_column_text(st, 5);
         r->status = !status                  ? GT_BACKWARD_RUNNING
-                    : !strcmp(status, "ok")    ? GT_BACKWARD_OK
-                    : !strcmp(status, "error") ? GT_BACKWARD_ERROR
+                    : !strcmp(status, GT_BACKWARD_STATUS_OK)    ? GT_BACKWARD_OK
+                    : !strcmp(status, GT_BACKWARD_STATUS_ERROR) ? GT_BACKWARD_ERROR
                                                : GT_BACKWARD_RUNNING;
         r->grad_api = sqlite3_column_int(st, 6);
         r->has_inputs = sqlite3_column_int(st, 7);
@@ -671,32 +629,6 @@ struct gt_counters {
     gt_imap end;     /* counter -> one past its last index */
 };
 
-char *gt__json_ints(const int64_t *v, size_t n)
-{
-    char *s = malloc(3 + n * 21), *p = s; /* "[", n * "-digits,", "]", NUL */
-    if (!s)
-        return NULL;
-    *p++ = '[';
-    for (size_t i = 0; i < n; i++) {
-        char tmp[24];
-        int k = 0;
-        uint64_t x = v[i] < 0 ? 0 - (uint64_t)v[i] : (uint64_t)v[i];
-        if (i)
-            *p++ = ',';
-        if (v[i] < 0)
-            *p++ = '-';
-        do {
-            tmp[k++] = (char)('0' + x % 10);
-            x /= 10;
-        } while (x);
-        while (k)
-            *p++ = tmp[--k];
-    }
-    *p++ = ']';
-    *p = 0;
-    return s;
-}
-
 int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
                   int64_t to_seq, char *err, size_t errlen)
 {
@@ -733,7 +665,7 @@ int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t fro
                       int64_t to_seq, gt_counters **out, char *err, size_t errlen)
 {
     int rc = 0, s;
-    char *list = gt__json_ints(vcs, n);
+    char *list = gt_ints_json(vcs, n);
     gt_counters *c = calloc(1, sizeof *c);
     sqlite3_stmt *st = rp->counters;
     if (!list || !c)

@@ -36,6 +36,7 @@
 #include <gradtrace/format.h> /* enum gt_backward_status */
 
 #include "diagnose.h"
+#include "gtmap.h"
 
 typedef struct gt_replay_node {
     int64_t id;          /* nodes.id */
@@ -127,38 +128,17 @@ void gt__counters_free(gt_counters *c);
 int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
                   int64_t to_seq, char *err, size_t errlen);
 
-/* "[1,2,3]": a JSON array of the integers, malloc'd; NULL on ENOMEM. */
-char *gt__json_ints(const int64_t *v, size_t n);
-
-/* The variable names of tensor ?1, one per row, best first: its own names,
- * then those of the bases it views (nearest first), then those of tensors
- * sharing its version counter (detach(), views); each group in binding
- * order. */
-#define GT__NAMES_SQL                                                            \
-    "WITH RECURSIVE base(id, depth) AS ("                                        \
-    " SELECT ?1, 0 UNION ALL SELECT t.alias_of, base.depth + 1 FROM tensors t"   \
-    " JOIN base ON t.id = base.id WHERE t.alias_of IS NOT NULL AND base.depth < 16"\
-    "), fam(id, rank) AS ("                                                       \
-    " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"          \
-    " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                \
-    " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "        \
-    "SELECT s.text FROM names n JOIN fam ON fam.id = n.tensor"                   \
-    " JOIN strings s ON s.id = n.name GROUP BY s.text"                          \
-    " ORDER BY min(fam.rank), min(n.seq)"
-
-/* ---- a small int64 -> int64 hash map, shared with diagnose.c ---------- */
+/* ---- an int64 -> int64 map (any key, 0 included), shared with diagnose.c */
 
 typedef struct gt_imap {
-    size_t cap;      /* slots, a power of two (0 when empty) */
-    size_t len;
-    int64_t *keys;   /* 0 marks an empty slot: keys must be non-zero */
-    int64_t *vals;
+    gt_map m;        /* common/gtmap.h: one id map for the whole code */
+    size_t len;      /* keys held */
 } gt_imap;
 
 /* Look `key` up; returns 1 and writes *val if present, else 0. */
 int gt__imap_get(const gt_imap *m, int64_t key, int64_t *val /* OUT */);
 
-/* Insert or replace. Returns 0 or GT_ENOMEM (map unchanged). key != 0. */
+/* Insert or replace. Returns 0 or GT_ENOMEM (map unchanged). */
 int gt__imap_put(gt_imap *m, int64_t key, int64_t val);
 
 /* Free the slots; the map is empty and reusable afterwards. */

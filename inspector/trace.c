@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
+#include "gtmap.h"
+#include "strbuf.h"
 #include "gt_indexes_sql.h"
 #include "gt_views_sql.h"
 
@@ -30,6 +33,20 @@ struct gt_trace {
     int64_t stopped_seq; /* run.stopped_seq (schema 2), 0 if none */
     char *stopped_reason;
     char note[512];      /* what opening did beyond reading, "" if nothing */
+    struct {             /* gt_trace_stmt's statements, by SQL address */
+        const char *sql;
+        sqlite3_stmt *st;
+    } *stmts;
+    size_t nstmts, capstmts;
+    gt_map names;        /* tensor id -> 1 + index in tnames */
+    struct tnames {      /* gt_trace_names / _json, read once per tensor */
+        char **v;
+        size_t n;
+        char *json;      /* the names as a JSON array */
+    } *tnames;
+    size_t ntnames, captnames;
+    char err[512];       /* gt_trace_errmsg */
+    int errcode;         /* the GT_E* code that came with it */
 };
 
 static int int_query(sqlite3 *db, const char *sql, int *out)
@@ -412,6 +429,17 @@ void gt_trace_close(gt_trace *t)
 {
     if (!t)
         return;
+    for (size_t i = 0; i < t->nstmts; i++)
+        sqlite3_finalize(t->stmts[i].st);
+    free(t->stmts);
+    for (size_t i = 0; i < t->ntnames; i++) {
+        for (size_t k = 0; k < t->tnames[i].n; k++)
+            free(t->tnames[i].v[k]);
+        free(t->tnames[i].v);
+        free(t->tnames[i].json);
+    }
+    free(t->tnames);
+    gt_map_clear(&t->names);
     sqlite3_close(t->db);
     free(t->stopped_reason);
     free(t->path);
@@ -459,20 +487,70 @@ static const struct {
      "s.parent))"},
 };
 
+#define N_LINK_CHECKS (sizeof link_checks / sizeof *link_checks)
+
+/* Every check's count in one statement (one prepare instead of one per
+ * check): 1 and counts[] filled, 0 if it cannot run (a table is missing:
+ * the checks then run one by one to say which), GT_ENOMEM. */
+static int link_counts(gt_trace *t, int64_t *counts)
+{
+    gt_strbuf b = GT_STRBUF_INIT;
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    gt_strbuf_adds(&b, "SELECT ");
+    for (size_t i = 0; i < N_LINK_CHECKS; i++)
+        gt_strbuf_addf(&b, "%s(%s)", i ? ", " : "", link_checks[i].sql);
+    if (b.oom) {
+        gt_strbuf_release(&b);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    int s = sqlite3_prepare_v2(t->db, b.p, -1, &st, NULL);
+    if (s == SQLITE_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        for (size_t i = 0; i < N_LINK_CHECKS; i++)
+            counts[i] = sqlite3_column_int64(st, (int)i);
+        rc = 1;
+    } else if ((s & 0xff) == SQLITE_NOMEM) {
+        rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    sqlite3_finalize(st);
+    gt_strbuf_release(&b);
+    return rc;
+}
+
 int gt_trace_check_links(gt_trace *t, char *what, size_t n)
 {
     size_t at = 0;
     int problems = 0;
+    int64_t counts[N_LINK_CHECKS];
     if (n)
         what[0] = '\0';
-    for (size_t i = 0; i < sizeof link_checks / sizeof *link_checks; i++) {
+    int all = link_counts(t, counts);
+    if (all < 0)
+        return all;
+    for (size_t i = 0; all && i < N_LINK_CHECKS; i++) {
+        if (counts[i] == 0)
+            continue;
+        problems++;
+        if (at < n) {
+            int w = snprintf(what + at, n - at, "%s%s: %" PRId64, at ? "; " : "",
+                             link_checks[i].what, counts[i]);
+            at += w > 0 ? (size_t)w : 0;
+        }
+    }
+    for (size_t i = 0; !all && i < N_LINK_CHECKS; i++) {
         sqlite3_stmt *st = NULL;
         int64_t count = 1;
         char one[200];
-        if (sqlite3_prepare_v2(t->db, link_checks[i].sql, -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW) {
+        int s = sqlite3_prepare_v2(t->db, link_checks[i].sql, -1, &st, NULL);
+        if (s == SQLITE_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
             count = sqlite3_column_int64(st, 0);
             snprintf(one, sizeof one, "%s: %" PRId64, link_checks[i].what, count);
+        } else if ((s & 0xff) == SQLITE_NOMEM) {
+            /* not a damaged trace: a check that could not run */
+            sqlite3_finalize(st);
+            if (n)
+                what[0] = '\0';
+            return gt__trace_fail(t, GT_ENOMEM, "out of memory");
         } else {
             snprintf(one, sizeof one, "cannot read %s: %s", link_checks[i].table,
                      sqlite3_errmsg(t->db));
@@ -501,4 +579,262 @@ int gt_trace_use_views(gt_trace *t, char *err, size_t errlen)
     if (rc == GT_OK)
         t->views = 1;
     return rc;
+}
+
+/* ---- the reading layer -------------------------------------------------- */
+
+const char *gt_trace_errmsg(const gt_trace *t) { return t->err; }
+
+int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->err, sizeof t->err, fmt, ap);
+    va_end(ap);
+    t->errcode = code;
+    return code;
+}
+
+/* A failed step or prepare: out of memory, or a trace SQLite cannot read. */
+static int sql_fail(gt_trace *t, int s)
+{
+    if ((s & 0xff) == SQLITE_NOMEM)
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    return gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(t->db));
+}
+
+sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql)
+{
+    for (size_t i = 0; i < t->nstmts; i++)
+        if (t->stmts[i].sql == sql) {
+            sqlite3_reset(t->stmts[i].st);
+            sqlite3_clear_bindings(t->stmts[i].st);
+            return t->stmts[i].st;
+        }
+    if (t->nstmts == t->capstmts) {
+        size_t cap = t->capstmts ? t->capstmts * 2 : 16;
+        void *v = realloc(t->stmts, cap * sizeof *t->stmts);
+        if (!v) {
+            gt__trace_fail(t, GT_ENOMEM, "out of memory");
+            return NULL;
+        }
+        t->stmts = v;
+        t->capstmts = cap;
+    }
+    sqlite3_stmt *st = NULL;
+    int s = sqlite3_prepare_v3(t->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+    if (s != SQLITE_OK) {
+        sqlite3_finalize(st);
+        sql_fail(t, s);
+        return NULL;
+    }
+    t->stmts[t->nstmts].sql = sql;
+    t->stmts[t->nstmts++].st = st;
+    return st;
+}
+
+/* A malloc'd copy of column i, NULL for SQL NULL; *oom set when out of
+ * memory. */
+static char *column_dup(sqlite3_stmt *st, int i, int *oom)
+{
+    const char *v = (const char *)sqlite3_column_text(st, i);
+    if (!v) {
+        if (sqlite3_column_type(st, i) != SQLITE_NULL)
+            *oom = 1; /* the conversion to text failed */
+        return NULL;
+    }
+    char *p = strdup(v);
+    if (!p)
+        *oom = 1;
+    return p;
+}
+
+static const char sql_loc[] =
+    "SELECT f.id, f.line, sf.text, sfn.text, sc.text, json_object('file', sf.text, "
+    "'line', f.line, 'function', sfn.text, 'code', sc.text) "
+    "FROM stacks s JOIN frames f ON f.id = " GT_USER_FRAME("s") " "
+    "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON sfn.id = f.function "
+    "LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = ?1";
+
+void gt_loc_release(gt_loc *l)
+{
+    free(l->file);
+    free(l->function);
+    free(l->code);
+    free(l->json);
+    memset(l, 0, sizeof *l);
+}
+
+int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!stack)
+        return 0;
+    sqlite3_stmt *st = gt_trace_stmt(t, sql_loc);
+    if (!st)
+        return t->errcode;
+    sqlite3_bind_int64(st, 1, stack);
+    int s = sqlite3_step(st), rc = 0, oom = 0;
+    if (s == SQLITE_ROW) {
+        out->frame = sqlite3_column_int64(st, 0);
+        out->line = sqlite3_column_int64(st, 1);
+        out->file = column_dup(st, 2, &oom);
+        out->function = column_dup(st, 3, &oom);
+        out->code = column_dup(st, 4, &oom);
+        out->json = column_dup(st, 5, &oom);
+        rc = 1;
+        if (oom || !out->json) {
+            gt_loc_release(out);
+            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
+        }
+    } else if (s != SQLITE_DONE) {
+        rc = sql_fail(t, s);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
+{
+    sqlite3_stmt *st = gt_trace_stmt(t, "SELECT parent FROM stacks WHERE id = ?1");
+    if (!st)
+        return t->errcode;
+    sqlite3_bind_int64(st, 1, stack);
+    int s = sqlite3_step(st), rc = 0;
+    *out = 0;
+    if (s == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = 1;
+    } else if (s != SQLITE_DONE) {
+        rc = sql_fail(t, s);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* The names of tensor ?1, in order (see gt_trace_names). */
+#define NAMES_SQL                                                                    \
+    "WITH RECURSIVE base(id, depth) AS ("                                            \
+    " SELECT ?1, 0 UNION ALL SELECT t.alias_of, base.depth + 1 FROM tensors t"       \
+    " JOIN base ON t.id = base.id WHERE t.alias_of IS NOT NULL AND base.depth < 16"  \
+    "), fam(id, rank) AS ("                                                          \
+    " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"              \
+    " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                    \
+    " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "            \
+    "SELECT s.text, json_quote(s.text) FROM names n JOIN fam ON fam.id = n.tensor"   \
+    " JOIN strings s ON s.id = n.name GROUP BY s.text"                               \
+    " ORDER BY min(fam.rank), min(n.seq)"
+
+/* each name, and its JSON value (the elements of gt_trace_names_json) */
+static const char sql_names[] = NAMES_SQL;
+
+/* The cache entry of tensor `tensor`, added empty (n = 0, json NULL,
+ * v NULL) with *fresh = 1 if there was none; NULL when out of memory. */
+static struct tnames *names_entry(gt_trace *t, int64_t tensor, int *fresh)
+{
+    uint64_t *at = gt_map_get(&t->names, (uint64_t)tensor, 0, 0);
+    *fresh = 0;
+    if (at)
+        return &t->tnames[*at - 1];
+    if (t->ntnames == t->captnames) {
+        size_t cap = t->captnames ? t->captnames * 2 : 16;
+        struct tnames *v = realloc(t->tnames, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        t->tnames = v;
+        t->captnames = cap;
+    }
+    if (gt_map_put(&t->names, (uint64_t)tensor, 0, 0, t->ntnames + 1) != 0)
+        return NULL;
+    struct tnames *e = &t->tnames[t->ntnames++];
+    memset(e, 0, sizeof *e);
+    *fresh = 1;
+    return e;
+}
+
+/* Read the names of `tensor` into e (empty on entry). */
+static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
+{
+    sqlite3_stmt *st = gt_trace_stmt(t, sql_names);
+    size_t cap = 0;
+    int s = SQLITE_DONE, oom = 0, rc = 0;
+    if (!st)
+        return t->errcode;
+    gt_strbuf json = GT_STRBUF_INIT;
+    sqlite3_bind_int64(st, 1, tensor);
+    gt_strbuf_adds(&json, "[");
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (e->n == cap) {
+            cap = cap ? cap * 2 : 4;
+            char **nv = realloc(e->v, cap * sizeof *nv);
+            if (!nv) {
+                oom = 1;
+                break;
+            }
+            e->v = nv;
+        }
+        /* json_group_array's shape: elements joined by "," */
+        const char *q = (const char *)sqlite3_column_text(st, 1);
+        if (!q) {
+            oom = 1;
+            break;
+        }
+        gt_strbuf_adds(&json, json.len > 1 ? "," : "");
+        gt_strbuf_adds(&json, q);
+        char *one = column_dup(st, 0, &oom);
+        if (oom)
+            break;
+        if (one)
+            e->v[e->n++] = one;
+    }
+    gt_strbuf_adds(&json, "]");
+    sqlite3_reset(st);
+    if (!oom && s == SQLITE_DONE && !(e->json = gt_strbuf_detach(&json)))
+        oom = 1;
+    gt_strbuf_release(&json);
+    if (oom)
+        rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    else if (s != SQLITE_DONE && s != SQLITE_ROW)
+        rc = sql_fail(t, s);
+    return rc;
+}
+
+/* Drop the entry just added for a tensor whose names could not be read. */
+static void names_forget(gt_trace *t, int64_t tensor, struct tnames *e)
+{
+    for (size_t k = 0; k < e->n; k++)
+        free(e->v[k]);
+    free(e->v);
+    free(e->json);
+    gt_map_del(&t->names, (uint64_t)tensor, 0, 0);
+    t->ntnames--; /* it is the last one */
+}
+
+int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out, size_t *n)
+{
+    int fresh, rc;
+    struct tnames *e = names_entry(t, tensor, &fresh);
+    if (!e)
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    if (fresh && (rc = read_names(t, tensor, e)) != 0) {
+        names_forget(t, tensor, e);
+        return rc;
+    }
+    *out = (const char *const *)e->v;
+    *n = e->n;
+    return e->n > 0;
+}
+
+int gt_trace_names_json(gt_trace *t, int64_t tensor, char **out)
+{
+    const char *const *v;
+    size_t n;
+    int rc = gt_trace_names(t, tensor, &v, &n);
+    if (rc < 0)
+        return rc;
+    int fresh;
+    struct tnames *e = names_entry(t, tensor, &fresh);
+    if (!(*out = strdup(e->json)))
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    return 0;
 }

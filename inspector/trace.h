@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gradtrace/error.h>
+
 typedef struct gt_trace gt_trace;
 
 /* Open `path` for reading. On failure returns a negative GT_E* code, writes
@@ -74,7 +76,69 @@ const char *gt_trace_stopped_reason(gt_trace *t);
  * even a killed one, never leaves them otherwise; a damaged or hand-edited
  * file may). Returns how many kinds of dangling reference (or unreadable
  * table) were found, 0 if none, and describes them in what[n], e.g. "saved
- * tensors pointing at no tensor: 3; cannot read edges: no such table: edges". */
-int gt_trace_check_links(gt_trace *t, char *what, size_t n);
+ * tensors pointing at no tensor: 3; cannot read edges: no such table: edges".
+ * GT_ENOMEM (what = "", the message on the handle) when a check could not
+ * run for want of memory: that is no damage. */
+int gt_trace_check_links(gt_trace *t, char *what, size_t n) GT_WARN_UNUSED;
+
+/* ---- the reading layer ---------------------------------------------------
+ *
+ * What the readers (diagnose, history, the JSON output, graph) ask of a
+ * trace, written once: statements prepared once per trace and kept on the
+ * handle, and typed calls for the questions every reader asks. A typed
+ * call returning int returns 1 (found), 0 (no such row: *out zeroed) or a
+ * negative GT_E* code, with the message kept on the handle
+ * (gt_trace_errmsg); out-parameters are written on 1 and 0 only. */
+
+/* The innermost user frame of the stack row aliased `s` in SQL (its own
+ * frame when none is marked): the one join of every reader that shows a
+ * line. */
+#define GT_USER_FRAME(s) "coalesce(" s ".user_frame, " s ".frame)"
+
+/* The prepared statement for `sql`, which must be a string literal (its
+ * address is the key), kept on the trace until it closes and returned
+ * reset with no bindings; the caller resets it when done. NULL on error,
+ * with the message on the handle. */
+sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql);
+
+/* The last error of a call on t, one line without program name or
+ * newline ("cannot read trace: ..."); "" if none. Owned by t. */
+const char *gt_trace_errmsg(const gt_trace *t);
+
+/* Set the handle's message (printf) and return code; for the readers built
+ * on the handle. */
+int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A code location: the innermost user frame of a stack. Strings are owned
+ * (gt_loc_release), NULL when the trace has none. */
+typedef struct gt_loc {
+    int64_t frame;  /* frames.id, 0 if none */
+    int64_t line;
+    char *file, *function, *code;
+    char *json;     /* {"file", "line", "function", "code"} (SQLite's
+                     * json_object, the trace's own value types) */
+} gt_loc;
+
+/* The location of stack `stack` (0 reads as none). */
+int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUSED;
+
+/* Free what a location owns and zero it; accepts a zeroed one. */
+void gt_loc_release(gt_loc *l);
+
+/* The parent of stack `stack` (0 if it has none). */
+int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out /* OUT */) GT_WARN_UNUSED;
+
+/* The variable names of a tensor: its own, its bases' (nearest first, at
+ * most 16 views deep), then those of tensors sharing its version counter,
+ * each once, in binding order within a rank: *n strings at *out, owned by
+ * the trace (read once per tensor, as the trace was then). 1 when there is
+ * at least one. */
+int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out /* OUT */,
+                   size_t *n /* OUT */) GT_WARN_UNUSED;
+
+/* The same names as one JSON array (SQLite's json_group_array), malloc'd
+ * into *out ("[]" for none). Returns 0 or a negative GT_E* code. */
+int gt_trace_names_json(gt_trace *t, int64_t tensor, char **out /* OUT */) GT_WARN_UNUSED;
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "intlist.h"
 #include "strbuf.h"
 #include "utf8.h"
 
@@ -102,12 +103,46 @@ static void test_utf8(void **state)
     assert_int_equal(gt_utf8_width("\xf0\x9f\x98\x80!"), 2);
 }
 
+/* The int-list encoder and decoder agree on every value, the extremes
+ * included; the decoder refuses what is not such a list. */
+static void test_intlist(void **state)
+{
+    (void)state;
+    const int64_t v[] = {0, 1, -1, 16, -8, INT64_MAX, INT64_MIN, 1234567890123};
+    size_t n = sizeof v / sizeof *v;
+    char buf[GT_INTS_ROOM(8)];
+    size_t len = gt_ints_format(buf, v, n);
+    assert_string_equal(buf, "[0,1,-1,16,-8,9223372036854775807,-9223372036854775808,"
+                             "1234567890123]");
+    assert_int_equal(len, strlen(buf));
+    assert_true(len < sizeof buf);
+    char *m = gt_ints_json(v, n);
+    assert_non_null(m);
+    assert_string_equal(m, buf);
+    free(m);
+    int64_t back[8];
+    assert_int_equal(gt_ints_parse(buf, back, 8), (int)n);
+    for (size_t i = 0; i < n; i++)
+        assert_true(back[i] == v[i]);
+    char *empty = gt_ints_json(NULL, 0);
+    assert_string_equal(empty, "[]");
+    assert_int_equal(gt_ints_parse(empty, back, 8), 0);
+    free(empty);
+    assert_int_equal(gt_ints_parse("[16, 8]", back, 8), 2);
+    assert_true(back[0] == 16 && back[1] == 8);
+    assert_int_equal(gt_ints_parse(buf, back, 7), -1); /* more than max */
+    assert_int_equal(gt_ints_parse("16,8", back, 8), -1);
+    assert_int_equal(gt_ints_parse("[16, x]", back, 8), -1);
+    assert_int_equal(gt_ints_parse(NULL, back, 8), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strbuf_add),
         cmocka_unit_test(test_strbuf_oom_sticks),
         cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_intlist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,8 +12,12 @@
 
 #include <sqlite3.h>
 
+#include <gradtrace/format.h>
+
+#define GT_XSTR(x) #x
+#define GT_STR(x) GT_XSTR(x) /* a macro's value as a string literal */
+
 #include "cmd.h"
-#include "gradtrace/format.h"
 #include "diagnose.h"
 #include "table_out.h"
 #include "trace.h"
@@ -803,9 +807,6 @@ static void test_sql_refuses_writes(void **state)
     free(before);
     free(after);
 }
-
-#define GT_STR_(x) #x
-#define GT_STR(x) GT_STR_(x)
 
 static void test_sql_allows_reads(void **state)
 {

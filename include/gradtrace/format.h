@@ -38,18 +38,26 @@ extern "C" {
  * (still recording, or killed) has GT_RUN_STATUS_RUNNING, the column's
  * default. */
 #define GT_RUN_STATUS_MAP(X)                                             \
-    X(GT_RUN_OK, 0, "ok")                                                \
-    X(GT_RUN_EXCEPTION, 1, "exception")                                  \
-    X(GT_RUN_SIGNAL, 2, "signal")
+    X(GT_RUN_OK, 0, GT_RUN_STATUS_OK)                                    \
+    X(GT_RUN_EXCEPTION, 1, GT_RUN_STATUS_EXCEPTION)                      \
+    X(GT_RUN_SIGNAL, 2, GT_RUN_STATUS_SIGNAL)
+/* The names as literals, for SQL text: "... WHERE status = '" GT_RUN_STATUS_OK "'" */
+#define GT_RUN_STATUS_OK "ok"
+#define GT_RUN_STATUS_EXCEPTION "exception"
+#define GT_RUN_STATUS_SIGNAL "signal"
 #define GT_RUN_STATUS_RUNNING "running"
 
 /* How a backward call ended: backward_calls.status holds the name
  * (GT_BACKWARD_RUNNING, the column's default, while it runs or if the
  * process died in it). */
 #define GT_BACKWARD_STATUS_MAP(X)                                        \
-    X(GT_BACKWARD_RUNNING, 0, "running")                                 \
-    X(GT_BACKWARD_OK, 1, "ok")                                           \
-    X(GT_BACKWARD_ERROR, 2, "error")
+    X(GT_BACKWARD_RUNNING, 0, GT_BACKWARD_STATUS_RUNNING)                \
+    X(GT_BACKWARD_OK, 1, GT_BACKWARD_STATUS_OK)                          \
+    X(GT_BACKWARD_ERROR, 2, GT_BACKWARD_STATUS_ERROR)
+/* The names as literals, for SQL text. */
+#define GT_BACKWARD_STATUS_RUNNING "running"
+#define GT_BACKWARD_STATUS_OK "ok"
+#define GT_BACKWARD_STATUS_ERROR "error"
 
 #define GT__FORMAT_ENUM(name, value, text) name = value,
 enum gt_role { GT_ROLE_MAP(GT__FORMAT_ENUM) };
