@@ -40,7 +40,7 @@
 
 #include "bench.h"
 
-#define NPARAMS 8
+#define NPARAMS  8
 #define NSCRATCH 64
 
 static double cpu_s(void)
@@ -61,22 +61,29 @@ typedef struct gen {
     long long ops;
 } gen;
 
-#define TRY(x)                                                                            \
-    do {                                                                                  \
-        if ((rc = (x)) != 0)                                                              \
-            goto out;                                                                     \
+#define TRY(x)                                                                           \
+    do {                                                                                 \
+        if ((rc = (x)) != 0)                                                             \
+            goto out;                                                                    \
     } while (0)
 
-static int new_tensor(gen *g, int64_t n, int rg, int leaf, int64_t created_by, int64_t *id)
+static int new_tensor(gen *g, int64_t n, int rg, int leaf, int64_t created_by,
+                      int64_t *id)
 {
     int64_t shape[2] = {n / 8 ? n / 8 : 1, 8}, strides[2] = {8, 1};
     int rc;
     int64_t storage = g->next_storage++;
     if ((rc = gt_storage(g->r, storage, n * 4, g->cpu)) != 0)
         return rc;
-    gt_tensor_info t = {.id = g->next_tensor++, .storage = storage, .dtype = g->f32,
-                        .ndim = 2, .shape = shape, .strides = strides,
-                        .requires_grad = rg, .is_leaf = leaf, .created_by = created_by};
+    gt_tensor_info t = {.id = g->next_tensor++,
+                        .storage = storage,
+                        .dtype = g->f32,
+                        .ndim = 2,
+                        .shape = shape,
+                        .strides = strides,
+                        .requires_grad = rg,
+                        .is_leaf = leaf,
+                        .created_by = created_by};
     if ((rc = gt_tensor(g->r, &t)) != 0)
         return rc;
     *id = t.id;
@@ -92,9 +99,14 @@ static int stack_for(gen *g, int line, const char *code, gt_id *out)
 
 static int setup(gen *g)
 {
-    static const char *names[8] = {"aten::addmm", "aten::relu", "aten::mul.Tensor",
-                                   "aten::add_.Tensor", "aten::_foreach_add_.List",
-                                   "aten::sum", "aten::mul_.Tensor", "aten::copy_"};
+    static const char *names[8] = {"aten::addmm",
+                                   "aten::relu",
+                                   "aten::mul.Tensor",
+                                   "aten::add_.Tensor",
+                                   "aten::_foreach_add_.List",
+                                   "aten::sum",
+                                   "aten::mul_.Tensor",
+                                   "aten::copy_"};
     int rc = 0;
     g->next_tensor = g->next_storage = g->next_node = 1;
     TRY(gt_intern_thread(g->r, 1, "MainThread", &g->thread));
@@ -114,8 +126,11 @@ static int setup(gen *g)
     TRY(stack_for(g, 25, "h.mul_(0.5)", &g->stack_bug));
     for (int p = 0; p < NPARAMS; p++) {
         TRY(new_tensor(g, 64, 1, 1, 0, &g->param[p]));
-        gt_node_info n = {.id = g->next_node++, .name = g->acc, .sequence_nr = -1,
-                          .thread = g->thread, .variable = g->param[p]};
+        gt_node_info n = {.id = g->next_node++,
+                          .name = g->acc,
+                          .sequence_nr = -1,
+                          .thread = g->thread,
+                          .variable = g->param[p]};
         TRY(gt_node(g->r, &n));
         g->param_acc[p] = n.id;
     }
@@ -127,8 +142,11 @@ out:
 
 static int op(gen *g, int name, int phase, gt_id stack, int64_t *seq)
 {
-    gt_op_info o = {.name = g->opn[name], .phase = phase, .grad_mode = phase == 0,
-                    .thread = g->thread, .stack = stack};
+    gt_op_info o = {.name = g->opn[name],
+                    .phase = phase,
+                    .grad_mode = phase == 0,
+                    .thread = g->thread,
+                    .stack = stack};
     g->ops++;
     return gt_op(g->r, &o, seq);
 }
@@ -141,7 +159,8 @@ static int filler(gen *g, long n)
         int a = (int)(g->ops % NSCRATCH), b = (int)((g->ops * 7 + 3) % NSCRATCH);
         TRY(op(g, 2 + (int)(i & 1), GT_PHASE_OTHER, g->stack_fill, &seq));
         TRY(gt_op_arg(g->r, seq, GT_ROLE_INPUT, 0, g->scratch[a], g->scratch_version[a]));
-        TRY(gt_op_arg(g->r, seq, GT_ROLE_MUTATED, 0, g->scratch[b], g->scratch_version[b]));
+        TRY(gt_op_arg(g->r, seq, GT_ROLE_MUTATED, 0, g->scratch[b],
+                      g->scratch_version[b]));
         TRY(gt_version_bump(g->r, seq, g->scratch[b], ++g->scratch_version[b], 0, NULL));
         if (i % 4 == 0) {
             TRY(new_tensor(g, 64, 0, 0, seq, &out));
@@ -165,15 +184,18 @@ static int step(gen *g, long graph, long fill, int bug)
         TRY(gt_op_arg(g->r, seq, GT_ROLE_INPUT, 1, g->param[p], g->param_version[p]));
         TRY(new_tensor(g, 512, 1, 0, seq, &out));
         TRY(gt_op_arg(g->r, seq, GT_ROLE_OUTPUT, 0, out, 0));
-        gt_node_info n = {.id = g->next_node++, .name = g->nodename, .op = seq,
-                          .sequence_nr = g->next_node, .thread = g->thread};
+        gt_node_info n = {.id = g->next_node++,
+                          .name = g->nodename,
+                          .op = seq,
+                          .sequence_nr = g->next_node,
+                          .thread = g->thread};
         TRY(gt_node(g->r, &n));
         TRY(gt_edge(g->r, n.id, 0, prev_node, 0));
         TRY(gt_edge(g->r, n.id, 1, g->param_acc[p], 0));
         TRY(gt_node_output(g->r, n.id, 0, out));
         TRY(gt_saved_tensor(g->r, n.id, g->slot_self, h, 0, 0, 2048, NULL));
-        TRY(gt_saved_tensor(g->r, n.id, g->slot_other, g->param[p], g->param_version[p], 0,
-                            256, NULL));
+        TRY(gt_saved_tensor(g->r, n.id, g->slot_other, g->param[p], g->param_version[p],
+                            0, 256, NULL));
         if (bug && k == graph / 2) {
             int64_t s2;
             TRY(op(g, 6, GT_PHASE_FORWARD, g->stack_bug, &s2));
@@ -229,7 +251,8 @@ out:
  * peak RSS is the diagnosis's own, not the generator's): the anchor, then
  * diagnose (all calls, then the last one); prints the figures with
  * `prefix`. */
-static void measure_here(const char *path, const char *prefix, long steps, long graph_nodes);
+static void measure_here(const char *path, const char *prefix, long steps,
+                         long graph_nodes);
 
 static void measure(const char *self, const char *path, const char *prefix, long steps,
                     long graph_nodes)
@@ -253,7 +276,8 @@ static void measure(const char *self, const char *path, const char *prefix, long
     _exit(0);
 }
 
-static void measure_here(const char *path, const char *prefix, long steps, long graph_nodes)
+static void measure_here(const char *path, const char *prefix, long steps,
+                         long graph_nodes)
 {
     gt_trace *t;
     gt_findings *f = NULL;
@@ -300,8 +324,10 @@ static void measure_here(const char *path, const char *prefix, long steps, long 
     printf("%s_diagnose_all_per_graph_node: %.1f us\n", prefix,
            call * 1e6 / (double)(steps * graph_nodes));
     printf("%s_diagnose_last_backward_call: %.1f ms\n", prefix, dlast * 1e3);
-    printf("%s_diagnose_all_over_anchor: %.2f x\n", prefix, anchor > 0 ? dall / anchor : 0);
-    printf("%s_findings: %zu (expected 1, %s)\n", prefix, nfind, right ? "correct" : "WRONG");
+    printf("%s_diagnose_all_over_anchor: %.2f x\n", prefix,
+           anchor > 0 ? dall / anchor : 0);
+    printf("%s_findings: %zu (expected 1, %s)\n", prefix, nfind,
+           right ? "correct" : "WRONG");
     printf("%s_peak_rss: %ld kB\n", prefix, ru.ru_maxrss);
     gt_trace_close(t);
     fflush(stdout);
@@ -342,7 +368,8 @@ int main(int argc, char **argv)
 
     long small_total = steps * (graph + NPARAMS + 1) + (total - steps * graph) / 10;
     if (generate(small, small_total, steps, graph, &ops) == 0) {
-        printf("generate_small_trace: %lld ops (same graphs, a tenth of the filler)\n", ops);
+        printf("generate_small_trace: %lld ops (same graphs, a tenth of the filler)\n",
+               ops);
         measure(argv[0], small, "small", steps, graph);
     }
     if (!getenv("GT_BENCH_KEEP")) {

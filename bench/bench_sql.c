@@ -43,7 +43,8 @@ static int generate(const char *path, long total, long steps, long graph)
     int ok = -1;
     long per_step = total / steps;
     long filler = per_step - graph - PARAMS;
-    gt_id next_tensor = 1, next_node = 1, thread, frames[5], stacks[5], s_opt, s_bug, s_bw;
+    gt_id next_tensor = 1, next_node = 1, thread, frames[5], stacks[5], s_opt, s_bug,
+          s_bw;
     gt_id n_mm, n_add, n_mul, n_acc, n_mmb, n_f32, cpu, s_self, s_mat2, api;
     gt_id param[PARAMS], acc[PARAMS], scratch;
     int64_t pver[PARAMS] = {0}, sver = 0, seq;
@@ -138,7 +139,8 @@ static int generate(const char *path, long total, long steps, long graph)
             CHECK(gt_edge(r, n.id, 1, acc[p], 0));
             CHECK(gt_node_output(r, n.id, 0, t.id));
             CHECK(gt_saved_tensor(r, n.id, s_self, act, 0, 0, 64 * 64 * 4, NULL));
-            CHECK(gt_saved_tensor(r, n.id, s_mat2, param[p], pver[p], 0, 64 * 64 * 4, NULL));
+            CHECK(gt_saved_tensor(r, n.id, s_mat2, param[p], pver[p], 0, 64 * 64 * 4,
+                                  NULL));
             if (last && k == graph / 2)
                 bug_act = act;
             act = t.id;
@@ -248,12 +250,12 @@ int main(int argc, char **argv)
         {"saved_all_rows", "SELECT count(line) FROM saved"},
         {"saved_memory", "SELECT count(*) FROM saved_memory"},
         {"backward_log", "SELECT count(error_type) FROM backward_log"},
-        {"tensor_history_one_tensor", "SELECT count(*) FROM tensor_history WHERE tensor = 1"},
+        {"tensor_history_one_tensor",
+         "SELECT count(*) FROM tensor_history WHERE tensor = 1"},
         {"events_one_line",
          "SELECT count(*) FROM events WHERE file = 'train.py' AND line = 25"},
-        {"backward_reach_last",
-         "SELECT count(*) FROM backward_reach WHERE backward = "
-         "(SELECT max(id) FROM backward_calls)"},
+        {"backward_reach_last", "SELECT count(*) FROM backward_reach WHERE backward = "
+                                "(SELECT max(id) FROM backward_calls)"},
     };
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
         double s = timed(db, q[i].sql, &v);

@@ -31,9 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEPTH 20
+#define DEPTH   20
 #define NFRAMES 500
-#define NPATHS 200
+#define NPATHS  200
 
 static double now_s(void)
 {
@@ -104,10 +104,9 @@ static int run_recorder(const char *path, long ops, struct result *res)
     }
     double t0 = now_s(), c0 = cpu_s();
     gt_id thread, names[8], slot, frames[NFRAMES];
-    static const char *opnames[8] = {"aten::mul.Tensor", "aten::add.Tensor",
-                                     "aten::mul_.Tensor", "aten::relu",
-                                     "aten::mm", "aten::sum", "aten::view",
-                                     "aten::addmm"};
+    static const char *opnames[8] = {
+        "aten::mul.Tensor", "aten::add.Tensor", "aten::mul_.Tensor", "aten::relu",
+        "aten::mm",         "aten::sum",        "aten::view",        "aten::addmm"};
     int rc = gt_intern_thread(r, 1000, "MainThread", &thread);
     for (int i = 0; i < 8 && rc == 0; i++)
         rc = gt_intern_string(r, opnames[i], strlen(opnames[i]), &names[i]);
@@ -129,8 +128,11 @@ static int run_recorder(const char *path, long ops, struct result *res)
             gt_id f = frames[path_frames[d]];
             rc = gt_intern_stack(r, stack, f, f, &stack);
         }
-        gt_op_info op = {.name = names[i & 7], .phase = GT_PHASE_FORWARD,
-                         .grad_mode = 1, .thread = thread, .stack = stack};
+        gt_op_info op = {.name = names[i & 7],
+                         .phase = GT_PHASE_FORWARD,
+                         .grad_mode = 1,
+                         .thread = thread,
+                         .stack = stack};
         int64_t seq = 0;
         if (rc == 0)
             rc = gt_op(r, &op, &seq);
@@ -179,9 +181,11 @@ static int run_anchor(const char *path, long long rows, double *seconds, double 
     unlink(path);
     rc = sqlite3_open(path, &db);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-                              " CREATE TABLE t (a INTEGER PRIMARY KEY, b INTEGER,"
-                              " c INTEGER, d INTEGER, e INTEGER)", NULL, NULL, NULL);
+        rc = sqlite3_exec(db,
+                          "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+                          " CREATE TABLE t (a INTEGER PRIMARY KEY, b INTEGER,"
+                          " c INTEGER, d INTEGER, e INTEGER)",
+                          NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(db, "INSERT INTO t VALUES (?1, ?2, ?3, ?4, ?5)", -1, &st,
                                 NULL);
@@ -215,8 +219,9 @@ static void table_sizes(const char *path, long ops)
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT name, sum(pgsize), sum(payload), sum(unused)"
-                               " FROM dbstat GROUP BY name ORDER BY 2 DESC",
+        sqlite3_prepare_v2(db,
+                           "SELECT name, sum(pgsize), sum(payload), sum(unused)"
+                           " FROM dbstat GROUP BY name ORDER BY 2 DESC",
                            -1, &st, NULL) != SQLITE_OK) {
         printf("note: no dbstat: %s\n", sqlite3_errmsg(db));
         sqlite3_close(db);
@@ -251,7 +256,8 @@ int main(int argc, char **argv)
     snprintf(anchor, sizeof(anchor), "%s/bench_anchor_%ld.db", dir, (long)getpid());
     make_paths();
 
-    double best_rec = 0, best_anchor = 0, best_close = 0, best_rec_cpu = 0, best_anchor_cpu = 0;
+    double best_rec = 0, best_anchor = 0, best_close = 0, best_rec_cpu = 0,
+           best_anchor_cpu = 0;
     struct result res = {0};
     int ok = 1;
     for (int round = 0; round < rounds && ok; round++) {
@@ -289,8 +295,10 @@ int main(int argc, char **argv)
         printf("ratio_anchor_over_recorder: %.2f x\n", anc_eps / rec_eps);
         printf("recorder_events_per_cpu_s: %.0f events/s\n",
                (double)res.events / best_rec_cpu);
-        printf("anchor_rows_per_cpu_s: %.0f rows/s\n", (double)res.events / best_anchor_cpu);
-        printf("ratio_cpu_anchor_over_recorder: %.2f x\n", best_rec_cpu / best_anchor_cpu);
+        printf("anchor_rows_per_cpu_s: %.0f rows/s\n",
+               (double)res.events / best_anchor_cpu);
+        printf("ratio_cpu_anchor_over_recorder: %.2f x\n",
+               best_rec_cpu / best_anchor_cpu);
         printf("close_seconds: %.3f s\n", best_close);
         printf("trace_bytes: %lld bytes\n", res.file_bytes);
         printf("bytes_per_op: %.1f bytes\n", (double)res.file_bytes / (double)ops);

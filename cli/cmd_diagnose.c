@@ -33,7 +33,10 @@ typedef struct qdb {
 
 /* The prepared statement for `sql` (a literal), reset and unbound; NULL on
  * error. */
-static sqlite3_stmt *qprep(qdb *q, const char *sql) { return gt_trace_stmt(q->t, sql); }
+static sqlite3_stmt *qprep(qdb *q, const char *sql)
+{
+    return gt_trace_stmt(q->t, sql);
+}
 
 /* Run `sql` with parameters described by `types` ('i': int64_t, 's': const
  * char * (NULL binds NULL), 'j': JSON text bound as text) and return the
@@ -66,7 +69,8 @@ static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
         const char *t = (const char *)sqlite3_column_text(st, 0);
         /* NULL for a value that is not SQL NULL: converting it to text
          * (an integer column) ran out of memory */
-        if ((t && !(out = strdup(t))) || (!t && sqlite3_column_type(st, 0) != SQLITE_NULL))
+        if ((t && !(out = strdup(t))) ||
+            (!t && sqlite3_column_type(st, 0) != SQLITE_NULL))
             *rc = GT_ENOMEM;
     } else if (s != SQLITE_DONE) {
         *rc = GT_ESQL;
@@ -164,18 +168,19 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
  * Ops of a compiled graph have no user frame inside it. */
 static char *compiled_eager_json(qdb *db, int *rc)
 {
-    return qtext(db, rc,
-                 "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
-                 " UNION ALL SELECT up.start, s.parent, up.d + 1 FROM stacks s"
-                 " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
-                 " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
-                 " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
-                 " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
-                 " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
-                 " JOIN strings sf ON sf.id = f.file)"
-                 " SELECT CASE WHEN EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
-                 " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
-                 "");
+    return qtext(
+        db, rc,
+        "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
+        " UNION ALL SELECT up.start, s.parent, up.d + 1 FROM stacks s"
+        " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
+        " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
+        " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
+        " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
+        " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+        " JOIN strings sf ON sf.id = f.file)"
+        " SELECT CASE WHEN EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
+        " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
+        "");
 }
 
 /* The tensor's names as a JSON array (gt_trace_names_json); NULL on error. */
@@ -188,7 +193,10 @@ static char *names_json(qdb *db, int *rc, int64_t tensor)
     return out;
 }
 
-static const char *tf(int b) { return b ? "true" : "false"; }
+static const char *tf(int b)
+{
+    return b ? "true" : "false";
+}
 
 /* Join JSON values into one array in a single pass: each element was built
  * by SQLite's JSON functions, so the commas and brackets are all that is
@@ -230,24 +238,28 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
     }
     for (size_t i = 0; i < f->n_mutations && !*rc; i++) {
         const gt_mutation *m = &f->mutations[i];
-        char *stack = m->seq ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i",
-                                     m->seq)
-                             : NULL;
+        char *stack =
+            m->seq ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", m->seq)
+                   : NULL;
         int64_t sid = stack ? strtoll(stack, NULL, 10) : m->stack;
         char *loc = sid ? loc_json(db, rc, sid) : NULL;
         char *names = names_json(db, rc, m->tensor);
-        char *one = qtext(
-            db, rc,
-            "SELECT json_object('seq', CASE WHEN ?1 = 0 THEN NULL ELSE ?1 END, 'op', (SELECT s.text FROM ops o JOIN strings s "
-            "ON s.id = o.name WHERE o.seq = ?1), 'version_after', CASE WHEN ?2 < 0 THEN NULL "
-            "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
-            "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
-            "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN 'true' "
-            "ELSE 'false' END))",
-            "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
-            /* a swap recorded at its `.data =` line: a write with no op */
-            (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP));
+        char *one =
+            qtext(db, rc,
+                  "SELECT json_object('seq', CASE WHEN ?1 = 0 THEN NULL ELSE ?1 END, "
+                  "'op', (SELECT s.text FROM ops o JOIN strings s "
+                  "ON s.id = o.name WHERE o.seq = ?1), 'version_after', CASE WHEN ?2 < 0 "
+                  "THEN NULL "
+                  "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
+                  "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE "
+                  "WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
+                  "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
+                  "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN "
+                  "'true' "
+                  "ELSE 'false' END))",
+                  "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
+                  /* a swap recorded at its `.data =` line: a write with no op */
+                  (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP));
         free(stack);
         free(loc);
         free(names);
@@ -266,8 +278,10 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
  * the node is not one, or no such frame is recorded. */
 static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t stack)
 {
-    char *name = qtext(db, rc, "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
-                               "WHERE n.id = ?1", "i", node);
+    char *name = qtext(db, rc,
+                       "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
+                       "WHERE n.id = ?1",
+                       "i", node);
     char fwd[160];
     size_t n = name ? strlen(name) : 0;
     int64_t out = 0;
@@ -314,22 +328,29 @@ static int64_t call_inner_stack(qdb *db, int *rc, int64_t node, int64_t tensor)
     char *s = qtext(
         db, rc,
         "WITH c AS (SELECT n.op AS s, (SELECT max(m.seq) FROM nodes m WHERE m.op = n.op)"
-        "  AS u, (SELECT " GT_USER_FRAME("k") " FROM stacks k WHERE k.id = o.stack)"
-        "  AS f FROM nodes n JOIN ops o ON o.seq = n.op JOIN strings sn ON sn.id = o.name"
-        "  WHERE n.id = ?1 AND instr(sn.text, '::') = 0), "
-        /* the call's ops that ran inside it (not PyTorch's own at the call line) */
-        "i AS (SELECT o.seq FROM ops o JOIN stacks k ON k.id = o.stack, c"
-        "  WHERE o.seq > c.s AND o.seq <= c.u"
-        "  AND " GT_USER_FRAME("k") " IS NOT c.f) "
-        "SELECT o.stack FROM ops o WHERE o.seq = coalesce("
-        " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op WHERE a.tensor = ?2"
-        "  AND a.role = 0 AND NOT EXISTS (SELECT 1 FROM op_args w"
-        "  WHERE w.op = a.op AND w.role = 2 AND w.tensor = ?2)),"
-        " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op WHERE a.tensor = ?2"
-        "  AND a.role = 0),"
-        " (SELECT t.created_by FROM node_outputs no JOIN tensors t ON t.id = no.tensor"
-        "  JOIN i ON i.seq = t.created_by WHERE no.node = ?1"
-        "  ORDER BY no.output_nr LIMIT 1))",
+        "  AS u, (SELECT " GT_USER_FRAME(
+            "k") " FROM stacks k WHERE k.id = o.stack)"
+                 "  AS f FROM nodes n JOIN ops o ON o.seq = n.op JOIN strings sn ON "
+                 "sn.id = o.name"
+                 "  WHERE n.id = ?1 AND instr(sn.text, '::') = 0), "
+                 /* the call's ops that ran inside it (not PyTorch's own at the call line)
+                  */
+                 "i AS (SELECT o.seq FROM ops o JOIN stacks k ON k.id = o.stack, c"
+                 "  WHERE o.seq > c.s AND o.seq <= c.u"
+                 "  AND " GT_USER_FRAME(
+                     "k") " IS NOT c.f) "
+                          "SELECT o.stack FROM ops o WHERE o.seq = coalesce("
+                          " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op "
+                          "WHERE a.tensor = ?2"
+                          "  AND a.role = 0 AND NOT EXISTS (SELECT 1 FROM op_args w"
+                          "  WHERE w.op = a.op AND w.role = 2 AND w.tensor = ?2)),"
+                          " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op "
+                          "WHERE a.tensor = ?2"
+                          "  AND a.role = 0),"
+                          " (SELECT t.created_by FROM node_outputs no JOIN tensors t ON "
+                          "t.id = no.tensor"
+                          "  JOIN i ON i.seq = t.created_by WHERE no.node = ?1"
+                          "  ORDER BY no.output_nr LIMIT 1))",
         "ii", node, tensor);
     int64_t out = s ? strtoll(s, NULL, 10) : 0;
     free(s);
@@ -339,7 +360,8 @@ static int64_t call_inner_stack(qdb *db, int *rc, int64_t node, int64_t tensor)
 static int is_view_kind(int kind)
 {
     return kind == GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE ||
-           kind == GT_FINDING_VIEW_NO_GRAD_INPLACE || kind == GT_FINDING_VIEW_INFERENCE_INPLACE ||
+           kind == GT_FINDING_VIEW_NO_GRAD_INPLACE ||
+           kind == GT_FINDING_VIEW_INFERENCE_INPLACE ||
            kind == GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE;
 }
 
@@ -363,8 +385,8 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
     char *view = NULL, *cands = NULL, *origin = NULL, *out = NULL;
     if (is_view_kind(f->kind) || (f->kind == GT_FINDING_LEAF_INPLACE && f->view_op)) {
         if (f->view_op) {
-            char *stack = qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i",
-                                f->view_op);
+            char *stack =
+                qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", f->view_op);
             char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
             origin = qtext(db, rc,
                            "SELECT json_object('seq', o.seq, 'op', s.text, 'grad_mode', "
@@ -399,17 +421,16 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
         free_items(items, n);
     }
     if (!*rc)
-        out = qtext(db, rc,
-                    "SELECT json_set(?1, '$.view', json(?2), '$.candidates', json(?3), "
-                    "'$.mismatch', json(CASE ?4 WHEN 1 THEN 'true' WHEN 0 THEN 'false' END), "
-                    "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, "
-                    "'$.outside_recording', json(CASE ?6 WHEN 1 THEN 'true' "
-                    "WHEN 0 THEN 'false' END))",
-                    "sssiii", doc, view, cands,
-                    (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->mismatch : -1),
-                    f->error_seq,
-                    (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->outside_recording
-                                                                : -1));
+        out = qtext(
+            db, rc,
+            "SELECT json_set(?1, '$.view', json(?2), '$.candidates', json(?3), "
+            "'$.mismatch', json(CASE ?4 WHEN 1 THEN 'true' WHEN 0 THEN 'false' END), "
+            "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, "
+            "'$.outside_recording', json(CASE ?6 WHEN 1 THEN 'true' "
+            "WHEN 0 THEN 'false' END))",
+            "sssiii", doc, view, cands,
+            (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->mismatch : -1), f->error_seq,
+            (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->outside_recording : -1));
 out:
     free(view);
     free(cands);
@@ -499,19 +520,20 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
     if (out && f->error_seq && f->matches_error == 1 && f->tensor) {
         /* Under vmap PyTorch's message shows one sample's shape, the trace
          * the batched tensor: both are shown ('saved.error_shape'). */
-        char *msg = qtext(db, rc, "SELECT message FROM errors WHERE seq = ?1", "i",
-                          f->error_seq);
+        char *msg =
+            qtext(db, rc, "SELECT message FROM errors WHERE seq = ?1", "i", f->error_seq);
         gt_pymsg m;
         if (msg) {
             gt__pymsg_parse(msg, &m);
-            char *with = m.has_versions
-                             ? qtext(db, rc,
-                                     "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''),"
-                                     " ']', '') FROM tensors WHERE id = ?2) != ?3 THEN"
-                                     " json_set(?1, '$.saved.error_shape', json('[' || ?3 ||"
-                                     " ']')) ELSE ?1 END",
-                                     "sis", out, f->tensor, m.shape)
-                             : NULL;
+            char *with =
+                m.has_versions
+                    ? qtext(db, rc,
+                            "SELECT CASE WHEN (SELECT replace(replace(shape, '[', ''),"
+                            " ']', '') FROM tensors WHERE id = ?2) != ?3 THEN"
+                            " json_set(?1, '$.saved.error_shape', json('[' || ?3 ||"
+                            " ']')) ELSE ?1 END",
+                            "sis", out, f->tensor, m.shape)
+                    : NULL;
             if (with) {
                 free(out);
                 out = with;
@@ -520,8 +542,9 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         free(msg);
     }
     if (out && inner_loc) {
-        char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))",
-                           "ss", out, inner_loc);
+        char *with =
+            qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))", "ss",
+                  out, inner_loc);
         if (with) {
             free(out);
             out = with;
@@ -549,8 +572,10 @@ out:
 /* The run's error: the last one recorded (the one that ended it). */
 static char *error_json(qdb *db, int *rc)
 {
-    char *stack = qtext(db, rc, "SELECT coalesce(stack, 0) FROM errors ORDER BY seq DESC "
-                                "LIMIT 1", "");
+    char *stack = qtext(db, rc,
+                        "SELECT coalesce(stack, 0) FROM errors ORDER BY seq DESC "
+                        "LIMIT 1",
+                        "");
     if (!stack)
         return NULL;
     char *loc = loc_json(db, rc, strtoll(stack, NULL, 10));
@@ -600,7 +625,7 @@ static const style ansi = {"\033[1m", "\033[1;31m", "\033[33m", "\033[36m",
 typedef struct jdoc {
     struct jent {
         char *key, *parent, *val;
-    } *v;
+    } * v;
     size_t n, cap;
     char **keep; /* gt_term_text copies handed out */
     size_t nkeep, capkeep;
@@ -782,8 +807,7 @@ static void print_loc(FILE *o, jdoc *d, const style *st, const char *cwd,
     /* a notebook cell (named "In [3]" by the recorder) reads as Jupyter's */
     const char *sep = !strncmp(file, "In [", 4) ? ", line " : ":";
     fprintf(o, "    %-11s %s%s%s%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), sep, line,
-            st->reset,
-            fn[0] ? "  in " : "", fn, "");
+            st->reset, fn[0] ? "  in " : "", fn, "");
     const char *c = code;
     while (*c == ' ' || *c == '\t')
         c++;
@@ -819,24 +843,28 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         /* a c10d collective writes in place without bumping the version */
         const char *wop = jt(d, "$.mutations[0].op");
         if (!strncmp(wop, "c10d::", 6))
-            fprintf(o, "%s overwritten by the collective %s, which autograd cannot see, "
-                       "after %s saved it as %s: gradients are silently wrong",
+            fprintf(o,
+                    "%s overwritten by the collective %s, which autograd cannot see, "
+                    "after %s saved it as %s: gradients are silently wrong",
                     nm, wop, node, slot);
         else
-            fprintf(o, "%s overwritten through an alias autograd cannot see, after %s "
-                       "saved it as %s: gradients are silently wrong",
+            fprintf(o,
+                    "%s overwritten through an alias autograd cannot see, after %s "
+                    "saved it as %s: gradients are silently wrong",
                     nm, node, slot);
-    }
-    else if (!strcmp(kind, "silent_saved_write"))
-        fprintf(o, "%s's bytes changed between %s saving it as %s and backward using it, "
-                   "with no write autograd saw: gradients are silently wrong",
+    } else if (!strcmp(kind, "silent_saved_write"))
+        fprintf(o,
+                "%s's bytes changed between %s saving it as %s and backward using it, "
+                "with no write autograd saw: gradients are silently wrong",
                 nm, node, slot);
     else if (!strcmp(kind, "silent_storage_swap"))
-        fprintf(o, "%s swapped to other memory after %s saved it as %s: backward read the "
-                   "new data, gradients are silently wrong",
+        fprintf(o,
+                "%s swapped to other memory after %s saved it as %s: backward read the "
+                "new data, gradients are silently wrong",
                 nm, node, slot);
     else if (!strcmp(kind, "backward_twice"))
-        fprintf(o, "backward #%s reached %s, whose saved tensors backward #%s already freed",
+        fprintf(o,
+                "backward #%s reached %s, whose saved tensors backward #%s already freed",
                 bi, node, fb);
     else if (!strcmp(kind, "leaf_inplace")) {
         /* named as the raising line writes it ("v1[0]", "x[:, 1]"), with the
@@ -844,14 +872,17 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         const char *ln = names_text(d, "$.leaf.names");
         const char *ex = jt(d, "$.leaf.expression"), *vw = jx(d, "$.view.origin.seq");
         if (ex[0] && vw[0])
-            fprintf(o, "in-place operation on %s, a view of %s%s", ex, ln[0] ? ln : "a leaf",
+            fprintf(o, "in-place operation on %s, a view of %s%s", ex,
+                    ln[0] ? ln : "a leaf",
                     ln[0] ? ", a leaf tensor that requires grad" : " that requires grad");
         else if (ex[0] && ln[0] && strcmp(ex, ln) != 0)
-            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad", ex,
-                    ln);
+            fprintf(o, "in-place operation on %s (%s), a leaf tensor that requires grad",
+                    ex, ln);
         else
             fprintf(o, "in-place operation on %s, a leaf tensor that requires grad",
-                    ex[0] ? ex : ln[0] ? ln : "a leaf");
+                    ex[0]   ? ex
+                    : ln[0] ? ln
+                            : "a leaf");
     } else if (!strcmp(kind, "unexplained")) {
         if (!strcmp(jx(d, "$.outside_recording"), "1"))
             fprintf(o, "the run raised an in-place error about a graph whose forward ran "
@@ -894,8 +925,10 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     tn[0] ? tn : "a tensor", td, ts);
         }
         if (!n)
-            fprintf(o, "    %-11s %sno recorded tensor matches the message's dtype, shape "
-                       "and version%s\n", "candidates", st->dim, st->reset);
+            fprintf(o,
+                    "    %-11s %sno recorded tensor matches the message's dtype, shape "
+                    "and version%s\n",
+                    "candidates", st->dim, st->reset);
     } else if (at_op) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
         int show_view = strncmp(kind, "view_", 5) == 0 || jx(d, "$.view.origin.seq")[0];
@@ -905,8 +938,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
             if (jx(d, "$.view.origin.location")[0]) {
                 const char *vop = jt(d, "$.view.origin.op");
                 print_loc(o, d, st, cwd, "view from", "$.view.origin.location");
-                fprintf(o, "    %11s %s%-20s%s made %s%s\n", "", st->yellow, vop, st->reset,
-                        vn[0] ? vn : "the view",
+                fprintf(o, "    %11s %s%-20s%s made %s%s\n", "", st->yellow, vop,
+                        st->reset, vn[0] ? vn : "the view",
                         !strcmp(gm, "0") ? " with grad mode off" : "");
             } else {
                 fprintf(o, "    %-11s %s(the op that made it is not in the trace)%s\n",
@@ -938,12 +971,12 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         const char *mn = names_text(d, sub(k, sizeof k, key, ".names"));
         if (!prev || strcmp(prev, mloc) != 0)
             print_loc(o, d, st, cwd,
-                      !strcmp(kind, "silent_storage_write")  ? "written at"
-                      : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at"
-                                                                      : "swapped at")
-                      : !strcmp(kind, "silent_saved_write")  ? "touched at"
-                      : !strcmp(kind, "unexplained")         ? "last written"
-                                                             : "modified at",
+                      !strcmp(kind, "silent_storage_write") ? "written at"
+                      : !strcmp(kind, "silent_storage_swap")
+                          ? (op[0] ? "noticed at" : "swapped at")
+                      : !strcmp(kind, "silent_saved_write") ? "touched at"
+                      : !strcmp(kind, "unexplained")        ? "last written"
+                                                            : "modified at",
                       lk);
         fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow, op, st->reset,
                 mn[0] ? mn : "", ver[0] ? " -> version " : "", ver);
@@ -957,30 +990,35 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     if (bi[0]) {
         print_loc(o, d, st, cwd, "needed by", "$.backward.location");
         if (!strcmp(kind, "inplace_invalidated_saved"))
-            fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi, va, sv);
+            fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi,
+                    va, sv);
         else
             fprintf(o, "    %11s backward #%s\n", "", bi);
     }
     if (!strcmp(kind, "unexplained")) {
         if (!strcmp(jx(d, "$.mismatch"), "1"))
-            fprintf(o, "    %-11s %sthe finding marked first to fail for this backward "
-                       "does not match PyTorch's message%s\n", "error", st->yellow,
-                    st->reset);
+            fprintf(o,
+                    "    %-11s %sthe finding marked first to fail for this backward "
+                    "does not match PyTorch's message%s\n",
+                    "error", st->yellow, st->reset);
         else
             fprintf(o, "    %-11s %sno finding matches the error PyTorch raised%s\n",
                     "error", st->yellow, st->reset);
     } else if (strcmp(ftf, "1") != 0 && match[0])
-        fprintf(o, "    %-11s %snot the one PyTorch raised: it stops at the first stale "
-                   "tensor%s\n", "error", st->dim, st->reset);
+        fprintf(o,
+                "    %-11s %snot the one PyTorch raised: it stops at the first stale "
+                "tensor%s\n",
+                "error", st->dim, st->reset);
     else if (!strcmp(match, "1")) {
         const char *es = jx(d, "$.saved.error_shape");
         if (es[0])
-            fprintf(o, "    %-11s %smatches the error PyTorch raised%s (its message shows "
-                       "%s, one vmap sample; the trace holds the batched %s)\n", "error",
-                    st->green, st->reset, es, shape);
+            fprintf(o,
+                    "    %-11s %smatches the error PyTorch raised%s (its message shows "
+                    "%s, one vmap sample; the trace holds the batched %s)\n",
+                    "error", st->green, st->reset, es, shape);
         else
-            fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error", st->green,
-                    st->reset);
+            fprintf(o, "    %-11s %smatches the error PyTorch raised%s\n", "error",
+                    st->green, st->reset);
     } else if (!strcmp(match, "0"))
         fprintf(o, "    %-11s %sdoes not match the error PyTorch raised%s\n", "error",
                 st->yellow, st->reset);
@@ -1006,17 +1044,20 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
     if (!getcwd(cwd, sizeof cwd))
         cwd[0] = 0;
     if (gt_trace_stopped_seq(t)) {
-        fprintf(o, "%snote:%s recording stopped early, after event %" PRId64 " (", st->yellow,
-                st->reset, gt_trace_stopped_seq(t));
+        fprintf(o, "%snote:%s recording stopped early, after event %" PRId64 " (",
+                st->yellow, st->reset, gt_trace_stopped_seq(t));
         gt_term_puts(o, gt_trace_stopped_reason(t));
         fprintf(o, "); what came after is not in the trace\n");
     } else if (gt_trace_partial(t)) {
-        fprintf(o, "%snote:%s the trace is partial (the recording did not finish: the "
-                   "process was killed or is still running); diagnosing what was committed\n",
-                st->yellow, st->reset);
+        fprintf(
+            o,
+            "%snote:%s the trace is partial (the recording did not finish: the "
+            "process was killed or is still running); diagnosing what was committed\n",
+            st->yellow, st->reset);
     }
     if (broken[0]) {
-        fprintf(o, "%snote:%s the trace's rows do not fit together (", st->yellow, st->reset);
+        fprintf(o, "%snote:%s the trace's rows do not fit together (", st->yellow,
+                st->reset);
         gt_term_puts(o, broken);
         fprintf(o, "): a damaged file; what they held is not diagnosed\n");
     }
@@ -1053,13 +1094,14 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
             const char *first = jt(&od, sub(k, sizeof k, key, ".first"));
             if (od.oom)
                 break;
-            fprintf(o, "%snote:%s backward #%s%s%s%s%s ran %s node%s whose forward ran "
-                       "before recording started (the first: %s): a change to their saved "
-                       "tensors before recording started is not in the trace; record from "
-                       "before the forward to check them\n",
+            fprintf(o,
+                    "%snote:%s backward #%s%s%s%s%s ran %s node%s whose forward ran "
+                    "before recording started (the first: %s): a change to their saved "
+                    "tensors before recording started is not in the trace; record from "
+                    "before the forward to check them\n",
                     st->yellow, st->reset, jx(&od, sub(k, sizeof k, key, ".backward")),
-                    file[0] ? " at " : "", rel(file, cwd), file[0] ? ":" : "", line, nodes,
-                    !strcmp(nodes, "1") ? "" : "s", first);
+                    file[0] ? " at " : "", rel(file, cwd), file[0] ? ":" : "", line,
+                    nodes, !strcmp(nodes, "1") ? "" : "s", first);
             any_outside = 1;
         }
         if (od.oom)
@@ -1067,8 +1109,9 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         jdoc_free(&od);
     }
     if (rc == 0 && n == 0)
-        fprintf(o, "%s: no findings: no saved tensor %s modified before the backward that "
-                   "needed it\n",
+        fprintf(o,
+                "%s: no findings: no saved tensor %s modified before the backward that "
+                "needed it\n",
                 trace, any_outside ? "the recording saw was" : "was");
     else if (rc == 0)
         fprintf(o, "%s: %zu finding%s\n\n", trace, n, n == 1 ? "" : "s");
@@ -1138,8 +1181,10 @@ int gt_cmd_diagnose(int argc, char **argv)
             char *end;
             backward = strtoll(optarg, &end, 10);
             if (*optarg == 0 || *end != 0 || backward < 1) {
-                fprintf(stderr, "gradtrace: diagnose: --backward wants a call number "
-                                "(1, 2, ...), not '%s'\n", optarg);
+                fprintf(stderr,
+                        "gradtrace: diagnose: --backward wants a call number "
+                        "(1, 2, ...), not '%s'\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -1152,7 +1197,8 @@ int gt_cmd_diagnose(int argc, char **argv)
             else if (!strcmp(optarg, "auto"))
                 color = -1;
             else {
-                fprintf(stderr, "gradtrace: diagnose: --color wants auto, always or never\n");
+                fprintf(stderr,
+                        "gradtrace: diagnose: --color wants auto, always or never\n");
                 return 2;
             }
             break;
@@ -1170,7 +1216,8 @@ int gt_cmd_diagnose(int argc, char **argv)
         return gt_multi_diagnose(argc - optind, argv + optind, json, backward);
     if (optind != argc - 1)
         return gt_usage_error("diagnose", usage, "%s",
-                              optind >= argc ? "missing trace file" : "too many arguments");
+                              optind >= argc ? "missing trace file"
+                                             : "too many arguments");
     const char *path = argv[optind];
     if (gt_trace_open(path, &t, err, sizeof err) != 0) {
         fprintf(stderr, "gradtrace: %s\n", err);
@@ -1199,15 +1246,16 @@ int gt_cmd_diagnose(int argc, char **argv)
     if (!rc)
         cjson = compiled_eager_json(&db, &rc);
     if (!rc && fjson)
-        doc = qtext(&db, &rc,
-                    "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
-                    " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
-                    " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
-                    " 'outside_recording', json(coalesce(?8, '[]')),"
-                    " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
-                    "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
-                    (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-                    broken[0] ? broken : NULL, ojson, cjson);
+        doc = qtext(
+            &db, &rc,
+            "SELECT json_object('trace', ?1, 'partial', json(?2), 'error', json(?3),"
+            " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
+            " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
+            " 'outside_recording', json(coalesce(?8, '[]')),"
+            " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
+            "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
+            (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
+            broken[0] ? broken : NULL, ojson, cjson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -1225,12 +1273,14 @@ int gt_cmd_diagnose(int argc, char **argv)
         size_t len = 0;
         FILE *m = open_memstream(&text, &len);
         if (m && cjson && !strcmp(cjson, "true"))
-            fprintf(m, "%snote:%s torch.compile'd code ran eagerly while recording "
-                       "(TorchDynamo does not compile under the dispatch mode gradtrace "
-                       "records with): the findings are about the eager run; a bug only the "
-                       "compiled code has is not in the trace\n",
+            fprintf(m,
+                    "%snote:%s torch.compile'd code ran eagerly while recording "
+                    "(TorchDynamo does not compile under the dispatch mode gradtrace "
+                    "records with): the findings are about the eager run; a bug only the "
+                    "compiled code has is not in the trace\n",
                     st->yellow, st->reset);
-        int prc = m ? print_text(m, &db, st, path, t, broken, ejson, ojson, docs, fs->n) : -1;
+        int prc =
+            m ? print_text(m, &db, st, path, t, broken, ejson, ojson, docs, fs->n) : -1;
         if (m && fclose(m) != 0)
             prc = -1;
         if (prc != 0) {

@@ -62,23 +62,24 @@ static const char rows_sql[] =
 
 static void usage(FILE *o)
 {
-    fprintf(o,
-            "usage: gradtrace history [options] TRACE VARIABLE|TENSOR-ID\n"
-            "\n"
-            "Show every event on the version counter of a variable (or of the tensor\n"
-            "with that id): created, written and the version each write produced,\n"
-            "saved for backward and at which version, used as a backward root; each\n"
-            "with its line. Views and detach() share their base's counter: their\n"
-            "writes are shown too.\n"
-            "\n"
-            "options:\n"
-            "  --reads      also show every op that read it\n"
-            "  --all        every tensor ever bound to the name (default: the last %d)\n"
-            "  --json       print the rows as JSON\n"
-            "  -h, --help   show this help\n"
-            "\n"
-            "exit status: 0 shown, 1 no such variable or tensor, 2 usage or input error\n",
-            DEFAULT_LAST);
+    fprintf(
+        o,
+        "usage: gradtrace history [options] TRACE VARIABLE|TENSOR-ID\n"
+        "\n"
+        "Show every event on the version counter of a variable (or of the tensor\n"
+        "with that id): created, written and the version each write produced,\n"
+        "saved for backward and at which version, used as a backward root; each\n"
+        "with its line. Views and detach() share their base's counter: their\n"
+        "writes are shown too.\n"
+        "\n"
+        "options:\n"
+        "  --reads      also show every op that read it\n"
+        "  --all        every tensor ever bound to the name (default: the last %d)\n"
+        "  --json       print the rows as JSON\n"
+        "  -h, --help   show this help\n"
+        "\n"
+        "exit status: 0 shown, 1 no such variable or tensor, 2 usage or input error\n",
+        DEFAULT_LAST);
 }
 
 /* 1 if s is a tensor id (digits only). */
@@ -122,11 +123,12 @@ static void say_unknown(sqlite3 *db, const char *path, const char *what, int by_
     gt_term_puts(stderr, what);
     fprintf(stderr, "' in ");
     gt_term_puts(stderr, path);
-    if (!by_id && sqlite3_prepare_v2(db,
-                                     "SELECT group_concat(name, ', ') FROM (SELECT DISTINCT "
-                                     "s.text AS name FROM names n JOIN strings s "
-                                     "ON s.id = n.name ORDER BY 1 LIMIT 12)",
-                                     -1, &st, NULL) == SQLITE_OK &&
+    if (!by_id &&
+        sqlite3_prepare_v2(db,
+                           "SELECT group_concat(name, ', ') FROM (SELECT DISTINCT "
+                           "s.text AS name FROM names n JOIN strings s "
+                           "ON s.id = n.name ORDER BY 1 LIMIT 12)",
+                           -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
         fprintf(stderr, "; its variables include ");
         gt_term_puts(stderr, (const char *)sqlite3_column_text(st, 0));
@@ -166,11 +168,13 @@ int gt_cmd_history(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return gt_usage_error("history", usage, "unknown option '%s'", argv[optind - 1]);
+            return gt_usage_error("history", usage, "unknown option '%s'",
+                                  argv[optind - 1]);
         }
     }
     if (argc - optind != 2)
-        return gt_usage_error("history", usage, "want a trace and a variable name or tensor id");
+        return gt_usage_error("history", usage,
+                              "want a trace and a variable name or tensor id");
     const char *path = argv[optind], *what = argv[optind + 1];
     int by_id = is_id(what);
     if (gt_cmd_open("history", path, &t) != 0)
@@ -208,18 +212,20 @@ int gt_cmd_history(int argc, char **argv)
                    " are shown (--all shows every one)\n",
                    counters, shown);
         else
-            printf(": %" PRId64 " tensor%s bound to this name, with the tensors sharing %s "
+            printf(": %" PRId64
+                   " tensor%s bound to this name, with the tensors sharing %s "
                    "version counter\n",
                    counters, counters == 1 ? "" : "s", counters == 1 ? "its" : "their");
     }
-    gt_table_opts opts = {.mode = json ? GT_OUT_JSON : GT_OUT_TABLE, .header = 1,
-                          .max_width = 60};
+    gt_table_opts opts = {
+        .mode = json ? GT_OUT_JSON : GT_OUT_TABLE, .header = 1, .max_width = 60};
     if (gt_table_print(st, &opts, stdout, NULL) != SQLITE_OK)
         goto sql_error;
     status = 0;
     goto out;
 sql_error:
-    fprintf(stderr, "gradtrace: history %s: cannot read trace: %s\n", path, sqlite3_errmsg(db));
+    fprintf(stderr, "gradtrace: history %s: cannot read trace: %s\n", path,
+            sqlite3_errmsg(db));
 out:
     if (fflush(stdout) != 0 && status != 2) {
         fprintf(stderr, "gradtrace: history: cannot write output\n");

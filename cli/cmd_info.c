@@ -32,77 +32,79 @@
 /* The tables counted, in the order they are shown. Constant names only:
  * they are pasted into SQL text. */
 static const char *const counted[] = {
-    "ops", "op_args", "tensors", "storages", "version_bumps", "nodes", "edges",
-    "node_outputs", "saved_tensors", "backward_calls", "backward_roots",
-    "backward_inputs", "node_execs", "errors", "names", "threads", "stacks",
-    "frames", "strings",
+    "ops",           "op_args",        "tensors",        "storages",
+    "version_bumps", "nodes",          "edges",          "node_outputs",
+    "saved_tensors", "backward_calls", "backward_roots", "backward_inputs",
+    "node_execs",    "errors",         "names",          "threads",
+    "stacks",        "frames",         "strings",
 };
 #define N_COUNTED (sizeof counted / sizeof *counted)
 
 /* The highest seq of any event table: the number of events recorded. */
-#define EVENTS_SQL                                                            \
-    "SELECT max(m) FROM (SELECT max(seq) AS m FROM ops"                       \
-    " UNION ALL SELECT max(seq) FROM tensors"                                 \
-    " UNION ALL SELECT max(seq) FROM version_bumps"                           \
-    " UNION ALL SELECT max(seq) FROM nodes"                                   \
-    " UNION ALL SELECT max(seq) FROM saved_tensors"                           \
-    " UNION ALL SELECT max(end_seq) FROM backward_calls"                      \
-    " UNION ALL SELECT max(seq) FROM backward_calls"                          \
-    " UNION ALL SELECT max(seq) FROM node_execs"                              \
+#define EVENTS_SQL                                                                       \
+    "SELECT max(m) FROM (SELECT max(seq) AS m FROM ops"                                  \
+    " UNION ALL SELECT max(seq) FROM tensors"                                            \
+    " UNION ALL SELECT max(seq) FROM version_bumps"                                      \
+    " UNION ALL SELECT max(seq) FROM nodes"                                              \
+    " UNION ALL SELECT max(seq) FROM saved_tensors"                                      \
+    " UNION ALL SELECT max(end_seq) FROM backward_calls"                                 \
+    " UNION ALL SELECT max(seq) FROM backward_calls"                                     \
+    " UNION ALL SELECT max(seq) FROM node_execs"                                         \
     " UNION ALL SELECT max(seq) FROM errors)"
 
 /* The run row, with argv as one line and the duration in seconds. */
-#define RUN_SQL                                                               \
-    "SELECT gradtrace_version, schema_version, engine, engine_version,"       \
-    " python_version,"                                                        \
-    " CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"               \
-    "  THEN (SELECT group_concat(value, ' ') FROM json_each(run.argv))"       \
-    "  ELSE argv END,"                                                        \
-    " cwd, pid, host, status, exit_code, signal,"                             \
-    " CASE WHEN end_ns IS NOT NULL THEN (end_ns - start_ns) / 1e9 END,"       \
-    " datetime(start_ns / 1000000000, 'unixepoch')"                           \
+#define RUN_SQL                                                                          \
+    "SELECT gradtrace_version, schema_version, engine, engine_version,"                  \
+    " python_version,"                                                                   \
+    " CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"                          \
+    "  THEN (SELECT group_concat(value, ' ') FROM json_each(run.argv))"                  \
+    "  ELSE argv END,"                                                                   \
+    " cwd, pid, host, status, exit_code, signal,"                                        \
+    " CASE WHEN end_ns IS NOT NULL THEN (end_ns - start_ns) / 1e9 END,"                  \
+    " datetime(start_ns / 1000000000, 'unixepoch')"                                      \
     " FROM run WHERE id = 1"
 
 /* Every backward call with its counts and first error, in one pass: the
  * rows of view backward_log, built without its per-call subqueries. */
-#define BACKWARD_ROWS                                                         \
-    "WITH nx AS (SELECT backward, count(*) AS n FROM node_execs"              \
-    "  GROUP BY backward),"                                                   \
-    " rt AS (SELECT backward, count(*) AS n FROM backward_roots"              \
-    "  GROUP BY backward),"                                                   \
-    " fe AS (SELECT backward, min(seq) AS seq FROM errors"                    \
-    "  WHERE backward IS NOT NULL GROUP BY backward)"                         \
-    " SELECT b.id AS id, sa.text AS api, b.status AS status, l.file AS file," \
-    " l.line AS line, l.code AS code, se.text AS error_type,"                 \
-    " e.message AS error, coalesce(rt.n, 0) AS roots,"                        \
-    " coalesce(nx.n, 0) AS nodes_run, b.retain_graph AS retain_graph,"        \
-    " b.create_graph AS create_graph"                                         \
-    " FROM backward_calls b JOIN strings sa ON sa.id = b.api"                 \
-    " LEFT JOIN rt ON rt.backward = b.id"                                     \
-    " LEFT JOIN nx ON nx.backward = b.id"                                     \
-    " LEFT JOIN fe ON fe.backward = b.id"                                     \
-    " LEFT JOIN errors e ON e.seq = fe.seq"                                   \
-    " LEFT JOIN strings se ON se.id = e.type"                                 \
+#define BACKWARD_ROWS                                                                    \
+    "WITH nx AS (SELECT backward, count(*) AS n FROM node_execs"                         \
+    "  GROUP BY backward),"                                                              \
+    " rt AS (SELECT backward, count(*) AS n FROM backward_roots"                         \
+    "  GROUP BY backward),"                                                              \
+    " fe AS (SELECT backward, min(seq) AS seq FROM errors"                               \
+    "  WHERE backward IS NOT NULL GROUP BY backward)"                                    \
+    " SELECT b.id AS id, sa.text AS api, b.status AS status, l.file AS file,"            \
+    " l.line AS line, l.code AS code, se.text AS error_type,"                            \
+    " e.message AS error, coalesce(rt.n, 0) AS roots,"                                   \
+    " coalesce(nx.n, 0) AS nodes_run, b.retain_graph AS retain_graph,"                   \
+    " b.create_graph AS create_graph"                                                    \
+    " FROM backward_calls b JOIN strings sa ON sa.id = b.api"                            \
+    " LEFT JOIN rt ON rt.backward = b.id"                                                \
+    " LEFT JOIN nx ON nx.backward = b.id"                                                \
+    " LEFT JOIN fe ON fe.backward = b.id"                                                \
+    " LEFT JOIN errors e ON e.seq = fe.seq"                                              \
+    " LEFT JOIN strings se ON se.id = e.type"                                            \
     " LEFT JOIN locations l ON l.stack = b.stack"
 
-#define BACKWARD_SQL                                                          \
-    "SELECT id, api, status, file, line, code, error_type, error, roots,"     \
+#define BACKWARD_SQL                                                                     \
+    "SELECT id, api, status, file, line, code, error_type, error, roots,"                \
     " nodes_run FROM (" BACKWARD_ROWS ") ORDER BY id"
 
 /* How many backward calls, and how many of each outcome. */
-#define BACKWARD_COUNT_SQL                                                    \
-    "SELECT count(*), total(status = '" GT_BACKWARD_STATUS_OK "'),"            \
-    " total(status = '" GT_BACKWARD_STATUS_ERROR "'),"                        \
-    " total(status NOT IN ('" GT_BACKWARD_STATUS_OK "', '" GT_BACKWARD_STATUS_ERROR "'))" \
+#define BACKWARD_COUNT_SQL                                                               \
+    "SELECT count(*), total(status = '" GT_BACKWARD_STATUS_OK "'),"                      \
+    " total(status = '" GT_BACKWARD_STATUS_ERROR "'),"                                   \
+    " total(status NOT IN ('" GT_BACKWARD_STATUS_OK "', '" GT_BACKWARD_STATUS_ERROR      \
+    "'))"                                                                                \
     " FROM backward_calls"
 
 /* The text shows every call of a run with at most this many, else the
  * first and last SHOWN_AT_ENDS and every call that did not return ok. */
 #define SHOW_ALL_UP_TO 10
-#define SHOWN_AT_ENDS 3
+#define SHOWN_AT_ENDS  3
 
-#define ERRORS_SQL                                                            \
-    "SELECT type, message, file, line, code, backward FROM error_log"         \
+#define ERRORS_SQL                                                                       \
+    "SELECT type, message, file, line, code, backward FROM error_log"                    \
     " ORDER BY seq"
 
 /* The whole summary as one JSON object (?1 = path, ?2 = partial, ?3 and ?4
@@ -131,8 +133,8 @@ static const char json_head[] =
     " 'backward_counts', (SELECT json_object('total', count(*),"
     "   'ok', coalesce(sum(status = '" GT_BACKWARD_STATUS_OK "'), 0),"
     "   'error', coalesce(sum(status = '" GT_BACKWARD_STATUS_ERROR "'), 0),"
-    "   'running', coalesce(sum(status NOT IN ('" GT_BACKWARD_STATUS_OK "', '"
-    GT_BACKWARD_STATUS_ERROR "')), 0)) FROM backward_calls),"
+    "   'running', coalesce(sum(status NOT IN ('" GT_BACKWARD_STATUS_OK
+    "', '" GT_BACKWARD_STATUS_ERROR "')), 0)) FROM backward_calls),"
     " 'backward_calls', (SELECT json_group_array(json(o)) FROM ("
     "   SELECT json_object('id', id, 'api', api, 'status', status,"
     "    'retain_graph', retain_graph, 'create_graph', create_graph,"

@@ -31,7 +31,8 @@
 static const char info_row_sql[] =
     "SELECT r.rank, r.local_rank, r.world_size, r.backend, r.host, r.pid,"
     " CASE WHEN r.status = '" GT_RUN_STATUS_RUNNING "' THEN 'running (killed?)'"
-    "      WHEN r.status = '" GT_RUN_STATUS_SIGNAL "' THEN 'signal ' || coalesce(r.signal, '?')"
+    "      WHEN r.status = '" GT_RUN_STATUS_SIGNAL
+    "' THEN 'signal ' || coalesce(r.signal, '?')"
     "      WHEN r.status IN ('" GT_RUN_STATUS_OK "', '" GT_RUN_STATUS_EXCEPTION "')"
     "      AND coalesce(r.exit_code, 0) != 0"
     "      THEN r.status || ' (exit ' || r.exit_code || ')'"
@@ -79,11 +80,13 @@ static int info_row(sqlite3 *out, const char *path)
     }
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
-        fprintf(stderr, "gradtrace: info: cannot read %s: %s\n", path, sqlite3_errmsg(db));
+        fprintf(stderr, "gradtrace: info: cannot read %s: %s\n", path,
+                sqlite3_errmsg(db));
         goto out;
     }
-    if (sqlite3_prepare_v2(out, "INSERT INTO ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-                                " ?9, ?10, ?11, ?12, ?13, ?14)",
+    if (sqlite3_prepare_v2(out,
+                           "INSERT INTO ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                           " ?9, ?10, ?11, ?12, ?13, ?14)",
                            -1, &ins, NULL) != SQLITE_OK)
         goto oom;
     for (int i = 0; i < 11; i++)
@@ -199,7 +202,8 @@ static int diagnose_child(const char *path, long long backward, char **out, int 
  * own row ids (node, tensor and event numbers differ between ranks). */
 static const char key_sql[] =
     "SELECT json_array(f ->> '$.kind', f -> '$.node.name', f -> '$.node.location',"
-    " f -> '$.saved.slot', f -> '$.saved.names', f -> '$.saved.dtype', f -> '$.saved.shape',"
+    " f -> '$.saved.slot', f -> '$.saved.names', f -> '$.saved.dtype', f -> "
+    "'$.saved.shape',"
     " f -> '$.saved.saved_version', f -> '$.saved.version_at_backward',"
     " (SELECT json_group_array(json_array(m.value ->> '$.op', m.value -> '$.location',"
     "   m.value -> '$.names', m.value -> '$.version_after'))"
@@ -210,7 +214,7 @@ static const char key_sql[] =
 
 typedef struct group {
     char *key;
-    char *doc;          /* one finding's JSON (the first rank's) */
+    char *doc; /* one finding's JSON (the first rank's) */
     size_t n;
     int64_t *ranks;
 } group;
@@ -219,8 +223,9 @@ static void loc_line(FILE *o, sqlite3 *db, const char *doc, const char *path,
                      const char *label, const char *extra)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT ?1 -> ?2 ->> '$.file', ?1 -> ?2 ->> '$.line',"
-                               " ?1 -> ?2 ->> '$.code'",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT ?1 -> ?2 ->> '$.file', ?1 -> ?2 ->> '$.line',"
+                           " ?1 -> ?2 ->> '$.code'",
                            -1, &st, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
@@ -257,20 +262,24 @@ static char *jtext(sqlite3 *db, const char *sql, const char *doc)
 }
 
 /* One group of identical findings, as text. */
-static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g, size_t ntraces)
+static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
+                        size_t ntraces)
 {
     char ranks[256];
     gt_format_ranks(g->ranks, g->n, ranks, sizeof ranks);
-    char *head = jtext(db,
+    char *head = jtext(
+        db,
         "SELECT CASE ?1 ->> '$.kind'"
         " WHEN 'inplace_invalidated_saved' THEN"
-        "  coalesce((SELECT group_concat(value, ', ') FROM json_each(?1, '$.saved.names')),"
+        "  coalesce((SELECT group_concat(value, ', ') FROM json_each(?1, "
+        "'$.saved.names')),"
         "   'a tensor') || ' modified in place after ' || (?1 ->> '$.node.name') ||"
         "  ' saved it as ' || (?1 ->> '$.saved.slot') || ' (version ' ||"
         "  (?1 ->> '$.saved.saved_version') || ' -> ' ||"
         "  (?1 ->> '$.saved.version_at_backward') || ')'"
         " WHEN 'silent_storage_write' THEN"
-        "  coalesce((SELECT group_concat(value, ', ') FROM json_each(?1, '$.saved.names')),"
+        "  coalesce((SELECT group_concat(value, ', ') FROM json_each(?1, "
+        "'$.saved.names')),"
         "   'a tensor') || ' overwritten by ' ||"
         "  CASE WHEN ?1 ->> '$.mutations[0].op' LIKE 'c10d::%'"
         "   THEN 'the collective ' || (?1 ->> '$.mutations[0].op')"
@@ -288,15 +297,18 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g, size
     gt_term_puts(o, head);
     fputc('\n', o);
     free(head);
-    char *saved = jtext(db, "SELECT (?1 ->> '$.node.name') || ' saved ' ||"
-                            " (?1 ->> '$.saved.slot') || ' at version ' ||"
-                            " (?1 ->> '$.saved.saved_version')", g->doc);
+    char *saved = jtext(db,
+                        "SELECT (?1 ->> '$.node.name') || ' saved ' ||"
+                        " (?1 ->> '$.saved.slot') || ' at version ' ||"
+                        " (?1 ->> '$.saved.saved_version')",
+                        g->doc);
     loc_line(o, db, g->doc, "$.node.location", "saved at", saved);
     free(saved);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT m.value, m.value ->> '$.op' FROM json_each(?1,"
-                               " '$.mutations') m ORDER BY m.key", -1, &st, NULL) ==
-        SQLITE_OK) {
+    if (sqlite3_prepare_v2(db,
+                           "SELECT m.value, m.value ->> '$.op' FROM json_each(?1,"
+                           " '$.mutations') m ORDER BY m.key",
+                           -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, g->doc, -1, SQLITE_STATIC);
         while (sqlite3_step(st) == SQLITE_ROW)
             loc_line(o, db, (const char *)sqlite3_column_text(st, 0), "$.location",
@@ -351,7 +363,8 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
     }
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db, key_sql, -1, &kst, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
+        sqlite3_prepare_v2(db,
+                           "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
                            -1, &fst, NULL) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: diagnose: out of memory\n");
         goto out;
@@ -402,8 +415,9 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
         for (size_t i = 0; i < set.n; i++) {
             char *row = NULL;
             sqlite3_stmt *st = NULL;
-            if (sqlite3_prepare_v2(db, "SELECT json_object('rank', ?1, 'path', ?2, 'status',"
-                                       " ?3, 'diagnosis', json(nullif(?4, '')))",
+            if (sqlite3_prepare_v2(db,
+                                   "SELECT json_object('rank', ?1, 'path', ?2, 'status',"
+                                   " ?3, 'diagnosis', json(nullif(?4, '')))",
                                    -1, &st, NULL) == SQLITE_OK) {
                 if (set.v[i].has_rank)
                     sqlite3_bind_int64(st, 1, set.v[i].rank);
@@ -437,8 +451,10 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
             }
             gt_strbuf_add(&rl, "]", 1);
             if (!rl.oom &&
-                sqlite3_prepare_v2(db, "SELECT json_object('ranks', json(?1), 'finding',"
-                                       " json(?2))", -1, &st, NULL) == SQLITE_OK) {
+                sqlite3_prepare_v2(db,
+                                   "SELECT json_object('ranks', json(?1), 'finding',"
+                                   " json(?2))",
+                                   -1, &st, NULL) == SQLITE_OK) {
                 sqlite3_bind_text(st, 1, rl.p, -1, SQLITE_STATIC);
                 sqlite3_bind_text(st, 2, groups[g].doc, -1, SQLITE_STATIC);
                 if (sqlite3_step(st) == SQLITE_ROW)
@@ -477,9 +493,10 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
                 continue;
             }
             char *partial = jtext(db, "SELECT ?1 ->> '$.partial'", docs[i]);
-            char *err = jtext(db, "SELECT (?1 ->> '$.error.type') || ': ' ||"
-                                  " substr(?1 ->> '$.error.message', 1, coalesce(nullif("
-                                  " instr(?1 ->> '$.error.message', char(10)), 0) - 1, 100))",
+            char *err = jtext(db,
+                              "SELECT (?1 ->> '$.error.type') || ': ' ||"
+                              " substr(?1 ->> '$.error.message', 1, coalesce(nullif("
+                              " instr(?1 ->> '$.error.message', char(10)), 0) - 1, 100))",
                               docs[i]);
             char *nf = jtext(db, "SELECT json_array_length(?1, '$.findings')", docs[i]);
             printf(": %s finding%s", nf, strcmp(nf, "1") ? "s" : "");

@@ -10,8 +10,8 @@
  * which checks that the interpreter imports torch and the _gradtrace
  * extension, starts recording, runs the script with runpy and closes the
  * trace however the script ends; when the run failed with an error the
- * trace explains, it prints the diagnosis after the script's traceback. Every input error is one line on stderr
- * and exit status 2; otherwise the exit status is the script's.
+ * trace explains, it prints the diagnosis after the script's traceback. Every input error
+ * is one line on stderr and exit status 2; otherwise the exit status is the script's.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -38,43 +38,54 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: gradtrace record [options] [--] script.py [args...]\n"
-            "       gradtrace record [options] -m module [args...]\n"
-            "\n"
-            "Run script.py as `python3 script.py args...` would (or a module as\n"
-            "`python3 -m module args...` would), recording every aten op, tensor, version\n"
-            "bump, autograd node, saved tensor and backward call.\n"
-            "\n"
-            "options:\n"
-            "  -o, --output TRACE       trace file to write (default " DEFAULT_OUTPUT ")\n"
-            "  -f, --force              overwrite TRACE if it exists\n"
-            "  -m MODULE                run MODULE as a script, like python -m (the rest of\n"
-            "                           the line is its arguments)\n"
-            "  -q, --quiet              do not print the diagnosis when the run fails\n"
-            "  --python PY              interpreter that imports torch (default: $GRADTRACE_PYTHON,\n"
-            "                           else %s)\n"
-            "  --backward-calls A-B     record only backward calls A..B (1-based) and the ops\n"
-            "                           from the end of call A-1 to the end of call B (so the\n"
-            "                           forward feeding call A is included); 'A' means A-A\n"
-            "  --check-saved            fingerprint (XXH3) the bytes of every saved CPU tensor\n"
-            "                           at save and when its node runs, to catch writes autograd\n"
-            "                           cannot see (NumPy views, DLPack, custom kernels)\n"
-            "  --max-size SIZE          stop recording, with one warning, once the trace would\n"
-            "                           grow past SIZE bytes (suffix K, M or G); the script\n"
-            "                           runs on\n"
-            "  --keep-last N            flight recorder: record all along but keep, in memory,\n"
-            "                           only the last N backward calls (and the older tensors,\n"
-            "                           nodes and stacks they use); TRACE is written at exit,\n"
-            "                           at an exception, on SIGINT/SIGTERM and at --max-size\n"
-            "  -h, --help               show this help\n"
-            "\n"
-            "When the run fails with an error gradtrace explains (a saved tensor modified\n"
-            "in place, backward through a freed graph, an in-place op on a leaf), the\n"
-            "diagnosis follows the script's traceback on stderr, as `gradtrace diagnose`\n"
-            "prints it. At the end one line on stderr says where the trace is. The exit\n"
-            "status is the script's.\n",
-            GT_DEFAULT_PYTHON);
+    fprintf(
+        out,
+        "usage: gradtrace record [options] [--] script.py [args...]\n"
+        "       gradtrace record [options] -m module [args...]\n"
+        "\n"
+        "Run script.py as `python3 script.py args...` would (or a module as\n"
+        "`python3 -m module args...` would), recording every aten op, tensor, version\n"
+        "bump, autograd node, saved tensor and backward call.\n"
+        "\n"
+        "options:\n"
+        "  -o, --output TRACE       trace file to write (default " DEFAULT_OUTPUT ")\n"
+        "  -f, --force              overwrite TRACE if it exists\n"
+        "  -m MODULE                run MODULE as a script, like python -m (the rest of\n"
+        "                           the line is its arguments)\n"
+        "  -q, --quiet              do not print the diagnosis when the run fails\n"
+        "  --python PY              interpreter that imports torch (default: "
+        "$GRADTRACE_PYTHON,\n"
+        "                           else %s)\n"
+        "  --backward-calls A-B     record only backward calls A..B (1-based) and the "
+        "ops\n"
+        "                           from the end of call A-1 to the end of call B (so "
+        "the\n"
+        "                           forward feeding call A is included); 'A' means A-A\n"
+        "  --check-saved            fingerprint (XXH3) the bytes of every saved CPU "
+        "tensor\n"
+        "                           at save and when its node runs, to catch writes "
+        "autograd\n"
+        "                           cannot see (NumPy views, DLPack, custom kernels)\n"
+        "  --max-size SIZE          stop recording, with one warning, once the trace "
+        "would\n"
+        "                           grow past SIZE bytes (suffix K, M or G); the script\n"
+        "                           runs on\n"
+        "  --keep-last N            flight recorder: record all along but keep, in "
+        "memory,\n"
+        "                           only the last N backward calls (and the older "
+        "tensors,\n"
+        "                           nodes and stacks they use); TRACE is written at "
+        "exit,\n"
+        "                           at an exception, on SIGINT/SIGTERM and at "
+        "--max-size\n"
+        "  -h, --help               show this help\n"
+        "\n"
+        "When the run fails with an error gradtrace explains (a saved tensor modified\n"
+        "in place, backward through a freed graph, an in-place op on a leaf), the\n"
+        "diagnosis follows the script's traceback on stderr, as `gradtrace diagnose`\n"
+        "prints it. At the end one line on stderr says where the trace is. The exit\n"
+        "status is the script's.\n",
+        GT_DEFAULT_PYTHON);
 }
 
 /* Parse "123", "64K", "10M", "1G" into bytes; -1 if malformed. */
@@ -152,14 +163,16 @@ static int check_output(const char *out, int force)
             return -1;
         }
         if (!force) {
-            fprintf(stderr,
-                    "gradtrace: trace %s exists: use --force to overwrite it or -o to choose "
-                    "another file\n",
-                    out);
+            fprintf(
+                stderr,
+                "gradtrace: trace %s exists: use --force to overwrite it or -o to choose "
+                "another file\n",
+                out);
             return -1;
         }
         if (access(out, W_OK) != 0) {
-            fprintf(stderr, "gradtrace: cannot write trace %s: %s\n", out, strerror(errno));
+            fprintf(stderr, "gradtrace: cannot write trace %s: %s\n", out,
+                    strerror(errno));
             return -1;
         }
     }
@@ -208,7 +221,8 @@ static int setup_env(void)
         snprintf(pp, n, "%s", GT_PYTHONPATH);
     /* "=value" if PYTHONPATH was set, "" if it was not */
     snprintf(orig, (old ? strlen(old) : 0) + 2, "%s%s", old ? "=" : "", old ? old : "");
-    if (setenv("PYTHONPATH", pp, 1) < 0 || setenv("GRADTRACE_ORIG_PYTHONPATH", orig, 1) < 0)
+    if (setenv("PYTHONPATH", pp, 1) < 0 ||
+        setenv("GRADTRACE_ORIG_PYTHONPATH", orig, 1) < 0)
         goto out;
     rc = 0;
 out:
@@ -268,10 +282,11 @@ int gt_cmd_record(int argc, char **argv)
             errno = 0;
             keep_last = strtol(optarg, &end, 10);
             if (errno || end == optarg || *end || keep_last < 1 || keep_last > 1000000) {
-                fprintf(stderr,
-                        "gradtrace: invalid --keep-last '%s': expected a number of backward "
-                        "calls from 1 to 1000000\n",
-                        optarg);
+                fprintf(
+                    stderr,
+                    "gradtrace: invalid --keep-last '%s': expected a number of backward "
+                    "calls from 1 to 1000000\n",
+                    optarg);
                 return 2;
             }
             break;
@@ -289,10 +304,11 @@ int gt_cmd_record(int argc, char **argv)
         case 's':
             max_size = parse_size(optarg);
             if (max_size < 0) {
-                fprintf(stderr,
-                        "gradtrace: invalid --max-size '%s': expected a positive size like "
-                        "500M\n",
-                        optarg);
+                fprintf(
+                    stderr,
+                    "gradtrace: invalid --max-size '%s': expected a positive size like "
+                    "500M\n",
+                    optarg);
                 return 2;
             }
             break;
@@ -354,7 +370,8 @@ int gt_cmd_record(int argc, char **argv)
         return 2;
     }
     if (setup_env() < 0) {
-        fprintf(stderr, "gradtrace: cannot set up the environment: %s\n", strerror(errno));
+        fprintf(stderr, "gradtrace: cannot set up the environment: %s\n",
+                strerror(errno));
         return 2;
     }
 
@@ -408,7 +425,8 @@ int gt_cmd_record(int argc, char **argv)
     av[k] = NULL;
     fflush(NULL);
     execvp(python, av);
-    fprintf(stderr, "gradtrace: cannot run interpreter %s: %s\n", python, strerror(errno));
+    fprintf(stderr, "gradtrace: cannot run interpreter %s: %s\n", python,
+            strerror(errno));
     free(av);
     return 2;
 }

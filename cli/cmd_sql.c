@@ -28,7 +28,7 @@
 #include "trace.h"
 
 typedef struct param {
-    const char *name;  /* as given, without a prefix or with one */
+    const char *name; /* as given, without a prefix or with one */
     const char *value;
 } param;
 
@@ -37,13 +37,17 @@ typedef gt_sql_guard guard;
 
 /* PRAGMAs whose argument names a table or index to read, not a value. */
 static const char *const read_pragmas_with_arg[] = {
-    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
-    "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check",
+    "table_info",        "table_xinfo",     "index_list",
+    "index_info",        "index_xinfo",     "foreign_key_list",
+    "foreign_key_check", "integrity_check", "quick_check",
 };
 
 /* PRAGMAs that act even without an argument. */
 static const char *const acting_pragmas[] = {
-    "optimize", "wal_checkpoint", "incremental_vacuum", "shrink_memory",
+    "optimize",
+    "wal_checkpoint",
+    "incremental_vacuum",
+    "shrink_memory",
 };
 
 static int in_list(const char *name, const char *const *list, size_t n)
@@ -66,37 +70,72 @@ static const char *write_verb(int action, const char **a1)
         return "changing the schema (CREATE, DROP)";
     }
     switch (action) {
-    case SQLITE_INSERT: verb = "INSERT into"; break;
-    case SQLITE_UPDATE: verb = "UPDATE of"; break;
-    case SQLITE_DELETE: verb = "DELETE from"; break;
+    case SQLITE_INSERT:
+        verb = "INSERT into";
+        break;
+    case SQLITE_UPDATE:
+        verb = "UPDATE of";
+        break;
+    case SQLITE_DELETE:
+        verb = "DELETE from";
+        break;
     case SQLITE_CREATE_TABLE:
-    case SQLITE_CREATE_TEMP_TABLE: verb = "CREATE TABLE"; break;
+    case SQLITE_CREATE_TEMP_TABLE:
+        verb = "CREATE TABLE";
+        break;
     case SQLITE_CREATE_VIEW:
-    case SQLITE_CREATE_TEMP_VIEW: verb = "CREATE VIEW"; break;
+    case SQLITE_CREATE_TEMP_VIEW:
+        verb = "CREATE VIEW";
+        break;
     case SQLITE_CREATE_INDEX:
-    case SQLITE_CREATE_TEMP_INDEX: verb = "CREATE INDEX"; break;
+    case SQLITE_CREATE_TEMP_INDEX:
+        verb = "CREATE INDEX";
+        break;
     case SQLITE_CREATE_TRIGGER:
-    case SQLITE_CREATE_TEMP_TRIGGER: verb = "CREATE TRIGGER"; break;
+    case SQLITE_CREATE_TEMP_TRIGGER:
+        verb = "CREATE TRIGGER";
+        break;
     case SQLITE_DROP_TABLE:
-    case SQLITE_DROP_TEMP_TABLE: verb = "DROP TABLE"; break;
+    case SQLITE_DROP_TEMP_TABLE:
+        verb = "DROP TABLE";
+        break;
     case SQLITE_DROP_VIEW:
-    case SQLITE_DROP_TEMP_VIEW: verb = "DROP VIEW"; break;
+    case SQLITE_DROP_TEMP_VIEW:
+        verb = "DROP VIEW";
+        break;
     case SQLITE_DROP_INDEX:
-    case SQLITE_DROP_TEMP_INDEX: verb = "DROP INDEX"; break;
+    case SQLITE_DROP_TEMP_INDEX:
+        verb = "DROP INDEX";
+        break;
     case SQLITE_DROP_TRIGGER:
-    case SQLITE_DROP_TEMP_TRIGGER: verb = "DROP TRIGGER"; break;
-    case SQLITE_ALTER_TABLE: verb = "ALTER TABLE"; break;
-    case SQLITE_REINDEX: verb = "REINDEX"; break;
-    case SQLITE_ANALYZE: verb = "ANALYZE"; break;
-    case SQLITE_CREATE_VTABLE: verb = "CREATE VIRTUAL TABLE"; break;
-    case SQLITE_DROP_VTABLE: verb = "DROP of a virtual table"; break;
-    default: verb = "this statement"; *a1 = NULL; break;
+    case SQLITE_DROP_TEMP_TRIGGER:
+        verb = "DROP TRIGGER";
+        break;
+    case SQLITE_ALTER_TABLE:
+        verb = "ALTER TABLE";
+        break;
+    case SQLITE_REINDEX:
+        verb = "REINDEX";
+        break;
+    case SQLITE_ANALYZE:
+        verb = "ANALYZE";
+        break;
+    case SQLITE_CREATE_VTABLE:
+        verb = "CREATE VIRTUAL TABLE";
+        break;
+    case SQLITE_DROP_VTABLE:
+        verb = "DROP of a virtual table";
+        break;
+    default:
+        verb = "this statement";
+        *a1 = NULL;
+        break;
     }
     return verb;
 }
 
-static int authorize(void *ud, int action, const char *a1, const char *a2,
-                     const char *db, const char *trigger)
+static int authorize(void *ud, int action, const char *a1, const char *a2, const char *db,
+                     const char *trigger)
 {
     guard *g = ud;
     (void)db;
@@ -124,8 +163,8 @@ static int authorize(void *ud, int action, const char *a1, const char *a2,
         if (in_list(a1, read_pragmas_with_arg,
                     sizeof read_pragmas_with_arg / sizeof *read_pragmas_with_arg))
             return SQLITE_OK;
-        if (!a2 && !in_list(a1, acting_pragmas,
-                            sizeof acting_pragmas / sizeof *acting_pragmas))
+        if (!a2 &&
+            !in_list(a1, acting_pragmas, sizeof acting_pragmas / sizeof *acting_pragmas))
             return SQLITE_OK;
         snprintf(g->why, sizeof g->why,
                  "PRAGMA %s%s%s would change the trace or the connection; "
@@ -184,7 +223,8 @@ static int bind_params(sqlite3_stmt *st, const param *ps, size_t n, const char *
             continue;
         }
         double dv = strtod(p->value, &end);
-        if (*p->value && !*end && strspn(p->value, "0123456789.eE+-") == strlen(p->value)) {
+        if (*p->value && !*end &&
+            strspn(p->value, "0123456789.eE+-") == strlen(p->value)) {
             sqlite3_bind_double(st, k, dv);
             continue;
         }
@@ -240,8 +280,15 @@ static void usage(FILE *out)
 
 int gt_cmd_sql(int argc, char **argv)
 {
-    enum { OPT_TABLE = 256, OPT_TSV, OPT_CSV, OPT_JSON, OPT_HEADER, OPT_NO_HEADER,
-           OPT_MAX_WIDTH };
+    enum {
+        OPT_TABLE = 256,
+        OPT_TSV,
+        OPT_CSV,
+        OPT_JSON,
+        OPT_HEADER,
+        OPT_NO_HEADER,
+        OPT_MAX_WIDTH
+    };
     static const struct option longopts[] = {
         {"table", no_argument, NULL, OPT_TABLE},
         {"tsv", no_argument, NULL, OPT_TSV},
@@ -269,18 +316,32 @@ int gt_cmd_sql(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hp:", longopts, NULL)) != -1) {
         switch (c) {
-        case OPT_TABLE: o.mode = GT_OUT_TABLE; break;
-        case OPT_TSV: o.mode = GT_OUT_TSV; break;
-        case OPT_CSV: o.mode = GT_OUT_CSV; break;
-        case OPT_JSON: o.mode = GT_OUT_JSON; break;
-        case OPT_HEADER: o.header = 1; break;
-        case OPT_NO_HEADER: o.header = 0; break;
+        case OPT_TABLE:
+            o.mode = GT_OUT_TABLE;
+            break;
+        case OPT_TSV:
+            o.mode = GT_OUT_TSV;
+            break;
+        case OPT_CSV:
+            o.mode = GT_OUT_CSV;
+            break;
+        case OPT_JSON:
+            o.mode = GT_OUT_JSON;
+            break;
+        case OPT_HEADER:
+            o.header = 1;
+            break;
+        case OPT_NO_HEADER:
+            o.header = 0;
+            break;
         case OPT_MAX_WIDTH: {
             char *end;
             long w = strtol(optarg, &end, 10);
             if (!*optarg || *end || w < 0 || w > 100000) {
-                fprintf(stderr, "gradtrace: sql: bad --max-width '%s': "
-                                "want a number of characters\n", optarg);
+                fprintf(stderr,
+                        "gradtrace: sql: bad --max-width '%s': "
+                        "want a number of characters\n",
+                        optarg);
                 goto out;
             }
             o.max_width = (int)w;
@@ -312,10 +373,12 @@ int gt_cmd_sql(int argc, char **argv)
             status = 0;
             goto out;
         case ':':
-            status = gt_usage_error("sql", usage, "option '%s' needs a value", argv[optind - 1]);
+            status = gt_usage_error("sql", usage, "option '%s' needs a value",
+                                    argv[optind - 1]);
             goto out;
         default:
-            status = gt_usage_error("sql", usage, "unknown option '%s'", argv[optind - 1]);
+            status =
+                gt_usage_error("sql", usage, "unknown option '%s'", argv[optind - 1]);
             goto out;
         }
     }
@@ -376,14 +439,17 @@ int gt_cmd_sql(int argc, char **argv)
         if (!st) /* only blanks or a comment */
             continue;
         if (!sqlite3_stmt_readonly(st)) {
-            fprintf(stderr, "gradtrace: sql: refused: the trace is read-only and "
-                            "this statement would write: %s\n", sqlite3_sql(st));
+            fprintf(stderr,
+                    "gradtrace: sql: refused: the trace is read-only and "
+                    "this statement would write: %s\n",
+                    sqlite3_sql(st));
             goto out;
         }
         const char *missing;
         if (bind_params(st, ps, nps, &missing) != 0) {
-            fprintf(stderr, "gradtrace: sql: no value for parameter %s: "
-                            "give it with -p %s=VALUE\n",
+            fprintf(stderr,
+                    "gradtrace: sql: no value for parameter %s: "
+                    "give it with -p %s=VALUE\n",
                     missing, missing + (strchr(":@$", missing[0]) ? 1 : 0));
             goto out;
         }

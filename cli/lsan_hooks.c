@@ -42,6 +42,5 @@ const char *__lsan_default_options(void)
 }
 #endif
 
-
 /* ISO C wants a translation unit to declare something. */
 typedef int gt__lsan_hooks_unit;

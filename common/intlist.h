@@ -11,7 +11,7 @@
 
 /* Bytes gt_ints_format may write for n integers: "[", n * "-digits,", "]",
  * NUL. */
-#define GT_INTS_ROOM(n) (3 + (size_t)(n) * 21)
+#define GT_INTS_ROOM(n) (3 + (size_t)(n)*21)
 
 /* Write "[v0,v1,...]" and a NUL into buf (GT_INTS_ROOM(n) bytes); returns
  * the length without the NUL. Can't fail. */

@@ -21,7 +21,10 @@ typedef struct gt_strbuf {
     int oom;    /* 1 once an allocation failed */
 } gt_strbuf;
 
-#define GT_STRBUF_INIT {0}
+#define GT_STRBUF_INIT                                                                   \
+    {                                                                                    \
+        0                                                                                \
+    }
 
 /* Append the n bytes at s. Returns 0, or -1 when out of memory (then and
  * after). */

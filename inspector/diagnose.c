@@ -169,17 +169,16 @@ static int64_t dtype_size(const char *d)
         const char *name;
         int64_t size;
     } sizes[] = {
-        {"float64", 8},  {"float32", 4},   {"float16", 2},   {"bfloat16", 2},
-        {"int64", 8},    {"int32", 4},     {"int16", 2},     {"int8", 1},
-        {"uint8", 1},    {"bool", 1},      {"complex64", 8}, {"complex128", 16},
-        {"complex32", 4}, {"uint16", 2},   {"uint32", 4},    {"uint64", 8},
+        {"float64", 8},   {"float32", 4}, {"float16", 2},   {"bfloat16", 2},
+        {"int64", 8},     {"int32", 4},   {"int16", 2},     {"int8", 1},
+        {"uint8", 1},     {"bool", 1},    {"complex64", 8}, {"complex128", 16},
+        {"complex32", 4}, {"uint16", 2},  {"uint32", 4},    {"uint64", 8},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (!strcmp(d, sizes[i].name))
             return sizes[i].size;
     return 1;
 }
-
 
 int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
 {
@@ -191,9 +190,9 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
         int64_t shape[GT__EXTENT_MAXDIM], strides[GT__EXTENT_MAXDIM];
         int64_t off = sqlite3_column_int64(st, 0);
         int nd = gt_ints_parse((const char *)sqlite3_column_text(st, 1), shape,
-                            GT__EXTENT_MAXDIM);
+                               GT__EXTENT_MAXDIM);
         int ns = gt_ints_parse((const char *)sqlite3_column_text(st, 2), strides,
-                            GT__EXTENT_MAXDIM);
+                               GT__EXTENT_MAXDIM);
         const char *dtype = (const char *)sqlite3_column_text(st, 3);
         snprintf(t->dtype, sizeof t->dtype, "%s", dtype ? dtype : "?");
         /* A damaged or hostile trace may hold any numbers here: an extent
@@ -307,8 +306,8 @@ void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char
     const char *file = l.file;
     char cwd[4096];
     size_t n;
-    if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 && !strncmp(file, cwd, n) &&
-        file[n] == '/')
+    if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 &&
+        !strncmp(file, cwd, n) && file[n] == '/')
         file += n + 1;
     snprintf(where, wlen, "%s:%d", file ? file : "", (int)l.line);
     if (code)
@@ -354,10 +353,10 @@ int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t)
 
 /* A saved tensor of a node of the graph being replayed. */
 typedef struct srec {
-    long order;            /* index of its node in the replay order */
+    long order; /* index of its node in the replay order */
     int64_t seq, tensor, version, vc, storage;
-    int64_t from;          /* seq writes count from: when it was saved */
-    int64_t region;        /* a checkpoint input: ops.seq of the call, else 0 */
+    int64_t from;   /* seq writes count from: when it was saved */
+    int64_t region; /* a checkpoint input: ops.seq of the call, else 0 */
     int has_vc, has_storage, is_output;
 } srec;
 
@@ -493,7 +492,8 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
     }
     nv = uniq(vcs, nv);
     ns = uniq(stor, ns);
-    if ((rc = gt__counters_load(c->rp, vcs, nv, lo, hi, &bt->counters, c->err, c->errlen)))
+    if ((rc =
+             gt__counters_load(c->rp, vcs, nv, lo, hi, &bt->counters, c->err, c->errlen)))
         goto out;
 
     free(list);
@@ -609,8 +609,8 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     int64_t now;
     gt_mutation *bumps = NULL;
     size_t nb = 0;
-    int rc = gt__counters_window(bt->counters, x->vc, x->from, x->version, P, &now, &bumps,
-                                 &nb);
+    int rc = gt__counters_window(bt->counters, x->vc, x->from, x->version, P, &now,
+                                 &bumps, &nb);
     if (rc)
         return gt__dx_nomem(c);
     /* the ops that bumped x's counter: a c10d collective writing through
@@ -641,12 +641,13 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         ti = *tp;
         loaded = 1;
         if (e->seq && e->m.has_versions)
-            f->matches_error = !strcmp(ti.dtype, e->m.dtype) &&
-                               gt__pymsg_shape_fits(ti.shape, e->m.shape,
-                                                    strcmp(ti.shape, e->m.shape) != 0 &&
-                                                        gt__dx_under_vmap(c->db, x->tensor)) &&
-                               e->m.version == now && e->m.expected == x->version &&
-                               grad_fn_matches(c, x, nd->id, P, nb > 0, &ti, e);
+            f->matches_error =
+                !strcmp(ti.dtype, e->m.dtype) &&
+                gt__pymsg_shape_fits(ti.shape, e->m.shape,
+                                     strcmp(ti.shape, e->m.shape) != 0 &&
+                                         gt__dx_under_vmap(c->db, x->tensor)) &&
+                e->m.version == now && e->m.expected == x->version &&
+                grad_fn_matches(c, x, nd->id, P, nb > 0, &ti, e);
         else if (e->seq)
             f->matches_error = 0;
     } else {
@@ -719,7 +720,8 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         free(w);
         return rc;
     }
-    if (!add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x, now, w, nw))
+    if (!add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x, now, w,
+                           nw))
         return gt__dx_nomem(c);
     return 0;
 }
@@ -900,8 +902,8 @@ out:
 
 /* ---- entry point ------------------------------------------------------- */
 
-int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out, char *err,
-                size_t errlen)
+int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
+                char *err, size_t errlen)
 {
     gt__dctx c;
     int rc = 0;
@@ -923,14 +925,21 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
         const char *sql;
         sqlite3_stmt **st;
     } stmts[] = {
-        {sql_saved, &c.saved}, {sql_silent, &c.silent}, {sql_tensor, &c.tensor},
-        {sql_silent_window, &c.silent_window}, {sql_silent_size, &c.silent_size},
-        {sql_bwerr, &c.bwerr}, {sql_op, &c.op}, {sql_calls, &calls},
+        {sql_saved, &c.saved},
+        {sql_silent, &c.silent},
+        {sql_tensor, &c.tensor},
+        {sql_silent_window, &c.silent_window},
+        {sql_silent_size, &c.silent_size},
+        {sql_bwerr, &c.bwerr},
+        {sql_op, &c.op},
+        {sql_calls, &calls},
     };
     {
         sqlite3_stmt *chk = NULL;
-        int s = sqlite3_prepare_v2(c.db, "SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                   "AND name = 'saved_earlier'", -1, &chk, NULL);
+        int s = sqlite3_prepare_v2(c.db,
+                                   "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                   "AND name = 'saved_earlier'",
+                                   -1, &chk, NULL);
         if (s == SQLITE_OK && (s = sqlite3_step(chk)) == SQLITE_ROW)
             stmts[0].sql = sql_saved_v3;
         sqlite3_finalize(chk);

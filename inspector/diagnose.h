@@ -23,27 +23,27 @@ enum gt_finding_kind {
     GT_FINDING_LEAF_INPLACE = 3,              /* "leaf_inplace" */
     /* The run raised an error of the in-place family that no finding
      * explains (the replay cannot pin it): what the trace knows about it. */
-    GT_FINDING_UNEXPLAINED = 4,               /* "unexplained" */
+    GT_FINDING_UNEXPLAINED = 4, /* "unexplained" */
     /* PyTorch's view + in-place errors, raised at the in-place op itself: */
-    GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE = 5, /* "view_multi_output_inplace":
-                                               * an output of split, chunk,
-                                               * unbind, ... */
-    GT_FINDING_VIEW_NO_GRAD_INPLACE = 6,      /* "view_no_grad_inplace": a view
-                                               * made under no_grad, changed
-                                               * with grad mode on */
-    GT_FINDING_VIEW_INFERENCE_INPLACE = 7,    /* "view_inference_inplace": a
-                                               * view made in inference mode,
-                                               * changed in normal mode */
+    GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE = 5,    /* "view_multi_output_inplace":
+                                                  * an output of split, chunk,
+                                                  * unbind, ... */
+    GT_FINDING_VIEW_NO_GRAD_INPLACE = 6,         /* "view_no_grad_inplace": a view
+                                                  * made under no_grad, changed
+                                                  * with grad mode on */
+    GT_FINDING_VIEW_INFERENCE_INPLACE = 7,       /* "view_inference_inplace": a
+                                                  * view made in inference mode,
+                                                  * changed in normal mode */
     GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE = 8, /* "view_custom_function_inplace":
-                                               * a view returned by a custom
-                                               * autograd Function */
+                                                  * a view returned by a custom
+                                                  * autograd Function */
     /* Writes PyTorch cannot see (silent.c): */
-    GT_FINDING_SILENT_STORAGE_SWAP = 9,       /* "silent_storage_swap": a saved
-                                               * tensor found on another storage
-                                               * (.data =, set_) */
-    GT_FINDING_SILENT_SAVED_WRITE = 10,       /* "silent_saved_write": a saved
-                                               * tensor's bytes changed without a
-                                               * version bump (--check-saved) */
+    GT_FINDING_SILENT_STORAGE_SWAP = 9, /* "silent_storage_swap": a saved
+                                         * tensor found on another storage
+                                         * (.data =, set_) */
+    GT_FINDING_SILENT_SAVED_WRITE = 10, /* "silent_saved_write": a saved
+                                         * tensor's bytes changed without a
+                                         * version bump (--check-saved) */
     /* Kinds added later are appended here, never renumbered. */
 };
 
@@ -56,45 +56,45 @@ typedef struct gt_mutation {
     int64_t tensor;        /* tensors.id written */
     int64_t version_after; /* counter value after the write, -1 if none */
     /* Added after the first contract: */
-    int64_t stack;         /* stacks.id of a write that has no op row (seq 0):
-                            * an in-place op PyTorch refused before running
-                            * it; 0 otherwise */
+    int64_t stack; /* stacks.id of a write that has no op row (seq 0):
+                    * an in-place op PyTorch refused before running
+                    * it; 0 otherwise */
 } gt_mutation;
 
 typedef struct gt_finding {
-    int kind;              /* enum gt_finding_kind */
-    int first_to_fail;     /* 1 for the one the engine raises on */
-    int64_t backward;      /* backward_calls.id, 0 if none */
-    int64_t other_backward;/* backward_twice: the earlier call that freed it */
-    int64_t node;          /* nodes.id of the node that needs the tensor */
-    int64_t saved_seq;     /* saved_tensors.seq, 0 if none */
-    int64_t tensor;        /* tensors.id of the saved (or leaf) tensor */
-    int64_t saved_version; /* version at save, -1 if none */
+    int kind;                    /* enum gt_finding_kind */
+    int first_to_fail;           /* 1 for the one the engine raises on */
+    int64_t backward;            /* backward_calls.id, 0 if none */
+    int64_t other_backward;      /* backward_twice: the earlier call that freed it */
+    int64_t node;                /* nodes.id of the node that needs the tensor */
+    int64_t saved_seq;           /* saved_tensors.seq, 0 if none */
+    int64_t tensor;              /* tensors.id of the saved (or leaf) tensor */
+    int64_t saved_version;       /* version at save, -1 if none */
     int64_t version_at_backward; /* counter value when backward reached it */
     size_t n_mutations;
     gt_mutation *mutations; /* in order; owned by the finding */
-    char *suggestion;      /* owned by the finding */
+    char *suggestion;       /* owned by the finding */
     /* Added after the first contract (same meaning forever): */
-    int64_t error_seq;     /* errors.seq of the error this finding explains
-                            * (the backward's error, or the leaf op's), 0 if none */
-    int matches_error;     /* 1: dtype, shape, versions (and the grad_fn, when
-                            * PyTorch names one) equal the backward's error
-                            * message's; backward_twice: the error is PyTorch's
-                            * "second time" one; 0: they differ; -1: no error
-                            * to compare with */
-    int64_t stack;         /* stacks.id where it happened when there is no node
-                            * (leaf_inplace: where the op raised), else 0 */
-    int64_t op;            /* leaf_inplace: ops.seq of the in-place op if it was
-                            * recorded, else 0 */
-    char *name;            /* leaf_inplace and the view kinds: the variable
-                            * the raising line changes, parsed from its code,
-                            * NULL if none; owned by the finding */
-    int64_t view_op;       /* view kinds, and leaf_inplace on a view of a leaf:
-                            * ops.seq of the op that made the view (its
-                            * origin), 0 if unknown */
-    size_t n_candidates;   /* unexplained: the tensors whose dtype, shape and
-                            * versions match PyTorch's message (tensors.id,
-                            * owned); their last writes are in mutations */
+    int64_t error_seq;   /* errors.seq of the error this finding explains
+                          * (the backward's error, or the leaf op's), 0 if none */
+    int matches_error;   /* 1: dtype, shape, versions (and the grad_fn, when
+                          * PyTorch names one) equal the backward's error
+                          * message's; backward_twice: the error is PyTorch's
+                          * "second time" one; 0: they differ; -1: no error
+                          * to compare with */
+    int64_t stack;       /* stacks.id where it happened when there is no node
+                          * (leaf_inplace: where the op raised), else 0 */
+    int64_t op;          /* leaf_inplace: ops.seq of the in-place op if it was
+                          * recorded, else 0 */
+    char *name;          /* leaf_inplace and the view kinds: the variable
+                          * the raising line changes, parsed from its code,
+                          * NULL if none; owned by the finding */
+    int64_t view_op;     /* view kinds, and leaf_inplace on a view of a leaf:
+                          * ops.seq of the op that made the view (its
+                          * origin), 0 if unknown */
+    size_t n_candidates; /* unexplained: the tensors whose dtype, shape and
+                          * versions match PyTorch's message (tensors.id,
+                          * owned); their last writes are in mutations */
     int64_t *candidates;
     int mismatch;          /* unexplained: 1 if a finding was marked first to
                             * fail for the error's backward call but does not
@@ -112,18 +112,18 @@ typedef struct gt_finding {
 
 typedef struct gt_findings {
     size_t n;
-    gt_finding *v;         /* owned */
+    gt_finding *v; /* owned */
 } gt_findings;
 
 typedef struct gt_diagnose_options {
-    int64_t backward;      /* restrict to this backward_calls.id; 0 = all */
+    int64_t backward; /* restrict to this backward_calls.id; 0 = all */
 } gt_diagnose_options;
 
 /* Replay the backward calls of `t` and collect findings into *out.
  * Returns 0 (even with zero findings) or a negative GT_E* code with a
  * one-line message in err; *out is written only on success. */
-int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts,
-                gt_findings **out /* OUT */, char *err, size_t errlen);
+int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out /* OUT */,
+                char *err, size_t errlen);
 
 /* silent.c: append the findings of writes PyTorch cannot see (storage
  * swaps) for backward call `only` (0: all) to f, growing f->v to exactly its

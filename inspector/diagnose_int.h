@@ -26,12 +26,12 @@
 
 /* A tensor row, as the checks read it. */
 typedef struct gt__tinfo {
-    gt_extent ext;        /* the bytes it covers in its storage */
+    gt_extent ext; /* the bytes it covers in its storage */
     char dtype[32];
-    char shape[128];      /* "3" or "16,8": sizes without brackets or spaces */
+    char shape[128]; /* "3" or "16,8": sizes without brackets or spaces */
     int requires_grad, is_leaf;
     int64_t alias_of;
-    int64_t created_by;   /* ops.seq that output it, 0 if unknown */
+    int64_t created_by; /* ops.seq that output it, 0 if unknown */
     int found;
 } gt__tinfo;
 
@@ -46,7 +46,7 @@ typedef struct gt__opinfo {
 /* The diagnosis of one trace. */
 typedef struct gt__dctx {
     sqlite3 *db;
-    gt_trace *t;    /* the reading layer: locations, names (trace.h) */
+    gt_trace *t; /* the reading layer: locations, names (trace.h) */
     gt_replayer *rp;
     sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op;
     gt_imap freed;  /* node id -> backward call that freed its saved tensors */
@@ -57,8 +57,8 @@ typedef struct gt__dctx {
     size_t cap;
     char *err;
     size_t errlen;
-    int64_t only;   /* the backward call asked for, 0 for all */
-    int oom;        /* a best-effort lookup ran out of memory */
+    int64_t only; /* the backward call asked for, 0 for all */
+    int oom;      /* a best-effort lookup ran out of memory */
 } gt__dctx;
 
 /* Errors: set the message, return GT_ECORRUPT / GT_ENOMEM. */

@@ -24,7 +24,8 @@ void gt__extent_init(gt_extent *e, int64_t offset, const int64_t *sizes,
         }
         if (n == 1 || s == 0)
             continue;
-        if (__builtin_mul_overflow(s, elem, &sb) || __builtin_mul_overflow(n - 1, sb, &span) ||
+        if (__builtin_mul_overflow(s, elem, &sb) ||
+            __builtin_mul_overflow(n - 1, sb, &span) ||
             __builtin_add_overflow(last, span, &last))
             return;
         /* Insert, keeping strides in decreasing order. */

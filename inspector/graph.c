@@ -16,19 +16,18 @@
 #include "strbuf.h"
 #include "utf8.h"
 
-#define LABEL_CHARS 60  /* characters of one piece of user text in a label */
-#define FILE_CHARS  40  /* characters of a file's base name */
-#define NAMES_MAX   3   /* variable names listed per tensor */
-#define BIG_GRAPH   300 /* above this many nodes, cheaper layout settings */
-#define STAGGER_MIN_LEAVES 9 /* stagger single-edge nodes when this many */
-#define WRAP_RANKS 12 /* a long chain wraps into columns this many ranks tall */
-#define WRAP_WIDTH 3  /* ... when no rank holds more nodes than this */
-#define FOLD_SLOTS 3  /* slots named in a node's "saves ..." line */
-#define BREADTH 3     /* neighbours a node of a too-wide ring draws */
-#define REPEAT_MAX_BLOCK 512 /* nodes in a block drawn once for its repeats */
-#define REPEAT_MIN_HIDDEN 4  /* ... when its repeats hide at least this many */
-#define REPEAT_WORK 20000000 /* node comparisons spent finding repeats */
-
+#define LABEL_CHARS        60  /* characters of one piece of user text in a label */
+#define FILE_CHARS         40  /* characters of a file's base name */
+#define NAMES_MAX          3   /* variable names listed per tensor */
+#define BIG_GRAPH          300 /* above this many nodes, cheaper layout settings */
+#define STAGGER_MIN_LEAVES 9   /* stagger single-edge nodes when this many */
+#define WRAP_RANKS         12  /* a long chain wraps into columns this many ranks tall */
+#define WRAP_WIDTH         3   /* ... when no rank holds more nodes than this */
+#define FOLD_SLOTS         3   /* slots named in a node's "saves ..." line */
+#define BREADTH            3   /* neighbours a node of a too-wide ring draws */
+#define REPEAT_MAX_BLOCK   512 /* nodes in a block drawn once for its repeats */
+#define REPEAT_MIN_HIDDEN  4   /* ... when its repeats hide at least this many */
+#define REPEAT_WORK        20000000 /* node comparisons spent finding repeats */
 
 /* ---- label text ------------------------------------------------------- */
 
@@ -110,7 +109,7 @@ static void sb_loc(gt_strbuf *b, const char *file, int64_t line)
     sb_text(b, base ? base + 1 : file ? file : "?", FILE_CHARS);
     /* a notebook cell ("In [3]") reads as Jupyter's: "In [3], line 4" */
     gt_strbuf_addf(b, file && !strncmp(file, "In [", 4) ? ", line %lld" : ":%lld",
-              (long long)line);
+                   (long long)line);
 }
 
 /* ---- the builder ------------------------------------------------------ */
@@ -209,10 +208,10 @@ typedef struct builder {
     size_t nedges, capedges;
     gt_map map; /* node id -> index in nodes (common/gtmap.h) */
     Agraph_t *g;
-    gt_strbuf lab;  /* scratch for labels */
-    gt_strbuf tmp;  /* scratch for names */
-    char *cwd; /* run.cwd, or NULL */
-    int hops;  /* the focus radius drawn (adapted to the screen budget) */
+    gt_strbuf lab;       /* scratch for labels */
+    gt_strbuf tmp;       /* scratch for names */
+    char *cwd;           /* run.cwd, or NULL */
+    int hops;            /* the focus radius drawn (adapted to the screen budget) */
     size_t partial_hops; /* rings beyond it drawn in part (BREADTH) */
     int focused;         /* 1: focus hid nodes */
     repeat *repeats;     /* blocks drawn once for repeats (collapse_repeats) */
@@ -493,11 +492,11 @@ typedef struct nsig {
 
 typedef struct rctx {
     const builder *b;
-    size_t *seq;  /* node indexes in creation order (nodes.id) */
-    size_t *rank; /* node index -> position in seq */
-    nsig *sig;    /* by position in seq */
+    size_t *seq;      /* node indexes in creation order (nodes.id) */
+    size_t *rank;     /* node index -> position in seq */
+    nsig *sig;        /* by position in seq */
     size_t *off, *nx; /* inputs of each node index, in edge order (CSR) */
-    size_t work;  /* comparisons left */
+    size_t work;      /* comparisons left */
 } rctx;
 
 static int sig_eq(const rctx *r, size_t x, size_t y)
@@ -1354,8 +1353,7 @@ static int draw_node(builder *b, size_t i)
         return rc;
     if (variable > 0 && (rc = describe_tensor(b, variable)) != 0)
         return rc;
-    if (b->fold_saved && !n->keep_saved && n->nsaved &&
-        (rc = describe_folded(b, i)) != 0)
+    if (b->fold_saved && !n->keep_saved && n->nsaved && (rc = describe_folded(b, i)) != 0)
         return rc;
     if (n->root) {
         sb_br(&b->lab);
@@ -1396,12 +1394,13 @@ static int draw_saved(builder *b, size_t i)
         }
         gt_strbuf_reset(&b->lab);
         sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
-        gt_strbuf_adds(&b->lab, sqlite3_column_int(st, 4) ? " (saved output)" : " (saved)");
+        gt_strbuf_adds(&b->lab,
+                       sqlite3_column_int(st, 4) ? " (saved output)" : " (saved)");
         if ((rc = describe_tensor(b, sqlite3_column_int64(st, 2))) != 0)
             break;
         sb_br(&b->lab);
         gt_strbuf_addf(&b->lab, "saved at version %lld",
-                  (long long)sqlite3_column_int64(st, 3));
+                       (long long)sqlite3_column_int64(st, 3));
         if (b->lab.oom) {
             rc = oom(b);
             break;
@@ -1446,7 +1445,7 @@ static int draw_finding(builder *b, const gt_finding *f)
         gt_strbuf_adds(&b->lab, agget(saved, (char *)"label"));
         sb_br(&b->lab);
         gt_strbuf_addf(&b->lab, "version %lld when backward ran",
-                  (long long)f->version_at_backward);
+                       (long long)f->version_at_backward);
         if (b->lab.oom)
             return oom(b);
         set(saved, "label", gt_strbuf_str(&b->lab));
@@ -1497,7 +1496,7 @@ static int draw_finding(builder *b, const gt_finding *f)
             sb_br(&b->lab);
             if (m->bump_seq > 0 && m->version_after >= 0)
                 gt_strbuf_addf(&b->lab, "\xe2\x86\x92 version %lld",
-                          (long long)m->version_after);
+                               (long long)m->version_after);
             else
                 gt_strbuf_adds(&b->lab, "writes without a version bump");
             if (b->lab.oom)
@@ -1650,8 +1649,8 @@ static int draw_more(builder *b, size_t i)
             return oom(b);
         gt_strbuf_reset(&b->lab);
         gt_strbuf_addf(&b->lab, "\xe2\x8b\xaf %zu more %s", count,
-                  dir == 0 ? (count == 1 ? "input" : "inputs")
-                           : (count == 1 ? "user" : "users"));
+                       dir == 0 ? (count == 1 ? "input" : "inputs")
+                                : (count == 1 ? "user" : "users"));
         set(m, "label", gt_strbuf_str(&b->lab));
         set(m, "shape", "plaintext");
         set(m, "style", "");
@@ -1762,14 +1761,15 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
         gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes", drawn, b->nnodes);
     else
         gt_strbuf_addf(&b->lab, "%zu of %zu autograd nodes: %d %s around %zu %s", drawn,
-                  b->nnodes, hops, hops == 1 ? "hop" : "hops", centre,
-                  findings ? (centre == 1 ? "finding node" : "finding nodes")
-                           : (centre == 1 ? "root" : "roots"));
+                       b->nnodes, hops, hops == 1 ? "hop" : "hops", centre,
+                       findings ? (centre == 1 ? "finding node" : "finding nodes")
+                                : (centre == 1 ? "root" : "roots"));
     if (b->focused && b->partial_hops)
         gt_strbuf_addf(&b->lab, ", then %d of each node's neighbours %zu %s further",
                        BREADTH, b->partial_hops, b->partial_hops == 1 ? "hop" : "hops");
     if (findings)
-        gt_strbuf_addf(&b->lab, ", %zu %s", findings, findings == 1 ? "finding" : "findings");
+        gt_strbuf_addf(&b->lab, ", %zu %s", findings,
+                       findings == 1 ? "finding" : "findings");
     else
         gt_strbuf_adds(&b->lab, ", no findings");
     /* What was left out, and the option that shows it. */

@@ -77,7 +77,7 @@
 /* ... and is scaled down, when larger, to fit a screen of this many pixels
  * (at 96 px an inch: SVG viewers show 1 pt as 4/3 px, PNG renders at 96
  * dpi). */
-#define GT_GRAPH_SCREEN_WIDTH 1920
+#define GT_GRAPH_SCREEN_WIDTH  1920
 #define GT_GRAPH_SCREEN_HEIGHT 1200
 /* Graphs with more drawn nodes than this are not laid out (SVG, PNG): the
  * dot layout's time grows much faster than linearly. DOT output has no

@@ -17,8 +17,8 @@ struct gt_graph {
     size_t nodes_total;
     size_t findings_shown;
     size_t layout_limit;
-    char errmsg[512];    /* the last render error, "" after a success */
-    gt_strbuf warnings;  /* Graphviz's messages of the last render, one a line */
+    char errmsg[512];   /* the last render error, "" after a success */
+    gt_strbuf warnings; /* Graphviz's messages of the last render, one a line */
 };
 
 #endif

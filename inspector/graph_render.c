@@ -215,7 +215,8 @@ static int layout(gt_graph *g, int format, const char **device /* OUT */)
                                                : "svg",
                       GV_PACKAGE);
     if (gvLayout(gv.gvc, g->g, "dot") != 0)
-        return seterr(g, GT_EIO, "cannot lay out the graph: graphviz's dot layout failed");
+        return seterr(g, GT_EIO,
+                      "cannot lay out the graph: graphviz's dot layout failed");
     return 0;
 }
 
@@ -245,7 +246,8 @@ static int render_to(gt_graph *g, int format, FILE *f)
     int rc;
     if (format == GT_GRAPH_DOT) {
         if (agwrite(g->g, f) != 0 || ferror(f))
-            return seterr(g, GT_EIO, "cannot write dot: %s", strerror(errno ? errno : EIO));
+            return seterr(g, GT_EIO, "cannot write dot: %s",
+                          strerror(errno ? errno : EIO));
         return 0;
     }
     if ((rc = layout(g, format, &device)) != 0)
@@ -278,7 +280,8 @@ static int render_file(gt_graph *g, int format, const char *path)
     if (!strcmp(path, "-")) {
         rc = render_to(g, format, stdout);
         if (rc == 0 && fflush(stdout) != 0)
-            rc = seterr(g, GT_EIO, "cannot write to standard output: %s", strerror(errno));
+            rc =
+                seterr(g, GT_EIO, "cannot write to standard output: %s", strerror(errno));
         return rc;
     }
     size_t n = strlen(path) + 32;

@@ -120,7 +120,8 @@ static int add_dir(gt_rank_set *s, size_t *cap, const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d) {
-        fprintf(stderr, "gradtrace: cannot read directory %s: %s\n", dir, strerror(errno));
+        fprintf(stderr, "gradtrace: cannot read directory %s: %s\n", dir,
+                strerror(errno));
         return -2;
     }
     char **names = NULL;
@@ -136,7 +137,8 @@ static int add_dir(gt_rank_set *s, size_t *cap, const char *dir)
             rc = -1;
             break;
         }
-        snprintf(p, need, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", e->d_name);
+        snprintf(p, need, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+                 e->d_name);
         if (!is_sqlite_file(p)) {
             free(p);
             continue;
@@ -202,7 +204,8 @@ int gt_rank_set_load(int npaths, char **paths, gt_rank_set *out)
         sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(gt_trace_db(t), "SELECT rank FROM run", -1, &st, NULL) ==
                 SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
+            sqlite3_step(st) == SQLITE_ROW &&
+            sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
             s.v[i].rank = sqlite3_column_int64(st, 0);
             s.v[i].has_rank = 1;
         }
@@ -246,7 +249,8 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
             w = snprintf(buf + off, len - off, "%s%lld-%lld", i ? ", " : "",
                          (long long)ranks[i], (long long)ranks[j]);
         else
-            w = snprintf(buf + off, len - off, "%s%lld", i ? ", " : "", (long long)ranks[i]);
+            w = snprintf(buf + off, len - off, "%s%lld", i ? ", " : "",
+                         (long long)ranks[i]);
         if (w < 0 || (size_t)w >= len - off) {
             buf[len - 1] = '\0';
             return;
@@ -284,7 +288,7 @@ int gt_multi_max_traces(void)
 typedef struct objlist {
     size_t n;
     char **name;
-    char **sql;   /* views: their CREATE statement; tables: NULL */
+    char **sql; /* views: their CREATE statement; tables: NULL */
 } objlist;
 
 static void objlist_clear(objlist *l)
@@ -308,8 +312,9 @@ static int own_objects(objlist *tables, objlist *views)
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
         sqlite3_exec(db, gt_schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_exec(db, gt_views_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT type, name, sql FROM sqlite_schema "
-                               "WHERE type IN ('table', 'view') ORDER BY rowid",
+        sqlite3_prepare_v2(db,
+                           "SELECT type, name, sql FROM sqlite_schema "
+                           "WHERE type IN ('table', 'view') ORDER BY rowid",
                            -1, &st, NULL) != SQLITE_OK)
         goto out;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -344,7 +349,8 @@ static int in_objlist(const objlist *l, const char *s, size_t n)
     return -1;
 }
 
-static void addf(gt_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(gt_strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void addf(gt_strbuf *b, const char *fmt, ...)
 {
     char buf[512];
@@ -445,8 +451,8 @@ static int has_column(sqlite3 *db, const char *schema, const char *table, const 
     sqlite3_stmt *st = NULL;
     int found = 0;
     char sql[256];
-    snprintf(sql, sizeof sql, "SELECT 1 FROM \"%s\".pragma_table_info(?1) WHERE name = ?2",
-             schema);
+    snprintf(sql, sizeof sql,
+             "SELECT 1 FROM \"%s\".pragma_table_info(?1) WHERE name = ?2", schema);
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
@@ -498,9 +504,10 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
     char *emsg = NULL;
 
     if (s->n == 0 || s->n > (size_t)gt_multi_max_traces()) {
-        fprintf(stderr, "gradtrace: sql: %zu traces given, at most %d can be read at once "
-                        "(SQLite's limit on attached databases); query fewer, or see "
-                        "SCHEMA.md for DuckDB over any number\n",
+        fprintf(stderr,
+                "gradtrace: sql: %zu traces given, at most %d can be read at once "
+                "(SQLite's limit on attached databases); query fewer, or see "
+                "SCHEMA.md for DuckDB over any number\n",
                 s->n, gt_multi_max_traces());
         return 2;
     }
@@ -545,7 +552,8 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
             goto nomem;
         addf(&b, "CREATE TEMP VIEW \"%s\" AS ", tables.name[t]);
         for (size_t i = 0; i < s->n; i++) {
-            addf(&b, "%sSELECT %lld AS rank", i ? " UNION ALL " : "", (long long)ranks[i]);
+            addf(&b, "%sSELECT %lld AS rank", i ? " UNION ALL " : "",
+                 (long long)ranks[i]);
             for (size_t c = 0; c < nc; c++) {
                 if (!strcmp(tables.name[t], "run") && !strcmp(cols[c], "rank"))
                     continue;
@@ -569,8 +577,8 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
     for (size_t v = 0; v < views.n; v++) {
         addf(&b, "CREATE TEMP VIEW \"%s\" AS ", views.name[v]);
         for (size_t i = 0; i < s->n; i++)
-            addf(&b, "%sSELECT %lld AS rank, * FROM temp.\"_gt%zu_%s\"", i ? " UNION ALL " : "",
-                 (long long)ranks[i], i, views.name[v]);
+            addf(&b, "%sSELECT %lld AS rank, * FROM temp.\"_gt%zu_%s\"",
+                 i ? " UNION ALL " : "", (long long)ranks[i], i, views.name[v]);
         gt_strbuf_add(&b, ";\n", 2);
     }
     if (b.oom)
@@ -592,7 +600,8 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
         }
         sqlite3_finalize(st);
         if (!ok) {
-            fprintf(stderr, "gradtrace: cannot join the traces: %s\n", sqlite3_errmsg(db));
+            fprintf(stderr, "gradtrace: cannot join the traces: %s\n",
+                    sqlite3_errmsg(db));
             goto out;
         }
     }
@@ -630,11 +639,12 @@ void gt_print_rank_line(FILE *out, sqlite3 *db)
 {
     sqlite3_stmt *st = NULL;
     /* v3 columns when the trace has them (an older one has rank only) */
-    int v3 = sqlite3_prepare_v2(db, "SELECT rank, world_size, local_rank, backend,"
-                                    " launcher_run_id FROM run WHERE id = 1",
+    int v3 = sqlite3_prepare_v2(db,
+                                "SELECT rank, world_size, local_rank, backend,"
+                                " launcher_run_id FROM run WHERE id = 1",
                                 -1, &st, NULL) == SQLITE_OK;
-    if (!v3 && sqlite3_prepare_v2(db, "SELECT rank FROM run WHERE id = 1", -1, &st, NULL) !=
-                   SQLITE_OK) {
+    if (!v3 && sqlite3_prepare_v2(db, "SELECT rank FROM run WHERE id = 1", -1, &st,
+                                  NULL) != SQLITE_OK) {
         sqlite3_finalize(st);
         return;
     }

@@ -29,13 +29,13 @@ char *gt_env_rank_path(const char *path);
 /* One trace of a set: its path and the rank its run row names. */
 typedef struct gt_rank_trace {
     char *path;
-    int64_t rank;      /* run.rank; -1 if none */
+    int64_t rank; /* run.rank; -1 if none */
     int has_rank;
 } gt_rank_trace;
 
 typedef struct gt_rank_set {
     size_t n;
-    gt_rank_trace *v;  /* ordered by rank, then path */
+    gt_rank_trace *v; /* ordered by rank, then path */
 } gt_rank_set;
 
 /* Expand `paths` (files and directories) into *out, reading each trace's
@@ -51,7 +51,6 @@ void gt_rank_set_release(gt_rank_set *s);
 /* "0-3", "0, 2", "0-1, 5": the ranks in ranks[0..n) (ascending) as the
  * shortest text of ranges, into buf (always terminated). */
 void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len);
-
 
 #include <sqlite3.h>
 #include <stdio.h>

@@ -29,12 +29,18 @@ static void parse_versions(const char *msg, gt_pymsg *e)
         const char *type;
         const char *dtype;
     } types[] = {
-        {"FloatTensor", "float32"},   {"DoubleTensor", "float64"},
-        {"HalfTensor", "float16"},    {"BFloat16Tensor", "bfloat16"},
-        {"LongTensor", "int64"},      {"IntTensor", "int32"},
-        {"ShortTensor", "int16"},     {"CharTensor", "int8"},
-        {"ByteTensor", "uint8"},      {"BoolTensor", "bool"},
-        {"ComplexFloatTensor", "complex64"}, {"ComplexDoubleTensor", "complex128"},
+        {"FloatTensor", "float32"},
+        {"DoubleTensor", "float64"},
+        {"HalfTensor", "float16"},
+        {"BFloat16Tensor", "bfloat16"},
+        {"LongTensor", "int64"},
+        {"IntTensor", "int32"},
+        {"ShortTensor", "int16"},
+        {"CharTensor", "int8"},
+        {"ByteTensor", "uint8"},
+        {"BoolTensor", "bool"},
+        {"ComplexFloatTensor", "complex64"},
+        {"ComplexDoubleTensor", "complex128"},
     };
     const char *p, *q;
     if (!(p = strstr(msg, "[torch.")))
@@ -84,14 +90,17 @@ void gt__pymsg_parse(const char *msg, gt_pymsg *e)
         parse_versions(msg, e);
     } else if (strstr(msg, "backward through the graph a second time")) {
         e->kind = GT_PYMSG_TWICE;
-    } else if (strstr(msg, "a view of a leaf Variable that requires grad is being used in "
-                           "an in-place operation")) {
+    } else if (strstr(msg,
+                      "a view of a leaf Variable that requires grad is being used in "
+                      "an in-place operation")) {
         e->kind = GT_PYMSG_VIEW_OF_LEAF;
-    } else if (strstr(msg, "leaf Variable that requires grad is being used in an in-place "
-                           "operation")) {
+    } else if (strstr(msg,
+                      "leaf Variable that requires grad is being used in an in-place "
+                      "operation")) {
         e->kind = GT_PYMSG_LEAF;
-    } else if (strstr(msg, "leaf Variable that requires grad has been used in an in-place "
-                           "operation") ||
+    } else if (strstr(msg,
+                      "leaf Variable that requires grad has been used in an in-place "
+                      "operation") ||
                strstr(msg, "leaf variable has been moved into the graph interior")) {
         e->kind = GT_PYMSG_LEAF_MOVED;
     } else if (strstr(msg, "is the output of a function that returns multiple views")) {

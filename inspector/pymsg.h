@@ -14,50 +14,50 @@
 
 /* The error family gradtrace explains, one value per message PyTorch has. */
 enum gt_pymsg_kind {
-    GT_PYMSG_OTHER = 0,       /* not one of ours */
-    GT_PYMSG_VERSION,         /* "one of the variables needed for gradient
-                               * computation has been modified by an inplace
-                               * operation: [...] is at version N; expected
-                               * version M instead" */
-    GT_PYMSG_TWICE,           /* "Trying to backward through the graph a
-                               * second time ..." */
-    GT_PYMSG_LEAF,            /* "a leaf Variable that requires grad is being
-                               * used in an in-place operation." */
-    GT_PYMSG_VIEW_OF_LEAF,    /* "a view of a leaf Variable that requires
-                               * grad is being used in an in-place operation." */
-    GT_PYMSG_VIEW_MULTI,      /* "Output N of F is a view and is being modified
-                               * inplace. This view is the output of a function
-                               * that returns multiple views. ..." */
-    GT_PYMSG_VIEW_NO_GRAD,    /* "A view was created in no_grad mode and is
-                               * being modified inplace with grad mode
-                               * enabled. ..." (or "Output N of F is a view of a
-                               * view which was created in no_grad mode ...") */
-    GT_PYMSG_VIEW_INFERENCE,  /* the same, "created in inference mode and is
-                               * being modified inplace in normal mode" */
-    GT_PYMSG_LEAF_MOVED,      /* the engine's "a leaf Variable that requires grad
-                               * has been used in an in-place operation." and
-                               * "leaf variable has been moved into the graph
-                               * interior" (raised in backward) */
-    GT_PYMSG_VIEW_CUSTOM,     /* "Output N of F is a view and is being modified
-                               * inplace. This view was created inside a custom
-                               * Function (or because an input was returned
-                               * as-is) ..." */
-    GT_PYMSG_CAPTURED,        /* torch.func's "During a grad (vjp, jvp, grad,
-                               * etc) transform, the function provided attempted
-                               * to call in-place operation (OP) that would
-                               * mutate a captured Tensor." */
+    GT_PYMSG_OTHER = 0,      /* not one of ours */
+    GT_PYMSG_VERSION,        /* "one of the variables needed for gradient
+                              * computation has been modified by an inplace
+                              * operation: [...] is at version N; expected
+                              * version M instead" */
+    GT_PYMSG_TWICE,          /* "Trying to backward through the graph a
+                              * second time ..." */
+    GT_PYMSG_LEAF,           /* "a leaf Variable that requires grad is being
+                              * used in an in-place operation." */
+    GT_PYMSG_VIEW_OF_LEAF,   /* "a view of a leaf Variable that requires
+                              * grad is being used in an in-place operation." */
+    GT_PYMSG_VIEW_MULTI,     /* "Output N of F is a view and is being modified
+                              * inplace. This view is the output of a function
+                              * that returns multiple views. ..." */
+    GT_PYMSG_VIEW_NO_GRAD,   /* "A view was created in no_grad mode and is
+                              * being modified inplace with grad mode
+                              * enabled. ..." (or "Output N of F is a view of a
+                              * view which was created in no_grad mode ...") */
+    GT_PYMSG_VIEW_INFERENCE, /* the same, "created in inference mode and is
+                              * being modified inplace in normal mode" */
+    GT_PYMSG_LEAF_MOVED,     /* the engine's "a leaf Variable that requires grad
+                              * has been used in an in-place operation." and
+                              * "leaf variable has been moved into the graph
+                              * interior" (raised in backward) */
+    GT_PYMSG_VIEW_CUSTOM,    /* "Output N of F is a view and is being modified
+                              * inplace. This view was created inside a custom
+                              * Function (or because an input was returned
+                              * as-is) ..." */
+    GT_PYMSG_CAPTURED,       /* torch.func's "During a grad (vjp, jvp, grad,
+                              * etc) transform, the function provided attempted
+                              * to call in-place operation (OP) that would
+                              * mutate a captured Tensor." */
 };
 
 typedef struct gt_pymsg {
-    int kind;            /* enum gt_pymsg_kind */
+    int kind; /* enum gt_pymsg_kind */
     /* GT_PYMSG_VERSION: */
-    int has_versions;    /* 1 if dtype, shape and both versions were read */
-    char dtype[32];      /* "float32" for [torch.FloatTensor ...] */
-    char shape[128];     /* "16,8": the sizes without brackets or spaces */
+    int has_versions; /* 1 if dtype, shape and both versions were read */
+    char dtype[32];   /* "float32" for [torch.FloatTensor ...] */
+    char shape[128];  /* "16,8": the sizes without brackets or spaces */
     int64_t version, expected;
     /* GT_PYMSG_VERSION (", which is output N of NAME,") and the view kinds
      * ("Output N of NAME is a view"): */
-    char grad_fn[128];   /* NAME, "" if the message names none */
+    char grad_fn[128]; /* NAME, "" if the message names none */
     int64_t output_nr;
 } gt_pymsg;
 
@@ -71,15 +71,15 @@ int gt__pymsg_at_op(int kind);
 
 /* The SQL LIKE patterns that select the messages of the family (for a
  * query over the errors table), as one "message LIKE ... OR ..." text. */
-#define GT__PYMSG_FAMILY_SQL                                                         \
-    "(message LIKE '%modified by an inplace operation%'"                             \
-    " OR message LIKE '%backward through the graph a second time%'"                  \
+#define GT__PYMSG_FAMILY_SQL                                                             \
+    "(message LIKE '%modified by an inplace operation%'"                                 \
+    " OR message LIKE '%backward through the graph a second time%'"                      \
     " OR message LIKE '%leaf Variable that requires grad is being used in an in-place%'" \
     " OR message LIKE '%leaf Variable that requires grad has been used in an in-place%'" \
-    " OR message LIKE '%leaf variable has been moved into the graph interior%'"        \
-    " OR message LIKE '%is a view and is being modified inplace%'"                   \
-    " OR message LIKE '%is a view of a view which was created in%'"                  \
-    " OR message LIKE '%view was created in%mode and is being modified inplace%'"       \
+    " OR message LIKE '%leaf variable has been moved into the graph interior%'"          \
+    " OR message LIKE '%is a view and is being modified inplace%'"                       \
+    " OR message LIKE '%is a view of a view which was created in%'"                      \
+    " OR message LIKE '%view was created in%mode and is being modified inplace%'"        \
     " OR message LIKE '%that would mutate a captured Tensor%')"
 
 /* 1 if a tensor recorded with sizes `recorded` ("3,4") is the tensor a

@@ -216,7 +216,8 @@ int gt__py_assigns(const char *code, const char *name)
     /* The targets: names separated by commas (optionally in parentheses),
      * up to a single '='. */
     const char *eq = p;
-    while (*eq && !(*eq == '=' && eq[1] != '=' && eq > p && !strchr("=!<>+-*/%&|^@:", eq[-1])))
+    while (*eq &&
+           !(*eq == '=' && eq[1] != '=' && eq > p && !strchr("=!<>+-*/%&|^@:", eq[-1])))
         eq++;
     if (!*eq)
         return 0;

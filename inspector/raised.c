@@ -87,14 +87,15 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
 {
     sqlite3_stmt *st = NULL;
     int64_t t = 0;
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
-                               "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
-                               "FROM ops o JOIN stacks s ON s.id = o.stack "
-                               "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
-                               "JOIN strings c ON c.id = f.code "
-                               "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
-                               -1, &st, NULL);
+    int s =
+        sqlite3_prepare_v2(c->db,
+                           "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
+                           "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
+                           "FROM ops o JOIN stacks s ON s.id = o.stack "
+                           "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
+                           "JOIN strings c ON c.id = f.code "
+                           "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
+                           -1, &st, NULL);
     if (s != SQLITE_OK) {
         gt__dx_lookup_nomem(c, s);
         return 0;
@@ -122,10 +123,11 @@ static int named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
     *out = 0;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
-                           "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            c->db,
+            "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
+            "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1",
+            -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, seq);
@@ -371,7 +373,8 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
         gt__dx_load_op(c, origin, &o);
         size_t n = strlen(want);
         if (kind != GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE)
-            f->matches_error = !strncmp(o.name, want, n) && (o.name[n] == 0 || o.name[n] == '.');
+            f->matches_error =
+                !strncmp(o.name, want, n) && (o.name[n] == 0 || o.name[n] == '.');
     }
     if ((rc = add_attempt(c, f, op, stack)) != 0)
         return rc;
@@ -414,7 +417,8 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
     snprintf(shape, sizeof shape, "[%s]", m->shape);
     if (sqlite3_prepare_v2(
             c->db,
-            "SELECT t.id, (SELECT b.op FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
+            "SELECT t.id, (SELECT b.op FROM version_bumps b JOIN tensors w ON w.id = "
+            "b.tensor "
             " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
             " ORDER BY b.seq DESC LIMIT 1), "
             " (SELECT b.version FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
@@ -423,7 +427,8 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
             "FROM tensors t JOIN strings d ON d.id = t.dtype "
             "WHERE d.text = ?1 AND t.shape = ?2 AND t.id = t.version_counter AND EXISTS ("
             " SELECT 1 FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
-            " WHERE w.version_counter = t.version_counter AND b.version = ?3 AND b.seq < ?4) "
+            " WHERE w.version_counter = t.version_counter AND b.version = ?3 AND b.seq < "
+            "?4) "
             "ORDER BY t.id LIMIT 50",
             -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);

@@ -105,9 +105,11 @@ static const char sql_counters_size[] =
     "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors t "
     "ON t.version_counter = j.value LIMIT ?2)";
 
-static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, size_t errlen)
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err,
+                   size_t errlen)
 {
-    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
+        SQLITE_OK) {
         snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
         return GT_ECORRUPT;
     }
@@ -175,15 +177,15 @@ long gt__replay_find(const gt_replay *r, int64_t id)
 
 /* Growable arrays used while building one graph. */
 typedef struct graph {
-    gt_imap index;          /* node id -> position in nodes */
+    gt_imap index; /* node id -> position in nodes */
     gt_replay_node *nodes;
     size_t n, cap;
-    int64_t *efrom, *eto;   /* edges as (from id, to id) while reading */
+    int64_t *efrom, *eto; /* edges as (from id, to id) while reading */
     size_t ne, ecap;
-    size_t *edge_start;     /* per node: first edge in `edges` (CSR) */
-    size_t *edges;          /* target positions in nodes */
+    size_t *edge_start; /* per node: first edge in `edges` (CSR) */
+    size_t *edges;      /* target positions in nodes */
     long *deps;
-    char *needed;           /* with inputs=: 1 for the nodes the engine runs */
+    char *needed; /* with inputs=: 1 for the nodes the engine runs */
 } graph;
 
 static void graph_release(graph *g)
@@ -258,7 +260,8 @@ static void node_from_row(gt_replay_node *nd, sqlite3_stmt *st)
     nd->op = sqlite3_column_int64(st, 2);
     nd->name = sqlite3_column_int64(st, 3);
     int acc = sqlite3_column_type(st, 5) != SQLITE_NULL;
-    if (acc || sqlite3_column_type(st, 4) == SQLITE_NULL || sqlite3_column_int64(st, 4) < 0)
+    if (acc || sqlite3_column_type(st, 4) == SQLITE_NULL ||
+        sqlite3_column_int64(st, 4) < 0)
         nd->priority = UINT64_MAX;
     else
         nd->priority = (uint64_t)sqlite3_column_int64(st, 4);
@@ -267,7 +270,8 @@ static void node_from_row(gt_replay_node *nd, sqlite3_stmt *st)
 
 /* Every node reachable from the call's roots, with its edges (BFS); then
  * the edges as CSR. */
-static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err, size_t errlen)
+static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err,
+                       size_t errlen)
 {
     sqlite3_stmt *st = rp->root_nodes;
     int s, added;
@@ -504,14 +508,15 @@ static int load_call(gt_replayer *rp, gt_replay *r, char *err, size_t errlen)
         r->retain_graph = sqlite3_column_int(st, 3);
         r->create_graph = sqlite3_column_int(st, 4);
         const char *status = (const char *)sqlite3_column_text(st, 5);
-        r->status = !status                  ? GT_BACKWARD_RUNNING
+        r->status = !status                                     ? GT_BACKWARD_RUNNING
                     : !strcmp(status, GT_BACKWARD_STATUS_OK)    ? GT_BACKWARD_OK
                     : !strcmp(status, GT_BACKWARD_STATUS_ERROR) ? GT_BACKWARD_ERROR
-                                               : GT_BACKWARD_RUNNING;
+                                                                : GT_BACKWARD_RUNNING;
         r->grad_api = sqlite3_column_int(st, 6);
         r->has_inputs = sqlite3_column_int(st, 7);
     } else if (s == SQLITE_DONE) {
-        snprintf(err, errlen, "no backward call %lld in the trace", (long long)r->backward);
+        snprintf(err, errlen, "no backward call %lld in the trace",
+                 (long long)r->backward);
         rc = GT_EINVAL;
     } else {
         rc = sql_fail(rp, err, errlen);
@@ -615,18 +620,18 @@ out:
 /* ---- version arithmetic ------------------------------------------------ */
 
 typedef struct vobs {
-    int64_t seq;     /* bump seq, or the op's seq for an op argument */
-    int64_t op;      /* ops.seq that caused it (0 if observed) */
+    int64_t seq; /* bump seq, or the op's seq for an op argument */
+    int64_t op;  /* ops.seq that caused it (0 if observed) */
     int64_t tensor;
     int64_t version; /* after the bump, or seen before the op */
     int bump;
 } vobs;
 
 struct gt_counters {
-    vobs *v;         /* by counter, then seq */
+    vobs *v; /* by counter, then seq */
     size_t n, cap;
-    gt_imap start;   /* counter -> first index in v */
-    gt_imap end;     /* counter -> one past its last index */
+    gt_imap start; /* counter -> first index in v */
+    gt_imap end;   /* counter -> one past its last index */
 };
 
 int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
@@ -760,9 +765,9 @@ int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
     return 0;
 }
 
-int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq, int64_t from_version,
-                       int64_t to_seq, int64_t *version, gt_mutation **bumps, size_t *n,
-                       char *err, size_t errlen)
+int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq,
+                       int64_t from_version, int64_t to_seq, int64_t *version,
+                       gt_mutation **bumps, size_t *n, char *err, size_t errlen)
 {
     gt_counters *c = NULL;
     int rc = gt__counters_load(rp, &vc, 1, from_seq, to_seq, &c, err, errlen);

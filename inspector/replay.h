@@ -49,19 +49,19 @@ typedef struct gt_replay_node {
 } gt_replay_node;
 
 typedef struct gt_replay {
-    int64_t backward;     /* backward_calls.id */
-    int64_t seq;          /* backward_calls.seq */
-    int64_t end_seq;      /* backward_calls.end_seq, 0 if it never ended */
-    int64_t stack;        /* backward_calls.stack, 0 if none */
+    int64_t backward; /* backward_calls.id */
+    int64_t seq;      /* backward_calls.seq */
+    int64_t end_seq;  /* backward_calls.end_seq, 0 if it never ended */
+    int64_t stack;    /* backward_calls.stack, 0 if none */
     int retain_graph;
     int create_graph;
-    int status;           /* enum gt_backward_status */
-    int has_execs;        /* 1 if node_execs rows exist for this call */
-    int has_inputs;       /* 1 if the call has inputs= (backward_inputs): only
-                           * the nodes leading to them are in `order` */
-    int grad_api;         /* 1 for torch.autograd.grad (captures, does not
-                           * run the inputs' own nodes) */
-    size_t n;             /* nodes in engine order */
+    int status;     /* enum gt_backward_status */
+    int has_execs;  /* 1 if node_execs rows exist for this call */
+    int has_inputs; /* 1 if the call has inputs= (backward_inputs): only
+                     * the nodes leading to them are in `order` */
+    int grad_api;   /* 1 for torch.autograd.grad (captures, does not
+                     * run the inputs' own nodes) */
+    size_t n;       /* nodes in engine order */
     gt_replay_node *order;
 } gt_replay;
 
@@ -96,8 +96,8 @@ long gt__replay_find(const gt_replay *r, int64_t id);
  * largest of from_version and those bumps. Returns 0 or a negative GT_E*
  * code with a message in err; the out-parameters are written only on
  * success. */
-int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq, int64_t from_version,
-                       int64_t to_seq, int64_t *version /* OUT */,
+int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq,
+                       int64_t from_version, int64_t to_seq, int64_t *version /* OUT */,
                        gt_mutation **bumps /* OUT */, size_t *n /* OUT */, char *err,
                        size_t errlen);
 
@@ -109,7 +109,8 @@ typedef struct gt_counters gt_counters;
 /* Load every observation of the `n` counters `vcs` with from_seq < seq <
  * to_seq. Returns 0 or a negative GT_E* code with a message in err. */
 int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t from_seq,
-                      int64_t to_seq, gt_counters **out /* OUT */, char *err, size_t errlen);
+                      int64_t to_seq, gt_counters **out /* OUT */, char *err,
+                      size_t errlen);
 
 /* gt__replay_counter over loaded observations; the window must lie within
  * the loaded one. Returns 0 or GT_ENOMEM (out-parameters untouched). */
@@ -131,8 +132,8 @@ int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t fro
 /* ---- an int64 -> int64 map (any key, 0 included), shared with diagnose.c */
 
 typedef struct gt_imap {
-    gt_map m;        /* common/gtmap.h: one id map for the whole code */
-    size_t len;      /* keys held */
+    gt_map m;   /* common/gtmap.h: one id map for the whole code */
+    size_t len; /* keys held */
 } gt_imap;
 
 /* Look `key` up; returns 1 and writes *val if present, else 0. */

@@ -31,9 +31,9 @@
 /* For each swap of a saved tensor, the saved rows saved before it and the
  * backward call that needed them (a node whose forward ran before recording
  * started is first read by the call that reaches it, after the swap: its
- * rows count as saved before any swap the recording saw): the call whose start noticed the swap, else
- * the first call after it; the node must have run in it (node_execs), unless
- * the call has no node_execs at all (PyTorch without them). */
+ * rows count as saved before any swap the recording saw): the call whose start noticed
+ * the swap, else the first call after it; the node must have run in it (node_execs),
+ * unless the call has no node_execs at all (PyTorch without them). */
 static const char sql_swaps[] =
     "WITH sw AS ("
     "  SELECT w.seq, w.tensor, w.op, w.backward, w.last_seen, w.stack,"
@@ -54,7 +54,8 @@ static const char sql_swaps[] =
     "  AND (st.seq < sw.seq OR (st.seq > sw.seq AND EXISTS (SELECT 1 FROM nodes n"
     "   JOIN backward_calls b ON b.id = sw.bw WHERE n.id = st.node AND n.op IS NULL"
     "   AND n.seq > b.seq AND st.seq > b.seq)))"
-    "  AND (EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw AND x.node = st.node)"
+    "  AND (EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw AND x.node = "
+    "st.node)"
     "   OR NOT EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw))"
     " ORDER BY sw.bw, st.seq";
 
@@ -83,8 +84,9 @@ static int has_table(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *q = NULL;
     int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-                           -1, &q, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1", -1, &q,
+            NULL) == SQLITE_OK) {
         sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
         found = sqlite3_step(q) == SQLITE_ROW;
     }
@@ -126,7 +128,8 @@ static const char sql_touch[] =
     " WHERE t.storage = ?1 AND a.op > ?2 AND a.op < ?3 GROUP BY a.op ORDER BY a.op"
     " LIMIT 32";
 
-static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err, size_t errlen)
+static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err,
+                        size_t errlen)
 {
     sqlite3_stmt *st = NULL, *touch = NULL;
     int rc = 0, s;
@@ -180,7 +183,8 @@ out:
     return rc;
 }
 
-int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err, size_t errlen)
+int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
+                        size_t errlen)
 {
     if (has_table(db, "saved_fingerprints")) {
         int rc = saved_writes(db, only, f, err, errlen);
@@ -232,12 +236,14 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err, si
                           "forward after the change";
         if (at_assign && after) /* recorded at the assignment */
             snprintf(buf, sizeof buf,
-                     "the tensor's storage was replaced by `.data =` at %s: %s", after, fix);
+                     "the tensor's storage was replaced by `.data =` at %s: %s", after,
+                     fix);
         else
-            snprintf(buf, sizeof buf,
-                     "the tensor's storage was replaced (`x.data = ...`, `set_`) %s%s%s%s: %s",
-                     before ? "after " : "", before ? before : "",
-                     after ? " and before " : "", after ? after : "", fix);
+            snprintf(
+                buf, sizeof buf,
+                "the tensor's storage was replaced (`x.data = ...`, `set_`) %s%s%s%s: %s",
+                before ? "after " : "", before ? before : "", after ? " and before " : "",
+                after ? after : "", fix);
         free(before);
         free(after);
         if (!(x->suggestion = strdup(buf))) {
@@ -297,7 +303,8 @@ int gt__dx_under_vmap(sqlite3 *db, int64_t tensor)
         " UNION ALL SELECT s.parent, d + 1 FROM stacks s JOIN up ON s.id = up.id"
         "  WHERE s.parent IS NOT NULL AND d < 256)"
         " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
-        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE '%functorch%vmap.py' LIMIT 1";
+        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE '%functorch%vmap.py' "
+        "LIMIT 1";
     sqlite3_stmt *q = NULL;
     int yes = 0;
     if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {

@@ -30,10 +30,22 @@ static void out_of_place(const char *op, char *buf, size_t len)
 static int is_activation_inplace(const char *op)
 {
     static const char *acts[] = {
-        "aten::relu_",       "aten::threshold_", "aten::hardtanh_", "aten::leaky_relu_",
-        "aten::elu_",        "aten::celu_",      "aten::selu_",     "aten::silu_",
-        "aten::mish_",       "aten::hardswish_", "aten::hardsigmoid_", "aten::rrelu_",
-        "aten::relu6_",      "aten::gelu_",      "aten::sigmoid_",  "aten::tanh_",
+        "aten::relu_",
+        "aten::threshold_",
+        "aten::hardtanh_",
+        "aten::leaky_relu_",
+        "aten::elu_",
+        "aten::celu_",
+        "aten::selu_",
+        "aten::silu_",
+        "aten::mish_",
+        "aten::hardswish_",
+        "aten::hardsigmoid_",
+        "aten::rrelu_",
+        "aten::relu6_",
+        "aten::gelu_",
+        "aten::sigmoid_",
+        "aten::tanh_",
         "aten::rrelu_with_noise_",
     };
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
@@ -106,12 +118,13 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f)
         if (is_activation_inplace(o.name)) {
             char act[64];
             out_of_place(o.name, act, sizeof act);
-            return set_suggestion(c, f,
-                                  "use inplace=False: the in-place %s%s%s overwrote %s, "
-                                  "which the backward needs; build the layer with "
-                                  "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
-                                  "out-of-place torch.%s",
-                                  o.name, where[0] ? " at " : "", where, nm, act);
+            return set_suggestion(
+                c, f,
+                "use inplace=False: the in-place %s%s%s overwrote %s, "
+                "which the backward needs; build the layer with "
+                "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
+                "out-of-place torch.%s",
+                o.name, where[0] ? " at " : "", where, nm, act);
         }
     }
     for (size_t i = 0; i < f->n_mutations; i++) {
@@ -121,21 +134,22 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f)
         int foreach = strstr(o.name, "::_foreach_") != NULL;
         if (foreach || strstr(code, ".step(") ||
             (o.phase == GT_PHASE_OTHER && gt__dx_leaf_of(c, f->mutations[i].tensor))) {
-            return set_suggestion(c, f,
-                                  "move optimizer.step() after the last backward() that uses "
-                                  "this graph, or recompute the forward after the step: the "
-                                  "step%s%s updated %s in place after the forward saved it",
-                                  where[0] ? " at " : "", where,
-                                  name[0] ? name : "a parameter");
+            return set_suggestion(
+                c, f,
+                "move optimizer.step() after the last backward() that uses "
+                "this graph, or recompute the forward after the step: the "
+                "step%s%s updated %s in place after the forward saved it",
+                where[0] ? " at " : "", where, name[0] ? name : "a parameter");
         }
     }
     /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
      * op saved, then updated in place. */
     if (name[0] && !has_autograd(c, f->tensor))
-        return set_suggestion(c, f,
-                              "update a copy: %s = %s.clone().detach() before changing it, "
-                              "or move the update after backward()",
-                              name, name);
+        return set_suggestion(
+            c, f,
+            "update a copy: %s = %s.clone().detach() before changing it, "
+            "or move the update after backward()",
+            name, name);
     gt__opinfo o;
     gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
     if (o.name[0]) {
@@ -166,10 +180,11 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f)
                               o.name, mn, mn, meth, mn);
     }
     return rc ? rc
-              : set_suggestion(c, f,
-                               "replace the in-place change of %s with an out-of-place "
-                               "version (x = x.op(...)), or clone() it before modifying it",
-                               nm);
+              : set_suggestion(
+                    c, f,
+                    "replace the in-place change of %s with an out-of-place "
+                    "version (x = x.op(...)), or clone() it before modifying it",
+                    nm);
 }
 
 /* The code of the line that raised, without its indentation ("" if
@@ -204,15 +219,16 @@ static void out_of_place_line(const char *code, const char *name, char *buf, siz
     }
     while (*p == ' ')
         p++;
-    static const char *ops[] = {"**=", "//=", "<<=", ">>=", "+=", "-=", "*=", "/=",
-                                "%=", "&=", "|=", "^=", "@="};
+    static const char *ops[] = {
+        "**=", "//=", "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@="};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         size_t k = strlen(ops[i]);
         if (!strncmp(p, ops[i], k)) {
             const char *rhs = p + k;
             while (*rhs == ' ')
                 rhs++;
-            snprintf(buf, len, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i], rhs);
+            snprintf(buf, len, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i],
+                     rhs);
             return;
         }
     }
@@ -229,7 +245,8 @@ static int stack_activation_inplace(gt__dctx *c, int64_t stack, char *act, size_
     int s = sqlite3_prepare_v2(c->db,
                                "SELECT (SELECT text FROM strings WHERE id = f.code) "
                                "FROM stacks s JOIN frames f ON f.id = s.frame "
-                               "WHERE s.id = ?1", -1, &st, NULL);
+                               "WHERE s.id = ?1",
+                               -1, &st, NULL);
     if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, stack);
         if ((s = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_text(st, 0))
@@ -266,7 +283,8 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
         gt__opinfo o;
         int64_t call_op = 0;
         sqlite3_stmt *st = NULL;
-        int s = sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st, NULL);
+        int s = sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st,
+                                   NULL);
         if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, f->node);
             if ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -278,37 +296,42 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
         gt__dx_stack_loc(c, o.stack, call, sizeof call, NULL, 0, NULL);
         const char *nm = name[0] ? name : "x";
         out_of_place_line(code, nm, fix, sizeof fix);
-        return set_suggestion(c, f,
-                              "the checkpointed function%s%s changes its input %s in place; "
-                              "backward reruns it on a detached copy of %s (a leaf that "
-                              "requires grad), where that is refused: use the out-of-place "
-                              "form inside the function%s%s%s, or %s = %s.clone() at its "
-                              "start",
-                              call[0] ? " called at " : "", call, nm, nm,
-                              fix[0] ? " (`" : "", fix, fix[0] ? "`)" : "", nm, nm);
+        return set_suggestion(
+            c, f,
+            "the checkpointed function%s%s changes its input %s in place; "
+            "backward reruns it on a detached copy of %s (a leaf that "
+            "requires grad), where that is refused: use the out-of-place "
+            "form inside the function%s%s%s, or %s = %s.clone() at its "
+            "start",
+            call[0] ? " called at " : "", call, nm, nm, fix[0] ? " (`" : "", fix,
+            fix[0] ? "`)" : "", nm, nm);
     }
     /* An in-place activation applied to the leaf itself (nn.ReLU(inplace=
      * True) on a parameter): under no_grad the parameter would be clipped
      * and get no gradient, so the fix is the out-of-place activation. */
     if (stack_activation_inplace(c, f->stack, act, sizeof act))
-        return set_suggestion(c, f,
-                              "use inplace=False: the in-place %s%s%s would overwrite the "
-                              "leaf; build the layer with inplace=False (e.g. "
-                              "nn.ReLU(inplace=False)) or apply it to a copy (%s.clone())",
-                              act, code[0] ? " in " : "", code,
-                              f->written ? f->written : name[0] ? name : "x");
+        return set_suggestion(
+            c, f,
+            "use inplace=False: the in-place %s%s%s would overwrite the "
+            "leaf; build the layer with inplace=False (e.g. "
+            "nn.ReLU(inplace=False)) or apply it to a copy (%s.clone())",
+            act, code[0] ? " in " : "", code,
+            f->written ? f->written
+            : name[0]  ? name
+                       : "x");
     /* A module's parameter: the attribute cannot be rebound to a plain
      * tensor (a Parameter attribute only takes a Parameter), so the fix is
      * to make the update invisible to autograd. */
     if (gt__py_is_attribute(name) || (f->written && gt__py_is_attribute(f->written)) ||
         strstr(code, "self.")) {
         if (strstr(name, "embed") && strchr(code, '['))
-            return set_suggestion(c, f,
-                                  "initialise the parameter under torch.no_grad(): `with "
-                                  "torch.no_grad(): %s`; for a padding row, nn.Embedding("
-                                  "..., padding_idx=PAD) zeroes it and keeps its gradient "
-                                  "at zero",
-                                  code[0] ? code : "...");
+            return set_suggestion(
+                c, f,
+                "initialise the parameter under torch.no_grad(): `with "
+                "torch.no_grad(): %s`; for a padding row, nn.Embedding("
+                "..., padding_idx=PAD) zeroes it and keeps its gradient "
+                "at zero",
+                code[0] ? code : "...");
         return set_suggestion(c, f,
                               "change the parameter under torch.no_grad(), as optimizers "
                               "and nn.init do: `with torch.no_grad(): %s`",
@@ -317,14 +340,16 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
     /* A view of the leaf: the copy to change is the view's. */
     /* Otherwise the expression the line writes, as written: rebinding it
      * (`v1[0] = v1[0].clone()`) is what the line then changes. */
-    const char *nm = f->view_op && f->name ? f->name
+    const char *nm = f->view_op && f->name       ? f->name
                      : f->written && !f->view_op ? f->written
-                     : name[0] ? name : "x";
-    return set_suggestion(c, f,
-                          "wrap the update in `with torch.no_grad():` (as optimizers do): "
-                          "`with torch.no_grad(): %s`, or change a copy instead: %s = "
-                          "%s.clone() before it",
-                          code[0] ? code : "...", nm, nm);
+                     : name[0]                   ? name
+                                                 : "x";
+    return set_suggestion(
+        c, f,
+        "wrap the update in `with torch.no_grad():` (as optimizers do): "
+        "`with torch.no_grad(): %s`, or change a copy instead: %s = "
+        "%s.clone() before it",
+        code[0] ? code : "...", nm, nm);
 }
 
 static int suggest_view(gt__dctx *c, gt_finding *f)
@@ -347,50 +372,55 @@ static int suggest_view(gt__dctx *c, gt_finding *f)
          * returned (`v1[0].mul_(2)`); a tuple cannot take the copy back, so
          * the copies go into a list. */
         size_t n = strcspn(code, "[");
-        if (!f->name && code[n] && n && n < 64 && strspn(code, "abcdefghijklmnopqrstuvwxyz"
-                                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                             "_0123456789") == n)
-            return set_suggestion(c, f,
-                                  "change copies of the views: `%.*s = [v.clone() for v in "
-                                  "%.*s]`%s%s, or build the new value out of place (e.g. "
-                                  "torch.stack of the changed pieces)",
-                                  (int)n, code, (int)n, code, vwhere[0] ? " after " : "",
-                                  vwhere);
+        if (!f->name && code[n] && n && n < 64 &&
+            strspn(code, "abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "_0123456789") == n)
+            return set_suggestion(
+                c, f,
+                "change copies of the views: `%.*s = [v.clone() for v in "
+                "%.*s]`%s%s, or build the new value out of place (e.g. "
+                "torch.stack of the changed pieces)",
+                (int)n, code, (int)n, code, vwhere[0] ? " after " : "", vwhere);
     }
         if (oop[0])
             return set_suggestion(c, f,
                                   "replace the in-place change by its out-of-place form: "
                                   "`%s`; or clone the view first (%s = %s.clone())",
                                   oop, nm, nm);
-        return set_suggestion(c, f,
-                              "clone the view before changing it in place: %s = %s.clone()"
-                              "%s%s, or build the new value out of place (e.g. torch.where)",
-                              nm, nm, vwhere[0] ? " after " : "", vwhere);
+        return set_suggestion(
+            c, f,
+            "clone the view before changing it in place: %s = %s.clone()"
+            "%s%s, or build the new value out of place (e.g. torch.where)",
+            nm, nm, vwhere[0] ? " after " : "", vwhere);
     case GT_FINDING_VIEW_NO_GRAD_INPLACE:
     case GT_FINDING_VIEW_INFERENCE_INPLACE: {
-        const char *block = f->kind == GT_FINDING_VIEW_NO_GRAD_INPLACE ? "torch.no_grad()"
-                                                                        : "torch.inference_mode()";
-        return set_suggestion(c, f,
-                              "make the view and the in-place change agree: create %s outside "
-                              "the %s block%s%s%s if the change should be tracked by "
-                              "autograd, or move `%s` inside that block if it should not",
-                              nm, block, vwhere[0] ? " (at " : "", vwhere,
-                              vwhere[0] ? ")" : "", code[0] ? code : "the in-place change");
+        const char *block = f->kind == GT_FINDING_VIEW_NO_GRAD_INPLACE
+                                ? "torch.no_grad()"
+                                : "torch.inference_mode()";
+        return set_suggestion(
+            c, f,
+            "make the view and the in-place change agree: create %s outside "
+            "the %s block%s%s%s if the change should be tracked by "
+            "autograd, or move `%s` inside that block if it should not",
+            nm, block, vwhere[0] ? " (at " : "", vwhere, vwhere[0] ? ")" : "",
+            code[0] ? code : "the in-place change");
     }
     default: {
         /* The clone goes after the line that called the Function (its
          * `.apply(` frame), not after the view's line inside forward. */
         sqlite3_stmt *st = NULL;
-        int s = sqlite3_prepare_v2(c->db,
-                                   "WITH RECURSIVE up(id, frame, parent, depth) AS ("
-                                   "SELECT id, frame, parent, 0 FROM stacks WHERE id = ?1 "
-                                   "UNION ALL SELECT s.id, s.frame, s.parent, depth + 1 "
-                                   "FROM stacks s JOIN up ON s.id = up.parent "
-                                   "WHERE depth < 256) "
-                                   "SELECT up.id FROM up JOIN frames f ON f.id = up.frame "
-                                   "WHERE (SELECT text FROM strings WHERE id = f.code) "
-                                   "LIKE '%.apply(%' ORDER BY depth LIMIT 1",
-                                   -1, &st, NULL);
+        int s =
+            sqlite3_prepare_v2(c->db,
+                               "WITH RECURSIVE up(id, frame, parent, depth) AS ("
+                               "SELECT id, frame, parent, 0 FROM stacks WHERE id = ?1 "
+                               "UNION ALL SELECT s.id, s.frame, s.parent, depth + 1 "
+                               "FROM stacks s JOIN up ON s.id = up.parent "
+                               "WHERE depth < 256) "
+                               "SELECT up.id FROM up JOIN frames f ON f.id = up.frame "
+                               "WHERE (SELECT text FROM strings WHERE id = f.code) "
+                               "LIKE '%.apply(%' ORDER BY depth LIMIT 1",
+                               -1, &st, NULL);
         if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, vo.stack);
             if ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -399,11 +429,12 @@ static int suggest_view(gt__dctx *c, gt_finding *f)
         }
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
-        return set_suggestion(c, f,
-                              "clone the custom Function's output before changing it in "
-                              "place: %s = %s.clone()%s%s, or return a new tensor from its "
-                              "forward (e.g. x.clone() instead of x or a view of x)",
-                              nm, nm, vwhere[0] ? " after " : "", vwhere);
+        return set_suggestion(
+            c, f,
+            "clone the custom Function's output before changing it in "
+            "place: %s = %s.clone()%s%s, or return a new tensor from its "
+            "forward (e.g. x.clone() instead of x or a view of x)",
+            nm, nm, vwhere[0] ? " after " : "", vwhere);
     }
     }
 }
@@ -416,8 +447,10 @@ static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
     sqlite3_stmt *st = NULL;
     int64_t stack = 0;
     int captured = 0;
-    int s = sqlite3_prepare_v2(c->db, "SELECT message, coalesce(stack, 0) FROM errors "
-                                      "WHERE seq = ?1", -1, &st, NULL);
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT message, coalesce(stack, 0) FROM errors "
+                               "WHERE seq = ?1",
+                               -1, &st, NULL);
     if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, f->error_seq);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -433,13 +466,14 @@ static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
         return 0;
     char where[512], code[512];
     gt__dx_stack_loc(c, stack, where, sizeof where, code, sizeof code, NULL);
-    *rc = set_suggestion(c, f,
-                         "a function transformed by torch.func (grad, vjp, jacrev, vmap) "
-                         "changes in place a tensor it captured from outside%s%s%s%s: pass "
-                         "that tensor to the function as an argument and return its new "
-                         "value, or change a copy made inside the function (t = t.clone() "
-                         "first), or build the new value out of place",
-                         where[0] ? " at " : "", where, code[0] ? ": " : "", code);
+    *rc =
+        set_suggestion(c, f,
+                       "a function transformed by torch.func (grad, vjp, jacrev, vmap) "
+                       "changes in place a tensor it captured from outside%s%s%s%s: pass "
+                       "that tensor to the function as an argument and return its new "
+                       "value, or change a copy made inside the function (t = t.clone() "
+                       "first), or build the new value out of place",
+                       where[0] ? " at " : "", where, code[0] ? ": " : "", code);
     return 1;
 }
 
@@ -451,23 +485,24 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
     if (f->error_seq && suggest_captured(c, f, &rc))
         return rc;
     if (f->outside_recording) {
-        const char *start = "the forward that built this graph ran before recording "
-                            "started, so its saved tensors are not in the trace: start "
-                            "recording before the forward (gradtrace.record() around both "
-                            "forward and backward, or `gradtrace record` for the whole "
-                            "script) and diagnose again";
+        const char *start =
+            "the forward that built this graph ran before recording "
+            "started, so its saved tensors are not in the trace: start "
+            "recording before the forward (gradtrace.record() around both "
+            "forward and backward, or `gradtrace record` for the whole "
+            "script) and diagnose again";
         if (f->n_mutations == 1 && f->n_candidates == 1) {
             gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
             gt__dx_load_op(c, f->mutations[0].seq, &o);
             gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
-            return set_suggestion(c, f,
-                                  "%s; the likely cause: %s%s%s changed %s, the one tensor "
-                                  "that matches PyTorch's message (change a copy instead: "
-                                  "%s = %s.clone() before the change)",
-                                  start, o.name[0] ? o.name : "a write",
-                                  where[0] ? " at " : "", where,
-                                  name[0] ? name : "the tensor", name[0] ? name : "x",
-                                  name[0] ? name : "x");
+            return set_suggestion(
+                c, f,
+                "%s; the likely cause: %s%s%s changed %s, the one tensor "
+                "that matches PyTorch's message (change a copy instead: "
+                "%s = %s.clone() before the change)",
+                start, o.name[0] ? o.name : "a write", where[0] ? " at " : "", where,
+                name[0] ? name : "the tensor", name[0] ? name : "x",
+                name[0] ? name : "x");
         }
         return set_suggestion(c, f, "%s", start);
     }
@@ -476,20 +511,21 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
         gt__dx_load_op(c, f->mutations[0].seq, &o);
         gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
         const char *nm = name[0] ? name : "the tensor";
-        return set_suggestion(c, f,
-                              "%s is the one tensor that matches PyTorch's message: %s%s%s "
-                              "changed it after the forward saved it (through a path the "
-                              "replay does not follow); change a copy (%s = %s.clone() before the change) "
-                              "or move the change after backward()",
-                              nm, o.name[0] ? o.name : "a write", where[0] ? " at " : "",
-                              where, nm, nm);
+        return set_suggestion(
+            c, f,
+            "%s is the one tensor that matches PyTorch's message: %s%s%s "
+            "changed it after the forward saved it (through a path the "
+            "replay does not follow); change a copy (%s = %s.clone() before the change) "
+            "or move the change after backward()",
+            nm, o.name[0] ? o.name : "a write", where[0] ? " at " : "", where, nm, nm);
     }
     if (f->n_candidates)
-        return set_suggestion(c, f,
-                              "one of the candidates above is the tensor PyTorch names: the "
-                              "last write listed for it changed it after the forward saved "
-                              "it; change a copy (x = x.clone()) before that write, or move "
-                              "the write after backward()");
+        return set_suggestion(
+            c, f,
+            "one of the candidates above is the tensor PyTorch names: the "
+            "last write listed for it changed it after the forward saved "
+            "it; change a copy (x = x.clone()) before that write, or move "
+            "the write after backward()");
     return set_suggestion(c, f,
                           "the write that changed the tensor PyTorch names is not in the "
                           "trace: record the whole run (without --backward-calls or "
@@ -509,26 +545,30 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
         if (!strncmp(o.name, "c10d::", 6)) {
             const char *nm = name[0] ? name : "the tensor", *v = name[0] ? name : "t";
             const char *verb = strstr(o.name, "reduce") ? "reduce" : "communicate";
-            return set_suggestion(c, f,
-                                  "%s wrote %s in place without bumping its version, so "
-                                  "backward used the collective's result instead of the "
-                                  "saved value: %s a copy (%s_synced = %s.clone(), then pass "
-                                  "%s_synced to the collective), or %s %s before the forward "
-                                  "that saves it",
-                                  o.name, nm, verb, v, v, v, verb, nm);
+            return set_suggestion(
+                c, f,
+                "%s wrote %s in place without bumping its version, so "
+                "backward used the collective's result instead of the "
+                "saved value: %s a copy (%s_synced = %s.clone(), then pass "
+                "%s_synced to the collective), or %s %s before the forward "
+                "that saves it",
+                o.name, nm, verb, v, v, v, verb, nm);
         }
     }
-        return set_suggestion(c, f,
-                              "this write bypasses autograd (an alias with its own version "
-                              "counter, such as .data), so the gradients are silently wrong: "
-                              "modify %s only after backward(), under torch.no_grad() on the "
-                              "tensor itself, or write to a clone()",
-                              name[0] ? name : "the tensor");
+        return set_suggestion(
+            c, f,
+            "this write bypasses autograd (an alias with its own version "
+            "counter, such as .data), so the gradients are silently wrong: "
+            "modify %s only after backward(), under torch.no_grad() on the "
+            "tensor itself, or write to a clone()",
+            name[0] ? name : "the tensor");
     case GT_FINDING_BACKWARD_TWICE: {
         sqlite3_stmt *st = NULL;
         int64_t stack = 0;
-        int s = sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
-                                          "WHERE id = ?1", -1, &st, NULL);
+        int s = sqlite3_prepare_v2(c->db,
+                                   "SELECT coalesce(stack, 0) FROM backward_calls "
+                                   "WHERE id = ?1",
+                                   -1, &st, NULL);
         if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, f->other_backward);
             if ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -541,8 +581,10 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
          * whose forward ran once, before the loop. */
         char here[512];
         here[0] = 0;
-        s = sqlite3_prepare_v2(c->db, "SELECT coalesce(stack, 0) FROM backward_calls "
-                                      "WHERE id = ?1", -1, &st, NULL);
+        s = sqlite3_prepare_v2(c->db,
+                               "SELECT coalesce(stack, 0) FROM backward_calls "
+                               "WHERE id = ?1",
+                               -1, &st, NULL);
         if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, f->backward);
             if ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -552,18 +594,20 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
         if (where[0] && !strcmp(where, here))
-            return set_suggestion(c, f,
-                                  "recompute the forward pass before each backward(): the "
-                                  "backward() at %s runs again (in a loop) on a graph its "
-                                  "first run freed, so move the lines that compute the loss "
-                                  "inside the loop (retain_graph=True would only "
-                                  "backpropagate the same old loss again)",
-                                  where);
-        return set_suggestion(c, f,
-                              "pass retain_graph=True to the earlier backward()%s%s if the "
-                              "graph must be backpropagated twice, or recompute the forward "
-                              "pass before the second backward()",
-                              where[0] ? " at " : "", where);
+            return set_suggestion(
+                c, f,
+                "recompute the forward pass before each backward(): the "
+                "backward() at %s runs again (in a loop) on a graph its "
+                "first run freed, so move the lines that compute the loss "
+                "inside the loop (retain_graph=True would only "
+                "backpropagate the same old loss again)",
+                where);
+        return set_suggestion(
+            c, f,
+            "pass retain_graph=True to the earlier backward()%s%s if the "
+            "graph must be backpropagated twice, or recompute the forward "
+            "pass before the second backward()",
+            where[0] ? " at " : "", where);
     }
     case GT_FINDING_LEAF_INPLACE:
         return suggest_leaf(c, f);

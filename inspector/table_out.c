@@ -14,7 +14,10 @@ static int buf_add(buf *b, const char *s, size_t n)
     return gt_strbuf_add(b, s, n) ? SQLITE_NOMEM : SQLITE_OK;
 }
 
-static int buf_adds(buf *b, const char *s) { return buf_add(b, s, strlen(s)); }
+static int buf_adds(buf *b, const char *s)
+{
+    return buf_add(b, s, strlen(s));
+}
 
 /* The value of column i as text: NULL for SQL NULL, x'..' for a blob.
  * With `escape`, tabs, newlines and other control characters are written
@@ -120,8 +123,7 @@ static void put_line(buf *line, FILE *out)
 }
 
 /* Table mode: every row is kept, then printed with column widths known. */
-static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out,
-                       int64_t *rows)
+static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out, int64_t *rows)
 {
     int ncol = sqlite3_column_count(st);
     size_t *width = calloc((size_t)ncol, sizeof *width);

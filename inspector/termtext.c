@@ -13,8 +13,8 @@
  * a source line read differently from what it is ("Trojan Source"). */
 static int is_bidi_control(uint32_t cp)
 {
-    return cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-           (cp >= 0x2066 && cp <= 0x2069);
+    return cp == 0x061c || cp == 0x200e || cp == 0x200f ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 /* Call emit(ctx, bytes, len) for each piece of the sanitized text. */

@@ -32,21 +32,21 @@ struct gt_trace {
     int views;           /* 1 once gt_trace_use_views made the TEMP views */
     int64_t stopped_seq; /* run.stopped_seq (schema 2), 0 if none */
     char *stopped_reason;
-    char note[512];      /* what opening did beyond reading, "" if nothing */
-    struct {             /* gt_trace_stmt's statements, by SQL address */
+    char note[512]; /* what opening did beyond reading, "" if nothing */
+    struct {        /* gt_trace_stmt's statements, by SQL address */
         const char *sql;
         sqlite3_stmt *st;
-    } *stmts;
+    } * stmts;
     size_t nstmts, capstmts;
-    gt_map names;        /* tensor id -> 1 + index in tnames */
-    struct tnames {      /* gt_trace_names / _json, read once per tensor */
+    gt_map names;   /* tensor id -> 1 + index in tnames */
+    struct tnames { /* gt_trace_names / _json, read once per tensor */
         char **v;
         size_t n;
-        char *json;      /* the names as a JSON array */
-    } *tnames;
+        char *json; /* the names as a JSON array */
+    } * tnames;
     size_t ntnames, captnames;
-    char err[512];       /* gt_trace_errmsg */
-    int errcode;         /* the GT_E* code that came with it */
+    char err[512]; /* gt_trace_errmsg */
+    int errcode;   /* the GT_E* code that came with it */
 };
 
 static int int_query(sqlite3 *db, const char *sql, int *out)
@@ -107,12 +107,14 @@ static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
     sqlite3_stmt *kind = NULL;
     int rc = GT_OK, s;
-    if (sqlite3_prepare_v2(db, "SELECT type FROM sqlite_schema WHERE name = ?1", -1, &kind,
-                           NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path, sqlite3_errmsg(db));
+    if (sqlite3_prepare_v2(db, "SELECT type FROM sqlite_schema WHERE name = ?1", -1,
+                           &kind, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
+                 sqlite3_errmsg(db));
         return GT_ECORRUPT;
     }
-    for (size_t i = 0; rc == GT_OK && i < sizeof schema_tables / sizeof *schema_tables; i++) {
+    for (size_t i = 0; rc == GT_OK && i < sizeof schema_tables / sizeof *schema_tables;
+         i++) {
         const char *name = schema_tables[i];
         sqlite3_bind_text(kind, 1, name, -1, SQLITE_STATIC);
         s = sqlite3_step(kind);
@@ -123,8 +125,8 @@ static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
         } else if (s == SQLITE_ROW &&
                    strcmp((const char *)sqlite3_column_text(kind, 0), "table")) {
             snprintf(err, errlen,
-                     "cannot open %s: not a gradtrace trace (%s is a %s, not a table)", path,
-                     name, (const char *)sqlite3_column_text(kind, 0));
+                     "cannot open %s: not a gradtrace trace (%s is a %s, not a table)",
+                     path, name, (const char *)sqlite3_column_text(kind, 0));
             rc = GT_ENOTTRACE;
         }
         sqlite3_reset(kind);
@@ -143,8 +145,9 @@ static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
     sqlite3_stmt *st = NULL;
     int rc = GT_ENOMEM;
-    if (sqlite3_prepare_v2(db, "SELECT replace(?1, 'CREATE VIEW IF NOT EXISTS ', "
-                               "'CREATE TEMP VIEW IF NOT EXISTS ')",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT replace(?1, 'CREATE VIEW IF NOT EXISTS ', "
+                           "'CREATE TEMP VIEW IF NOT EXISTS ')",
                            -1, &st, NULL) == SQLITE_OK &&
         sqlite3_bind_text(st, 1, gt_views_sql, -1, SQLITE_STATIC) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW &&
@@ -163,9 +166,11 @@ static int read_stop(sqlite3 *db, gt_trace *t, const char *path, char *err, size
 {
     sqlite3_stmt *st = NULL;
     int rc = GT_ECORRUPT;
-    if (sqlite3_prepare_v2(db, "SELECT stopped_seq, coalesce(stopped_reason, 'stopped early') "
-                               "FROM run WHERE stopped_seq IS NOT NULL",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(
+            db,
+            "SELECT stopped_seq, coalesce(stopped_reason, 'stopped early') "
+            "FROM run WHERE stopped_seq IS NOT NULL",
+            -1, &st, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
                  sqlite3_errmsg(db));
         goto out;
@@ -212,8 +217,10 @@ static int missing_indexes(sqlite3 *db)
     static const char key[] = "CREATE INDEX IF NOT EXISTS ";
     sqlite3_stmt *st = NULL;
     int missing = 0;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'index' "
-                               "AND name = ?1", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db,
+                           "SELECT count(*) FROM sqlite_schema WHERE type = 'index' "
+                           "AND name = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
         return -1;
     for (const char *p = gt_indexes_sql; (p = strstr(p, key)) != NULL;) {
         p += sizeof key - 1;
@@ -249,7 +256,8 @@ static int finish_in_place(const char *path)
         else
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
         if (rc == SQLITE_OK)
-            sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE",
+            sqlite3_exec(db,
+                         "PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE",
                          NULL, NULL, NULL);
     }
     sqlite3_close(db);
@@ -322,8 +330,8 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
     size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
     if (got < sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
-        snprintf(err, errlen, "cannot open %s: not a gradtrace trace (not an SQLite file)",
-                 path);
+        snprintf(err, errlen,
+                 "cannot open %s: not a gradtrace trace (not an SQLite file)", path);
         return GT_ENOTTRACE;
     }
 
@@ -341,8 +349,10 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
 
     int version = 0, has_run = 0;
     if (int_query(db, "PRAGMA user_version", &version) != SQLITE_OK ||
-        int_query(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'run' "
-                      "AND type = 'table'", &has_run) != SQLITE_OK) {
+        int_query(db,
+                  "SELECT count(*) FROM sqlite_schema WHERE name = 'run' "
+                  "AND type = 'table'",
+                  &has_run) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
         rc = GT_ECORRUPT;
         goto out;
@@ -386,9 +396,10 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
             }
         }
         if (finished)
-            snprintf(note, sizeof note, "%s was left unfinished by its recording (killed?): "
-                     "created its %d missing indexes, as closing it would have", path,
-                     missing);
+            snprintf(note, sizeof note,
+                     "%s was left unfinished by its recording (killed?): "
+                     "created its %d missing indexes, as closing it would have",
+                     path, missing);
         else
             indexed_copy(&db);
     }
@@ -446,13 +457,34 @@ void gt_trace_close(gt_trace *t)
     free(t);
 }
 
-sqlite3 *gt_trace_db(gt_trace *t) { return t->db; }
-const char *gt_trace_path(gt_trace *t) { return t->path; }
-const char *gt_trace_note(gt_trace *t) { return t->note[0] ? t->note : NULL; }
-int gt_trace_schema_version(gt_trace *t) { return t->schema_version; }
-int gt_trace_partial(gt_trace *t) { return t->partial; }
-int64_t gt_trace_stopped_seq(gt_trace *t) { return t->stopped_seq; }
-const char *gt_trace_stopped_reason(gt_trace *t) { return t->stopped_reason; }
+sqlite3 *gt_trace_db(gt_trace *t)
+{
+    return t->db;
+}
+const char *gt_trace_path(gt_trace *t)
+{
+    return t->path;
+}
+const char *gt_trace_note(gt_trace *t)
+{
+    return t->note[0] ? t->note : NULL;
+}
+int gt_trace_schema_version(gt_trace *t)
+{
+    return t->schema_version;
+}
+int gt_trace_partial(gt_trace *t)
+{
+    return t->partial;
+}
+int64_t gt_trace_stopped_seq(gt_trace *t)
+{
+    return t->stopped_seq;
+}
+const char *gt_trace_stopped_reason(gt_trace *t)
+{
+    return t->stopped_reason;
+}
 
 /* Rows that point at rows the trace does not have: each check counts the
  * rows of `table` that do. */
@@ -482,8 +514,10 @@ static const struct {
      "SELECT count(*) FROM node_execs x WHERE NOT EXISTS "
      "(SELECT 1 FROM nodes n WHERE n.id = x.node)"},
     {"stacks", "stacks pointing at no frame or parent",
-     "SELECT count(*) FROM stacks s WHERE NOT EXISTS (SELECT 1 FROM frames f WHERE f.id = "
-     "s.frame) OR (s.parent IS NOT NULL AND NOT EXISTS (SELECT 1 FROM stacks p WHERE p.id = "
+     "SELECT count(*) FROM stacks s WHERE NOT EXISTS (SELECT 1 FROM frames f WHERE f.id "
+     "= "
+     "s.frame) OR (s.parent IS NOT NULL AND NOT EXISTS (SELECT 1 FROM stacks p WHERE "
+     "p.id = "
      "s.parent))"},
 };
 
@@ -583,7 +617,10 @@ int gt_trace_use_views(gt_trace *t, char *err, size_t errlen)
 
 /* ---- the reading layer -------------------------------------------------- */
 
-const char *gt_trace_errmsg(const gt_trace *t) { return t->err; }
+const char *gt_trace_errmsg(const gt_trace *t)
+{
+    return t->err;
+}
 
 int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
 {
@@ -652,9 +689,11 @@ static char *column_dup(sqlite3_stmt *st, int i, int *oom)
 static const char sql_loc[] =
     "SELECT f.id, f.line, sf.text, sfn.text, sc.text, json_object('file', sf.text, "
     "'line', f.line, 'function', sfn.text, 'code', sc.text) "
-    "FROM stacks s JOIN frames f ON f.id = " GT_USER_FRAME("s") " "
-    "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON sfn.id = f.function "
-    "LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = ?1";
+    "FROM stacks s JOIN frames f ON f.id = " GT_USER_FRAME(
+        "s") " "
+             "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON sfn.id = "
+             "f.function "
+             "LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = ?1";
 
 void gt_loc_release(gt_loc *l)
 {
@@ -713,16 +752,16 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
 }
 
 /* The names of tensor ?1, in order (see gt_trace_names). */
-#define NAMES_SQL                                                                    \
-    "WITH RECURSIVE base(id, depth) AS ("                                            \
-    " SELECT ?1, 0 UNION ALL SELECT t.alias_of, base.depth + 1 FROM tensors t"       \
-    " JOIN base ON t.id = base.id WHERE t.alias_of IS NOT NULL AND base.depth < 16"  \
-    "), fam(id, rank) AS ("                                                          \
-    " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"              \
-    " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                    \
-    " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "            \
-    "SELECT s.text, json_quote(s.text) FROM names n JOIN fam ON fam.id = n.tensor"   \
-    " JOIN strings s ON s.id = n.name GROUP BY s.text"                               \
+#define NAMES_SQL                                                                        \
+    "WITH RECURSIVE base(id, depth) AS ("                                                \
+    " SELECT ?1, 0 UNION ALL SELECT t.alias_of, base.depth + 1 FROM tensors t"           \
+    " JOIN base ON t.id = base.id WHERE t.alias_of IS NOT NULL AND base.depth < 16"      \
+    "), fam(id, rank) AS ("                                                              \
+    " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"                  \
+    " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                        \
+    " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "                \
+    "SELECT s.text, json_quote(s.text) FROM names n JOIN fam ON fam.id = n.tensor"       \
+    " JOIN strings s ON s.id = n.name GROUP BY s.text"                                   \
     " ORDER BY min(fam.rank), min(n.seq)"
 
 /* each name, and its JSON value (the elements of gt_trace_names_json) */

@@ -113,11 +113,11 @@ int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
 /* A code location: the innermost user frame of a stack. Strings are owned
  * (gt_loc_release), NULL when the trace has none. */
 typedef struct gt_loc {
-    int64_t frame;  /* frames.id, 0 if none */
+    int64_t frame; /* frames.id, 0 if none */
     int64_t line;
     char *file, *function, *code;
-    char *json;     /* {"file", "line", "function", "code"} (SQLite's
-                     * json_object, the trace's own value types) */
+    char *json; /* {"file", "line", "function", "code"} (SQLite's
+                 * json_object, the trace's own value types) */
 } gt_loc;
 
 /* The location of stack `stack` (0 reads as none). */
@@ -127,7 +127,8 @@ int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUS
 void gt_loc_release(gt_loc *l);
 
 /* The parent of stack `stack` (0 if it has none). */
-int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out /* OUT */) GT_WARN_UNUSED;
+int gt_trace_stack_parent(gt_trace *t, int64_t stack,
+                          int64_t *out /* OUT */) GT_WARN_UNUSED;
 
 /* The variable names of a tensor: its own, its bases' (nearest first, at
  * most 16 views deep), then those of tensors sharing its version counter,

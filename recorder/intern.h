@@ -20,7 +20,7 @@
 
 struct gt__strent {
     uint64_t hash;
-    int64_t id;   /* 0: empty slot */
+    int64_t id; /* 0: empty slot */
     size_t len;
     const char *s;
 };

@@ -56,21 +56,29 @@
 #include "gt_schema_sql.h"
 #include "gt_views_sql.h"
 
-#define GT__DEFAULT_BATCH_EVENTS 20000
-#define GT__DEFAULT_BATCH_MS 250
+#define GT__DEFAULT_BATCH_EVENTS  20000
+#define GT__DEFAULT_BATCH_MS      250
 #define GT__DEFAULT_CLOSE_WAIT_MS 5000
 /* The first batch holds at most this many rows, each next one twice as many
  * up to batch_events: what a short run, or one killed or stopped by a size
  * limit early, recorded is committed soon, and long runs get big batches. */
 #define GT__FIRST_BATCH 1000
-#define GT__BUF_ROWS 16 /* rows per multi-row INSERT */
-#define GT__BUF_MAXCOL 7
+#define GT__BUF_ROWS    16 /* rows per multi-row INSERT */
+#define GT__BUF_MAXCOL  7
 
 /* The indexes of schema/indexes.sql, whose size the cap counts ahead (a
  * new index there needs its entry here and its idx_note calls). */
 enum gt__idx {
-    I_OP_ARGS_WRITTEN, I_TENSORS_STORAGE, I_TENSORS_VC, I_BUMPS_TENSOR, I_NODES_OP,
-    I_SAVED_NODE, I_SAVED_TENSOR, I_EDGES_NEXT, I_NAMES_TENSOR, GT__NIDX
+    I_OP_ARGS_WRITTEN,
+    I_TENSORS_STORAGE,
+    I_TENSORS_VC,
+    I_BUMPS_TENSOR,
+    I_NODES_OP,
+    I_SAVED_NODE,
+    I_SAVED_TENSOR,
+    I_EDGES_NEXT,
+    I_NAMES_TENSOR,
+    GT__NIDX
 };
 
 /* Buffered row kinds, in the order of buf_info. */
@@ -97,70 +105,70 @@ struct gt__rowbuf {
 };
 
 /* X(name, sql): every statement the writer uses, prepared once at open. */
-#define GT__STMT_MAP(X)                                                          \
-    X(BEGIN, "BEGIN")                                                            \
-    X(COMMIT, "COMMIT")                                                          \
-    X(ROLLBACK, "ROLLBACK")                                                      \
-    X(PAGE_COUNT, "SELECT p.page_count - f.freelist_count"                       \
-                  " FROM pragma_page_count p, pragma_freelist_count f")          \
-    X(BW_CUTOFF, "SELECT coalesce(end_seq, seq - 1) FROM backward_calls"         \
-                 " WHERE id = ?1")                                               \
-    X(RUN_SET, "UPDATE run SET engine = coalesce(?1, engine),"                   \
-               " engine_version = coalesce(?2, engine_version),"                 \
-               " python_version = coalesce(?3, python_version),"                 \
-               " argv = coalesce(json(?4), argv), cwd = coalesce(?5, cwd),"      \
-               " host = coalesce(?6, host),"                                     \
-               " options = coalesce(json(?7), options),"                         \
-               " pid = coalesce(?8, pid), rank = ?9, world_size = ?10,"          \
-               " local_rank = ?11, backend = coalesce(?12, backend),"            \
-               " launcher_run_id = coalesce(?13, launcher_run_id) WHERE id = 1") \
-    X(RUN_END, "UPDATE run SET status = ?1, exit_code = ?2, signal = ?3"         \
-               " WHERE id = 1")                                                  \
-    X(RUN_CLOSE, "UPDATE run SET end_ns = ?1 WHERE id = 1")                      \
-    X(RUN_STOPPED, "UPDATE run SET stopped_seq = ?1, stopped_reason = ?2"        \
-                   " WHERE id = 1")                                              \
-    X(STRING, "INSERT INTO strings (id, text) VALUES (?1, ?2)")                  \
-    X(FRAME, "INSERT INTO frames (id, file, line, function, code)"               \
-             " VALUES (?1, ?2, ?3, ?4, ?5)")                                     \
-    X(STACK, "INSERT INTO stacks (id, parent, frame, user_frame)"                \
-             " VALUES (?1, ?2, ?3, ?4)")                                         \
-    X(THREAD, "INSERT INTO threads (id, os_tid, name) VALUES (?1, ?2, ?3)")      \
-    X(STORAGE, "INSERT OR IGNORE INTO storages (id, nbytes, device)"             \
-               " VALUES (?1, ?2, ?3)")                                           \
-    X(TENSOR, "INSERT INTO tensors (id, seq, storage, dtype, shape, strides,"    \
-              " storage_offset, requires_grad, is_leaf, created_by, alias_of,"   \
-              " shares_version, version_counter)"                                \
-              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)") \
-    X(NODE, "INSERT INTO nodes (id, seq, name, op, sequence_nr, thread,"         \
-            " variable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                    \
-    X(EDGE, "INSERT INTO edges (node, pos, next, input_nr)"                      \
-            " VALUES (?1, ?2, ?3, ?4)")                                          \
-    X(NODE_OUTPUT, "INSERT INTO node_outputs (node, output_nr, tensor)"          \
-                   " VALUES (?1, ?2, ?3)")                                       \
-    X(BW_BEGIN, "INSERT INTO backward_calls (id, seq, api, retain_graph,"        \
-                " create_graph, thread, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)") \
-    X(BW_ROOT, "INSERT INTO backward_roots (backward, pos, tensor, node)"        \
-               " VALUES (?1, ?2, ?3, ?4)")                                       \
-    X(BW_INPUT, "INSERT INTO backward_inputs (backward, pos, tensor)"            \
-                " VALUES (?1, ?2, ?3)")                                          \
-    X(BW_END, "UPDATE backward_calls SET end_seq = ?2, status = ?3"              \
-              " WHERE id = ?1")                                                  \
-    X(NODE_EXEC, "INSERT INTO node_execs (seq, backward, node)"                  \
-                 " VALUES (?1, ?2, ?3)")                                         \
-    X(ERROR, "INSERT INTO errors (seq, type, message, stack, backward)"          \
-             " VALUES (?1, ?2, ?3, ?4, ?5)")                                     \
-    X(NAME, "INSERT OR IGNORE INTO names (seq, tensor, name) VALUES (?1, ?2, ?3)") \
-    X(SWAP, "INSERT INTO storage_swaps (seq, tensor, old_storage, new_storage, op,"  \
-            " backward, last_seen, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")     \
-    X(EARLIER, "INSERT INTO saved_earlier (saved, saved_seq) VALUES (?1, ?2)")        \
-    X(FINGERPRINT, "INSERT INTO saved_fingerprints (seq, saved, at_use, backward,"   \
+#define GT__STMT_MAP(X)                                                                  \
+    X(BEGIN, "BEGIN")                                                                    \
+    X(COMMIT, "COMMIT")                                                                  \
+    X(ROLLBACK, "ROLLBACK")                                                              \
+    X(PAGE_COUNT, "SELECT p.page_count - f.freelist_count"                               \
+                  " FROM pragma_page_count p, pragma_freelist_count f")                  \
+    X(BW_CUTOFF, "SELECT coalesce(end_seq, seq - 1) FROM backward_calls"                 \
+                 " WHERE id = ?1")                                                       \
+    X(RUN_SET, "UPDATE run SET engine = coalesce(?1, engine),"                           \
+               " engine_version = coalesce(?2, engine_version),"                         \
+               " python_version = coalesce(?3, python_version),"                         \
+               " argv = coalesce(json(?4), argv), cwd = coalesce(?5, cwd),"              \
+               " host = coalesce(?6, host),"                                             \
+               " options = coalesce(json(?7), options),"                                 \
+               " pid = coalesce(?8, pid), rank = ?9, world_size = ?10,"                  \
+               " local_rank = ?11, backend = coalesce(?12, backend),"                    \
+               " launcher_run_id = coalesce(?13, launcher_run_id) WHERE id = 1")         \
+    X(RUN_END, "UPDATE run SET status = ?1, exit_code = ?2, signal = ?3"                 \
+               " WHERE id = 1")                                                          \
+    X(RUN_CLOSE, "UPDATE run SET end_ns = ?1 WHERE id = 1")                              \
+    X(RUN_STOPPED, "UPDATE run SET stopped_seq = ?1, stopped_reason = ?2"                \
+                   " WHERE id = 1")                                                      \
+    X(STRING, "INSERT INTO strings (id, text) VALUES (?1, ?2)")                          \
+    X(FRAME, "INSERT INTO frames (id, file, line, function, code)"                       \
+             " VALUES (?1, ?2, ?3, ?4, ?5)")                                             \
+    X(STACK, "INSERT INTO stacks (id, parent, frame, user_frame)"                        \
+             " VALUES (?1, ?2, ?3, ?4)")                                                 \
+    X(THREAD, "INSERT INTO threads (id, os_tid, name) VALUES (?1, ?2, ?3)")              \
+    X(STORAGE, "INSERT OR IGNORE INTO storages (id, nbytes, device)"                     \
+               " VALUES (?1, ?2, ?3)")                                                   \
+    X(TENSOR, "INSERT INTO tensors (id, seq, storage, dtype, shape, strides,"            \
+              " storage_offset, requires_grad, is_leaf, created_by, alias_of,"           \
+              " shares_version, version_counter)"                                        \
+              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")        \
+    X(NODE, "INSERT INTO nodes (id, seq, name, op, sequence_nr, thread,"                 \
+            " variable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                            \
+    X(EDGE, "INSERT INTO edges (node, pos, next, input_nr)"                              \
+            " VALUES (?1, ?2, ?3, ?4)")                                                  \
+    X(NODE_OUTPUT, "INSERT INTO node_outputs (node, output_nr, tensor)"                  \
+                   " VALUES (?1, ?2, ?3)")                                               \
+    X(BW_BEGIN, "INSERT INTO backward_calls (id, seq, api, retain_graph,"                \
+                " create_graph, thread, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")     \
+    X(BW_ROOT, "INSERT INTO backward_roots (backward, pos, tensor, node)"                \
+               " VALUES (?1, ?2, ?3, ?4)")                                               \
+    X(BW_INPUT, "INSERT INTO backward_inputs (backward, pos, tensor)"                    \
+                " VALUES (?1, ?2, ?3)")                                                  \
+    X(BW_END, "UPDATE backward_calls SET end_seq = ?2, status = ?3"                      \
+              " WHERE id = ?1")                                                          \
+    X(NODE_EXEC, "INSERT INTO node_execs (seq, backward, node)"                          \
+                 " VALUES (?1, ?2, ?3)")                                                 \
+    X(ERROR, "INSERT INTO errors (seq, type, message, stack, backward)"                  \
+             " VALUES (?1, ?2, ?3, ?4, ?5)")                                             \
+    X(NAME, "INSERT OR IGNORE INTO names (seq, tensor, name) VALUES (?1, ?2, ?3)")       \
+    X(SWAP, "INSERT INTO storage_swaps (seq, tensor, old_storage, new_storage, op,"      \
+            " backward, last_seen, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")      \
+    X(EARLIER, "INSERT INTO saved_earlier (saved, saved_seq) VALUES (?1, ?2)")           \
+    X(FINGERPRINT, "INSERT INTO saved_fingerprints (seq, saved, at_use, backward,"       \
                    " nbytes, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
 
 enum gt__stmt {
 #define GT__STMT_ENUM(name, sql) ST_##name,
     GT__STMT_MAP(GT__STMT_ENUM)
 #undef GT__STMT_ENUM
-    ST_COUNT
+        ST_COUNT
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -174,17 +182,17 @@ struct gt_recorder {
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
     char *path;
-    pid_t pid; /* process that opened the handle */
+    pid_t pid;   /* process that opened the handle */
     int lock_fd; /* the trace file, flock()ed while recording; -1 if none */
 
     int64_t seq;
     int64_t next_string, next_frame, next_stack, next_thread, next_backward;
 
     int in_txn;
-    unsigned batch_n;        /* rows written in the open transaction */
-    int64_t batch_start_ms;  /* monotonic ms at its BEGIN */
+    unsigned batch_n;       /* rows written in the open transaction */
+    int64_t batch_start_ms; /* monotonic ms at its BEGIN */
     unsigned batch_events;
-    unsigned batch_cur;      /* rows of the current batch: ramps up to batch_events */
+    unsigned batch_cur; /* rows of the current batch: ramps up to batch_events */
     unsigned batch_ms;
     int64_t max_bytes;
     int64_t page_size;
@@ -195,10 +203,10 @@ struct gt_recorder {
      * idx_pending for the open batch's (see idx_note). */
     int64_t idx_bytes[GT__NIDX], idx_pending[GT__NIDX];
     int64_t idx_rows[GT__NIDX]; /* entries noted (for the flight recorder's cuts) */
-    int64_t committed_seq;  /* r->seq at the last commit */
-    int64_t rows_committed; /* rows committed since open */
-    int64_t base_bytes;     /* the file's size at open, schema and run row */
-    int64_t last_bytes;     /* projected size at the last commit */
+    int64_t committed_seq;      /* r->seq at the last commit */
+    int64_t rows_committed;     /* rows committed since open */
+    int64_t base_bytes;         /* the file's size at open, schema and run row */
+    int64_t last_bytes;         /* projected size at the last commit */
 
     /* Flight recorder (keep_last > 0): the database is in memory; the
      * window is cut at backward calls (cut_window) and written to path
@@ -206,7 +214,7 @@ struct gt_recorder {
      * end was recorded) at the next flush, at the size cap and at close. */
     unsigned keep_last;
     sqlite3_stmt *storage_seq; /* INSERT OR IGNORE INTO temp.gt_ss */
-    int64_t kept_from;  /* first backward call still held (1: none dropped) */
+    int64_t kept_from;         /* first backward call still held (1: none dropped) */
     int write_due;
 
     int failed; /* 0, or the GT_E* code of the error that stopped recording */
@@ -311,8 +319,12 @@ static int rec_int_bytes(int64_t v)
     if (v == 0 || v == 1)
         return 0;
     uint64_t u = v < 0 ? ~(uint64_t)v : (uint64_t)v;
-    return u <= 0x7f ? 1 : u <= 0x7fff ? 2 : u <= 0x7fffff ? 3 : u <= 0x7fffffff ? 4
-         : u <= 0x7fffffffffffLL ? 6 : 8;
+    return u <= 0x7f               ? 1
+           : u <= 0x7fff           ? 2
+           : u <= 0x7fffff         ? 3
+           : u <= 0x7fffffff       ? 4
+           : u <= 0x7fffffffffffLL ? 6
+                                   : 8;
 }
 
 /* Count one entry of close-time index `which` whose record holds the n
@@ -396,8 +408,9 @@ static int sql_error(gt_recorder *r, int src, const char *what, int fatal, int e
 {
     int prim = src & 0xff;
     char eb[128];
-    if (!fatal && (prim == SQLITE_CONSTRAINT || prim == SQLITE_MISMATCH ||
-                   prim == SQLITE_RANGE || prim == SQLITE_TOOBIG || prim == SQLITE_ERROR)) {
+    if (!fatal &&
+        (prim == SQLITE_CONSTRAINT || prim == SQLITE_MISMATCH || prim == SQLITE_RANGE ||
+         prim == SQLITE_TOOBIG || prim == SQLITE_ERROR)) {
         set_errmsg(r, "%s: %s", what, sqlite3_errmsg(r->db));
         return GT_EINVAL;
     }
@@ -492,8 +505,8 @@ static int flush_buf(gt_recorder *r, int which)
         int err = errno;
         src = sqlite3_reset(b->multi);
         if ((src & 0xff) != SQLITE_CONSTRAINT)
-            return sql_error(r, src == SQLITE_OK ? SQLITE_ERROR : src, buf_info[which].what,
-                             1, err);
+            return sql_error(r, src == SQLITE_OK ? SQLITE_ERROR : src,
+                             buf_info[which].what, 1, err);
     }
     for (int i = 0; i < n; i++) {
         bind_row(b->one, 1, b->val[i], b->null[i], ncol);
@@ -569,8 +582,10 @@ static int begin_write_as(gt_recorder *r, int run_row)
     if (getpid() != r->pid) {
         /* a forked child must not write through its parent's connection */
         r->closed = 1;
-        set_errmsg(r, "recorder handle was opened by process %ld, "
-                      "not by this (forked) process", (long)r->pid);
+        set_errmsg(r,
+                   "recorder handle was opened by process %ld, "
+                   "not by this (forked) process",
+                   (long)r->pid);
         return GT_ECLOSED;
     }
     int rc = step(r, ST_BEGIN, "begin", 1);
@@ -582,7 +597,10 @@ static int begin_write_as(gt_recorder *r, int run_row)
     return 0;
 }
 
-static int begin_write(gt_recorder *r) { return begin_write_as(r, 0); }
+static int begin_write(gt_recorder *r)
+{
+    return begin_write_as(r, 0);
+}
 
 /* Stop recording at the size cap: the open batch would take the closed file
  * to `bytes` > max_bytes, so it is rolled back and every event up to the
@@ -603,8 +621,9 @@ static int stop_at_cap(gt_recorder *r, int64_t bytes)
     int rc = step(r, ST_RUN_STOPPED, "mark the stop", 1);
     if (rc)
         return rc;
-    set_errmsg(r, "recording stopped: trace reached its size cap (the next batch would "
-                  "make it %" PRId64 " bytes with its indexes > max_bytes %" PRId64 ")",
+    set_errmsg(r,
+               "recording stopped: trace reached its size cap (the next batch would "
+               "make it %" PRId64 " bytes with its indexes > max_bytes %" PRId64 ")",
                bytes, r->max_bytes);
     r->capped = 1;
     fail(r, GT_EFULL);
@@ -663,8 +682,10 @@ static int commit(gt_recorder *r)
         return 0;
     if (getpid() != r->pid) {
         r->closed = 1;
-        set_errmsg(r, "recorder handle was opened by process %ld, "
-                      "not by this (forked) process", (long)r->pid);
+        set_errmsg(r,
+                   "recorder handle was opened by process %ld, "
+                   "not by this (forked) process",
+                   (long)r->pid);
         return GT_ECLOSED;
     }
     int args_rc = flush_bufs(r);
@@ -699,7 +720,8 @@ static int commit(gt_recorder *r)
         r->idx_bytes[i] += r->idx_pending[i];
     memset(r->idx_pending, 0, sizeof r->idx_pending);
     if (r->batch_cur < r->batch_events)
-        r->batch_cur = r->batch_cur > r->batch_events / 2 ? r->batch_events : r->batch_cur * 2;
+        r->batch_cur =
+            r->batch_cur > r->batch_events / 2 ? r->batch_events : r->batch_cur * 2;
     if (capping) {
         shrink_batch(r, bytes, r->last_bytes, rows);
         r->last_bytes = bytes;
@@ -738,7 +760,8 @@ static const char cut_sql[] =
     "DELETE FROM temp.gt_kb; DELETE FROM temp.gt_kc;"
     /* backward calls: from K on, and any still running or ending after C */
     "INSERT INTO temp.gt_kc SELECT id FROM backward_calls"
-    " WHERE id >= (SELECT k FROM temp.gt_cut) OR end_seq IS NULL OR end_seq > (SELECT c FROM temp.gt_cut);"
+    " WHERE id >= (SELECT k FROM temp.gt_cut) OR end_seq IS NULL OR end_seq > (SELECT c "
+    "FROM temp.gt_cut);"
     /* nodes: recorded, run or used after C, and every node their edges reach */
     "INSERT INTO temp.gt_kn WITH RECURSIVE k(id) AS ("
     " SELECT id FROM nodes WHERE seq > (SELECT c FROM temp.gt_cut)"
@@ -753,7 +776,8 @@ static const char cut_sql[] =
     " JOIN temp.gt_kn n ON n.id = s.node JOIN tensors st ON st.id = s.tensor"
     " JOIN tensors bt ON bt.version_counter = st.version_counter"
     " JOIN version_bumps b ON b.tensor = bt.id"
-    " WHERE s.seq <= (SELECT c FROM temp.gt_cut) AND b.seq > s.seq AND b.seq <= (SELECT c FROM temp.gt_cut);"
+    " WHERE s.seq <= (SELECT c FROM temp.gt_cut) AND b.seq > s.seq AND b.seq <= (SELECT "
+    "c FROM temp.gt_cut);"
     /* old ops: those that made a kept node or a kept old bump */
     "INSERT OR IGNORE INTO temp.gt_ko SELECT op FROM nodes"
     " WHERE id IN temp.gt_kn AND op <= (SELECT c FROM temp.gt_cut)"
@@ -761,12 +785,14 @@ static const char cut_sql[] =
     /* tensors: recorded after C or referenced by what is kept */
     "INSERT OR IGNORE INTO temp.gt_kt"
     " SELECT id FROM tensors WHERE seq > (SELECT c FROM temp.gt_cut)"
-    " UNION SELECT tensor FROM op_args WHERE op > (SELECT c FROM temp.gt_cut) OR op IN temp.gt_ko"
+    " UNION SELECT tensor FROM op_args WHERE op > (SELECT c FROM temp.gt_cut) OR op IN "
+    "temp.gt_ko"
     " UNION SELECT tensor FROM saved_tensors WHERE node IN temp.gt_kn"
     "  AND tensor IS NOT NULL"
     " UNION SELECT tensor FROM node_outputs WHERE node IN temp.gt_kn"
     " UNION SELECT variable FROM nodes WHERE id IN temp.gt_kn AND variable IS NOT NULL"
-    " UNION SELECT tensor FROM version_bumps WHERE seq > (SELECT c FROM temp.gt_cut) OR seq IN temp.gt_kb"
+    " UNION SELECT tensor FROM version_bumps WHERE seq > (SELECT c FROM temp.gt_cut) OR "
+    "seq IN temp.gt_kb"
     " UNION SELECT tensor FROM backward_roots WHERE tensor IS NOT NULL"
     "  AND backward IN temp.gt_kc"
     " UNION SELECT tensor FROM backward_inputs WHERE backward IN temp.gt_kc"
@@ -785,7 +811,8 @@ static const char cut_sql[] =
     "DELETE FROM ops WHERE seq <= (SELECT c FROM temp.gt_cut) AND seq NOT IN temp.gt_ko;"
     "DELETE FROM op_args WHERE op <= (SELECT c FROM temp.gt_cut)"
     " AND (op NOT IN temp.gt_ko OR tensor NOT IN temp.gt_kt);"
-    "DELETE FROM version_bumps WHERE seq <= (SELECT c FROM temp.gt_cut) AND seq NOT IN temp.gt_kb;"
+    "DELETE FROM version_bumps WHERE seq <= (SELECT c FROM temp.gt_cut) AND seq NOT IN "
+    "temp.gt_kb;"
     "DELETE FROM saved_tensors WHERE node NOT IN temp.gt_kn;"
     "DELETE FROM saved_earlier WHERE saved NOT IN (SELECT seq FROM saved_tensors);"
     "DELETE FROM saved_fingerprints WHERE saved NOT IN (SELECT seq FROM saved_tensors)"
@@ -797,12 +824,14 @@ static const char cut_sql[] =
     "DELETE FROM storage_swaps WHERE seq <= (SELECT c FROM temp.gt_cut);"
     "DELETE FROM errors WHERE seq <= (SELECT c FROM temp.gt_cut);"
     /* names: of kept tensors; before C only the latest of each */
-    "DELETE FROM names WHERE tensor NOT IN temp.gt_kt OR (seq <= (SELECT c FROM temp.gt_cut) AND EXISTS"
+    "DELETE FROM names WHERE tensor NOT IN temp.gt_kt OR (seq <= (SELECT c FROM "
+    "temp.gt_cut) AND EXISTS"
     " (SELECT 1 FROM names n WHERE n.tensor = names.tensor AND n.name = names.name"
     "  AND n.seq > names.seq));"
     "DELETE FROM tensors WHERE id NOT IN temp.gt_kt;"
     "DELETE FROM storages WHERE id IN (SELECT id FROM temp.gt_ss"
-    " WHERE seq <= (SELECT c FROM temp.gt_cut)) AND id NOT IN (SELECT storage FROM tensors"
+    " WHERE seq <= (SELECT c FROM temp.gt_cut)) AND id NOT IN (SELECT storage FROM "
+    "tensors"
     " WHERE storage IS NOT NULL UNION SELECT old_storage FROM storage_swaps"
     " WHERE old_storage IS NOT NULL UNION SELECT new_storage FROM storage_swaps"
     " WHERE new_storage IS NOT NULL);"
@@ -810,7 +839,8 @@ static const char cut_sql[] =
     "DELETE FROM backward_roots WHERE backward NOT IN temp.gt_kc;"
     "DELETE FROM backward_inputs WHERE backward NOT IN temp.gt_kc;"
     "DELETE FROM backward_calls WHERE id NOT IN temp.gt_kc;"
-    "UPDATE run SET kept_from_seq = (SELECT c FROM temp.gt_cut) + 1, kept_from_backward = (SELECT k FROM temp.gt_cut)"
+    "UPDATE run SET kept_from_seq = (SELECT c FROM temp.gt_cut) + 1, kept_from_backward "
+    "= (SELECT k FROM temp.gt_cut)"
     " WHERE id = 1;";
 
 /* The database's pages in use (its freelist left out: the flight
@@ -831,7 +861,8 @@ static int live_pages(gt_recorder *r, int64_t *out)
 /* The rows each close-time index will hold an entry for, in enum gt__idx
  * order. */
 static const char idx_count_sql[] =
-    "SELECT (SELECT count(*) FROM op_args WHERE role = 2), (SELECT count(*) FROM tensors),"
+    "SELECT (SELECT count(*) FROM op_args WHERE role = 2), (SELECT count(*) FROM "
+    "tensors),"
     " (SELECT count(*) FROM tensors), (SELECT count(*) FROM version_bumps),"
     " (SELECT count(*) FROM nodes), (SELECT count(*) FROM saved_tensors),"
     " (SELECT count(*) FROM saved_tensors), (SELECT count(*) FROM edges),"
@@ -848,7 +879,8 @@ static int recount_idx(gt_recorder *r)
         for (int i = 0; i < GT__NIDX; i++) {
             int64_t n = sqlite3_column_int64(st, i);
             int64_t b = r->idx_bytes[i] + r->idx_pending[i];
-            int64_t per = r->idx_rows[i] > 0 ? (b + r->idx_rows[i] - 1) / r->idx_rows[i] : 0;
+            int64_t per =
+                r->idx_rows[i] > 0 ? (b + r->idx_rows[i] - 1) / r->idx_rows[i] : 0;
             r->idx_bytes[i] = per * n;
             r->idx_pending[i] = 0;
             r->idx_rows[i] = n;
@@ -949,7 +981,8 @@ static int write_window(gt_recorder *r)
     if (src == SQLITE_OK) {
         sqlite3_bind_text(st, 1, tmp, -1, SQLITE_STATIC);
         errno = 0;
-        src = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(r->db);
+        src =
+            sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(r->db);
         err = errno;
     }
     sqlite3_finalize(st);
@@ -995,16 +1028,15 @@ static int write_window(gt_recorder *r)
     r->write_due = 0;
     return 0;
 
-fail_copy:
-    {
-        char eb[128];
-        int sys = err == ENOSPC || err == EFBIG || err == EDQUOT || err == EIO ? err : 0;
-        set_errmsg(r, "recording stopped: cannot write the window to %s (%s: %s%s%s)",
-                   r->path, what, sqlite3_errstr(src), sys ? ": " : "",
-                   sys ? errno_text(sys, eb, sizeof eb) : "");
-        if (sys == ENOSPC || sys == EFBIG || sys == EDQUOT || (src & 0xff) == SQLITE_FULL)
-            src = SQLITE_FULL;
-    }
+fail_copy : {
+    char eb[128];
+    int sys = err == ENOSPC || err == EFBIG || err == EDQUOT || err == EIO ? err : 0;
+    set_errmsg(r, "recording stopped: cannot write the window to %s (%s: %s%s%s)",
+               r->path, what, sqlite3_errstr(src), sys ? ": " : "",
+               sys ? errno_text(sys, eb, sizeof eb) : "");
+    if (sys == ENOSPC || sys == EFBIG || sys == EDQUOT || (src & 0xff) == SQLITE_FULL)
+        src = SQLITE_FULL;
+}
 fail_file:
     if (tmp) {
         (void)unlink(tmp);
@@ -1012,7 +1044,8 @@ fail_file:
     }
     sqlite3_free(tmp);
     return fail(r, (src & 0xff) == SQLITE_FULL ? GT_EFULL
-                   : src == SQLITE_NOMEM ? GT_ENOMEM : GT_EIO);
+                   : src == SQLITE_NOMEM       ? GT_ENOMEM
+                                               : GT_EIO);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -1086,13 +1119,13 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     gt__inttab_init(&r->frames, 4);
     gt__inttab_init(&r->stacks, 2);
     gt__inttab_init(&r->threads, 1);
-    r->batch_events = opts && opts->batch_events ? opts->batch_events
-                                                  : GT__DEFAULT_BATCH_EVENTS;
+    r->batch_events =
+        opts && opts->batch_events ? opts->batch_events : GT__DEFAULT_BATCH_EVENTS;
     r->batch_cur = r->batch_events < GT__FIRST_BATCH ? r->batch_events : GT__FIRST_BATCH;
     r->batch_ms = opts && opts->batch_ms ? opts->batch_ms : GT__DEFAULT_BATCH_MS;
     r->max_bytes = opts ? opts->max_bytes : 0;
-    r->close_wait_ms = opts && opts->close_wait_ms ? opts->close_wait_ms
-                                                    : GT__DEFAULT_CLOSE_WAIT_MS;
+    r->close_wait_ms =
+        opts && opts->close_wait_ms ? opts->close_wait_ms : GT__DEFAULT_CLOSE_WAIT_MS;
     r->keep_last = opts ? opts->keep_last : 0;
     r->kept_from = 1;
     r->pid = getpid();
@@ -1115,14 +1148,15 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             goto fail_alloc;
         }
         if (S_ISDIR(sb.st_mode)) {
-            put_err(errbuf, errlen, "cannot create trace %s: is a directory",
-                    path);
+            put_err(errbuf, errlen, "cannot create trace %s: is a directory", path);
             rc = GT_EIO;
             goto fail_alloc;
         }
         if (trace_is_live(path)) {
-            put_err(errbuf, errlen, "cannot replace trace %s: another recording "
-                                    "is writing it", path);
+            put_err(errbuf, errlen,
+                    "cannot replace trace %s: another recording "
+                    "is writing it",
+                    path);
             rc = GT_EEXIST;
             goto fail_alloc;
         }
@@ -1168,7 +1202,8 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     char pragmas[160];
     snprintf(pragmas, sizeof(pragmas),
              "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-             " PRAGMA user_version = %d;", GT_SCHEMA_VERSION);
+             " PRAGMA user_version = %d;",
+             GT_SCHEMA_VERSION);
     char *emsg = NULL;
     int exec_errno = 0;
     const char *stage = "set up";
@@ -1184,10 +1219,11 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     stage = "insert run";
     {
         sqlite3_stmt *st = NULL;
-        rc = sqlite3_prepare_v2(r->db,
-                                "INSERT INTO run (id, gradtrace_version, schema_version,"
-                                " start_ns, pid, keep_last) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
-                                -1, &st, NULL);
+        rc = sqlite3_prepare_v2(
+            r->db,
+            "INSERT INTO run (id, gradtrace_version, schema_version,"
+            " start_ns, pid, keep_last) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+            -1, &st, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_bind_text(st, 1, GT_VERSION_STRING, -1, SQLITE_STATIC);
             sqlite3_bind_int(st, 2, GT_SCHEMA_VERSION);
@@ -1210,8 +1246,8 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         rc = sqlite3_prepare_v3(r->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                 &r->st[i], NULL);
         if (rc != SQLITE_OK) {
-            put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s",
-                    path, stmt_sql[i], sqlite3_errmsg(r->db));
+            put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s", path,
+                    stmt_sql[i], sqlite3_errmsg(r->db));
             rc = GT_ESQL;
             goto fail_stmts;
         }
@@ -1231,8 +1267,8 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             sqlite3_stmt **st = rows == 1 ? &r->buf[w].one : &r->buf[w].multi;
             rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
             if (rc != SQLITE_OK) {
-                put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s",
-                        path, sql, sqlite3_errmsg(r->db));
+                put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s", path,
+                        sql, sqlite3_errmsg(r->db));
                 rc = GT_ESQL;
                 goto fail_stmts;
             }
@@ -1263,7 +1299,8 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             r->batch_cur = fit < GT__BUF_ROWS ? GT__BUF_ROWS : (unsigned)fit;
         least += 4 * r->page_size;
         if (r->max_bytes < least) {
-            put_err(errbuf, errlen, "cannot create trace %s: a size cap of %" PRId64
+            put_err(errbuf, errlen,
+                    "cannot create trace %s: a size cap of %" PRId64
                     " bytes is below the smallest trace (%" PRId64 " bytes)",
                     path, r->max_bytes, least);
             rc = GT_EINVAL;
@@ -1275,9 +1312,9 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         stage = "set up the window";
         if (exec_sql(r->db, cut_tables_sql, &emsg, &exec_errno) != SQLITE_OK)
             goto fail_exec;
-        if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_ss VALUES (?1, ?2)", -1,
-                               SQLITE_PREPARE_PERSISTENT, &r->storage_seq, NULL) !=
-            SQLITE_OK)
+        if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_ss VALUES (?1, ?2)",
+                               -1, SQLITE_PREPARE_PERSISTENT, &r->storage_seq,
+                               NULL) != SQLITE_OK)
             goto fail_exec;
         if ((rc = write_window(r)) != 0) {
             put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
@@ -1347,7 +1384,8 @@ static int finish_file(gt_recorder *r)
         int64_t left = deadline - now_ms();
         sqlite3_busy_timeout(r->db, left > 0 ? (int)left : 0);
         errno = 0;
-        rc = sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        rc = sqlite3_wal_checkpoint_v2(r->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL,
+                                       NULL);
         if (rc == SQLITE_OK || now_ms() >= deadline)
             break;
         if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
@@ -1404,8 +1442,9 @@ static int replace_with_copy(gt_recorder *r)
         rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(r->db);
     }
     if (rc != SQLITE_OK) {
-        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
-                      "and writing a finished copy failed (%s)",
+        set_errmsg(r,
+                   "cannot finish trace %s: another process held it open for %u ms, "
+                   "and writing a finished copy failed (%s)",
                    r->path, r->close_wait_ms, sqlite3_errmsg(r->db));
         sqlite3_finalize(st);
         (void)unlink(tmp);
@@ -1426,8 +1465,9 @@ static int replace_with_copy(gt_recorder *r)
     (void)unlink(side);
     char eb[128];
     if (rename(tmp, r->path) != 0) {
-        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
-                      "and replacing it with a finished copy failed (%s); the copy is %s",
+        set_errmsg(r,
+                   "cannot finish trace %s: another process held it open for %u ms, "
+                   "and replacing it with a finished copy failed (%s); the copy is %s",
                    r->path, r->close_wait_ms, errno_text(errno, eb, sizeof eb), tmp);
         free(side);
         r->failed = GT_EBUSY;
@@ -1460,16 +1500,18 @@ static int check_one_file(gt_recorder *r)
     }
     int rc = 0;
     if (wal_bytes > 0) {
-        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
-                      "so %" PRId64 " bytes of the run are still only in %s; keep that "
-                      "file beside the trace (a gradtrace command on the trace folds it "
-                      "in once that process is gone)",
+        set_errmsg(r,
+                   "cannot finish trace %s: another process held it open for %u ms, "
+                   "so %" PRId64 " bytes of the run are still only in %s; keep that "
+                   "file beside the trace (a gradtrace command on the trace folds it "
+                   "in once that process is gone)",
                    r->path, r->close_wait_ms, wal_bytes, wal);
         rc = GT_EBUSY;
     } else if (head[18] == 2) {
-        set_errmsg(r, "cannot finish trace %s: another process held it open for %u ms, "
-                      "so it stays in WAL mode; every event is in the trace itself, but "
-                      "a reader of a copy needs write access to it",
+        set_errmsg(r,
+                   "cannot finish trace %s: another process held it open for %u ms, "
+                   "so it stays in WAL mode; every event is in the trace itself, but "
+                   "a reader of a copy needs write access to it",
                    r->path, r->close_wait_ms);
         rc = GT_EBUSY;
     }
@@ -1544,8 +1586,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
     if (sqlite3_close(r->db) != SQLITE_OK && rc == 0) {
-        set_errmsg(r, "cannot close trace %s: %s", r->path,
-                   sqlite3_errmsg(r->db));
+        set_errmsg(r, "cannot close trace %s: %s", r->path, sqlite3_errmsg(r->db));
         rc = GT_ESQL;
     }
     if (finishing) {
@@ -1582,8 +1623,10 @@ int gt_recorder_flush(gt_recorder *r)
     if (!r)
         return GT_EINVAL;
     pthread_mutex_lock(&r->mu);
-    int rc = r->closed ? GT_ECLOSED : r->failed ? GT_EFAILED
-           : r->write_due && getpid() == r->pid ? write_window(r) : commit(r);
+    int rc = r->closed                            ? GT_ECLOSED
+             : r->failed                          ? GT_EFAILED
+             : r->write_due && getpid() == r->pid ? write_window(r)
+                                                  : commit(r);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -1765,8 +1808,7 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
     pthread_mutex_lock(&r->mu);
     gt_id fid, fnid, cid = 0;
     int rc = usable(r);
-    if (rc ||
-        (rc = intern_string_locked(r, file, strlen(file), &fid)) != 0 ||
+    if (rc || (rc = intern_string_locked(r, file, strlen(file), &fid)) != 0 ||
         (rc = intern_string_locked(r, function, strlen(function), &fnid)) != 0 ||
         (code && (rc = intern_string_locked(r, code, strlen(code), &cid)) != 0))
         goto out;
@@ -1778,13 +1820,15 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
     sqlite3_bind_int(st, 3, line);
     sqlite3_bind_int64(st, 4, fnid);
     bind_id(st, 5, cid);
-    rc = intern_insert(r, ST_FRAME, "intern frame", &r->frames, key, 0, &r->next_frame, out);
+    rc = intern_insert(r, ST_FRAME, "intern frame", &r->frames, key, 0, &r->next_frame,
+                       out);
 out:
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
-int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame, gt_id *out)
+int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
+                    gt_id *out)
 {
     if (!r || !out || frame <= 0 || parent < 0 || user_frame < 0)
         return GT_EINVAL;
@@ -1822,37 +1866,37 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
 
 /* ---- events ------------------------------------------------------------- */
 
-#define LOCKED_BEGIN(r)                \
-    pthread_mutex_lock(&(r)->mu);      \
-    int rc = begin_write(r);           \
-    if (rc)                            \
-        goto out
+#define LOCKED_BEGIN(r)                                                                  \
+    pthread_mutex_lock(&(r)->mu);                                                        \
+    int rc = begin_write(r);                                                             \
+    if (rc)                                                                              \
+    goto out
 
-#define LOCKED_END(r, what)                        \
-    if ((rc = step(r, st_id, what, 0)) != 0)       \
-        goto out;                                  \
-    rc = end_write(r);                             \
-    out:                                           \
-    pthread_mutex_unlock(&(r)->mu);                \
+#define LOCKED_END(r, what)                                                              \
+    if ((rc = step(r, st_id, what, 0)) != 0)                                             \
+        goto out;                                                                        \
+    rc = end_write(r);                                                                   \
+    out:                                                                                 \
+    pthread_mutex_unlock(&(r)->mu);                                                      \
     return rc
 
 /* The frame of an event written through a row buffer (ops, op_args,
  * version_bumps, saved_tensors): lock, begin, and take the buffer's next row
  * as `v` (values) and `null` (1 = bind NULL); BUF_END counts the row and
  * unlocks. */
-#define BUF_BEGIN(r, which)                      \
-    unsigned char *null;                         \
-    int64_t *v;                                  \
-    pthread_mutex_lock(&(r)->mu);                \
-    int rc = begin_write(r);                     \
-    if (rc)                                      \
-        goto out;                                \
+#define BUF_BEGIN(r, which)                                                              \
+    unsigned char *null;                                                                 \
+    int64_t *v;                                                                          \
+    pthread_mutex_lock(&(r)->mu);                                                        \
+    int rc = begin_write(r);                                                             \
+    if (rc)                                                                              \
+        goto out;                                                                        \
     v = buf_row((r), (which), &null)
 
-#define BUF_END(r, which)                        \
-    rc = buf_push_done((r), (which));            \
-    out:                                         \
-    pthread_mutex_unlock(&(r)->mu);              \
+#define BUF_END(r, which)                                                                \
+    rc = buf_push_done((r), (which));                                                    \
+    out:                                                                                 \
+    pthread_mutex_unlock(&(r)->mu);                                                      \
     return rc
 
 int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
@@ -1872,7 +1916,8 @@ int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
     BUF_END(r, B_OP);
 }
 
-int gt_op_arg(gt_recorder *r, int64_t seq, int role, int pos, gt_id tensor, int64_t version)
+int gt_op_arg(gt_recorder *r, int64_t seq, int role, int pos, gt_id tensor,
+              int64_t version)
 {
     if (!r || seq <= 0 || role < GT_ROLE_INPUT || role > GT_ROLE_MUTATED || tensor <= 0)
         return GT_EINVAL;
@@ -1986,8 +2031,8 @@ out:
     return rc;
 }
 
-int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version, int observed,
-                    int64_t *seq)
+int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version,
+                    int observed, int64_t *seq)
 {
     if (!r || tensor <= 0 || op < 0)
         return GT_EINVAL;
@@ -2080,8 +2125,9 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_
     BUF_END(r, B_SAVED);
 }
 
-int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_t version,
-                       int is_output, int64_t nbytes, int64_t saved_seq, int64_t *seq)
+int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
+                       int64_t version, int is_output, int64_t nbytes, int64_t saved_seq,
+                       int64_t *seq)
 {
     if (!r || saved_seq <= 0)
         return GT_EINVAL;
@@ -2099,8 +2145,8 @@ int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int
     LOCKED_END(r, "saved tensor");
 }
 
-int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward, int64_t nbytes,
-                   uint64_t hash)
+int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward,
+                   int64_t nbytes, uint64_t hash)
 {
     if (!r || saved <= 0 || backward < 0 || nbytes < 0)
         return GT_EINVAL;
@@ -2205,7 +2251,8 @@ int gt_backward_end(gt_recorder *r, gt_id id, int ok)
     sqlite3_stmt *st = r->st[st_id];
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, ++r->seq);
-    sqlite3_bind_text(st, 3, gt_backward_status_name(ok ? GT_BACKWARD_OK : GT_BACKWARD_ERROR),
+    sqlite3_bind_text(st, 3,
+                      gt_backward_status_name(ok ? GT_BACKWARD_OK : GT_BACKWARD_ERROR),
                       -1, SQLITE_STATIC);
     LOCKED_END(r, "backward end");
 }

@@ -4,8 +4,8 @@
 const char *gt_strerror(int code)
 {
     switch (code) {
-#define GT__ERRNO_CASE(name, value, msg) \
-    case value:                          \
+#define GT__ERRNO_CASE(name, value, msg)                                                 \
+    case value:                                                                          \
         return msg;
         GT_ERRNO_MAP(GT__ERRNO_CASE)
 #undef GT__ERRNO_CASE

@@ -67,10 +67,12 @@ static inline gt_id tb_user_stack(tb *b, int line, const char *code)
 static inline gt_id tb_engine_stack(tb *b, int line, const char *code)
 {
     gt_id uf, ef, us, s;
-    assert_int_equal(gt_intern_frame(b->r, SEED_FILE, line, "<module>", code, &uf), GT_OK);
+    assert_int_equal(gt_intern_frame(b->r, SEED_FILE, line, "<module>", code, &uf),
+                     GT_OK);
     assert_int_equal(gt_intern_stack(b->r, 0, uf, uf, &us), GT_OK);
     assert_int_equal(gt_intern_frame(b->r, "torch/_tensor.py", 626, "backward",
-                                     "torch.autograd.backward(", &ef), GT_OK);
+                                     "torch.autograd.backward(", &ef),
+                     GT_OK);
     assert_int_equal(gt_intern_stack(b->r, us, ef, uf, &s), GT_OK);
     return s;
 }
@@ -180,25 +182,25 @@ static inline void build_seed(const char *path, seed_ids *ids, int close,
     assert_int_equal(gt_storage(b.r, 3, 128, cpu), GT_OK);
     assert_int_equal(gt_storage(b.r, 4, 4, cpu), GT_OK);
 
-    tb_tensor(&b, 1, 1, "float32", 1, 3, 0, 0, 0, 0);           /* class_weights */
+    tb_tensor(&b, 1, 1, "float32", 1, 3, 0, 0, 0, 0); /* class_weights */
     assert_int_equal(gt_name(b.r, 1, 1, "class_weights"), GT_OK);
-    tb_tensor(&b, 3, 3, "int64", 1, 16, 0, 0, 0, 0);            /* target */
+    tb_tensor(&b, 3, 3, "int64", 1, 16, 0, 0, 0, 0); /* target */
     assert_int_equal(gt_name(b.r, 2, 3, "target"), GT_OK);
 
     gt_id s37 = tb_user_stack(&b, 37, "log_probs = F.log_softmax(model(x), dim=1)");
     seq = tb_op(&b, "aten::_log_softmax", s37, GT_PHASE_FORWARD);
-    tb_tensor(&b, 2, 2, "float32", 2, 16, 3, seq, 0, 0);          /* log_probs */
+    tb_tensor(&b, 2, 2, "float32", 2, 16, 3, seq, 0, 0); /* log_probs */
     tb_node(&b, 1, "LogSoftmaxBackward0", seq, 10);
     tb_saved(&b, 1, "result", 2, 0, 1, 192);
     assert_int_equal(gt_name(b.r, seq, 2, "log_probs"), GT_OK);
 
-    gt_id s38 = tb_user_stack(&b, 38,
-                              "loss = F.nll_loss(log_probs, target, weight=class_weights)");
+    gt_id s38 = tb_user_stack(
+        &b, 38, "loss = F.nll_loss(log_probs, target, weight=class_weights)");
     seq = tb_op(&b, "aten::nll_loss_forward", s38, GT_PHASE_FORWARD);
     assert_int_equal(gt_op_arg(b.r, seq, GT_ROLE_INPUT, 0, 2, 0), GT_OK);
     assert_int_equal(gt_op_arg(b.r, seq, GT_ROLE_INPUT, 1, 3, 0), GT_OK);
     assert_int_equal(gt_op_arg(b.r, seq, GT_ROLE_INPUT, 2, 1, 0), GT_OK);
-    tb_tensor(&b, 4, 4, "float32", 0, 0, 0, seq, 0, 0);           /* loss */
+    tb_tensor(&b, 4, 4, "float32", 0, 0, 0, seq, 0, 0); /* loss */
     tb_node(&b, 2, "NllLossBackward0", seq, 11);
     assert_int_equal(gt_edge(b.r, 2, 0, 1, 0), GT_OK);
     assert_int_equal(gt_edge(b.r, 2, 1, 0, 0), GT_OK);
@@ -229,12 +231,14 @@ static inline void build_seed(const char *path, seed_ids *ids, int close,
     assert_int_equal(bw, 1);
     ids->backward_seq = gt_recorder_seq(b.r);
     assert_int_equal(gt_backward_root(b.r, bw, 0, 4, 2), GT_OK);
-    assert_int_equal(gt_error(b.r, "RuntimeError",
-                              "one of the variables needed for gradient computation has "
-                              "been modified by an inplace operation: "
-                              "[torch.FloatTensor [3]] is at version 6; expected version 0 "
-                              "instead.\nHint: enable anomaly detection",
-                              s47, bw, &ids->error_seq), GT_OK);
+    assert_int_equal(
+        gt_error(b.r, "RuntimeError",
+                 "one of the variables needed for gradient computation has "
+                 "been modified by an inplace operation: "
+                 "[torch.FloatTensor [3]] is at version 6; expected version 0 "
+                 "instead.\nHint: enable anomaly detection",
+                 s47, bw, &ids->error_seq),
+        GT_OK);
     assert_int_equal(gt_backward_end(b.r, bw, 0), GT_OK);
     ids->last_seq = gt_recorder_seq(b.r);
     if (close) {

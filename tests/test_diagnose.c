@@ -30,17 +30,28 @@ static void tb_tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t offset,
                       int leaf, gt_id alias_of, int shares, gt_id vc)
 {
     int64_t shape[1] = {n}, strides[1] = {1};
-    gt_tensor_info t = {.id = id, .storage = storage, .dtype = b->dtype, .ndim = 1,
-                        .shape = shape, .strides = strides, .storage_offset = offset,
-                        .requires_grad = rg, .is_leaf = leaf, .alias_of = alias_of,
-                        .shares_version = shares, .version_counter = vc};
+    gt_tensor_info t = {.id = id,
+                        .storage = storage,
+                        .dtype = b->dtype,
+                        .ndim = 1,
+                        .shape = shape,
+                        .strides = strides,
+                        .storage_offset = offset,
+                        .requires_grad = rg,
+                        .is_leaf = leaf,
+                        .alias_of = alias_of,
+                        .shares_version = shares,
+                        .version_counter = vc};
     assert_int_equal(gt_tensor(b->r, &t), 0);
 }
 
 static int64_t tb_op(tb *b, const char *name, int phase, int line, const char *code)
 {
-    gt_op_info o = {.name = tb_str(b, name), .phase = phase, .grad_mode = 1,
-                    .thread = b->thread, .stack = tb_stack(b, line, code)};
+    gt_op_info o = {.name = tb_str(b, name),
+                    .phase = phase,
+                    .grad_mode = 1,
+                    .thread = b->thread,
+                    .stack = tb_stack(b, line, code)};
     int64_t seq;
     assert_int_equal(gt_op(b->r, &o, &seq), 0);
     return seq;
@@ -48,7 +59,10 @@ static int64_t tb_op(tb *b, const char *name, int phase, int line, const char *c
 
 static void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr)
 {
-    gt_node_info n = {.id = id, .name = tb_str(b, name), .op = op, .sequence_nr = seqnr,
+    gt_node_info n = {.id = id,
+                      .name = tb_str(b, name),
+                      .op = op,
+                      .sequence_nr = seqnr,
                       .thread = b->thread};
     assert_int_equal(gt_node(b->r, &n), 0);
 }
@@ -56,8 +70,8 @@ static void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr
 static int64_t tb_save(tb *b, gt_id node, const char *slot, gt_id tensor, int64_t version)
 {
     int64_t seq;
-    assert_int_equal(gt_saved_tensor(b->r, node, tb_str(b, slot), tensor, version, 0, 12, &seq),
-                     0);
+    assert_int_equal(
+        gt_saved_tensor(b->r, node, tb_str(b, slot), tensor, version, 0, 12, &seq), 0);
     return seq;
 }
 
@@ -73,8 +87,10 @@ static int64_t tb_mutate(tb *b, const char *op, int line, const char *code, gt_i
 
 static gt_id tb_backward(tb *b, gt_id root, int retain, int line)
 {
-    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"), .retain_graph = retain,
-                           .thread = b->thread, .stack = tb_stack(b, line, "loss.backward()")};
+    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"),
+                           .retain_graph = retain,
+                           .thread = b->thread,
+                           .stack = tb_stack(b, line, "loss.backward()")};
     gt_id id;
     assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
     assert_int_equal(gt_backward_root(b->r, id, 0, 0, root), 0);
@@ -89,10 +105,11 @@ static void tb_name(tb *b, gt_id tensor, const char *name)
 
 /* Backward call `bw` raised a RuntimeError `msg` at `line` (`code`): the
  * error, then the end of the failed call. */
-static void tb_backward_error(tb *b, gt_id bw, int line, const char *code, const char *msg)
+static void tb_backward_error(tb *b, gt_id bw, int line, const char *code,
+                              const char *msg)
 {
-    assert_int_equal(gt_error(b->r, "RuntimeError", msg, tb_stack(b, line, code), bw, NULL),
-                     0);
+    assert_int_equal(
+        gt_error(b->r, "RuntimeError", msg, tb_stack(b, line, code), bw, NULL), 0);
     assert_int_equal(gt_backward_end(b->r, bw, 0), 0);
 }
 
@@ -184,9 +201,9 @@ static char *jx(const char *doc, const char *path)
 
 /* ---- the seed: class weights updated in place before backward ---------- */
 
-#define SEED_MSG                                                                          \
-    "one of the variables needed for gradient computation has been modified by an "       \
-    "inplace operation: [torch.FloatTensor [3]] is at version 6; expected version 0 "     \
+#define SEED_MSG                                                                         \
+    "one of the variables needed for gradient computation has been modified by an "      \
+    "inplace operation: [torch.FloatTensor [3]] is at version 6; expected version 0 "    \
     "instead. Hint: enable anomaly detection."
 
 /* class_weights (100) saved as `weight` by NllLossBackward0 (node 1), then
@@ -214,10 +231,10 @@ static void build_seed(tb *b, const char *name, int mutate, int ended)
         for (int i = 0; i < 3; i++) {
             gt_id view = 110 + i;
             tb_tensor(b, view, 1, 1, i, 0, 0, 100, 1, 100);
-            tb_mutate(b, "aten::mul_.Tensor", 43, "        class_weights[i] *= 1.0 + share",
-                      view, 2 * i + 1);
-            tb_mutate(b, "aten::copy_", 43, "        class_weights[i] *= 1.0 + share", view,
-                      2 * i + 2);
+            tb_mutate(b, "aten::mul_.Tensor", 43,
+                      "        class_weights[i] *= 1.0 + share", view, 2 * i + 1);
+            tb_mutate(b, "aten::copy_", 43, "        class_weights[i] *= 1.0 + share",
+                      view, 2 * i + 2);
         }
     }
     gt_id bw = tb_backward(b, 1, 0, 46);
@@ -251,9 +268,10 @@ static void test_seed_finding(void **state)
     assert_int_equal(x->first_to_fail, 1);
     assert_int_equal(x->matches_error, 1);
     assert_true(x->error_seq > 0);
-    assert_string_equal(x->suggestion, "update a copy: class_weights = class_weights.clone()"
-                                       ".detach() before changing it, or move the update "
-                                       "after backward()");
+    assert_string_equal(x->suggestion,
+                        "update a copy: class_weights = class_weights.clone()"
+                        ".detach() before changing it, or move the update "
+                        "after backward()");
     gt_findings_free(f);
 
     /* The command: JSON in the shape, exit 1. */
@@ -266,7 +284,8 @@ static void test_seed_finding(void **state)
     assert_string_equal(jx(out, "$.findings[0].kind"), "inplace_invalidated_saved");
     assert_string_equal(jx(out, "$.findings[0].first_to_fail"), "1");
     assert_string_equal(jx(out, "$.findings[0].backward.index"), "1");
-    assert_string_equal(jx(out, "$.findings[0].backward.location.code"), "loss.backward()");
+    assert_string_equal(jx(out, "$.findings[0].backward.location.code"),
+                        "loss.backward()");
     assert_string_equal(jx(out, "$.findings[0].node.name"), "NllLossBackward0");
     assert_string_equal(jx(out, "$.findings[0].node.location.line"), "37");
     assert_string_equal(jx(out, "$.findings[0].node.location.file"), "/src/train.py");
@@ -280,8 +299,10 @@ static void test_seed_finding(void **state)
     assert_string_equal(jx(out, "$.findings[0].mutations[1].op"), "aten::copy_");
     assert_string_equal(jx(out, "$.findings[0].mutations[5].version_after"), "6");
     assert_string_equal(jx(out, "$.findings[0].mutations[5].location.line"), "43");
-    assert_string_equal(jx(out, "$.findings[0].mutations[0].names"), "[\"class_weights\"]");
-    assert_string_equal(jx(out, "$.findings[0].mutations[0].location.function"), "<module>");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].names"),
+                        "[\"class_weights\"]");
+    assert_string_equal(jx(out, "$.findings[0].mutations[0].location.function"),
+                        "<module>");
     assert_string_equal(jx(out, "$.findings[0].matches_error"), "1");
     assert_string_equal(jx(out, "$.findings[1]"), "");
     free(out);
@@ -423,15 +444,16 @@ static void test_checkpoint_input_changed_inside(void **state)
     tb_node(&b, 2, "MulBackward0", call, 4);
     assert_int_equal(gt_edge(b.r, 2, 0, 1, 0), 0);
     for (gt_id n = 1; n <= 2; n++)
-        assert_int_equal(gt_saved_tensor_at(b.r, n, tb_str(&b, "checkpoint_input[0]"), 300, 0,
-                                            0, 32, call, NULL),
+        assert_int_equal(gt_saved_tensor_at(b.r, n, tb_str(&b, "checkpoint_input[0]"),
+                                            300, 0, 0, 32, call, NULL),
                          0);
     gt_id bw = tb_backward(&b, 2, 0, 22);
-    tb_backward_error(&b, bw, 22, "loss.backward()",
-                      "one of the variables needed for gradient computation has been "
-                      "modified by an inplace operation: [torch.FloatTensor [8]], which is "
-                      "output 0 of MulBackward0, is at version 1; expected version 0 "
-                      "instead.");
+    tb_backward_error(
+        &b, bw, 22, "loss.backward()",
+        "one of the variables needed for gradient computation has been "
+        "modified by an inplace operation: [torch.FloatTensor [8]], which is "
+        "output 0 of MulBackward0, is at version 1; expected version 0 "
+        "instead.");
     tb_close(&b, 1);
 
     gt_findings *f = diagnose(b.path, 0, 0);
@@ -462,9 +484,11 @@ static void test_collective_silent_write(void **state)
     int64_t op = tb_op(&b, "aten::mul", GT_PHASE_FORWARD, 20, "y = w * stats");
     tb_node(&b, 1, "MulBackward0", op, 3);
     tb_save(&b, 1, "other", 400, 0);
-    int64_t raised = tb_op(&b, "aten::add_.Tensor", GT_PHASE_FORWARD, 21, "stats.add_(bad)");
+    int64_t raised =
+        tb_op(&b, "aten::add_.Tensor", GT_PHASE_FORWARD, 21, "stats.add_(bad)");
     assert_int_equal(gt_op_arg(b.r, raised, GT_ROLE_MUTATED, 0, 400, 0), 0);
-    int64_t ar = tb_op(&b, "c10d::allreduce_", GT_PHASE_FORWARD, 22, "dist.all_reduce(stats)");
+    int64_t ar =
+        tb_op(&b, "c10d::allreduce_", GT_PHASE_FORWARD, 22, "dist.all_reduce(stats)");
     assert_int_equal(gt_op_arg(b.r, ar, GT_ROLE_INPUT, 0, 400, 0), 0);
     assert_int_equal(gt_op_arg(b.r, ar, GT_ROLE_MUTATED, 0, 400, 0), 0);
     gt_id bw = tb_backward(&b, 1, 0, 23);
@@ -520,15 +544,23 @@ static void test_disjoint_pieces_of_one_buffer(void **state)
     int64_t shape[2] = {B, H}, strides[2] = {4 * H, 1};
     int64_t seqs[4];
     for (int k = 0; k < 4; k++) {
-        gt_tensor_info t = {.id = 400 + k, .storage = 1, .dtype = b.dtype, .ndim = 2,
-                            .shape = shape, .strides = strides, .storage_offset = k * H,
-                            .requires_grad = 1, .is_leaf = 0, .version_counter = 400 + k};
+        gt_tensor_info t = {.id = 400 + k,
+                            .storage = 1,
+                            .dtype = b.dtype,
+                            .ndim = 2,
+                            .shape = shape,
+                            .strides = strides,
+                            .storage_offset = k * H,
+                            .requires_grad = 1,
+                            .is_leaf = 0,
+                            .version_counter = 400 + k};
         assert_int_equal(gt_tensor(b.r, &t), 0);
     }
     for (int k = 0; k < 4; k++) {
         seqs[k] = tb_mutate(&b, k == 2 ? "aten::tanh_" : "aten::sigmoid_", 20, "lstm(x)",
                             400 + k, 1);
-        tb_node(&b, 1 + k, k == 2 ? "TanhBackward0" : "SigmoidBackward0", seqs[k], 10 + k);
+        tb_node(&b, 1 + k, k == 2 ? "TanhBackward0" : "SigmoidBackward0", seqs[k],
+                10 + k);
         tb_save(&b, 1 + k, "result", 400 + k, 1);
     }
     int64_t op = tb_op(&b, "aten::cat", GT_PHASE_FORWARD, 21, "h = cat(gates)");
@@ -539,8 +571,13 @@ static void test_disjoint_pieces_of_one_buffer(void **state)
     assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
     /* Column 2 of the whole buffer: inside gate 0 only, for every row. */
     int64_t cshape[1] = {B}, cstrides[1] = {4 * H};
-    gt_tensor_info col = {.id = 410, .storage = 1, .dtype = b.dtype, .ndim = 1,
-                          .shape = cshape, .strides = cstrides, .storage_offset = 2,
+    gt_tensor_info col = {.id = 410,
+                          .storage = 1,
+                          .dtype = b.dtype,
+                          .ndim = 1,
+                          .shape = cshape,
+                          .strides = cstrides,
+                          .storage_offset = 2,
                           .version_counter = 410};
     assert_int_equal(gt_tensor(b.r, &col), 0);
     int64_t w = tb_mutate(&b, "aten::zero_", 23, "col.zero_()", 410, 1);
@@ -569,20 +606,26 @@ static void test_custom_function_saved_at_caller(void **state)
     tb b;
     tb_open(&b, "customfn");
     gt_id call_f, fwd_f, torch_f, s_call, s_apply, s_fwd;
-    assert_int_equal(gt_intern_frame(b.r, TB_SOURCE_FILE, 20, "<module>", "y = MyExp.apply(x)",
-                                     &call_f), 0);
+    assert_int_equal(gt_intern_frame(b.r, TB_SOURCE_FILE, 20, "<module>",
+                                     "y = MyExp.apply(x)", &call_f),
+                     0);
     assert_int_equal(gt_intern_stack(b.r, 0, call_f, call_f, &s_call), 0);
     assert_int_equal(gt_intern_frame(b.r, "/torch/autograd/function.py", 575, "apply",
-                                     "return super().apply(*args)", &torch_f), 0);
+                                     "return super().apply(*args)", &torch_f),
+                     0);
     assert_int_equal(gt_intern_stack(b.r, s_call, torch_f, call_f, &s_apply), 0);
     assert_int_equal(gt_intern_frame(b.r, TB_SOURCE_FILE, 12, "MyExp.forward",
-                                     "result = x.exp()", &fwd_f), 0);
+                                     "result = x.exp()", &fwd_f),
+                     0);
     assert_int_equal(gt_intern_stack(b.r, s_apply, fwd_f, fwd_f, &s_fwd), 0);
     tb_tensor(&b, 600, 0, 3, 0, 1, 1, 0, 0, 0);
     tb_tensor(&b, 601, 0, 3, 0, 1, 0, 0, 0, 0);
     tb_name(&b, 601, "y");
-    gt_op_info o = {.name = tb_str(&b, "aten::exp"), .phase = GT_PHASE_FORWARD, .grad_mode = 0,
-                    .thread = b.thread, .stack = s_fwd};
+    gt_op_info o = {.name = tb_str(&b, "aten::exp"),
+                    .phase = GT_PHASE_FORWARD,
+                    .grad_mode = 0,
+                    .thread = b.thread,
+                    .stack = s_fwd};
     int64_t op;
     assert_int_equal(gt_op(b.r, &o, &op), 0);
     tb_node(&b, 1, "MyExpBackward", op, 1);
@@ -597,7 +640,8 @@ static void test_custom_function_saved_at_caller(void **state)
     assert_string_equal(jx(out, "$.findings[0].kind"), "inplace_invalidated_saved");
     assert_string_equal(jx(out, "$.findings[0].node.location.line"), "20");
     assert_string_equal(jx(out, "$.findings[0].node.inner_location.line"), "12");
-    assert_string_equal(jx(out, "$.findings[0].node.inner_location.function"), "MyExp.forward");
+    assert_string_equal(jx(out, "$.findings[0].node.inner_location.function"),
+                        "MyExp.forward");
     free(out);
     /* An aten node ("ExpBackward0") keeps the op's own line. */
     unlink(b.path);
@@ -623,9 +667,10 @@ static void build_twice(tb *b, const char *name, int retain)
     if (retain)
         assert_int_equal(gt_backward_end(b->r, b2, 1), 0);
     else
-        tb_backward_error(b, b2, 8, "loss.backward()",
-                          "Trying to backward through the graph a second time (or directly "
-                          "access saved tensors after they have already been freed).");
+        tb_backward_error(
+            b, b2, 8, "loss.backward()",
+            "Trying to backward through the graph a second time (or directly "
+            "access saved tensors after they have already been freed).");
     tb_close(b, 1);
 }
 
@@ -766,11 +811,11 @@ static void test_bump_during_backward(void **state)
     tb_open(&b, "execs");
     tb_tensor(&b, 600, 0, 3, 0, 1, 0, 0, 0, 0);
     tb_name(&b, 600, "t");
-    tb_node(&b, 3, "SinBackward0", tb_op(&b, "aten::sin", GT_PHASE_FORWARD, 3, "u = t.sin()"),
-            3);
+    tb_node(&b, 3, "SinBackward0",
+            tb_op(&b, "aten::sin", GT_PHASE_FORWARD, 3, "u = t.sin()"), 3);
     tb_save(&b, 3, "self", 600, 0);
-    tb_node(&b, 5, "CosBackward0", tb_op(&b, "aten::cos", GT_PHASE_FORWARD, 4, "v = t.cos()"),
-            5);
+    tb_node(&b, 5, "CosBackward0",
+            tb_op(&b, "aten::cos", GT_PHASE_FORWARD, 4, "v = t.cos()"), 5);
     tb_save(&b, 5, "self", 600, 0);
     assert_int_equal(gt_edge(b.r, 5, 0, 3, 0), 0);
     gt_id bw = tb_backward(&b, 5, 0, 9);
@@ -804,7 +849,8 @@ static void test_bump_during_backward(void **state)
 static void test_damaged_trace(void **state)
 {
     (void)state;
-    static const char *drops[] = {"edges", "saved_tensors", "version_bumps", "node_outputs"};
+    static const char *drops[] = {"edges", "saved_tensors", "version_bumps",
+                                  "node_outputs"};
     for (size_t i = 0; i < sizeof drops / sizeof drops[0]; i++) {
         tb b;
         char name[64], sql[128], err[256];

@@ -75,9 +75,9 @@ static void test_edge_cases(void **state)
 }
 
 /* Random small layouts against a byte map. */
-static int brute(const gt_extent *a, const int64_t *sa, const int64_t *ta, int na, int64_t oa,
-                 int64_t ea, const int64_t *sb, const int64_t *tb, int nb, int64_t ob,
-                 int64_t eb)
+static int brute(const gt_extent *a, const int64_t *sa, const int64_t *ta, int na,
+                 int64_t oa, int64_t ea, const int64_t *sb, const int64_t *tb, int nb,
+                 int64_t ob, int64_t eb)
 {
     static unsigned char map[8192];
     memset(map, 0, sizeof map);
@@ -130,8 +130,8 @@ static void test_random_against_bytes(void **state)
         }
         /* Element sizes differ: offsets and strides are in each tensor's own
          * elements, the map in bytes. */
-        int want = brute(&e[0], sz[0], st[0], nd[0], off[0], el[0], sz[1], st[1], nd[1], off[1],
-                         el[1]);
+        int want = brute(&e[0], sz[0], st[0], nd[0], off[0], el[0], sz[1], st[1], nd[1],
+                         off[1], el[1]);
         int got = gt__extent_overlap(&e[0], &e[1]);
         if (got != want)
             fail_msg("trial %d: got %d, want %d", trial, got, want);
@@ -149,8 +149,8 @@ static void test_large(void **state)
     (void)state;
     int64_t sz[3] = {64, 512, 512}, st[3] = {1024 * 512, 1024, 1};
     gt_extent a, b;
-    ext(&a, 0, 3, sz, st, 4);      /* left half of every row */
-    ext(&b, 512, 3, sz, st, 4);    /* right half */
+    ext(&a, 0, 3, sz, st, 4);   /* left half of every row */
+    ext(&b, 512, 3, sz, st, 4); /* right half */
     assert_int_equal(gt__extent_overlap(&a, &b), 0);
     ext(&b, 511, 3, sz, st, 4);
     assert_int_equal(gt__extent_overlap(&a, &b), 1);

@@ -68,11 +68,12 @@ static void test_tables(void **state)
     (void)state;
     sqlite3 *db = schema_db();
     sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT name FROM sqlite_schema WHERE type = 'table'"
-                                        " AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "SELECT name FROM sqlite_schema WHERE type = 'table'"
+                           " AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
+                           -1, &st, NULL),
+        SQLITE_OK);
     size_t n = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -84,8 +85,8 @@ static void test_tables(void **state)
     }
     sqlite3_finalize(st);
     if (n != NTABLES)
-        fail_msg("GT_TABLE_LIST has %zu tables, the DDL %zu (first missing: %s)", NTABLES, n,
-                 tables[n]);
+        fail_msg("GT_TABLE_LIST has %zu tables, the DDL %zu (first missing: %s)", NTABLES,
+                 n, tables[n]);
     sqlite3_close(db);
 }
 
@@ -108,7 +109,7 @@ static void check_lookup(sqlite3 *db, const char *table, const int *values,
 }
 
 #define VALUE(e, v, t) e,
-#define NAME(e, v, t) t,
+#define NAME(e, v, t)  t,
 static void test_lookup_tables(void **state)
 {
     (void)state;
@@ -142,10 +143,11 @@ static void test_default_status(void **state)
     (void)state;
     sqlite3 *db = schema_db();
     char *err = NULL;
-    int rc = sqlite3_exec(db,
-                          "INSERT INTO run (id, gradtrace_version, schema_version, start_ns)"
-                          " VALUES (1, 'x', 0, 0)",
-                          NULL, NULL, &err);
+    int rc =
+        sqlite3_exec(db,
+                     "INSERT INTO run (id, gradtrace_version, schema_version, start_ns)"
+                     " VALUES (1, 'x', 0, 0)",
+                     NULL, NULL, &err);
     if (rc != SQLITE_OK)
         fail_msg("insert run: %s", err);
     char *status = text_of(db, "SELECT status FROM run WHERE id = ?1", 1);

@@ -223,8 +223,7 @@ static Agraph_t *reparse(gt_graph *g)
 {
     char *data = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len),
-                     0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len), 0);
     assert_true(len > 0);
     Agraph_t *back = agmemread(data);
     free(data);
@@ -375,8 +374,9 @@ static void test_seed_dot(void **state)
     /* n11 and n12 come from line 37: a group labelled once with the line,
      * holding nodes labelled with their names. */
     assert_string_equal(label_of(d, "n12"), "LogSoftmaxBackward0");
-    assert_string_equal(group_label_of(d, "n12"), "seed_class_weights.py:37\n"
-                                                  "log_probs = F.log_softmax(model(x), dim=1)");
+    assert_string_equal(group_label_of(d, "n12"),
+                        "seed_class_weights.py:37\n"
+                        "log_probs = F.log_softmax(model(x), dim=1)");
     assert_string_equal(group_label_of(d, "n11"), group_label_of(d, "n12"));
     assert_string_equal(group_label_of(d, "n13"), "");
     /* Tooltips: the path relative to the run's directory (/home). */
@@ -634,7 +634,8 @@ static void test_repeats_drawn_once(void **state)
     assert_non_null(node(d, "n50"));
     assert_null(node(d, "n1"));
     assert_null(node(d, "n48"));
-    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97" "48\n");
+    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97"
+                                                        "48\n");
     assert_contains(repeat_label(d, "cluster_repeat1"), "48 hidden");
     /* one line made the block: the cluster says it, the node its name */
     assert_contains(repeat_label(d, "cluster_repeat1"), "chain.py:7\ny = f(y)");
@@ -651,7 +652,8 @@ static void test_repeats_drawn_once(void **state)
     const char *title = shown(agget(d, (char *)"label"));
     assert_contains(title, "2 of 50 autograd nodes, no findings");
     assert_contains(title, "48 nodes hidden (--all draws them): 48 in repeats of a block "
-                           "drawn once (\xc3\x97" "48)");
+                           "drawn once (\xc3\x97"
+                           "48)");
     agclose(d);
     gt_graph_free(g);
 
@@ -668,8 +670,10 @@ static void test_repeats_drawn_once(void **state)
     assert_contains(attr(node(d, "n25"), "class"), "gt-fail");
     assert_null(agsubnode(agsubg(d, (char *)"cluster_repeat1", 0), node(d, "n25"), 0));
     assert_null(agsubnode(agsubg(d, (char *)"cluster_repeat2", 0), node(d, "n25"), 0));
-    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97" "23\n");
-    assert_contains(repeat_label(d, "cluster_repeat2"), "\xc3\x97" "24\n");
+    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97"
+                                                        "23\n");
+    assert_contains(repeat_label(d, "cluster_repeat2"), "\xc3\x97"
+                                                        "24\n");
     assert_true(has_edge(d, "n24", "n25"));
     assert_true(has_edge(d, "n25", "n26"));
     assert_true(has_edge(d, "n26", "n50"));
@@ -724,8 +728,8 @@ static void test_wrap_long_chain(void **state)
     d = reparse(g);
     assert_int_equal(gt_graph_nodes_drawn(g), 6);
     assert_string_equal(attr(node(d, "n46"), "group"), "column0");
-    assert_string_not_equal(attr(agedge(d, node(d, "n49"), node(d, "n50"), NULL, 0),
-                                 "constraint"), "false");
+    assert_string_not_equal(
+        attr(agedge(d, node(d, "n49"), node(d, "n50"), NULL, 0), "constraint"), "false");
     agclose(d);
     gt_graph_free(g);
 }
@@ -901,8 +905,7 @@ static void test_awkward_round_trip(void **state)
     /* SVG: XML-escaped by gvc; nothing raw that would break the XML. */
     char *svg = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len),
-                     0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len), 0);
     assert_int_equal(strlen(svg), len);
     assert_true(!strncmp(svg, "<?xml", 5));
     assert_non_null(strstr(svg, "</svg>"));
@@ -992,16 +995,15 @@ static void test_layout_limit(void **state)
     make_chain(&t, "chain_limit.db", 1);
     gt_graph_options o = {.hops = -1, .all = 1, .layout_limit = 40};
     gt_graph *g = build(t.path, &o);
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &data, &len),
-                     GT_EINVAL);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &data, &len), GT_EINVAL);
     assert_null(data);
     /* 50 nodes, 3 legend items (no saved notes, no findings to explain) */
-    assert_contains(gt_graph_errmsg(g), "cannot lay out 53 nodes as svg (the limit is 40)");
+    assert_contains(gt_graph_errmsg(g),
+                    "cannot lay out 53 nodes as svg (the limit is 40)");
     assert_contains(gt_graph_errmsg(g), "--format dot");
     assert_null(strstr(gt_graph_errmsg(g), "gradtrace:")); /* the command adds it */
     /* DOT has no limit. */
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len),
-                     0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len), 0);
     assert_non_null(strstr(data, "n50"));
     free(data);
     gt_graph_free(g);
@@ -1088,8 +1090,7 @@ static void test_odd_graphs(void **state)
     /* And it lays out. */
     char *svg = NULL;
     size_t len = 0;
-    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len),
-                     0);
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len), 0);
     assert_non_null(strstr(svg, "(node 99 not recorded)"));
     free(svg);
     gt_graph_free(g);

@@ -57,34 +57,46 @@ static void test_class_weights(void **state)
     history(&c, 2, "@", "class_weights");
     assert_int_equal(c.status, 0);
     assert_string_equal(c.err, "");
-    assert_string_equal(
-        c.out,
-        "class_weights: 1 tensor bound to this name, with the tensors sharing its version "
-        "counter\n"
-        "seq  event       tensor  version  what                        line                 code\n"
-        "---  ----------  ------  -------  --------------------------  -------------------  "
-        "----------------------------------------------------------\n"
-        "  1  first seen       1\n"
-        " 12  saved            1        0  NllLossBackward0 as weight  examples/seed.py:38  "
-        "loss = F.nll_loss(log_probs, target, weight=class_weights)\n"
-        " 14  created          5           aten::select.int            examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 16  write            5        1  aten::mul_.Tensor           examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 18  write            5        2  aten::copy_                 examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 20  created          6           aten::select.int            examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 22  write            6        3  aten::mul_.Tensor           examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 24  write            6        4  aten::copy_                 examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 26  created          7           aten::select.int            examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 28  write            7        5  aten::mul_.Tensor           examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n"
-        " 30  write            7        6  aten::copy_                 examples/seed.py:44  "
-        "class_weights[i] *= 1.0 + share\n");
+    assert_string_equal(c.out,
+                        "class_weights: 1 tensor bound to this name, with the tensors "
+                        "sharing its version "
+                        "counter\n"
+                        "seq  event       tensor  version  what                        "
+                        "line                 code\n"
+                        "---  ----------  ------  -------  --------------------------  "
+                        "-------------------  "
+                        "----------------------------------------------------------\n"
+                        "  1  first seen       1\n"
+                        " 12  saved            1        0  NllLossBackward0 as weight  "
+                        "examples/seed.py:38  "
+                        "loss = F.nll_loss(log_probs, target, weight=class_weights)\n"
+                        " 14  created          5           aten::select.int            "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 16  write            5        1  aten::mul_.Tensor           "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 18  write            5        2  aten::copy_                 "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 20  created          6           aten::select.int            "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 22  write            6        3  aten::mul_.Tensor           "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 24  write            6        4  aten::copy_                 "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 26  created          7           aten::select.int            "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 28  write            7        5  aten::mul_.Tensor           "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n"
+                        " 30  write            7        6  aten::copy_                 "
+                        "examples/seed.py:44  "
+                        "class_weights[i] *= 1.0 + share\n");
     captured_free(&c);
 }
 
@@ -97,7 +109,8 @@ static void test_by_id_and_root(void **state)
     history(&c, 2, "@", "6");
     assert_int_equal(c.status, 0);
     assert_contains(c.out, "6: tensor 6 and every tensor sharing its version counter\n");
-    assert_contains(c.out, " 12  saved            1        0  NllLossBackward0 as weight  ");
+    assert_contains(c.out,
+                    " 12  saved            1        0  NllLossBackward0 as weight  ");
     assert_contains(c.out, " 30  write            7        6  aten::copy_  ");
     captured_free(&c);
 
@@ -125,21 +138,23 @@ static void test_reads_and_json(void **state)
     sqlite3 *db;
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT json_array_length(?1), "
-                                        "(SELECT group_concat(json_extract(value, '$.event') || "
-                                        "'@' || json_extract(value, '$.seq'), ' ') "
-                                        "FROM json_each(?1)), "
-                                        "json_extract(?1, '$[1].what'), "
-                                        "json_extract(?1, '$[10].version')",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "SELECT json_array_length(?1), "
+                           "(SELECT group_concat(json_extract(value, '$.event') || "
+                           "'@' || json_extract(value, '$.seq'), ' ') "
+                           "FROM json_each(?1)), "
+                           "json_extract(?1, '$[1].what'), "
+                           "json_extract(?1, '$[10].version')",
+                           -1, &st, NULL),
+        SQLITE_OK);
     sqlite3_bind_text(st, 1, c.out, -1, SQLITE_STATIC);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), 11);
-    assert_string_equal((const char *)sqlite3_column_text(st, 1),
-                        "first seen@1 saved@12 created@14 write@16 write@18 created@20 write@22 "
-                        "write@24 created@26 write@28 write@30");
+    assert_string_equal(
+        (const char *)sqlite3_column_text(st, 1),
+        "first seen@1 saved@12 created@14 write@16 write@18 created@20 write@22 "
+        "write@24 created@26 write@28 write@30");
     assert_string_equal((const char *)sqlite3_column_text(st, 2),
                         "NllLossBackward0 as weight");
     assert_int_equal(sqlite3_column_int(st, 3), 6);
@@ -180,8 +195,9 @@ static void test_name_bound_in_a_loop(void **state)
     char *argv_all[] = {"history", "--all", path, "h", NULL};
     run_captured(gt_cmd_history, 4, argv_all, NULL, &c);
     assert_int_equal(c.status, 0);
-    assert_contains(c.out, "h: 8 tensors bound to this name, with the tensors sharing their "
-                           "version counter\n");
+    assert_contains(c.out,
+                    "h: 8 tensors bound to this name, with the tensors sharing their "
+                    "version counter\n");
     assert_contains(c.out, "     100           aten::mul.Tensor  ");
     captured_free(&c);
     unlink(path);
@@ -195,7 +211,8 @@ static void test_bad_input(void **state)
     assert_int_equal(c.status, 1);
     assert_string_equal(c.out, "");
     assert_contains(c.err, "gradtrace: history: no variable 'nope' in ");
-    assert_contains(c.err, "; its variables include class_weights, log_probs, loss, target\n");
+    assert_contains(c.err,
+                    "; its variables include class_weights, log_probs, loss, target\n");
     captured_free(&c);
 
     history(&c, 2, "@", "424242");
@@ -205,7 +222,8 @@ static void test_bad_input(void **state)
 
     history(&c, 1, "@");
     assert_int_equal(c.status, 2);
-    assert_contains(c.err, "gradtrace: history: want a trace and a variable name or tensor id\n");
+    assert_contains(
+        c.err, "gradtrace: history: want a trace and a variable name or tensor id\n");
     captured_free(&c);
 
     history(&c, 3, "--bogus", "@", "x");
@@ -220,7 +238,8 @@ static void test_bad_input(void **state)
 
     history(&c, 1, "--help");
     assert_int_equal(c.status, 0);
-    assert_contains(c.out, "usage: gradtrace history [options] TRACE VARIABLE|TENSOR-ID\n");
+    assert_contains(c.out,
+                    "usage: gradtrace history [options] TRACE VARIABLE|TENSOR-ID\n");
     captured_free(&c);
 }
 

@@ -74,13 +74,14 @@ static void test_info_text(void **state)
                            "  #1 Tensor.backward  error  examples/seed.py:47  "
                            "loss.backward()\n"
                            "      1 root, 0 nodes run\n");
-    assert_contains(c.out, "\nerrors\n"
-                           "  RuntimeError at examples/seed.py:47 (in backward #1)\n"
-                           "    loss.backward()\n"
-                           "    one of the variables needed for gradient computation has "
-                           "been modified by an inplace operation: [torch.FloatTensor [3]] "
-                           "is at version 6; expected version 0 instead.\n"
-                           "    Hint: enable anomaly detection\n");
+    assert_contains(c.out,
+                    "\nerrors\n"
+                    "  RuntimeError at examples/seed.py:47 (in backward #1)\n"
+                    "    loss.backward()\n"
+                    "    one of the variables needed for gradient computation has "
+                    "been modified by an inplace operation: [torch.FloatTensor [3]] "
+                    "is at version 6; expected version 0 instead.\n"
+                    "    Hint: enable anomaly detection\n");
     assert_null(strstr(c.out, "partial"));
     captured_free(&c);
     unlink(path);
@@ -95,7 +96,8 @@ static void assert_json(const char *doc, const char *const *paths, size_t n,
     char got[1024] = "";
     assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT json_valid(?1), json_extract(?1, ?2)",
-                                        -1, &st, NULL), SQLITE_OK);
+                                        -1, &st, NULL),
+                     SQLITE_OK);
     for (size_t i = 0; i < n; i++) {
         sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, paths[i], -1, SQLITE_STATIC);
@@ -121,13 +123,27 @@ static void test_info_json(void **state)
     info_run(&c, "--json", path);
     assert_int_equal(c.status, 0);
     static const char *const paths[] = {
-        "$.partial", "$.run.engine", "$.run.engine_version", "$.run.argv[2]",
-        "$.run.status", "$.run.exit_code", "$.run.pid", "$.events",
-        "$.counts.ops", "$.counts.version_bumps", "$.counts.saved_tensors",
-        "$.counts.node_execs", "$.backward_calls[0].id", "$.backward_calls[0].api",
-        "$.backward_calls[0].status", "$.backward_calls[0].line",
-        "$.backward_calls[0].code", "$.backward_calls[0].error_type",
-        "$.errors[0].type", "$.errors[0].line", "$.errors[0].backward",
+        "$.partial",
+        "$.run.engine",
+        "$.run.engine_version",
+        "$.run.argv[2]",
+        "$.run.status",
+        "$.run.exit_code",
+        "$.run.pid",
+        "$.events",
+        "$.counts.ops",
+        "$.counts.version_bumps",
+        "$.counts.saved_tensors",
+        "$.counts.node_execs",
+        "$.backward_calls[0].id",
+        "$.backward_calls[0].api",
+        "$.backward_calls[0].status",
+        "$.backward_calls[0].line",
+        "$.backward_calls[0].code",
+        "$.backward_calls[0].error_type",
+        "$.errors[0].type",
+        "$.errors[0].line",
+        "$.errors[0].backward",
         "$.errors[1]",
     };
     assert_json(c.out, paths, sizeof paths / sizeof *paths,
@@ -144,7 +160,8 @@ static void test_info_json(void **state)
                                         "json_extract(?1, '$.run.start_ns') >= 0, "
                                         "json_array_length(?1, '$.run.argv'), "
                                         "json_extract(?1, '$.trace')",
-                                        -1, &st, NULL), SQLITE_OK);
+                                        -1, &st, NULL),
+                     SQLITE_OK);
     sqlite3_bind_text(st, 1, c.out, -1, SQLITE_STATIC);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_string_equal(sqlite3_column_text(st, 0), "real");
@@ -209,9 +226,10 @@ static void test_info_stopped(void **state)
     info_run(&c, path, NULL);
     assert_int_equal(c.status, 0);
     assert_contains(c.out, "\nstatus     exception, exit code 1, ");
-    assert_contains(c.out, "\n           recording stopped early, after event 20 (size cap: "
-                           "225280 bytes > max_bytes 204800);\n"
-                           "           what came after is not in the trace\n");
+    assert_contains(c.out,
+                    "\n           recording stopped early, after event 20 (size cap: "
+                    "225280 bytes > max_bytes 204800);\n"
+                    "           what came after is not in the trace\n");
     assert_null(strstr(c.out, "did not finish"));
     captured_free(&c);
 
@@ -327,8 +345,9 @@ static void test_info_damaged_trace(void **state)
     damage(path, "DELETE FROM tensors WHERE id IN (SELECT tensor FROM saved_tensors)");
     info_run(&c, path, NULL);
     assert_int_equal(c.status, 0);
-    assert_contains(c.out, "\n           damaged: its rows do not fit together (saved tensors "
-                           "pointing at no tensor: 4; ");
+    assert_contains(c.out,
+                    "\n           damaged: its rows do not fit together (saved tensors "
+                    "pointing at no tensor: 4; ");
     assert_contains(c.out, "; tensors pointing at no version counter: 3)\n");
     captured_free(&c);
     info_expect("--json", path, 0,
@@ -351,7 +370,6 @@ static void test_info_damaged_trace(void **state)
     captured_free(&c);
     unlink(path);
 }
-
 
 /* A run of `n` backward calls on one line; the calls in fail[] (1-based,
  * 0-terminated) raise, the call `running` (0: none) never returns. Each
@@ -417,13 +435,14 @@ static void test_info_many_calls(void **state)
 
     info_run(&c, path, NULL);
     assert_int_equal(c.status, 0);
-    assert_contains(c.out, "\nbackward calls: 40 (35 ok, 4 error, 1 running)\n"
-                           "  #1 Tensor.backward  ok  examples/seed.py:30  loss.backward()\n"
-                           "      1 root, 2 nodes run\n"
-                           "  #2 Tensor.backward  error  examples/seed.py:30  "
-                           "loss.backward()\n"
-                           "      1 root, 2 nodes run\n"
-                           "  #3 Tensor.backward  ok  ");
+    assert_contains(c.out,
+                    "\nbackward calls: 40 (35 ok, 4 error, 1 running)\n"
+                    "  #1 Tensor.backward  ok  examples/seed.py:30  loss.backward()\n"
+                    "      1 root, 2 nodes run\n"
+                    "  #2 Tensor.backward  error  examples/seed.py:30  "
+                    "loss.backward()\n"
+                    "      1 root, 2 nodes run\n"
+                    "  #3 Tensor.backward  ok  ");
     assert_contains(c.out, "      1 root, 2 nodes run\n"
                            "  ... 13 more calls, ok (--all shows every call)\n"
                            "  #17 Tensor.backward  error  ");
@@ -450,10 +469,11 @@ static void test_info_many_calls(void **state)
     info_run(&c, "--json", path);
     assert_int_equal(c.status, 0);
     static const char *const paths[] = {
-        "$.backward_counts.total", "$.backward_counts.ok", "$.backward_counts.error",
-        "$.backward_counts.running", "$.backward_calls[39].id",
-        "$.backward_calls[16].error", "$.backward_calls[16].nodes_run",
-        "$.backward_calls[16].roots", "$.backward_calls[24].status"};
+        "$.backward_counts.total",        "$.backward_counts.ok",
+        "$.backward_counts.error",        "$.backward_counts.running",
+        "$.backward_calls[39].id",        "$.backward_calls[16].error",
+        "$.backward_calls[16].nodes_run", "$.backward_calls[16].roots",
+        "$.backward_calls[24].status"};
     assert_json(c.out, paths, sizeof paths / sizeof *paths,
                 "40|35|4|1|40|call 17 went wrong|2|1|running");
     captured_free(&c);
@@ -526,8 +546,9 @@ static void test_info_unfinished_long_trace(void **state)
     info_run(&c, path, NULL);
     assert_int_equal(c.status, 0);
     assert_contains(c.err, "gradtrace: note: ");
-    assert_contains(c.err, " was left unfinished by its recording (killed?): created its 9 "
-                           "missing indexes, as closing it would have\n");
+    assert_contains(c.err,
+                    " was left unfinished by its recording (killed?): created its 9 "
+                    "missing indexes, as closing it would have\n");
     assert_int_equal(count_of(c.err, "\n"), 1);
     assert_contains(c.out, "\nbackward calls: 3000 (2999 ok, 1 error)\n");
     assert_contains(c.out, "partial trace: the recording did not finish");

@@ -191,13 +191,15 @@ static void test_recorder_dedupes_strings_frames_stacks_threads(void **state)
     /* 3 + 1 + 2 + 2000 stacks, (chain1[2], f1) being both first[1] and deep[0] */
     assert_int_equal(q_int(db, "SELECT count(*) FROM stacks"), 2005);
     assert_int_equal(q_int(db, "SELECT count(*) FROM (SELECT DISTINCT parent, frame"
-                               " FROM stacks)"), 2005);
+                               " FROM stacks)"),
+                     2005);
     assert_int_equal(q_int(db, "SELECT count(*) FROM stacks WHERE parent IS NULL"), 1);
     assert_int_equal(q_int(db, "SELECT user_frame FROM stacks WHERE id = 3"), f3);
     assert_int_equal(q_int(db, "SELECT count(*) FROM threads"), 2);
     sqlite3_stmt *st = NULL;
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT name FROM threads WHERE os_tid = 100",
-                                        -1, &st, NULL), SQLITE_OK);
+                                        -1, &st, NULL),
+                     SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_string_equal((const char *)sqlite3_column_text(st, 0), "MainThread");
     sqlite3_finalize(st);

@@ -18,7 +18,8 @@ static void expect_path(const char *path, int64_t rank, const char *want)
     char *got = gt_rank_path(path, rank);
     assert_non_null(got);
     if (strcmp(got, want) != 0)
-        fail_msg("gt_rank_path(%s, %lld) = %s, want %s", path, (long long)rank, got, want);
+        fail_msg("gt_rank_path(%s, %lld) = %s, want %s", path, (long long)rank, got,
+                 want);
     free(got);
 }
 
@@ -77,7 +78,8 @@ static void build_rank(const char *path, int64_t rank)
     seed_ids ids;
     gt_recorder *r = NULL;
     build_seed(path, &ids, 0, &r);
-    gt_run_info ri = {.rank = rank, .world_size = 2, .local_rank = rank, .backend = "gloo"};
+    gt_run_info ri = {
+        .rank = rank, .world_size = 2, .local_rank = rank, .backend = "gloo"};
     assert_int_equal(gt_run_set(r, &ri), GT_OK);
     assert_int_equal(gt_run_end(r, GT_RUN_EXCEPTION, 1, 0), GT_OK);
     assert_int_equal(gt_recorder_close(r), GT_OK);
@@ -153,7 +155,8 @@ static void test_multi_info(void **state)
     run_captured(gt_cmd_info, 4, argv, NULL, &c);
     assert_int_equal(c.status, 0);
     /* ordered by rank whatever the argument order */
-    assert_contains(c.out, "[{\"rank\":0,\"local_rank\":0,\"world_size\":2,\"backend\":\"gloo\"");
+    assert_contains(
+        c.out, "[{\"rank\":0,\"local_rank\":0,\"world_size\":2,\"backend\":\"gloo\"");
     assert_contains(c.out, "\"status\":\"exception (exit 1)\",\"ops\":11,");
     assert_contains(c.out, "\"first_error\":\"RuntimeError: one of the variables needed");
     assert_true(strstr(c.out, "\"rank\":0") < strstr(c.out, "\"rank\":1"));
@@ -193,7 +196,10 @@ static void test_multi_sql(void **state)
 {
     (void)state;
     captured c;
-    char *argv[] = {"sql", "--no-header", t0, t1,
+    char *argv[] = {"sql",
+                    "--no-header",
+                    t0,
+                    t1,
                     "SELECT rank, count(*) FROM op_log GROUP BY rank;"
                     " SELECT rank, backend FROM run ORDER BY rank;"
                     " SELECT rank, count(*) FROM invalidations GROUP BY rank;"
@@ -255,7 +261,8 @@ static void test_many_traces(void **state)
     run_captured(gt_cmd_diagnose, 2, dargv, NULL, &c);
     assert_int_equal(c.status, 1);
     char ranks[64];
-    snprintf(ranks, sizeof ranks, "[1] ranks 0-%d: class_weights modified in place", n - 1);
+    snprintf(ranks, sizeof ranks, "[1] ranks 0-%d: class_weights modified in place",
+             n - 1);
     assert_contains(c.out, ranks);
     captured_free(&c);
 
@@ -270,14 +277,10 @@ static void test_many_traces(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rank_path),
-        cmocka_unit_test(test_env_rank_path),
-        cmocka_unit_test(test_format_ranks),
-        cmocka_unit_test(test_rank_set),
-        cmocka_unit_test(test_multi_errors),
-        cmocka_unit_test(test_multi_info),
-        cmocka_unit_test(test_multi_diagnose),
-        cmocka_unit_test(test_multi_sql),
+        cmocka_unit_test(test_rank_path),      cmocka_unit_test(test_env_rank_path),
+        cmocka_unit_test(test_format_ranks),   cmocka_unit_test(test_rank_set),
+        cmocka_unit_test(test_multi_errors),   cmocka_unit_test(test_multi_info),
+        cmocka_unit_test(test_multi_diagnose), cmocka_unit_test(test_multi_sql),
         cmocka_unit_test(test_many_traces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

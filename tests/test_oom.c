@@ -49,12 +49,12 @@ enum { OWN, SQLITE };
 /* Allocator hooks take no user pointer: the countdown is the one global of
  * this program. */
 static struct {
-    int armed;     /* counting */
-    int cls;       /* the class whose allocations count: OWN or SQLITE */
-    long left;     /* allocations of that class until the failing one */
-    int fired;     /* the failing one happened */
-    long counted;  /* allocations of that class seen while armed */
-    int wrapped;   /* the libraries' malloc reached __wrap_malloc at least once */
+    int armed;    /* counting */
+    int cls;      /* the class whose allocations count: OWN or SQLITE */
+    long left;    /* allocations of that class until the failing one */
+    int fired;    /* the failing one happened */
+    long counted; /* allocations of that class seen while armed */
+    int wrapped;  /* the libraries' malloc reached __wrap_malloc at least once */
 } oom;
 
 static sqlite3_mem_methods sqlite_default;
@@ -99,18 +99,36 @@ static long stride(int cls, long total)
     return s;
 }
 
-static void *oom_malloc(int n) { return fail_now(SQLITE) ? NULL : sqlite_default.xMalloc(n); }
+static void *oom_malloc(int n)
+{
+    return fail_now(SQLITE) ? NULL : sqlite_default.xMalloc(n);
+}
 
 static void *oom_realloc(void *p, int n)
 {
     return fail_now(SQLITE) ? NULL : sqlite_default.xRealloc(p, n);
 }
 
-static void oom_free(void *p) { sqlite_default.xFree(p); }
-static int oom_size(void *p) { return sqlite_default.xSize(p); }
-static int oom_roundup(int n) { return sqlite_default.xRoundup(n); }
-static int oom_init(void *a) { return sqlite_default.xInit(a); }
-static void oom_shutdown(void *a) { sqlite_default.xShutdown(a); }
+static void oom_free(void *p)
+{
+    sqlite_default.xFree(p);
+}
+static int oom_size(void *p)
+{
+    return sqlite_default.xSize(p);
+}
+static int oom_roundup(int n)
+{
+    return sqlite_default.xRoundup(n);
+}
+static int oom_init(void *a)
+{
+    return sqlite_default.xInit(a);
+}
+static void oom_shutdown(void *a)
+{
+    sqlite_default.xShutdown(a);
+}
 
 /* The libraries' own allocations (-Wl,--wrap=malloc etc.). */
 void *__real_malloc(size_t n);
@@ -122,13 +140,13 @@ void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t n);
 char *__wrap_strdup(const char *s);
 
-#define WRAP_FAIL(ret)       \
-    do {                     \
-        oom.wrapped = 1;     \
-        if (fail_now(OWN)) { \
-            errno = ENOMEM;  \
-            return ret;      \
-        }                    \
+#define WRAP_FAIL(ret)                                                                   \
+    do {                                                                                 \
+        oom.wrapped = 1;                                                                 \
+        if (fail_now(OWN)) {                                                             \
+            errno = ENOMEM;                                                              \
+            return ret;                                                                  \
+        }                                                                                \
     } while (0)
 
 void *__wrap_malloc(size_t n)
@@ -191,7 +209,8 @@ static void step(writer *w, int rc, const char *what)
     w->calls++;
     if (w->first) {
         if (rc == 0)
-            fail_msg("%s returned 0 after an earlier error (%s)", what, gt_strerror(w->first));
+            fail_msg("%s returned 0 after an earlier error (%s)", what,
+                     gt_strerror(w->first));
         return;
     }
     if (rc == 0)
@@ -215,21 +234,30 @@ static void write_events(writer *w)
     gt_recorder *r = w->r;
     gt_id dtype = 0, cpu = 0, thread = 0, frame = 0, stack = 0, s = 0, bw = 0;
     int64_t shape[1] = {3}, strides[1] = {1}, seq = 0;
-    gt_run_info run = {.engine = "pytorch", .engine_version = "2.13.0",
-                       .argv_json = "[\"train.py\", \"--epochs\", \"1\"]", .cwd = "/src",
-                       .pid = 42, .rank = -1};
+    gt_run_info run = {.engine = "pytorch",
+                       .engine_version = "2.13.0",
+                       .argv_json = "[\"train.py\", \"--epochs\", \"1\"]",
+                       .cwd = "/src",
+                       .pid = 42,
+                       .rank = -1};
     CALL(w, gt_run_set(r, &run));
     CALL(w, gt_intern_string(r, "float32", 7, &dtype));
     CALL(w, gt_intern_string(r, "cpu", 3, &cpu));
     CALL(w, gt_intern_thread(r, 1, "main", &thread));
-    CALL(w, gt_intern_frame(r, "/src/train.py", 37, "<module>",
-                            "    loss = F.nll_loss(log_probs, target, weight=class_weights)",
-                            &frame));
+    CALL(w,
+         gt_intern_frame(r, "/src/train.py", 37, "<module>",
+                         "    loss = F.nll_loss(log_probs, target, weight=class_weights)",
+                         &frame));
     CALL(w, gt_intern_stack(r, 0, frame, frame, &stack));
     CALL(w, gt_storage(r, 1, 12, cpu));
     CALL(w, gt_storage(r, 2, 64, cpu));
-    gt_tensor_info weights = {.id = 100, .storage = 1, .dtype = dtype, .ndim = 1,
-                              .shape = shape, .strides = strides, .is_leaf = 1};
+    gt_tensor_info weights = {.id = 100,
+                              .storage = 1,
+                              .dtype = dtype,
+                              .ndim = 1,
+                              .shape = shape,
+                              .strides = strides,
+                              .is_leaf = 1};
     CALL(w, gt_tensor(r, &weights));
     CALL(w, gt_name(r, gt_recorder_seq(r), 100, "class_weights"));
     gt_tensor_info logp = weights;
@@ -239,13 +267,17 @@ static void write_events(writer *w)
     logp.is_leaf = 0;
     CALL(w, gt_tensor(r, &logp));
     CALL(w, gt_intern_string(r, "aten::nll_loss_forward", 22, &s));
-    gt_op_info op = {.name = s, .phase = GT_PHASE_FORWARD, .grad_mode = 1, .thread = thread,
+    gt_op_info op = {.name = s,
+                     .phase = GT_PHASE_FORWARD,
+                     .grad_mode = 1,
+                     .thread = thread,
                      .stack = stack};
     CALL(w, gt_op(r, &op, &seq));
     CALL(w, gt_op_arg(r, seq, GT_ROLE_INPUT, 0, 101, 0));
     CALL(w, gt_op_arg(r, seq, GT_ROLE_INPUT, 1, 100, 0));
     CALL(w, gt_intern_string(r, "NllLossBackward0", 16, &s));
-    gt_node_info node = {.id = 1, .name = s, .op = seq, .sequence_nr = 5, .thread = thread};
+    gt_node_info node = {
+        .id = 1, .name = s, .op = seq, .sequence_nr = 5, .thread = thread};
     CALL(w, gt_node(r, &node));
     node.id = 2;
     node.sequence_nr = 4;
@@ -321,7 +353,10 @@ static void read_back(const char *path)
     gt_trace_close(t);
 }
 
-static const char *cls_name(int cls) { return cls == OWN ? "own" : "SQLite's"; }
+static const char *cls_name(int cls)
+{
+    return cls == OWN ? "own" : "SQLite's";
+}
 
 /* Run `once` with the Nth allocation of each class failing, for the values
  * of N stride() picks, up to the number of allocations the operation makes
@@ -333,9 +368,10 @@ static void drive(const char *what, void (*once)(void *ctx, int cls, long n), vo
         long total = oom.counted, s = stride(cls, total), tried = 0;
         for (long n = 1; n <= total; n += s, tried++)
             once(ctx, cls, n);
-        printf("  %s: %ld %s allocations, %ld of them made to fail in turn%s\n", what, total,
-               cls_name(cls), tried,
-               cls == OWN && !oom.wrapped ? " (not linked with --wrap: none counted)" : "");
+        printf("  %s: %ld %s allocations, %ld of them made to fail in turn%s\n", what,
+               total, cls_name(cls), tried,
+               cls == OWN && !oom.wrapped ? " (not linked with --wrap: none counted)"
+                                          : "");
     }
 }
 
@@ -388,7 +424,8 @@ static void write_once(void *ctx, int cls, long n)
     int fired = disarm();
     long counted = oom.counted;
     if (w.first && !fired)
-        fail_msg("an event failed without an injected failure: %s", gt_recorder_errmsg(w.r));
+        fail_msg("an event failed without an injected failure: %s",
+                 gt_recorder_errmsg(w.r));
     if (w.first) {
         /* still failed, and says so, once allocations succeed again */
         gt_id s;
@@ -401,10 +438,12 @@ static void write_once(void *ctx, int cls, long n)
     int rc = gt_recorder_close_msg(w.r, err, sizeof err);
     if (w.first) {
         if (end == 0)
-            fail_msg("%s N=%ld: gt_run_end returned 0 on a failed handle", cls_name(cls), n);
+            fail_msg("%s N=%ld: gt_run_end returned 0 on a failed handle", cls_name(cls),
+                     n);
         if (rc != w.first)
-            fail_msg("%s N=%ld: close returned %d (%s), not the cause %d (%s)", cls_name(cls),
-                     n, rc, gt_strerror(rc), w.first, gt_strerror(w.first));
+            fail_msg("%s N=%ld: close returned %d (%s), not the cause %d (%s)",
+                     cls_name(cls), n, rc, gt_strerror(rc), w.first,
+                     gt_strerror(w.first));
         if (!err[0])
             fail_msg("%s N=%ld: close gave no message", cls_name(cls), n);
     } else {
@@ -448,8 +487,8 @@ static void close_once(void *ctx, int cls, long n)
     if ((end || rc) && !fired)
         fail_msg("close failed without an injected failure: %s", err);
     if (end && !rc)
-        fail_msg("%s N=%ld: gt_run_end failed (%s) but close returned 0", cls_name(cls), n,
-                 gt_strerror(end));
+        fail_msg("%s N=%ld: gt_run_end failed (%s) but close returned 0", cls_name(cls),
+                 n, gt_strerror(end));
     if (rc && !err[0])
         fail_msg("%s N=%ld: close failed (%s) with no message", cls_name(cls), n,
                  gt_strerror(rc));
@@ -564,7 +603,8 @@ static void test_diagnose(void **state)
 
 /* Run `gradtrace diagnose ARGS` with stdout into `out` and stderr into
  * `errf`; returns its exit status. */
-static int run_diagnose(int argc, const char *const *args, const char *out, const char *errf)
+static int run_diagnose(int argc, const char *const *args, const char *out,
+                        const char *errf)
 {
     char *argv[8], store[8][256];
     for (int i = 0; i < argc; i++) {
@@ -631,10 +671,11 @@ static int same_shape(const char *got, const cmd_ctx *c)
         return 0;
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
-    int ok = sqlite3_open(":memory:", &db) == SQLITE_OK &&
-             sqlite3_prepare_v2(db, "SELECT json_valid(?1)", -1, &st, NULL) == SQLITE_OK &&
-             sqlite3_bind_text(st, 1, got, -1, SQLITE_STATIC) == SQLITE_OK &&
-             sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+    int ok =
+        sqlite3_open(":memory:", &db) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT json_valid(?1)", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_bind_text(st, 1, got, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
     sqlite3_finalize(st);
     sqlite3_close(db);
     return ok;
@@ -661,9 +702,10 @@ static void command_once(void *ctx, int cls, long n)
             at++;
         for (from = at; from > 0 && got[from - 1] != '\n' && at - from < 80; from--)
             ;
-        fail_msg("%s N=%ld: diagnose exited %d (stderr: '%s'), its output differs at byte "
-                 "%zu:\n  got:  %.160s\n  want: %.160s",
-                 cls_name(cls), n, st, msg, at, got + from, c->want + from);
+        fail_msg(
+            "%s N=%ld: diagnose exited %d (stderr: '%s'), its output differs at byte "
+            "%zu:\n  got:  %.160s\n  want: %.160s",
+            cls_name(cls), n, st, msg, at, got + from, c->want + from);
     }
     free(got);
     free(msg);
@@ -714,7 +756,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    const char *names[] = {"open", "write", "close", "read", "diag", "cmd", "cmd-out", "cmd-err"};
+    const char *names[] = {"open", "write", "close",   "read",
+                           "diag", "cmd",   "cmd-out", "cmd-err"};
     char path[160];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};

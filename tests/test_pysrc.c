@@ -129,10 +129,12 @@ static void test_messages(void **state)
 {
     (void)state;
     gt_pymsg m;
-    gt__pymsg_parse("one of the variables needed for gradient computation has been modified "
-                    "by an inplace operation: [torch.FloatTensor [16, 8]], which is output 0 "
-                    "of AsStridedBackward0, is at version 3; expected version 1 instead. "
-                    "Hint: ...", &m);
+    gt__pymsg_parse(
+        "one of the variables needed for gradient computation has been modified "
+        "by an inplace operation: [torch.FloatTensor [16, 8]], which is output 0 "
+        "of AsStridedBackward0, is at version 3; expected version 1 instead. "
+        "Hint: ...",
+        &m);
     assert_int_equal(m.kind, GT_PYMSG_VERSION);
     assert_int_equal(m.has_versions, 1);
     assert_string_equal(m.dtype, "float32");
@@ -140,41 +142,54 @@ static void test_messages(void **state)
     assert_int_equal(m.version, 3);
     assert_int_equal(m.expected, 1);
     assert_string_equal(m.grad_fn, "AsStridedBackward0");
-    gt__pymsg_parse("Output 1 of Split is a view and is being modified inplace. This view is "
-                    "the output of a function that returns multiple views. Such functions do "
-                    "not allow the output views to be modified inplace. You should replace "
-                    "the inplace operation by an out-of-place one.", &m);
+    gt__pymsg_parse(
+        "Output 1 of Split is a view and is being modified inplace. This view is "
+        "the output of a function that returns multiple views. Such functions do "
+        "not allow the output views to be modified inplace. You should replace "
+        "the inplace operation by an out-of-place one.",
+        &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_MULTI);
     assert_int_equal(m.output_nr, 1);
     assert_string_equal(m.grad_fn, "Split");
-    gt__pymsg_parse("A view was created in no_grad mode and is being modified inplace with "
-                    "grad mode enabled. Given that ...", &m);
+    gt__pymsg_parse(
+        "A view was created in no_grad mode and is being modified inplace with "
+        "grad mode enabled. Given that ...",
+        &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_NO_GRAD);
     assert_string_equal(m.grad_fn, "");
-    gt__pymsg_parse("Output 0 of Slice is a view of a view which was created in no_grad mode "
-                    "and is being modified inplace with grad mode enabled.", &m);
+    gt__pymsg_parse(
+        "Output 0 of Slice is a view of a view which was created in no_grad mode "
+        "and is being modified inplace with grad mode enabled.",
+        &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_NO_GRAD);
     assert_string_equal(m.grad_fn, "Slice");
-    gt__pymsg_parse("A view was created in inference mode and is being modified inplace in "
-                    "normal mode.", &m);
+    gt__pymsg_parse(
+        "A view was created in inference mode and is being modified inplace in "
+        "normal mode.",
+        &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_INFERENCE);
-    gt__pymsg_parse("Output 0 of MyFn is a view and is being modified inplace. This view was "
-                    "created inside a custom Function (or because an input was returned "
-                    "as-is) and ...", &m);
+    gt__pymsg_parse(
+        "Output 0 of MyFn is a view and is being modified inplace. This view was "
+        "created inside a custom Function (or because an input was returned "
+        "as-is) and ...",
+        &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_CUSTOM);
     assert_string_equal(m.grad_fn, "MyFn");
     gt__pymsg_parse("a view of a leaf Variable that requires grad is being used in an "
-                    "in-place operation.", &m);
+                    "in-place operation.",
+                    &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_OF_LEAF);
     gt__pymsg_parse("a leaf Variable that requires grad is being used in an in-place "
-                    "operation.", &m);
+                    "operation.",
+                    &m);
     assert_int_equal(m.kind, GT_PYMSG_LEAF);
     assert_true(gt__pymsg_at_op(m.kind));
     gt__pymsg_parse("Trying to backward through the graph a second time (or ...", &m);
     assert_int_equal(m.kind, GT_PYMSG_TWICE);
     assert_false(gt__pymsg_at_op(m.kind));
     gt__pymsg_parse("a leaf Variable that requires grad has been used in an in-place "
-                    "operation.", &m);
+                    "operation.",
+                    &m);
     assert_int_equal(m.kind, GT_PYMSG_LEAF_MOVED);
     assert_false(gt__pymsg_at_op(m.kind));
     gt__pymsg_parse("leaf variable has been moved into the graph interior", &m);

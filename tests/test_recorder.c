@@ -76,7 +76,8 @@ static void test_open_creates_schema_and_run(void **state)
     sqlite3 *db = db_open("schema.db");
     assert_string_equal(q_text(db, "PRAGMA journal_mode"), "wal");
     assert_int_equal(q_int(db, "PRAGMA user_version"), GT_SCHEMA_VERSION);
-    assert_string_equal(q_text(db, "SELECT gradtrace_version FROM run"), GT_VERSION_STRING);
+    assert_string_equal(q_text(db, "SELECT gradtrace_version FROM run"),
+                        GT_VERSION_STRING);
     assert_int_equal(q_int(db, "SELECT schema_version FROM run"), GT_SCHEMA_VERSION);
     assert_string_equal(q_text(db, "SELECT status FROM run"), "running");
     assert_int_equal(q_int(db, "SELECT end_ns IS NULL FROM run"), 1);
@@ -85,12 +86,14 @@ static void test_open_creates_schema_and_run(void **state)
     int64_t start = q_int(db, "SELECT start_ns FROM run");
     assert_true(start > now_ns - 60 * 1000000000LL && start < now_ns + 60 * 1000000000LL);
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"
-                               " AND name = 'op_log'"), 1);
+                               " AND name = 'op_log'"),
+                     1);
     assert_int_equal(q_int(db, "SELECT count(*) FROM phases"), 3);
     assert_int_equal(q_int(db, "SELECT count(*) FROM roles"), 3);
     /* the inspector's indexes come only at close */
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                               " AND name = 'op_args_written'"), 0);
+                               " AND name = 'op_args_written'"),
+                     0);
     sqlite3_close(db);
 
     assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
@@ -103,7 +106,8 @@ static void test_open_creates_schema_and_run(void **state)
     assert_string_equal(q_text(db, "PRAGMA journal_mode"), "delete");
     assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                               " AND name = 'op_args_written'"), 1);
+                               " AND name = 'op_args_written'"),
+                     1);
     assert_int_equal(q_int(db, "SELECT end_ns >= start_ns FROM run"), 1);
     assert_string_equal(q_text(db, "SELECT status FROM run"), "ok");
     assert_int_equal(q_int(db, "SELECT exit_code FROM run"), 0);
@@ -300,9 +304,15 @@ static void test_roundtrip_every_event_kind(void **state)
     (void)state;
     gt_recorder *r = open_new("roundtrip.db", NULL);
     gt_run_info info = {
-        .engine = "pytorch", .engine_version = "2.13.0+cpu", .python_version = "3.11.7",
-        .argv_json = "[\"train.py\", \"--lr\", \"0.1\"]", .cwd = "/home/u", .host = "box",
-        .options_json = "{\"stacks\": true}", .pid = 4242, .rank = 3,
+        .engine = "pytorch",
+        .engine_version = "2.13.0+cpu",
+        .python_version = "3.11.7",
+        .argv_json = "[\"train.py\", \"--lr\", \"0.1\"]",
+        .cwd = "/home/u",
+        .host = "box",
+        .options_json = "{\"stacks\": true}",
+        .pid = 4242,
+        .rank = 3,
     };
     assert_int_equal(gt_run_set(r, &info), 0);
 
@@ -315,28 +325,49 @@ static void test_roundtrip_every_event_kind(void **state)
     assert_int_equal(gt_intern_string(r, "self", 4, &slot_self), 0);
     assert_int_equal(gt_intern_string(r, "other", 5, &slot_other), 0);
     assert_int_equal(gt_intern_string(r, "Tensor.backward", 15, &api), 0);
-    assert_int_equal(gt_intern_frame(r, "train.py", 12, "<module>", "loss = f(x)", &frame),
-                     0);
+    assert_int_equal(
+        gt_intern_frame(r, "train.py", 12, "<module>", "loss = f(x)", &frame), 0);
     assert_int_equal(gt_intern_frame(r, "train.py", 5, "f", "x.mul_(w)", &frame2), 0);
     assert_int_equal(gt_intern_stack(r, 0, frame, frame, &stack1), 0);
     assert_int_equal(gt_intern_stack(r, stack1, frame2, frame2, &stack2), 0);
 
     assert_int_equal(gt_storage(r, 50, 24, dev), 0);
     int64_t shape[2] = {2, 3}, strides[2] = {3, 1};
-    gt_tensor_info t1 = {.id = 1, .storage = 50, .dtype = dtype, .ndim = 2, .shape = shape,
-                         .strides = strides, .requires_grad = 1, .is_leaf = 1};
+    gt_tensor_info t1 = {.id = 1,
+                         .storage = 50,
+                         .dtype = dtype,
+                         .ndim = 2,
+                         .shape = shape,
+                         .strides = strides,
+                         .requires_grad = 1,
+                         .is_leaf = 1};
     assert_int_equal(gt_tensor(r, &t1), 0); /* seq 1 */
     int64_t vshape[1] = {6}, vstrides[1] = {1};
-    gt_tensor_info t2 = {.id = 2, .storage = 50, .dtype = dtype, .ndim = 1, .shape = vshape,
-                         .strides = vstrides, .storage_offset = 0, .requires_grad = 1,
-                         .alias_of = 1, .shares_version = 1, .version_counter = 1};
+    gt_tensor_info t2 = {.id = 2,
+                         .storage = 50,
+                         .dtype = dtype,
+                         .ndim = 1,
+                         .shape = vshape,
+                         .strides = vstrides,
+                         .storage_offset = 0,
+                         .requires_grad = 1,
+                         .alias_of = 1,
+                         .shares_version = 1,
+                         .version_counter = 1};
     assert_int_equal(gt_tensor(r, &t2), 0); /* seq 2 */
-    gt_tensor_info t3 = {.id = 3, .dtype = dtype, .ndim = 0, .created_by = 3,
-                         .alias_of = 1, .shares_version = 0};
+    gt_tensor_info t3 = {.id = 3,
+                         .dtype = dtype,
+                         .ndim = 0,
+                         .created_by = 3,
+                         .alias_of = 1,
+                         .shares_version = 0};
     assert_int_equal(gt_tensor(r, &t3), 0); /* seq 3, a .data-like alias */
 
-    gt_op_info op = {.name = name_mul, .phase = GT_PHASE_FORWARD, .grad_mode = 1,
-                     .thread = thread, .stack = stack2};
+    gt_op_info op = {.name = name_mul,
+                     .phase = GT_PHASE_FORWARD,
+                     .grad_mode = 1,
+                     .thread = thread,
+                     .stack = stack2};
     int64_t seq = 0;
     assert_int_equal(gt_op(r, &op, &seq), 0);
     assert_int_equal(seq, 4);
@@ -348,11 +379,15 @@ static void test_roundtrip_every_event_kind(void **state)
     assert_int_equal(bseq, 5);
     assert_int_equal(gt_version_bump(r, 0, 2, 3, 1, NULL), 0); /* seq 6 */
 
-    gt_node_info n = {.id = 100, .name = name_mul, .op = seq, .sequence_nr = 9,
-                      .thread = thread, .variable = 0};
+    gt_node_info n = {.id = 100,
+                      .name = name_mul,
+                      .op = seq,
+                      .sequence_nr = 9,
+                      .thread = thread,
+                      .variable = 0};
     assert_int_equal(gt_node(r, &n), 0); /* seq 7 */
-    gt_node_info acc = {.id = 101, .name = dtype, .op = 0, .sequence_nr = -1,
-                        .variable = 1};
+    gt_node_info acc = {
+        .id = 101, .name = dtype, .op = 0, .sequence_nr = -1, .variable = 1};
     assert_int_equal(gt_node(r, &acc), 0); /* seq 8 */
     assert_int_equal(gt_edge(r, 100, 0, 101, 0), 0);
     assert_int_equal(gt_edge(r, 100, 1, 0, 0), 0);
@@ -362,8 +397,11 @@ static void test_roundtrip_every_event_kind(void **state)
     assert_int_equal(sseq, 9);
     assert_int_equal(gt_saved_tensor(r, 100, slot_other, 0, 2, 1, -1, NULL), 0); /* 10 */
 
-    gt_backward_info b = {.api = api, .retain_graph = 1, .create_graph = 0,
-                          .thread = thread, .stack = stack1};
+    gt_backward_info b = {.api = api,
+                          .retain_graph = 1,
+                          .create_graph = 0,
+                          .thread = thread,
+                          .stack = stack1};
     gt_id bw = 0;
     assert_int_equal(gt_backward_begin(r, &b, &bw), 0); /* seq 11 */
     assert_int_equal(bw, 1);
@@ -372,8 +410,9 @@ static void test_roundtrip_every_event_kind(void **state)
     assert_int_equal(gt_backward_input(r, bw, 0, 1), 0);
     assert_int_equal(gt_node_exec(r, bw, 100), 0); /* seq 12 */
     int64_t eseq = 0;
-    assert_int_equal(gt_error(r, "RuntimeError", "one of the variables needed ...", stack2,
-                              bw, &eseq), 0);
+    assert_int_equal(
+        gt_error(r, "RuntimeError", "one of the variables needed ...", stack2, bw, &eseq),
+        0);
     assert_int_equal(eseq, 13);
     assert_int_equal(gt_backward_end(r, bw, 0), 0); /* seq 14 */
     assert_int_equal(gt_name(r, 4, 1, "w"), 0);
@@ -386,10 +425,12 @@ static void test_roundtrip_every_event_kind(void **state)
 
     sqlite3 *db = db_open("roundtrip.db");
     /* run */
-    assert_string_equal(q_text(db, "SELECT engine || '|' || engine_version || '|' ||"
-                                   " python_version || '|' || cwd || '|' || host FROM run"),
+    assert_string_equal(q_text(db,
+                               "SELECT engine || '|' || engine_version || '|' ||"
+                               " python_version || '|' || cwd || '|' || host FROM run"),
                         "pytorch|2.13.0+cpu|3.11.7|/home/u|box");
-    assert_string_equal(q_text(db, "SELECT argv FROM run"), "[\"train.py\",\"--lr\",\"0.1\"]");
+    assert_string_equal(q_text(db, "SELECT argv FROM run"),
+                        "[\"train.py\",\"--lr\",\"0.1\"]");
     assert_string_equal(q_text(db, "SELECT argv ->> 2 FROM run"), "0.1");
     assert_string_equal(q_text(db, "SELECT options ->> '$.stacks' FROM run"), "1");
     assert_int_equal(q_int(db, "SELECT pid FROM run"), 4242);
@@ -400,11 +441,12 @@ static void test_roundtrip_every_event_kind(void **state)
     /* threads, frames, stacks */
     assert_string_equal(q_text(db, "SELECT os_tid || ':' || name FROM threads"),
                         "777:MainThread");
-    assert_string_equal(q_text(db, "SELECT group_concat(x, ';') FROM (SELECT sf.text || ':'"
-                                   " || f.line || ':' || sfn.text || ':' || sc.text AS x"
-                                   " FROM frames f JOIN strings sf ON sf.id = f.file"
-                                   " JOIN strings sfn ON sfn.id = f.function"
-                                   " JOIN strings sc ON sc.id = f.code ORDER BY f.id)"),
+    assert_string_equal(q_text(db,
+                               "SELECT group_concat(x, ';') FROM (SELECT sf.text || ':'"
+                               " || f.line || ':' || sfn.text || ':' || sc.text AS x"
+                               " FROM frames f JOIN strings sf ON sf.id = f.file"
+                               " JOIN strings sfn ON sfn.id = f.function"
+                               " JOIN strings sc ON sc.id = f.code ORDER BY f.id)"),
                         "train.py:12:<module>:loss = f(x);train.py:5:f:x.mul_(w)");
     assert_int_equal(q_int(db, "SELECT count(*) FROM stacks"), 2);
     assert_int_equal(q_int(db, "SELECT parent IS NULL FROM stacks WHERE id = 1"), 1);
@@ -412,68 +454,80 @@ static void test_roundtrip_every_event_kind(void **state)
     assert_int_equal(q_int(db, "SELECT frame FROM stacks WHERE id = 2"), frame2);
     assert_int_equal(q_int(db, "SELECT user_frame FROM stacks WHERE id = 2"), frame2);
     /* storages, tensors */
-    assert_string_equal(q_text(db, "SELECT id || ':' || nbytes || ':' || device FROM storages"),
-                        "50:24:3");
+    assert_string_equal(
+        q_text(db, "SELECT id || ':' || nbytes || ':' || device FROM storages"),
+        "50:24:3");
     assert_string_equal(q_text(db, "SELECT shape || strides FROM tensors WHERE id = 1"),
                         "[2,3][3,1]");
-    assert_int_equal(q_int(db, "SELECT json_array_length(shape) FROM tensors WHERE id = 1"),
-                     2);
-    assert_string_equal(q_text(db, "SELECT seq || ':' || storage || ':' || dtype || ':' ||"
-                                   " storage_offset || ':' || requires_grad || ':' || is_leaf"
-                                   " || ':' || coalesce(created_by, 'N') || ':' ||"
-                                   " coalesce(alias_of, 'N') || ':' || shares_version || ':'"
-                                   " || version_counter FROM tensors WHERE id = 1"),
+    assert_int_equal(
+        q_int(db, "SELECT json_array_length(shape) FROM tensors WHERE id = 1"), 2);
+    assert_string_equal(q_text(db,
+                               "SELECT seq || ':' || storage || ':' || dtype || ':' ||"
+                               " storage_offset || ':' || requires_grad || ':' || is_leaf"
+                               " || ':' || coalesce(created_by, 'N') || ':' ||"
+                               " coalesce(alias_of, 'N') || ':' || shares_version || ':'"
+                               " || version_counter FROM tensors WHERE id = 1"),
                         "1:50:2:0:1:1:N:N:0:1");
-    assert_string_equal(q_text(db, "SELECT seq || ':' || shape || ':' || alias_of || ':' ||"
-                                   " shares_version || ':' || version_counter"
-                                   " FROM tensors WHERE id = 2"),
+    assert_string_equal(q_text(db,
+                               "SELECT seq || ':' || shape || ':' || alias_of || ':' ||"
+                               " shares_version || ':' || version_counter"
+                               " FROM tensors WHERE id = 2"),
                         "2:[6]:1:1:1");
-    assert_string_equal(q_text(db, "SELECT seq || ':' || shape || strides || ':' ||"
-                                   " coalesce(storage, 'N') || ':' || created_by || ':' ||"
-                                   " alias_of || ':' || shares_version || ':' ||"
-                                   " version_counter FROM tensors WHERE id = 3"),
+    assert_string_equal(q_text(db,
+                               "SELECT seq || ':' || shape || strides || ':' ||"
+                               " coalesce(storage, 'N') || ':' || created_by || ':' ||"
+                               " alias_of || ':' || shares_version || ':' ||"
+                               " version_counter FROM tensors WHERE id = 3"),
                         "3:[][]:N:3:1:0:3");
     /* ops, op_args */
-    assert_string_equal(q_text(db, "SELECT seq || ':' || name || ':' || phase || ':' ||"
-                                   " grad_mode || ':' || thread || ':' || stack FROM ops"),
+    assert_string_equal(q_text(db,
+                               "SELECT seq || ':' || name || ':' || phase || ':' ||"
+                               " grad_mode || ':' || thread || ':' || stack FROM ops"),
                         "4:1:0:1:1:2");
-    assert_string_equal(q_text(db, "SELECT group_concat(op || ':' || role || ':' || pos ||"
-                                   " ':' || tensor || ':' || version, ';') FROM op_args"),
+    assert_string_equal(q_text(db,
+                               "SELECT group_concat(op || ':' || role || ':' || pos ||"
+                               " ':' || tensor || ':' || version, ';') FROM op_args"),
                         "4:0:0:1:0;4:0:1:3:0;4:2:0:1:0");
     /* version bumps */
-    assert_string_equal(q_text(db, "SELECT group_concat(seq || ':' || coalesce(op, 'N') ||"
-                                   " ':' || tensor || ':' || version || ':' || observed, ';')"
-                                   " FROM version_bumps"),
+    assert_string_equal(q_text(db,
+                               "SELECT group_concat(seq || ':' || coalesce(op, 'N') ||"
+                               " ':' || tensor || ':' || version || ':' || observed, ';')"
+                               " FROM version_bumps"),
                         "5:4:1:1:0;6:N:2:3:1");
     /* nodes, edges, outputs, saved tensors */
-    assert_string_equal(q_text(db, "SELECT group_concat(id || ':' || seq || ':' || name ||"
-                                   " ':' || coalesce(op, 'N') || ':' ||"
-                                   " coalesce(sequence_nr, 'N') || ':' ||"
-                                   " coalesce(thread, 'N') || ':' || coalesce(variable, 'N'),"
-                                   " ';') FROM nodes"),
+    assert_string_equal(q_text(db,
+                               "SELECT group_concat(id || ':' || seq || ':' || name ||"
+                               " ':' || coalesce(op, 'N') || ':' ||"
+                               " coalesce(sequence_nr, 'N') || ':' ||"
+                               " coalesce(thread, 'N') || ':' || coalesce(variable, 'N'),"
+                               " ';') FROM nodes"),
                         "100:7:1:4:9:1:N;101:8:2:N:N:N:1");
-    assert_string_equal(q_text(db, "SELECT group_concat(node || ':' || pos || ':' ||"
-                                   " coalesce(next, 'N') || ':' || coalesce(input_nr, 'N'),"
-                                   " ';') FROM edges"),
+    assert_string_equal(q_text(db,
+                               "SELECT group_concat(node || ':' || pos || ':' ||"
+                               " coalesce(next, 'N') || ':' || coalesce(input_nr, 'N'),"
+                               " ';') FROM edges"),
                         "100:0:101:0;100:1:N:N");
     assert_string_equal(q_text(db, "SELECT node || ':' || output_nr || ':' || tensor"
                                    " FROM node_outputs"),
                         "100:0:1");
-    assert_string_equal(q_text(db, "SELECT group_concat(seq || ':' || node || ':' || slot ||"
-                                   " ':' || coalesce(tensor, 'N') || ':' || version || ':' ||"
-                                   " is_output || ':' || coalesce(nbytes, 'N'), ';')"
-                                   " FROM saved_tensors"),
+    assert_string_equal(q_text(db,
+                               "SELECT group_concat(seq || ':' || node || ':' || slot ||"
+                               " ':' || coalesce(tensor, 'N') || ':' || version || ':' ||"
+                               " is_output || ':' || coalesce(nbytes, 'N'), ';')"
+                               " FROM saved_tensors"),
                         "9:100:4:1:0:0:24;10:100:5:N:2:1:N");
     /* backward */
-    assert_string_equal(q_text(db, "SELECT id || ':' || seq || ':' || end_seq || ':' || api"
-                                   " || ':' || retain_graph || ':' || create_graph || ':' ||"
-                                   " thread || ':' || stack || ':' || status"
-                                   " FROM backward_calls"),
+    assert_string_equal(q_text(db,
+                               "SELECT id || ':' || seq || ':' || end_seq || ':' || api"
+                               " || ':' || retain_graph || ':' || create_graph || ':' ||"
+                               " thread || ':' || stack || ':' || status"
+                               " FROM backward_calls"),
                         "1:11:14:6:1:0:1:1:error");
-    assert_string_equal(q_text(db, "SELECT group_concat(backward || ':' || pos || ':' ||"
-                                   " coalesce(tensor, 'N') || ':' || coalesce(node, 'N'), ';')"
-                                   " FROM backward_roots"),
-                        "1:0:1:100;1:1:N:N");
+    assert_string_equal(
+        q_text(db, "SELECT group_concat(backward || ':' || pos || ':' ||"
+                   " coalesce(tensor, 'N') || ':' || coalesce(node, 'N'), ';')"
+                   " FROM backward_roots"),
+        "1:0:1:100;1:1:N:N");
     assert_string_equal(q_text(db, "SELECT backward || ':' || pos || ':' || tensor"
                                    " FROM backward_inputs"),
                         "1:0:1");
@@ -487,9 +541,10 @@ static void test_roundtrip_every_event_kind(void **state)
                                    " JOIN strings s ON s.id = e.type"),
                         "13:RuntimeError:one of the variables needed ...:2:1;"
                         "15:ValueError::N:N");
-    assert_string_equal(q_text(db, "SELECT group_concat(n.seq || ':' || n.tensor || ':' ||"
-                                   " s.text, ';') FROM names n JOIN strings s"
-                                   " ON s.id = n.name"),
+    assert_string_equal(q_text(db,
+                               "SELECT group_concat(n.seq || ':' || n.tensor || ':' ||"
+                               " s.text, ';') FROM names n JOIN strings s"
+                               " ON s.id = n.name"),
                         "4:1:w;4:2:w_view");
     assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
     assert_int_equal(q_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
@@ -537,22 +592,26 @@ static void test_seq_strictly_increasing(void **state)
     assert_int_equal(gt_recorder_close(r), 0);
 
     sqlite3 *db = db_open("seq.db");
-    const char *all = "SELECT seq FROM ops UNION ALL SELECT seq FROM tensors"
-                      " UNION ALL SELECT seq FROM version_bumps UNION ALL SELECT seq FROM nodes"
-                      " UNION ALL SELECT seq FROM saved_tensors"
-                      " UNION ALL SELECT seq FROM backward_calls"
-                      " UNION ALL SELECT end_seq FROM backward_calls"
-                      " UNION ALL SELECT seq FROM node_execs UNION ALL SELECT seq FROM errors";
+    const char *all =
+        "SELECT seq FROM ops UNION ALL SELECT seq FROM tensors"
+        " UNION ALL SELECT seq FROM version_bumps UNION ALL SELECT seq FROM nodes"
+        " UNION ALL SELECT seq FROM saved_tensors"
+        " UNION ALL SELECT seq FROM backward_calls"
+        " UNION ALL SELECT end_seq FROM backward_calls"
+        " UNION ALL SELECT seq FROM node_execs UNION ALL SELECT seq FROM errors";
     char sql[1200];
     /* every seq 1..N is used exactly once across event kinds */
-    snprintf(sql, sizeof(sql), "SELECT count(*) || ':' || count(DISTINCT seq) || ':' ||"
-                               " min(seq) || ':' || max(seq) FROM (%s)", all);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) || ':' || count(DISTINCT seq) || ':' ||"
+             " min(seq) || ':' || max(seq) FROM (%s)",
+             all);
     assert_string_equal(q_text(db, sql), "270:270:1:270");
     /* within the op loop the kinds come in call order */
     assert_int_equal(q_int(db, "SELECT count(*) FROM ops o JOIN tensors t"
-                               " ON t.created_by = o.seq WHERE t.seq <> o.seq + 1"), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM backward_calls WHERE end_seq <= seq"),
+                               " ON t.created_by = o.seq WHERE t.seq <> o.seq + 1"),
                      0);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM backward_calls WHERE end_seq <= seq"), 0);
     sqlite3_close(db);
 }
 
@@ -587,7 +646,8 @@ static void test_invalid_arguments(void **state)
     gt_tensor_info t1 = {.id = 1, .dtype = s};
     assert_int_equal(gt_tensor(r, &t1), 0);
     assert_int_equal(gt_tensor(r, &t1), GT_EINVAL);
-    assert_non_null(strstr(gt_recorder_errmsg(r), "UNIQUE constraint failed: tensors.id"));
+    assert_non_null(
+        strstr(gt_recorder_errmsg(r), "UNIQUE constraint failed: tensors.id"));
     assert_int_equal(gt_recorder_failed(r), 0);
     /* bad JSON in run metadata */
     gt_run_info info = {.argv_json = "[not json", .rank = -1};
@@ -645,9 +705,10 @@ static void test_run_set_keeps_earlier_fields(void **state)
     assert_int_equal(gt_run_end(r, GT_RUN_SIGNAL, -1, 15), 0);
     assert_int_equal(gt_recorder_close(r), 0);
     sqlite3 *db = db_open("runset.db");
-    assert_string_equal(q_text(db, "SELECT engine || ':' || engine_version || ':' || host ||"
-                                   " ':' || pid || ':' || rank || ':' || status || ':' ||"
-                                   " exit_code || ':' || signal FROM run"),
+    assert_string_equal(q_text(db,
+                               "SELECT engine || ':' || engine_version || ':' || host ||"
+                               " ':' || pid || ':' || rank || ':' || status || ':' ||"
+                               " exit_code || ':' || signal FROM run"),
                         "pytorch:2.13.0:h1:10:0:signal:-1:15");
     sqlite3_close(db);
 }
@@ -659,15 +720,16 @@ static void test_run_set_distributed(void **state)
 {
     (void)state;
     gt_recorder *r = open_new("rundist.db", NULL);
-    gt_run_info a = {.rank = 3, .world_size = 4, .local_rank = 1,
-                     .launcher_run_id = "job-7"};
+    gt_run_info a = {
+        .rank = 3, .world_size = 4, .local_rank = 1, .launcher_run_id = "job-7"};
     gt_run_info b = {.rank = 3, .world_size = 4, .local_rank = 1, .backend = "gloo"};
     assert_int_equal(gt_run_set(r, &a), 0);
     assert_int_equal(gt_run_set(r, &b), 0);
     assert_int_equal(gt_recorder_close(r), 0);
     sqlite3 *db = db_open("rundist.db");
-    assert_string_equal(q_text(db, "SELECT rank || ':' || local_rank || ':' || world_size ||"
-                                   " ':' || backend || ':' || launcher_run_id FROM run"),
+    assert_string_equal(q_text(db,
+                               "SELECT rank || ':' || local_rank || ':' || world_size ||"
+                               " ':' || backend || ':' || launcher_run_id FROM run"),
                         "3:1:4:gloo:job-7");
     sqlite3_close(db);
 
@@ -678,7 +740,8 @@ static void test_run_set_distributed(void **state)
     db = db_open("runsolo.db");
     assert_int_equal(q_int(db, "SELECT (rank IS NULL) + (local_rank IS NULL) +"
                                " (world_size IS NULL) + (backend IS NULL) +"
-                               " (launcher_run_id IS NULL) FROM run"), 5);
+                               " (launcher_run_id IS NULL) FROM run"),
+                     5);
     sqlite3_close(db);
 }
 
@@ -726,9 +789,9 @@ static void test_first_batches_ramp_up(void **state)
         if (rows == 999 || rows == 1000 || rows == 2999 || rows == 3000)
             seen[k++] = q_int(db, "SELECT count(*) FROM ops");
     }
-    assert_int_equal(seen[0], 0);    /* 999 rows: nothing committed yet */
-    assert_int_equal(seen[1], 999);  /* row 1000 closed the first batch */
-    assert_int_equal(seen[2], 999);  /* the second holds 2000 rows */
+    assert_int_equal(seen[0], 0);   /* 999 rows: nothing committed yet */
+    assert_int_equal(seen[1], 999); /* row 1000 closed the first batch */
+    assert_int_equal(seen[2], 999); /* the second holds 2000 rows */
     assert_int_equal(seen[3], 2999);
     assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), 6999); /* then 4000 */
     sqlite3_close(db);
@@ -780,8 +843,9 @@ static void test_max_bytes_stops_recording(void **state)
     assert_int_equal(rc, GT_EFULL);
     assert_true(i > 1000); /* it did record a while */
     assert_int_equal(gt_recorder_failed(r), 1);
-    assert_non_null(strstr(gt_recorder_errmsg(r), "recording stopped: trace reached its size"
-                                                  " cap"));
+    assert_non_null(strstr(gt_recorder_errmsg(r),
+                           "recording stopped: trace reached its size"
+                           " cap"));
     /* later calls fail without touching the file */
     gt_op_info op = {.name = name, .thread = 1};
     int64_t before = gt_recorder_seq(r);
@@ -801,7 +865,8 @@ static void test_max_bytes_stops_recording(void **state)
     /* the batch that would have crossed the cap was rolled back whole */
     assert_true(q_int(db, "SELECT max(op) FROM op_args") <= ops);
     assert_int_equal(q_int(db, "SELECT stopped_reason GLOB 'size cap: [0-9]* bytes > "
-                               "max_bytes 262144' FROM run"), 1);
+                               "max_bytes 262144' FROM run"),
+                     1);
     assert_string_equal(q_text(db, "SELECT status FROM run"), "running");
     sqlite3_close(db);
 
@@ -819,7 +884,8 @@ static void test_max_bytes_stops_recording(void **state)
     assert_int_equal(q_int(db, "SELECT end_ns >= start_ns FROM run"), 1);
     assert_int_equal(q_int(db, "SELECT stopped_seq FROM run"), ops);
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                               " AND name = 'op_args_written'"), 1);
+                               " AND name = 'op_args_written'"),
+                     1);
     sqlite3_close(db);
 }
 
@@ -907,7 +973,8 @@ static void test_strerror(void **state)
 {
     (void)state;
     assert_string_equal(gt_strerror(GT_OK), "success");
-    assert_string_equal(gt_strerror(GT_EFAILED), "recording stopped after an earlier error");
+    assert_string_equal(gt_strerror(GT_EFAILED),
+                        "recording stopped after an earlier error");
     assert_string_equal(gt_strerror(GT_EFULL), "disk full or size limit reached");
     assert_string_equal(gt_strerror(12345), "unknown error");
 }

@@ -72,12 +72,19 @@ static int step_events(gt_recorder *r, gt_id name, int64_t i, gt_id bw)
     int64_t seq = 0;
     gt_op_info op = {.name = name, .thread = 1};
     int64_t shape[2] = {8, 16}, strides[2] = {16, 1};
-    gt_tensor_info t = {.id = 2 * i + 1, .storage = 0, .dtype = name, .ndim = 2,
-                        .shape = shape, .strides = strides, .requires_grad = 1};
+    gt_tensor_info t = {.id = 2 * i + 1,
+                        .storage = 0,
+                        .dtype = name,
+                        .ndim = 2,
+                        .shape = shape,
+                        .strides = strides,
+                        .requires_grad = 1};
     gt_node_info n = {.id = i + 1, .name = name, .sequence_nr = i, .thread = 1};
-    if ((rc = gt_op(r, &op, &seq)) || (rc = gt_op_arg(r, seq, GT_ROLE_INPUT, 0, 2 * i + 1, 0)) ||
+    if ((rc = gt_op(r, &op, &seq)) ||
+        (rc = gt_op_arg(r, seq, GT_ROLE_INPUT, 0, 2 * i + 1, 0)) ||
         (rc = gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, 2 * i + 1, i)) ||
-        (rc = gt_tensor(r, &t)) || (rc = gt_version_bump(r, seq, 2 * i + 1, i + 1, 0, NULL)))
+        (rc = gt_tensor(r, &t)) ||
+        (rc = gt_version_bump(r, seq, 2 * i + 1, i + 1, 0, NULL)))
         return rc;
     n.op = seq;
     if ((rc = gt_node(r, &n)) || (rc = gt_edge(r, i + 1, 0, i > 0 ? i : 0, 0)) ||
@@ -104,7 +111,8 @@ enum reader_mode {
 
 /* Fork a reader of `path`; it writes one byte to *ready once it has read
  * the trace, and (HOLD_*) waits for a byte on *go before closing. */
-static pid_t start_reader(const char *path, enum reader_mode mode, int *ready_fd, int *go_fd)
+static pid_t start_reader(const char *path, enum reader_mode mode, int *ready_fd,
+                          int *go_fd)
 {
     int ready[2], go[2];
     assert_int_equal(pipe(ready), 0);
@@ -122,15 +130,18 @@ static pid_t start_reader(const char *path, enum reader_mode mode, int *ready_fd
         int txn = mode == HOLD_TXN || mode == HOLD_LOCK_TXN;
         if (txn && sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
             _exit(11);
-        if (sqlite3_exec(db, "SELECT count(*) FROM strings", NULL, NULL, NULL) != SQLITE_OK)
+        if (sqlite3_exec(db, "SELECT count(*) FROM strings", NULL, NULL, NULL) !=
+            SQLITE_OK)
             _exit(12);
         if (mode == HOLD_LOCK || mode == HOLD_LOCK_TXN) {
             /* SQLite's SHARED lock: a read lock on 510 bytes from
              * PENDING_BYTE + 2 (0x40000002), taken on a descriptor of our
              * own that stays open until exit */
             int fd = open(path, O_RDONLY);
-            struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET,
-                               .l_start = 0x40000002, .l_len = 510};
+            struct flock fl = {.l_type = F_RDLCK,
+                               .l_whence = SEEK_SET,
+                               .l_start = 0x40000002,
+                               .l_len = 510};
             if (fd < 0 || fcntl(fd, F_SETLK, &fl) != 0)
                 _exit(16);
         }
@@ -140,8 +151,8 @@ static pid_t start_reader(const char *path, enum reader_mode mode, int *ready_fd
             for (int i = 0; i < 3000; i++) { /* at most 30 s */
                 sqlite3_stmt *st = NULL;
                 int ok = 0;
-                if (sqlite3_prepare_v2(db, "SELECT status = 'ok' FROM run", -1, &st, NULL) ==
-                        SQLITE_OK &&
+                if (sqlite3_prepare_v2(db, "SELECT status = 'ok' FROM run", -1, &st,
+                                       NULL) == SQLITE_OK &&
                     sqlite3_step(st) == SQLITE_ROW)
                     ok = sqlite3_column_int(st, 0);
                 sqlite3_finalize(st);
@@ -274,8 +285,8 @@ static void test_held_file_replaced_by_finished_copy(void **state)
         snprintf(copy, sizeof copy, "copy_%s", name);
         gt_recorder *r = record_steps(name, 500, 300);
         int ready, go;
-        pid_t pid = start_reader(tpath(name), with_txn ? HOLD_LOCK_TXN : HOLD_LOCK, &ready,
-                                 &go);
+        pid_t pid =
+            start_reader(tpath(name), with_txn ? HOLD_LOCK_TXN : HOLD_LOCK, &ready, &go);
         gt_id s;
         assert_int_equal(gt_intern_string(r, "late", 4, &s), 0);
         assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
@@ -290,9 +301,11 @@ static void test_held_file_replaced_by_finished_copy(void **state)
         assert_string_equal(q_text(db, "PRAGMA journal_mode"), "delete");
         assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
         assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), 500);
-        assert_int_equal(q_int(db, "SELECT count(*) FROM strings WHERE text = 'late'"), 1);
+        assert_int_equal(q_int(db, "SELECT count(*) FROM strings WHERE text = 'late'"),
+                         1);
         assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = "
-                                   "'index'"), 9);
+                                   "'index'"),
+                         9);
         assert_string_equal(q_text(db, "SELECT status FROM run"), "ok");
         sqlite3_close(db);
     }
@@ -395,8 +408,9 @@ static int64_t record_to_cap(const char *name, int64_t cap, int big_rows, int64_
     }
     free(big);
     assert_int_equal(rc, GT_EFULL);
-    assert_non_null(strstr(gt_recorder_errmsg(r), "recording stopped: trace reached its size"
-                                                  " cap"));
+    assert_non_null(strstr(gt_recorder_errmsg(r),
+                           "recording stopped: trace reached its size"
+                           " cap"));
     print_message("  %s\n", gt_recorder_errmsg(r));
     assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
     assert_int_equal(gt_recorder_close(r), GT_EFULL);
@@ -405,7 +419,8 @@ static int64_t record_to_cap(const char *name, int64_t cap, int big_rows, int64_
     assert_int_equal(sqlite3_open(tpath(name), &db), SQLITE_OK);
     assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
     assert_string_equal(q_text(db, "PRAGMA journal_mode"), "delete");
-    assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 9);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"),
+                     9);
     /* what was kept ends at the stop and is whole up to it */
     int64_t stopped = q_int(db, "SELECT stopped_seq FROM run");
     assert_int_equal(q_int(db, "SELECT max(seq) FROM (SELECT seq FROM ops UNION ALL "
@@ -432,7 +447,8 @@ static void test_cap_counts_close_time_indexes(void **state)
             int64_t steps = 0;
             int64_t size = record_to_cap(name, caps[k], big, &steps);
             print_message("cap %" PRId64 "%s: closed file %" PRId64 " bytes (%.1f%%), "
-                          "%" PRId64 " steps\n", caps[k], big ? " (big rows)" : "", size,
+                          "%" PRId64 " steps\n",
+                          caps[k], big ? " (big rows)" : "", size,
                           100.0 * (double)size / (double)caps[k], steps);
             assert_true(size > 0);
             assert_true(size <= caps[k]);
@@ -473,7 +489,8 @@ static void test_cap_met_at_close(void **state)
     assert_int_equal(q_int(db, "SELECT count(*) FROM errors"), 0);
     assert_int_equal(q_int(db, "SELECT stopped_seq IS NOT NULL FROM run"), 1);
     assert_int_equal(q_int(db, "SELECT end_ns IS NOT NULL FROM run"), 1);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"), 9);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"),
+                     9);
     sqlite3_close(db);
 }
 
@@ -483,10 +500,12 @@ static void test_cap_below_smallest_trace_refused(void **state)
     gt_recorder_options o = {.max_bytes = 64 * 1024};
     char err[256] = "";
     gt_recorder *r = (gt_recorder *)0x1;
-    assert_int_equal(gt_recorder_open(tpath("tiny.db"), &o, err, sizeof err, &r), GT_EINVAL);
+    assert_int_equal(gt_recorder_open(tpath("tiny.db"), &o, err, sizeof err, &r),
+                     GT_EINVAL);
     assert_ptr_equal(r, (gt_recorder *)0x1);
-    assert_non_null(strstr(err, "tiny.db: a size cap of 65536 bytes is below the smallest "
-                                "trace ("));
+    assert_non_null(strstr(err,
+                           "tiny.db: a size cap of 65536 bytes is below the smallest "
+                           "trace ("));
     assert_int_equal(file_size(tpath("tiny.db")), -1);
     assert_int_equal(file_size(tpath("tiny.db-wal")), -1);
 }

@@ -27,7 +27,8 @@ static gt_recorder *open_keep(const char *name, unsigned keep, int64_t max_bytes
 {
     char err[256] = "";
     gt_recorder *r = NULL;
-    gt_recorder_options o = {.keep_last = keep, .max_bytes = max_bytes, .batch_events = 500};
+    gt_recorder_options o = {
+        .keep_last = keep, .max_bytes = max_bytes, .batch_events = 500};
     int rc = gt_recorder_open(tpath(name), &o, err, sizeof(err), &r);
     if (rc != 0)
         print_error("open %s: %d %s\n", name, rc, err);
@@ -61,11 +62,11 @@ typedef struct loop {
     int rc; /* first failure */
 } loop;
 
-#define CK(l, call)                         \
-    do {                                    \
-        int rc_ = (call);                   \
-        if (rc_ && !(l)->rc)                \
-            (l)->rc = rc_;                  \
+#define CK(l, call)                                                                      \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ && !(l)->rc)                                                             \
+            (l)->rc = rc_;                                                               \
     } while (0)
 
 static void str(loop *l, const char *s, gt_id *out)
@@ -76,9 +77,15 @@ static void str(loop *l, const char *s, gt_id *out)
 static void tensor(loop *l, gt_id id, gt_id storage, int64_t created_by)
 {
     int64_t shape[1] = {4}, strides[1] = {1};
-    gt_tensor_info t = {.id = id, .storage = storage, .dtype = l->s_f32, .ndim = 1,
-                        .shape = shape, .strides = strides, .requires_grad = 1,
-                        .is_leaf = created_by == 0, .created_by = created_by};
+    gt_tensor_info t = {.id = id,
+                        .storage = storage,
+                        .dtype = l->s_f32,
+                        .ndim = 1,
+                        .shape = shape,
+                        .strides = strides,
+                        .requires_grad = 1,
+                        .is_leaf = created_by == 0,
+                        .created_by = created_by};
     CK(l, gt_storage(l->r, storage, 16, l->s_cpu));
     CK(l, gt_tensor(l->r, &t));
 }
@@ -98,7 +105,8 @@ static void loop_init(loop *l, gt_recorder *r)
     gt_id file, fn, frame;
     str(l, "train.py", &file);
     str(l, "<module>", &fn);
-    assert_int_equal(gt_intern_frame(r, "train.py", 7, "<module>", "y = w * x", &frame), 0);
+    assert_int_equal(gt_intern_frame(r, "train.py", 7, "<module>", "y = w * x", &frame),
+                     0);
     assert_int_equal(gt_intern_stack(r, 0, frame, frame, &l->stack), 0);
     assert_int_equal(gt_intern_thread(r, 1234, "MainThread", &l->thread), 0);
     tensor(l, 1, 1, 0);
@@ -111,13 +119,16 @@ static void loop_step(loop *l, int k, int last)
 {
     gt_recorder *r = l->r;
     int64_t seq = 0;
-    gt_op_info op = {.name = l->s_mul, .grad_mode = 1, .thread = l->thread,
-                     .stack = l->stack};
+    gt_op_info op = {
+        .name = l->s_mul, .grad_mode = 1, .thread = l->thread, .stack = l->stack};
     CK(l, gt_op(r, &op, &seq));
     CK(l, gt_op_arg(r, seq, GT_ROLE_INPUT, 0, 1, k - 1));
     tensor(l, 1000 + k, 1000 + k, seq);
     CK(l, gt_op_arg(r, seq, GT_ROLE_OUTPUT, 0, 1000 + k, 0));
-    gt_node_info n = {.id = 1000 + k, .name = l->s_mulb, .op = seq, .sequence_nr = k,
+    gt_node_info n = {.id = 1000 + k,
+                      .name = l->s_mulb,
+                      .op = seq,
+                      .sequence_nr = k,
                       .thread = l->thread};
     CK(l, gt_node(r, &n));
     CK(l, gt_edge(r, 1000 + k, 0, 1, 0));
@@ -125,14 +136,17 @@ static void loop_step(loop *l, int k, int last)
     CK(l, gt_saved_tensor(r, 1000 + k, l->s_self, 1, k - 1, 0, 16, NULL));
     if (k == 5) { /* Q, saved by node 500 */
         tensor(l, 500, 500, seq);
-        gt_node_info q = {.id = 500, .name = l->s_mulb, .op = seq, .sequence_nr = 0,
+        gt_node_info q = {.id = 500,
+                          .name = l->s_mulb,
+                          .op = seq,
+                          .sequence_nr = 0,
                           .thread = l->thread};
         CK(l, gt_node(r, &q));
         CK(l, gt_saved_tensor(r, 500, l->s_self, 500, 0, 0, 16, NULL));
     }
     if (k == 6) { /* Q modified in place after its save */
-        gt_op_info w = {.name = l->s_add, .grad_mode = 0, .thread = l->thread,
-                        .stack = l->stack};
+        gt_op_info w = {
+            .name = l->s_add, .grad_mode = 0, .thread = l->thread, .stack = l->stack};
         int64_t ws = 0;
         CK(l, gt_op(r, &w, &ws));
         CK(l, gt_op_arg(r, ws, GT_ROLE_MUTATED, 0, 500, 0));
@@ -151,8 +165,8 @@ static void loop_step(loop *l, int k, int last)
     CK(l, gt_node_exec(r, bid, 1000 + k));
     CK(l, gt_node_exec(r, bid, 1));
     CK(l, gt_backward_end(r, bid, !last));
-    gt_op_info up = {.name = l->s_add, .grad_mode = 0, .thread = l->thread,
-                     .stack = l->stack};
+    gt_op_info up = {
+        .name = l->s_add, .grad_mode = 0, .thread = l->thread, .stack = l->stack};
     int64_t us = 0;
     CK(l, gt_op(r, &up, &us));
     CK(l, gt_op_arg(r, us, GT_ROLE_MUTATED, 0, 1, k - 1));
@@ -195,7 +209,8 @@ static void test_window_of_last_calls(void **state)
     assert_int_equal(q_int(db, "SELECT keep_last FROM run"), 3);
     assert_int_equal(q_int(db, "SELECT count(*) FROM backward_calls"), 0);
     assert_int_equal(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                               " AND name = 'op_args_written'"), 1);
+                               " AND name = 'op_args_written'"),
+                     1);
     sqlite3_close(db);
 
     loop l;
@@ -205,7 +220,8 @@ static void test_window_of_last_calls(void **state)
     assert_int_equal(l.rc, 0);
     /* an error makes the window due: the next flush writes it */
     assert_int_equal(gt_error(r, "RuntimeError", "modified by an inplace operation",
-                              l.stack, 100, NULL), 0);
+                              l.stack, 100, NULL),
+                     0);
     assert_int_equal(gt_recorder_flush(r), 0);
     db = db_open("keep.db");
     assert_int_equal(q_int(db, "SELECT count(*) FROM errors"), 1);
@@ -221,36 +237,46 @@ static void test_window_of_last_calls(void **state)
     assert_string_equal(q_text(db, "SELECT status FROM run"), "exception");
     assert_int_equal(q_int(db, "SELECT end_ns IS NOT NULL FROM run"), 1);
     assert_int_equal(q_int(db, "SELECT group_concat(id) = '98,99,100' FROM"
-                               " (SELECT id FROM backward_calls ORDER BY id)"), 1);
+                               " (SELECT id FROM backward_calls ORDER BY id)"),
+                     1);
     assert_int_equal(q_int(db, "SELECT kept_from_backward FROM run"), 98);
     /* events from the end of call 97 on are whole */
-    assert_int_equal(q_int(db, "SELECT kept_from_seq > 0 AND kept_from_seq <"
-                               " (SELECT seq FROM backward_calls WHERE id = 98) FROM run"), 1);
+    assert_int_equal(q_int(db,
+                           "SELECT kept_from_seq > 0 AND kept_from_seq <"
+                           " (SELECT seq FROM backward_calls WHERE id = 98) FROM run"),
+                     1);
     assert_int_equal(q_int(db, "SELECT count(*) FROM node_execs"), 6);
     assert_int_equal(q_int(db, "SELECT count(*) FROM node_execs WHERE seq <"
-                               " (SELECT kept_from_seq FROM run)"), 0);
+                               " (SELECT kept_from_seq FROM run)"),
+                     0);
     /* the parameter and its accumulator (recorded before everything), the
      * window's tensors and nodes, and the old graph the last one reaches */
     assert_string_equal(q_text(db, "SELECT group_concat(id) FROM (SELECT id FROM nodes"
-                                   " ORDER BY id)"), "1,500,1098,1099,1100");
+                                   " ORDER BY id)"),
+                        "1,500,1098,1099,1100");
     /* (1005 is an argument of the op that made node 500) */
     assert_string_equal(q_text(db, "SELECT group_concat(id) FROM (SELECT id FROM tensors"
-                                   " ORDER BY id)"), "1,500,1005,1098,1099,1100");
+                                   " ORDER BY id)"),
+                        "1,500,1005,1098,1099,1100");
     /* the old node's saved tensor and the write after its save, with its op */
     assert_int_equal(q_int(db, "SELECT count(*) FROM saved_tensors WHERE node = 500"), 1);
     assert_int_equal(q_int(db, "SELECT count(*) FROM version_bumps b JOIN op_args a"
-                               " ON a.op = b.op AND a.role = 2 WHERE b.tensor = 500"), 1);
+                               " ON a.op = b.op AND a.role = 2 WHERE b.tensor = 500"),
+                     1);
     /* P's bumps: only the window's, from the update after call 97 on */
     assert_int_equal(q_int(db, "SELECT count(*) FROM version_bumps WHERE tensor = 1"), 4);
     /* one name row per (tensor, name) before the window, the window's own */
     assert_int_equal(q_int(db, "SELECT count(*) FROM names WHERE seq <"
-                               " (SELECT kept_from_seq FROM run)"), 0);
+                               " (SELECT kept_from_seq FROM run)"),
+                     0);
     assert_int_equal(q_int(db, "SELECT count(*) FROM names"), 3);
     /* the ops that made the kept old tensors and nodes */
     assert_int_equal(q_int(db, "SELECT count(*) FROM ops WHERE seq <"
-                               " (SELECT kept_from_seq FROM run)"), 2);
+                               " (SELECT kept_from_seq FROM run)"),
+                     2);
     /* every string, frame, stack and thread */
-    assert_int_equal(q_int(db, "SELECT count(*) FROM strings WHERE text = 'train.py'"), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM strings WHERE text = 'train.py'"),
+                     1);
     assert_int_equal(q_int(db, "SELECT count(*) FROM stacks"), 1);
     /* the dropped calls' storages went with their tensors */
     assert_int_equal(q_int(db, "SELECT count(*) FROM storages"), 6);

@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #define NTHREADS 4
-#define NOPS 3000
-#define DEPTH 8
+#define NOPS     3000
+#define DEPTH    8
 
 #define GT_TMPDIR_PREFIX "gt_test_threads"
 #include "tmpdir.h"
@@ -64,8 +64,10 @@ static void *work(void *arg)
             if (i == 0)
                 w->stack[d] = parent;
         }
-        gt_op_info op = {.name = i % 2 ? own : w->shared_name, .grad_mode = 1,
-                         .thread = th, .stack = parent};
+        gt_op_info op = {.name = i % 2 ? own : w->shared_name,
+                         .grad_mode = 1,
+                         .thread = th,
+                         .stack = parent};
         int64_t seq = 0;
         gt_id tensor = (gt_id)(w->index + 1) * 1000000 + i + 1;
         gt_tensor_info t = {.id = tensor, .dtype = dtype};
@@ -75,7 +77,8 @@ static void *work(void *arg)
             w->non_monotonic++;
         last = seq;
         t.created_by = seq;
-        if (gt_tensor(r, &t) != 0 || gt_op_arg(r, seq, GT_ROLE_OUTPUT, 0, tensor, 0) != 0 ||
+        if (gt_tensor(r, &t) != 0 ||
+            gt_op_arg(r, seq, GT_ROLE_OUTPUT, 0, tensor, 0) != 0 ||
             gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, tensor, 0) != 0)
             w->failures++;
         if (gt_version_bump(r, seq, tensor, 1, 0, &seq) != 0)
@@ -127,15 +130,17 @@ static void test_threads_share_one_handle(void **state)
     assert_int_equal(q_int(db, "SELECT count(*) FROM tensors"), NTHREADS * NOPS);
     assert_int_equal(q_int(db, "SELECT count(*) FROM op_args"), 2 * NTHREADS * NOPS);
     assert_int_equal(q_int(db, "SELECT count(*) FROM version_bumps"), NTHREADS * NOPS);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM (SELECT seq FROM ops UNION"
-                               " SELECT seq FROM tensors UNION SELECT seq FROM version_bumps)"),
-                     3 * NTHREADS * NOPS);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM (SELECT seq FROM ops UNION"
+                  " SELECT seq FROM tensors UNION SELECT seq FROM version_bumps)"),
+        3 * NTHREADS * NOPS);
     assert_int_equal(q_int(db, "SELECT count(*) FROM threads"), NTHREADS);
     /* each op's rows belong together: the tensor created by an op is the
      * one its arguments and bump name */
     assert_int_equal(q_int(db, "SELECT count(*) FROM ops o JOIN tensors t"
                                " ON t.created_by = o.seq JOIN version_bumps b"
-                               " ON b.op = o.seq AND b.tensor = t.id"), NTHREADS * NOPS);
+                               " ON b.op = o.seq AND b.tensor = t.id"),
+                     NTHREADS * NOPS);
     /* shared strings once: the shared op, float32, file, code, 8 functions,
      * plus one private op name per thread */
     assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 4 + DEPTH + NTHREADS);

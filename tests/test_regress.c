@@ -50,7 +50,8 @@ static void run_on(captured *c, int (*cmd)(int, char **), const char *file, int 
     va_start(ap, n);
     for (int i = 0; i < n && i < 15; i++) {
         const char *a = va_arg(ap, const char *);
-        snprintf(store[i], sizeof store[i], "%s", strcmp(a, "@") ? a : regress_path(file));
+        snprintf(store[i], sizeof store[i], "%s",
+                 strcmp(a, "@") ? a : regress_path(file));
         argv[i] = store[i];
     }
     va_end(ap);
@@ -177,8 +178,8 @@ static void test_dense_edges(void **state)
 {
     (void)state;
     captured c;
-    run_on(&c, gt_cmd_graph, "dense_edges.db", 4, "graph", "-o", "/tmp/gt_regress_dense.svg",
-           "@");
+    run_on(&c, gt_cmd_graph, "dense_edges.db", 4, "graph", "-o",
+           "/tmp/gt_regress_dense.svg", "@");
     assert_int_equal(c.status, 0);
     assert_contains(c.out, " of 44 autograd nodes");
     assert_int_equal(access("/tmp/gt_regress_dense.svg", F_OK), 0);
@@ -218,8 +219,8 @@ static void test_truncated(void **state)
         assert_ptr_equal(strchr(c.err, '\n') + 1, c.err + strlen(c.err)); /* one line */
         captured_free(&c);
     }
-    run_on(&c, gt_cmd_graph, "truncated.db", 4, "graph", "-o", "/tmp/gt_regress_never.dot",
-           "@");
+    run_on(&c, gt_cmd_graph, "truncated.db", 4, "graph", "-o",
+           "/tmp/gt_regress_never.dot", "@");
     assert_int_equal(c.status, 2);
     assert_contains(c.err, "database disk image is malformed");
     assert_int_equal(access("/tmp/gt_regress_never.dot", F_OK), -1);
@@ -238,8 +239,8 @@ static void assert_no_controls(const char *s)
         int bad = (*p < 0x20 && *p != '\n') || *p == 0x7f ||
                   (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
         if (bad) {
-            printf("control byte 0x%02x at offset %td in:\n%s\n", *p,
-                   (const char *)p - s, s);
+            printf("control byte 0x%02x at offset %td in:\n%s\n", *p, (const char *)p - s,
+                   s);
             fail();
         }
     }
@@ -290,12 +291,14 @@ static void test_hostile_strings(void **state)
     assert_contains(c.out, "status     exception, exit code 1");
     /* a NUL in the text is shown too, with what follows it */
     assert_contains(c.out, "  #1 Tensor.backward\"; <script>");
-    assert_contains(c.out, "\\x1b[31m\\x00tail $(touch /tmp/gt_pwned) `id` '; DROP TABLE run; --");
+    assert_contains(
+        c.out, "\\x1b[31m\\x00tail $(touch /tmp/gt_pwned) `id` '; DROP TABLE run; --");
     assert_contains(c.out, "  RuntimeError\"; <script>alert(1)</script> ");
     captured_free(&c);
 
     /* JSON: SQLite's json functions escape control characters already */
-    const char *const json_args[][3] = {{"diagnose", "--json", "@"}, {"info", "--json", "@"}};
+    const char *const json_args[][3] = {{"diagnose", "--json", "@"},
+                                        {"info", "--json", "@"}};
     int (*cmds[])(int, char **) = {gt_cmd_diagnose, gt_cmd_info};
     for (int i = 0; i < 2; i++) {
         run_on(&c, cmds[i], "hostile_strings.db", 3, json_args[i][0], json_args[i][1],
@@ -312,12 +315,9 @@ static void test_hostile_strings(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_huge_shapes),
-        cmocka_unit_test(test_stack_cycle),
-        cmocka_unit_test(test_dangling_saved_tensor),
-        cmocka_unit_test(test_edge_cycle),
-        cmocka_unit_test(test_dense_edges),
-        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_huge_shapes),           cmocka_unit_test(test_stack_cycle),
+        cmocka_unit_test(test_dangling_saved_tensor), cmocka_unit_test(test_edge_cycle),
+        cmocka_unit_test(test_dense_edges),           cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_hostile_strings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,17 +27,26 @@ static void tb_tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t offset,
                       gt_id alias_of, gt_id vc)
 {
     int64_t shape[1] = {n}, strides[1] = {1};
-    gt_tensor_info t = {.id = id, .storage = storage, .dtype = b->dtype, .ndim = 1,
-                        .shape = shape, .strides = strides, .storage_offset = offset,
-                        .alias_of = alias_of, .shares_version = alias_of && vc,
+    gt_tensor_info t = {.id = id,
+                        .storage = storage,
+                        .dtype = b->dtype,
+                        .ndim = 1,
+                        .shape = shape,
+                        .strides = strides,
+                        .storage_offset = offset,
+                        .alias_of = alias_of,
+                        .shares_version = alias_of && vc,
                         .version_counter = vc};
     assert_int_equal(gt_tensor(b->r, &t), 0);
 }
 
 static int64_t tb_op(tb *b, const char *name, int line)
 {
-    gt_op_info o = {.name = tb_str(b, name), .phase = GT_PHASE_FORWARD, .grad_mode = 1,
-                    .thread = b->thread, .stack = line ? tb_stack(b, line, name) : 0};
+    gt_op_info o = {.name = tb_str(b, name),
+                    .phase = GT_PHASE_FORWARD,
+                    .grad_mode = 1,
+                    .thread = b->thread,
+                    .stack = line ? tb_stack(b, line, name) : 0};
     int64_t seq;
     assert_int_equal(gt_op(b->r, &o, &seq), 0);
     return seq;
@@ -46,8 +55,12 @@ static int64_t tb_op(tb *b, const char *name, int line)
 static void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr,
                     gt_id variable)
 {
-    gt_node_info n = {.id = id, .name = tb_str(b, name), .op = op, .sequence_nr = seqnr,
-                      .thread = b->thread, .variable = variable};
+    gt_node_info n = {.id = id,
+                      .name = tb_str(b, name),
+                      .op = op,
+                      .sequence_nr = seqnr,
+                      .thread = b->thread,
+                      .variable = variable};
     assert_int_equal(gt_node(b->r, &n), 0);
 }
 
@@ -75,8 +88,10 @@ static void tb_edges(tb *b, gt_id node, int n, ...)
 
 static gt_id tb_backward(tb *b, int nroots, const gt_id *roots, int retain)
 {
-    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"), .retain_graph = retain,
-                           .thread = b->thread, .stack = tb_stack(b, 99, "loss.backward()")};
+    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"),
+                           .retain_graph = retain,
+                           .thread = b->thread,
+                           .stack = tb_stack(b, 99, "loss.backward()")};
     gt_id id;
     assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
     for (int i = 0; i < nroots; i++)
@@ -302,7 +317,8 @@ static void test_counter_bumps_between_save_and_backward(void **state)
     tb_tensor(&b, 102, 2, 3, 0, 0, 0);
     int64_t op = tb_op(&b, "aten::mul", 10), save;
     tb_node(&b, 1, "MulBackward0", op, 1, 0);
-    assert_int_equal(gt_saved_tensor(b.r, 1, tb_str(&b, "self"), 100, 0, 0, 12, &save), 0);
+    assert_int_equal(gt_saved_tensor(b.r, 1, tb_str(&b, "self"), 100, 0, 0, 12, &save),
+                     0);
     int64_t m1 = tb_op(&b, "aten::mul_.Tensor", 11), b1;
     assert_int_equal(gt_op_arg(b.r, m1, GT_ROLE_MUTATED, 0, 101, 0), 0);
     assert_int_equal(gt_version_bump(b.r, m1, 101, 1, 0, &b1), 0);
@@ -370,7 +386,8 @@ static void test_counter_many_tensors_short_window(void **state)
     tb_tensor(&b, 2000, 0, 3, 0, 0, 0);
     int64_t save;
     tb_op_node(&b, 1, "MmBackward0", "aten::mm", 1);
-    assert_int_equal(gt_saved_tensor(b.r, 1, tb_str(&b, "mat2"), 1060, 4, 0, 12, &save), 0);
+    assert_int_equal(gt_saved_tensor(b.r, 1, tb_str(&b, "mat2"), 1060, 4, 0, 12, &save),
+                     0);
     int64_t b1, b2, b3;
     assert_int_equal(gt_version_bump(b.r, 0, 1007, 5, 1, &b1), 0);
     assert_int_equal(gt_version_bump(b.r, 0, 2000, 9, 0, NULL), 0);

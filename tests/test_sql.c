@@ -15,7 +15,7 @@
 #include <gradtrace/format.h>
 
 #define GT_XSTR(x) #x
-#define GT_STR(x) GT_XSTR(x) /* a macro's value as a string literal */
+#define GT_STR(x)  GT_XSTR(x) /* a macro's value as a string literal */
 
 #include "cmd.h"
 #include "diagnose.h"
@@ -35,7 +35,8 @@ static int seed_setup(void **state)
     assert_non_null(f);
     snprintf(f->path, sizeof f->path, "/tmp/gt_test_sql_%d.db", (int)getpid());
     build_seed(f->path, &f->ids, 1, NULL);
-    assert_int_equal(sqlite3_open_v2(f->path, &f->db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_open_v2(f->path, &f->db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
     *state = f;
     return 0;
 }
@@ -138,12 +139,13 @@ static int agrees_with_diagnose(const char *path)
     }
     sqlite3_finalize(ins);
     char *want = rows_of(mem, "SELECT line FROM d ORDER BY line");
-    char *got = rows_of(gt_trace_db(t),
-                        "SELECT backward || '|' || saved_seq || '|' || node || '|' || "
-                        "tensor || '|' || saved_version || '|' || version_at_backward || "
-                        "'|' || coalesce(mutation_seq, 0) || '|' || coalesce(op_seq, 0) || "
-                        "'|' || coalesce(version_after, 0) AS line "
-                        "FROM invalidations ORDER BY line");
+    char *got =
+        rows_of(gt_trace_db(t),
+                "SELECT backward || '|' || saved_seq || '|' || node || '|' || "
+                "tensor || '|' || saved_version || '|' || version_at_backward || "
+                "'|' || coalesce(mutation_seq, 0) || '|' || coalesce(op_seq, 0) || "
+                "'|' || coalesce(version_after, 0) AS line "
+                "FROM invalidations ORDER BY line");
     if (strcmp(got, want) != 0)
         fail_msg("%s: invalidations view:\n%s--- gt_diagnose:\n%s", path, got, want);
     free(got);
@@ -159,47 +161,49 @@ static int agrees_with_diagnose(const char *path)
 static void test_views_exist(void **state)
 {
     fixture *f = *state;
-    assert_rows(f->db,
-                "SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name",
-                "backward_log\nbackward_reach\nerror_log\nevents\ngraph_edges\n"
-                "invalidations\nlocations\nmutations\nop_log\nsaved\nsaved_memory\nstack_frames\n"
-                "tensor_history\ntensor_info\nvariables\nwrites\n");
+    assert_rows(
+        f->db, "SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name",
+        "backward_log\nbackward_reach\nerror_log\nevents\ngraph_edges\n"
+        "invalidations\nlocations\nmutations\nop_log\nsaved\nsaved_memory\nstack_frames\n"
+        "tensor_history\ntensor_info\nvariables\nwrites\n");
     /* v3's writes: the seed's six in-place writes, each with its bump */
     assert_rows(f->db,
                 "SELECT op, bumped, count(*), min(version_after), max(version_after) "
                 "FROM writes GROUP BY 1, 2 ORDER BY 1",
                 "aten::copy_|1|3|2|6\naten::mul_.Tensor|1|3|1|5\n");
-    assert_rows(f->db, "SELECT DISTINCT line, names FROM writes",
-                "44|class_weights\n");
+    assert_rows(f->db, "SELECT DISTINCT line, names FROM writes", "44|class_weights\n");
 }
 
 static void test_op_log(void **state)
 {
     fixture *f = *state;
     assert_int_equal(int_of(f->db, "SELECT count(*) FROM op_log"), 11);
+    assert_rows(
+        f->db,
+        "SELECT seq, op, phase, grad_mode, file, line, function, code FROM op_log "
+        "WHERE seq <= 7 ORDER BY seq",
+        "3|aten::_log_softmax|forward|1|examples/seed.py|37|<module>|"
+        "log_probs = F.log_softmax(model(x), dim=1)\n"
+        "7|aten::nll_loss_forward|forward|1|examples/seed.py|38|<module>|"
+        "loss = F.nll_loss(log_probs, target, weight=class_weights)\n");
     assert_rows(f->db,
-                "SELECT seq, op, phase, grad_mode, file, line, function, code FROM op_log "
-                "WHERE seq <= 7 ORDER BY seq",
-                "3|aten::_log_softmax|forward|1|examples/seed.py|37|<module>|"
-                "log_probs = F.log_softmax(model(x), dim=1)\n"
-                "7|aten::nll_loss_forward|forward|1|examples/seed.py|38|<module>|"
-                "loss = F.nll_loss(log_probs, target, weight=class_weights)\n");
-    assert_rows(f->db, "SELECT op, count(*) FROM op_log WHERE line = 44 GROUP BY op ORDER BY op",
+                "SELECT op, count(*) FROM op_log WHERE line = 44 GROUP BY op ORDER BY op",
                 "aten::copy_|3\naten::mul_.Tensor|3\naten::select.int|3\n");
 }
 
 static void test_mutations(void **state)
 {
     fixture *f = *state;
-    assert_rows(f->db,
-                "SELECT seq, op_seq, op, tensor, storage, version_counter, version_before, "
-                "version_after, observed, line, names FROM mutations ORDER BY seq",
-                "16|15|aten::mul_.Tensor|5|1|1|0|1|0|44|class_weights\n"
-                "18|17|aten::copy_|5|1|1|1|2|0|44|class_weights\n"
-                "22|21|aten::mul_.Tensor|6|1|1|2|3|0|44|class_weights\n"
-                "24|23|aten::copy_|6|1|1|3|4|0|44|class_weights\n"
-                "28|27|aten::mul_.Tensor|7|1|1|4|5|0|44|class_weights\n"
-                "30|29|aten::copy_|7|1|1|5|6|0|44|class_weights\n");
+    assert_rows(
+        f->db,
+        "SELECT seq, op_seq, op, tensor, storage, version_counter, version_before, "
+        "version_after, observed, line, names FROM mutations ORDER BY seq",
+        "16|15|aten::mul_.Tensor|5|1|1|0|1|0|44|class_weights\n"
+        "18|17|aten::copy_|5|1|1|1|2|0|44|class_weights\n"
+        "22|21|aten::mul_.Tensor|6|1|1|2|3|0|44|class_weights\n"
+        "24|23|aten::copy_|6|1|1|3|4|0|44|class_weights\n"
+        "28|27|aten::mul_.Tensor|7|1|1|4|5|0|44|class_weights\n"
+        "30|29|aten::copy_|7|1|1|5|6|0|44|class_weights\n");
     for (int i = 0; i < 6; i++) {
         char sql[128];
         snprintf(sql, sizeof sql, "SELECT op_seq FROM mutations WHERE seq = %lld",
@@ -230,23 +234,24 @@ static void test_saved(void **state)
 static void test_invalidations(void **state)
 {
     fixture *f = *state;
-    assert_rows(f->db,
-                "SELECT backward, backward_line, node, node_name, saved_seq, slot, tensor, "
-                "names, saved_version, version_at_backward, saved_line, mutation_seq, op, "
-                "mutated_tensor, version_after, file, line, code "
-                "FROM invalidations ORDER BY mutation_seq",
-                "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|16|"
-                "aten::mul_.Tensor|5|1|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
-                "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|18|"
-                "aten::copy_|5|2|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
-                "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|22|"
-                "aten::mul_.Tensor|6|3|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
-                "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|24|"
-                "aten::copy_|6|4|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
-                "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|28|"
-                "aten::mul_.Tensor|7|5|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
-                "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|30|"
-                "aten::copy_|7|6|examples/seed.py|44|class_weights[i] *= 1.0 + share\n");
+    assert_rows(
+        f->db,
+        "SELECT backward, backward_line, node, node_name, saved_seq, slot, tensor, "
+        "names, saved_version, version_at_backward, saved_line, mutation_seq, op, "
+        "mutated_tensor, version_after, file, line, code "
+        "FROM invalidations ORDER BY mutation_seq",
+        "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|16|"
+        "aten::mul_.Tensor|5|1|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
+        "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|18|"
+        "aten::copy_|5|2|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
+        "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|22|"
+        "aten::mul_.Tensor|6|3|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
+        "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|24|"
+        "aten::copy_|6|4|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
+        "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|28|"
+        "aten::mul_.Tensor|7|5|examples/seed.py|44|class_weights[i] *= 1.0 + share\n"
+        "1|47|2|NllLossBackward0|12|weight|1|class_weights|0|6|38|30|"
+        "aten::copy_|7|6|examples/seed.py|44|class_weights[i] *= 1.0 + share\n");
     assert_int_equal(agrees_with_diagnose(f->path), 6);
 }
 
@@ -277,7 +282,8 @@ static void test_tensor_history(void **state)
                 "AND kind = 'root'",
                 "31|root|Tensor.backward|backward 1|47\n");
     assert_int_equal(int_of(f->db, "SELECT count(*) FROM tensor_history "
-                                   "WHERE version_counter = 1"), 22);
+                                   "WHERE version_counter = 1"),
+                     22);
 }
 
 static void test_other_views(void **state)
@@ -285,12 +291,13 @@ static void test_other_views(void **state)
     fixture *f = *state;
     assert_rows(f->db, "SELECT * FROM saved_memory ORDER BY node_name",
                 "LogSoftmaxBackward0|1|1|1|192|192\nNllLossBackward0|1|3|3|332|192\n");
-    assert_rows(f->db,
-                "SELECT id, seq, end_seq, api, status, retain_graph, create_graph, roots, "
-                "inputs, nodes_run, error_type, substr(error, 1, 20), file, line, code "
-                "FROM backward_log",
-                "1|31|33|Tensor.backward|error|0|0|1|0|0|RuntimeError|"
-                "one of the variables|examples/seed.py|47|loss.backward()\n");
+    assert_rows(
+        f->db,
+        "SELECT id, seq, end_seq, api, status, retain_graph, create_graph, roots, "
+        "inputs, nodes_run, error_type, substr(error, 1, 20), file, line, code "
+        "FROM backward_log",
+        "1|31|33|Tensor.backward|error|0|0|1|0|0|RuntimeError|"
+        "one of the variables|examples/seed.py|47|loss.backward()\n");
     assert_rows(f->db,
                 "SELECT seq, type, backward, file, line, function, code, "
                 "instr(message, 'version 6; expected version 0') > 0 FROM error_log",
@@ -300,8 +307,9 @@ static void test_other_views(void **state)
                 "WHERE stack = (SELECT stack FROM error_log) ORDER BY depth",
                 "0|torch/_tensor.py|626|backward|torch.autograd.backward(|0\n"
                 "1|examples/seed.py|47|<module>|loss.backward()|1\n");
-    assert_rows(f->db, "SELECT name, tensor, version_counter, storage, dtype, shape "
-                       "FROM variables ORDER BY tensor",
+    assert_rows(f->db,
+                "SELECT name, tensor, version_counter, storage, dtype, shape "
+                "FROM variables ORDER BY tensor",
                 "class_weights|1|1|1|float32|[3]\nlog_probs|2|2|2|float32|[16,3]\n"
                 "target|3|3|3|int64|[16]\nloss|4|4|4|float32|[]\n");
     assert_rows(f->db,
@@ -323,10 +331,12 @@ static void test_other_views(void **state)
     assert_rows(f->db, "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind",
                 "backward|1\nbackward_end|1\nbump|6\nerror|1\nnode|2\nop|11\nsaved|4\n"
                 "tensor|7\n");
-    assert_rows(f->db, "SELECT seq, kind, what, line FROM events WHERE kind = 'backward_end'",
+    assert_rows(f->db,
+                "SELECT seq, kind, what, line FROM events WHERE kind = 'backward_end'",
                 "33|backward_end|error|47\n");
-    assert_rows(f->db, "SELECT seq, kind, what, tensor, node, line FROM events "
-                       "WHERE seq IN (12, 31, 32) ORDER BY seq",
+    assert_rows(f->db,
+                "SELECT seq, kind, what, tensor, node, line FROM events "
+                "WHERE seq IN (12, 31, 32) ORDER BY seq",
                 "12|saved|NllLossBackward0.weight|1|2|38\n"
                 "31|backward|Tensor.backward|NULL|NULL|47\n"
                 "32|error|RuntimeError|NULL|NULL|47\n");
@@ -477,8 +487,8 @@ static void test_no_invalidation_without_mutation(void **state)
 
 /* ---- table_out ------------------------------------------------------ */
 
-static char *print_to_string(sqlite3 *db, const char *sql, int mode, int header, int width,
-                             int64_t *rows)
+static char *print_to_string(sqlite3 *db, const char *sql, int mode, int header,
+                             int width, int64_t *rows)
 {
     sqlite3_stmt *st;
     gt_table_opts o = {mode, header, width};
@@ -517,8 +527,7 @@ static void test_table_modes(void **state)
                    "  1  ab          2.5\n"
                    "123\n"
                    "  7  x,\"y\"\\nz\\t   -1\n");
-    assert_printed(db, q, GT_OUT_TABLE, 0, 5,
-                   "  1  ab     2.5\n123\n  7  x,...   -1\n");
+    assert_printed(db, q, GT_OUT_TABLE, 0, 5, "  1  ab     2.5\n123\n  7  x,...   -1\n");
     assert_printed(db, q, GT_OUT_TSV, 1, 0,
                    "n\ts\tr\n1\tab\t2.5\n123\t\t\n7\tx,\"y\"\\nz\\t\t-1\n");
     assert_printed(db, q, GT_OUT_CSV, 1, 0,
@@ -528,8 +537,8 @@ static void test_table_modes(void **state)
     assert_int_equal(rows, 3);
     free(got);
     /* UTF-8 counts as characters when aligning */
-    assert_printed(db, "SELECT 'é' AS a, 1 AS b UNION ALL SELECT 'abc', 2", GT_OUT_TABLE, 1,
-                   0, "a    b\n---  -\né    1\nabc  2\n");
+    assert_printed(db, "SELECT 'é' AS a, 1 AS b UNION ALL SELECT 'abc', 2", GT_OUT_TABLE,
+                   1, 0, "a    b\n---  -\né    1\nabc  2\n");
     /* a statement without columns prints nothing */
     assert_printed(db, "BEGIN", GT_OUT_TABLE, 1, 0, "");
     assert_printed(db, "COMMIT", GT_OUT_JSON, 1, 0, "");
@@ -654,8 +663,8 @@ static void test_sql_outputs(void **state)
                                "weight=class_weights)\"\n");
     captured_free(&c);
 
-    sql_run(&c, NULL, "--json", f->path,
-            "SELECT type, line, message FROM error_log", NULL);
+    sql_run(&c, NULL, "--json", f->path, "SELECT type, line, message FROM error_log",
+            NULL);
     assert_int_equal(c.status, 0);
     assert_non_null(strstr(c.out, "[{\"type\":\"RuntimeError\",\"line\":47,\"message\":"
                                   "\"one of the variables"));
@@ -754,7 +763,8 @@ static void test_sql_refuses_writes(void **state)
          "refused: the trace is read-only: INSERT into strings is not allowed"},
         {"UPDATE run SET status = 'ok'",
          "refused: the trace is read-only: UPDATE of run is not allowed"},
-        {"DELETE FROM ops", "refused: the trace is read-only: DELETE from ops is not allowed"},
+        {"DELETE FROM ops",
+         "refused: the trace is read-only: DELETE from ops is not allowed"},
         {"DROP VIEW op_log", "refused: the trace is read-only: changing the schema"},
         {"CREATE TABLE t (x)", "refused: the trace is read-only: changing the schema"},
         {"CREATE TEMP VIEW v AS SELECT 1", "refused: the trace is read-only"},
@@ -767,7 +777,8 @@ static void test_sql_refuses_writes(void **state)
         {"PRAGMA user_version = 7", "refused: PRAGMA user_version = 7 would change"},
         {"PRAGMA query_only = 0", "refused: PRAGMA query_only = 0 would change"},
         {"PRAGMA journal_mode = WAL", "refused: PRAGMA journal_mode = WAL would change"},
-        {"PRAGMA writable_schema = ON", "refused: PRAGMA writable_schema = ON would change"},
+        {"PRAGMA writable_schema = ON",
+         "refused: PRAGMA writable_schema = ON would change"},
         {"PRAGMA optimize", "refused: PRAGMA optimize would change"},
         {"PRAGMA wal_checkpoint", "refused: PRAGMA wal_checkpoint would change"},
         {"VACUUM", "refused: the trace is read-only and this statement would write"},
@@ -816,8 +827,8 @@ static void test_sql_allows_reads(void **state)
         const char *out;
     } allowed[] = {
         {"PRAGMA user_version", GT_STR(GT_SCHEMA_VERSION) "\n"},
-        {"PRAGMA table_info(storages)",
-         "0\tid\tINTEGER\t0\t\t1\n1\tnbytes\tINTEGER\t1\t\t0\n2\tdevice\tINTEGER\t1\t\t0\n"},
+        {"PRAGMA table_info(storages)", "0\tid\tINTEGER\t0\t\t1\n1\tnbytes\tINTEGER\t1\t"
+                                        "\t0\n2\tdevice\tINTEGER\t1\t\t0\n"},
         {"SELECT count(*) FROM pragma_table_info('run')", "26\n"},
         {"SELECT group_concat(j.value, 'x') FROM saved, json_each(saved.shape) j "
          "WHERE seq = 6",
@@ -938,7 +949,8 @@ static void test_views_documented(void **state)
                  name);
         char *cols = rows_of(f->db, sql);
         if (strcmp(cols, doc) != 0)
-            fail_msg("view %s: columns:\n%s--- SCHEMA.md documents:\n%s", name, cols, doc);
+            fail_msg("view %s: columns:\n%s--- SCHEMA.md documents:\n%s", name, cols,
+                     doc);
         free(cols);
         views++;
         p += n;
@@ -1055,9 +1067,11 @@ int main(void)
         cmocka_unit_test(test_json_output),
         cmocka_unit_test(test_table_print_error),
         cmocka_unit_test_setup_teardown(test_sql_outputs, seed_setup, seed_teardown),
-        cmocka_unit_test_setup_teardown(test_sql_stdin_and_params, seed_setup, seed_teardown),
+        cmocka_unit_test_setup_teardown(test_sql_stdin_and_params, seed_setup,
+                                        seed_teardown),
         cmocka_unit_test_setup_teardown(test_sql_errors, seed_setup, seed_teardown),
-        cmocka_unit_test_setup_teardown(test_sql_refuses_writes, seed_setup, seed_teardown),
+        cmocka_unit_test_setup_teardown(test_sql_refuses_writes, seed_setup,
+                                        seed_teardown),
         cmocka_unit_test_setup_teardown(test_sql_allows_reads, seed_setup, seed_teardown),
         cmocka_unit_test_setup_teardown(test_views_documented, seed_setup, seed_teardown),
         cmocka_unit_test_setup_teardown(test_cookbook, seed_setup, seed_teardown),

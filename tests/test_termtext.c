@@ -54,10 +54,15 @@ static void test_del_and_c1(void **state)
     (void)state;
     check("x\x7fy", "x\\x7fy");
     /* U+009B (CSI) as UTF-8, and U+0080 / U+009F at the range's ends */
-    check("\xc2\x9b" "31m", "\\u009b31m");
+    check("\xc2\x9b"
+          "31m",
+          "\\u009b31m");
     check("\xc2\x80|\xc2\x9f", "\\u0080|\\u009f");
     /* U+00A0 and U+00E9 are not controls: kept */
-    check("\xc2\xa0" "caf\xc3\xa9", "\xc2\xa0" "caf\xc3\xa9");
+    check("\xc2\xa0"
+          "caf\xc3\xa9",
+          "\xc2\xa0"
+          "caf\xc3\xa9");
 }
 
 /* Bidirectional controls reorder what a terminal shows ("Trojan Source",
@@ -66,11 +71,15 @@ static void test_del_and_c1(void **state)
 static void test_bidi_controls(void **state)
 {
     (void)state;
-    check("a\xe2\x80\xae" "b", "a\\u202eb");                    /* RLO */
-    check("\xe2\x80\xaa|\xe2\x80\xac", "\\u202a|\\u202c");  /* LRE, PDF */
-    check("\xe2\x81\xa6" "x\xe2\x81\xa9", "\\u2066x\\u2069");   /* LRI, PDI */
-    check("\xe2\x80\x8e\xe2\x80\x8f", "\\u200e\\u200f");    /* LRM, RLM */
-    check("\xd8\x9c", "\\u061c");                               /* ALM */
+    check("a\xe2\x80\xae"
+          "b",
+          "a\\u202eb");                                    /* RLO */
+    check("\xe2\x80\xaa|\xe2\x80\xac", "\\u202a|\\u202c"); /* LRE, PDF */
+    check("\xe2\x81\xa6"
+          "x\xe2\x81\xa9",
+          "\\u2066x\\u2069");                            /* LRI, PDI */
+    check("\xe2\x80\x8e\xe2\x80\x8f", "\\u200e\\u200f"); /* LRM, RLM */
+    check("\xd8\x9c", "\\u061c");                        /* ALM */
     /* neighbours that are not controls: U+2065, U+206A, U+200D (ZWJ, in
      * emoji), U+2029 and Hebrew alef stay */
     check("\xe2\x81\xa5\xe2\x81\xaa\xe2\x80\x8d\xe2\x80\xa9\xd7\x90",
@@ -80,13 +89,17 @@ static void test_bidi_controls(void **state)
 static void test_invalid_utf8(void **state)
 {
     (void)state;
-    check("\x9b" "31m", "\\x9b31m");             /* a bare C1 byte */
-    check("a\xff" "b", "a\\xffb");               /* never valid */
-    check("\xc0\xaf", "\\xc0\\xaf");             /* overlong '/' */
-    check("\xe4\xb8", "\\xe4\\xb8");             /* cut short */
-    check("\xed\xa0\x80", "\\xed\\xa0\\x80");    /* a surrogate */
+    check("\x9b"
+          "31m",
+          "\\x9b31m"); /* a bare C1 byte */
+    check("a\xff"
+          "b",
+          "a\\xffb");                                  /* never valid */
+    check("\xc0\xaf", "\\xc0\\xaf");                   /* overlong '/' */
+    check("\xe4\xb8", "\\xe4\\xb8");                   /* cut short */
+    check("\xed\xa0\x80", "\\xed\\xa0\\x80");          /* a surrogate */
     check("\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"); /* above U+10FFFF */
-    check("\xe4\x1b", "\\xe4\\x1b");             /* lead byte, then ESC */
+    check("\xe4\x1b", "\\xe4\\x1b");                   /* lead byte, then ESC */
 }
 
 static void test_ordinary_text_unchanged(void **state)
@@ -96,8 +109,9 @@ static void test_ordinary_text_unchanged(void **state)
         "",
         "/home/user/project/train.py",
         "loss = F.nll_loss(log_probs, target, weight=class_weights)",
-        "/home/\xe7\x94\xa8\xe6\x88\xb7/\xe8\xae\xad\xe7\xbb\x83.py", /* /home/用户/训练.py */
-        "\xe6\x95\xb0\xe6\x8d\xae \xf0\x9f\x94\xa5 emoji",               /* 数据 🔥 */
+        "/home/\xe7\x94\xa8\xe6\x88\xb7/\xe8\xae\xad\xe7\xbb\x83.py", /* /home/用户/训练.py
+                                                                       */
+        "\xe6\x95\xb0\xe6\x8d\xae \xf0\x9f\x94\xa5 emoji",            /* 数据 🔥 */
         "C:\\path\\with\\backslashes",
         "quotes \" ' and ~ {} [] <>",
     };

@@ -78,7 +78,8 @@ static void killed_child(const char *path, int fd)
         gt_op_info op = {.name = name, .grad_mode = 1, .thread = th, .stack = stack};
         int64_t seq;
         if (gt_op(r, &op, &seq) != 0 || gt_op_arg(r, seq, 0, 0, i, 0) != 0 ||
-            gt_op_arg(r, seq, 0, 1, i + 1, 1) != 0 || gt_op_arg(r, seq, 2, 0, i, 0) != 0 ||
+            gt_op_arg(r, seq, 0, 1, i + 1, 1) != 0 ||
+            gt_op_arg(r, seq, 2, 0, i, 0) != 0 ||
             gt_version_bump(r, seq, i, 1, 0, NULL) != 0)
             _exit(12);
         if (i % 1000 == 0) {
@@ -139,7 +140,8 @@ static void test_kill9_leaves_committed_batches(void **state)
     assert_int_equal(q_int(db, sql), 3 * committed);
     assert_int_equal(q_int(db, "SELECT count(*) FROM strings"), 4);
     assert_int_equal(q_int(db, "SELECT count(*) FROM run WHERE status = 'running'"
-                               " AND end_ns IS NULL"), 1);
+                               " AND end_ns IS NULL"),
+                     1);
     /* views were created with the schema, so a killed trace has them */
     assert_true(q_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") >= 1);
     sqlite3_close(db);

@@ -27,7 +27,8 @@ static int setup_dir(void **state)
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
 {
     (void)st;
     (void)flag;

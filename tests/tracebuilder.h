@@ -52,7 +52,8 @@ static inline gt_id tb_str(tb *b, const char *s)
 static inline gt_id tb_stack(tb *b, int line, const char *code)
 {
     gt_id f, s;
-    assert_int_equal(gt_intern_frame(b->r, TB_SOURCE_FILE, line, "<module>", code, &f), 0);
+    assert_int_equal(gt_intern_frame(b->r, TB_SOURCE_FILE, line, "<module>", code, &f),
+                     0);
     assert_int_equal(gt_intern_stack(b->r, 0, f, f, &s), 0);
     return s;
 }

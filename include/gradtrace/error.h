@@ -17,19 +17,19 @@ extern "C" {
 #endif
 
 /* Error codes: X(name, value, message). gt_strerror() is generated from it. */
-#define GT_ERRNO_MAP(X)                                                  \
-    X(GT_OK, 0, "success")                                               \
-    X(GT_EINVAL, -1, "invalid argument")                                 \
-    X(GT_ENOMEM, -2, "out of memory")                                    \
-    X(GT_EIO, -3, "i/o error")                                           \
-    X(GT_EEXIST, -4, "file exists")                                      \
-    X(GT_ENOTTRACE, -5, "not a gradtrace trace")                         \
-    X(GT_ENEWER, -6, "trace schema is newer than this gradtrace")        \
-    X(GT_EFULL, -7, "disk full or size limit reached")                   \
-    X(GT_ECLOSED, -8, "handle is closed")                                \
-    X(GT_EFAILED, -9, "recording stopped after an earlier error")        \
-    X(GT_ESQL, -10, "sqlite error")                                      \
-    X(GT_ECORRUPT, -11, "trace is damaged")                             \
+#define GT_ERRNO_MAP(X)                                                                  \
+    X(GT_OK, 0, "success")                                                               \
+    X(GT_EINVAL, -1, "invalid argument")                                                 \
+    X(GT_ENOMEM, -2, "out of memory")                                                    \
+    X(GT_EIO, -3, "i/o error")                                                           \
+    X(GT_EEXIST, -4, "file exists")                                                      \
+    X(GT_ENOTTRACE, -5, "not a gradtrace trace")                                         \
+    X(GT_ENEWER, -6, "trace schema is newer than this gradtrace")                        \
+    X(GT_EFULL, -7, "disk full or size limit reached")                                   \
+    X(GT_ECLOSED, -8, "handle is closed")                                                \
+    X(GT_EFAILED, -9, "recording stopped after an earlier error")                        \
+    X(GT_ESQL, -10, "sqlite error")                                                      \
+    X(GT_ECORRUPT, -11, "trace is damaged")                                              \
     X(GT_EBUSY, -12, "trace is held open by another process")
 
 enum gt_errno {

@@ -23,41 +23,41 @@ extern "C" {
 #define GT_VERSION_STRING "0.2.0"
 
 /* Roles of an op's tensor argument: op_args.role, table roles. */
-#define GT_ROLE_MAP(X)                                                   \
-    X(GT_ROLE_INPUT, 0, "input")                                         \
-    X(GT_ROLE_OUTPUT, 1, "output")                                       \
+#define GT_ROLE_MAP(X)                                                                   \
+    X(GT_ROLE_INPUT, 0, "input")                                                         \
+    X(GT_ROLE_OUTPUT, 1, "output")                                                       \
     X(GT_ROLE_MUTATED, 2, "mutated")
 
 /* Phases of an op: ops.phase, table phases. */
-#define GT_PHASE_MAP(X)                                                  \
-    X(GT_PHASE_FORWARD, 0, "forward")                                    \
-    X(GT_PHASE_BACKWARD, 1, "backward")                                  \
+#define GT_PHASE_MAP(X)                                                                  \
+    X(GT_PHASE_FORWARD, 0, "forward")                                                    \
+    X(GT_PHASE_BACKWARD, 1, "backward")                                                  \
     X(GT_PHASE_OTHER, 2, "other")
 
 /* How a run ended: run.status holds the name. A run that has not ended
  * (still recording, or killed) has GT_RUN_STATUS_RUNNING, the column's
  * default. */
-#define GT_RUN_STATUS_MAP(X)                                             \
-    X(GT_RUN_OK, 0, GT_RUN_STATUS_OK)                                    \
-    X(GT_RUN_EXCEPTION, 1, GT_RUN_STATUS_EXCEPTION)                      \
+#define GT_RUN_STATUS_MAP(X)                                                             \
+    X(GT_RUN_OK, 0, GT_RUN_STATUS_OK)                                                    \
+    X(GT_RUN_EXCEPTION, 1, GT_RUN_STATUS_EXCEPTION)                                      \
     X(GT_RUN_SIGNAL, 2, GT_RUN_STATUS_SIGNAL)
 /* The names as literals, for SQL text: "... WHERE status = '" GT_RUN_STATUS_OK "'" */
-#define GT_RUN_STATUS_OK "ok"
+#define GT_RUN_STATUS_OK        "ok"
 #define GT_RUN_STATUS_EXCEPTION "exception"
-#define GT_RUN_STATUS_SIGNAL "signal"
-#define GT_RUN_STATUS_RUNNING "running"
+#define GT_RUN_STATUS_SIGNAL    "signal"
+#define GT_RUN_STATUS_RUNNING   "running"
 
 /* How a backward call ended: backward_calls.status holds the name
  * (GT_BACKWARD_RUNNING, the column's default, while it runs or if the
  * process died in it). */
-#define GT_BACKWARD_STATUS_MAP(X)                                        \
-    X(GT_BACKWARD_RUNNING, 0, GT_BACKWARD_STATUS_RUNNING)                \
-    X(GT_BACKWARD_OK, 1, GT_BACKWARD_STATUS_OK)                          \
+#define GT_BACKWARD_STATUS_MAP(X)                                                        \
+    X(GT_BACKWARD_RUNNING, 0, GT_BACKWARD_STATUS_RUNNING)                                \
+    X(GT_BACKWARD_OK, 1, GT_BACKWARD_STATUS_OK)                                          \
     X(GT_BACKWARD_ERROR, 2, GT_BACKWARD_STATUS_ERROR)
 /* The names as literals, for SQL text. */
 #define GT_BACKWARD_STATUS_RUNNING "running"
-#define GT_BACKWARD_STATUS_OK "ok"
-#define GT_BACKWARD_STATUS_ERROR "error"
+#define GT_BACKWARD_STATUS_OK      "ok"
+#define GT_BACKWARD_STATUS_ERROR   "error"
 
 #define GT__FORMAT_ENUM(name, value, text) name = value,
 enum gt_role { GT_ROLE_MAP(GT__FORMAT_ENUM) };
@@ -68,36 +68,46 @@ enum gt_backward_status { GT_BACKWARD_STATUS_MAP(GT__FORMAT_ENUM) };
 
 /* The tables of the schema, in the order schema/gradtrace.sql creates them
  * (views and indexes are not tables). X(name). */
+/* clang-format off */
 #define GT_TABLE_LIST(X)                                                 \
     X(run) X(strings) X(phases) X(roles) X(threads) X(frames) X(stacks)  \
     X(ops) X(op_args) X(storages) X(tensors) X(version_bumps) X(nodes)   \
     X(edges) X(node_outputs) X(saved_tensors) X(saved_earlier)           \
     X(backward_calls) X(backward_roots) X(backward_inputs) X(node_execs) \
     X(errors) X(storage_swaps) X(saved_fingerprints) X(names)
+/* clang-format on */
 
 /* The name of a value of each enumeration, as the trace stores it; NULL for
  * a value outside the list. These functions can't fail. */
-#define GT__FORMAT_CASE(name, value, text) \
-    case value:                            \
+#define GT__FORMAT_CASE(name, value, text)                                               \
+    case value:                                                                          \
         return text;
 static inline const char *gt_role_name(int role)
 {
-    switch (role) { GT_ROLE_MAP(GT__FORMAT_CASE) }
+    switch (role) {
+        GT_ROLE_MAP(GT__FORMAT_CASE)
+    }
     return 0;
 }
 static inline const char *gt_phase_name(int phase)
 {
-    switch (phase) { GT_PHASE_MAP(GT__FORMAT_CASE) }
+    switch (phase) {
+        GT_PHASE_MAP(GT__FORMAT_CASE)
+    }
     return 0;
 }
 static inline const char *gt_run_status_name(int status)
 {
-    switch (status) { GT_RUN_STATUS_MAP(GT__FORMAT_CASE) }
+    switch (status) {
+        GT_RUN_STATUS_MAP(GT__FORMAT_CASE)
+    }
     return 0;
 }
 static inline const char *gt_backward_status_name(int status)
 {
-    switch (status) { GT_BACKWARD_STATUS_MAP(GT__FORMAT_CASE) }
+    switch (status) {
+        GT_BACKWARD_STATUS_MAP(GT__FORMAT_CASE)
+    }
     return 0;
 }
 #undef GT__FORMAT_CASE

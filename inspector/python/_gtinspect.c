@@ -38,7 +38,7 @@ static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    {"diagnose", gt_cmd_diagnose}, {"graph", gt_cmd_graph}, {"sql", gt_cmd_sql},
+    {"diagnose", gt_cmd_diagnose}, {"graph", gt_cmd_graph},     {"sql", gt_cmd_sql},
     {"info", gt_cmd_info},         {"history", gt_cmd_history},
 };
 
@@ -171,9 +171,10 @@ static int bind_value(sqlite3_stmt *st, int k, PyObject *v)
         rc = sqlite3_bind_blob64(st, k, PyBytes_AS_STRING(v),
                                  (sqlite3_uint64)PyBytes_GET_SIZE(v), SQLITE_TRANSIENT);
     } else {
-        PyErr_Format(PyExc_TypeError,
-                     "parameter %d: cannot bind %.100s (want None, int, float, str or bytes)",
-                     k, Py_TYPE(v)->tp_name);
+        PyErr_Format(
+            PyExc_TypeError,
+            "parameter %d: cannot bind %.100s (want None, int, float, str or bytes)", k,
+            Py_TYPE(v)->tp_name);
         return -1;
     }
     if (rc != SQLITE_OK) {
@@ -190,8 +191,10 @@ static int bind_params(sqlite3_stmt *st, PyObject *params)
     int count = sqlite3_bind_parameter_count(st);
     if (params == Py_None) {
         if (count) {
-            PyErr_Format(PyExc_ValueError, "the query has %d parameter%s and no values "
-                         "were given", count, count == 1 ? "" : "s");
+            PyErr_Format(PyExc_ValueError,
+                         "the query has %d parameter%s and no values "
+                         "were given",
+                         count, count == 1 ? "" : "s");
             return -1;
         }
         return 0;
@@ -200,8 +203,10 @@ static int bind_params(sqlite3_stmt *st, PyObject *params)
         for (int k = 1; k <= count; k++) {
             const char *name = sqlite3_bind_parameter_name(st, k);
             if (!name || !strchr(":@$", name[0])) {
-                PyErr_Format(PyExc_ValueError, "parameter %d has no name: give the "
-                             "values as a sequence", k);
+                PyErr_Format(PyExc_ValueError,
+                             "parameter %d has no name: give the "
+                             "values as a sequence",
+                             k);
                 return -1;
             }
             PyObject *v = PyMapping_GetItemString(params, name + 1);
@@ -280,7 +285,8 @@ static PyObject *gtinspect_query(PyObject *module, PyObject *args)
     }
     sqlite3 *db = gt_trace_db(t);
     if (gt_sql_guard_connection(db, &g) != SQLITE_OK) {
-        PyErr_Format(PyExc_OSError, "cannot make %s read-only: %s", path, sqlite3_errmsg(db));
+        PyErr_Format(PyExc_OSError, "cannot make %s read-only: %s", path,
+                     sqlite3_errmsg(db));
         goto out;
     }
     const char *tail = NULL;
@@ -298,12 +304,14 @@ static PyObject *gtinspect_query(PyObject *module, PyObject *args)
         tail++;
     if (tail && *tail) {
         PyErr_SetString(PyExc_ValueError, "one statement at a time: the query goes on "
-                        "after its first statement");
+                                          "after its first statement");
         goto out;
     }
     if (!sqlite3_stmt_readonly(st)) {
-        PyErr_Format(PyExc_ValueError, "refused: the trace is read-only and this statement "
-                     "would write: %s", sqlite3_sql(st));
+        PyErr_Format(PyExc_ValueError,
+                     "refused: the trace is read-only and this statement "
+                     "would write: %s",
+                     sqlite3_sql(st));
         goto out;
     }
     if (bind_params(st, params) < 0)
@@ -313,8 +321,8 @@ static PyObject *gtinspect_query(PyObject *module, PyObject *args)
         goto out;
     for (int i = 0; i < ncol; i++) {
         const char *name = sqlite3_column_name(st, i);
-        PyObject *s = PyUnicode_DecodeUTF8(name ? name : "", name ? strlen(name) : 0,
-                                           "replace");
+        PyObject *s =
+            PyUnicode_DecodeUTF8(name ? name : "", name ? strlen(name) : 0, "replace");
         if (!s)
             goto out;
         PyTuple_SET_ITEM(columns, i, s);

@@ -52,10 +52,12 @@
 #include <vector>
 
 #ifndef NDEBUG
-#error "capture.cpp must be built with -DNDEBUG (RecordFunction's layout differs otherwise)"
+#error                                                                                   \
+    "capture.cpp must be built with -DNDEBUG (RecordFunction's layout differs otherwise)"
 #endif
 
-namespace {
+namespace
+{
 
 using torch::autograd::Node;
 using torch::autograd::SavedVariable;
@@ -197,7 +199,10 @@ struct Tls {
 
 thread_local Tls t_tls;
 
-int64_t os_tid() { return (int64_t)syscall(SYS_gettid); }
+int64_t os_tid()
+{
+    return (int64_t)syscall(SYS_gettid);
+}
 
 gt_cap_chunk *chunk_new(gt_cap_lane *lane)
 {
@@ -277,7 +282,10 @@ inline unsigned char *reserve(Tls &t, size_t len, int type, uint64_t stamp)
     return p;
 }
 
-inline size_t pad8(size_t n) { return (n + 7) & ~size_t(7); }
+inline size_t pad8(size_t n)
+{
+    return (n + 7) & ~size_t(7);
+}
 
 const char *dtype_name(at::ScalarType st)
 {
@@ -290,19 +298,45 @@ const char *dtype_name(at::ScalarType st)
     /* torch's Python names (str(torch.float32) without "torch.") */
     std::string n;
     switch (st) {
-    case at::kFloat: n = "float32"; break;
-    case at::kDouble: n = "float64"; break;
-    case at::kHalf: n = "float16"; break;
-    case at::kBFloat16: n = "bfloat16"; break;
-    case at::kInt: n = "int32"; break;
-    case at::kLong: n = "int64"; break;
-    case at::kShort: n = "int16"; break;
-    case at::kChar: n = "int8"; break;
-    case at::kByte: n = "uint8"; break;
-    case at::kBool: n = "bool"; break;
-    case at::kComplexHalf: n = "complex32"; break;
-    case at::kComplexFloat: n = "complex64"; break;
-    case at::kComplexDouble: n = "complex128"; break;
+    case at::kFloat:
+        n = "float32";
+        break;
+    case at::kDouble:
+        n = "float64";
+        break;
+    case at::kHalf:
+        n = "float16";
+        break;
+    case at::kBFloat16:
+        n = "bfloat16";
+        break;
+    case at::kInt:
+        n = "int32";
+        break;
+    case at::kLong:
+        n = "int64";
+        break;
+    case at::kShort:
+        n = "int16";
+        break;
+    case at::kChar:
+        n = "int8";
+        break;
+    case at::kByte:
+        n = "uint8";
+        break;
+    case at::kBool:
+        n = "bool";
+        break;
+    case at::kComplexHalf:
+        n = "complex32";
+        break;
+    case at::kComplexFloat:
+        n = "complex64";
+        break;
+    case at::kComplexDouble:
+        n = "complex128";
+        break;
     default:
         n = c10::toString(st);
         for (auto &ch : n)
@@ -451,7 +485,8 @@ bool tensorish(const c10::TypePtr &t)
 uint64_t collective_writes(const c10::FunctionSchema &s)
 {
     const std::string &n = s.name();
-    if (n.rfind("c10d::", 0) != 0 || n.back() != '_' || n.find("barrier") != std::string::npos)
+    if (n.rfind("c10d::", 0) != 0 || n.back() != '_' ||
+        n.find("barrier") != std::string::npos)
         return 0;
     const auto &args = s.arguments();
     for (size_t i = 0; i < args.size() && i < 64; i++) {
@@ -554,10 +589,10 @@ struct SavedVisitor {
         facts(m.data_, r->t); /* undefined: hooks, or already released */
         r->t.ndim = 0;
         if (r->t.storage && !m.is_output_ && t->watch.size() < (1u << 20))
-            t->watch.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(
-                                    c10::intrusive_ptr<c10::TensorImpl>(
-                                        m.data_.getIntrusivePtr())),
-                                r->t.storage});
+            t->watch.push_back(
+                {c10::weak_intrusive_ptr<c10::TensorImpl>(
+                     c10::intrusive_ptr<c10::TensorImpl>(m.data_.getIntrusivePtr())),
+                 r->t.storage});
         r->nbytes = m.data_.defined() && r->t.storage ? r->t.nbytes : -1;
     }
     void one(const char *slot, const SavedVariable &sv) { emit(slot, sv); }
@@ -752,8 +787,8 @@ void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t st
 
 /* Name root and every node reachable from it not named yet, writing their
  * records. Returns root's id. */
-uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_new = nullptr,
-                          bool of_op = false)
+uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp,
+                          bool *root_new = nullptr, bool of_op = false)
 {
     struct Work {
         const Node *n;
@@ -812,7 +847,8 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp, bool *root_n
         r->os_tid = (int64_t)w.n->thread_id();
         r->variable_impl = r->variable_vc = nullptr;
         if (vi.kind == V_ACC) {
-            const auto &v = static_cast<const torch::autograd::AccumulateGrad *>(w.n)->variable;
+            const auto &v =
+                static_cast<const torch::autograd::AccumulateGrad *>(w.n)->variable;
             if (v.defined()) {
                 r->variable_impl = v.unsafeGetTensorImpl();
                 r->variable_vc = vc_ptr(v.unsafeGetTensorImpl()->version_counter());
@@ -953,7 +989,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
             r->os_tid = t.lane->os_tid;
             r->stack = stack;
             r->grad_mode = c10::GradMode::is_enabled();
-            r->in_backward = t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
+            r->in_backward =
+                t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
             r->pad[0] = r->pad[1] = 0;
         }
         auto in = fn.inputs();
@@ -963,9 +1000,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
                 put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w,
                         w && !((m->schema_writes >> i) & 1));
                 /* keep the counter to read its value after the op */
-                t.vvs.push_back(x.defined()
-                                    ? x.unsafeGetTensorImpl()->version_counter()
-                                    : c10::VariableVersion(c10::VariableVersion::DISABLED));
+                t.vvs.push_back(
+                    x.defined() ? x.unsafeGetTensorImpl()->version_counter()
+                                : c10::VariableVersion(c10::VariableVersion::DISABLED));
                 if (w && x.defined())
                     t.written.emplace_back(
                         c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
@@ -1026,7 +1063,8 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
         each_tensor(o, [&](const at::Tensor &x) {
             put_arg(t, GT_CAP_OUT, pos++, x, fr.stamp, false);
             if (x.defined() && !x.requires_grad() && t.fresh.size() < 16)
-                t.fresh.emplace_back(c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
+                t.fresh.emplace_back(
+                    c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
         });
     if (c10::GradMode::is_enabled()) {
         /* new nodes hang off the outputs, and off written inputs (an
@@ -1088,7 +1126,10 @@ template <class F> void each_pytensor(PyObject *v, F &&f, int depth = 0)
 
 extern "C" {
 
-const char *gt_capture_built_for(void) { return TORCH_VERSION; }
+const char *gt_capture_built_for(void)
+{
+    return TORCH_VERSION;
+}
 
 static void init_cap()
 {
@@ -1118,7 +1159,8 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
 {
     const char *force = std::getenv("GRADTRACE_ENGINE_SELFTEST");
     if (force && !std::strcmp(force, "fail"))
-        return fail(errbuf, errlen, "self-test forced to fail (GRADTRACE_ENGINE_SELFTEST=fail)");
+        return fail(errbuf, errlen,
+                    "self-test forced to fail (GRADTRACE_ENGINE_SELFTEST=fail)");
     std::string base = running ? running : "";
     base = base.substr(0, base.find('+')); /* 2.13.0+cpu: a build of 2.13.0 */
     if (base != TORCH_VERSION)
@@ -1136,8 +1178,8 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
             return x.unsafeGetTensorImpl()->version_counter().current_version();
         };
         uint32_t vb = ver(b);
-        b.add_(1); /* one bump */
-        auto c = a * b; /* MulBackward0 saves self (a, v0) and other (b, v1) */
+        b.add_(1);        /* one bump */
+        auto c = a * b;   /* MulBackward0 saves self (a, v0) and other (b, v1) */
         auto d = c.exp(); /* ExpBackward0 saves result (c's output, v0) */
         auto bd = b.detach();
         if (vc_ptr(bd.unsafeGetTensorImpl()->version_counter()) !=
@@ -1153,8 +1195,8 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
             vm = visitor_for(mul);
             ve = visitor_for(exp);
         }
-        if (vm.kind != V_GEN || ve.kind != V_GEN || std::strcmp(vm.name, "MulBackward0") ||
-            std::strcmp(ve.name, "ExpBackward0"))
+        if (vm.kind != V_GEN || ve.kind != V_GEN ||
+            std::strcmp(vm.name, "MulBackward0") || std::strcmp(ve.name, "ExpBackward0"))
             return fail(errbuf, errlen, "generated node classes not recognised");
         struct Probe {
             std::string slot;
@@ -1163,8 +1205,10 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
             const void *vc;
         };
         std::vector<Probe> got;
-        const auto *mb = static_cast<const torch::autograd::generated::MulBackward0 *>(mul);
-        const auto *eb = static_cast<const torch::autograd::generated::ExpBackward0 *>(exp);
+        const auto *mb =
+            static_cast<const torch::autograd::generated::MulBackward0 *>(mul);
+        const auto *eb =
+            static_cast<const torch::autograd::generated::ExpBackward0 *>(exp);
         auto rd = [&](const char *slot, const SavedVariable &sv) {
             const SVMirror &m = reinterpret_cast<const SVMirror &>(sv);
             got.push_back({slot, m.saved_version_, m.is_output_,
@@ -1181,14 +1225,13 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
         if (got[0].version != ver(a) || got[0].out || got[0].vc != vcof(a) ||
             got[1].version != vb + 1 || got[1].version != ver(b) || got[1].out ||
             got[1].vc != vcof(b) || got[2].version != ver(d) || !got[2].out ||
-            got[2].vc != vcof(d))
-        {
+            got[2].vc != vcof(d)) {
             char detail[160];
             std::snprintf(detail, sizeof detail,
                           " (self v%u/%d/%d, other v%u/%d/%d, result v%u/%d/%d)",
-                          got[0].version, got[0].out, got[0].vc == vcof(a), got[1].version,
-                          got[1].out, got[1].vc == vcof(b), got[2].version, got[2].out,
-                          got[2].vc == vcof(d));
+                          got[0].version, got[0].out, got[0].vc == vcof(a),
+                          got[1].version, got[1].out, got[1].vc == vcof(b),
+                          got[2].version, got[2].out, got[2].vc == vcof(d));
             return fail(errbuf, errlen,
                         std::string("saved tensors read back wrong") + detail);
         }
@@ -1232,7 +1275,10 @@ void gt_capture_stop(void)
         t.publish();
 }
 
-gt_cap_lane *gt_capture_lanes(void) { return C ? C->lanes.load(std::memory_order_acquire) : nullptr; }
+gt_cap_lane *gt_capture_lanes(void)
+{
+    return C ? C->lanes.load(std::memory_order_acquire) : nullptr;
+}
 
 int gt_capture_weak_alive(const void *impl)
 {
@@ -1374,7 +1420,8 @@ uint64_t gt_capture_call_begin(const char *name, uint32_t stack, int region, voi
         return 0;
     Tls &t = *tp;
     uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
-    auto *r = reinterpret_cast<gt_cap_op *>(reserve(t, sizeof(gt_cap_op), GT_CAP_OP, stamp));
+    auto *r =
+        reinterpret_cast<gt_cap_op *>(reserve(t, sizeof(gt_cap_op), GT_CAP_OP, stamp));
     if (!r)
         return 0;
     r->h.flags = GT_CAP_OPF_CALL | (region ? GT_CAP_OPF_REGION : 0);
@@ -1382,7 +1429,8 @@ uint64_t gt_capture_call_begin(const char *name, uint32_t stack, int region, voi
     r->os_tid = t.lane->os_tid;
     r->stack = stack;
     r->grad_mode = c10::GradMode::is_enabled();
-    r->in_backward = t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
+    r->in_backward =
+        t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
     r->pad[0] = r->pad[1] = 0;
     int pos = 0;
     if (args)

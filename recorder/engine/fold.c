@@ -24,10 +24,10 @@ typedef struct fvc {
 typedef struct ftensor {
     gt_tensor_info *row; /* an output's row, written at its next sighting */
     const void *impl;
-    int weak;            /* holds a weak reference on impl (GT_CAPT_WEAK) */
-    int saved;           /* a node saved it: a storage swap is reported */
-    gt_id sid;           /* the storage id it was last seen on */
-    int64_t seen;        /* the event seq it was last seen at */
+    int weak;     /* holds a weak reference on impl (GT_CAPT_WEAK) */
+    int saved;    /* a node saved it: a storage swap is reported */
+    gt_id sid;    /* the storage id it was last seen on */
+    int64_t seen; /* the event seq it was last seen at */
     gt_id id;
     int refs; /* the map's, plus each lane op input holding it */
     const void *vc;
@@ -46,7 +46,7 @@ typedef struct in_ent {
  * non-reentrant checkpoint's (region) nodes save through saved-tensor hooks:
  * what unpacking them checks is the call's inputs, recorded as each node's
  * checkpoint_input[i] (as the dispatch adapter records them). */
-#define MAX_CALLS 32
+#define MAX_CALLS     32
 #define MAX_REGION_IN 64
 typedef struct fcall {
     uint64_t stamp;
@@ -60,9 +60,9 @@ typedef struct fcall {
 /* Per-lane state: the op being folded. */
 typedef struct flane {
     gt_id thread;
-    int64_t op;      /* recorder seq of the lane's current op, 0 none */
-    gt_id opstack;   /* its stack */
-    uint64_t stamp;  /* its stamp */
+    int64_t op;     /* recorder seq of the lane's current op, 0 none */
+    gt_id opstack;  /* its stack */
+    uint64_t stamp; /* its stamp */
     int nin, nmut, nout;
     in_ent in[MAX_IN];
     ftensor **pending; /* outputs whose rows wait for the next op (held) */
@@ -82,20 +82,20 @@ struct gt_fold {
     pthread_t thread;
     int running, stop;
     unsigned period_ms;
-    gt_map strs;     /* const char* -> string id */
-    gt_map tensors;  /* TensorImpl* -> ftensor* */
-    gt_map vcs;      /* counter* -> fvc* */
-    gt_map storages; /* StorageImpl* -> storage id */
+    gt_map strs;       /* const char* -> string id */
+    gt_map tensors;    /* TensorImpl* -> ftensor* */
+    gt_map vcs;        /* counter* -> fvc* */
+    gt_map storages;   /* StorageImpl* -> storage id */
     gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
-    gt_map stacks;   /* stack key -> stack id */
-    gt_map threads;  /* os tid -> thread id */
+    gt_map stacks;     /* stack key -> stack id */
+    gt_map threads;    /* os tid -> thread id */
     gt_id next_tensor, next_storage;
     gt_id bwd[64];   /* open backward calls, innermost last */
     gt_id bwd_stack; /* the stack of the latest backward call */
     int nbwd;
-    int rc;          /* first recorder error */
-    int warned;      /* the one warning about it was printed */
-    int64_t refused; /* calls the recorder refused (bookkeeping slips) */
+    int rc;                   /* first recorder error */
+    int warned;               /* the one warning about it was printed */
+    int64_t refused;          /* calls the recorder refused (bookkeeping slips) */
     const void *weak_pending; /* the weak reference of the record being folded */
     size_t since_sweep;       /* tensors recorded since dead ones were swept */
 };
@@ -137,7 +137,10 @@ static gt_id thread_id(gt_fold *f, int64_t tid)
     return id;
 }
 
-static gt_id cur_backward(gt_fold *f) { return f->nbwd ? f->bwd[f->nbwd - 1] : 0; }
+static gt_id cur_backward(gt_fold *f)
+{
+    return f->nbwd ? f->bwd[f->nbwd - 1] : 0;
+}
 
 static void vc_unref(gt_fold *f, fvc *v, const void *key)
 {
@@ -304,8 +307,8 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
         if (p && (gt_id)(*p >> 32) == sid)
             alias = (gt_id)(*p & 0xffffffffu);
     }
-    if (c->storage && (!gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0) ||
-                       fresh_storage))
+    if (c->storage &&
+        (!gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0) || fresh_storage))
         gt_map_put(&f->stor_first, (uintptr_t)c->storage, 0, 0,
                    (uint64_t)sid << 32 | (uint64_t)(t->id & 0xffffffffu));
     gt_tensor_info ti = {
@@ -407,8 +410,12 @@ static void see_storage(gt_fold *f, ftensor *t, const gt_cap_tensor *c, int64_t 
     if (t->storage != c->storage) {
         gt_id sid = storage_of(f, c, 0);
         if (report && t->saved) {
-            gt_swap_info si = {.tensor = t->id, .old_storage = t->sid, .new_storage = sid,
-                               .op = op, .backward = bid, .last_seen = t->seen,
+            gt_swap_info si = {.tensor = t->id,
+                               .old_storage = t->sid,
+                               .new_storage = sid,
+                               .op = op,
+                               .backward = bid,
+                               .last_seen = t->seen,
                                .stack = stack};
             ck(f, gt_storage_swap(f->r, &si));
         }
@@ -460,8 +467,9 @@ static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
     l->stamp = r->h.stamp;
     l->call_end = 0;
     if ((r->h.flags & GT_CAP_OPF_CALL) && seq && l->ncalls < MAX_CALLS)
-        l->calls[l->ncalls++] = (fcall){.stamp = r->h.stamp, .seq = seq,
-                                         .region = (r->h.flags & GT_CAP_OPF_REGION) != 0};
+        l->calls[l->ncalls++] = (fcall){.stamp = r->h.stamp,
+                                        .seq = seq,
+                                        .region = (r->h.flags & GT_CAP_OPF_REGION) != 0};
 }
 
 static fcall *lane_region(flane *l)
@@ -539,8 +547,8 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
         int pos = l->nin;
         if (l->nin < MAX_IN && t) {
             t->refs++;
-            l->in[l->nin++] = (in_ent){t, c->version, w,
-                                       (c->flags & GT_CAPT_UNMARKED) != 0};
+            l->in[l->nin++] =
+                (in_ent){t, c->version, w, (c->flags & GT_CAPT_UNMARKED) != 0};
         } else if (l->nin < MAX_IN) {
             l->in[l->nin++] = (in_ent){NULL, 0, 0, 0};
         }
@@ -639,7 +647,8 @@ static void on_node(gt_fold *f, flane *l, const gt_cap_node *r)
         .name = str_id(f, r->name),
         /* a node reached through edges was made by no op we know of, but
          * a CopySlices by the in-place op through a view that found it */
-        .op = (r->h.flags & GT_CAP_NODEF_OF_OP) || (r->name && !strcmp(r->name, "CopySlices"))
+        .op = (r->h.flags & GT_CAP_NODEF_OF_OP) ||
+                      (r->name && !strcmp(r->name, "CopySlices"))
                   ? l->op
                   : 0,
         .sequence_nr = r->sequence_nr,
@@ -708,13 +717,16 @@ static void on_stack(gt_fold *f, const gt_cap_stack *r)
         memcpy(&line, p, 4);
         memcpy(&kind, p + 4, 4);
         const char *file = (const char *)p + 8;
-        const char *func = file + strnlen(file, (size_t)(end - (const unsigned char *)file)) + 1;
+        const char *func =
+            file + strnlen(file, (size_t)(end - (const unsigned char *)file)) + 1;
         if ((const unsigned char *)func >= end)
             return;
-        const char *code = func + strnlen(func, (size_t)(end - (const unsigned char *)func)) + 1;
+        const char *code =
+            func + strnlen(func, (size_t)(end - (const unsigned char *)func)) + 1;
         if ((const unsigned char *)code >= end)
             return;
-        const char *stop = code + strnlen(code, (size_t)(end - (const unsigned char *)code)) + 1;
+        const char *stop =
+            code + strnlen(code, (size_t)(end - (const unsigned char *)code)) + 1;
         gt_id fr = 0, sid = 0;
         if (ck(f, gt_intern_frame(f->r, file, line, func, *code ? code : NULL, &fr)) < 0)
             return;
@@ -793,12 +805,24 @@ static void on_name(gt_fold *f, flane *l, const gt_cap_name *r)
 static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
 {
     switch (h->type) {
-    case GT_CAP_OP: on_op(f, l, (const gt_cap_op *)h); break;
-    case GT_CAP_ARG: on_arg(f, l, (const gt_cap_arg *)h); break;
-    case GT_CAP_END: on_end(f, l, (const gt_cap_end *)h); break;
-    case GT_CAP_NODE: on_node(f, l, (const gt_cap_node *)h); break;
-    case GT_CAP_NODE_OUT: on_node_out(f, (const gt_cap_node_out *)h); break;
-    case GT_CAP_SAVED: on_saved(f, l, (const gt_cap_saved *)h); break;
+    case GT_CAP_OP:
+        on_op(f, l, (const gt_cap_op *)h);
+        break;
+    case GT_CAP_ARG:
+        on_arg(f, l, (const gt_cap_arg *)h);
+        break;
+    case GT_CAP_END:
+        on_end(f, l, (const gt_cap_end *)h);
+        break;
+    case GT_CAP_NODE:
+        on_node(f, l, (const gt_cap_node *)h);
+        break;
+    case GT_CAP_NODE_OUT:
+        on_node_out(f, (const gt_cap_node_out *)h);
+        break;
+    case GT_CAP_SAVED:
+        on_saved(f, l, (const gt_cap_saved *)h);
+        break;
     case GT_CAP_SWAP_SEEN: {
         const gt_cap_bwd_tensor *r = (const gt_cap_bwd_tensor *)h;
         ftensor *t = tensor_known(f, r->t.impl, r->t.vc);
@@ -806,19 +830,34 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
             see_storage(f, t, &r->t, 0, cur_backward(f), f->bwd_stack, 1);
         break;
     }
-    case GT_CAP_CALL_END: on_call_end(f, l, (const gt_cap_call_end *)h, 0); break;
-    case GT_CAP_CALL_POP: on_call_end(f, l, (const gt_cap_call_end *)h, 1); break;
+    case GT_CAP_CALL_END:
+        on_call_end(f, l, (const gt_cap_call_end *)h, 0);
+        break;
+    case GT_CAP_CALL_POP:
+        on_call_end(f, l, (const gt_cap_call_end *)h, 1);
+        break;
     case GT_CAP_EXEC:
         if (cur_backward(f))
-            ck(f, gt_node_exec(f->r, cur_backward(f), (gt_id)((const gt_cap_exec *)h)->node));
+            ck(f, gt_node_exec(f->r, cur_backward(f),
+                               (gt_id)((const gt_cap_exec *)h)->node));
         break;
-    case GT_CAP_STACK: on_stack(f, (const gt_cap_stack *)h); break;
+    case GT_CAP_STACK:
+        on_stack(f, (const gt_cap_stack *)h);
+        break;
     case GT_CAP_BWD_BEGIN:
-    case GT_CAP_BWD_END: on_bwd(f, (const gt_cap_bwd *)h); break;
+    case GT_CAP_BWD_END:
+        on_bwd(f, (const gt_cap_bwd *)h);
+        break;
     case GT_CAP_BWD_ROOT:
-    case GT_CAP_BWD_INPUT: on_bwd_tensor(f, (const gt_cap_bwd_tensor *)h); break;
-    case GT_CAP_ERROR: on_error(f, (const gt_cap_text *)h); break;
-    case GT_CAP_NAME: on_name(f, l, (const gt_cap_name *)h); break;
+    case GT_CAP_BWD_INPUT:
+        on_bwd_tensor(f, (const gt_cap_bwd_tensor *)h);
+        break;
+    case GT_CAP_ERROR:
+        on_error(f, (const gt_cap_text *)h);
+        break;
+    case GT_CAP_NAME:
+        on_name(f, l, (const gt_cap_name *)h);
+        break;
     case GT_CAP_REFRESH: {
         const gt_cap_refresh *r = (const gt_cap_refresh *)h;
         ftensor *t = tensor_known(f, r->impl, r->vc);
@@ -828,7 +867,8 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
         }
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }
 

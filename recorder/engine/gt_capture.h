@@ -39,31 +39,31 @@ extern "C" {
 #endif
 
 #define GT_CAP_CHUNK (256 * 1024)
-#define GT_CAP_RING 64 /* recycled chunks a lane keeps */
+#define GT_CAP_RING  64 /* recycled chunks a lane keeps */
 
 enum gt_cap_type {
-    GT_CAP_OP = 1,     /* an op seen at the dispatch level (gt_cap_op) */
-    GT_CAP_ARG,        /* one tensor argument or output (gt_cap_arg) */
-    GT_CAP_END,        /* versions of the op's inputs after it ran (gt_cap_end) */
-    GT_CAP_NODE,       /* a new autograd node and its edges (gt_cap_node) */
-    GT_CAP_NODE_OUT,   /* an output of a new node (gt_cap_node_out) */
-    GT_CAP_SAVED,      /* a tensor a new node saved (gt_cap_saved) */
-    GT_CAP_EXEC,       /* the engine ran a node (gt_cap_exec) */
-    GT_CAP_STACK,      /* first sight of a Python stack (gt_cap_stack) */
-    GT_CAP_BWD_BEGIN,  /* a backward call (gt_cap_bwd) */
-    GT_CAP_BWD_ROOT,   /* a root of it (gt_cap_bwd_tensor) */
-    GT_CAP_BWD_INPUT,  /* an inputs= tensor of it (gt_cap_bwd_tensor) */
-    GT_CAP_BWD_END,    /* it returned or raised (gt_cap_bwd) */
-    GT_CAP_ERROR,      /* an exception (gt_cap_text) */
-    GT_CAP_NAME,       /* a variable name bound to a tensor (gt_cap_name) */
-    GT_CAP_THREAD,     /* the lane's thread name (gt_cap_text) */
-    GT_CAP_MARK,       /* nothing: wakes the consumer (flush) */
-    GT_CAP_REFRESH,    /* a previous op's output, seen again (gt_cap_refresh) */
-    GT_CAP_CALL_END,   /* a call into user code returned (gt_cap_call_end);
-                        * its outputs and the nodes they got follow */
-    GT_CAP_CALL_POP,   /* the call is over (gt_cap_call_end) */
-    GT_CAP_SWAP_SEEN,  /* a saved tensor's storage at a backward call's start,
-                        * other than at its last sighting (gt_cap_bwd_tensor) */
+    GT_CAP_OP = 1,    /* an op seen at the dispatch level (gt_cap_op) */
+    GT_CAP_ARG,       /* one tensor argument or output (gt_cap_arg) */
+    GT_CAP_END,       /* versions of the op's inputs after it ran (gt_cap_end) */
+    GT_CAP_NODE,      /* a new autograd node and its edges (gt_cap_node) */
+    GT_CAP_NODE_OUT,  /* an output of a new node (gt_cap_node_out) */
+    GT_CAP_SAVED,     /* a tensor a new node saved (gt_cap_saved) */
+    GT_CAP_EXEC,      /* the engine ran a node (gt_cap_exec) */
+    GT_CAP_STACK,     /* first sight of a Python stack (gt_cap_stack) */
+    GT_CAP_BWD_BEGIN, /* a backward call (gt_cap_bwd) */
+    GT_CAP_BWD_ROOT,  /* a root of it (gt_cap_bwd_tensor) */
+    GT_CAP_BWD_INPUT, /* an inputs= tensor of it (gt_cap_bwd_tensor) */
+    GT_CAP_BWD_END,   /* it returned or raised (gt_cap_bwd) */
+    GT_CAP_ERROR,     /* an exception (gt_cap_text) */
+    GT_CAP_NAME,      /* a variable name bound to a tensor (gt_cap_name) */
+    GT_CAP_THREAD,    /* the lane's thread name (gt_cap_text) */
+    GT_CAP_MARK,      /* nothing: wakes the consumer (flush) */
+    GT_CAP_REFRESH,   /* a previous op's output, seen again (gt_cap_refresh) */
+    GT_CAP_CALL_END,  /* a call into user code returned (gt_cap_call_end);
+                       * its outputs and the nodes they got follow */
+    GT_CAP_CALL_POP,  /* the call is over (gt_cap_call_end) */
+    GT_CAP_SWAP_SEEN, /* a saved tensor's storage at a backward call's start,
+                       * other than at its last sighting (gt_cap_bwd_tensor) */
 };
 
 /* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
@@ -81,17 +81,17 @@ typedef struct gt_cap_hdr {
 
 /* Facts about one tensor, as the hot path reads them. */
 enum {
-    GT_CAPT_UNDEF = 1,    /* undefined tensor (other fields zero) */
-    GT_CAPT_NOVC = 2,     /* no version counter (inference tensor) */
-    GT_CAPT_REQGRAD = 4,  /* requires_grad */
-    GT_CAPT_LEAF = 8,     /* is a leaf (no grad_fn) */
-    GT_CAPT_WRITTEN = 16, /* the op's schema marks it written */
-    GT_CAPT_NOGEOM = 32,  /* no strided geometry (sparse, nested, symbolic) */
+    GT_CAPT_UNDEF = 1,      /* undefined tensor (other fields zero) */
+    GT_CAPT_NOVC = 2,       /* no version counter (inference tensor) */
+    GT_CAPT_REQGRAD = 4,    /* requires_grad */
+    GT_CAPT_LEAF = 8,       /* is a leaf (no grad_fn) */
+    GT_CAPT_WRITTEN = 16,   /* the op's schema marks it written */
+    GT_CAPT_NOGEOM = 32,    /* no strided geometry (sparse, nested, symbolic) */
     GT_CAPT_UNMARKED = 128, /* written without the schema saying so (a c10d
                              * collective): no bump is the op's */
-    GT_CAPT_WEAK = 64,    /* the record holds a weak reference on impl: the
-                           * consumer keeps it (gt_capture_weak_alive) or
-                           * gives it back (gt_capture_weak_release) */
+    GT_CAPT_WEAK = 64,      /* the record holds a weak reference on impl: the
+                             * consumer keeps it (gt_capture_weak_alive) or
+                             * gives it back (gt_capture_weak_release) */
 };
 
 typedef struct gt_cap_tensor {
@@ -103,15 +103,15 @@ typedef struct gt_cap_tensor {
     int64_t offset;      /* storage offset, elements */
     int64_t nbytes;      /* the storage's bytes */
     uint32_t version;
-    uint16_t flags;      /* GT_CAPT_* */
-    uint16_t ndim;       /* sizes then strides follow the record, int64 each */
+    uint16_t flags; /* GT_CAPT_* */
+    uint16_t ndim;  /* sizes then strides follow the record, int64 each */
 } gt_cap_tensor;
 
 typedef struct gt_cap_op {
     gt_cap_hdr h;
-    const char *name;  /* "aten::mul_.Tensor" */
+    const char *name; /* "aten::mul_.Tensor" */
     int64_t os_tid;
-    uint32_t stack;    /* stack key id, 0 for none */
+    uint32_t stack; /* stack key id, 0 for none */
     uint8_t grad_mode;
     uint8_t in_backward; /* inside a node's apply or a recorded backward call */
     uint8_t pad[2];
@@ -121,25 +121,25 @@ enum { GT_CAP_IN = 0, GT_CAP_OUT = 1 };
 
 typedef struct gt_cap_call_end {
     gt_cap_hdr h;
-    uint64_t call;     /* the stamp of the call's GT_CAP_OP record */
+    uint64_t call; /* the stamp of the call's GT_CAP_OP record */
 } gt_cap_call_end;
 
 typedef struct gt_cap_arg {
     gt_cap_hdr h;
-    uint8_t role;      /* GT_CAP_IN or GT_CAP_OUT */
+    uint8_t role; /* GT_CAP_IN or GT_CAP_OUT */
     uint8_t pad[3];
-    int32_t pos;       /* schema position (inputs) or output index */
-    gt_cap_tensor t;   /* followed by ndim sizes and ndim strides */
+    int32_t pos;     /* schema position (inputs) or output index */
+    gt_cap_tensor t; /* followed by ndim sizes and ndim strides */
 } gt_cap_arg;
 
 typedef struct gt_cap_end {
     gt_cap_hdr h;
-    uint32_t n;        /* followed by n uint32 versions, in GT_CAP_IN order */
+    uint32_t n; /* followed by n uint32 versions, in GT_CAP_IN order */
     uint32_t pad;
 } gt_cap_end;
 
 typedef struct gt_cap_edge {
-    uint64_t next;     /* node id, 0 for an empty edge */
+    uint64_t next; /* node id, 0 for an empty edge */
     uint32_t input_nr;
     uint32_t pad;
 } gt_cap_edge;
@@ -156,7 +156,7 @@ typedef struct gt_cap_node {
     int64_t os_tid;
     const void *variable_impl; /* AccumulateGrad's leaf, else NULL */
     const void *variable_vc;
-    uint32_t nedges;     /* followed by nedges gt_cap_edge */
+    uint32_t nedges; /* followed by nedges gt_cap_edge */
     uint32_t pad;
 } gt_cap_node;
 
@@ -174,15 +174,15 @@ typedef struct gt_cap_saved {
     uint64_t node;
     const char *slot;
     int64_t saved_version;
-    int64_t nbytes;      /* bytes of the saved tensor's storage, -1 unknown */
+    int64_t nbytes; /* bytes of the saved tensor's storage, -1 unknown */
     uint8_t is_output;
     uint8_t pad[7];
-    gt_cap_tensor t;     /* impl NULL if not readable; no geometry follows */
+    gt_cap_tensor t; /* impl NULL if not readable; no geometry follows */
 } gt_cap_saved;
 
 typedef struct gt_cap_exec {
     gt_cap_hdr h;
-    uint64_t node;       /* 0: a node never named (created before recording) */
+    uint64_t node; /* 0: a node never named (created before recording) */
 } gt_cap_exec;
 
 /* A stack seen for the first time. Followed by nframes frames, outermost
@@ -197,7 +197,7 @@ typedef struct gt_cap_stack {
 
 typedef struct gt_cap_bwd {
     gt_cap_hdr h;
-    const char *api;     /* static string; NULL for GT_CAP_BWD_END */
+    const char *api; /* static string; NULL for GT_CAP_BWD_END */
     int64_t os_tid;
     uint32_t stack;
     uint8_t retain_graph, create_graph, ok;
@@ -208,7 +208,7 @@ typedef struct gt_cap_bwd_tensor {
     gt_cap_hdr h;
     int32_t pos;
     uint32_t pad;
-    const void *node;    /* the root's grad_fn node id (as uint64), 0 none */
+    const void *node; /* the root's grad_fn node id (as uint64), 0 none */
     gt_cap_tensor t;
 } gt_cap_bwd_tensor;
 
@@ -218,7 +218,7 @@ typedef struct gt_cap_text {
     gt_cap_hdr h;
     int64_t os_tid;
     uint32_t stack;
-    uint32_t alen;       /* bytes of a, NUL included; b follows */
+    uint32_t alen; /* bytes of a, NUL included; b follows */
 } gt_cap_text;
 
 typedef struct gt_cap_name {
@@ -235,7 +235,7 @@ typedef struct gt_cap_refresh {
     gt_cap_hdr h;
     const void *impl;
     const void *vc;
-    uint16_t flags;      /* GT_CAPT_* now */
+    uint16_t flags; /* GT_CAPT_* now */
     uint8_t pad[6];
 } gt_cap_refresh;
 
@@ -250,9 +250,9 @@ typedef struct gt_cap_chunk {
 typedef struct gt_cap_lane {
     struct gt_cap_lane *next_lane; /* list of all lanes, append-only */
     int64_t os_tid;
-    gt_cap_chunk *read;            /* consumer: chunk being read */
-    size_t read_off;               /* consumer: offset in it */
-    void *consumer;                /* consumer's per-lane state */
+    gt_cap_chunk *read; /* consumer: chunk being read */
+    size_t read_off;    /* consumer: offset in it */
+    void *consumer;     /* consumer's per-lane state */
     /* free ring: the consumer pushes read chunks, the writer pops them */
     gt_cap_chunk *ring[GT_CAP_RING];
     uint64_t ring_head, ring_tail; /* atomics: tail pushes, head pops */
@@ -266,7 +266,7 @@ typedef struct gt_capture_opts {
     /* stack key of the calling thread's Python stack, 0 if none; called per
      * recorded op without the GIL; NULL: no stacks */
     uint32_t (*stack_key)(void);
-    int all_threads;           /* capture ops of every thread (global callback) */
+    int all_threads; /* capture ops of every thread (global callback) */
     /* after an op wrote tensor t (a view of base, or base NULL), on the
      * op's thread, without the GIL; stack is the op's stack key; writes
      * GT_CAP_NAME records through gt_capture_reserve. NULL: no names */

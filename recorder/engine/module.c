@@ -17,7 +17,7 @@
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 #define GT_FAST_FRAMES 1
-#define Py_BUILD_CORE 1
+#define Py_BUILD_CORE  1
 #include <internal/pycore_frame.h>
 #undef Py_BUILD_CORE
 #endif
@@ -33,27 +33,29 @@
 #include <unistd.h>
 
 #define MAX_FRAMES 256
-#define TCACHE 1024
+#define TCACHE     1024
 
 typedef struct {
-    PyObject_HEAD
-    gt_recorder *r;
+    PyObject_HEAD gt_recorder *r;
     gt_fold *fold;
-    int on;          /* capture running */
-    int active;      /* inside the recorded window */
+    int on;     /* capture running */
+    int active; /* inside the recorded window */
     int forked;
-    PyObject *hidden;  /* tuple of path prefixes never put in stacks */
-    PyObject *engine;  /* tuple of path prefixes of the engine (torch) */
-    PyObject *getline; /* linecache.getline */
+    PyObject *hidden;    /* tuple of path prefixes never put in stacks */
+    PyObject *engine;    /* tuple of path prefixes of the engine (torch) */
+    PyObject *getline;   /* linecache.getline */
     PyObject *callnames; /* call names: their UTF-8 lives as long as the Engine */
     pthread_mutex_t smu;
-    gt_map skeys;      /* stack hash -> key id */
+    gt_map skeys; /* stack hash -> key id */
     uint32_t next_key;
 } Engine;
 
 static Engine *g_engine; /* the Engine whose capture is on, see above */
 
-static int64_t native_tid(void) { return (int64_t)syscall(SYS_gettid); }
+static int64_t native_tid(void)
+{
+    return (int64_t)syscall(SYS_gettid);
+}
 
 /* ---- stacks ------------------------------------------------------------------ */
 
@@ -61,8 +63,8 @@ static int starts_with_any(PyObject *s, PyObject *prefixes)
 {
     Py_ssize_t n = PyTuple_GET_SIZE(prefixes);
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t r = PyUnicode_Tailmatch(s, PyTuple_GET_ITEM(prefixes, i), 0,
-                                           PY_SSIZE_T_MAX, -1);
+        Py_ssize_t r =
+            PyUnicode_Tailmatch(s, PyTuple_GET_ITEM(prefixes, i), 0, PY_SSIZE_T_MAX, -1);
         if (r > 0)
             return 1;
         if (r < 0)
@@ -103,7 +105,10 @@ static int put(bytes *b, const void *p, size_t n)
     return 0;
 }
 
-static int put_str(bytes *b, const char *s) { return put(b, s ? s : "", strlen(s ? s : "") + 1); }
+static int put_str(bytes *b, const char *s)
+{
+    return put(b, s ? s : "", strlen(s ? s : "") + 1);
+}
 
 /* Describe the calling thread's stack (GIL held) into a GT_CAP_STACK record
  * with key id `id`, and publish it on this thread's lane. */
@@ -135,8 +140,8 @@ static void describe_stack(Engine *e, uint32_t id, PyFrameObject *start)
         }
         PyObject *text = PyObject_CallFunction(e->getline, "Oi", co->co_filename, line);
         PyObject *stripped = text ? PyObject_CallMethod(text, "strip", NULL) : NULL;
-        const char *code = stripped && PyUnicode_Check(stripped) ? PyUnicode_AsUTF8(stripped)
-                                                                 : NULL;
+        const char *code =
+            stripped && PyUnicode_Check(stripped) ? PyUnicode_AsUTF8(stripped) : NULL;
         const char *file = PyUnicode_AsUTF8(co->co_filename);
         const char *func = PyUnicode_AsUTF8(qual);
         PyErr_Clear();
@@ -255,7 +260,10 @@ static uint32_t stack_key(void)
 }
 
 /* Stack key of the current point (GIL held). */
-static uint32_t stack_here(void) { return stack_key(); }
+static uint32_t stack_here(void)
+{
+    return stack_key();
+}
 
 /* ---- names ------------------------------------------------------------------- */
 
@@ -381,29 +389,30 @@ static void put_text(int type, uint32_t stack, const char *a, const char *b)
 static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     Engine *self = (Engine *)op;
-    static char *kwlist[] = {"path", "hidden", "engine", "getline", "overwrite", "max_bytes",
-                             "keep_last", NULL};
+    static char *kwlist[] = {"path",      "hidden",    "engine",    "getline",
+                             "overwrite", "max_bytes", "keep_last", NULL};
     const char *path;
     PyObject *hidden, *engine, *getline;
     int overwrite = 0;
     long long max_bytes = 0;
     unsigned int keep_last = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!O!O|pLI", kwlist, &path, &PyTuple_Type,
-                                     &hidden, &PyTuple_Type, &engine, &getline, &overwrite,
-                                     &max_bytes, &keep_last))
+                                     &hidden, &PyTuple_Type, &engine, &getline,
+                                     &overwrite, &max_bytes, &keep_last))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
         return -1;
     }
-    gt_recorder_options o = {.overwrite = overwrite, .max_bytes = max_bytes, .batch_ms = 200,
+    gt_recorder_options o = {.overwrite = overwrite,
+                             .max_bytes = max_bytes,
+                             .batch_ms = 200,
                              .keep_last = keep_last};
     char err[512] = "";
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = gt_recorder_open(path, &o, err, sizeof err, &self->r);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    Py_BEGIN_ALLOW_THREADS rc = gt_recorder_open(path, &o, err, sizeof err, &self->r);
+    Py_END_ALLOW_THREADS if (rc < 0)
+    {
         /* worded as the dispatch adapter's Recorder says it */
         if (err[0])
             PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
@@ -584,8 +593,7 @@ static PyObject *Engine_backward_end(PyObject *op, PyObject *exc)
     gt_capture_commit();
     if (exc != Py_None) {
         /* the error is in the file before the caller re-raises it */
-        Py_BEGIN_ALLOW_THREADS
-        gt_fold_drain(self->fold);
+        Py_BEGIN_ALLOW_THREADS gt_fold_drain(self->fold);
         gt_recorder_flush(self->r);
         Py_END_ALLOW_THREADS
     }
@@ -683,11 +691,9 @@ static PyObject *Engine_flush(PyObject *op, PyObject *Py_UNUSED(a))
     if (!self->on)
         Py_RETURN_NONE;
     gt_capture_commit();
-    Py_BEGIN_ALLOW_THREADS
-    gt_fold_drain(self->fold);
+    Py_BEGIN_ALLOW_THREADS gt_fold_drain(self->fold);
     gt_recorder_flush(self->r);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static void stop_capture(Engine *self)
@@ -696,10 +702,9 @@ static void stop_capture(Engine *self)
         return;
     self->on = 0;
     gt_capture_stop();
-    Py_BEGIN_ALLOW_THREADS
-    gt_fold_free(self->fold); /* stops its thread, drains the lanes */
-    Py_END_ALLOW_THREADS
-    self->fold = NULL;
+    Py_BEGIN_ALLOW_THREADS gt_fold_free(
+        self->fold); /* stops its thread, drains the lanes */
+    Py_END_ALLOW_THREADS self->fold = NULL;
     gt_capture_release();
     g_engine = NULL;
 }
@@ -724,12 +729,12 @@ static PyObject *Engine_close(PyObject *op, PyObject *args)
     char msg[512] = "";
     if (failed)
         snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
-    Py_BEGIN_ALLOW_THREADS
-    gt_run_end(r, status, code, sig);
+    Py_BEGIN_ALLOW_THREADS gt_run_end(r, status, code, sig);
     rc = gt_recorder_close_msg(r, err, sizeof err);
     Py_END_ALLOW_THREADS
-    /* as the dispatch adapter's Recorder.close */
-    if (rc == GT_EFULL && !failed) {
+        /* as the dispatch adapter's Recorder.close */
+        if (rc == GT_EFULL && !failed)
+    {
         PySys_WriteStderr("gradtrace: %s\n", err);
         return PyUnicode_FromString(err);
     }
@@ -825,12 +830,9 @@ static PyGetSetDef Engine_getset[] = {
 };
 
 static PyType_Slot Engine_slots[] = {
-    {Py_tp_init, Engine_init},
-    {Py_tp_dealloc, Engine_dealloc},
-    {Py_tp_methods, Engine_methods},
-    {Py_tp_getset, Engine_getset},
-    {Py_tp_new, PyType_GenericNew},
-    {0, NULL},
+    {Py_tp_init, Engine_init},       {Py_tp_dealloc, Engine_dealloc},
+    {Py_tp_methods, Engine_methods}, {Py_tp_getset, Engine_getset},
+    {Py_tp_new, PyType_GenericNew},  {0, NULL},
 };
 
 static PyType_Spec Engine_spec = {
@@ -894,4 +896,7 @@ static struct PyModuleDef mod_def = {
     .m_slots = mod_slots,
 };
 
-PyMODINIT_FUNC PyInit__gradtrace_engine(void) { return PyModuleDef_Init(&mod_def); }
+PyMODINIT_FUNC PyInit__gradtrace_engine(void)
+{
+    return PyModuleDef_Init(&mod_def);
+}

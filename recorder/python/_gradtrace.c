@@ -66,8 +66,8 @@ static void exc_restore(excsave e)
 #define MAX_NESTING 32
 
 typedef struct gt_vc {
-    gt_id id;         /* version counter id: the first tensor seen with it */
-    int64_t expected; /* the value we believe the counter has */
+    gt_id id;          /* version counter id: the first tensor seen with it */
+    int64_t expected;  /* the value we believe the counter has */
     int64_t bumped_at; /* seq of the op that last predicted a bump on it */
     int refs;
 } gt_vc;
@@ -82,23 +82,22 @@ typedef struct gt_storage_ent {
 } gt_storage_ent;
 
 typedef struct TensorEnt {
-    PyObject_HEAD
-    struct Recorder *rec; /* NULL once forgotten */
-    PyObject *wr;         /* weakref to the tensor, with this as callback */
-    uintptr_t addr;       /* the tensor object's address: key in rec->tensors */
+    PyObject_HEAD struct Recorder *rec; /* NULL once forgotten */
+    PyObject *wr;                       /* weakref to the tensor, with this as callback */
+    uintptr_t addr; /* the tensor object's address: key in rec->tensors */
     gt_id id;
     gt_vc *vc;
     gt_storage_ent *st;
     struct TensorEnt *st_prev, *st_next;
     gt_id dtype;
     int64_t created_by;
-    int64_t last_out;   /* seq of the last op that output or mutated it */
-    gt_id alias_of;     /* for the tensors row, written later for outputs */
+    int64_t last_out; /* seq of the last op that output or mutated it */
+    gt_id alias_of;   /* for the tensors row, written later for outputs */
     int shares;
-    int written;        /* its tensors row is written */
-    int saved;          /* a node saved it: its storage is watched */
-    int itemsize;       /* bytes per element when first seen */
-    int64_t seen;       /* event seq when it was last seen on its storage */
+    int written;  /* its tensors row is written */
+    int saved;    /* a node saved it: its storage is watched */
+    int itemsize; /* bytes per element when first seen */
+    int64_t seen; /* event seq when it was last seen on its storage */
     int64_t offset;
     int ndim;
     int64_t *geom; /* ndim sizes then ndim strides */
@@ -106,12 +105,12 @@ typedef struct TensorEnt {
 
 /* How the version counters of an op's written arguments move. */
 enum {
-    BUMP_AFTER = 0,  /* PyTorch's ADInplaceOrView kernel bumps after we return */
+    BUMP_AFTER = 0,   /* PyTorch's ADInplaceOrView kernel bumps after we return */
     BUMP_FOREACH = 1, /* a _foreach_ op: its per-tensor ops bump only when no
                        * dispatch mode runs, so the recorder bumps each written
                        * tensor whose version did not move (at the next op) */
-    BUMP_NONE = 2,   /* no ADInplaceOrView kernel (fused kernels): PyTorch does
-                      * not bump; whatever moved is observed at the next op */
+    BUMP_NONE = 2,    /* no ADInplaceOrView kernel (fused kernels): PyTorch does
+                       * not bump; whatever moved is observed at the next op */
 };
 
 typedef struct {
@@ -127,10 +126,10 @@ typedef struct {
 
 typedef struct {
     gt_id name;
-    int is_acc;       /* AccumulateGrad */
-    int is_custom;    /* a custom autograd.Function's node (saved_tensors) */
-    PyObject *saved;  /* tuple of (attribute, slot) */
-    int pruned;       /* saved has lost the slots that hold no tensors */
+    int is_acc;      /* AccumulateGrad */
+    int is_custom;   /* a custom autograd.Function's node (saved_tensors) */
+    PyObject *saved; /* tuple of (attribute, slot) */
+    int pruned;      /* saved has lost the slots that hold no tensors */
 } gt_nodetype;
 
 /* A tensor argument or output of an op, found by collect(). */
@@ -163,16 +162,15 @@ typedef struct gt_scratch {
  * recomputation), and unpacking any of them in backward first unpacks the
  * call's inputs, with PyTorch's version check. */
 typedef struct {
-    int64_t seq;    /* the call's ops row */
-    size_t n;       /* its tensor inputs */
-    gt_id *tensors; /* their tensors.id (0: not recorded) */
+    int64_t seq;       /* the call's ops row */
+    size_t n;          /* its tensor inputs */
+    gt_id *tensors;    /* their tensors.id (0: not recorded) */
     int64_t *versions; /* their versions at the call */
     int64_t *nbytes;
 } gt_region;
 
 typedef struct Recorder {
-    PyObject_HEAD
-    gt_recorder *r;
+    PyObject_HEAD gt_recorder *r;
     int active;      /* recording ops now */
     int failed;      /* write failure: recording stopped for good */
     int forked;      /* this is a forked child: never touch the handle */
@@ -182,29 +180,29 @@ typedef struct Recorder {
     int has_untyped; /* tensors have untyped_storage() */
     int64_t errors;  /* bookkeeping errors cleared */
     PyObject *tensor_type;
-    PyObject *op_meta_fn;    /* func -> (name, written positions, wnames, view_arg,
-                              * call, bump) */
-    PyObject *increment;     /* torch._C._increment_version, or None */
-    PyObject *saved_fn;      /* node type -> tuple of (attr, slot) */
-    PyObject *grad_enabled;  /* torch.is_grad_enabled */
-    PyObject *via_autograd;  /* () -> True when the op came through autograd */
-    PyObject *getline;       /* linecache.getline */
-    PyObject *hidden;        /* tuple of path prefixes never put in stacks */
-    PyObject *engine;        /* tuple of path prefixes of the engine (torch) */
-    PyObject *key;           /* key of our node id in grad_fn.metadata */
-    PyObject *keep;          /* list: objects whose address keys a cache */
-    PyObject *retry;         /* list of (node, id, op, pairs) to read again */
-    PyObject *module_type;   /* torch.nn.Module, or NULL (looked up once) */
-    PyObject *current_node;  /* torch._C._current_autograd_node or NULL */
-    PyObject *last_exec;     /* the node the last backward op ran under */
-    int looked_up;           /* module_type and current_node looked up */
-    gt_id cur_backward;      /* the innermost recorded backward call */
-    gt_id last_exec_id;      /* its last node_execs row's node */
+    PyObject *op_meta_fn;   /* func -> (name, written positions, wnames, view_arg,
+                             * call, bump) */
+    PyObject *increment;    /* torch._C._increment_version, or None */
+    PyObject *saved_fn;     /* node type -> tuple of (attr, slot) */
+    PyObject *grad_enabled; /* torch.is_grad_enabled */
+    PyObject *via_autograd; /* () -> True when the op came through autograd */
+    PyObject *getline;      /* linecache.getline */
+    PyObject *hidden;       /* tuple of path prefixes never put in stacks */
+    PyObject *engine;       /* tuple of path prefixes of the engine (torch) */
+    PyObject *key;          /* key of our node id in grad_fn.metadata */
+    PyObject *keep;         /* list: objects whose address keys a cache */
+    PyObject *retry;        /* list of (node, id, op, pairs) to read again */
+    PyObject *module_type;  /* torch.nn.Module, or NULL (looked up once) */
+    PyObject *current_node; /* torch._C._current_autograd_node or NULL */
+    PyObject *last_exec;    /* the node the last backward op ran under */
+    int looked_up;          /* module_type and current_node looked up */
+    gt_id cur_backward;     /* the innermost recorded backward call */
+    gt_id last_exec_id;     /* its last node_execs row's node */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
     PyFrameObject *last_site, *last_user; /* capture_stack's last answer, held
                                            * only while the frame surely runs */
-    uintptr_t last_site_addr; /* the last op's site, never dereferenced */
+    uintptr_t last_site_addr;             /* the last op's site, never dereferenced */
     uintptr_t names_miss; /* user frame whose names matched nothing (address
                            * only: holding it would keep its locals alive) */
     int names_miss_lasti;
@@ -214,9 +212,9 @@ typedef struct Recorder {
     Py_ssize_t npending, cappending;
     int64_t pending_seq;
     gt_id pending_thread;
-    int flushing;       /* inside flush_pending */
-    PyObject *unbumped; /* list of (tensor, version before) of BUMP_FOREACH ops */
-    gt_map done;        /* (node, output_nr) written by the current flush */
+    int flushing;        /* inside flush_pending */
+    PyObject *unbumped;  /* list of (tensor, version before) of BUMP_FOREACH ops */
+    gt_map done;         /* (node, output_nr) written by the current flush */
     uint64_t *done_keys; /* their keys, to take them out of `done` after it */
     size_t ndone_keys, capdone_keys;
     gt_scratch *spare;  /* scratch of no op in flight */
@@ -377,8 +375,7 @@ static void ft_lookup(Recorder *self)
         Py_DECREF(m);
     }
     PyErr_Clear();
-    if (!self->ft_wrapped ||
-        !PyCallable_Check(self->ft_wrapped) || !self->ft_unwrap ||
+    if (!self->ft_wrapped || !PyCallable_Check(self->ft_wrapped) || !self->ft_unwrap ||
         !PyCallable_Check(self->ft_unwrap)) {
         Py_CLEAR(self->ft_wrapped);
         Py_CLEAR(self->ft_unwrap);
@@ -607,8 +604,8 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
             self->stack_func = 1;
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != CODE_HIDDEN && reserve((void **)&sc->frames, (size_t)n, &sc->frames_cap,
-                                           sizeof *sc->frames) == 0)
+        if (kind != CODE_HIDDEN && reserve((void **)&sc->frames, (size_t)n,
+                                           &sc->frames_cap, sizeof *sc->frames) == 0)
             sc->frames[n++] = f; /* owned; out of memory: outermost dropped */
         else
             Py_DECREF(f);
@@ -846,7 +843,8 @@ static gt_id dtype_of(Recorder *self, PyObject *t, PyObject *dtype, int *itemsiz
     int64_t isz = long_call(t, STATE(self)->s_element_size, 1, self);
     *itemsize = (int)isz;
     if (id && keep(self, dtype) == 0)
-        gt_map_put(&self->dtypes, (uintptr_t)dtype, 0, 0, (uint64_t)id | ((uint64_t)isz << 48));
+        gt_map_put(&self->dtypes, (uintptr_t)dtype, 0, 0,
+                   (uint64_t)id | ((uint64_t)isz << 48));
     swallow(self);
     return id;
 }
@@ -908,8 +906,8 @@ static gt_storage_ent *storage_for(Recorder *self, PyObject *t, uint64_t key)
         return NULL;
     st->id = ++self->next_storage;
     st->key = key;
-    PyObject *s = PyObject_CallMethodNoArgs(
-        t, self->has_untyped ? ms->s_untyped_storage : ms->s_storage);
+    PyObject *s = PyObject_CallMethodNoArgs(t, self->has_untyped ? ms->s_untyped_storage
+                                                                 : ms->s_storage);
     int64_t nbytes = s ? long_call(s, ms->s_nbytes, 0, self) : 0;
     Py_XDECREF(s);
     swallow(self);
@@ -980,8 +978,8 @@ static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf)
  * via: the tensor it is a view of per the op schema (shares its version
  * counter), or NULL. *version gets t's version now. Returns a borrowed entry
  * or NULL (untracked). */
-static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by, TensorEnt *via,
-                             int64_t *version)
+static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by,
+                             TensorEnt *via, int64_t *version)
 {
     modstate *ms = STATE(self);
     TensorEnt *e = lookup(self, t);
@@ -1129,8 +1127,9 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
     int view_arg;
     PyObject *call = func;
     int bump = BUMP_AFTER;
-    if (!res || !PyArg_ParseTuple(res, "sO!O!i|Oi", &name, &PyTuple_Type, &wpos,
-                                  &PyTuple_Type, &wnames, &view_arg, &call, &bump) ||
+    if (!res ||
+        !PyArg_ParseTuple(res, "sO!O!i|Oi", &name, &PyTuple_Type, &wpos, &PyTuple_Type,
+                          &wnames, &view_arg, &call, &bump) ||
         !PyCallable_Check(call)) {
         Py_XDECREF(res);
         swallow(self);
@@ -1236,8 +1235,8 @@ static gt_id node_known(Recorder *self, PyObject *node, PyObject **md)
  * seen on; when they differ, move e to the new storage and, if `report`,
  * write a storage_swaps row (noticed by op `op` or by the start of backward
  * call `bid`, at `stack`). */
-static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op, gt_id bid,
-                          gt_id stack, int report)
+static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op,
+                          gt_id bid, gt_id stack, int report)
 {
     modstate *ms = STATE(self);
     /* a dtype changed by `.data =` gives another key too: reported alike */
@@ -1251,9 +1250,13 @@ static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op,
     }
     gt_storage_ent *st = key ? storage_for(self, t, key) : NULL;
     if (report) {
-        gt_swap_info si = {.tensor = e->id, .old_storage = e->st ? e->st->id : 0,
-                           .new_storage = st ? st->id : 0, .op = op, .backward = bid,
-                           .last_seen = e->seen, .stack = stack};
+        gt_swap_info si = {.tensor = e->id,
+                           .old_storage = e->st ? e->st->id : 0,
+                           .new_storage = st ? st->id : 0,
+                           .op = op,
+                           .backward = bid,
+                           .last_seen = e->seen,
+                           .stack = stack};
         ck(self, gt_storage_swap(self->r, &si));
     }
     if (e->st) {
@@ -1294,7 +1297,8 @@ static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op,
  * tensor with the same storage, offset, geometry and dtype (for `result`
  * slots preferring the outputs of the node's op, else the latest seen). */
 static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t node_op,
-                         int64_t *nbytes, int *is_out /* OUT */, TensorEnt **ent /* OUT */)
+                         int64_t *nbytes, int *is_out /* OUT */,
+                         TensorEnt **ent /* OUT */)
 {
     *is_out = 0;
     *ent = NULL;
@@ -1436,8 +1440,8 @@ static void fingerprint_use(Recorder *self, PyObject *node, gt_id nid)
         int64_t len;
         if (v && PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type) &&
             fingerprint(self, v, &h, &len) == 0)
-            ck(self, gt_fingerprint(self->r, PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)), 1,
-                                    self->cur_backward, len, h));
+            ck(self, gt_fingerprint(self->r, PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)),
+                                    1, self->cur_backward, len, h));
         Py_XDECREF(v);
         swallow(self);
     }
@@ -1448,8 +1452,8 @@ static void fingerprint_use(Recorder *self, PyObject *node, gt_id nid)
 /* custom: the node of a custom autograd.Function, whose saved_tensors may
  * be its own outputs (unpacked as new tensor objects on the same storage and
  * version counter): the outputs of its call (node op) are preferred. */
-static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot, PyObject *v,
-                         int custom, PyObject *attr, Py_ssize_t index)
+static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot,
+                         PyObject *v, int custom, PyObject *attr, Py_ssize_t index)
 {
     const char *s = PyUnicode_AsUTF8(slot);
     if (!s) {
@@ -1601,7 +1605,8 @@ static gt_id push_new_node(Recorder *self, PyObject *node, PyObject *md, int64_t
 
 /* Record node `root` (attributed to op seq `op`) and every node reachable
  * from it that is not yet known. Returns root's id (0 on failure). */
-static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, int *is_new)
+static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread,
+                      int *is_new)
 {
     modstate *ms = STATE(self);
     PyObject *md = NULL;
@@ -1629,8 +1634,11 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
         gt_id nid = it.id;
         int64_t nop = it.op;
         gt_nodetype *nt = node_type(self, Py_TYPE(node));
-        gt_node_info ni = {.id = nid, .name = nt ? nt->name : intern_str(self, "?"),
-                           .op = nop, .sequence_nr = -1, .thread = thread};
+        gt_node_info ni = {.id = nid,
+                           .name = nt ? nt->name : intern_str(self, "?"),
+                           .op = nop,
+                           .sequence_nr = -1,
+                           .thread = thread};
         if (self->has_seqnr && !(nt && nt->is_acc))
             ni.sequence_nr = long_call(node, ms->s_sequence_nr, -1, self);
         if (nt && nt->is_acc) {
@@ -1656,8 +1664,8 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread, 
             missing = record_saved_all(self, nid, nop, node, nt->saved, nt);
         }
         if (missing) {
-            PyObject *retry = Py_BuildValue("(OLLO)", node, (long long)nid, (long long)nop,
-                                            missing);
+            PyObject *retry =
+                Py_BuildValue("(OLLO)", node, (long long)nid, (long long)nop, missing);
             if (!retry || PyList_Append(self->retry, retry) < 0)
                 swallow(self);
             Py_XDECREF(retry);
@@ -1744,10 +1752,10 @@ static void flush_pending(Recorder *self)
         self->retry = PyList_New(0);
         for (Py_ssize_t i = 0; self->retry && i < PyList_GET_SIZE(retry); i++) {
             PyObject *it = PyList_GET_ITEM(retry, i);
-            PyObject *still = record_saved_all(
-                self, (gt_id)PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1)),
-                PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)), PyTuple_GET_ITEM(it, 0),
-                PyTuple_GET_ITEM(it, 3), NULL);
+            PyObject *still =
+                record_saved_all(self, (gt_id)PyLong_AsLongLong(PyTuple_GET_ITEM(it, 1)),
+                                 PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)),
+                                 PyTuple_GET_ITEM(it, 0), PyTuple_GET_ITEM(it, 3), NULL);
             Py_XDECREF(still); /* one retry only: a slot may really be empty */
         }
         Py_DECREF(retry);
@@ -1818,8 +1826,8 @@ static void add_pending(Recorder *self, PyObject *t)
 
 /* ---- names --------------------------------------------------------------- */
 
-static int names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t, TensorEnt *te,
-                    PyObject *base, TensorEnt *be)
+static int names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t,
+                    TensorEnt *te, PyObject *base, TensorEnt *be)
 {
     int found = 0;
     if (!dict || !PyDict_Check(dict))
@@ -1978,7 +1986,8 @@ static int inherits(Recorder *self, PyTypeObject *tp, PyObject *name)
  * running a Python generator per module. Returns 0, or -1 when it cannot
  * follow Python's walk exactly (overridden named_modules, attributes that are
  * not plain dicts, too deep): then the caller asks Python. */
-static int walk_params(Recorder *self, PyObject *m, PyObject *prefix, gt_walk *w, int depth)
+static int walk_params(Recorder *self, PyObject *m, PyObject *prefix, gt_walk *w,
+                       int depth)
 {
     static PyObject *s_modules, *s_parameters, *s_named_modules;
     if (!s_modules && (!(s_modules = PyUnicode_InternFromString("_modules")) ||
@@ -2007,7 +2016,8 @@ static int walk_params(Recorder *self, PyObject *m, PyObject *prefix, gt_walk *w
         if (++w->total > MAX_MODULE_PARAMS)
             goto out;
         TensorEnt *e = PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)
-                           ? lookup(self, v) : NULL;
+                           ? lookup(self, v)
+                           : NULL;
         if (!e)
             continue;
         if (w->n == w->cap) {
@@ -2026,8 +2036,9 @@ static int walk_params(Recorder *self, PyObject *m, PyObject *prefix, gt_walk *w
             continue;
         if (!PyUnicode_Check(k))
             goto out;
-        PyObject *sub = PyUnicode_GET_LENGTH(prefix) ? PyUnicode_FromFormat("%U.%U", prefix, k)
-                                                     : Py_NewRef(k);
+        PyObject *sub = PyUnicode_GET_LENGTH(prefix)
+                            ? PyUnicode_FromFormat("%U.%U", prefix, k)
+                            : Py_NewRef(k);
         int r = sub ? walk_params(self, v, sub, w, depth + 1) : -1;
         Py_XDECREF(sub);
         if (r < 0)
@@ -2055,13 +2066,15 @@ static void module_names(Recorder *self, int64_t seq, const char *var, PyObject 
     gt_walk w = {0};
     PyObject *empty = PyUnicode_FromString("");
     int walked = empty && inherits(self, Py_TYPE(m), s_named_parameters)
-                     ? walk_params(self, m, empty, &w, 0) : -1;
+                     ? walk_params(self, m, empty, &w, 0)
+                     : -1;
     Py_XDECREF(empty);
     if (walked == 0) {
         for (size_t i = 0; i < w.n; i++) {
-            PyObject *full = PyUnicode_GET_LENGTH(w.v[i].prefix)
-                                 ? PyUnicode_FromFormat("%s.%U.%U", var, w.v[i].prefix, w.v[i].key)
-                                 : PyUnicode_FromFormat("%s.%U", var, w.v[i].key);
+            PyObject *full =
+                PyUnicode_GET_LENGTH(w.v[i].prefix)
+                    ? PyUnicode_FromFormat("%s.%U.%U", var, w.v[i].prefix, w.v[i].key)
+                    : PyUnicode_FromFormat("%s.%U", var, w.v[i].key);
             const char *name = full ? PyUnicode_AsUTF8(full) : NULL;
             if (name)
                 ck(self, gt_name(self->r, seq, w.v[i].id, name));
@@ -2211,7 +2224,8 @@ static void ft_scan(Recorder *self, PyFrameObject *uf)
 /* Append to `a` every tensor in v: v itself, or the tensors of a list or
  * tuple, at any nesting (Tensor[], Tensor?[], lists of lists). Returns 0, or
  * -1 when out of memory (then `a` holds the tensors found so far). */
-static int collect(Recorder *self, PyObject *v, int written, int pos, argvec *a, int depth)
+static int collect(Recorder *self, PyObject *v, int written, int pos, argvec *a,
+                   int depth)
 {
     if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type))
         return argvec_push(a, (argref){.t = v, .written = written, .schema_pos = pos});
@@ -2321,8 +2335,8 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
         Py_ssize_t na = PyTuple_GET_SIZE(args);
         int oom = 0;
         for (Py_ssize_t i = 0; i < na && !oom; i++)
-            oom = collect(self, PyTuple_GET_ITEM(args, i), is_written(meta, i), (int)i, in,
-                          0) < 0;
+            oom = collect(self, PyTuple_GET_ITEM(args, i), is_written(meta, i), (int)i,
+                          in, 0) < 0;
         if (kwargs && PyDict_Check(kwargs)) {
             PyObject *k, *v;
             Py_ssize_t p = 0;
@@ -2340,9 +2354,11 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
             if (a->e && a->e->saved)
                 check_storage(self, a->e, a->t, seq, 0, stack, 1);
             if (a->e)
-                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
+                ck(self,
+                   gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
             if (a->written && a->e)
-                ck(self, gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, a->e->id, a->ver));
+                ck(self,
+                   gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, a->e->id, a->ver));
         }
     }
     swallow(self);
@@ -2426,27 +2442,43 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
 static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     Recorder *self = (Recorder *)op;
-    static char *kwlist[] = {"path",     "tensor_type", "op_meta",   "saved_names",
-                             "grad_enabled", "getline", "hidden",    "engine",
-                             "key", "via_autograd",      "overwrite",   "max_bytes", "batch_events",
-                             "has_sequence_nr", "has_untyped_storage", "increment_version",
-                             "check_saved", "keep_last", NULL};
+    static char *kwlist[] = {"path",
+                             "tensor_type",
+                             "op_meta",
+                             "saved_names",
+                             "grad_enabled",
+                             "getline",
+                             "hidden",
+                             "engine",
+                             "key",
+                             "via_autograd",
+                             "overwrite",
+                             "max_bytes",
+                             "batch_events",
+                             "has_sequence_nr",
+                             "has_untyped_storage",
+                             "increment_version",
+                             "check_saved",
+                             "keep_last",
+                             NULL};
     const char *path;
     PyObject *tt, *om, *sn, *ge, *gl, *hid, *eng, *key, *via, *inc = Py_None;
     int overwrite = 0, seqnr = 0, untyped = 1, check_saved = 0;
     long long max_bytes = 0;
     unsigned int batch = 0, keep_last = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOOOOOO!O!UO|pLIppOpI", kwlist, &path, &tt,
-                                     &om, &sn, &ge, &gl, &PyTuple_Type, &hid, &PyTuple_Type,
-                                     &eng, &key, &via, &overwrite, &max_bytes, &batch, &seqnr,
-                                     &untyped, &inc, &check_saved, &keep_last))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "sOOOOOO!O!UO|pLIppOpI", kwlist, &path, &tt, &om, &sn, &ge, &gl,
+            &PyTuple_Type, &hid, &PyTuple_Type, &eng, &key, &via, &overwrite, &max_bytes,
+            &batch, &seqnr, &untyped, &inc, &check_saved, &keep_last))
         return -1;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
         return -1;
     }
-    gt_recorder_options opts = {.max_bytes = max_bytes, .overwrite = overwrite,
-                                .batch_events = batch, .keep_last = keep_last};
+    gt_recorder_options opts = {.max_bytes = max_bytes,
+                                .overwrite = overwrite,
+                                .batch_events = batch,
+                                .keep_last = keep_last};
     char err[512] = "";
     gt_recorder *r = NULL;
     int rc = gt_recorder_open(path, &opts, err, sizeof err, &r);
@@ -2656,7 +2688,9 @@ static void region_push(Recorder *self, int64_t seq, argvec *in)
                 sizeof *self->regions) < 0)
         return;
     size_t n = in->n ? in->n : 1;
-    gt_region rg = {.seq = seq, .n = in->n, .tensors = calloc(n, sizeof(gt_id)),
+    gt_region rg = {.seq = seq,
+                    .n = in->n,
+                    .tensors = calloc(n, sizeof(gt_id)),
                     .versions = calloc(n, sizeof(int64_t)),
                     .nbytes = calloc(n, sizeof(int64_t))};
     if (!rg.tensors || !rg.versions || !rg.nbytes) {
@@ -2759,7 +2793,8 @@ static PyObject *Recorder_call_begin(PyObject *op, PyObject *args)
             argref *a = &sc->in.v[i];
             a->e = see_tensor(self, a->t, 0, NULL, &a->ver);
             if (a->e)
-                ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
+                ck(self,
+                   gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
         }
         if (region)
             region_push(self, seq, &sc->in);
@@ -2839,8 +2874,10 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
         return PyLong_FromLong(0);
     flush_pending(self);
     PyFrameObject *uf = NULL;
-    gt_backward_info bi = {.api = intern_str(self, api), .retain_graph = retain,
-                           .create_graph = create, .thread = current_thread(self),
+    gt_backward_info bi = {.api = intern_str(self, api),
+                           .retain_graph = retain,
+                           .create_graph = create,
+                           .thread = current_thread(self),
                            .stack = capture_stack_here(self, &uf)};
     gt_id id = 0;
     if (ck(self, gt_backward_begin(self->r, &bi, &id)) < 0) {
@@ -3148,22 +3185,25 @@ static void Recorder_dealloc(PyObject *op)
 
 static PyMethodDef Recorder_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))Recorder_dispatch, METH_FASTCALL,
-     "dispatch(func, [types,] args, kwargs): record the op and call func(*args, **kwargs)"},
+     "dispatch(func, [types,] args, kwargs): record the op and call func(*args, "
+     "**kwargs)"},
     {"close", Recorder_close, METH_VARARGS,
      "close(status=0, exit_code=0, signal=0): end the run and close the trace; returns "
      "the recorder's error message or None"},
-    {"set_run", (PyCFunction)(void (*)(void))Recorder_set_run, METH_VARARGS | METH_KEYWORDS,
-     "set_run(**run_info): fill in the run row"},
+    {"set_run", (PyCFunction)(void (*)(void))Recorder_set_run,
+     METH_VARARGS | METH_KEYWORDS, "set_run(**run_info): fill in the run row"},
     {"flush", Recorder_flush, METH_NOARGS, "discover pending nodes and commit"},
     {"backward_begin", Recorder_backward_begin, METH_VARARGS,
      "backward_begin(api, roots, retain_graph, create_graph, inputs) -> id"},
-    {"backward_end", Recorder_backward_end, METH_VARARGS, "backward_end(id, exc_or_None)"},
+    {"backward_end", Recorder_backward_end, METH_VARARGS,
+     "backward_end(id, exc_or_None)"},
     {"error", Recorder_error, METH_O, "error(exc): record the exception ending the run"},
     {"call_begin", Recorder_call_begin, METH_VARARGS,
      "call_begin(name, args, region) -> seq: record a call into user code"},
     {"call_end", Recorder_call_end, METH_VARARGS,
      "call_end(seq, result_or_None): its outputs and the nodes they got"},
-    {"set_active", Recorder_set_active, METH_O, "set_active(bool): open/close the window"},
+    {"set_active", Recorder_set_active, METH_O,
+     "set_active(bool): open/close the window"},
     {"watch_data", Recorder_watch_data, METH_O,
      "watch_data(descriptor): the tensor base class's `data` descriptor"},
     {"data_set", Recorder_data_set, METH_VARARGS,
@@ -3173,8 +3213,10 @@ static PyMethodDef Recorder_methods[] = {
 };
 
 static PyGetSetDef Recorder_getset[] = {
-    {"recording", Recorder_get_recording, NULL, "True while ops are being recorded", NULL},
-    {"failed", Recorder_get_failed, NULL, "True once a write failure stopped recording", NULL},
+    {"recording", Recorder_get_recording, NULL, "True while ops are being recorded",
+     NULL},
+    {"failed", Recorder_get_failed, NULL, "True once a write failure stopped recording",
+     NULL},
     {"seq", Recorder_get_seq, NULL, "events recorded so far", NULL},
     {"internal_errors", Recorder_get_internal_errors, NULL,
      "bookkeeping errors cleared (for tests)", NULL},
@@ -3263,12 +3305,19 @@ static int mod_clear(PyObject *m)
     Py_CLEAR(ms->recorder_type);
     Py_CLEAR(ms->ent_type);
     PyObject **names[] = {
-        &ms->s_version, &ms->s_grad_fn, &ms->s_metadata, &ms->s_next_functions,
-        &ms->s_output_nr, &ms->s_data_ptr, &ms->s_storage_offset, &ms->s_shape,
-        &ms->s_stride, &ms->s_dtype, &ms->s_requires_grad, &ms->s_is_leaf, &ms->s_is_view,
-        &ms->s_base, &ms->s_variable, &ms->s_sequence_nr, &ms->s_untyped_storage,
-        &ms->s_storage, &ms->s_nbytes, &ms->s_device, &ms->s_element_size, &ms->s_strip,
-        &ms->s_get_device, &ms->s_functorch_dir, &ms->s_functorch_src,
+        &ms->s_version,         &ms->s_grad_fn,
+        &ms->s_metadata,        &ms->s_next_functions,
+        &ms->s_output_nr,       &ms->s_data_ptr,
+        &ms->s_storage_offset,  &ms->s_shape,
+        &ms->s_stride,          &ms->s_dtype,
+        &ms->s_requires_grad,   &ms->s_is_leaf,
+        &ms->s_is_view,         &ms->s_base,
+        &ms->s_variable,        &ms->s_sequence_nr,
+        &ms->s_untyped_storage, &ms->s_storage,
+        &ms->s_nbytes,          &ms->s_device,
+        &ms->s_element_size,    &ms->s_strip,
+        &ms->s_get_device,      &ms->s_functorch_dir,
+        &ms->s_functorch_src,
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         Py_CLEAR(*names[i]);

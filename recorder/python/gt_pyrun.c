@@ -4,15 +4,25 @@
 
 int gt_py_run_info(PyObject *args, PyObject *kw, gt_run_info *ri)
 {
-    static char *kwlist[] = {"engine_version", "python_version", "argv_json", "cwd",
-                             "host", "options_json", "pid", "rank", "world_size",
-                             "local_rank", "backend", "launcher_run_id", NULL};
+    static char *kwlist[] = {"engine_version",
+                             "python_version",
+                             "argv_json",
+                             "cwd",
+                             "host",
+                             "options_json",
+                             "pid",
+                             "rank",
+                             "world_size",
+                             "local_rank",
+                             "backend",
+                             "launcher_run_id",
+                             NULL};
     gt_run_info r = {.engine = "pytorch", .rank = -1, .local_rank = -1};
     long long pid = 0, rank = -1, world = 0, local = -1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzzzLLLLzz", kwlist, &r.engine_version,
                                      &r.python_version, &r.argv_json, &r.cwd, &r.host,
-                                     &r.options_json, &pid, &rank, &world, &local, &r.backend,
-                                     &r.launcher_run_id))
+                                     &r.options_json, &pid, &rank, &world, &local,
+                                     &r.backend, &r.launcher_run_id))
         return -1;
     r.pid = pid;
     r.rank = rank;

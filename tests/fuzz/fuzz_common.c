@@ -13,9 +13,9 @@
 void __sanitizer_set_report_fd(void *fd);
 
 typedef struct harness {
-    char dir[64];  /* private temp directory */
-    char db[96];   /* dir/t.db: the path the commands open */
-    sqlite3 *hold; /* keeps the shared memdb database alive between inputs */
+    char dir[64];      /* private temp directory */
+    char db[96];       /* dir/t.db: the path the commands open */
+    sqlite3 *hold;     /* keeps the shared memdb database alive between inputs */
     sqlite3_file *mem; /* its file: gtf_load writes each input there */
     int devnull;
     int saved_out;
@@ -65,8 +65,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     sqlite3_vfs *memdb = sqlite3_vfs_find("memdb");
     if (!memdb || sqlite3_vfs_register(memdb, 1) != SQLITE_OK)
         die("memdb", "SQLite was built without sqlite3_deserialize");
-    if (sqlite3_open_v2(H.db, &H.hold, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-            SQLITE_OK ||
+    if (sqlite3_open_v2(H.db, &H.hold, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                        NULL) != SQLITE_OK ||
         sqlite3_file_control(H.hold, "main", SQLITE_FCNTL_FILE_POINTER, &H.mem) !=
             SQLITE_OK ||
         !H.mem || !H.mem->pMethods)
@@ -83,7 +83,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-const char *gtf_path(void) { return H.db; }
+const char *gtf_path(void)
+{
+    return H.db;
+}
 
 int gtf_load(const uint8_t *data, size_t size)
 {
@@ -178,26 +181,71 @@ int gtf_run(int (*cmd)(int, char **), int argc, const char *const *args)
 static const struct {
     const char *table, *column;
 } targets[] = {
-    {"saved_tensors", "tensor"}, {"saved_tensors", "node"}, {"saved_tensors", "version"},
-    {"saved_tensors", "slot"}, {"saved_tensors", "nbytes"}, {"saved_tensors", "is_output"},
-    {"edges", "next"}, {"edges", "node"}, {"edges", "input_nr"},
-    {"stacks", "parent"}, {"stacks", "frame"}, {"stacks", "user_frame"},
-    {"frames", "file"}, {"frames", "line"}, {"frames", "code"}, {"frames", "function"},
-    {"ops", "name"}, {"ops", "stack"}, {"ops", "phase"}, {"ops", "thread"},
-    {"op_args", "tensor"}, {"op_args", "version"}, {"op_args", "role"}, {"op_args", "op"},
-    {"version_bumps", "version"}, {"version_bumps", "tensor"}, {"version_bumps", "op"},
-    {"tensors", "shape"}, {"tensors", "strides"}, {"tensors", "storage_offset"},
-    {"tensors", "alias_of"}, {"tensors", "version_counter"}, {"tensors", "dtype"},
-    {"tensors", "storage"}, {"tensors", "is_leaf"}, {"tensors", "created_by"},
-    {"nodes", "op"}, {"nodes", "sequence_nr"}, {"nodes", "variable"}, {"nodes", "name"},
-    {"node_outputs", "tensor"}, {"node_outputs", "node"},
-    {"backward_calls", "seq"}, {"backward_calls", "end_seq"}, {"backward_calls", "status"},
-    {"backward_calls", "api"}, {"backward_calls", "stack"},
-    {"backward_roots", "node"}, {"backward_roots", "tensor"}, {"backward_roots", "backward"},
-    {"backward_inputs", "tensor"}, {"node_execs", "node"}, {"node_execs", "backward"},
-    {"errors", "message"}, {"errors", "backward"}, {"errors", "stack"}, {"errors", "type"},
-    {"strings", "text"}, {"names", "tensor"}, {"names", "name"}, {"storages", "nbytes"},
-    {"run", "status"}, {"run", "argv"}, {"run", "exit_code"}, {"run", "start_ns"},
+    {"saved_tensors", "tensor"},
+    {"saved_tensors", "node"},
+    {"saved_tensors", "version"},
+    {"saved_tensors", "slot"},
+    {"saved_tensors", "nbytes"},
+    {"saved_tensors", "is_output"},
+    {"edges", "next"},
+    {"edges", "node"},
+    {"edges", "input_nr"},
+    {"stacks", "parent"},
+    {"stacks", "frame"},
+    {"stacks", "user_frame"},
+    {"frames", "file"},
+    {"frames", "line"},
+    {"frames", "code"},
+    {"frames", "function"},
+    {"ops", "name"},
+    {"ops", "stack"},
+    {"ops", "phase"},
+    {"ops", "thread"},
+    {"op_args", "tensor"},
+    {"op_args", "version"},
+    {"op_args", "role"},
+    {"op_args", "op"},
+    {"version_bumps", "version"},
+    {"version_bumps", "tensor"},
+    {"version_bumps", "op"},
+    {"tensors", "shape"},
+    {"tensors", "strides"},
+    {"tensors", "storage_offset"},
+    {"tensors", "alias_of"},
+    {"tensors", "version_counter"},
+    {"tensors", "dtype"},
+    {"tensors", "storage"},
+    {"tensors", "is_leaf"},
+    {"tensors", "created_by"},
+    {"nodes", "op"},
+    {"nodes", "sequence_nr"},
+    {"nodes", "variable"},
+    {"nodes", "name"},
+    {"node_outputs", "tensor"},
+    {"node_outputs", "node"},
+    {"backward_calls", "seq"},
+    {"backward_calls", "end_seq"},
+    {"backward_calls", "status"},
+    {"backward_calls", "api"},
+    {"backward_calls", "stack"},
+    {"backward_roots", "node"},
+    {"backward_roots", "tensor"},
+    {"backward_roots", "backward"},
+    {"backward_inputs", "tensor"},
+    {"node_execs", "node"},
+    {"node_execs", "backward"},
+    {"errors", "message"},
+    {"errors", "backward"},
+    {"errors", "stack"},
+    {"errors", "type"},
+    {"strings", "text"},
+    {"names", "tensor"},
+    {"names", "name"},
+    {"storages", "nbytes"},
+    {"run", "status"},
+    {"run", "argv"},
+    {"run", "exit_code"},
+    {"run", "start_ns"},
 };
 
 static unsigned next_rand(unsigned *s)
@@ -210,19 +258,45 @@ static unsigned next_rand(unsigned *s)
 static void pick_value(unsigned *s, const char *c, char *buf, size_t n)
 {
     switch (next_rand(s) % 16) {
-    case 0: snprintf(buf, n, "NULL"); break;
-    case 1: snprintf(buf, n, "0"); break;
-    case 2: snprintf(buf, n, "-1"); break;
-    case 3: snprintf(buf, n, "9223372036854775807"); break;
-    case 4: snprintf(buf, n, "-9223372036854775807 - 1"); break;
-    case 5: snprintf(buf, n, "%s + 1", c); break;
-    case 6: snprintf(buf, n, "-%s", c); break;
-    case 7: snprintf(buf, n, "'x''\"<&>\n'"); break;
-    case 8: snprintf(buf, n, "printf('%%.*c', %u, 'z')", 1000 + next_rand(s) % 200000); break;
-    case 9: snprintf(buf, n, "x'00ff'"); break;
-    case 10: snprintf(buf, n, "'[%u,-1,9223372036854775807'", next_rand(s) % 9); break;
-    case 11: snprintf(buf, n, "1e308"); break;
-    default: snprintf(buf, n, "%u", next_rand(s) % 200); break; /* likely an id */
+    case 0:
+        snprintf(buf, n, "NULL");
+        break;
+    case 1:
+        snprintf(buf, n, "0");
+        break;
+    case 2:
+        snprintf(buf, n, "-1");
+        break;
+    case 3:
+        snprintf(buf, n, "9223372036854775807");
+        break;
+    case 4:
+        snprintf(buf, n, "-9223372036854775807 - 1");
+        break;
+    case 5:
+        snprintf(buf, n, "%s + 1", c);
+        break;
+    case 6:
+        snprintf(buf, n, "-%s", c);
+        break;
+    case 7:
+        snprintf(buf, n, "'x''\"<&>\n'");
+        break;
+    case 8:
+        snprintf(buf, n, "printf('%%.*c', %u, 'z')", 1000 + next_rand(s) % 200000);
+        break;
+    case 9:
+        snprintf(buf, n, "x'00ff'");
+        break;
+    case 10:
+        snprintf(buf, n, "'[%u,-1,9223372036854775807'", next_rand(s) % 9);
+        break;
+    case 11:
+        snprintf(buf, n, "1e308");
+        break;
+    default:
+        snprintf(buf, n, "%u", next_rand(s) % 200);
+        break; /* likely an id */
     }
 }
 
@@ -235,8 +309,8 @@ static size_t sql_mutate(uint8_t *data, size_t size, size_t max_size, unsigned s
         goto out;
     memcpy(copy, data, size);
     if (sqlite3_deserialize(db, "main", copy, size, size,
-                            SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE)
-        != SQLITE_OK) {
+                            SQLITE_DESERIALIZE_FREEONCLOSE |
+                                SQLITE_DESERIALIZE_RESIZEABLE) != SQLITE_OK) {
         copy = NULL; /* freed by sqlite3_deserialize on failure */
         goto out;
     }
@@ -250,18 +324,24 @@ static size_t sql_mutate(uint8_t *data, size_t size, size_t max_size, unsigned s
         char val[96], sql[512];
         unsigned what = next_rand(&s) % 10;
         if (what == 0) {
-            snprintf(sql, sizeof sql, "DELETE FROM %s WHERE %s IS (SELECT %s FROM %s "
-                     "LIMIT 1 OFFSET %u)", tb, c, c, tb, off);
+            snprintf(sql, sizeof sql,
+                     "DELETE FROM %s WHERE %s IS (SELECT %s FROM %s "
+                     "LIMIT 1 OFFSET %u)",
+                     tb, c, c, tb, off);
         } else if (what == 1) {
-            snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO %s SELECT * FROM %s "
-                     "LIMIT 1 OFFSET %u", tb, tb, off);
+            snprintf(sql, sizeof sql,
+                     "INSERT OR IGNORE INTO %s SELECT * FROM %s "
+                     "LIMIT 1 OFFSET %u",
+                     tb, tb, off);
         } else {
             pick_value(&s, c, val, sizeof val);
-            snprintf(sql, sizeof sql, "UPDATE OR IGNORE %s SET %s = %s WHERE %s IS "
-                     "(SELECT %s FROM %s LIMIT 1 OFFSET %u)%s", tb, c, val, c, c, tb, off,
-                     what == 2 ? " OR 1" : "");
+            snprintf(sql, sizeof sql,
+                     "UPDATE OR IGNORE %s SET %s = %s WHERE %s IS "
+                     "(SELECT %s FROM %s LIMIT 1 OFFSET %u)%s",
+                     tb, c, val, c, c, tb, off, what == 2 ? " OR 1" : "");
         }
-        if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK && sqlite3_changes(db) > 0)
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK &&
+            sqlite3_changes(db) > 0)
             changed = 1;
     }
     if (!changed)

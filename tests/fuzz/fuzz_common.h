@@ -45,8 +45,8 @@ const char *gtf_path(void);
  * (then the input is skipped). */
 int gtf_load(const uint8_t *data, size_t size);
 
-/* A hash of data[size] (FNV-1a over about 1024 of its bytes), for harnesses that pick one of several
- * paths per input: the same input always takes the same one. */
+/* A hash of data[size] (FNV-1a over about 1024 of its bytes), for harnesses that pick one
+ * of several paths per input: the same input always takes the same one. */
 uint32_t gtf_hash(const uint8_t *data, size_t size);
 
 /* Run one subcommand with argv args[0..argc-1] (args[0] the command's

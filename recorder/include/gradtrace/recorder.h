@@ -107,13 +107,13 @@ typedef int64_t gt_id;
 /* Options for gt_recorder_open. Zero-initialise, then set what you need;
  * zero fields take the defaults. */
 typedef struct gt_recorder_options {
-    unsigned batch_events; /* commit after this many events (default 20000) */
-    unsigned batch_ms;     /* ... or after this many ms (default 250) */
-    int64_t max_bytes;     /* cap on the closed file's size; 0 = none */
-    int overwrite;         /* 1: replace an existing file; 0: GT_EEXIST */
+    unsigned batch_events;  /* commit after this many events (default 20000) */
+    unsigned batch_ms;      /* ... or after this many ms (default 250) */
+    int64_t max_bytes;      /* cap on the closed file's size; 0 = none */
+    int overwrite;          /* 1: replace an existing file; 0: GT_EEXIST */
     unsigned close_wait_ms; /* how long close waits for readers (default 5000) */
-    unsigned keep_last;    /* flight recorder: keep only the last N backward
-                            * calls' events, in memory (see below); 0 = all */
+    unsigned keep_last;     /* flight recorder: keep only the last N backward
+                             * calls' events, in memory (see below); 0 = all */
 } gt_recorder_options;
 
 /* Run metadata (table run). Any pointer may be NULL. */
@@ -121,59 +121,59 @@ typedef struct gt_run_info {
     const char *engine;         /* e.g. "pytorch" */
     const char *engine_version; /* e.g. "2.13.0+cpu" */
     const char *python_version;
-    const char *argv_json;      /* JSON array of strings, inserted as JSON */
+    const char *argv_json; /* JSON array of strings, inserted as JSON */
     const char *cwd;
     const char *host;
-    const char *options_json;   /* JSON object of recording options */
+    const char *options_json; /* JSON object of recording options */
     int64_t pid;
-    int64_t rank;               /* < 0: no rank */
+    int64_t rank; /* < 0: no rank */
     /* Distributed runs (v3). world_size <= 0: not distributed, and then
      * local_rank is not recorded either. */
     int64_t world_size;
-    int64_t local_rank;         /* < 0: none */
-    const char *backend;        /* e.g. "gloo"; NULL: unknown (kept if set) */
+    int64_t local_rank;          /* < 0: none */
+    const char *backend;         /* e.g. "gloo"; NULL: unknown (kept if set) */
     const char *launcher_run_id; /* e.g. TORCHELASTIC_RUN_ID; NULL: kept */
 } gt_run_info;
 
 /* One op (table ops). */
 typedef struct gt_op_info {
-    gt_id name;     /* interned string id of the op name */
-    int phase;      /* enum gt_phase */
-    int grad_mode;  /* 1 if grad mode is on */
-    gt_id thread;   /* from gt_intern_thread */
-    gt_id stack;    /* from gt_intern_stack, 0 for none */
+    gt_id name;    /* interned string id of the op name */
+    int phase;     /* enum gt_phase */
+    int grad_mode; /* 1 if grad mode is on */
+    gt_id thread;  /* from gt_intern_thread */
+    gt_id stack;   /* from gt_intern_stack, 0 for none */
 } gt_op_info;
 
 /* One tensor, recorded the first time it is seen (table tensors). */
 typedef struct gt_tensor_info {
-    gt_id id;               /* caller-chosen, > 0, never reused */
-    gt_id storage;          /* storage id, 0 for none */
-    gt_id dtype;            /* interned string id */
+    gt_id id;      /* caller-chosen, > 0, never reused */
+    gt_id storage; /* storage id, 0 for none */
+    gt_id dtype;   /* interned string id */
     int ndim;
     const int64_t *shape;   /* ndim sizes */
     const int64_t *strides; /* ndim strides, in elements */
     int64_t storage_offset;
     int requires_grad;
     int is_leaf;
-    int64_t created_by;     /* op seq that output it, 0 for unknown */
-    gt_id alias_of;         /* tensor id it aliases, 0 for none */
-    int shares_version;     /* 1 if it shares alias_of's version counter */
-    gt_id version_counter;  /* counter id; 0 means "its own" (= id) */
+    int64_t created_by;    /* op seq that output it, 0 for unknown */
+    gt_id alias_of;        /* tensor id it aliases, 0 for none */
+    int shares_version;    /* 1 if it shares alias_of's version counter */
+    gt_id version_counter; /* counter id; 0 means "its own" (= id) */
 } gt_tensor_info;
 
 /* One autograd node (table nodes). */
 typedef struct gt_node_info {
-    gt_id id;              /* caller-chosen, > 0, never reused */
-    gt_id name;            /* interned string id, e.g. "MulBackward0" */
-    int64_t op;            /* op seq that created it, 0 for unknown */
-    int64_t sequence_nr;   /* engine's node sequence number, < 0 for none */
-    gt_id thread;          /* 0 for unknown */
-    gt_id variable;        /* leaf tensor it accumulates into, 0 for none */
+    gt_id id;            /* caller-chosen, > 0, never reused */
+    gt_id name;          /* interned string id, e.g. "MulBackward0" */
+    int64_t op;          /* op seq that created it, 0 for unknown */
+    int64_t sequence_nr; /* engine's node sequence number, < 0 for none */
+    gt_id thread;        /* 0 for unknown */
+    gt_id variable;      /* leaf tensor it accumulates into, 0 for none */
 } gt_node_info;
 
 /* One backward call (table backward_calls). */
 typedef struct gt_backward_info {
-    gt_id api;          /* interned string id, e.g. "Tensor.backward" */
+    gt_id api; /* interned string id, e.g. "Tensor.backward" */
     int retain_graph;
     int create_graph;
     gt_id thread;
@@ -277,9 +277,8 @@ int gt_node_output(gt_recorder *r, gt_id node, int output_nr, gt_id tensor);
 
 /* Record a tensor saved by `node` in `slot` (interned) at `version`.
  * tensor 0: could not be matched to a recorded tensor. nbytes < 0: unknown. */
-int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
-                    int64_t version, int is_output, int64_t nbytes,
-                    int64_t *seq /* OUT, may be NULL */);
+int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_t version,
+                    int is_output, int64_t nbytes, int64_t *seq /* OUT, may be NULL */);
 
 /* gt_saved_tensor, for a tensor the engine saved at an earlier event
  * `saved_seq` (> 0) than now: a checkpoint's input, saved by the call and
@@ -293,8 +292,8 @@ int gt_saved_tensor_at(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor,
 typedef struct gt_swap_info {
     gt_id tensor;
     gt_id old_storage, new_storage;
-    int64_t op;       /* ops.seq that noticed it, or 0 */
-    gt_id backward;   /* backward call whose start noticed it, or 0 */
+    int64_t op;     /* ops.seq that noticed it, or 0 */
+    gt_id backward; /* backward call whose start noticed it, or 0 */
     int64_t last_seen;
     gt_id stack;
 } gt_swap_info;
@@ -304,8 +303,8 @@ int gt_storage_swap(gt_recorder *r, const gt_swap_info *s);
 
 /* A fingerprint of the bytes of saved tensor `saved` (saved_tensors.seq):
  * at_use 0 at save, 1 when its node ran in backward call `backward`. */
-int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward, int64_t nbytes,
-                   uint64_t hash);
+int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward,
+                   int64_t nbytes, uint64_t hash);
 
 /* Start a backward call; its 1-based index is returned in *id. */
 int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id /* OUT */);
