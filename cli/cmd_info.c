@@ -217,6 +217,32 @@ static void tput(FILE *out, sqlite3_stmt *st, int i)
     gt_term_putn(out, s, (size_t)sqlite3_column_bytes(st, i));
 }
 
+/* A flight recording's window (--keep-last N, schema v4): which backward
+ * calls it kept. Traces of older schemas, or whole recordings, print
+ * nothing. */
+static void print_window(FILE *out, sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT keep_last, kept_from_backward, kept_from_seq FROM run"
+                           " WHERE id = 1 AND keep_last IS NOT NULL",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        fprintf(out,
+                "window     the last %" PRId64 " backward calls were kept (--keep-last)",
+                (int64_t)sqlite3_column_int64(st, 0));
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+            fprintf(out,
+                    ": calls from #%" PRId64 " and events from %" PRId64
+                    " whole;\n           earlier events only where the window"
+                    " refers to them",
+                    (int64_t)sqlite3_column_int64(st, 1),
+                    (int64_t)sqlite3_column_int64(st, 2));
+        fputc('\n', out);
+    }
+    sqlite3_finalize(st);
+}
+
 /* Print `msg` with every line after the first indented by `indent`; each
  * line's text sanitized. */
 static void put_indented(FILE *out, const char *msg, const char *indent)
@@ -295,6 +321,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
     if (sqlite3_column_type(st, 12) != SQLITE_NULL)
         fprintf(out, ", %.3f s", sqlite3_column_double(st, 12));
     fputc('\n', out);
+    print_window(out, db);
     if (gt_trace_stopped_seq(t)) {
         fprintf(out, "           recording stopped early, after event %" PRId64 " (",
                 gt_trace_stopped_seq(t));

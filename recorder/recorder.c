@@ -213,6 +213,7 @@ struct gt_recorder {
      * (write_window) at open, when due (write_due: an error or the run's
      * end was recorded) at the next flush, at the size cap and at close. */
     unsigned keep_last;
+    uint64_t cuts;             /* window cuts made (read by gt_recorder_cuts) */
     sqlite3_stmt *storage_seq; /* INSERT OR IGNORE INTO temp.gt_ss */
     int64_t kept_from;         /* first backward call still held (1: none dropped) */
     int write_due;
@@ -930,6 +931,7 @@ static int cut_window(gt_recorder *r, int64_t last, int *cut)
     if (rc != SQLITE_OK)
         return sql_error(r, sqlite3_extended_errcode(r->db), "window cut", 1, err);
     r->kept_from = first;
+    __atomic_add_fetch(&r->cuts, 1, __ATOMIC_RELEASE);
     if (cut)
         *cut = 1;
     if (r->max_bytes > 0)
@@ -1629,6 +1631,11 @@ int gt_recorder_flush(gt_recorder *r)
                                                   : commit(r);
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+uint64_t gt_recorder_cuts(const gt_recorder *r)
+{
+    return r ? __atomic_load_n(&r->cuts, __ATOMIC_ACQUIRE) : 0;
 }
 
 int64_t gt_recorder_seq(gt_recorder *r)

@@ -225,12 +225,23 @@ static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
 {
     if (!c->storage)
         return 0;
-    uint64_t *v = gt_map_get(&f->storages, (uintptr_t)c->storage, 0, 0);
-    if (v && !fresh)
-        return (gt_id)*v;
+    /* value: the id in the low 40 bits, the recorder's cut count when its
+     * row was written above them; a flight recorder's cut may have dropped
+     * the row since (gt_recorder_cuts): write it again, same id */
+    uint64_t epoch = gt_recorder_cuts(f->r) & 0xffffff, *v;
+    v = gt_map_get(&f->storages, (uintptr_t)c->storage, 0, 0);
+    if (v && !fresh) {
+        gt_id id = (gt_id)(*v & ((UINT64_C(1) << 40) - 1));
+        if (*v >> 40 != epoch) {
+            ck(f,
+               gt_storage(f->r, id, c->nbytes < 0 ? 0 : c->nbytes, str_id(f, c->device)));
+            *v = (uint64_t)id | epoch << 40;
+        }
+        return id;
+    }
     gt_id id = ++f->next_storage;
     ck(f, gt_storage(f->r, id, c->nbytes < 0 ? 0 : c->nbytes, str_id(f, c->device)));
-    gt_map_put(&f->storages, (uintptr_t)c->storage, 0, 0, (uint64_t)id);
+    gt_map_put(&f->storages, (uintptr_t)c->storage, 0, 0, (uint64_t)id | epoch << 40);
     return id;
 }
 

@@ -110,6 +110,8 @@ class KeepLastMixin:
             cp = subprocess.run([gtutil.GRADTRACE, *cmd], capture_output=True, text=True,
                                 timeout=300)
             self.assertEqual(cp.returncode, 0, (cmd, cp.stderr))
+            if cmd[0] == "info":  # the window is said, with its first call
+                self.assertRegex(cp.stdout, r"window +the last \d+ backward calls were kept")
 
 
 class LongLoop(KeepLastMixin):

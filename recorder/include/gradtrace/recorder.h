@@ -220,6 +220,13 @@ int gt_recorder_flush(gt_recorder *r);
 /* Number of events recorded so far (the last seq handed out). */
 int64_t gt_recorder_seq(gt_recorder *r);
 
+/* Number of window cuts the flight recorder (keep_last) has made so far; 0
+ * without keep_last. A cut drops the rows no kept event references, the
+ * storage of a tensor still alive included: a writer that records a
+ * storage once and refers to it by id later writes its row again (it is
+ * INSERT OR IGNORE) when this number has changed since. */
+uint64_t gt_recorder_cuts(const gt_recorder *r);
+
 /* ---- run ------------------------------------------------------------- */
 
 /* Fill in run metadata; may be called again to update. */
