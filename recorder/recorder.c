@@ -139,6 +139,10 @@ struct gt__rowbuf {
               " storage_offset, requires_grad, is_leaf, created_by, alias_of,"           \
               " shares_version, version_counter)"                                        \
               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")        \
+    X(TENSOR_AGAIN, "INSERT OR IGNORE INTO tensors (id, seq, storage, dtype, shape,"   \
+                    " strides, storage_offset, requires_grad, is_leaf, created_by,"      \
+                    " alias_of, shares_version, version_counter)"                        \
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")  \
     X(NODE, "INSERT INTO nodes (id, seq, name, op, sequence_nr, thread,"                 \
             " variable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                            \
     X(EDGE, "INSERT INTO edges (node, pos, next, input_nr)"                              \
@@ -214,6 +218,7 @@ struct gt_recorder {
      * end was recorded) at the next flush, at the size cap and at close. */
     unsigned keep_last;
     uint64_t cuts;             /* window cuts made (read by gt_recorder_cuts) */
+    int64_t window_start;      /* the first seq the last cut kept */
     sqlite3_stmt *storage_seq; /* INSERT OR IGNORE INTO temp.gt_ss */
     int64_t kept_from;         /* first backward call still held (1: none dropped) */
     int write_due;
@@ -931,6 +936,7 @@ static int cut_window(gt_recorder *r, int64_t last, int *cut)
     if (rc != SQLITE_OK)
         return sql_error(r, sqlite3_extended_errcode(r->db), "window cut", 1, err);
     r->kept_from = first;
+    __atomic_store_n(&r->window_start, c + 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&r->cuts, 1, __ATOMIC_RELEASE);
     if (cut)
         *cut = 1;
@@ -1633,6 +1639,11 @@ int gt_recorder_flush(gt_recorder *r)
     return rc;
 }
 
+int64_t gt_recorder_window_start(const gt_recorder *r)
+{
+    return r ? __atomic_load_n(&r->window_start, __ATOMIC_ACQUIRE) : 0;
+}
+
 uint64_t gt_recorder_cuts(const gt_recorder *r)
 {
     return r ? __atomic_load_n(&r->cuts, __ATOMIC_ACQUIRE) : 0;
@@ -1986,7 +1997,19 @@ static size_t json_ints(char *buf, const int64_t *v, int n)
     return k;
 }
 
+static int tensor_row(gt_recorder *r, const gt_tensor_info *t, enum gt__stmt st_id);
+
 int gt_tensor(gt_recorder *r, const gt_tensor_info *t)
+{
+    return tensor_row(r, t, ST_TENSOR);
+}
+
+int gt_tensor_again(gt_recorder *r, const gt_tensor_info *t)
+{
+    return tensor_row(r, t, ST_TENSOR_AGAIN);
+}
+
+static int tensor_row(gt_recorder *r, const gt_tensor_info *t, enum gt__stmt st_id)
 {
     if (!r || !t || t->id <= 0 || t->dtype <= 0 || t->ndim < 0 || t->ndim > 4096 ||
         (t->ndim > 0 && (!t->shape || !t->strides)) || t->storage < 0)
@@ -2003,7 +2026,6 @@ int gt_tensor(gt_recorder *r, const gt_tensor_info *t)
     }
     size_t nshape = json_ints(shape, t->shape, t->ndim);
     size_t nstrides = json_ints(strides, t->strides, t->ndim);
-    const enum gt__stmt st_id = ST_TENSOR;
     pthread_mutex_lock(&r->mu);
     int rc = begin_write(r);
     if (rc)

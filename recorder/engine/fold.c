@@ -17,12 +17,22 @@ typedef struct fvc {
     gt_id id;         /* id of the first tensor seen with the counter */
     int64_t expected; /* the value we believe it has */
     gt_id last;       /* the latest tensor seen with it (saved outputs) */
+    /* the cut count (cut_epoch) when id's and last's rows were last
+     * written: a dead tensor's row is known to be there only while no
+     * window cut came since */
+    uint32_t id_epoch, last_epoch;
     const void *storage;
     int refs;
 } fvc;
 
 typedef struct ftensor {
-    gt_tensor_info *row; /* an output's row, written at its next sighting */
+    /* its row (a copy, kept to write it again after a window cut dropped
+     * it); an output's row is written at its next sighting (deferred) */
+    gt_tensor_info *row;
+    int deferred;
+    uint32_t wepoch; /* cut_epoch when the row was written (or made) */
+    int64_t nbytes;  /* its storage's row, to write it again */
+    gt_id device;
     const void *impl;
     int weak;     /* holds a weak reference on impl (GT_CAPT_WEAK) */
     int saved;    /* a node saved it: a storage swap is reported */
@@ -84,6 +94,7 @@ struct gt_fold {
     unsigned period_ms;
     gt_map strs;       /* const char* -> string id */
     gt_map tensors;    /* TensorImpl* -> ftensor* */
+    gt_map byid;       /* tensor id -> ftensor* (the entries alive) */
     gt_map vcs;        /* counter* -> fvc* */
     gt_map storages;   /* StorageImpl* -> storage id */
     gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
@@ -152,13 +163,15 @@ static void vc_unref(gt_fold *f, fvc *v, const void *key)
     }
 }
 
+static void row_write(gt_fold *f, ftensor *t, int again);
+
 static void tensor_drop(gt_fold *f, ftensor *t)
 {
     if (t && --t->refs == 0) {
-        if (t->row) {
-            ck(f, gt_tensor(f->r, t->row));
-            free(t->row);
-        }
+        if (t->deferred)
+            row_write(f, t, 0);
+        free(t->row);
+        gt_map_del(&f->byid, (uint64_t)t->id, 0, 0);
         vc_unref(f, t->v, t->vc);
         if (t->weak)
             gt_capture_weak_release(t->impl);
@@ -245,6 +258,91 @@ static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
     return id;
 }
 
+/* The flight recorder's cut count as the maps keep it (24 bits). */
+static uint32_t cut_epoch(gt_fold *f)
+{
+    return (uint32_t)(gt_recorder_cuts(f->r) & 0xffffff);
+}
+
+/* t's storage row, written again if a cut may have dropped it. */
+static void storage_again(gt_fold *f, ftensor *t)
+{
+    if (!t->sid)
+        return;
+    uint64_t epoch = cut_epoch(f);
+    uint64_t *v = t->storage ? gt_map_get(&f->storages, (uintptr_t)t->storage, 0, 0) : NULL;
+    gt_id id = v ? (gt_id)(*v & ((UINT64_C(1) << 40) - 1)) : 0;
+    if (v && id == t->sid && *v >> 40 == epoch)
+        return;
+    ck(f, gt_storage(f->r, t->sid, t->nbytes, t->device));
+    if (v && id == t->sid)
+        *v = (uint64_t)id | epoch << 40;
+}
+
+static void tensor_touch(gt_fold *f, ftensor *t);
+
+/* id (a tensor a row written now names) if its row is there: a tensor
+ * alive here has its row written again if a cut may have dropped it; a
+ * dead one's row is there if no cut came since it was written (at cut
+ * count `epoch`, UINT32_MAX unknown). 0 if it may be gone. */
+static gt_id named(gt_fold *f, gt_id id, uint32_t epoch)
+{
+    if (!id)
+        return 0;
+    uint64_t *p = gt_map_get(&f->byid, (uint64_t)id, 0, 0);
+    if (p) {
+        tensor_touch(f, (ftensor *)(uintptr_t)*p);
+        return id;
+    }
+    return !gt_recorder_cuts(f->r) || epoch == cut_epoch(f) ? id : 0;
+}
+
+/* The cut count when tensor id's row was last written, as v knows it. */
+static uint32_t vc_epoch(const fvc *v, gt_id id)
+{
+    if (v && id == v->last)
+        return v->last_epoch;
+    if (v && id == v->id)
+        return v->id_epoch;
+    return UINT32_MAX;
+}
+
+/* Write t's row: the first time (again 0; a deferred output's at its next
+ * sighting) or again after a window cut dropped it (again 1: INSERT OR
+ * IGNORE). If a cut came since t was made or written, what the row names
+ * may be gone: its storage is written again, its base named only if its
+ * row is there, the op that made it only if the window kept it. */
+static void row_write(gt_fold *f, ftensor *t, int again)
+{
+    uint32_t e = cut_epoch(f);
+    gt_tensor_info ti = *t->row;
+    int cut = t->wepoch != e;
+    t->wepoch = e; /* first: a chain of bases ends here */
+    t->deferred = 0;
+    if (cut) {
+        storage_again(f, t);
+        ti.storage = t->sid;
+        ti.alias_of = named(f, ti.alias_of, vc_epoch(t->v, ti.alias_of));
+        if (ti.created_by > 0 && ti.created_by < gt_recorder_window_start(f->r))
+            ti.created_by = 0;
+        if (t->v && t->v->id != t->id)
+            named(f, t->v->id, UINT32_MAX); /* the counter's first tensor */
+    }
+    ck(f, again ? gt_tensor_again(f->r, &ti) : gt_tensor(f->r, &ti));
+    if (t->v && t->v->id == t->id)
+        t->v->id_epoch = e;
+    if (t->v && t->v->last == t->id)
+        t->v->last_epoch = e;
+}
+
+/* t is named by a row written now: its own row is written again if a
+ * window cut may have dropped it (a deferred row is written later). */
+static void tensor_touch(gt_fold *f, ftensor *t)
+{
+    if (t && t->row && !t->deferred && t->wepoch != cut_epoch(f))
+        row_write(f, t, 1);
+}
+
 /* Record a tensor first seen now. created_by: op seq for a new output;
  * share: an input of the op with the same counter (a view), or NULL;
  * base: an input on the same storage, or NULL. */
@@ -269,7 +367,7 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     fvc *v = NULL;
     if (share && share->v) {
         v = share->v;
-        alias = share->id;
+        alias = named(f, share->id, UINT32_MAX);
         shares = 1;
     } else if (!created_by && c->vc) {
         /* first seen as an input: a view or detach of a known tensor shares
@@ -278,7 +376,9 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
         fvc *o = p ? (fvc *)(uintptr_t)*p : NULL;
         if (o && o->storage == c->storage) {
             v = o;
-            alias = o->last ? o->last : o->id;
+            alias = named(f, o->last, o->last_epoch);
+            if (!alias)
+                alias = named(f, o->id, o->id_epoch);
             shares = 1;
         }
     }
@@ -291,6 +391,7 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
             return NULL;
         }
         v->id = t->id;
+        v->id_epoch = cut_epoch(f);
         v->expected = c->version;
         v->storage = c->storage;
         v->refs = 1;
@@ -301,10 +402,12 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
             gt_map_put(&f->vcs, (uintptr_t)c->vc, 0, 0, (uintptr_t)v);
     }
     t->v = v;
-    if (v)
+    if (v) {
         v->last = t->id;
+        v->last_epoch = cut_epoch(f);
+    }
     if (!alias && base)
-        alias = base->id;
+        alias = named(f, base->id, UINT32_MAX);
     int fresh_storage = created_by && !base && !share;
     static const int64_t none[1] = {0};
     int nd = geom ? c->ndim : 0;
@@ -316,7 +419,7 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
          * op): an alias of the first tensor recorded there */
         uint64_t *p = gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0);
         if (p && (gt_id)(*p >> 32) == sid)
-            alias = (gt_id)(*p & 0xffffffffu);
+            alias = named(f, (gt_id)(*p & 0xffffffffu), UINT32_MAX);
     }
     if (c->storage &&
         (!gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0) || fresh_storage))
@@ -337,23 +440,28 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
         .shares_version = shares,
         .version_counter = v ? v->id : t->id,
     };
-    if (created_by) {
-        /* requires_grad of an output may be set after its op returns
-         * (nn.Parameter): its row waits for the tensor's next sighting */
-        t->row = malloc(sizeof *t->row + sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
-        if (t->row) {
-            int64_t *g = (int64_t *)(t->row + 1);
-            memcpy(g, ti.shape, sizeof *g * (size_t)(nd ? nd : 1));
-            memcpy(g + (nd ? nd : 1), ti.strides, sizeof *g * (size_t)(nd ? nd : 1));
-            *t->row = ti;
-            t->row->shape = g;
-            t->row->strides = g + (nd ? nd : 1);
-        } else {
-            ck(f, gt_tensor(f->r, &ti));
-        }
+    t->nbytes = c->nbytes < 0 ? 0 : c->nbytes;
+    t->device = str_id(f, c->device);
+    t->wepoch = cut_epoch(f);
+    /* the row is kept: an output's waits for the tensor's next sighting
+     * (requires_grad may be set after its op returns, as nn.Parameter
+     * does), and a window cut may drop it (tensor_touch) */
+    t->row = malloc(sizeof *t->row + sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
+    if (t->row) {
+        int64_t *g = (int64_t *)(t->row + 1);
+        memcpy(g, ti.shape, sizeof *g * (size_t)(nd ? nd : 1));
+        memcpy(g + (nd ? nd : 1), ti.strides, sizeof *g * (size_t)(nd ? nd : 1));
+        *t->row = ti;
+        t->row->shape = g;
+        t->row->strides = g + (nd ? nd : 1);
+        if (created_by)
+            t->deferred = 1;
+        else
+            row_write(f, t, 0);
     } else {
         ck(f, gt_tensor(f->r, &ti));
     }
+    gt_map_put(&f->byid, (uint64_t)t->id, 0, 0, (uintptr_t)t);
     uint64_t *p = gt_map_get(&f->tensors, (uintptr_t)c->impl, 0, 0);
     if (p) {
         tensor_drop(f, (ftensor *)(uintptr_t)*p);
@@ -367,15 +475,13 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
 /* Write t's deferred row, with flags seen now if c is not NULL. */
 static void row_flush(gt_fold *f, ftensor *t, const gt_cap_tensor *c)
 {
-    if (!t->row)
+    if (!t->deferred)
         return;
     if (c) {
         t->row->requires_grad = (c->flags & GT_CAPT_REQGRAD) != 0;
         t->row->is_leaf = (c->flags & GT_CAPT_LEAF) != 0;
     }
-    ck(f, gt_tensor(f->r, t->row));
-    free(t->row);
-    t->row = NULL;
+    row_write(f, t, 0);
 }
 
 static void pending_flush(gt_fold *f, flane *l)
@@ -432,6 +538,8 @@ static void see_storage(gt_fold *f, ftensor *t, const gt_cap_tensor *c, int64_t 
         }
         t->storage = c->storage;
         t->sid = sid;
+        t->nbytes = c->nbytes < 0 ? 0 : c->nbytes;
+        t->device = str_id(f, c->device);
     }
     t->seen = gt_recorder_seq(f->r);
 }
@@ -442,6 +550,7 @@ static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geo
     ftensor *t = tensor_known(f, c->impl, c->vc);
     if (t) {
         row_flush(f, t, c);
+        tensor_touch(f, t);
         see_storage(f, t, c, op, bid, stack, 1);
         observe(f, t, c->version);
         return t;
@@ -585,11 +694,14 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
     int is_input = 0;
     for (int i = 0; t && i < l->nin; i++)
         is_input |= l->in[i].t == t;
-    if (t && is_input)
+    if (t && is_input) {
+        tensor_touch(f, t);
         see_storage(f, t, c, 0, 0, 0, 0); /* set_: the op's own change */
+    }
     if (l->call_end && t) {
         /* a call's output is the output of an op inside it, or an input */
         row_flush(f, t, c);
+        tensor_touch(f, t);
         observe(f, t, c->version);
         is_input = 1;
     }
@@ -605,7 +717,7 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
                 base = x;
         }
         t = tensor_new(f, c, geom, l->op, share, base);
-        if (t && t->row)
+        if (t && t->deferred)
             pending_add(l, t);
     }
     if (t)
@@ -639,8 +751,10 @@ static gt_id resolve(gt_fold *f, const void *impl, const void *vc, int latest)
     if (!impl)
         return 0;
     ftensor *t = tensor_known(f, impl, vc);
-    if (t)
+    if (t) {
+        tensor_touch(f, t);
         return t->id;
+    }
     if (!vc)
         return 0;
     /* a saved output is a shallow copy: the same counter, another TensorImpl */
@@ -648,7 +762,8 @@ static gt_id resolve(gt_fold *f, const void *impl, const void *vc, int latest)
     if (!p)
         return 0;
     fvc *v = (fvc *)(uintptr_t)*p;
-    return latest && v->last ? v->last : v->id;
+    gt_id id = latest ? named(f, v->last, v->last_epoch) : 0;
+    return id ? id : named(f, v->id, v->id_epoch);
 }
 
 static void on_node(gt_fold *f, flane *l, const gt_cap_node *r)
@@ -809,6 +924,7 @@ static void on_name(gt_fold *f, flane *l, const gt_cap_name *r)
 {
     ftensor *t = tensor_known(f, r->impl, r->vc);
     int64_t seq = r->h.flags == 1 && l->op ? l->op : gt_recorder_seq(f->r);
+    tensor_touch(f, t);
     if (t)
         ck(f, gt_name(f->r, seq, t->id, (const char *)(r + 1)));
 }
@@ -837,8 +953,10 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
     case GT_CAP_SWAP_SEEN: {
         const gt_cap_bwd_tensor *r = (const gt_cap_bwd_tensor *)h;
         ftensor *t = tensor_known(f, r->t.impl, r->t.vc);
-        if (t && cur_backward(f))
+        if (t && cur_backward(f)) {
+            tensor_touch(f, t);
             see_storage(f, t, &r->t, 0, cur_backward(f), f->bwd_stack, 1);
+        }
         break;
     }
     case GT_CAP_CALL_END:
@@ -1012,6 +1130,7 @@ static void free_maps(gt_fold *f, int lanes)
         if (f->tensors.slots[i].used)
             tensor_drop(f, (ftensor *)(uintptr_t)f->tensors.slots[i].value);
     gt_map_clear(&f->tensors);
+    gt_map_clear(&f->byid);
     gt_map_clear(&f->vcs);
     gt_map_clear(&f->strs);
     gt_map_clear(&f->storages);

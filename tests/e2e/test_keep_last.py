@@ -154,14 +154,7 @@ class LongLoop(KeepLastMixin):
         self.assertEqual(f["saved"]["names"], ["hidden"])
 
     def test_references_resolve(self):
-        # The engine's fold names a view's base by an id it recorded once; a
-        # base that no event of the held calls used is dropped by a cut, and
-        # a view of it made later refers to a row the window no longer has
-        # (seen in about 1 of 5 engine runs; the limitation recorder.h and
-        # the README state for tensors used again after a long gap). The
-        # dispatch adapter's windows resolve whole.
-        skip = ("tensors.alias_of",) if self.adapter == "engine" else ()
-        self.check_no_dangling(self.db, skip=skip)
+        self.check_no_dangling(self.db)
 
     def test_commands_read_it(self):
         self.check_commands(self.trace)

@@ -67,8 +67,10 @@
  *     arguments), the latest name of each kept tensor, and every interned
  *     string, frame, stack and thread. A kept tensor's definition is thus
  *     kept while the window uses it; one that no event of the last
- *     N + max(N, 16) calls used is dropped, and a later use of it refers to
- *     a tensor the trace does not define.
+ *     N + max(N, 16) calls used is dropped: a writer that names it again
+ *     later writes its row again first (gt_tensor_again, when
+ *     gt_recorder_cuts has changed since it wrote it), else the later rows
+ *     refer to a tensor the trace does not define.
  *   - The window is written to `path` as an ordinary closed trace (indexes
  *     included, one file, renamed over the old one; readers of the old one
  *     keep it) at open (empty), at the first gt_recorder_flush after a
@@ -227,6 +229,11 @@ int64_t gt_recorder_seq(gt_recorder *r);
  * INSERT OR IGNORE) when this number has changed since. */
 uint64_t gt_recorder_cuts(const gt_recorder *r);
 
+/* The first event seq the flight recorder's last window cut kept (events
+ * before it are gone unless a kept event references them); 0 before any
+ * cut. */
+int64_t gt_recorder_window_start(const gt_recorder *r);
+
 /* ---- run ------------------------------------------------------------- */
 
 /* Fill in run metadata; may be called again to update. */
@@ -267,6 +274,11 @@ int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device);
 
 /* Record a tensor the first time it is seen; takes a seq. */
 int gt_tensor(gt_recorder *r, const gt_tensor_info *t);
+
+/* Write t's row again if a flight recorder's window cut dropped it
+ * (gt_recorder_cuts changed since it was written): a row still there is left
+ * as it is (INSERT OR IGNORE). Takes a seq. */
+int gt_tensor_again(gt_recorder *r, const gt_tensor_info *t);
 
 /* Record that `tensor`'s version counter reached `version` because of op
  * `op` (0 if not known: observed = 1). */
