@@ -139,7 +139,7 @@ struct gt__rowbuf {
               " storage_offset, requires_grad, is_leaf, created_by, alias_of,"           \
               " shares_version, version_counter)"                                        \
               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")        \
-    X(TENSOR_AGAIN, "INSERT OR IGNORE INTO tensors (id, seq, storage, dtype, shape,"   \
+    X(TENSOR_AGAIN, "INSERT OR IGNORE INTO tensors (id, seq, storage, dtype, shape,"     \
                     " strides, storage_offset, requires_grad, is_leaf, created_by,"      \
                     " alias_of, shares_version, version_counter)"                        \
                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")  \

@@ -270,7 +270,8 @@ static void storage_again(gt_fold *f, ftensor *t)
     if (!t->sid)
         return;
     uint64_t epoch = cut_epoch(f);
-    uint64_t *v = t->storage ? gt_map_get(&f->storages, (uintptr_t)t->storage, 0, 0) : NULL;
+    uint64_t *v =
+        t->storage ? gt_map_get(&f->storages, (uintptr_t)t->storage, 0, 0) : NULL;
     gt_id id = v ? (gt_id)(*v & ((UINT64_C(1) << 40) - 1)) : 0;
     if (v && id == t->sid && *v >> 40 == epoch)
         return;
