@@ -37,6 +37,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <atomic>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -1295,6 +1296,23 @@ int gt_capture_weak_forgettable(const void *impl)
     bool r = w.use_count() == 0 && w.weak_use_count() == 1;
     w.release();
     return r;
+}
+
+void gt_capture_forget(const void *impl)
+{
+    if (!C)
+        return;
+    Tls *t = tls();
+    if (!t)
+        return;
+    auto same = [impl](const c10::weak_intrusive_ptr<c10::TensorImpl> &w) {
+        return w._unsafe_get_target() == impl;
+    };
+    t->fresh.erase(std::remove_if(t->fresh.begin(), t->fresh.end(), same),
+                   t->fresh.end());
+    t->watch.erase(std::remove_if(t->watch.begin(), t->watch.end(),
+                                  [&](const Tls::Watch &w) { return same(w.t); }),
+                   t->watch.end());
 }
 
 void gt_capture_weak_release(const void *impl)

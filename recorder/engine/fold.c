@@ -1061,6 +1061,36 @@ static int drain_locked(gt_fold *f)
     return f->rc;
 }
 
+void gt_fold_forget_tensor(gt_fold *f, const void *impl)
+{
+    pthread_mutex_lock(&f->mu);
+    (void)drain_locked(f); /* the records naming it let go of theirs */
+    uint64_t *v = gt_map_get(&f->tensors, (uintptr_t)impl, 0, 0);
+    if (v) {
+        ftensor *t = (ftensor *)(uintptr_t)*v;
+        gt_map_del(&f->tensors, (uintptr_t)impl, 0, 0);
+        if (t->weak)
+            gt_capture_weak_release(t->impl);
+        t->weak = 0;
+        tensor_drop(f, t); /* the map's reference */
+    }
+    /* older entries of that address the lanes still hold */
+    for (gt_cap_lane *cl = gt_capture_lanes(); cl; cl = cl->next_lane) {
+        flane *l = cl->consumer;
+        for (int i = 0; l && i < l->nin; i++)
+            if (l->in[i].t && l->in[i].t->impl == impl && l->in[i].t->weak) {
+                gt_capture_weak_release(impl);
+                l->in[i].t->weak = 0;
+            }
+        for (size_t i = 0; l && i < l->npending; i++)
+            if (l->pending[i]->impl == impl && l->pending[i]->weak) {
+                gt_capture_weak_release(impl);
+                l->pending[i]->weak = 0;
+            }
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
 int gt_fold_drain(gt_fold *f)
 {
     pthread_mutex_lock(&f->mu);

@@ -36,6 +36,11 @@ int gt_fold_start(gt_fold *f, unsigned period_ms);
  * recorder's first error, or 0. */
 int gt_fold_drain(gt_fold *f);
 
+/* Fold what was captured, then let go of the entry of the tensor at impl
+ * and of its weak reference (torch.utils.swap_tensors refuses a tensor
+ * with one): it is recorded anew when next seen. */
+void gt_fold_forget_tensor(gt_fold *f, const void *impl);
+
 /* Stop the background thread (if any), drain, and free. Accepts NULL. */
 void gt_fold_free(gt_fold *f);
 

@@ -310,6 +310,9 @@ int gt_capture_weak_alive(const void *impl);
 /* impl is dead and the caller's is its last weak reference */
 int gt_capture_weak_forgettable(const void *impl);
 void gt_capture_weak_release(const void *impl);
+/* The calling thread's capture lets go of its weak references to impl
+ * (outputs to refresh, saved tensors to watch): before swap_tensors. */
+void gt_capture_forget(const void *impl);
 
 /* Give chunk c (fully read) back to its lane's free ring, or free it. */
 void gt_capture_recycle(gt_cap_lane *lane, gt_cap_chunk *c);

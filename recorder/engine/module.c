@@ -677,6 +677,20 @@ static PyObject *Engine_name(PyObject *op, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *Engine_forget(PyObject *op, PyObject *t)
+{
+    Engine *self = (Engine *)op;
+    gt_cap_tensor ct;
+    if (!self->on || !self->fold || gt_capture_pytensor(t, &ct, NULL) < 0 ||
+        (ct.flags & GT_CAPT_UNDEF))
+        Py_RETURN_NONE;
+    gt_capture_commit();
+    const void *impl = ct.impl;
+    gt_capture_forget(impl);
+    Py_BEGIN_ALLOW_THREADS gt_fold_forget_tensor(self->fold, impl);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyObject *Engine_set_active(PyObject *op, PyObject *arg)
 {
     Engine *self = (Engine *)op;
@@ -816,6 +830,7 @@ static PyMethodDef Engine_methods[] = {
     {"call_end", Engine_call_end, METH_VARARGS, "it returned (or raised: None)"},
     {"name", Engine_name, METH_VARARGS, "a variable name bound to a tensor"},
     {"set_active", Engine_set_active, METH_O, "record ops (True) or not"},
+    {"forget", Engine_forget, METH_O, "let go of a tensor (before swap_tensors)"},
     {"flush", Engine_flush, METH_NOARGS, "fold and commit what was captured"},
     {"close", Engine_close, METH_VARARGS, "stop and close the trace"},
     {"forked", Engine_forked, METH_NOARGS, "in a forked child: let go"},

@@ -78,6 +78,9 @@ typedef struct gt_storage_ent {
     gt_id id;
     uint64_t key;
     int refs;
+    int64_t nbytes; /* its row, to write it again after a window cut */
+    gt_id device;
+    uint64_t epoch;                /* gt_recorder_cuts when its row was written */
     struct TensorEnt *head, *tail; /* live recorded tensors on it, oldest first */
 } gt_storage_ent;
 
@@ -94,10 +97,11 @@ typedef struct TensorEnt {
     int64_t last_out; /* seq of the last op that output or mutated it */
     gt_id alias_of;   /* for the tensors row, written later for outputs */
     int shares;
-    int written;  /* its tensors row is written */
-    int saved;    /* a node saved it: its storage is watched */
-    int itemsize; /* bytes per element when first seen */
-    int64_t seen; /* event seq when it was last seen on its storage */
+    int written;     /* its tensors row is written */
+    uint64_t wepoch; /* gt_recorder_cuts when it was made or its row written */
+    int saved;       /* a node saved it: its storage is watched */
+    int itemsize;    /* bytes per element when first seen */
+    int64_t seen;    /* event seq when it was last seen on its storage */
     int64_t offset;
     int ndim;
     int64_t *geom; /* ndim sizes then ndim strides */
@@ -198,6 +202,7 @@ typedef struct Recorder {
     int looked_up;          /* module_type and current_node looked up */
     gt_id cur_backward;     /* the innermost recorded backward call */
     gt_id last_exec_id;     /* its last node_execs row's node */
+    gt_map byid;            /* tensor id -> TensorEnt* (the entries alive, borrowed) */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
     PyFrameObject *last_site, *last_user; /* capture_stack's last answer, held
@@ -772,6 +777,7 @@ static void ent_forget(Recorder *self, TensorEnt *e)
     }
     vc_release(e->vc);
     e->vc = NULL;
+    gt_map_del(&self->byid, (uint64_t)e->id, 0, 0);
     uint64_t *v = gt_map_get(&self->tensors, e->addr, 0, 0);
     int mine = v && *v == (uintptr_t)e;
     if (mine)
@@ -926,6 +932,9 @@ static gt_storage_ent *storage_for(Recorder *self, PyObject *t, uint64_t key)
         if (did)
             gt_map_put(&self->dtypes, 0, (uint64_t)dix, 1, (uint64_t)did);
     }
+    st->nbytes = nbytes;
+    st->device = did;
+    st->epoch = gt_recorder_cuts(self->r);
     ck(self, gt_storage(self->r, st->id, nbytes, did));
     if (gt_map_put(&self->storages, key, 0, 0, (uintptr_t)st) < 0) {
         free(st);
@@ -934,10 +943,43 @@ static gt_storage_ent *storage_for(Recorder *self, PyObject *t, uint64_t key)
     return st;
 }
 
+static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf);
+
+/* e (tensor t) is named by a row written now: its row is written again if
+ * a flight recorder's window cut may have dropped it since (a row still
+ * there is left as it is). */
+static void touch(Recorder *self, TensorEnt *e, PyObject *t)
+{
+    if (e->written && e->wepoch != gt_recorder_cuts(self->r))
+        write_tensor(self, e, t, -1);
+}
+
+/* The entry of tensor t, if recorded; touched (a caller names it). */
 static TensorEnt *lookup(Recorder *self, PyObject *t)
 {
     uint64_t *v = gt_map_get(&self->tensors, (uintptr_t)t, 0, 0);
-    return v ? (TensorEnt *)(uintptr_t)*v : NULL;
+    TensorEnt *e = v ? (TensorEnt *)(uintptr_t)*v : NULL;
+    if (e)
+        touch(self, e, t);
+    return e;
+}
+
+/* id (a tensor a row written now names) if its row is there: an entry
+ * alive is touched; a dead one's row may be gone after a cut (0). */
+static gt_id named(Recorder *self, gt_id id)
+{
+    uint64_t *v = id ? gt_map_get(&self->byid, (uint64_t)id, 0, 0) : NULL;
+    if (v) {
+        TensorEnt *e = (TensorEnt *)(uintptr_t)*v;
+        PyObject *t = e->wr ? PyWeakref_GetObject(e->wr) : NULL;
+        if (t && t != Py_None) {
+            Py_INCREF(t);
+            touch(self, e, t);
+            Py_DECREF(t);
+            return id;
+        }
+    }
+    return !id || !gt_recorder_cuts(self->r) ? id : 0;
 }
 
 /* Compare a tensor's version with what we expect; record an observed bump
@@ -950,10 +992,29 @@ static void observe(Recorder *self, TensorEnt *e, int64_t version)
     }
 }
 
-/* Write the tensors row of e (tensor t); is_leaf < 0: read it. */
+/* Write the tensors row of e (tensor t); is_leaf < 0: read it. Written
+ * again (INSERT OR IGNORE) after a window cut dropped it; if a cut came
+ * since e was made or written, what the row names may be gone: its
+ * storage's row is written again, its base named only if its row is
+ * there, the op that made it only if the window kept it. */
 static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf)
 {
     modstate *ms = STATE(self);
+    uint64_t epoch = gt_recorder_cuts(self->r);
+    int again = e->written, cut = e->wepoch != epoch;
+    e->wepoch = epoch; /* first: a chain of bases ends here */
+    e->written = 1;
+    gt_id alias_of = e->alias_of;
+    int64_t created_by = e->created_by;
+    if (cut) {
+        if (e->st && e->st->epoch != epoch) {
+            ck(self, gt_storage(self->r, e->st->id, e->st->nbytes, e->st->device));
+            e->st->epoch = epoch;
+        }
+        alias_of = named(self, alias_of);
+        if (created_by > 0 && created_by < gt_recorder_window_start(self->r))
+            created_by = 0;
+    }
     static const int64_t none[1] = {0};
     gt_tensor_info ti = {
         .id = e->id,
@@ -965,13 +1026,12 @@ static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf)
         .storage_offset = e->offset,
         .requires_grad = truth_attr(t, ms->s_requires_grad, self),
         .is_leaf = is_leaf >= 0 ? is_leaf : truth_attr(t, ms->s_is_leaf, self),
-        .created_by = e->created_by,
-        .alias_of = e->alias_of,
+        .created_by = created_by,
+        .alias_of = alias_of,
         .shares_version = e->shares,
         .version_counter = e->vc ? e->vc->id : e->id,
     };
-    e->written = 1;
-    ck(self, gt_tensor(self->r, &ti));
+    ck(self, again ? gt_tensor_again(self->r, &ti) : gt_tensor(self->r, &ti));
 }
 
 /* Find or record tensor t. created_by: op seq for an op's output, else 0.
@@ -1005,6 +1065,8 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by,
     e->geom = NULL;
     e->ndim = 0;
     e->id = ++self->next_tensor;
+    e->wepoch = gt_recorder_cuts(self->r);
+    e->written = 0;
     e->saved = 0;
     e->seen = 0;
     e->created_by = created_by;
@@ -1019,6 +1081,8 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by,
         Py_DECREF(e); /* drops the weakref too */
         return NULL;
     }
+    if (gt_map_put(&self->byid, (uint64_t)e->id, 0, 0, (uintptr_t)e) < 0)
+        swallow(self);
     e->rec = self; /* the map owns our reference from here on */
 
     PyObject *dtype = PyObject_GetAttr(t, ms->s_dtype);
@@ -2531,6 +2595,7 @@ static void free_caches(Recorder *self)
         ent_forget(self, all[i]);
     free(all);
     gt_map_clear(&self->tensors);
+    gt_map_clear(&self->byid);
     for (size_t i = 0; i < self->storages.cap; i++)
         if (self->storages.slots[i].used)
             free((void *)(uintptr_t)self->storages.slots[i].value);
@@ -3021,6 +3086,18 @@ static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
 
 /* watch_data(descriptor): the `data` getset descriptor of torch's tensor base
  * class, which data_set forwards to. */
+/* forget(tensor): let go of t's entry and its weak reference
+ * (torch.utils.swap_tensors refuses a tensor with one); t is recorded anew
+ * when next seen. */
+static PyObject *Recorder_forget(PyObject *op, PyObject *t)
+{
+    Recorder *self = (Recorder *)op;
+    uint64_t *v = gt_map_get(&self->tensors, (uintptr_t)t, 0, 0);
+    if (v)
+        ent_forget(self, (TensorEnt *)(uintptr_t)*v);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Recorder_watch_data(PyObject *op, PyObject *descr)
 {
     Recorder *self = (Recorder *)op;
@@ -3208,6 +3285,8 @@ static PyMethodDef Recorder_methods[] = {
      "watch_data(descriptor): the tensor base class's `data` descriptor"},
     {"data_set", Recorder_data_set, METH_VARARGS,
      "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
+    {"forget", Recorder_forget, METH_O,
+     "forget(tensor): drop its entry and weak reference (before swap_tensors)"},
     {"forked", Recorder_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},
 };

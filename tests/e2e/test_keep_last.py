@@ -24,11 +24,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gtutil  # noqa: E402
 
 LOOP = gtutil.scenario("keep_last_loop.py")
+GAP = gtutil.scenario("keep_last_gap.py")
 STEPS = 20000
 
 
-def marker(tag):
-    with open(LOOP) as f:
+def marker(tag, script=LOOP):
+    with open(script) as f:
         hits = [i + 1 for i, l in enumerate(f) if "# @" + tag in l]
     assert len(hits) == 1, hits
     return hits[0]
@@ -199,6 +200,27 @@ class SameAsWhole(KeepLastMixin):
         self.assertEqual([r[0] for r in db.execute("SELECT id FROM backward_calls")], [300])
 
 
+class Gap(KeepLastMixin):
+    """A tensor (a view) no event of the window named until the last step
+    uses it again: its row, its base's and its storage's are written again,
+    and diagnose names the write as a whole recording does."""
+
+    def test_used_again_after_a_gap(self):
+        whole, _ = gtutil.record(GAP, 300, expect_fail=True, env=self.env())
+        kept, _ = gtutil.record(GAP, 300, expect_fail=True, env=self.env(),
+                                options=("--keep-last", "2"))
+        db = gtutil.connect(kept)
+        self.check_no_dangling(db)
+        self.assertEqual([r[0] for r in db.execute("SELECT id FROM backward_calls")],
+                         [299, 300])
+        a, b = finding_facts(whole), finding_facts(kept)
+        self.assertEqual(a, b)
+        f = b[0]
+        self.assertEqual(f["kind"], "inplace_invalidated_saved")
+        self.assertIn("fixed", f["saved"]["names"])
+        self.assertIn(marker("culprit", GAP), [m["location"]["line"] for m in f["mutations"]])
+
+
 class Signals(KeepLastMixin):
     def start(self, out, keep=3):
         cmd = [gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON, "-o", out,
@@ -327,6 +349,7 @@ for i, name in enumerate(ADAPTERS):
                                             {"adapter": name, "steps": 2000})
     globals()["SameAsWhole" + tag] = type("SameAsWhole" + tag, (SameAsWhole, unittest.TestCase),
                                           {"adapter": name})
+    globals()["Gap" + tag] = type("Gap" + tag, (Gap, unittest.TestCase), {"adapter": name})
     globals()["Signals" + tag] = type("Signals" + tag, (Signals, unittest.TestCase),
                                       {"adapter": name})
 

@@ -129,6 +129,9 @@ class EngineRecorder:
     def flush(self):
         self._eng.flush()
 
+    def forget(self, t):
+        self._eng.forget(t)
+
     def close(self, code, exit_code, sig):
         return self._eng.close(code, exit_code, sig)
 

@@ -217,6 +217,40 @@ class BackwardPatch:
             setattr(owner, attr, self._wrap(orig, api, roots, inputs))
         self._wrap_calls()
         self._watch_data()
+        self._wrap_swap()
+
+    def _wrap_swap(self):
+        """torch.utils.swap_tensors (nn.Module.to and load_state_dict(assign=)
+        under set_swap_module_params_on_conversion) refuses a tensor that has
+        weak references, and the recorder holds one on every tensor it has
+        seen: before a swap it lets both go (each is recorded anew when next
+        seen), so that recording never changes whether the run raises."""
+        orig = getattr(torch.utils, "swap_tensors", None)
+        if orig is None:
+            return
+        rec = self._recording
+
+        @functools.wraps(orig)
+        def swap_tensors(t1, t2):
+            r = rec._rec
+            if r is None or not hasattr(r, "forget"):
+                return orig(t1, t2)
+            on = r.recording
+            if on:
+                r.flush()  # the references the last op's outputs hold go
+            for t in (t1, t2):
+                if isinstance(t, torch.Tensor):
+                    r.forget(t)
+            if on:
+                r.set_active(False)  # its checks run ops that must hold none
+            try:
+                return orig(t1, t2)
+            finally:
+                if on:
+                    r.set_active(True)
+
+        self._saved.append((torch.utils, "swap_tensors", orig))
+        torch.utils.swap_tensors = swap_tensors
 
     def _watch_data(self):
         """`t.data = other` swaps t's storage with no aten op and no version
