@@ -165,7 +165,9 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
  * (the dispatch adapter's case: TorchDynamo does not compile under a
  * dispatch mode): a recorded op's user frame lies inside a frame of
  * TorchDynamo's eval_frame.py, i.e. the compiled function's own Python ran.
- * Ops of a compiled graph have no user frame inside it. */
+ * Ops of a compiled graph have no user frame inside it. The wrapper of
+ * torch._disable_dynamo (DisableContext: torch.utils.checkpoint, optimizer
+ * internals) is in that file too and compiles nothing. */
 static char *compiled_eager_json(qdb *db, int *rc)
 {
     return qtext(
@@ -175,9 +177,10 @@ static char *compiled_eager_json(qdb *db, int *rc)
         " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
         " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
         " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
-        " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
+        " sf.text LIKE '%/torch/_dynamo/eval_frame.py'"
+        " AND fn.text NOT LIKE 'DisableContext.%' FROM up"
         " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
-        " JOIN strings sf ON sf.id = f.file)"
+        " JOIN strings sf ON sf.id = f.file JOIN strings fn ON fn.id = f.function)"
         " SELECT CASE WHEN EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
         " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
         "");
