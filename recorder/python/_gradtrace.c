@@ -2,7 +2,7 @@
  * _gradtrace: the PyTorch adapter's per-op work, in C over gtrecorder.
  *
  * The Python side (gradtrace/_mode.py) is a TorchDispatchMode whose
- * __torch_dispatch__ is one call: Recorder.dispatch(func, args, kwargs). Here
+ * __torch_dispatch__ is one call: gt_pyrec.dispatch(func, args, kwargs). Here
  * that call
  *   1. discovers the autograd nodes created by the previous op: its outputs
  *      (and mutated arguments) got their grad_fn after the dispatch returned,
@@ -72,7 +72,7 @@ typedef struct gt_vc {
     int refs;
 } gt_vc;
 
-struct TensorEnt;
+struct gt_tensor_ent;
 
 typedef struct gt_storage_ent {
     gt_id id;
@@ -80,18 +80,18 @@ typedef struct gt_storage_ent {
     int refs;
     int64_t nbytes; /* its row, to write it again after a window cut */
     gt_id device;
-    uint64_t epoch;                /* gt_recorder_cuts when its row was written */
-    struct TensorEnt *head, *tail; /* live recorded tensors on it, oldest first */
+    uint64_t epoch;                    /* gt_recorder_cuts when its row was written */
+    struct gt_tensor_ent *head, *tail; /* live recorded tensors on it, oldest first */
 } gt_storage_ent;
 
-typedef struct TensorEnt {
-    PyObject_HEAD struct Recorder *rec; /* NULL once forgotten */
+typedef struct gt_tensor_ent {
+    PyObject_HEAD struct gt_pyrec *rec; /* NULL once forgotten */
     PyObject *wr;                       /* weakref to the tensor, with this as callback */
     uintptr_t addr; /* the tensor object's address: key in rec->tensors */
     gt_id id;
     gt_vc *vc;
     gt_storage_ent *st;
-    struct TensorEnt *st_prev, *st_next;
+    struct gt_tensor_ent *st_prev, *st_next;
     gt_id dtype;
     int64_t created_by;
     int64_t last_out; /* seq of the last op that output or mutated it */
@@ -105,7 +105,7 @@ typedef struct TensorEnt {
     int64_t offset;
     int ndim;
     int64_t *geom; /* ndim sizes then ndim strides */
-} TensorEnt;
+} gt_tensor_ent;
 
 /* How the version counters of an op's written arguments move. */
 enum {
@@ -138,11 +138,11 @@ typedef struct {
 
 /* A tensor argument or output of an op, found by collect(). */
 typedef struct {
-    PyObject *t;    /* borrowed from the op's arguments or result */
-    TensorEnt *e;   /* its entry (borrowed), or NULL when untracked */
-    int64_t ver;    /* its version before the op */
-    int written;    /* the schema marks it as written */
-    int schema_pos; /* schema position of its argument, -1 for kwargs */
+    PyObject *t;      /* borrowed from the op's arguments or result */
+    gt_tensor_ent *e; /* its entry (borrowed), or NULL when untracked */
+    int64_t ver;      /* its version before the op */
+    int written;      /* the schema marks it as written */
+    int schema_pos;   /* schema position of its argument, -1 for kwargs */
 } argref;
 
 typedef struct {
@@ -173,7 +173,7 @@ typedef struct {
     int64_t *nbytes;
 } gt_region;
 
-typedef struct Recorder {
+typedef struct gt_pyrec {
     PyObject_HEAD gt_recorder *r;
     int active;      /* recording ops now */
     int failed;      /* write failure: recording stopped for good */
@@ -202,7 +202,7 @@ typedef struct Recorder {
     int looked_up;          /* module_type and current_node looked up */
     gt_id cur_backward;     /* the innermost recorded backward call */
     gt_id last_exec_id;     /* its last node_execs row's node */
-    gt_map byid;            /* tensor id -> TensorEnt* (the entries alive, borrowed) */
+    gt_map byid; /* tensor id -> gt_tensor_ent* (the entries alive, borrowed) */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
     gt_id next_tensor, next_storage, next_node;
     PyFrameObject *last_site, *last_user; /* capture_stack's last answer, held
@@ -239,7 +239,7 @@ typedef struct Recorder {
     int ft_now;           /* the op in flight writes under a transform */
     int stack_func;       /* the last stack captured runs under a transform */
     PyObject *data_orig;  /* TensorBase's `data` descriptor (watch_data) */
-} Recorder;
+} gt_pyrec;
 
 typedef struct {
     PyTypeObject *recorder_type;
@@ -261,7 +261,7 @@ static modstate *state_of_type(PyTypeObject *tp)
 /* ---- small helpers ------------------------------------------------------ */
 
 /* Clear a bookkeeping error: it must never reach the recorded program. */
-static void swallow(Recorder *self)
+static void swallow(gt_pyrec *self)
 {
     if (PyErr_Occurred()) {
         PyErr_Clear();
@@ -271,7 +271,7 @@ static void swallow(Recorder *self)
 
 /* Check a recorder result; on a write failure stop recording with one
  * warning. Returns rc. */
-static int ck(Recorder *self, int rc)
+static int ck(gt_pyrec *self, int rc)
 {
     if (rc < 0 && !self->failed && self->r && gt_recorder_failed(self->r)) {
         self->failed = 1;
@@ -282,12 +282,12 @@ static int ck(Recorder *self, int rc)
     return rc;
 }
 
-static int recording(Recorder *self)
+static int recording(gt_pyrec *self)
 {
     return self->r && self->active && !self->failed && !self->forked;
 }
 
-static int64_t long_attr(PyObject *o, PyObject *name, int64_t dflt, Recorder *self)
+static int64_t long_attr(PyObject *o, PyObject *name, int64_t dflt, gt_pyrec *self)
 {
     PyObject *v = PyObject_GetAttr(o, name);
     if (!v) {
@@ -303,7 +303,7 @@ static int64_t long_attr(PyObject *o, PyObject *name, int64_t dflt, Recorder *se
     return x;
 }
 
-static int64_t long_call(PyObject *o, PyObject *name, int64_t dflt, Recorder *self)
+static int64_t long_call(PyObject *o, PyObject *name, int64_t dflt, gt_pyrec *self)
 {
     PyObject *v = PyObject_CallMethodNoArgs(o, name);
     if (!v) {
@@ -319,7 +319,7 @@ static int64_t long_call(PyObject *o, PyObject *name, int64_t dflt, Recorder *se
     return x;
 }
 
-static int truth_attr(PyObject *o, PyObject *name, Recorder *self)
+static int truth_attr(PyObject *o, PyObject *name, gt_pyrec *self)
 {
     PyObject *v = PyObject_GetAttr(o, name);
     if (!v) {
@@ -335,7 +335,7 @@ static int truth_attr(PyObject *o, PyObject *name, Recorder *self)
     return t;
 }
 
-static gt_id intern_str(Recorder *self, const char *s)
+static gt_id intern_str(gt_pyrec *self, const char *s)
 {
     gt_id id = 0;
     if (ck(self, gt_intern_string(self->r, s, strlen(s), &id)) < 0)
@@ -343,12 +343,12 @@ static gt_id intern_str(Recorder *self, const char *s)
     return id;
 }
 
-static int keep(Recorder *self, PyObject *o)
+static int keep(gt_pyrec *self, PyObject *o)
 {
     return PyList_Append(self->keep, o);
 }
 
-static gt_id current_thread(Recorder *self)
+static gt_id current_thread(gt_pyrec *self)
 {
     unsigned long tid = PyThread_get_thread_native_id();
     uint64_t *v = gt_map_get(&self->threads, tid, 0, 0);
@@ -365,7 +365,7 @@ static gt_id current_thread(Recorder *self)
 /* ---- torch.func wrappers ------------------------------------------------ */
 
 /* Look up, once, functorch's helpers (torch._C._functorch, 1.13 too). */
-static void ft_lookup(Recorder *self)
+static void ft_lookup(gt_pyrec *self)
 {
     if (self->ft_looked)
         return;
@@ -389,7 +389,7 @@ static void ft_lookup(Recorder *self)
 
 /* Called under a torch.func transform (a frame of torch/_functorch/ is on
  * the stack): can its wrappers be looked through? */
-static int ft_active(Recorder *self)
+static int ft_active(gt_pyrec *self)
 {
     ft_lookup(self);
     if (!self->ft_wrapped)
@@ -402,7 +402,7 @@ static int ft_active(Recorder *self)
  * BatchedTensor, nested as the transforms are): a new reference, or NULL
  * when t wraps nothing. That inner tensor is the one the mode saw in the
  * ops, with the version counter the recorder follows. */
-static PyObject *ft_inner(Recorder *self, PyObject *t)
+static PyObject *ft_inner(gt_pyrec *self, PyObject *t)
 {
     ft_lookup(self);
     if (!self->ft_wrapped)
@@ -433,7 +433,7 @@ static PyObject *ft_inner(Recorder *self, PyObject *t)
 
 /* A scratch area for one op (or one stack capture): a spare one, else a new
  * one. Returns NULL when out of memory. */
-static gt_scratch *scratch_take(Recorder *self)
+static gt_scratch *scratch_take(gt_pyrec *self)
 {
     gt_scratch *sc = self->spare;
     if (sc) {
@@ -446,7 +446,7 @@ static gt_scratch *scratch_take(Recorder *self)
 }
 
 /* Give a scratch area back for the next op. Accepts NULL. */
-static void scratch_give(Recorder *self, gt_scratch *sc)
+static void scratch_give(gt_pyrec *self, gt_scratch *sc)
 {
     if (!sc)
         return;
@@ -454,7 +454,7 @@ static void scratch_give(Recorder *self, gt_scratch *sc)
     self->spare = sc;
 }
 
-static void scratch_free_all(Recorder *self)
+static void scratch_free_all(gt_pyrec *self)
 {
     while (self->spare) {
         gt_scratch *sc = self->spare;
@@ -512,7 +512,7 @@ static int starts_with_any(PyObject *s, PyObject *prefixes)
 enum { CODE_KIND = 0xf, CODE_FUNC = 0x10 };
 
 /* The CODE_* kind of co, with CODE_FUNC (cached per code object). */
-static int code_flags(Recorder *self, PyCodeObject *co)
+static int code_flags(gt_pyrec *self, PyCodeObject *co)
 {
     uint64_t *v = gt_map_get(&self->codes, (uintptr_t)co, 0, 0);
     if (v)
@@ -542,12 +542,12 @@ static int code_flags(Recorder *self, PyCodeObject *co)
     return kind;
 }
 
-static int code_kind(Recorder *self, PyCodeObject *co)
+static int code_kind(gt_pyrec *self, PyCodeObject *co)
 {
     return code_flags(self, co) & CODE_KIND;
 }
 
-static gt_id intern_frame(Recorder *self, PyCodeObject *co, int line)
+static gt_id intern_frame(gt_pyrec *self, PyCodeObject *co, int line)
 {
     uint64_t *v = gt_map_get(&self->frames, (uintptr_t)co, (uint64_t)line, 0);
     if (v)
@@ -588,7 +588,7 @@ out:
 /* Intern the current Python stack (without gradtrace's and runpy's frames).
  * Returns the stack id (0 if none); *user gets a new reference to the
  * innermost user frame if user is not NULL. */
-static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
+static gt_id capture_stack_from(gt_pyrec *self, PyFrameObject *start,
                                 PyFrameObject **user /* OUT */)
 {
     if (user)
@@ -662,7 +662,7 @@ static gt_id capture_stack_from(Recorder *self, PyFrameObject *start,
 
 /* The innermost frame that is not gradtrace's own (new reference), and its
  * instruction offset in *lasti; NULL if none. */
-static PyFrameObject *current_site(Recorder *self, int *lasti)
+static PyFrameObject *current_site(gt_pyrec *self, int *lasti)
 {
     PyFrameObject *f = PyEval_GetFrame();
     Py_XINCREF(f);
@@ -685,7 +685,7 @@ static PyFrameObject *current_site(Recorder *self, int *lasti)
  * return (a guard object of Tensor.__repr__, a step's activations), which
  * changes what the program does (torch 1.13's functorch then still sees its
  * keys excluded). Their addresses stay, for comparison only. */
-static void release_frames(Recorder *self)
+static void release_frames(gt_pyrec *self)
 {
     Py_CLEAR(self->last_site);
     Py_CLEAR(self->last_user);
@@ -698,7 +698,7 @@ static void release_frames(Recorder *self)
  * runs then), so its address cannot be reused meanwhile; release_frames
  * lets it go after. Not for generator frames, whose callers change between
  * resumptions. */
-static gt_id capture_stack(Recorder *self, PyFrameObject *site, int lasti,
+static gt_id capture_stack(gt_pyrec *self, PyFrameObject *site, int lasti,
                            PyFrameObject **user)
 {
     if (site && site == self->last_site && lasti == self->last_lasti) {
@@ -730,7 +730,7 @@ static gt_id capture_stack(Recorder *self, PyFrameObject *site, int lasti,
     return stack;
 }
 
-static gt_id capture_stack_here(Recorder *self, PyFrameObject **user)
+static gt_id capture_stack_here(gt_pyrec *self, PyFrameObject **user)
 {
     int lasti;
     PyFrameObject *site = current_site(self, &lasti);
@@ -747,7 +747,7 @@ static void vc_release(gt_vc *vc)
         free(vc);
 }
 
-static void storage_release(Recorder *self, gt_storage_ent *st)
+static void storage_release(gt_pyrec *self, gt_storage_ent *st)
 {
     if (!st || --st->refs > 0)
         return;
@@ -758,7 +758,7 @@ static void storage_release(Recorder *self, gt_storage_ent *st)
 }
 
 /* Forget a tensor entry: out of the map, off its storage, weakref dropped. */
-static void ent_forget(Recorder *self, TensorEnt *e)
+static void ent_forget(gt_pyrec *self, gt_tensor_ent *e)
 {
     if (!e->rec)
         return;
@@ -794,7 +794,7 @@ static PyObject *ent_call(PyObject *op, PyObject *args, PyObject *kw)
 {
     (void)args;
     (void)kw;
-    TensorEnt *e = (TensorEnt *)op;
+    gt_tensor_ent *e = (gt_tensor_ent *)op;
     Py_INCREF(e);
     if (e->rec)
         ent_forget(e->rec, e);
@@ -804,7 +804,7 @@ static PyObject *ent_call(PyObject *op, PyObject *args, PyObject *kw)
 
 static void ent_dealloc(PyObject *op)
 {
-    TensorEnt *e = (TensorEnt *)op;
+    gt_tensor_ent *e = (gt_tensor_ent *)op;
     PyTypeObject *tp = Py_TYPE(op);
     Py_CLEAR(e->wr);
     free(e->geom);
@@ -821,13 +821,13 @@ static PyType_Slot ent_slots[] = {
 
 static PyType_Spec ent_spec = {
     .name = "_gradtrace.TensorEntry",
-    .basicsize = sizeof(TensorEnt),
+    .basicsize = sizeof(gt_tensor_ent),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = ent_slots,
 };
 
 /* dtype: interned name and item size, cached by dtype object. */
-static gt_id dtype_of(Recorder *self, PyObject *t, PyObject *dtype, int *itemsize)
+static gt_id dtype_of(gt_pyrec *self, PyObject *t, PyObject *dtype, int *itemsize)
 {
     uint64_t *v = gt_map_get(&self->dtypes, (uintptr_t)dtype, 0, 0);
     if (v) {
@@ -855,7 +855,7 @@ static gt_id dtype_of(Recorder *self, PyObject *t, PyObject *dtype, int *itemsiz
     return id;
 }
 
-static int read_geom(Recorder *self, PyObject *t, int *ndim, int64_t **geom)
+static int read_geom(gt_pyrec *self, PyObject *t, int *ndim, int64_t **geom)
 {
     modstate *ms = STATE(self);
     PyObject *shape = PyObject_GetAttr(t, ms->s_shape);
@@ -886,14 +886,14 @@ out:
     return rc;
 }
 
-static int64_t read_version(Recorder *self, PyObject *t)
+static int64_t read_version(gt_pyrec *self, PyObject *t)
 {
     /* inference tensors have no version counter: report 0 */
     return long_attr(t, STATE(self)->s_version, 0, self);
 }
 
 /* The storage key of t (data pointer of its storage), 0 if it has none. */
-static uint64_t storage_key(Recorder *self, PyObject *t, int64_t offset, int itemsize)
+static uint64_t storage_key(gt_pyrec *self, PyObject *t, int64_t offset, int itemsize)
 {
     int64_t dp = long_call(t, STATE(self)->s_data_ptr, 0, self);
     if (!dp)
@@ -901,7 +901,7 @@ static uint64_t storage_key(Recorder *self, PyObject *t, int64_t offset, int ite
     return (uint64_t)(dp - offset * itemsize);
 }
 
-static gt_storage_ent *storage_for(Recorder *self, PyObject *t, uint64_t key)
+static gt_storage_ent *storage_for(gt_pyrec *self, PyObject *t, uint64_t key)
 {
     uint64_t *v = gt_map_get(&self->storages, key, 0, 0);
     if (v)
@@ -943,22 +943,22 @@ static gt_storage_ent *storage_for(Recorder *self, PyObject *t, uint64_t key)
     return st;
 }
 
-static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf);
+static void write_tensor(gt_pyrec *self, gt_tensor_ent *e, PyObject *t, int is_leaf);
 
 /* e (tensor t) is named by a row written now: its row is written again if
  * a flight recorder's window cut may have dropped it since (a row still
  * there is left as it is). */
-static void touch(Recorder *self, TensorEnt *e, PyObject *t)
+static void touch(gt_pyrec *self, gt_tensor_ent *e, PyObject *t)
 {
     if (e->written && e->wepoch != gt_recorder_cuts(self->r))
         write_tensor(self, e, t, -1);
 }
 
 /* The entry of tensor t, if recorded; touched (a caller names it). */
-static TensorEnt *lookup(Recorder *self, PyObject *t)
+static gt_tensor_ent *lookup(gt_pyrec *self, PyObject *t)
 {
     uint64_t *v = gt_map_get(&self->tensors, (uintptr_t)t, 0, 0);
-    TensorEnt *e = v ? (TensorEnt *)(uintptr_t)*v : NULL;
+    gt_tensor_ent *e = v ? (gt_tensor_ent *)(uintptr_t)*v : NULL;
     if (e)
         touch(self, e, t);
     return e;
@@ -966,11 +966,11 @@ static TensorEnt *lookup(Recorder *self, PyObject *t)
 
 /* id (a tensor a row written now names) if its row is there: an entry
  * alive is touched; a dead one's row may be gone after a cut (0). */
-static gt_id named(Recorder *self, gt_id id)
+static gt_id named(gt_pyrec *self, gt_id id)
 {
     uint64_t *v = id ? gt_map_get(&self->byid, (uint64_t)id, 0, 0) : NULL;
     if (v) {
-        TensorEnt *e = (TensorEnt *)(uintptr_t)*v;
+        gt_tensor_ent *e = (gt_tensor_ent *)(uintptr_t)*v;
         PyObject *t = e->wr ? PyWeakref_GetObject(e->wr) : NULL;
         if (t && t != Py_None) {
             Py_INCREF(t);
@@ -984,7 +984,7 @@ static gt_id named(Recorder *self, gt_id id)
 
 /* Compare a tensor's version with what we expect; record an observed bump
  * when it differs. */
-static void observe(Recorder *self, TensorEnt *e, int64_t version)
+static void observe(gt_pyrec *self, gt_tensor_ent *e, int64_t version)
 {
     if (e->vc && version != e->vc->expected) {
         ck(self, gt_version_bump(self->r, 0, e->id, version, 1, NULL));
@@ -997,7 +997,7 @@ static void observe(Recorder *self, TensorEnt *e, int64_t version)
  * since e was made or written, what the row names may be gone: its
  * storage's row is written again, its base named only if its row is
  * there, the op that made it only if the window kept it. */
-static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf)
+static void write_tensor(gt_pyrec *self, gt_tensor_ent *e, PyObject *t, int is_leaf)
 {
     modstate *ms = STATE(self);
     uint64_t epoch = gt_recorder_cuts(self->r);
@@ -1038,11 +1038,11 @@ static void write_tensor(Recorder *self, TensorEnt *e, PyObject *t, int is_leaf)
  * via: the tensor it is a view of per the op schema (shares its version
  * counter), or NULL. *version gets t's version now. Returns a borrowed entry
  * or NULL (untracked). */
-static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by,
-                             TensorEnt *via, int64_t *version)
+static gt_tensor_ent *see_tensor(gt_pyrec *self, PyObject *t, int64_t created_by,
+                                 gt_tensor_ent *via, int64_t *version)
 {
     modstate *ms = STATE(self);
-    TensorEnt *e = lookup(self, t);
+    gt_tensor_ent *e = lookup(self, t);
     /* a fresh output of an op starts at version 0 (a view's is its base's) */
     int64_t ver = !e && created_by ? 0 : read_version(self, t);
     if (version)
@@ -1051,7 +1051,7 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by,
         observe(self, e, ver);
         return e;
     }
-    e = PyObject_New(TensorEnt, ms->ent_type);
+    e = PyObject_New(gt_tensor_ent, ms->ent_type);
     if (!e) {
         swallow(self);
         return NULL;
@@ -1124,7 +1124,7 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by,
         if (is_view > 0) {
             PyObject *base = PyObject_GetAttr(t, ms->s_base);
             if (base && PyObject_TypeCheck(base, (PyTypeObject *)self->tensor_type)) {
-                TensorEnt *b = see_tensor(self, base, 0, NULL, NULL);
+                gt_tensor_ent *b = see_tensor(self, base, 0, NULL, NULL);
                 if (b && b->vc) {
                     alias_of = b->id;
                     shares = 1;
@@ -1169,17 +1169,17 @@ static TensorEnt *see_tensor(Recorder *self, PyObject *t, int64_t created_by,
 
 /* see_tensor for a tensor met outside an op (a backward root or input, a
  * leaf's variable): a torch.func wrapper is the tensor it wraps. */
-static TensorEnt *see_inner(Recorder *self, PyObject *t, int64_t *version)
+static gt_tensor_ent *see_inner(gt_pyrec *self, PyObject *t, int64_t *version)
 {
     PyObject *in = ft_inner(self, t);
-    TensorEnt *e = see_tensor(self, in ? in : t, 0, NULL, version);
+    gt_tensor_ent *e = see_tensor(self, in ? in : t, 0, NULL, version);
     Py_XDECREF(in);
     return e;
 }
 
 /* ---- op metadata --------------------------------------------------------- */
 
-static gt_opmeta *op_meta(Recorder *self, PyObject *func)
+static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
 {
     uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
     if (v)
@@ -1241,7 +1241,7 @@ static gt_opmeta *op_meta(Recorder *self, PyObject *func)
 
 /* ---- autograd nodes ------------------------------------------------------ */
 
-static gt_nodetype *node_type(Recorder *self, PyTypeObject *tp)
+static gt_nodetype *node_type(gt_pyrec *self, PyTypeObject *tp)
 {
     uint64_t *v = gt_map_get(&self->types, (uintptr_t)tp, 0, 0);
     if (v)
@@ -1279,7 +1279,7 @@ static gt_nodetype *node_type(Recorder *self, PyTypeObject *tp)
 
 /* The id stored in the node's metadata, 0 if it has none. *md gets a new
  * reference to the metadata dict (NULL if the node has none). */
-static gt_id node_known(Recorder *self, PyObject *node, PyObject **md)
+static gt_id node_known(gt_pyrec *self, PyObject *node, PyObject **md)
 {
     *md = PyObject_GetAttr(node, STATE(self)->s_metadata);
     if (!*md || !PyDict_Check(*md)) {
@@ -1299,7 +1299,7 @@ static gt_id node_known(Recorder *self, PyObject *node, PyObject **md)
  * seen on; when they differ, move e to the new storage and, if `report`,
  * write a storage_swaps row (noticed by op `op` or by the start of backward
  * call `bid`, at `stack`). */
-static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op,
+static void check_storage(gt_pyrec *self, gt_tensor_ent *e, PyObject *t, int64_t op,
                           gt_id bid, gt_id stack, int report)
 {
     modstate *ms = STATE(self);
@@ -1360,9 +1360,9 @@ static void check_storage(Recorder *self, TensorEnt *e, PyObject *t, int64_t op,
 /* The recorded tensor a saved tensor is: the same object, else the live
  * tensor with the same storage, offset, geometry and dtype (for `result`
  * slots preferring the outputs of the node's op, else the latest seen). */
-static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t node_op,
+static gt_id match_saved(gt_pyrec *self, PyObject *v, int is_result, int64_t node_op,
                          int64_t *nbytes, int *is_out /* OUT */,
-                         TensorEnt **ent /* OUT */)
+                         gt_tensor_ent **ent /* OUT */)
 {
     *is_out = 0;
     *ent = NULL;
@@ -1380,7 +1380,7 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
         numel *= geom[i];
     *nbytes = geom ? numel * itemsize : -1;
     gt_id found = 0;
-    TensorEnt *e = lookup(self, v);
+    gt_tensor_ent *e = lookup(self, v);
     if (e) {
         found = e->id;
         *is_out = node_op && e->last_out == node_op;
@@ -1395,8 +1395,8 @@ static gt_id match_saved(Recorder *self, PyObject *v, int is_result, int64_t nod
     if (!sv)
         goto out;
     gt_storage_ent *st = (gt_storage_ent *)(uintptr_t)*sv;
-    TensorEnt *best = NULL;
-    for (TensorEnt *c = st->head; c; c = c->st_next) {
+    gt_tensor_ent *best = NULL;
+    for (gt_tensor_ent *c = st->head; c; c = c->st_next) {
         if (c->offset != offset || c->ndim != ndim || c->dtype != dt || !c->geom ||
             memcmp(c->geom, geom, sizeof *geom * (size_t)(2 * ndim)))
             continue;
@@ -1418,7 +1418,7 @@ out:
 /* XXH3 of the bytes CPU tensor t spans (from its data pointer over its
  * sizes and strides) into *hash, their count into *len. Returns 0, or -1
  * for a tensor whose bytes cannot be read here (not on the CPU, no data). */
-static int fingerprint(Recorder *self, PyObject *t, uint64_t *hash, int64_t *len)
+static int fingerprint(gt_pyrec *self, PyObject *t, uint64_t *hash, int64_t *len)
 {
     modstate *ms = STATE(self);
     if (long_call(t, ms->s_get_device, 0, self) != -1)
@@ -1454,7 +1454,7 @@ static int fingerprint(Recorder *self, PyObject *t, uint64_t *hash, int64_t *len
 
 /* With check_saved: fingerprint saved tensor v (row `sseq` of node nid,
  * read again as attr[index] of the node when it runs). */
-static void fingerprint_saved(Recorder *self, gt_id nid, int64_t sseq, PyObject *v,
+static void fingerprint_saved(gt_pyrec *self, gt_id nid, int64_t sseq, PyObject *v,
                               PyObject *attr, Py_ssize_t index)
 {
     uint64_t h;
@@ -1480,7 +1480,7 @@ static void fingerprint_saved(Recorder *self, gt_id nid, int64_t sseq, PyObject 
 
 /* With check_saved, when node nid runs in backward: fingerprint again what
  * it saved. */
-static void fingerprint_use(Recorder *self, PyObject *node, gt_id nid)
+static void fingerprint_use(gt_pyrec *self, PyObject *node, gt_id nid)
 {
     if (!self->fp)
         return;
@@ -1516,7 +1516,7 @@ static void fingerprint_use(Recorder *self, PyObject *node, gt_id nid)
 /* custom: the node of a custom autograd.Function, whose saved_tensors may
  * be its own outputs (unpacked as new tensor objects on the same storage and
  * version counter): the outputs of its call (node op) are preferred. */
-static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot,
+static void record_saved(gt_pyrec *self, gt_id nid, int64_t op, PyObject *slot,
                          PyObject *v, int custom, PyObject *attr, Py_ssize_t index)
 {
     const char *s = PyUnicode_AsUTF8(slot);
@@ -1531,7 +1531,7 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot,
         v = inner;
     int64_t nbytes = -1;
     int is_out = 0;
-    TensorEnt *ent = NULL;
+    gt_tensor_ent *ent = NULL;
     gt_id tid = match_saved(self, v, is_result || custom, op, &nbytes, &is_out, &ent);
     if (ent && lookup(self, v) == ent) {
         /* the saved tensor is the recorded object itself (not an output
@@ -1554,7 +1554,7 @@ static void record_saved(Recorder *self, gt_id nid, int64_t op, PyObject *slot,
  * of `pairs`. Returns a new tuple of the pairs that gave nothing (None or an
  * error), or NULL if none did: an output is saved after the node is attached
  * to it, so a slot may only be filled one op later. */
-static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObject *node,
+static PyObject *record_saved_all(gt_pyrec *self, gt_id nid, int64_t op, PyObject *node,
                                   PyObject *pairs, gt_nodetype *nt)
 {
     PyObject *missing = NULL;
@@ -1625,7 +1625,7 @@ static PyObject *record_saved_all(Recorder *self, gt_id nid, int64_t op, PyObjec
 
 /* Record, as saved by node nid, the inputs of checkpoint region rg: the
  * tensors its unpacking checks (slot checkpoint_input[i]). */
-static void region_saved(Recorder *self, gt_region *rg, gt_id nid)
+static void region_saved(gt_pyrec *self, gt_region *rg, gt_id nid)
 {
     for (size_t i = 0; i < rg->n; i++) {
         char slot[48];
@@ -1644,7 +1644,7 @@ typedef struct {
 
 /* Give node a fresh id in its metadata dict md and push it on the worklist.
  * Returns the id, 0 on failure. */
-static gt_id push_new_node(Recorder *self, PyObject *node, PyObject *md, int64_t op,
+static gt_id push_new_node(gt_pyrec *self, PyObject *node, PyObject *md, int64_t op,
                            gt_work **work, size_t *n, size_t *cap)
 {
     if (*n == *cap) {
@@ -1669,7 +1669,7 @@ static gt_id push_new_node(Recorder *self, PyObject *node, PyObject *md, int64_t
 
 /* Record node `root` (attributed to op seq `op`) and every node reachable
  * from it that is not yet known. Returns root's id (0 on failure). */
-static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread,
+static gt_id discover(gt_pyrec *self, PyObject *root, int64_t op, gt_id thread,
                       int *is_new)
 {
     modstate *ms = STATE(self);
@@ -1708,7 +1708,7 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread,
         if (nt && nt->is_acc) {
             PyObject *var = PyObject_GetAttr(node, ms->s_variable);
             if (var && PyObject_TypeCheck(var, (PyTypeObject *)self->tensor_type)) {
-                TensorEnt *ve = see_inner(self, var, NULL);
+                gt_tensor_ent *ve = see_inner(self, var, NULL);
                 if (ve)
                     ni.variable = ve->id;
             }
@@ -1768,7 +1768,7 @@ static gt_id discover(Recorder *self, PyObject *root, int64_t op, gt_id thread,
     return rid;
 }
 
-static void clear_pending(Recorder *self)
+static void clear_pending(gt_pyrec *self)
 {
     for (Py_ssize_t i = 0; i < self->npending; i++)
         Py_DECREF(self->pending[i]);
@@ -1778,7 +1778,7 @@ static void clear_pending(Recorder *self)
 /* Bump, as PyTorch would have without a dispatch mode, the version of each
  * tensor a _foreach_ op wrote whose version did not move (see BUMP_FOREACH):
  * the recorded run must fail where the unrecorded one does. */
-static void bump_foreach(Recorder *self)
+static void bump_foreach(gt_pyrec *self)
 {
     PyObject *list = self->unbumped;
     if (!list || !PyList_GET_SIZE(list))
@@ -1802,7 +1802,7 @@ static void bump_foreach(Recorder *self)
 }
 
 /* Discover the nodes the last op's outputs got, then forget them. */
-static void flush_pending(Recorder *self)
+static void flush_pending(gt_pyrec *self)
 {
     if (self->flushing)
         return; /* an op run by our own bookkeeping */
@@ -1833,7 +1833,7 @@ static void flush_pending(Recorder *self)
     for (Py_ssize_t i = 0; i < self->npending && recording(self); i++) {
         PyObject *t = self->pending[i];
         PyObject *g = PyObject_GetAttr(t, ms->s_grad_fn);
-        TensorEnt *te = lookup(self, t);
+        gt_tensor_ent *te = lookup(self, t);
         if (te && !te->written) /* a leaf is a tensor without grad_fn */
             write_tensor(self, te, t, g ? g == Py_None : -1);
         if (!g || g == Py_None) {
@@ -1855,7 +1855,7 @@ static void flush_pending(Recorder *self)
         if (!nid || nid <= known)
             continue; /* an older node: its outputs were recorded with it */
         int64_t nr = long_attr(t, ms->s_output_nr, 0, self);
-        TensorEnt *e = lookup(self, t);
+        gt_tensor_ent *e = lookup(self, t);
         if (!e || gt_map_get(&self->done, (uint64_t)nid, (uint64_t)nr, 0))
             continue;
         if (reserve((void **)&self->done_keys, self->ndone_keys, &self->capdone_keys,
@@ -1875,7 +1875,7 @@ static void flush_pending(Recorder *self)
     self->flushing = 0;
 }
 
-static void add_pending(Recorder *self, PyObject *t)
+static void add_pending(gt_pyrec *self, PyObject *t)
 {
     if (self->npending == self->cappending) {
         Py_ssize_t ncap = self->cappending ? self->cappending * 2 : 16;
@@ -1890,8 +1890,8 @@ static void add_pending(Recorder *self, PyObject *t)
 
 /* ---- names --------------------------------------------------------------- */
 
-static int names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t,
-                    TensorEnt *te, PyObject *base, TensorEnt *be)
+static int names_in(gt_pyrec *self, PyObject *dict, int64_t seq, PyObject *t,
+                    gt_tensor_ent *te, PyObject *base, gt_tensor_ent *be)
 {
     int found = 0;
     if (!dict || !PyDict_Check(dict))
@@ -1927,8 +1927,8 @@ static int names_in(Recorder *self, PyObject *dict, int64_t seq, PyObject *t,
 
 /* Names bound to mutated tensor t (or the tensor it is a view of) in the
  * user's frame: locals, then globals. */
-static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObject *t,
-                         TensorEnt *te)
+static void record_names(gt_pyrec *self, PyFrameObject *uf, int64_t seq, PyObject *t,
+                         gt_tensor_ent *te)
 {
     modstate *ms = STATE(self);
     /* an optimizer step mutates dozens of parameters from one user line
@@ -1937,7 +1937,7 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
     if ((uintptr_t)uf == self->names_miss && lasti == self->names_miss_lasti)
         return;
     PyObject *base = NULL;
-    TensorEnt *be = NULL;
+    gt_tensor_ent *be = NULL;
     PyObject *isv = PyObject_CallMethodNoArgs(t, ms->s_is_view);
     if (isv && PyObject_IsTrue(isv) > 0) {
         base = PyObject_GetAttr(t, ms->s_base);
@@ -1962,7 +1962,7 @@ static void record_names(Recorder *self, PyFrameObject *uf, int64_t seq, PyObjec
 }
 
 /* Look up, once, what bind_names and note_exec need from torch. */
-static void lookup_torch(Recorder *self)
+static void lookup_torch(gt_pyrec *self)
 {
     if (self->looked_up)
         return;
@@ -1986,7 +1986,7 @@ static void lookup_torch(Recorder *self)
 
 /* module_names through m.named_parameters() itself (a module that
  * overrides how its parameters are listed). */
-static void module_names_py(Recorder *self, int64_t seq, const char *var, PyObject *m)
+static void module_names_py(gt_pyrec *self, int64_t seq, const char *var, PyObject *m)
 {
     PyObject *res = PyObject_CallMethod(m, "named_parameters", NULL);
     PyObject *it = res ? PyObject_GetIter(res) : NULL;
@@ -2007,7 +2007,7 @@ static void module_names_py(Recorder *self, int64_t seq, const char *var, PyObje
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
             !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)))
             continue;
-        TensorEnt *e = lookup(self, PyTuple_GET_ITEM(pair, 1));
+        gt_tensor_ent *e = lookup(self, PyTuple_GET_ITEM(pair, 1));
         if (!e)
             continue;
         PyObject *full = PyUnicode_FromFormat("%s.%U", var, PyTuple_GET_ITEM(pair, 0));
@@ -2038,7 +2038,7 @@ typedef struct {
 } gt_walk;
 
 /* Is attribute `name` of type tp the one nn.Module defines (not overridden)? */
-static int inherits(Recorder *self, PyTypeObject *tp, PyObject *name)
+static int inherits(gt_pyrec *self, PyTypeObject *tp, PyObject *name)
 {
     PyObject *mine = _PyType_Lookup(tp, name);
     PyObject *base = _PyType_Lookup((PyTypeObject *)self->module_type, name);
@@ -2050,7 +2050,7 @@ static int inherits(Recorder *self, PyTypeObject *tp, PyObject *name)
  * running a Python generator per module. Returns 0, or -1 when it cannot
  * follow Python's walk exactly (overridden named_modules, attributes that are
  * not plain dicts, too deep): then the caller asks Python. */
-static int walk_params(Recorder *self, PyObject *m, PyObject *prefix, gt_walk *w,
+static int walk_params(gt_pyrec *self, PyObject *m, PyObject *prefix, gt_walk *w,
                        int depth)
 {
     static PyObject *s_modules, *s_parameters, *s_named_modules;
@@ -2079,9 +2079,9 @@ static int walk_params(Recorder *self, PyObject *m, PyObject *prefix, gt_walk *w
             goto out;
         if (++w->total > MAX_MODULE_PARAMS)
             goto out;
-        TensorEnt *e = PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)
-                           ? lookup(self, v)
-                           : NULL;
+        gt_tensor_ent *e = PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)
+                               ? lookup(self, v)
+                               : NULL;
         if (!e)
             continue;
         if (w->n == w->cap) {
@@ -2119,7 +2119,7 @@ out:
  * module m bound to `var`, for parameters already recorded, as
  * m.named_parameters() names them. Modules with more than MAX_MODULE_PARAMS
  * parameters are skipped. */
-static void module_names(Recorder *self, int64_t seq, const char *var, PyObject *m)
+static void module_names(gt_pyrec *self, int64_t seq, const char *var, PyObject *m)
 {
     static PyObject *s_named_parameters;
     if (!s_named_parameters &&
@@ -2162,7 +2162,7 @@ static void module_names(Recorder *self, int64_t seq, const char *var, PyObject 
 /* Names of every recorded tensor (and recorded parameter of an nn.Module)
  * bound in the user frame uf, at event seq: f_locals, which for module-level
  * code are the module's globals. Tensors never recorded get no id here. */
-static void bind_names(Recorder *self, PyFrameObject *uf, int64_t seq)
+static void bind_names(gt_pyrec *self, PyFrameObject *uf, int64_t seq)
 {
     if (!uf || !seq || !self->r || self->failed || self->forked)
         return;
@@ -2183,7 +2183,7 @@ static void bind_names(Recorder *self, PyFrameObject *uf, int64_t seq)
         if (!PyUnicode_Check(k))
             continue;
         if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
-            TensorEnt *e = lookup(self, v);
+            gt_tensor_ent *e = lookup(self, v);
             if (!e && self->ft_seen) {
                 PyObject *in = ft_inner(self, v);
                 e = in ? lookup(self, in) : NULL;
@@ -2211,7 +2211,7 @@ static void bind_names(Recorder *self, PyFrameObject *uf, int64_t seq)
  * the incoming gradient into .grad, a node whose gradient is undefined)
  * never shows here; nor does any node on PyTorch without
  * _current_autograd_node (1.13). */
-static void note_exec(Recorder *self)
+static void note_exec(gt_pyrec *self)
 {
     if (!self->cur_backward)
         return;
@@ -2245,7 +2245,7 @@ static void note_exec(Recorder *self)
  * and builds its graph on the wrappers after the op), and once the write has
  * happened reading what they saved raises the version error. Each node found
  * is attributed to the op that made the tensor it wraps. */
-static void ft_scan(Recorder *self, PyFrameObject *uf)
+static void ft_scan(gt_pyrec *self, PyFrameObject *uf)
 {
     modstate *ms = STATE(self);
     PyFrameObject *f = (PyFrameObject *)Py_XNewRef(uf);
@@ -2262,7 +2262,7 @@ static void ft_scan(Recorder *self, PyFrameObject *uf)
                 continue;
             PyObject *in = ft_inner(self, v);
             PyObject *g = in ? PyObject_GetAttr(v, ms->s_grad_fn) : NULL;
-            TensorEnt *e = in ? lookup(self, in) : NULL;
+            gt_tensor_ent *e = in ? lookup(self, in) : NULL;
             if (g && g != Py_None) {
                 int is_new = 0;
                 gt_id nid = discover(self, g, e ? e->created_by : 0, current_thread(self),
@@ -2288,7 +2288,7 @@ static void ft_scan(Recorder *self, PyFrameObject *uf)
 /* Append to `a` every tensor in v: v itself, or the tensors of a list or
  * tuple, at any nesting (Tensor[], Tensor?[], lists of lists). Returns 0, or
  * -1 when out of memory (then `a` holds the tensors found so far). */
-static int collect(Recorder *self, PyObject *v, int written, int pos, argvec *a,
+static int collect(gt_pyrec *self, PyObject *v, int written, int pos, argvec *a,
                    int depth)
 {
     if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type))
@@ -2307,9 +2307,9 @@ static int is_written(const gt_opmeta *m, Py_ssize_t pos)
     return pos < m->nwpos && m->wpos[pos];
 }
 
-static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
+static PyObject *rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     PyObject *shifted[3];
     if (argc == 5 || argc == 4) {
         /* bound as the mode's method: ([mode,] func, types, args, kwargs) */
@@ -2465,7 +2465,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
             argvec *outs = &sc->out;
             if (collect(self, out, 0, 0, outs, 0) < 0)
                 PyErr_NoMemory(), swallow(self);
-            TensorEnt *via = NULL;
+            gt_tensor_ent *via = NULL;
             if (meta->view_arg >= 0 && !shallow)
                 for (size_t i = 0; i < in->n; i++)
                     if (in->v[i].schema_pos == meta->view_arg && !in->v[i].written) {
@@ -2475,7 +2475,7 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
             for (size_t j = 0; j < outs->n; j++) {
                 int64_t ver = 0;
                 PyObject *t = outs->v[j].t;
-                TensorEnt *e = lookup(self, t);
+                gt_tensor_ent *e = lookup(self, t);
                 if (e) {
                     ver = e->vc ? e->vc->expected : 0;
                 } else {
@@ -2503,9 +2503,9 @@ static PyObject *Recorder_dispatch(PyObject *op, PyObject *const *argv, Py_ssize
 
 /* ---- Python API ---------------------------------------------------------- */
 
-static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
+static int rec_init(PyObject *op, PyObject *args, PyObject *kw)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     static char *kwlist[] = {"path",
                              "tensor_type",
                              "op_meta",
@@ -2581,16 +2581,16 @@ static int Recorder_init(PyObject *op, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static void region_pop(Recorder *self, int64_t seq);
+static void region_pop(gt_pyrec *self, int64_t seq);
 
-static void free_caches(Recorder *self)
+static void free_caches(gt_pyrec *self)
 {
     /* forget every tensor (collect first: forgetting edits the map) */
     size_t n = self->tensors.len, k = 0;
-    TensorEnt **all = n ? malloc(sizeof *all * n) : NULL;
+    gt_tensor_ent **all = n ? malloc(sizeof *all * n) : NULL;
     for (size_t i = 0; all && i < self->tensors.cap; i++)
         if (self->tensors.slots[i].used)
-            all[k++] = (TensorEnt *)(uintptr_t)self->tensors.slots[i].value;
+            all[k++] = (gt_tensor_ent *)(uintptr_t)self->tensors.slots[i].value;
     for (size_t i = 0; i < k; i++)
         ent_forget(self, all[i]);
     free(all);
@@ -2647,9 +2647,9 @@ static void free_caches(Recorder *self)
 }
 
 /* close(status, exit_code, signal) -> None or the recorder's error message */
-static PyObject *Recorder_close(PyObject *op, PyObject *args)
+static PyObject *rec_close(PyObject *op, PyObject *args)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     int status = GT_RUN_OK, exit_code = 0, sig = 0;
     if (!PyArg_ParseTuple(args, "|iii", &status, &exit_code, &sig))
         return NULL;
@@ -2700,9 +2700,9 @@ static PyObject *Recorder_close(PyObject *op, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *Recorder_set_run(PyObject *op, PyObject *args, PyObject *kw)
+static PyObject *rec_set_run(PyObject *op, PyObject *args, PyObject *kw)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     gt_run_info ri;
     if (gt_py_run_info(args, kw, &ri) < 0)
         return NULL;
@@ -2712,9 +2712,9 @@ static PyObject *Recorder_set_run(PyObject *op, PyObject *args, PyObject *kw)
 }
 
 /* flush(): discover pending nodes and commit what was recorded. */
-static PyObject *Recorder_flush(PyObject *op, PyObject *Py_UNUSED(a))
+static PyObject *rec_flush(PyObject *op, PyObject *Py_UNUSED(a))
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     excsave saved_exc = exc_save();
     if (recording(self) && !self->busy) {
         flush_pending(self);
@@ -2725,7 +2725,7 @@ static PyObject *Recorder_flush(PyObject *op, PyObject *Py_UNUSED(a))
     Py_RETURN_NONE;
 }
 
-static gt_id node_of(Recorder *self, PyObject *t)
+static gt_id node_of(gt_pyrec *self, PyObject *t)
 {
     PyObject *g = PyObject_GetAttr(t, STATE(self)->s_grad_fn);
     gt_id nid = 0;
@@ -2736,7 +2736,7 @@ static gt_id node_of(Recorder *self, PyObject *t)
     return nid;
 }
 
-static void region_pop(Recorder *self, int64_t seq)
+static void region_pop(gt_pyrec *self, int64_t seq)
 {
     if (!self->nregions || self->regions[self->nregions - 1].seq != seq)
         return;
@@ -2747,7 +2747,7 @@ static void region_pop(Recorder *self, int64_t seq)
 }
 
 /* Open a checkpoint region for call `seq` over the tensors of `in`. */
-static void region_push(Recorder *self, int64_t seq, argvec *in)
+static void region_push(gt_pyrec *self, int64_t seq, argvec *in)
 {
     if (reserve((void **)&self->regions, self->nregions, &self->capregions,
                 sizeof *self->regions) < 0)
@@ -2787,26 +2787,26 @@ static void region_push(Recorder *self, int64_t seq, argvec *in)
 
 /* At the start of backward call bid: check the storage of every live tensor
  * a node saved (see check_storage). */
-static void watch_all(Recorder *self, gt_id bid, gt_id stack)
+static void watch_all(gt_pyrec *self, gt_id bid, gt_id stack)
 {
     size_t n = 0;
     for (size_t i = 0; i < self->tensors.cap; i++)
         if (self->tensors.slots[i].used &&
-            ((TensorEnt *)(uintptr_t)self->tensors.slots[i].value)->saved)
+            ((gt_tensor_ent *)(uintptr_t)self->tensors.slots[i].value)->saved)
             n++;
     if (!n)
         return;
-    TensorEnt **all = malloc(sizeof *all * n);
+    gt_tensor_ent **all = malloc(sizeof *all * n);
     size_t k = 0;
     for (size_t i = 0; all && i < self->tensors.cap && k < n; i++) {
-        TensorEnt *e = (TensorEnt *)(uintptr_t)self->tensors.slots[i].value;
+        gt_tensor_ent *e = (gt_tensor_ent *)(uintptr_t)self->tensors.slots[i].value;
         if (self->tensors.slots[i].used && e->saved) {
             Py_INCREF(e);
             all[k++] = e;
         }
     }
     for (size_t i = 0; i < k; i++) {
-        TensorEnt *e = all[i];
+        gt_tensor_ent *e = all[i];
         PyObject *t = e->rec && e->wr ? PyWeakref_GetObject(e->wr) : NULL;
         if (t && t != Py_None) {
             Py_INCREF(t);
@@ -2824,9 +2824,9 @@ static void watch_all(Recorder *self, gt_id bid, gt_id stack)
  * apply, a checkpointed function) as an ops row named `name`, with the
  * caller's stack and the tensors of `args` as inputs. region: a
  * non-reentrant checkpoint (see gt_region) until call_end(seq). */
-static PyObject *Recorder_call_begin(PyObject *op, PyObject *args)
+static PyObject *rec_call_begin(PyObject *op, PyObject *args)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     const char *name;
     PyObject *inputs;
     int region;
@@ -2875,9 +2875,9 @@ static PyObject *Recorder_call_begin(PyObject *op, PyObject *args)
  * tensors are the call's outputs, and the nodes they got (a custom
  * Function's node) are recorded now, attributed to the call, while what
  * they saved is still unmodified. Closes the call's checkpoint region. */
-static PyObject *Recorder_call_end(PyObject *op, PyObject *args)
+static PyObject *rec_call_end(PyObject *op, PyObject *args)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     long long seq;
     PyObject *result;
     if (!PyArg_ParseTuple(args, "LO", &seq, &result))
@@ -2897,7 +2897,7 @@ static PyObject *Recorder_call_end(PyObject *op, PyObject *args)
         for (size_t j = 0; j < sc->out.n && recording(self); j++) {
             PyObject *t = sc->out.v[j].t;
             int64_t ver = 0;
-            TensorEnt *e = see_tensor(self, t, 0, NULL, &ver);
+            gt_tensor_ent *e = see_tensor(self, t, 0, NULL, &ver);
             if (!e)
                 continue;
             ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, (int)j, e->id, ver));
@@ -2927,9 +2927,9 @@ static PyObject *Recorder_call_end(PyObject *op, PyObject *args)
 
 /* backward_begin(api, roots, retain_graph, create_graph, inputs) -> id (0:
  * not recorded) */
-static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
+static PyObject *rec_backward_begin(PyObject *op, PyObject *args)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     const char *api;
     PyObject *roots, *inputs;
     int retain, create;
@@ -2954,7 +2954,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
         PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
         if (!PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type))
             continue;
-        TensorEnt *e = see_inner(self, t, NULL);
+        gt_tensor_ent *e = see_inner(self, t, NULL);
         ck(self, gt_backward_root(self->r, id, (int)i, e ? e->id : 0, node_of(self, t)));
     }
     Py_XDECREF(seq);
@@ -2965,7 +2965,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
             PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
             if (!PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type))
                 continue;
-            TensorEnt *e = see_inner(self, t, NULL);
+            gt_tensor_ent *e = see_inner(self, t, NULL);
             if (e)
                 ck(self, gt_backward_input(self->r, id, (int)i, e->id));
         }
@@ -2982,7 +2982,7 @@ static PyObject *Recorder_backward_begin(PyObject *op, PyObject *args)
     return PyLong_FromLongLong(id);
 }
 
-static void record_error(Recorder *self, PyObject *exc, gt_id stack, gt_id bid)
+static void record_error(gt_pyrec *self, PyObject *exc, gt_id stack, gt_id bid)
 {
     PyObject *msg = PyObject_Str(exc);
     const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
@@ -2994,9 +2994,9 @@ static void record_error(Recorder *self, PyObject *exc, gt_id stack, gt_id bid)
 
 /* backward_end(id, exc_or_None): record how backward `id` ended; an
  * exception is written (and committed) before the caller re-raises it. */
-static PyObject *Recorder_backward_end(PyObject *op, PyObject *args)
+static PyObject *rec_backward_end(PyObject *op, PyObject *args)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     long long id;
     PyObject *exc;
     if (!PyArg_ParseTuple(args, "LO", &id, &exc))
@@ -3028,9 +3028,9 @@ static PyObject *Recorder_backward_end(PyObject *op, PyObject *args)
 
 /* error(exc): record an exception that ends the run, at the innermost
  * frame of its traceback. */
-static PyObject *Recorder_error(PyObject *op, PyObject *exc)
+static PyObject *rec_error(PyObject *op, PyObject *exc)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     if (!self->r || self->forked || self->failed)
         Py_RETURN_NONE;
     excsave saved_exc = exc_save();
@@ -3065,9 +3065,9 @@ static PyObject *Recorder_error(PyObject *op, PyObject *exc)
     Py_RETURN_NONE;
 }
 
-static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
+static PyObject *rec_set_active(PyObject *op, PyObject *arg)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     int on = PyObject_IsTrue(arg);
     if (on < 0)
         return NULL;
@@ -3089,18 +3089,18 @@ static PyObject *Recorder_set_active(PyObject *op, PyObject *arg)
 /* forget(tensor): let go of t's entry and its weak reference
  * (torch.utils.swap_tensors refuses a tensor with one); t is recorded anew
  * when next seen. */
-static PyObject *Recorder_forget(PyObject *op, PyObject *t)
+static PyObject *rec_forget(PyObject *op, PyObject *t)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     uint64_t *v = gt_map_get(&self->tensors, (uintptr_t)t, 0, 0);
     if (v)
-        ent_forget(self, (TensorEnt *)(uintptr_t)*v);
+        ent_forget(self, (gt_tensor_ent *)(uintptr_t)*v);
     Py_RETURN_NONE;
 }
 
-static PyObject *Recorder_watch_data(PyObject *op, PyObject *descr)
+static PyObject *rec_watch_data(PyObject *op, PyObject *descr)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     if (!Py_TYPE(descr)->tp_descr_set) {
         PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
         return NULL;
@@ -3117,9 +3117,9 @@ static PyObject *Recorder_watch_data(PyObject *op, PyObject *descr)
  * are the user's) and records a storage_swaps row with op and backward NULL
  * and the assigning line's stack. Any tensor counts, saved yet or not: a
  * node that saved it before recording started is found at backward. */
-static PyObject *Recorder_data_set(PyObject *op, PyObject *args)
+static PyObject *rec_data_set(PyObject *op, PyObject *args)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     PyObject *t, *value;
     if (!PyArg_ParseTuple(args, "OO", &t, &value))
         return NULL;
@@ -3127,7 +3127,7 @@ static PyObject *Recorder_data_set(PyObject *op, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "data_set before watch_data");
         return NULL;
     }
-    TensorEnt *e = NULL;
+    gt_tensor_ent *e = NULL;
     if (recording(self) && !self->busy &&
         PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type)) {
         excsave saved_exc = exc_save();
@@ -3155,43 +3155,43 @@ static PyObject *Recorder_data_set(PyObject *op, PyObject *args)
 }
 
 /* forked(): called in a forked child; never touch the parent's trace. */
-static PyObject *Recorder_forked(PyObject *op, PyObject *Py_UNUSED(a))
+static PyObject *rec_forked(PyObject *op, PyObject *Py_UNUSED(a))
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     self->forked = 1;
     self->active = 0;
     self->r = NULL; /* the parent's connection: leaked on purpose */
     Py_RETURN_NONE;
 }
 
-static PyObject *Recorder_get_recording(PyObject *op, void *c)
+static PyObject *rec_get_recording(PyObject *op, void *c)
 {
     (void)c;
-    return PyBool_FromLong(recording((Recorder *)op));
+    return PyBool_FromLong(recording((gt_pyrec *)op));
 }
 
-static PyObject *Recorder_get_failed(PyObject *op, void *c)
+static PyObject *rec_get_failed(PyObject *op, void *c)
 {
     (void)c;
-    return PyBool_FromLong(((Recorder *)op)->failed);
+    return PyBool_FromLong(((gt_pyrec *)op)->failed);
 }
 
-static PyObject *Recorder_get_seq(PyObject *op, void *c)
+static PyObject *rec_get_seq(PyObject *op, void *c)
 {
     (void)c;
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     return PyLong_FromLongLong(self->r ? gt_recorder_seq(self->r) : 0);
 }
 
-static PyObject *Recorder_get_internal_errors(PyObject *op, void *c)
+static PyObject *rec_get_internal_errors(PyObject *op, void *c)
 {
     (void)c;
-    return PyLong_FromLongLong(((Recorder *)op)->errors);
+    return PyLong_FromLongLong(((gt_pyrec *)op)->errors);
 }
 
-static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
+static int rec_traverse(PyObject *op, visitproc visit, void *arg)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(self->tensor_type);
     Py_VISIT(self->op_meta_fn);
@@ -3218,9 +3218,9 @@ static int Recorder_traverse(PyObject *op, visitproc visit, void *arg)
     return 0;
 }
 
-static int Recorder_clear(PyObject *op)
+static int rec_clear(PyObject *op)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     Py_CLEAR(self->tensor_type);
     Py_CLEAR(self->op_meta_fn);
     Py_CLEAR(self->saved_fn);
@@ -3246,79 +3246,75 @@ static int Recorder_clear(PyObject *op)
     return 0;
 }
 
-static void Recorder_dealloc(PyObject *op)
+static void rec_dealloc(PyObject *op)
 {
-    Recorder *self = (Recorder *)op;
+    gt_pyrec *self = (gt_pyrec *)op;
     PyTypeObject *tp = Py_TYPE(op);
     PyObject_GC_UnTrack(op);
     if (self->r && !self->forked)
         gt_recorder_close(self->r);
     self->r = NULL;
     free_caches(self);
-    Recorder_clear(op);
+    rec_clear(op);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
 
-static PyMethodDef Recorder_methods[] = {
-    {"dispatch", (PyCFunction)(void (*)(void))Recorder_dispatch, METH_FASTCALL,
+static PyMethodDef rec_methods[] = {
+    {"dispatch", (PyCFunction)(void (*)(void))rec_dispatch, METH_FASTCALL,
      "dispatch(func, [types,] args, kwargs): record the op and call func(*args, "
      "**kwargs)"},
-    {"close", Recorder_close, METH_VARARGS,
+    {"close", rec_close, METH_VARARGS,
      "close(status=0, exit_code=0, signal=0): end the run and close the trace; returns "
      "the recorder's error message or None"},
-    {"set_run", (PyCFunction)(void (*)(void))Recorder_set_run,
-     METH_VARARGS | METH_KEYWORDS, "set_run(**run_info): fill in the run row"},
-    {"flush", Recorder_flush, METH_NOARGS, "discover pending nodes and commit"},
-    {"backward_begin", Recorder_backward_begin, METH_VARARGS,
+    {"set_run", (PyCFunction)(void (*)(void))rec_set_run, METH_VARARGS | METH_KEYWORDS,
+     "set_run(**run_info): fill in the run row"},
+    {"flush", rec_flush, METH_NOARGS, "discover pending nodes and commit"},
+    {"backward_begin", rec_backward_begin, METH_VARARGS,
      "backward_begin(api, roots, retain_graph, create_graph, inputs) -> id"},
-    {"backward_end", Recorder_backward_end, METH_VARARGS,
-     "backward_end(id, exc_or_None)"},
-    {"error", Recorder_error, METH_O, "error(exc): record the exception ending the run"},
-    {"call_begin", Recorder_call_begin, METH_VARARGS,
+    {"backward_end", rec_backward_end, METH_VARARGS, "backward_end(id, exc_or_None)"},
+    {"error", rec_error, METH_O, "error(exc): record the exception ending the run"},
+    {"call_begin", rec_call_begin, METH_VARARGS,
      "call_begin(name, args, region) -> seq: record a call into user code"},
-    {"call_end", Recorder_call_end, METH_VARARGS,
+    {"call_end", rec_call_end, METH_VARARGS,
      "call_end(seq, result_or_None): its outputs and the nodes they got"},
-    {"set_active", Recorder_set_active, METH_O,
-     "set_active(bool): open/close the window"},
-    {"watch_data", Recorder_watch_data, METH_O,
+    {"set_active", rec_set_active, METH_O, "set_active(bool): open/close the window"},
+    {"watch_data", rec_watch_data, METH_O,
      "watch_data(descriptor): the tensor base class's `data` descriptor"},
-    {"data_set", Recorder_data_set, METH_VARARGS,
+    {"data_set", rec_data_set, METH_VARARGS,
      "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
-    {"forget", Recorder_forget, METH_O,
+    {"forget", rec_forget, METH_O,
      "forget(tensor): drop its entry and weak reference (before swap_tensors)"},
-    {"forked", Recorder_forked, METH_NOARGS, "in a forked child: stop without writing"},
+    {"forked", rec_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef Recorder_getset[] = {
-    {"recording", Recorder_get_recording, NULL, "True while ops are being recorded",
-     NULL},
-    {"failed", Recorder_get_failed, NULL, "True once a write failure stopped recording",
-     NULL},
-    {"seq", Recorder_get_seq, NULL, "events recorded so far", NULL},
-    {"internal_errors", Recorder_get_internal_errors, NULL,
+static PyGetSetDef rec_getset[] = {
+    {"recording", rec_get_recording, NULL, "True while ops are being recorded", NULL},
+    {"failed", rec_get_failed, NULL, "True once a write failure stopped recording", NULL},
+    {"seq", rec_get_seq, NULL, "events recorded so far", NULL},
+    {"internal_errors", rec_get_internal_errors, NULL,
      "bookkeeping errors cleared (for tests)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyType_Slot Recorder_slots[] = {
-    {Py_tp_init, Recorder_init},
-    {Py_tp_dealloc, Recorder_dealloc},
-    {Py_tp_traverse, Recorder_traverse},
-    {Py_tp_clear, Recorder_clear},
-    {Py_tp_methods, Recorder_methods},
-    {Py_tp_getset, Recorder_getset},
+static PyType_Slot rec_slots[] = {
+    {Py_tp_init, rec_init},
+    {Py_tp_dealloc, rec_dealloc},
+    {Py_tp_traverse, rec_traverse},
+    {Py_tp_clear, rec_clear},
+    {Py_tp_methods, rec_methods},
+    {Py_tp_getset, rec_getset},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_doc, "Recorder(path, ...): writes one gradtrace trace"},
     {0, NULL},
 };
 
-static PyType_Spec Recorder_spec = {
+static PyType_Spec rec_spec = {
     .name = "_gradtrace.Recorder",
-    .basicsize = sizeof(Recorder),
+    .basicsize = sizeof(gt_pyrec),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
-    .slots = Recorder_slots,
+    .slots = rec_slots,
 };
 
 /* ---- module -------------------------------------------------------------- */
@@ -3326,7 +3322,7 @@ static PyType_Spec Recorder_spec = {
 static int mod_exec(PyObject *m)
 {
     modstate *ms = PyModule_GetState(m);
-    ms->recorder_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Recorder_spec, NULL);
+    ms->recorder_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &rec_spec, NULL);
     if (!ms->recorder_type || PyModule_AddType(m, ms->recorder_type) < 0)
         return -1;
     ms->ent_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &ent_spec, NULL);
