@@ -282,7 +282,7 @@ static void measure_here(const char *path, const char *prefix, long steps,
     gt_trace *t;
     gt_findings *f = NULL;
     char err[256];
-    if (gt_trace_open(path, &t, err, sizeof err) != 0) {
+    if (gt_trace_open(path, &t) != 0) {
         printf("error: %s\n", err);
         exit(0);
     }
@@ -299,7 +299,7 @@ static void measure_here(const char *path, const char *prefix, long steps,
     gt_diagnose_options all = {0}, last = {.backward = steps};
     t0 = now_s();
     double c0 = cpu_s();
-    if (gt_diagnose(t, &all, &f, err, sizeof err) != 0) {
+    if (gt_diagnose(t, &all, &f) != 0) {
         printf("error: diagnose: %s\n", err);
         exit(0);
     }
@@ -309,7 +309,7 @@ static void measure_here(const char *path, const char *prefix, long steps,
                 f->v[0].backward == steps && f->v[0].version_at_backward == 1;
     gt_findings_free(f);
     t0 = now_s();
-    if (gt_diagnose(t, &last, &f, err, sizeof err) != 0) {
+    if (gt_diagnose(t, &last, &f) != 0) {
         printf("error: diagnose: %s\n", err);
         exit(0);
     }

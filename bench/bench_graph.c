@@ -226,7 +226,7 @@ static void measure(gt_trace *t, const gt_findings *fs, const char *name, int al
     gt_graph *g = NULL;
     char err[1024];
     double t0 = now_s();
-    if (gt_graph_build(t, &o, &g, err, sizeof err) != 0) {
+    if (gt_graph_build(t, &o, &g) != 0) {
         printf("error: %s: build: %s\n", name, err);
         return;
     }
@@ -266,13 +266,13 @@ int main(int argc, char **argv)
     printf("trace_nodes: %d nodes\n", 5 * layers);
     printf("trace_write: %.3f s\n", now_s() - t0);
 
-    if (gt_trace_open(path, &t, err, sizeof err) != 0) {
+    if (gt_trace_open(path, &t) != 0) {
         printf("error: %s\n", err);
         goto out;
     }
     t0 = now_s();
     gt_diagnose_options dopts = {0};
-    if (gt_diagnose(t, &dopts, &fs, err, sizeof err) != 0) {
+    if (gt_diagnose(t, &dopts, &fs) != 0) {
         printf("error: diagnose: %s\n", err);
         goto out;
     }
@@ -316,8 +316,7 @@ int main(int argc, char **argv)
     unlink(path);
     if (small < 2 || make_trace(path, small) != 0)
         goto out;
-    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
-        gt_diagnose(t, &dopts, &fs, err, sizeof err) != 0) {
+    if (gt_trace_open(path, &t) != 0 || gt_diagnose(t, &dopts, &fs) != 0) {
         printf("error: %s\n", err);
         goto out;
     }

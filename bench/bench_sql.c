@@ -220,8 +220,7 @@ int main(int argc, char **argv)
     if (generate(path, total, steps, graph) != 0)
         goto out;
     printf("trace_write: %.2f s\n", now_s() - t0);
-    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
-        gt_trace_use_views(t, err, sizeof err) != 0) {
+    if (gt_trace_open(path, &t) != 0 || gt_trace_use_views(t) != 0) {
         printf("error: %s\n", err);
         goto out;
     }
@@ -231,7 +230,7 @@ int main(int argc, char **argv)
     printf("anchor_count_ops: %.3f s\n", anchor);
 
     t0 = now_s();
-    if (gt_diagnose(t, NULL, &fs, err, sizeof err) != 0) {
+    if (gt_diagnose(t, NULL, &fs) != 0) {
         printf("error: diagnose: %s\n", err);
         goto out;
     }

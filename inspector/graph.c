@@ -219,21 +219,18 @@ typedef struct builder {
     size_t collapsed;    /* nodes they hide */
     int fold_saved;      /* 1: saved tensors listed in their node's label */
     size_t saved_folded; /* saved tensors not drawn as notes */
-    char *err;
-    size_t errlen;
-} builder;
+} builder;               /* errors go to the trace's handle (gt_trace_errmsg) */
 
 static int sql_fail(builder *b)
 {
-    snprintf(b->err, b->errlen, "cannot read trace %s: %s", gt_trace_path(b->trace),
-             sqlite3_errmsg(b->db));
-    return GT_ESQL;
+    return gt__trace_fail(b->trace, GT_ESQL, "cannot read trace %s: %s",
+                          gt_trace_path(b->trace), sqlite3_errmsg(b->db));
 }
 
 static int oom(builder *b)
 {
-    snprintf(b->err, b->errlen, "cannot draw %s: out of memory", gt_trace_path(b->trace));
-    return GT_ENOMEM;
+    return gt__trace_fail(b->trace, GT_ENOMEM, "cannot draw %s: out of memory",
+                          gt_trace_path(b->trace));
 }
 
 /* Column i as text, or NULL. */
@@ -365,10 +362,9 @@ static int pick_backward(builder *b)
         sqlite3_bind_int64(st, 1, want);
         int step = sqlite3_step(st);
         if (step == SQLITE_DONE) {
-            snprintf(b->err, b->errlen,
-                     "trace %s has no backward call %lld (it has %lld)",
-                     gt_trace_path(b->trace), (long long)want, (long long)count);
-            rc = GT_EINVAL;
+            rc = gt__trace_fail(
+                b->trace, GT_EINVAL, "trace %s has no backward call %lld (it has %lld)",
+                gt_trace_path(b->trace), (long long)want, (long long)count);
             goto out;
         }
         if (step != SQLITE_ROW) {
@@ -430,13 +426,13 @@ static int seed_roots(builder *b)
     }
     if (b->nnodes == 0) {
         if (b->backward)
-            snprintf(b->err, b->errlen,
-                     "backward call %lld of %s has no recorded graph to draw",
-                     (long long)b->backward, gt_trace_path(b->trace));
+            rc = gt__trace_fail(b->trace, GT_EINVAL,
+                                "backward call %lld of %s has no recorded graph to draw",
+                                (long long)b->backward, gt_trace_path(b->trace));
         else
-            snprintf(b->err, b->errlen, "trace %s holds no autograd graph to draw",
-                     gt_trace_path(b->trace));
-        rc = GT_EINVAL;
+            rc = gt__trace_fail(b->trace, GT_EINVAL,
+                                "trace %s holds no autograd graph to draw",
+                                gt_trace_path(b->trace));
     }
 out:
     sqlite3_finalize(st);
@@ -1942,8 +1938,7 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
     return 0;
 }
 
-int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, char *err,
-                   size_t errlen)
+int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
 {
     static const gt_graph_options defaults = {.hops = -1};
     builder b = {0};
@@ -1951,11 +1946,10 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
     size_t centre = 0, drawn = 0, findings = 0;
     int rc = 0;
 
+    gt__trace_clear(t);
     b.trace = t;
     b.db = gt_trace_db(t);
     b.opts = opts ? opts : &defaults;
-    b.err = err;
-    b.errlen = errlen;
     for (int i = 0; i < Q_COUNT; i++) {
         if (sqlite3_prepare_v2(b.db, queries[i], -1, &b.q[i], NULL) != SQLITE_OK) {
             rc = sql_fail(&b);
@@ -1980,6 +1974,7 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
     gr->findings_shown = findings;
     gr->layout_limit =
         b.opts->layout_limit ? b.opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    gt__trace_clear(t);
     *out = gr;
 out:
     for (int i = 0; i < Q_COUNT; i++)

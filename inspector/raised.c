@@ -474,10 +474,9 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
 static int built_before_recording(gt__dctx *c, int64_t bw)
 {
     gt_replay *r = NULL;
-    char err[256];
     int out = 0;
-    if (!bw || gt__replay_backward(c->rp, bw, &r, err, sizeof err) != 0)
-        return 0;
+    if (!bw || gt__replay_backward(c->rp, bw, &r) != 0)
+        return 0; /* unknown: read as "recorded" (the message stays on c->t) */
     for (size_t i = 0; i < r->n && !out; i++) {
         const gt_replay_node *nd = &r->order[i];
         out = !nd->accumulate_grad && !nd->op && nd->seq > r->seq;

@@ -128,9 +128,9 @@ static const char sql_touch[] =
     " WHERE t.storage = ?1 AND a.op > ?2 AND a.op < ?3 GROUP BY a.op ORDER BY a.op"
     " LIMIT 32";
 
-static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err,
-                        size_t errlen)
+static int saved_writes(gt_trace *t, int64_t only, gt_findings *f)
 {
+    sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL, *touch = NULL;
     int rc = 0, s;
     if (sqlite3_prepare_v2(db, sql_prints, -1, &st, NULL) != SQLITE_OK ||
@@ -171,23 +171,21 @@ static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err,
         goto fail_sql;
     goto out;
 nomem:
-    snprintf(err, errlen, "out of memory");
-    rc = GT_ENOMEM;
+    rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
     goto out;
 fail_sql:
-    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
-    rc = GT_ECORRUPT;
+    rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
     sqlite3_finalize(st);
     sqlite3_finalize(touch);
     return rc;
 }
 
-int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
-                        size_t errlen)
+int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
 {
+    sqlite3 *db = gt_trace_db(t);
     if (has_table(db, "saved_fingerprints")) {
-        int rc = saved_writes(db, only, f, err, errlen);
+        int rc = saved_writes(t, only, f);
         if (rc)
             return rc;
     }
@@ -206,8 +204,7 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
             free(m);
             if (x)
                 f->n--;
-            snprintf(err, errlen, "out of memory");
-            rc = GT_ENOMEM;
+            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
             goto out;
         }
         x->kind = GT_FINDING_SILENT_STORAGE_SWAP;
@@ -247,8 +244,7 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
         free(before);
         free(after);
         if (!(x->suggestion = strdup(buf))) {
-            snprintf(err, errlen, "out of memory");
-            rc = GT_ENOMEM;
+            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
             goto out;
         }
     }
@@ -256,8 +252,7 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
         goto fail_sql;
     goto out;
 fail_sql:
-    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
-    rc = GT_ECORRUPT;
+    rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
     sqlite3_finalize(st);
     return rc;

@@ -45,8 +45,8 @@ struct gt_trace {
         char *json; /* the names as a JSON array */
     } * tnames;
     size_t ntnames, captnames;
-    char err[512]; /* gt_trace_errmsg */
-    int errcode;   /* the GT_E* code that came with it */
+    char err[1024]; /* gt_trace_errmsg */
+    int errcode;    /* the GT_E* code that came with it */
 };
 
 static int int_query(sqlite3 *db, const char *sql, int *out)
@@ -141,8 +141,9 @@ static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
  * view for something else, and old traces get fixed view definitions.
  * (Compiling the views costs about 4 ms, so only the commands that query
  * them ask for them: gt_trace_use_views.) */
-static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
+static int own_views(gt_trace *t)
 {
+    sqlite3 *db = t->db;
     sqlite3_stmt *st = NULL;
     int rc = GT_ENOMEM;
     if (sqlite3_prepare_v2(db,
@@ -155,7 +156,7 @@ static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
             SQLITE_OK)
         rc = GT_OK;
     else
-        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
+        gt__trace_fail(t, rc, "cannot open %s: %s", t->path, sqlite3_errmsg(db));
     sqlite3_finalize(st);
     return rc;
 }
@@ -301,7 +302,8 @@ static int indexed_copy(sqlite3 **db)
     return SQLITE_OK;
 }
 
-int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
+/* gt_trace_open's checks: on failure the message is in err. */
+static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen)
 {
     int rc = GT_OK;
     sqlite3 *db = NULL;
@@ -433,6 +435,20 @@ int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
     *out = t;
 out:
     sqlite3_close(db);
+    return rc;
+}
+
+int gt_trace_open(const char *path, gt_trace **out)
+{
+    char err[sizeof((gt_trace *)0)->err] = "";
+    gt_trace *t = NULL;
+    int rc = open_trace(path, &t, err, sizeof err);
+    if (rc != GT_OK) {
+        /* SQLite's way (sqlite3_open): a handle that holds only the message */
+        if ((t = calloc(1, sizeof *t)) != NULL)
+            gt__trace_fail(t, rc, "%s", err);
+    }
+    *out = t;
     return rc;
 }
 
@@ -601,14 +617,15 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n)
     return problems;
 }
 
-int gt_trace_use_views(gt_trace *t, char *err, size_t errlen)
+int gt_trace_use_views(gt_trace *t)
 {
+    gt__trace_clear(t);
     if (t->views)
         return GT_OK;
     /* TEMP objects are writes as far as query_only is concerned; the file
      * itself stays read-only (SQLITE_OPEN_READONLY) meanwhile */
     sqlite3_exec(t->db, "PRAGMA query_only = 0", NULL, NULL, NULL);
-    int rc = own_views(t->db, t->path, err, errlen);
+    int rc = own_views(t);
     sqlite3_exec(t->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     if (rc == GT_OK)
         t->views = 1;
@@ -619,7 +636,12 @@ int gt_trace_use_views(gt_trace *t, char *err, size_t errlen)
 
 const char *gt_trace_errmsg(const gt_trace *t)
 {
-    return t->err;
+    return t ? t->err : "out of memory";
+}
+
+int gt_trace_errcode(const gt_trace *t)
+{
+    return t ? t->errcode : GT_ENOMEM;
 }
 
 int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
@@ -630,6 +652,12 @@ int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
     va_end(ap);
     t->errcode = code;
     return code;
+}
+
+void gt__trace_clear(gt_trace *t)
+{
+    t->err[0] = '\0';
+    t->errcode = 0;
 }
 
 /* A failed step or prepare: out of memory, or a trace SQLite cannot read. */

@@ -208,11 +208,10 @@ static gt_graph *build(const char *path, const gt_graph_options *opts)
 {
     gt_trace *tr = NULL;
     gt_graph *g = NULL;
-    char err[512] = "";
-    assert_int_equal(gt_trace_open(path, &tr, err, sizeof err), 0);
-    int rc = gt_graph_build(tr, opts, &g, err, sizeof err);
+    assert_int_equal(gt_trace_open(path, &tr), 0);
+    int rc = gt_graph_build(tr, opts, &g);
     if (rc)
-        print_error("gt_graph_build: %s\n", err);
+        print_error("gt_graph_build: %s\n", gt_trace_errmsg(tr));
     assert_int_equal(rc, 0);
     gt_trace_close(tr);
     return g;
@@ -738,7 +737,6 @@ static void test_choose_backward(void **state)
 {
     (void)state;
     tb t;
-    char err[512] = "";
     make_chain(&t, "chain3.db", 3);
 
     /* No findings: the last call. */
@@ -776,11 +774,11 @@ static void test_choose_backward(void **state)
     gt_graph_free(g);
     o.backward = 7;
     gt_trace *tr = NULL;
-    assert_int_equal(gt_trace_open(t.path, &tr, err, sizeof err), 0);
+    assert_int_equal(gt_trace_open(t.path, &tr), 0);
     g = NULL;
-    assert_int_equal(gt_graph_build(tr, &o, &g, err, sizeof err), GT_EINVAL);
+    assert_int_equal(gt_graph_build(tr, &o, &g), GT_EINVAL);
     assert_null(g);
-    assert_contains(err, "has no backward call 7 (it has 3)");
+    assert_contains(gt_trace_errmsg(tr), "has no backward call 7 (it has 3)");
     gt_trace_close(tr);
 }
 
@@ -1046,10 +1044,9 @@ static void test_no_backward(void **state)
     tb_open(&t, "empty.db");
     tb_close(&t);
     gt_trace *tr = NULL;
-    char err[512];
-    assert_int_equal(gt_trace_open(t.path, &tr, err, sizeof err), 0);
-    assert_int_equal(gt_graph_build(tr, NULL, &g, err, sizeof err), GT_EINVAL);
-    assert_contains(err, "holds no autograd graph to draw");
+    assert_int_equal(gt_trace_open(t.path, &tr), 0);
+    assert_int_equal(gt_graph_build(tr, NULL, &g), GT_EINVAL);
+    assert_contains(gt_trace_errmsg(tr), "holds no autograd graph to draw");
     gt_trace_close(tr);
 }
 

@@ -117,7 +117,7 @@ static void test_rank_set(void **state)
     (void)state;
     gt_rank_set s;
     char *paths[] = {dir};
-    assert_int_equal(gt_rank_set_load(1, paths, &s), 0);
+    assert_int_equal(gt_rank_set_load(&s, 1, paths), 0);
     assert_int_equal(s.n, 2); /* notes.txt is not an SQLite file */
     assert_string_equal(s.v[0].path, t0);
     assert_int_equal(s.v[0].rank, 0);
