@@ -163,13 +163,10 @@ enum {
 static const char *const queries[Q_COUNT] = {
     [Q_EDGES] = "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL "
                 "ORDER BY pos",
-    [Q_NODE] = "SELECT s.text, n.variable, f.line, fs.text, fc.text "
+    /* the lines come from the reading layer (gt_trace_user_loc) */
+    [Q_NODE] = "SELECT s.text, n.variable, o.stack "
                "FROM nodes n JOIN strings s ON s.id = n.name "
-               "LEFT JOIN ops o ON o.seq = n.op "
-               "LEFT JOIN stacks k ON k.id = o.stack "
-               "LEFT JOIN frames f ON f.id = k.user_frame "
-               "LEFT JOIN strings fs ON fs.id = f.file "
-               "LEFT JOIN strings fc ON fc.id = f.code WHERE n.id = ?1",
+               "LEFT JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
     [Q_TENSOR] = "SELECT d.text, t.shape, t.alias_of FROM tensors t "
                  "LEFT JOIN strings d ON d.id = t.dtype WHERE t.id = ?1",
     [Q_NAMES] = "SELECT s.text FROM names m JOIN strings s ON s.id = m.name "
@@ -180,17 +177,10 @@ static const char *const queries[Q_COUNT] = {
     [Q_PLAN] = "SELECT (SELECT count(*) FROM saved_tensors WHERE node = ?1), "
                "(SELECT k.user_frame FROM nodes n JOIN ops o ON o.seq = n.op "
                "JOIN stacks k ON k.id = o.stack WHERE n.id = ?1)",
-    [Q_OP] = "SELECT s.text, f.line, fs.text, fc.text FROM ops o "
-             "JOIN strings s ON s.id = o.name "
-             "LEFT JOIN stacks k ON k.id = o.stack "
-             "LEFT JOIN frames f ON f.id = k.user_frame "
-             "LEFT JOIN strings fs ON fs.id = f.file "
-             "LEFT JOIN strings fc ON fc.id = f.code WHERE o.seq = ?1",
-    [Q_BACKWARD] = "SELECT a.text, f.line, fs.text, b.status FROM backward_calls b "
-                   "JOIN strings a ON a.id = b.api "
-                   "LEFT JOIN stacks k ON k.id = b.stack "
-                   "LEFT JOIN frames f ON f.id = k.user_frame "
-                   "LEFT JOIN strings fs ON fs.id = f.file WHERE b.id = ?1",
+    [Q_OP] = "SELECT s.text, o.stack FROM ops o "
+             "JOIN strings s ON s.id = o.name WHERE o.seq = ?1",
+    [Q_BACKWARD] = "SELECT a.text, b.stack, b.status FROM backward_calls b "
+                   "JOIN strings a ON a.id = b.api WHERE b.id = ?1",
     [Q_SIG] = "SELECT n.name, k.user_frame, n.variable FROM nodes n "
               "LEFT JOIN ops o ON o.seq = n.op "
               "LEFT JOIN stacks k ON k.id = o.stack WHERE n.id = ?1",
@@ -960,38 +950,49 @@ static int describe_tensor(builder *b, int64_t tensor)
     return 0;
 }
 
+/* The user's line of stack `stack` into *l (gt_trace_user_loc; l->frame 0
+ * when there is none). Returns 0 or a negative GT_E* code with the message
+ * on the trace. */
+static int site_of(builder *b, int64_t stack, gt_loc *l)
+{
+    int rc = gt_trace_user_loc(b->trace, stack, l);
+    if (rc == GT_ENOMEM)
+        return oom(b);
+    return rc < 0 ? rc : 0;
+}
+
 /* Append the op's user line (file:line, then its source) to sb, after a
  * line break when br. */
-static void describe_site_to(gt_strbuf *sb, sqlite3_stmt *st, int line_col, int br)
+static void describe_site_to(gt_strbuf *sb, const gt_loc *l, int br)
 {
-    if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
+    if (!l->frame)
         return;
     if (br)
         sb_br(sb);
-    sb_loc(sb, col_text(st, line_col + 1), sqlite3_column_int64(st, line_col));
-    if (col_text(st, line_col + 2) && col_text(st, line_col + 2)[0]) {
+    sb_loc(sb, l->file, l->line);
+    if (l->code && l->code[0]) {
         sb_br(sb);
-        sb_text(sb, col_text(st, line_col + 2), LABEL_CHARS);
+        sb_text(sb, l->code, LABEL_CHARS);
     }
 }
 
-static void describe_site(builder *b, sqlite3_stmt *st, int line_col)
+static void describe_site(builder *b, const gt_loc *l)
 {
-    describe_site_to(&b->lab, st, line_col, 1);
+    describe_site_to(&b->lab, l, 1);
 }
 
-static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_col)
+static void set_tooltip_site(builder *b, void *obj, const gt_loc *l)
 {
-    if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
+    if (!l->frame)
         return;
-    const char *file = col_text(st, line_col + 1);
+    const char *file = l->file;
     size_t n = b->cwd ? strlen(b->cwd) : 0;
     /* Relative to the run's directory when it is below it. */
     if (file && n > 1 && !strncmp(file, b->cwd, n) && file[n] == '/')
         file += n + 1;
     gt_strbuf_reset(&b->tmp);
     sb_text(&b->tmp, file, 0);
-    gt_strbuf_addf(&b->tmp, ":%lld", (long long)sqlite3_column_int64(st, line_col));
+    gt_strbuf_addf(&b->tmp, ":%lld", (long long)l->line);
     set(obj, "tooltip", gt_strbuf_str(&b->tmp));
 }
 
@@ -1208,13 +1209,13 @@ static int plan_groups(builder *b)
 }
 
 /* The cluster of the block drawn once for repeats number r (1-based),
- * labelled "×N", and with the line that made it from the Q_NODE row in st
+ * labelled "×N", and with the line that made it (l, a node's)
  * when one line made every node drawn in it. NULL when out of memory. */
-static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
+static Agraph_t *repeat_cluster(builder *b, size_t r, const gt_loc *l)
 {
     char name[48];
     repeat *v = &b->repeats[r - 1];
-    int has_line = sqlite3_column_type(st, 2) != SQLITE_NULL;
+    int has_line = l->frame != 0;
     snprintf(name, sizeof name, "cluster_repeat%zu", r);
     Agraph_t *sub = agsubg(b->g, name, 0);
     if (sub && (!v->frame || v->sited || !has_line))
@@ -1237,7 +1238,7 @@ static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
     gt_strbuf_addf(&b->tmp, "%zu nodes drawn once for %zu repeats (%zu hidden)", v->size,
                    v->count, v->hidden);
     if (v->frame && has_line) {
-        describe_site_to(&b->tmp, st, 2, 1);
+        describe_site_to(&b->tmp, l, 1);
         v->sited = 1;
     }
     if (b->tmp.oom)
@@ -1247,15 +1248,15 @@ static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
 }
 
 /* The cluster of node i's frame, made on first use and labelled from the
- * Q_NODE row in st. NULL when out of memory. */
-static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
+ * node's line l. NULL when out of memory. */
+static Agraph_t *group_of(builder *b, size_t i, const gt_loc *l)
 {
     char name[64];
     Agraph_t *parent = b->g;
     if (b->nodes[i].repeat) {
         snprintf(name, sizeof name, "cluster_line%lld_repeat%zu",
                  (long long)b->nodes[i].frame, b->nodes[i].repeat);
-        if (!(parent = repeat_cluster(b, b->nodes[i].repeat, st)))
+        if (!(parent = repeat_cluster(b, b->nodes[i].repeat, l)))
             return NULL;
     } else {
         snprintf(name, sizeof name, "cluster_line%lld", (long long)b->nodes[i].frame);
@@ -1266,7 +1267,7 @@ static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
     if (!(sub = agsubg(parent, name, 1)))
         return NULL;
     gt_strbuf_reset(&b->tmp);
-    describe_site_to(&b->tmp, st, 2, 0);
+    describe_site_to(&b->tmp, l, 0);
     if (b->tmp.oom)
         return NULL;
     set(sub, "label", gt_strbuf_str(&b->tmp));
@@ -1322,28 +1323,33 @@ static int draw_node(builder *b, size_t i)
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, n->id);
     int step = sqlite3_step(st);
+    gt_loc l = {0};
     if (step == SQLITE_ROW) {
         sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
         variable = sqlite3_column_int64(st, 1);
+        rc = site_of(b, sqlite3_column_int64(st, 2), &l);
+    }
+    if (step == SQLITE_ROW && rc == 0) {
         if (n->grouped) {
-            Agraph_t *sub = group_of(b, i, st);
+            Agraph_t *sub = group_of(b, i, &l);
             if (!sub || !agsubnode(sub, n->an, 1))
                 rc = oom(b);
         } else {
             if (n->repeat) {
-                Agraph_t *sub = repeat_cluster(b, n->repeat, st);
+                Agraph_t *sub = repeat_cluster(b, n->repeat, &l);
                 if (!sub || !agsubnode(sub, n->an, 1))
                     rc = oom(b);
             }
             if (!n->repeat || !b->repeats[n->repeat - 1].frame)
-                describe_site(b, st, 2);
+                describe_site(b, &l);
         }
-        set_tooltip_site(b, n->an, st, 2);
+        set_tooltip_site(b, n->an, &l);
     } else if (step == SQLITE_DONE) {
         gt_strbuf_addf(&b->lab, "(node %lld not recorded)", (long long)n->id);
-    } else {
+    } else if (step != SQLITE_ROW) {
         rc = sql_fail(b);
     }
+    gt_loc_release(&l);
     sqlite3_reset(st);
     if (rc)
         return rc;
@@ -1478,9 +1484,13 @@ static int draw_finding(builder *b, const gt_finding *f)
             sqlite3_bind_int64(st, 1, m->seq);
             int step = sqlite3_step(st);
             if (step == SQLITE_ROW) {
+                gt_loc l;
                 sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
-                describe_site(b, st, 1);
-                set_tooltip_site(b, mn, st, 1);
+                if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0) {
+                    describe_site(b, &l);
+                    set_tooltip_site(b, mn, &l);
+                }
+                gt_loc_release(&l);
             } else if (step == SQLITE_DONE) {
                 gt_strbuf_addf(&b->lab, "op %lld", (long long)m->seq);
             } else {
@@ -1732,12 +1742,14 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
         int step = sqlite3_step(st);
         if (step == SQLITE_ROW) {
             gt_strbuf_adds(&b->lab, ": ");
+            gt_loc l;
             sb_text(&b->lab, col_text(st, 0), LABEL_CHARS / 2);
-            if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
+            if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0 && l.frame) {
                 gt_strbuf_adds(&b->lab, " at ");
-                sb_loc(&b->lab, col_text(st, 2), sqlite3_column_int64(st, 1));
+                sb_loc(&b->lab, l.file, l.line);
             }
-            if (col_text(st, 3) && !strcmp(col_text(st, 3), "error"))
+            gt_loc_release(&l);
+            if (col_text(st, 2) && !strcmp(col_text(st, 2), "error"))
                 gt_strbuf_adds(&b->lab, " (raised)");
         } else if (step != SQLITE_DONE) {
             rc = sql_fail(b);

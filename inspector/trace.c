@@ -714,14 +714,17 @@ static char *column_dup(sqlite3_stmt *st, int i, int *oom)
     return p;
 }
 
-static const char sql_loc[] =
-    "SELECT f.id, f.line, sf.text, sfn.text, sc.text, json_object('file', sf.text, "
-    "'line', f.line, 'function', sfn.text, 'code', sc.text) "
-    "FROM stacks s JOIN frames f ON f.id = " GT_USER_FRAME(
-        "s") " "
-             "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON sfn.id = "
-             "f.function "
-             "LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = ?1";
+/* The location of stack ?1 at the frame `frame` names (an SQL expression
+ * over stacks s): one query, two choices of frame. */
+#define LOC_SQL(frame)                                                                   \
+    "SELECT f.id, f.line, sf.text, sfn.text, sc.text, json_object('file', sf.text, "     \
+    "'line', f.line, 'function', sfn.text, 'code', sc.text) "                            \
+    "FROM stacks s JOIN frames f ON f.id = " frame " "                                   \
+    "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON sfn.id = "          \
+    "f.function LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = ?1"
+
+static const char sql_loc[] = LOC_SQL(GT_USER_FRAME("s"));
+static const char sql_user_loc[] = LOC_SQL("s.user_frame");
 
 void gt_loc_release(gt_loc *l)
 {
@@ -732,12 +735,12 @@ void gt_loc_release(gt_loc *l)
     memset(l, 0, sizeof *l);
 }
 
-int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out)
+static int read_loc(gt_trace *t, const char *sql, int64_t stack, gt_loc *out)
 {
     memset(out, 0, sizeof *out);
     if (!stack)
         return 0;
-    sqlite3_stmt *st = gt_trace_stmt(t, sql_loc);
+    sqlite3_stmt *st = gt_trace_stmt(t, sql);
     if (!st)
         return t->errcode;
     sqlite3_bind_int64(st, 1, stack);
@@ -759,6 +762,16 @@ int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out)
     }
     sqlite3_reset(st);
     return rc;
+}
+
+int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out)
+{
+    return read_loc(t, sql_loc, stack, out);
+}
+
+int gt_trace_user_loc(gt_trace *t, int64_t stack, gt_loc *out)
+{
+    return read_loc(t, sql_user_loc, stack, out);
 }
 
 int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)

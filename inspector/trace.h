@@ -141,6 +141,11 @@ typedef struct gt_loc {
 /* The location of stack `stack` (0 reads as none). */
 int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUSED;
 
+/* The same at the stack's innermost user frame only (stacks.user_frame, as
+ * views.sql's event_location reads it): 0 when none is marked. The graph
+ * labels a node with this one: a line of the user's, or none. */
+int gt_trace_user_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUSED;
+
 /* Free what a location owns and zero it; accepts a zeroed one. */
 void gt_loc_release(gt_loc *l);
 
