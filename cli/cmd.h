@@ -56,7 +56,7 @@ const gt_command *gt_command_find(const char *name);
  * leaves *out untouched; on success prints what opening did to the file
  * (gt_trace_note) as "gradtrace: note: ..." and returns 0. */
 GT_WARN_UNUSED int gt_cmd_open(const char *cmd, const char *path,
-                                gt_trace **out /* OUT */);
+                               gt_trace **out /* OUT */);
 
 /* A usage error: print "gradtrace: <cmd>: <message>" and then the command's
  * usage to stderr; returns 2, the exit status for it (cmd_common.c). */
