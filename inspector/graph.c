@@ -147,18 +147,7 @@ typedef struct gedge {
     size_t node, next; /* indexes: next feeds node */
 } gedge;
 
-enum {
-    Q_EDGES,
-    Q_NODE,
-    Q_TENSOR,
-    Q_NAMES,
-    Q_SAVED,
-    Q_PLAN,
-    Q_OP,
-    Q_BACKWARD,
-    Q_SIG,
-    Q_COUNT
-};
+enum { Q_EDGES, Q_NODE, Q_TENSOR, Q_SAVED, Q_PLAN, Q_OP, Q_BACKWARD, Q_SIG, Q_COUNT };
 
 static const char *const queries[Q_COUNT] = {
     [Q_EDGES] = "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL "
@@ -167,10 +156,8 @@ static const char *const queries[Q_COUNT] = {
     [Q_NODE] = "SELECT s.text, n.variable, o.stack "
                "FROM nodes n JOIN strings s ON s.id = n.name "
                "LEFT JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
-    [Q_TENSOR] = "SELECT d.text, t.shape, t.alias_of FROM tensors t "
+    [Q_TENSOR] = "SELECT d.text, t.shape FROM tensors t "
                  "LEFT JOIN strings d ON d.id = t.dtype WHERE t.id = ?1",
-    [Q_NAMES] = "SELECT s.text FROM names m JOIN strings s ON s.id = m.name "
-                "WHERE m.tensor = ?1 GROUP BY s.text ORDER BY min(m.seq)",
     [Q_SAVED] = "SELECT v.seq, l.text, v.tensor, v.version, v.is_output "
                 "FROM saved_tensors v JOIN strings l ON l.id = v.slot "
                 "WHERE v.node = ?1 ORDER BY v.seq",
@@ -885,42 +872,32 @@ out:
     return rc;
 }
 
-/* Append ", "-joined variable names of tensor (or of its view base) to
- * b->tmp; returns how many. */
-static int tensor_names(builder *b, int64_t tensor, int64_t alias_of)
+/* Append ", "-joined variable names of tensor (or of its view base: the
+ * reading layer's gt_trace_names_nearest) to b->tmp; returns how many, or a
+ * negative GT_E* code with the message on the trace. */
+static int tensor_names(builder *b, int64_t tensor)
 {
-    sqlite3_stmt *st = b->q[Q_NAMES];
-    int count = 0;
-    for (int pass = 0; pass < 2 && count == 0; pass++) {
-        int64_t id = pass == 0 ? tensor : alias_of;
-        if (id <= 0)
-            continue;
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, id);
-        int step;
-        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-            if (count == NAMES_MAX) {
-                gt_strbuf_adds(&b->tmp, ", \xe2\x80\xa6");
-                break;
-            }
-            if (count++)
-                gt_strbuf_adds(&b->tmp, ", ");
-            sb_text(&b->tmp, col_text(st, 0), LABEL_CHARS / 2);
+    const char *const *v;
+    size_t n;
+    int rc = gt_trace_names_nearest(b->trace, tensor, 1, &v, &n);
+    if (rc < 0)
+        return rc == GT_ENOMEM ? oom(b) : rc;
+    for (size_t i = 0; i < n; i++) {
+        if (i == NAMES_MAX) {
+            gt_strbuf_adds(&b->tmp, ", \xe2\x80\xa6");
+            break;
         }
-        if (step != SQLITE_DONE && step != SQLITE_ROW) {
-            sqlite3_reset(st);
-            return sql_fail(b);
-        }
+        if (i)
+            gt_strbuf_adds(&b->tmp, ", ");
+        sb_text(&b->tmp, v[i], LABEL_CHARS / 2);
     }
-    sqlite3_reset(st);
-    return count;
+    return n < NAMES_MAX ? (int)n : NAMES_MAX;
 }
 
 /* Append "dtype shape" and a line of variable names of a tensor to b->lab. */
 static int describe_tensor(builder *b, int64_t tensor)
 {
     sqlite3_stmt *st = b->q[Q_TENSOR];
-    int64_t alias_of = 0;
     int rc = 0;
     if (tensor <= 0)
         return 0;
@@ -932,7 +909,6 @@ static int describe_tensor(builder *b, int64_t tensor)
         sb_text(&b->lab, col_text(st, 0) ? col_text(st, 0) : "?", LABEL_CHARS / 2);
         gt_strbuf_adds(&b->lab, " ");
         sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
-        alias_of = sqlite3_column_int64(st, 2);
     } else if (step != SQLITE_DONE) {
         rc = sql_fail(b);
     }
@@ -940,7 +916,7 @@ static int describe_tensor(builder *b, int64_t tensor)
     if (rc)
         return rc;
     gt_strbuf_reset(&b->tmp);
-    int names = tensor_names(b, tensor, alias_of);
+    int names = tensor_names(b, tensor);
     if (names < 0)
         return names;
     if (names > 0) {

@@ -41,6 +41,8 @@ struct gt_trace {
     gt_map names;   /* tensor id -> 1 + index in tnames */
     struct tnames { /* gt_trace_names / _json, read once per tensor */
         char **v;
+        int *rank; /* per name: 0 its own, d a base d views up, 1000 a tensor
+                    * sharing its version counter */
         size_t n;
         char *json; /* the names as a JSON array */
     } * tnames;
@@ -463,6 +465,7 @@ void gt_trace_close(gt_trace *t)
         for (size_t k = 0; k < t->tnames[i].n; k++)
             free(t->tnames[i].v[k]);
         free(t->tnames[i].v);
+        free(t->tnames[i].rank);
         free(t->tnames[i].json);
     }
     free(t->tnames);
@@ -801,11 +804,13 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
     " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"                  \
     " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                        \
     " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "                \
-    "SELECT s.text, json_quote(s.text) FROM names n JOIN fam ON fam.id = n.tensor"       \
+    "SELECT s.text, json_quote(s.text), min(fam.rank) FROM names n"                      \
+    " JOIN fam ON fam.id = n.tensor"                                                     \
     " JOIN strings s ON s.id = n.name GROUP BY s.text"                                   \
     " ORDER BY min(fam.rank), min(n.seq)"
 
-/* each name, and its JSON value (the elements of gt_trace_names_json) */
+/* each name, its JSON value (the elements of gt_trace_names_json) and its
+ * rank */
 static const char sql_names[] = NAMES_SQL;
 
 /* The cache entry of tensor `tensor`, added empty (n = 0, json NULL,
@@ -847,11 +852,14 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
         if (e->n == cap) {
             cap = cap ? cap * 2 : 4;
             char **nv = realloc(e->v, cap * sizeof *nv);
-            if (!nv) {
+            if (nv)
+                e->v = nv;
+            int *nr = nv ? realloc(e->rank, cap * sizeof *nr) : NULL;
+            if (!nr) {
                 oom = 1;
                 break;
             }
-            e->v = nv;
+            e->rank = nr;
         }
         /* json_group_array's shape: elements joined by "," */
         const char *q = (const char *)sqlite3_column_text(st, 1);
@@ -864,8 +872,10 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
         char *one = column_dup(st, 0, &oom);
         if (oom)
             break;
-        if (one)
+        if (one) {
+            e->rank[e->n] = sqlite3_column_int(st, 2);
             e->v[e->n++] = one;
+        }
     }
     gt_strbuf_adds(&json, "]");
     sqlite3_reset(st);
@@ -885,6 +895,7 @@ static void names_forget(gt_trace *t, int64_t tensor, struct tnames *e)
     for (size_t k = 0; k < e->n; k++)
         free(e->v[k]);
     free(e->v);
+    free(e->rank);
     free(e->json);
     gt_map_del(&t->names, (uint64_t)tensor, 0, 0);
     t->ntnames--; /* it is the last one */
@@ -903,6 +914,25 @@ int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out, size_t 
     *out = (const char *const *)e->v;
     *n = e->n;
     return e->n > 0;
+}
+
+int gt_trace_names_nearest(gt_trace *t, int64_t tensor, int max_depth,
+                           const char *const **out, size_t *n)
+{
+    const char *const *v;
+    size_t all, k = 0;
+    int rc = gt_trace_names(t, tensor, &v, &all);
+    if (rc < 0)
+        return rc;
+    int fresh;
+    const struct tnames *e = names_entry(t, tensor, &fresh); /* cached: found */
+    /* ordered by rank: the nearest tensor's names come first */
+    if (all && e->rank[0] <= max_depth)
+        while (k < all && e->rank[k] == e->rank[0])
+            k++;
+    *out = v;
+    *n = k;
+    return k > 0;
 }
 
 int gt_trace_names_json(gt_trace *t, int64_t tensor, char **out)

@@ -161,6 +161,14 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack,
 int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out /* OUT */,
                    size_t *n /* OUT */) GT_WARN_UNUSED;
 
+/* The names of the nearest of `tensor` and its bases (at most max_depth
+ * views up) that has any: its own, else its base's, ... (a drawing's
+ * label); the first *n of gt_trace_names's, same order and owner. 1 when
+ * there is at least one. */
+int gt_trace_names_nearest(gt_trace *t, int64_t tensor, int max_depth,
+                           const char *const **out /* OUT */,
+                           size_t *n /* OUT */) GT_WARN_UNUSED;
+
 /* The same names as one JSON array (SQLite's json_group_array), malloc'd
  * into *out ("[]" for none). Returns 0 or a negative GT_E* code. */
 int gt_trace_names_json(gt_trace *t, int64_t tensor, char **out /* OUT */) GT_WARN_UNUSED;
