@@ -132,12 +132,13 @@ static int cmp_name(const void *a, const void *b)
 }
 
 /* Add the SQLite files directly in `dir`, by name. 0, -1 out of memory,
- * -2 with the message (why the directory cannot be read) in err. */
-static int add_dir(gt_rank_set *s, size_t *cap, const char *dir, gt_rank_set *err)
+ * -2 with the message (why the directory cannot be read) on `handle`, the
+ * caller's set. */
+static int add_dir(gt_rank_set *s, size_t *cap, const char *dir, gt_rank_set *handle)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return set_fail(err, -2, "cannot read directory %s: %s", dir, strerror(errno));
+        return set_fail(handle, -2, "cannot read directory %s: %s", dir, strerror(errno));
     char **names = NULL;
     size_t n = 0, ncap = 0;
     int rc = 0;
@@ -171,7 +172,7 @@ static int add_dir(gt_rank_set *s, size_t *cap, const char *dir, gt_rank_set *er
     }
     closedir(d);
     if (rc == 0 && n == 0)
-        rc = set_fail(err, -2, "no traces in directory %s", dir);
+        rc = set_fail(handle, -2, "no traces in directory %s", dir);
     if (rc == 0)
         qsort(names, n, sizeof *names, cmp_name);
     for (size_t i = 0; i < n; i++) {
