@@ -907,10 +907,46 @@ static void test_bad_input(void **state)
     unlink(b.path);
 }
 
+/* The error model (trace.h): a failed open still hands back a handle that
+ * holds the message, without the program's name; a failed call keeps its
+ * message on the trace; a call that succeeds clears it. */
+static void test_trace_errors(void **state)
+{
+    (void)state;
+    gt_trace *t = NULL;
+    assert_int_equal(gt_trace_open("/nonexistent/run.db", &t), GT_EIO);
+    assert_non_null(t);
+    assert_non_null(strstr(gt_trace_errmsg(t), "cannot open /nonexistent/run.db: "));
+    assert_int_equal(gt_trace_errcode(t), GT_EIO);
+    gt_trace_close(t);
+    t = NULL;
+    assert_int_equal(gt_trace_open("/tmp", &t), GT_EINVAL);
+    assert_string_equal(gt_trace_errmsg(t), "cannot open /tmp: is a directory");
+    gt_trace_close(t);
+    assert_string_equal(gt_trace_errmsg(NULL), "out of memory");
+
+    tb b;
+    gt_findings *f = NULL;
+    build_seed(&b, "errmodel", 1, 1);
+    assert_int_equal(gt_trace_open(b.path, &t), GT_OK);
+    assert_string_equal(gt_trace_errmsg(t), "");
+    gt_diagnose_options o = {.backward = 99};
+    assert_int_equal(gt_diagnose(t, &o, &f), GT_EINVAL);
+    assert_null(f);
+    assert_non_null(strstr(gt_trace_errmsg(t), "no backward call 99 in "));
+    assert_null(strstr(gt_trace_errmsg(t), "gradtrace:"));
+    assert_int_equal(gt_diagnose(t, NULL, &f), 0);
+    assert_string_equal(gt_trace_errmsg(t), "");
+    gt_findings_free(f);
+    gt_trace_close(t);
+    unlink(b.path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_finding),
+        cmocka_unit_test(test_trace_errors),
         cmocka_unit_test(test_seed_control_no_findings),
         cmocka_unit_test(test_partial_trace),
         cmocka_unit_test(test_silent_storage_write),
