@@ -183,7 +183,10 @@ typedef struct builder {
     size_t nnodes, capnodes;
     gedge *edges;
     size_t nedges, capedges;
-    gt_map map; /* node id -> index in nodes (common/gtmap.h) */
+    gt_map map;    /* node id -> index in nodes (common/gtmap.h) */
+    gt_map locmap; /* stack id -> 1 + index in locs */
+    gt_loc *locs;  /* the lines read (site_of), owned */
+    size_t nlocs, caplocs;
     Agraph_t *g;
     gt_strbuf lab;       /* scratch for labels */
     gt_strbuf tmp;       /* scratch for names */
@@ -927,14 +930,39 @@ static int describe_tensor(builder *b, int64_t tensor)
 }
 
 /* The user's line of stack `stack` into *l (gt_trace_user_loc; l->frame 0
- * when there is none). Returns 0 or a negative GT_E* code with the message
- * on the trace. */
+ * when there is none): a copy of the builder's, read once per stack (the
+ * nodes of a line share its stack), which the caller does not release.
+ * Returns 0 or a negative GT_E* code with the message on the trace (*l
+ * zeroed). */
 static int site_of(builder *b, int64_t stack, gt_loc *l)
 {
-    int rc = gt_trace_user_loc(b->trace, stack, l);
-    if (rc == GT_ENOMEM)
+    memset(l, 0, sizeof *l);
+    if (stack <= 0)
+        return 0;
+    const uint64_t *at = gt_map_get(&b->locmap, (uint64_t)stack, 0, 0);
+    if (at) {
+        *l = b->locs[*at - 1];
+        return 0;
+    }
+    if (b->nlocs == b->caplocs) {
+        size_t cap = b->caplocs ? b->caplocs * 2 : 16;
+        gt_loc *v = realloc(b->locs, cap * sizeof *v);
+        if (!v)
+            return oom(b);
+        b->locs = v;
+        b->caplocs = cap;
+    }
+    gt_loc got;
+    int rc = gt_trace_user_loc(b->trace, stack, &got);
+    if (rc < 0)
+        return rc == GT_ENOMEM ? oom(b) : rc;
+    if (gt_map_put(&b->locmap, (uint64_t)stack, 0, 0, b->nlocs + 1) != 0) {
+        gt_loc_release(&got);
         return oom(b);
-    return rc < 0 ? rc : 0;
+    }
+    b->locs[b->nlocs++] = got;
+    *l = got;
+    return 0;
 }
 
 /* Append the op's user line (file:line, then its source) to sb, after a
@@ -1325,7 +1353,6 @@ static int draw_node(builder *b, size_t i)
     } else if (step != SQLITE_ROW) {
         rc = sql_fail(b);
     }
-    gt_loc_release(&l);
     sqlite3_reset(st);
     if (rc)
         return rc;
@@ -1466,7 +1493,6 @@ static int draw_finding(builder *b, const gt_finding *f)
                     describe_site(b, &l);
                     set_tooltip_site(b, mn, &l);
                 }
-                gt_loc_release(&l);
             } else if (step == SQLITE_DONE) {
                 gt_strbuf_addf(&b->lab, "op %lld", (long long)m->seq);
             } else {
@@ -1724,7 +1750,6 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
                 gt_strbuf_adds(&b->lab, " at ");
                 sb_loc(&b->lab, l.file, l.line);
             }
-            gt_loc_release(&l);
             if (col_text(st, 2) && !strcmp(col_text(st, 2), "error"))
                 gt_strbuf_adds(&b->lab, " (raised)");
         } else if (step != SQLITE_DONE) {
@@ -1973,6 +1998,10 @@ out:
     free(b.edges);
     free(b.repeats);
     gt_map_clear(&b.map);
+    for (size_t i = 0; i < b.nlocs; i++)
+        gt_loc_release(&b.locs[i]);
+    free(b.locs);
+    gt_map_clear(&b.locmap);
     gt_strbuf_release(&b.lab);
     gt_strbuf_release(&b.tmp);
     free(b.cwd);
