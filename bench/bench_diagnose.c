@@ -281,9 +281,8 @@ static void measure_here(const char *path, const char *prefix, long steps,
 {
     gt_trace *t;
     gt_findings *f = NULL;
-    char err[256];
     if (gt_trace_open(path, &t) != 0) {
-        printf("error: %s\n", err);
+        printf("error: %s\n", gt_trace_errmsg(t));
         exit(0);
     }
     sqlite3_stmt *st;
@@ -300,7 +299,7 @@ static void measure_here(const char *path, const char *prefix, long steps,
     t0 = now_s();
     double c0 = cpu_s();
     if (gt_diagnose(t, &all, &f) != 0) {
-        printf("error: diagnose: %s\n", err);
+        printf("error: diagnose: %s\n", gt_trace_errmsg(t));
         exit(0);
     }
     double dall = now_s() - t0, call = cpu_s() - c0;
@@ -310,7 +309,7 @@ static void measure_here(const char *path, const char *prefix, long steps,
     gt_findings_free(f);
     t0 = now_s();
     if (gt_diagnose(t, &last, &f) != 0) {
-        printf("error: diagnose: %s\n", err);
+        printf("error: diagnose: %s\n", gt_trace_errmsg(t));
         exit(0);
     }
     double dlast = now_s() - t0;

@@ -208,7 +208,6 @@ int main(int argc, char **argv)
     char path[64];
     gt_trace *t = NULL;
     gt_findings *fs = NULL;
-    char err[256];
     long long v;
 
     if (total <= 0 || steps <= 0 || graph <= 0) {
@@ -221,7 +220,7 @@ int main(int argc, char **argv)
         goto out;
     printf("trace_write: %.2f s\n", now_s() - t0);
     if (gt_trace_open(path, &t) != 0 || gt_trace_use_views(t) != 0) {
-        printf("error: %s\n", err);
+        printf("error: %s\n", gt_trace_errmsg(t));
         goto out;
     }
     sqlite3 *db = gt_trace_db(t);
@@ -231,7 +230,7 @@ int main(int argc, char **argv)
 
     t0 = now_s();
     if (gt_diagnose(t, NULL, &fs) != 0) {
-        printf("error: diagnose: %s\n", err);
+        printf("error: diagnose: %s\n", gt_trace_errmsg(t));
         goto out;
     }
     double diag = now_s() - t0;
