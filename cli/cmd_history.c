@@ -118,6 +118,8 @@ static int64_t count_counters(gt_trace *t, const char *what, int by_id)
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW)
         n = sqlite3_column_int64(st, 0);
+    else if ((s & 0xff) == SQLITE_NOMEM)
+        gt__trace_fail(t, GT_ENOMEM, "out of memory");
     else
         gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s",
                        sqlite3_errmsg(gt_trace_db(t)));
@@ -222,13 +224,13 @@ int gt_cmd_history(int argc, char **argv)
     }
     gt_table_opts opts = {
         .mode = json ? GT_OUT_JSON : GT_OUT_TABLE, .header = 1, .max_width = 60};
-    int printed = gt_table_print(st, &opts, stdout, NULL);
-    sqlite3_reset(st); /* the trace's statement: kept for its next use */
-    if (printed != SQLITE_OK) {
+    if (gt_table_print(st, &opts, stdout, NULL) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: history %s: cannot read trace: %s\n", path,
                 sqlite3_errmsg(db));
         goto out;
     }
+    /* the statement is the trace's: gt_trace_stmt resets it on its next
+     * use, gt_trace_close finalizes it */
     status = 0;
     goto out;
 read_error:
