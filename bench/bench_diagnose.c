@@ -281,9 +281,8 @@ static void measure_here(const char *path, const char *prefix, long steps,
 {
     gt_trace *t;
     gt_findings *f = NULL;
-    char err[256];
-    if (gt_trace_open(path, &t, err, sizeof err) != 0) {
-        printf("error: %s\n", err);
+    if (gt_trace_open(path, &t) != 0) {
+        printf("error: %s\n", gt_trace_errmsg(t));
         exit(0);
     }
     sqlite3_stmt *st;
@@ -299,8 +298,8 @@ static void measure_here(const char *path, const char *prefix, long steps,
     gt_diagnose_options all = {0}, last = {.backward = steps};
     t0 = now_s();
     double c0 = cpu_s();
-    if (gt_diagnose(t, &all, &f, err, sizeof err) != 0) {
-        printf("error: diagnose: %s\n", err);
+    if (gt_diagnose(t, &all, &f) != 0) {
+        printf("error: diagnose: %s\n", gt_trace_errmsg(t));
         exit(0);
     }
     double dall = now_s() - t0, call = cpu_s() - c0;
@@ -309,8 +308,8 @@ static void measure_here(const char *path, const char *prefix, long steps,
                 f->v[0].backward == steps && f->v[0].version_at_backward == 1;
     gt_findings_free(f);
     t0 = now_s();
-    if (gt_diagnose(t, &last, &f, err, sizeof err) != 0) {
-        printf("error: diagnose: %s\n", err);
+    if (gt_diagnose(t, &last, &f) != 0) {
+        printf("error: diagnose: %s\n", gt_trace_errmsg(t));
         exit(0);
     }
     double dlast = now_s() - t0;

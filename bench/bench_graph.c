@@ -224,10 +224,9 @@ static void measure(gt_trace *t, const gt_findings *fs, const char *name, int al
 {
     gt_graph_options o = {.hops = -1, .all = all, .findings = fs, .layout_limit = limit};
     gt_graph *g = NULL;
-    char err[1024];
     double t0 = now_s();
-    if (gt_graph_build(t, &o, &g, err, sizeof err) != 0) {
-        printf("error: %s: build: %s\n", name, err);
+    if (gt_graph_build(t, &o, &g) != 0) {
+        printf("error: %s: build: %s\n", name, gt_trace_errmsg(t));
         return;
     }
     double t1 = now_s();
@@ -252,7 +251,7 @@ int main(int argc, char **argv)
     int layers = argc > 1 ? atoi(argv[1]) : 2000;
     size_t limit = argc > 2 ? (size_t)atol(argv[2]) : 0;
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char path[512], out[600], err[1024];
+    char path[512], out[600];
     gt_trace *t = NULL;
     gt_findings *fs = NULL;
     double build_s = 0, focus_build_s = 0;
@@ -266,14 +265,14 @@ int main(int argc, char **argv)
     printf("trace_nodes: %d nodes\n", 5 * layers);
     printf("trace_write: %.3f s\n", now_s() - t0);
 
-    if (gt_trace_open(path, &t, err, sizeof err) != 0) {
-        printf("error: %s\n", err);
+    if (gt_trace_open(path, &t) != 0) {
+        printf("error: %s\n", gt_trace_errmsg(t));
         goto out;
     }
     t0 = now_s();
     gt_diagnose_options dopts = {0};
-    if (gt_diagnose(t, &dopts, &fs, err, sizeof err) != 0) {
-        printf("error: diagnose: %s\n", err);
+    if (gt_diagnose(t, &dopts, &fs) != 0) {
+        printf("error: diagnose: %s\n", gt_trace_errmsg(t));
         goto out;
     }
     double diag_s = now_s() - t0;
@@ -316,9 +315,8 @@ int main(int argc, char **argv)
     unlink(path);
     if (small < 2 || make_trace(path, small) != 0)
         goto out;
-    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
-        gt_diagnose(t, &dopts, &fs, err, sizeof err) != 0) {
-        printf("error: %s\n", err);
+    if (gt_trace_open(path, &t) != 0 || gt_diagnose(t, &dopts, &fs) != 0) {
+        printf("error: %s\n", gt_trace_errmsg(t));
         goto out;
     }
     snprintf(out, sizeof out, "%s.limit.svg", path);

@@ -208,7 +208,6 @@ int main(int argc, char **argv)
     char path[64];
     gt_trace *t = NULL;
     gt_findings *fs = NULL;
-    char err[256];
     long long v;
 
     if (total <= 0 || steps <= 0 || graph <= 0) {
@@ -220,9 +219,8 @@ int main(int argc, char **argv)
     if (generate(path, total, steps, graph) != 0)
         goto out;
     printf("trace_write: %.2f s\n", now_s() - t0);
-    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
-        gt_trace_use_views(t, err, sizeof err) != 0) {
-        printf("error: %s\n", err);
+    if (gt_trace_open(path, &t) != 0 || gt_trace_use_views(t) != 0) {
+        printf("error: %s\n", gt_trace_errmsg(t));
         goto out;
     }
     sqlite3 *db = gt_trace_db(t);
@@ -231,8 +229,8 @@ int main(int argc, char **argv)
     printf("anchor_count_ops: %.3f s\n", anchor);
 
     t0 = now_s();
-    if (gt_diagnose(t, NULL, &fs, err, sizeof err) != 0) {
-        printf("error: diagnose: %s\n", err);
+    if (gt_diagnose(t, NULL, &fs) != 0) {
+        printf("error: diagnose: %s\n", gt_trace_errmsg(t));
         goto out;
     }
     double diag = now_s() - t0;

@@ -55,7 +55,8 @@ const gt_command *gt_command_find(const char *name);
  * "gradtrace: <why>" to stderr, returns 2 (the exit status for it) and
  * leaves *out untouched; on success prints what opening did to the file
  * (gt_trace_note) as "gradtrace: note: ..." and returns 0. */
-int gt_cmd_open(const char *cmd, const char *path, gt_trace **out /* OUT */);
+GT_WARN_UNUSED int gt_cmd_open(const char *cmd, const char *path,
+                               gt_trace **out /* OUT */);
 
 /* A usage error: print "gradtrace: <cmd>: <message>" and then the command's
  * usage to stderr; returns 2, the exit status for it (cmd_common.c). */

@@ -31,11 +31,10 @@ int gt_cmd_open(const char *cmd, const char *path, gt_trace **out)
 {
     const gt_command *c = gt_command_find(cmd);
     unsigned needs = c ? c->needs : GT_CMD_TRACE;
-    char err[1024];
     gt_trace *t = NULL;
-    if (gt_trace_open(path, &t, err, sizeof err) != 0 ||
-        ((needs & GT_CMD_VIEWS) && gt_trace_use_views(t, err, sizeof err) != 0)) {
-        fprintf(stderr, "gradtrace: %s\n", err);
+    if (gt_trace_open(path, &t) != 0 ||
+        ((needs & GT_CMD_VIEWS) && gt_trace_use_views(t) != 0)) {
+        fprintf(stderr, "gradtrace: %s\n", gt_trace_errmsg(t));
         gt_trace_close(t);
         return 2;
     }

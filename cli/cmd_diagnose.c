@@ -1169,7 +1169,6 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_trace *t = NULL;
     gt_findings *fs = NULL;
     qdb db = {0};
-    char err[1024];
     char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
          **docs = NULL;
 
@@ -1222,15 +1221,11 @@ int gt_cmd_diagnose(int argc, char **argv)
                               optind >= argc ? "missing trace file"
                                              : "too many arguments");
     const char *path = argv[optind];
-    if (gt_trace_open(path, &t, err, sizeof err) != 0) {
-        fprintf(stderr, "gradtrace: %s\n", err);
+    if (gt_cmd_open("diagnose", path, &t) != 0)
         return 2;
-    }
-    if (gt_trace_note(t)) /* what opening did: a killed trace finished */
-        fprintf(stderr, "gradtrace: note: %s\n", gt_trace_note(t));
     gt_diagnose_options opts = {.backward = backward};
-    if (gt_diagnose(t, &opts, &fs, err, sizeof err) != 0) {
-        fprintf(stderr, "gradtrace: diagnose %s: %s\n", path, err);
+    if (gt_diagnose(t, &opts, &fs) != 0) {
+        fprintf(stderr, "gradtrace: diagnose %s: %s\n", path, gt_trace_errmsg(t));
         goto out;
     }
     db = (qdb){.t = t, .db = gt_trace_db(t)};

@@ -69,7 +69,6 @@ int gt_cmd_graph(int argc, char **argv)
     gt_trace *trace = NULL;
     gt_graph *graph = NULL;
     gt_findings *findings = NULL;
-    char err[1024];
     int format = -1, c, status = 2;
     long long v;
 
@@ -169,17 +168,18 @@ int gt_cmd_graph(int argc, char **argv)
     /* The findings decide the default backward call and the focus. A trace
      * the diagnosis cannot read may still be drawn: say so and go on. */
     gt_diagnose_options dopts = {.backward = opts.backward};
-    int rc = gt_diagnose(trace, &dopts, &findings, err, sizeof err);
+    int rc = gt_diagnose(trace, &dopts, &findings);
     if (rc == GT_EINVAL || rc == GT_ENOMEM) {
-        fprintf(stderr, "gradtrace: graph: %s\n", err);
+        fprintf(stderr, "gradtrace: graph: %s\n", gt_trace_errmsg(trace));
         goto out;
     }
     if (rc != 0)
         fprintf(stderr,
-                "gradtrace: graph: cannot diagnose, drawing without findings: %s\n", err);
+                "gradtrace: graph: cannot diagnose, drawing without findings: %s\n",
+                gt_trace_errmsg(trace));
     opts.findings = findings;
-    if (gt_graph_build(trace, &opts, &graph, err, sizeof err) != 0) {
-        fprintf(stderr, "gradtrace: graph: %s\n", err);
+    if (gt_graph_build(trace, &opts, &graph) != 0) {
+        fprintf(stderr, "gradtrace: graph: %s\n", gt_trace_errmsg(trace));
         goto out;
     }
     rc = gt_graph_render(graph, format, output);

@@ -31,34 +31,39 @@
 
 /* The version counters to show, as CTE `vcs(vc, first)`: ?1 is the name
  * (or the tensor id), ?2 how many of the most recently bound counters. */
-static const char vcs_by_name[] =
-    "vcs AS (SELECT t.version_counter AS vc, min(n.seq) AS first FROM names n "
-    "JOIN strings s ON s.id = n.name JOIN tensors t ON t.id = n.tensor "
-    "WHERE s.text = ?1 GROUP BY t.version_counter ORDER BY first DESC LIMIT ?2)";
-static const char vcs_by_id[] =
-    "vcs AS (SELECT version_counter AS vc, seq AS first FROM tensors WHERE id = ?1 "
-    "AND ?2 IS NOT NULL)";
+#define VCS_BY_NAME                                                                      \
+    "vcs AS (SELECT t.version_counter AS vc, min(n.seq) AS first FROM names n "          \
+    "JOIN strings s ON s.id = n.name JOIN tensors t ON t.id = n.tensor "                 \
+    "WHERE s.text = ?1 GROUP BY t.version_counter ORDER BY first DESC LIMIT ?2)"
+#define VCS_BY_ID                                                                        \
+    "vcs AS (SELECT version_counter AS vc, seq AS first FROM tensors WHERE id = ?1 "     \
+    "AND ?2 IS NOT NULL)"
 
 /* The rows: ?3 = 1 to include reads. Paths under the run's working
  * directory are shown relative to it. */
-static const char rows_sql[] =
-    "SELECT h.seq,"
-    " CASE h.kind WHEN 'bump' THEN CASE WHEN h.detail = 'observed'"
-    "   THEN 'write (seen later)' ELSE 'write' END"
-    "   WHEN 'root' THEN 'backward root'"
-    "   WHEN 'created' THEN CASE WHEN h.op IS NULL THEN 'first seen' ELSE 'created' END"
-    "   ELSE h.kind END AS event,"
-    " h.tensor, h.version,"
-    " CASE h.kind WHEN 'saved' THEN h.op || ' as ' || h.detail"
-    "   WHEN 'root' THEN h.op || ' #' || substr(h.detail, 10) ELSE h.op END AS what,"
-    " CASE WHEN h.file IS NULL THEN NULL"
-    "   WHEN r.cwd IS NOT NULL AND substr(h.file, 1, length(r.cwd) + 1) = r.cwd || '/'"
-    "   THEN substr(h.file, length(r.cwd) + 2) ELSE h.file END || ':' || h.line AS line,"
-    " trim(h.code) AS code"
-    " FROM tensor_history h JOIN vcs ON h.version_counter = vcs.vc"
-    " LEFT JOIN run r ON r.id = 1"
-    " WHERE h.kind IN ('created', 'bump', 'saved', 'root') OR (?3 AND h.kind = 'read')"
-    " ORDER BY vcs.first, h.seq, h.kind";
+#define ROWS_SQL                                                                         \
+    "SELECT h.seq,"                                                                      \
+    " CASE h.kind WHEN 'bump' THEN CASE WHEN h.detail = 'observed'"                      \
+    "   THEN 'write (seen later)' ELSE 'write' END"                                      \
+    "   WHEN 'root' THEN 'backward root'"                                                \
+    "   WHEN 'created' THEN CASE WHEN h.op IS NULL THEN 'first seen' ELSE 'created' END" \
+    "   ELSE h.kind END AS event,"                                                       \
+    " h.tensor, h.version,"                                                              \
+    " CASE h.kind WHEN 'saved' THEN h.op || ' as ' || h.detail"                          \
+    "   WHEN 'root' THEN h.op || ' #' || substr(h.detail, 10) ELSE h.op END AS what,"    \
+    " CASE WHEN h.file IS NULL THEN NULL"                                                \
+    "   WHEN r.cwd IS NOT NULL AND substr(h.file, 1, length(r.cwd) + 1) = r.cwd || '/'"  \
+    "   THEN substr(h.file, length(r.cwd) + 2) ELSE h.file END || ':' || h.line AS "     \
+    "line,"                                                                              \
+    " trim(h.code) AS code"                                                              \
+    " FROM tensor_history h JOIN vcs ON h.version_counter = vcs.vc"                      \
+    " LEFT JOIN run r ON r.id = 1"                                                       \
+    " WHERE h.kind IN ('created', 'bump', 'saved', 'root') OR (?3 AND h.kind = 'read')"  \
+    " ORDER BY vcs.first, h.seq, h.kind"
+
+/* The two statements, prepared once on the trace (gt_trace_stmt). */
+static const char rows_by_name[] = "WITH " VCS_BY_NAME " " ROWS_SQL;
+static const char rows_by_id[] = "WITH " VCS_BY_ID " " ROWS_SQL;
 
 static void usage(FILE *o)
 {
@@ -94,24 +99,31 @@ static int is_id(const char *s)
 }
 
 /* How many version counters the name was bound to (or 1 if the tensor
- * exists), -1 on a read error. */
-static int64_t count_counters(sqlite3 *db, const char *what, int by_id)
+ * exists), -1 on a read error (the message on t). */
+static int64_t count_counters(gt_trace *t, const char *what, int by_id)
 {
-    sqlite3_stmt *st = NULL;
+    static const char by_id_sql[] = "SELECT count(*) FROM tensors WHERE id = ?1";
+    static const char by_name_sql[] =
+        "SELECT count(DISTINCT t.version_counter) FROM names n "
+        "JOIN strings s ON s.id = n.name JOIN tensors t "
+        "ON t.id = n.tensor WHERE s.text = ?1";
+    sqlite3_stmt *st = gt_trace_stmt(t, by_id ? by_id_sql : by_name_sql);
     int64_t n = -1;
-    const char *sql = by_id ? "SELECT count(*) FROM tensors WHERE id = ?1"
-                            : "SELECT count(DISTINCT t.version_counter) FROM names n "
-                              "JOIN strings s ON s.id = n.name JOIN tensors t "
-                              "ON t.id = n.tensor WHERE s.text = ?1";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-        if (by_id)
-            sqlite3_bind_int64(st, 1, strtoll(what, NULL, 10));
-        else
-            sqlite3_bind_text(st, 1, what, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            n = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
+    if (!st)
+        return -1;
+    if (by_id)
+        sqlite3_bind_int64(st, 1, strtoll(what, NULL, 10));
+    else
+        sqlite3_bind_text(st, 1, what, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    else if ((s & 0xff) == SQLITE_NOMEM)
+        gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    else
+        gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s",
+                       sqlite3_errmsg(gt_trace_db(t)));
+    sqlite3_reset(st);
     return n;
 }
 
@@ -149,7 +161,6 @@ int gt_cmd_history(int argc, char **argv)
     int reads = 0, all = 0, json = 0, c, status = 2;
     gt_trace *t = NULL;
     sqlite3_stmt *st = NULL;
-    char *sql = NULL;
 
     optind = 0;
     opterr = 0;
@@ -180,23 +191,17 @@ int gt_cmd_history(int argc, char **argv)
     if (gt_cmd_open("history", path, &t) != 0)
         return 2;
     sqlite3 *db = gt_trace_db(t);
-    int64_t counters = count_counters(db, what, by_id);
+    int64_t counters = count_counters(t, what, by_id);
     if (counters < 0)
-        goto sql_error;
+        goto read_error;
     if (counters == 0) {
         say_unknown(db, path, what, by_id);
         status = 1;
         goto out;
     }
     int64_t shown = all || counters <= DEFAULT_LAST ? counters : DEFAULT_LAST;
-    size_t n = strlen(rows_sql) + sizeof vcs_by_name + 16;
-    if (!(sql = malloc(n))) {
-        fprintf(stderr, "gradtrace: history: out of memory\n");
-        goto out;
-    }
-    snprintf(sql, n, "WITH %s %s", by_id ? vcs_by_id : vcs_by_name, rows_sql);
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        goto sql_error;
+    if (!(st = gt_trace_stmt(t, by_id ? rows_by_id : rows_by_name)))
+        goto read_error;
     if (by_id)
         sqlite3_bind_int64(st, 1, strtoll(what, NULL, 10));
     else
@@ -219,20 +224,23 @@ int gt_cmd_history(int argc, char **argv)
     }
     gt_table_opts opts = {
         .mode = json ? GT_OUT_JSON : GT_OUT_TABLE, .header = 1, .max_width = 60};
-    if (gt_table_print(st, &opts, stdout, NULL) != SQLITE_OK)
-        goto sql_error;
+    if (gt_table_print(st, &opts, stdout, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gradtrace: history %s: cannot read trace: %s\n", path,
+                sqlite3_errmsg(db));
+        goto out;
+    }
+    /* the statement is the trace's: gt_trace_stmt resets it on its next
+     * use, gt_trace_close finalizes it */
     status = 0;
     goto out;
-sql_error:
-    fprintf(stderr, "gradtrace: history %s: cannot read trace: %s\n", path,
-            sqlite3_errmsg(db));
+read_error:
+    /* "cannot read trace: ..." or "out of memory", from the reading layer */
+    fprintf(stderr, "gradtrace: history %s: %s\n", path, gt_trace_errmsg(t));
 out:
     if (fflush(stdout) != 0 && status != 2) {
         fprintf(stderr, "gradtrace: history: cannot write output\n");
         status = 2;
     }
-    sqlite3_finalize(st);
-    free(sql);
     gt_trace_close(t);
     return status;
 }

@@ -55,12 +55,12 @@ static const char info_create_sql[] =
  * printing why not. */
 static int info_row(sqlite3 *out, const char *path)
 {
-    char err[1024];
     gt_trace *t = NULL;
     sqlite3_stmt *st = NULL, *ins = NULL;
     int rc = 2;
-    if (gt_trace_open(path, &t, err, sizeof err) != GT_OK) {
-        fprintf(stderr, "gradtrace: %s\n", err);
+    if (gt_trace_open(path, &t) != GT_OK) {
+        fprintf(stderr, "gradtrace: %s\n", gt_trace_errmsg(t));
+        gt_trace_close(t);
         return 2;
     }
     sqlite3 *db = gt_trace_db(t);
@@ -115,8 +115,10 @@ int gt_multi_info(int npaths, char **paths, int json)
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     int status = 2;
-    if (gt_rank_set_load(npaths, paths, &set) != 0)
+    if (gt_rank_set_load(&set, npaths, paths) != 0) {
+        fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
         return 2;
+    }
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
         sqlite3_exec(db, info_create_sql, NULL, NULL, NULL) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: info: out of memory\n");
@@ -341,8 +343,10 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
     char **docs = NULL;
     int *codes = NULL;
     int status = 2, any_findings = 0, any_error = 0;
-    if (gt_rank_set_load(npaths, paths, &set) != 0)
+    if (gt_rank_set_load(&set, npaths, paths) != 0) {
+        fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
         return 2;
+    }
     docs = calloc(set.n, sizeof *docs);
     codes = calloc(set.n, sizeof *codes);
     if (!docs || !codes) {

@@ -404,9 +404,11 @@ int gt_cmd_sql(int argc, char **argv)
     sqlite3 *db;
     if (gt_multi_wanted(ntraces, argv + optind)) {
         gt_rank_set set;
-        if (gt_rank_set_load(ntraces, argv + optind, &set) != 0)
-            goto out;
-        int mrc = gt_multi_connect(&set, &mdb);
+        int mrc = gt_rank_set_load(&set, ntraces, argv + optind);
+        if (mrc == 0 && (mrc = gt_multi_connect(&set, &mdb)) == GT_EINVAL)
+            fprintf(stderr, "gradtrace: sql: %s\n", gt_rank_set_errmsg(&set));
+        else if (mrc != 0)
+            fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
         gt_rank_set_release(&set);
         if (mrc != 0)
             goto out;

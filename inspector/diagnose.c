@@ -105,14 +105,13 @@ static const char sql_op[] =
 
 int gt__dx_sql_fail(gt__dctx *c)
 {
-    snprintf(c->err, c->errlen, "cannot read trace: %s", sqlite3_errmsg(c->db));
-    return GT_ECORRUPT;
+    return gt__trace_fail(c->t, GT_ECORRUPT, "cannot read trace: %s",
+                          sqlite3_errmsg(c->db));
 }
 
 int gt__dx_nomem(gt__dctx *c)
 {
-    snprintf(c->err, c->errlen, "out of memory");
-    return GT_ENOMEM;
+    return gt__trace_fail(c->t, GT_ENOMEM, "out of memory");
 }
 
 void gt__dx_lookup_nomem(gt__dctx *c, int s)
@@ -492,15 +491,14 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
     }
     nv = uniq(vcs, nv);
     ns = uniq(stor, ns);
-    if ((rc =
-             gt__counters_load(c->rp, vcs, nv, lo, hi, &bt->counters, c->err, c->errlen)))
+    if ((rc = gt__counters_load(c->rp, vcs, nv, lo, hi, &bt->counters)))
         goto out;
 
     free(list);
     if (!(list = gt_ints_json(stor, ns)))
         goto gt__dx_nomem;
     st = c->silent;
-    if ((rc = gt__pick_plan(c->db, c->silent_size, list, lo, hi, c->err, c->errlen)) < 0)
+    if ((rc = gt__pick_plan(c->t, c->silent_size, list, lo, hi)) < 0)
         goto out;
     if (rc == 1)
         st = c->silent_window;
@@ -771,7 +769,7 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
     long fail_at = -1;
     regions regions = {0};
     memset(&bt, 0, sizeof bt);
-    int rc = gt__replay_backward(c->rp, b, &r, c->err, c->errlen);
+    int rc = gt__replay_backward(c->rp, b, &r);
     if (rc)
         return rc;
     if ((rc = load_backward_error(c, b, &e)) != 0)
@@ -902,24 +900,22 @@ out:
 
 /* ---- entry point ------------------------------------------------------- */
 
-int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
-                char *err, size_t errlen)
+int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
 {
     gt__dctx c;
     int rc = 0;
     int64_t only = opts ? opts->backward : 0;
     sqlite3_stmt *calls = NULL;
     memset(&c, 0, sizeof c);
+    gt__trace_clear(t);
     c.db = gt_trace_db(t);
     c.t = t;
-    c.err = err;
-    c.errlen = errlen;
     c.only = only;
     if (!(c.f = calloc(1, sizeof *c.f))) {
         rc = gt__dx_nomem(&c);
         goto out;
     }
-    if ((rc = gt__replayer_new(c.db, &c.rp, err, errlen)) != 0)
+    if ((rc = gt__replayer_new(t, &c.rp)) != 0)
         goto out;
     struct {
         const char *sql;
@@ -971,9 +967,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
             goto out;
         }
         if (!found) {
-            snprintf(err, errlen, "no backward call %lld in %s", (long long)only,
-                     gt_trace_path(t));
-            rc = GT_EINVAL;
+            rc = gt__trace_fail(t, GT_EINVAL, "no backward call %lld in %s",
+                                (long long)only, gt_trace_path(t));
             goto out;
         }
     }
@@ -985,7 +980,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     int64_t oldest = 0;
     if (only) {
         gt_replay *r = NULL;
-        if ((rc = gt__replay_backward(c.rp, only, &r, err, errlen)) != 0)
+        if ((rc = gt__replay_backward(c.rp, only, &r)) != 0)
             goto out;
         oldest = INT64_MAX;
         for (size_t i = 0; i < r->n; i++)
@@ -1010,7 +1005,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
     }
     if (!only && (rc = gt__dx_raised_at_op(&c)) != 0)
         goto out;
-    if ((rc = gt__diagnose_silent(c.db, only, c.f, err, errlen)) != 0)
+    if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;
     /* Never silent when PyTorch raised: an error of the family that no
      * finding explains is a finding of its own. */
@@ -1022,6 +1017,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out,
         rc = gt__dx_nomem(&c);
         goto out;
     }
+    gt__trace_clear(t); /* what a best-effort lookup met is no failure */
     *out = c.f;
     c.f = NULL;
 out:

@@ -121,17 +121,17 @@ typedef struct gt_diagnose_options {
 
 /* Replay the backward calls of `t` and collect findings into *out.
  * Returns 0 (even with zero findings) or a negative GT_E* code with a
- * one-line message in err; *out is written only on success. */
-int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out /* OUT */,
-                char *err, size_t errlen);
+ * one-line message on t (gt_trace_errmsg); *out is written only on
+ * success. */
+GT_WARN_UNUSED int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts,
+                               gt_findings **out /* OUT */);
 
 /* silent.c: append the findings of writes PyTorch cannot see (storage
  * swaps) for backward call `only` (0: all) to f, growing f->v to exactly its
  * new size: call it after every other finding is added. Returns 0 or a
- * negative GT_E* code with a message in err (f then holds what was added). */
+ * negative GT_E* code with the message on t (f then holds what was added). */
 struct sqlite3;
-int gt__diagnose_silent(struct sqlite3 *db, int64_t only, gt_findings *f, char *err,
-                        size_t errlen);
+GT_WARN_UNUSED int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f);
 
 /* 1 if the node that saved row `saved_seq` (saved_tensors.seq) never reads
  * it in its backward (BatchNorm's running statistics in training mode), so

@@ -5,7 +5,7 @@
  * inspector: the public contract is diagnose.h.
  *
  * Every function returning int returns 0 or a negative GT_E* code with a
- * one-line message written to the context's err buffer; functions returning
+ * one-line message kept on the trace handle (gt_trace_errmsg(c->t)); functions returning
  * void cannot fail (a row they cannot read leaves their output empty). Such
  * best-effort lookups read a failure as "not found", except out of memory:
  * they report it through gt__dx_lookup_nomem, and gt_diagnose then fails
@@ -55,15 +55,13 @@ typedef struct gt__dctx {
     size_t tn, tcap;
     gt_findings *f;
     size_t cap;
-    char *err;
-    size_t errlen;
     int64_t only; /* the backward call asked for, 0 for all */
     int oom;      /* a best-effort lookup ran out of memory */
 } gt__dctx;
 
 /* Errors: set the message, return GT_ECORRUPT / GT_ENOMEM. */
-int gt__dx_sql_fail(gt__dctx *c);
-int gt__dx_nomem(gt__dctx *c);
+GT_WARN_UNUSED int gt__dx_sql_fail(gt__dctx *c);
+GT_WARN_UNUSED int gt__dx_nomem(gt__dctx *c);
 
 /* Call after every prepare and step of a best-effort lookup, with its
  * result `s`: SQLITE_NOMEM (any extended code of it) sets c->oom; anything
@@ -78,7 +76,7 @@ gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward);
 void gt__dx_finding_release(gt_finding *f);
 
 /* Read tensor `id` into *t (t->found = 0 if there is no such row). */
-int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t /* OUT */);
+GT_WARN_UNUSED int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t /* OUT */);
 
 /* The first variable name of `tensor` (its own, its base's, or one sharing
  * its version counter) into buf; "" if none. */
@@ -99,13 +97,13 @@ int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t);
 
 /* Findings for errors PyTorch raised at an in-place op (leaf and view
  * errors), appended to c->f (raised.c). */
-int gt__dx_raised_at_op(gt__dctx *c);
+GT_WARN_UNUSED int gt__dx_raised_at_op(gt__dctx *c);
 
 /* Append an `unexplained` finding for every error of the in-place family
  * that no finding from `first` on explains (raised.c). */
-int gt__dx_unexplained(gt__dctx *c, size_t first);
+GT_WARN_UNUSED int gt__dx_unexplained(gt__dctx *c, size_t first);
 
 /* Set f->suggestion: the fix for the finding (suggest.c). */
-int gt__dx_suggest(gt__dctx *c, gt_finding *f);
+GT_WARN_UNUSED int gt__dx_suggest(gt__dctx *c, gt_finding *f);
 
 #endif

@@ -147,50 +147,27 @@ typedef struct gedge {
     size_t node, next; /* indexes: next feeds node */
 } gedge;
 
-enum {
-    Q_EDGES,
-    Q_NODE,
-    Q_TENSOR,
-    Q_NAMES,
-    Q_SAVED,
-    Q_PLAN,
-    Q_OP,
-    Q_BACKWARD,
-    Q_SIG,
-    Q_COUNT
-};
+enum { Q_EDGES, Q_NODE, Q_TENSOR, Q_SAVED, Q_PLAN, Q_OP, Q_BACKWARD, Q_SIG, Q_COUNT };
 
 static const char *const queries[Q_COUNT] = {
     [Q_EDGES] = "SELECT next FROM edges WHERE node = ?1 AND next IS NOT NULL "
                 "ORDER BY pos",
-    [Q_NODE] = "SELECT s.text, n.variable, f.line, fs.text, fc.text "
+    /* the lines come from the reading layer (gt_trace_user_loc) */
+    [Q_NODE] = "SELECT s.text, n.variable, o.stack "
                "FROM nodes n JOIN strings s ON s.id = n.name "
-               "LEFT JOIN ops o ON o.seq = n.op "
-               "LEFT JOIN stacks k ON k.id = o.stack "
-               "LEFT JOIN frames f ON f.id = k.user_frame "
-               "LEFT JOIN strings fs ON fs.id = f.file "
-               "LEFT JOIN strings fc ON fc.id = f.code WHERE n.id = ?1",
-    [Q_TENSOR] = "SELECT d.text, t.shape, t.alias_of FROM tensors t "
+               "LEFT JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
+    [Q_TENSOR] = "SELECT d.text, t.shape FROM tensors t "
                  "LEFT JOIN strings d ON d.id = t.dtype WHERE t.id = ?1",
-    [Q_NAMES] = "SELECT s.text FROM names m JOIN strings s ON s.id = m.name "
-                "WHERE m.tensor = ?1 GROUP BY s.text ORDER BY min(m.seq)",
     [Q_SAVED] = "SELECT v.seq, l.text, v.tensor, v.version, v.is_output "
                 "FROM saved_tensors v JOIN strings l ON l.id = v.slot "
                 "WHERE v.node = ?1 ORDER BY v.seq",
     [Q_PLAN] = "SELECT (SELECT count(*) FROM saved_tensors WHERE node = ?1), "
                "(SELECT k.user_frame FROM nodes n JOIN ops o ON o.seq = n.op "
                "JOIN stacks k ON k.id = o.stack WHERE n.id = ?1)",
-    [Q_OP] = "SELECT s.text, f.line, fs.text, fc.text FROM ops o "
-             "JOIN strings s ON s.id = o.name "
-             "LEFT JOIN stacks k ON k.id = o.stack "
-             "LEFT JOIN frames f ON f.id = k.user_frame "
-             "LEFT JOIN strings fs ON fs.id = f.file "
-             "LEFT JOIN strings fc ON fc.id = f.code WHERE o.seq = ?1",
-    [Q_BACKWARD] = "SELECT a.text, f.line, fs.text, b.status FROM backward_calls b "
-                   "JOIN strings a ON a.id = b.api "
-                   "LEFT JOIN stacks k ON k.id = b.stack "
-                   "LEFT JOIN frames f ON f.id = k.user_frame "
-                   "LEFT JOIN strings fs ON fs.id = f.file WHERE b.id = ?1",
+    [Q_OP] = "SELECT s.text, o.stack FROM ops o "
+             "JOIN strings s ON s.id = o.name WHERE o.seq = ?1",
+    [Q_BACKWARD] = "SELECT a.text, b.stack, b.status FROM backward_calls b "
+                   "JOIN strings a ON a.id = b.api WHERE b.id = ?1",
     [Q_SIG] = "SELECT n.name, k.user_frame, n.variable FROM nodes n "
               "LEFT JOIN ops o ON o.seq = n.op "
               "LEFT JOIN stacks k ON k.id = o.stack WHERE n.id = ?1",
@@ -206,7 +183,10 @@ typedef struct builder {
     size_t nnodes, capnodes;
     gedge *edges;
     size_t nedges, capedges;
-    gt_map map; /* node id -> index in nodes (common/gtmap.h) */
+    gt_map map;    /* node id -> index in nodes (common/gtmap.h) */
+    gt_map locmap; /* stack id -> 1 + index in locs */
+    gt_loc *locs;  /* the lines read (site_of), owned */
+    size_t nlocs, caplocs;
     Agraph_t *g;
     gt_strbuf lab;       /* scratch for labels */
     gt_strbuf tmp;       /* scratch for names */
@@ -219,21 +199,18 @@ typedef struct builder {
     size_t collapsed;    /* nodes they hide */
     int fold_saved;      /* 1: saved tensors listed in their node's label */
     size_t saved_folded; /* saved tensors not drawn as notes */
-    char *err;
-    size_t errlen;
-} builder;
+} builder;               /* errors go to the trace's handle (gt_trace_errmsg) */
 
 static int sql_fail(builder *b)
 {
-    snprintf(b->err, b->errlen, "cannot read trace %s: %s", gt_trace_path(b->trace),
-             sqlite3_errmsg(b->db));
-    return GT_ESQL;
+    return gt__trace_fail(b->trace, GT_ESQL, "cannot read trace %s: %s",
+                          gt_trace_path(b->trace), sqlite3_errmsg(b->db));
 }
 
 static int oom(builder *b)
 {
-    snprintf(b->err, b->errlen, "cannot draw %s: out of memory", gt_trace_path(b->trace));
-    return GT_ENOMEM;
+    return gt__trace_fail(b->trace, GT_ENOMEM, "cannot draw %s: out of memory",
+                          gt_trace_path(b->trace));
 }
 
 /* Column i as text, or NULL. */
@@ -365,10 +342,9 @@ static int pick_backward(builder *b)
         sqlite3_bind_int64(st, 1, want);
         int step = sqlite3_step(st);
         if (step == SQLITE_DONE) {
-            snprintf(b->err, b->errlen,
-                     "trace %s has no backward call %lld (it has %lld)",
-                     gt_trace_path(b->trace), (long long)want, (long long)count);
-            rc = GT_EINVAL;
+            rc = gt__trace_fail(
+                b->trace, GT_EINVAL, "trace %s has no backward call %lld (it has %lld)",
+                gt_trace_path(b->trace), (long long)want, (long long)count);
             goto out;
         }
         if (step != SQLITE_ROW) {
@@ -430,13 +406,13 @@ static int seed_roots(builder *b)
     }
     if (b->nnodes == 0) {
         if (b->backward)
-            snprintf(b->err, b->errlen,
-                     "backward call %lld of %s has no recorded graph to draw",
-                     (long long)b->backward, gt_trace_path(b->trace));
+            rc = gt__trace_fail(b->trace, GT_EINVAL,
+                                "backward call %lld of %s has no recorded graph to draw",
+                                (long long)b->backward, gt_trace_path(b->trace));
         else
-            snprintf(b->err, b->errlen, "trace %s holds no autograd graph to draw",
-                     gt_trace_path(b->trace));
-        rc = GT_EINVAL;
+            rc = gt__trace_fail(b->trace, GT_EINVAL,
+                                "trace %s holds no autograd graph to draw",
+                                gt_trace_path(b->trace));
     }
 out:
     sqlite3_finalize(st);
@@ -899,42 +875,32 @@ out:
     return rc;
 }
 
-/* Append ", "-joined variable names of tensor (or of its view base) to
- * b->tmp; returns how many. */
-static int tensor_names(builder *b, int64_t tensor, int64_t alias_of)
+/* Append ", "-joined variable names of tensor (or of its view base: the
+ * reading layer's gt_trace_names_nearest) to b->tmp; returns how many, or a
+ * negative GT_E* code with the message on the trace. */
+static int tensor_names(builder *b, int64_t tensor)
 {
-    sqlite3_stmt *st = b->q[Q_NAMES];
-    int count = 0;
-    for (int pass = 0; pass < 2 && count == 0; pass++) {
-        int64_t id = pass == 0 ? tensor : alias_of;
-        if (id <= 0)
-            continue;
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, id);
-        int step;
-        while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-            if (count == NAMES_MAX) {
-                gt_strbuf_adds(&b->tmp, ", \xe2\x80\xa6");
-                break;
-            }
-            if (count++)
-                gt_strbuf_adds(&b->tmp, ", ");
-            sb_text(&b->tmp, col_text(st, 0), LABEL_CHARS / 2);
+    const char *const *v;
+    size_t n;
+    int rc = gt_trace_names_nearest(b->trace, tensor, 1, &v, &n);
+    if (rc < 0)
+        return rc == GT_ENOMEM ? oom(b) : rc;
+    for (size_t i = 0; i < n; i++) {
+        if (i == NAMES_MAX) {
+            gt_strbuf_adds(&b->tmp, ", \xe2\x80\xa6");
+            break;
         }
-        if (step != SQLITE_DONE && step != SQLITE_ROW) {
-            sqlite3_reset(st);
-            return sql_fail(b);
-        }
+        if (i)
+            gt_strbuf_adds(&b->tmp, ", ");
+        sb_text(&b->tmp, v[i], LABEL_CHARS / 2);
     }
-    sqlite3_reset(st);
-    return count;
+    return n < NAMES_MAX ? (int)n : NAMES_MAX;
 }
 
 /* Append "dtype shape" and a line of variable names of a tensor to b->lab. */
 static int describe_tensor(builder *b, int64_t tensor)
 {
     sqlite3_stmt *st = b->q[Q_TENSOR];
-    int64_t alias_of = 0;
     int rc = 0;
     if (tensor <= 0)
         return 0;
@@ -946,7 +912,6 @@ static int describe_tensor(builder *b, int64_t tensor)
         sb_text(&b->lab, col_text(st, 0) ? col_text(st, 0) : "?", LABEL_CHARS / 2);
         gt_strbuf_adds(&b->lab, " ");
         sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
-        alias_of = sqlite3_column_int64(st, 2);
     } else if (step != SQLITE_DONE) {
         rc = sql_fail(b);
     }
@@ -954,7 +919,7 @@ static int describe_tensor(builder *b, int64_t tensor)
     if (rc)
         return rc;
     gt_strbuf_reset(&b->tmp);
-    int names = tensor_names(b, tensor, alias_of);
+    int names = tensor_names(b, tensor);
     if (names < 0)
         return names;
     if (names > 0) {
@@ -964,38 +929,74 @@ static int describe_tensor(builder *b, int64_t tensor)
     return 0;
 }
 
+/* The user's line of stack `stack` into *l (gt_trace_user_loc; l->frame 0
+ * when there is none): a copy of the builder's, read once per stack (the
+ * nodes of a line share its stack), which the caller does not release.
+ * Returns 0 or a negative GT_E* code with the message on the trace (*l
+ * zeroed). */
+static int site_of(builder *b, int64_t stack, gt_loc *l)
+{
+    memset(l, 0, sizeof *l);
+    if (stack <= 0)
+        return 0;
+    const uint64_t *at = gt_map_get(&b->locmap, (uint64_t)stack, 0, 0);
+    if (at) {
+        *l = b->locs[*at - 1];
+        return 0;
+    }
+    if (b->nlocs == b->caplocs) {
+        size_t cap = b->caplocs ? b->caplocs * 2 : 16;
+        gt_loc *v = realloc(b->locs, cap * sizeof *v);
+        if (!v)
+            return oom(b);
+        b->locs = v;
+        b->caplocs = cap;
+    }
+    gt_loc got;
+    int rc = gt_trace_user_loc(b->trace, stack, &got);
+    if (rc < 0)
+        return rc == GT_ENOMEM ? oom(b) : rc;
+    if (gt_map_put(&b->locmap, (uint64_t)stack, 0, 0, b->nlocs + 1) != 0) {
+        gt_loc_release(&got);
+        return oom(b);
+    }
+    b->locs[b->nlocs++] = got;
+    *l = got;
+    return 0;
+}
+
 /* Append the op's user line (file:line, then its source) to sb, after a
  * line break when br. */
-static void describe_site_to(gt_strbuf *sb, sqlite3_stmt *st, int line_col, int br)
+static void describe_site_to(gt_strbuf *sb, const gt_loc *l, int br)
 {
-    if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
+    if (!l->frame)
         return;
     if (br)
         sb_br(sb);
-    sb_loc(sb, col_text(st, line_col + 1), sqlite3_column_int64(st, line_col));
-    if (col_text(st, line_col + 2) && col_text(st, line_col + 2)[0]) {
+    sb_loc(sb, l->file, l->line);
+    if (l->code && l->code[0]) {
         sb_br(sb);
-        sb_text(sb, col_text(st, line_col + 2), LABEL_CHARS);
+        sb_text(sb, l->code, LABEL_CHARS);
     }
 }
 
-static void describe_site(builder *b, sqlite3_stmt *st, int line_col)
+static void describe_site(builder *b, const gt_loc *l)
 {
-    describe_site_to(&b->lab, st, line_col, 1);
+    describe_site_to(&b->lab, l, 1);
 }
 
-static void set_tooltip_site(builder *b, void *obj, sqlite3_stmt *st, int line_col)
+static void set_tooltip_site(builder *b, void *obj, const gt_loc *l)
 {
-    if (sqlite3_column_type(st, line_col) == SQLITE_NULL)
+    if (!l->frame)
         return;
-    const char *file = col_text(st, line_col + 1);
+    const char *file = l->file;
     size_t n = b->cwd ? strlen(b->cwd) : 0;
     /* Relative to the run's directory when it is below it. */
     if (file && n > 1 && !strncmp(file, b->cwd, n) && file[n] == '/')
         file += n + 1;
     gt_strbuf_reset(&b->tmp);
     sb_text(&b->tmp, file, 0);
-    gt_strbuf_addf(&b->tmp, ":%lld", (long long)sqlite3_column_int64(st, line_col));
+    gt_strbuf_addf(&b->tmp, ":%lld", (long long)l->line);
     set(obj, "tooltip", gt_strbuf_str(&b->tmp));
 }
 
@@ -1212,13 +1213,13 @@ static int plan_groups(builder *b)
 }
 
 /* The cluster of the block drawn once for repeats number r (1-based),
- * labelled "×N", and with the line that made it from the Q_NODE row in st
+ * labelled "×N", and with the line that made it (l, a node's)
  * when one line made every node drawn in it. NULL when out of memory. */
-static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
+static Agraph_t *repeat_cluster(builder *b, size_t r, const gt_loc *l)
 {
     char name[48];
     repeat *v = &b->repeats[r - 1];
-    int has_line = sqlite3_column_type(st, 2) != SQLITE_NULL;
+    int has_line = l->frame != 0;
     snprintf(name, sizeof name, "cluster_repeat%zu", r);
     Agraph_t *sub = agsubg(b->g, name, 0);
     if (sub && (!v->frame || v->sited || !has_line))
@@ -1241,7 +1242,7 @@ static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
     gt_strbuf_addf(&b->tmp, "%zu nodes drawn once for %zu repeats (%zu hidden)", v->size,
                    v->count, v->hidden);
     if (v->frame && has_line) {
-        describe_site_to(&b->tmp, st, 2, 1);
+        describe_site_to(&b->tmp, l, 1);
         v->sited = 1;
     }
     if (b->tmp.oom)
@@ -1251,15 +1252,15 @@ static Agraph_t *repeat_cluster(builder *b, size_t r, sqlite3_stmt *st)
 }
 
 /* The cluster of node i's frame, made on first use and labelled from the
- * Q_NODE row in st. NULL when out of memory. */
-static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
+ * node's line l. NULL when out of memory. */
+static Agraph_t *group_of(builder *b, size_t i, const gt_loc *l)
 {
     char name[64];
     Agraph_t *parent = b->g;
     if (b->nodes[i].repeat) {
         snprintf(name, sizeof name, "cluster_line%lld_repeat%zu",
                  (long long)b->nodes[i].frame, b->nodes[i].repeat);
-        if (!(parent = repeat_cluster(b, b->nodes[i].repeat, st)))
+        if (!(parent = repeat_cluster(b, b->nodes[i].repeat, l)))
             return NULL;
     } else {
         snprintf(name, sizeof name, "cluster_line%lld", (long long)b->nodes[i].frame);
@@ -1270,7 +1271,7 @@ static Agraph_t *group_of(builder *b, size_t i, sqlite3_stmt *st)
     if (!(sub = agsubg(parent, name, 1)))
         return NULL;
     gt_strbuf_reset(&b->tmp);
-    describe_site_to(&b->tmp, st, 2, 0);
+    describe_site_to(&b->tmp, l, 0);
     if (b->tmp.oom)
         return NULL;
     set(sub, "label", gt_strbuf_str(&b->tmp));
@@ -1326,26 +1327,30 @@ static int draw_node(builder *b, size_t i)
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, n->id);
     int step = sqlite3_step(st);
+    gt_loc l = {0};
     if (step == SQLITE_ROW) {
         sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
         variable = sqlite3_column_int64(st, 1);
+        rc = site_of(b, sqlite3_column_int64(st, 2), &l);
+    }
+    if (step == SQLITE_ROW && rc == 0) {
         if (n->grouped) {
-            Agraph_t *sub = group_of(b, i, st);
+            Agraph_t *sub = group_of(b, i, &l);
             if (!sub || !agsubnode(sub, n->an, 1))
                 rc = oom(b);
         } else {
             if (n->repeat) {
-                Agraph_t *sub = repeat_cluster(b, n->repeat, st);
+                Agraph_t *sub = repeat_cluster(b, n->repeat, &l);
                 if (!sub || !agsubnode(sub, n->an, 1))
                     rc = oom(b);
             }
             if (!n->repeat || !b->repeats[n->repeat - 1].frame)
-                describe_site(b, st, 2);
+                describe_site(b, &l);
         }
-        set_tooltip_site(b, n->an, st, 2);
+        set_tooltip_site(b, n->an, &l);
     } else if (step == SQLITE_DONE) {
         gt_strbuf_addf(&b->lab, "(node %lld not recorded)", (long long)n->id);
-    } else {
+    } else if (step != SQLITE_ROW) {
         rc = sql_fail(b);
     }
     sqlite3_reset(st);
@@ -1482,9 +1487,12 @@ static int draw_finding(builder *b, const gt_finding *f)
             sqlite3_bind_int64(st, 1, m->seq);
             int step = sqlite3_step(st);
             if (step == SQLITE_ROW) {
+                gt_loc l;
                 sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
-                describe_site(b, st, 1);
-                set_tooltip_site(b, mn, st, 1);
+                if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0) {
+                    describe_site(b, &l);
+                    set_tooltip_site(b, mn, &l);
+                }
             } else if (step == SQLITE_DONE) {
                 gt_strbuf_addf(&b->lab, "op %lld", (long long)m->seq);
             } else {
@@ -1736,12 +1744,13 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
         int step = sqlite3_step(st);
         if (step == SQLITE_ROW) {
             gt_strbuf_adds(&b->lab, ": ");
+            gt_loc l;
             sb_text(&b->lab, col_text(st, 0), LABEL_CHARS / 2);
-            if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
+            if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0 && l.frame) {
                 gt_strbuf_adds(&b->lab, " at ");
-                sb_loc(&b->lab, col_text(st, 2), sqlite3_column_int64(st, 1));
+                sb_loc(&b->lab, l.file, l.line);
             }
-            if (col_text(st, 3) && !strcmp(col_text(st, 3), "error"))
+            if (col_text(st, 2) && !strcmp(col_text(st, 2), "error"))
                 gt_strbuf_adds(&b->lab, " (raised)");
         } else if (step != SQLITE_DONE) {
             rc = sql_fail(b);
@@ -1942,8 +1951,7 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
     return 0;
 }
 
-int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, char *err,
-                   size_t errlen)
+int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
 {
     static const gt_graph_options defaults = {.hops = -1};
     builder b = {0};
@@ -1951,11 +1959,10 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
     size_t centre = 0, drawn = 0, findings = 0;
     int rc = 0;
 
+    gt__trace_clear(t);
     b.trace = t;
     b.db = gt_trace_db(t);
     b.opts = opts ? opts : &defaults;
-    b.err = err;
-    b.errlen = errlen;
     for (int i = 0; i < Q_COUNT; i++) {
         if (sqlite3_prepare_v2(b.db, queries[i], -1, &b.q[i], NULL) != SQLITE_OK) {
             rc = sql_fail(&b);
@@ -1980,6 +1987,7 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out, ch
     gr->findings_shown = findings;
     gr->layout_limit =
         b.opts->layout_limit ? b.opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    gt__trace_clear(t);
     *out = gr;
 out:
     for (int i = 0; i < Q_COUNT; i++)
@@ -1990,6 +1998,10 @@ out:
     free(b.edges);
     free(b.repeats);
     gt_map_clear(&b.map);
+    for (size_t i = 0; i < b.nlocs; i++)
+        gt_loc_release(&b.locs[i]);
+    free(b.locs);
+    gt_map_clear(&b.locmap);
     gt_strbuf_release(&b.lab);
     gt_strbuf_release(&b.tmp);
     free(b.cwd);

@@ -101,11 +101,11 @@ typedef struct gt_graph gt_graph;
 
 /* Build the graph of one backward call of `t` (see the top of this file).
  * opts may be NULL for defaults. Returns 0, or a negative GT_E* code with a
- * one-line message in err (GT_EINVAL: no such backward call, or nothing to
- * draw); *out is written only on success. The graph does not keep `t` or
- * opts->findings. */
+ * one-line message on t, gt_trace_errmsg(t) (GT_EINVAL: no such backward
+ * call, or nothing to draw); *out is written only on success. The graph
+ * does not keep `t` or opts->findings. */
 GT_WARN_UNUSED int gt_graph_build(gt_trace *t, const gt_graph_options *opts,
-                                  gt_graph **out /* OUT */, char *err, size_t errlen);
+                                  gt_graph **out /* OUT */);
 
 /* The cgraph graph, owned by g. */
 Agraph_t *gt_graph_agraph(gt_graph *g);

@@ -76,6 +76,23 @@ char *gt_env_rank_path(const char *path)
 
 /* ---- rank sets ----------------------------------------------------------- */
 
+/* Keep the message on the set and return code. */
+static int set_fail(gt_rank_set *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int set_fail(gt_rank_set *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *gt_rank_set_errmsg(const gt_rank_set *s)
+{
+    return s->errmsg;
+}
+
 static int add(gt_rank_set *s, size_t *cap, const char *path)
 {
     if (s->n == *cap) {
@@ -115,15 +132,13 @@ static int cmp_name(const void *a, const void *b)
 }
 
 /* Add the SQLite files directly in `dir`, by name. 0, -1 out of memory,
- * -2 after printing why the directory cannot be read. */
-static int add_dir(gt_rank_set *s, size_t *cap, const char *dir)
+ * -2 with the message (why the directory cannot be read) on `handle`, the
+ * caller's set. */
+static int add_dir(gt_rank_set *s, size_t *cap, const char *dir, gt_rank_set *handle)
 {
     DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "gradtrace: cannot read directory %s: %s\n", dir,
-                strerror(errno));
-        return -2;
-    }
+    if (!d)
+        return set_fail(handle, -2, "cannot read directory %s: %s", dir, strerror(errno));
     char **names = NULL;
     size_t n = 0, ncap = 0;
     int rc = 0;
@@ -156,10 +171,8 @@ static int add_dir(gt_rank_set *s, size_t *cap, const char *dir)
         names[n++] = p;
     }
     closedir(d);
-    if (rc == 0 && n == 0) {
-        fprintf(stderr, "gradtrace: no traces in directory %s\n", dir);
-        rc = -2;
-    }
+    if (rc == 0 && n == 0)
+        rc = set_fail(handle, -2, "no traces in directory %s", dir);
     if (rc == 0)
         qsort(names, n, sizeof *names, cmp_name);
     for (size_t i = 0; i < n; i++) {
@@ -181,24 +194,30 @@ static int cmp_rank(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-int gt_rank_set_load(int npaths, char **paths, gt_rank_set *out)
+int gt_rank_set_load(gt_rank_set *out, int npaths, char **paths)
 {
-    gt_rank_set s = {0, NULL};
+    gt_rank_set s = {0, NULL, ""};
     size_t cap = 0;
     int rc = 0;
+    out->n = 0;
+    out->v = NULL;
+    out->errmsg[0] = '\0';
     for (int i = 0; i < npaths && rc == 0; i++) {
         struct stat st;
         if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
-            rc = add_dir(&s, &cap, paths[i]);
+            rc = add_dir(&s, &cap, paths[i], out);
         else
             rc = add(&s, &cap, paths[i]);
     }
+    if (rc == -1)
+        rc = set_fail(out, GT_ENOMEM, "out of memory");
+    else if (rc == -2)
+        rc = GT_EINVAL;
     for (size_t i = 0; i < s.n && rc == 0; i++) {
-        char err[1024];
         gt_trace *t = NULL;
-        if (gt_trace_open(s.v[i].path, &t, err, sizeof err) != GT_OK) {
-            fprintf(stderr, "gradtrace: %s\n", err);
-            rc = -2;
+        if ((rc = gt_trace_open(s.v[i].path, &t)) != GT_OK) {
+            set_fail(out, rc, "%s", gt_trace_errmsg(t));
+            gt_trace_close(t);
             break;
         }
         sqlite3_stmt *st = NULL;
@@ -212,14 +231,13 @@ int gt_rank_set_load(int npaths, char **paths, gt_rank_set *out)
         sqlite3_finalize(st);
         gt_trace_close(t);
     }
-    if (rc == -1)
-        fprintf(stderr, "gradtrace: out of memory\n");
     if (rc) {
         gt_rank_set_release(&s);
-        return 2;
+        return rc;
     }
     qsort(s.v, s.n, sizeof *s.v, cmp_rank);
-    *out = s;
+    out->n = s.n;
+    out->v = s.v;
     return 0;
 }
 
@@ -493,31 +511,29 @@ out:
     return rc;
 }
 
-int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
+int gt_multi_connect(gt_rank_set *s, sqlite3 **out)
 {
     sqlite3 *db = NULL;
     objlist tables = {0}, views = {0};
     gt_strbuf b = {0};
     char **schemas = NULL;
     int64_t *ranks = NULL;
-    int rc = 2;
+    int rc = GT_EIO;
     char *emsg = NULL;
 
-    if (s->n == 0 || s->n > (size_t)gt_multi_max_traces()) {
-        fprintf(stderr,
-                "gradtrace: sql: %zu traces given, at most %d can be read at once "
-                "(SQLite's limit on attached databases); query fewer, or see "
-                "SCHEMA.md for DuckDB over any number\n",
-                s->n, gt_multi_max_traces());
-        return 2;
-    }
+    if (s->n == 0 || s->n > (size_t)gt_multi_max_traces())
+        return set_fail(s, GT_EINVAL,
+                        "%zu traces given, at most %d can be read at once "
+                        "(SQLite's limit on attached databases); query fewer, or see "
+                        "SCHEMA.md for DuckDB over any number",
+                        s->n, gt_multi_max_traces());
     schemas = calloc(s->n, sizeof *schemas);
     ranks = calloc(s->n, sizeof *ranks);
     if (!schemas || !ranks || own_objects(&tables, &views) < 0)
         goto nomem;
     if (sqlite3_open_v2(s->v[0].path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        fprintf(stderr, "gradtrace: cannot open %s: %s\n", s->v[0].path,
-                db ? sqlite3_errmsg(db) : "out of memory");
+        set_fail(s, rc, "cannot open %s: %s", s->v[0].path,
+                 db ? sqlite3_errmsg(db) : "out of memory");
         goto out;
     }
     for (size_t i = 0; i < s->n; i++) {
@@ -536,8 +552,7 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
                  sqlite3_step(st) == SQLITE_DONE;
         sqlite3_finalize(st);
         if (!ok) {
-            fprintf(stderr, "gradtrace: cannot open %s: %s\n", s->v[i].path,
-                    sqlite3_errmsg(db));
+            set_fail(s, rc, "cannot open %s: %s", s->v[i].path, sqlite3_errmsg(db));
             goto out;
         }
     }
@@ -584,8 +599,8 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
     if (b.oom)
         goto nomem;
     if (sqlite3_exec(db, b.p, NULL, NULL, &emsg) != SQLITE_OK) {
-        fprintf(stderr, "gradtrace: cannot join the traces: %s\n",
-                emsg ? emsg : sqlite3_errmsg(db));
+        rc = set_fail(s, GT_ECORRUPT, "cannot join the traces: %s",
+                      emsg ? emsg : sqlite3_errmsg(db));
         goto out;
     }
     for (size_t i = 0; i < s->n; i++) {
@@ -600,8 +615,8 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
         }
         sqlite3_finalize(st);
         if (!ok) {
-            fprintf(stderr, "gradtrace: cannot join the traces: %s\n",
-                    sqlite3_errmsg(db));
+            rc = set_fail(s, GT_ECORRUPT, "cannot join the traces: %s",
+                          sqlite3_errmsg(db));
             goto out;
         }
     }
@@ -611,7 +626,7 @@ int gt_multi_connect(const gt_rank_set *s, sqlite3 **out)
     rc = 0;
     goto out;
 nomem:
-    fprintf(stderr, "gradtrace: out of memory\n");
+    rc = set_fail(s, GT_ENOMEM, "out of memory");
 out:
     sqlite3_free(emsg);
     sqlite3_close(db);

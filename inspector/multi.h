@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <gradtrace/error.h>
+
 /* The path rank N writes for `path`: `{rank}` replaced, else `.rankN`
  * inserted before the file name's extension. Returns a malloc'd string,
  * NULL when out of memory. */
@@ -33,17 +35,23 @@ typedef struct gt_rank_trace {
     int has_rank;
 } gt_rank_trace;
 
+/* A set of traces, and the handle its calls keep their last error on. */
 typedef struct gt_rank_set {
     size_t n;
-    gt_rank_trace *v; /* ordered by rank, then path */
+    gt_rank_trace *v;  /* ordered by rank, then path */
+    char errmsg[1024]; /* gt_rank_set_errmsg */
 } gt_rank_set;
 
-/* Expand `paths` (files and directories) into *out, reading each trace's
- * rank. A directory contributes its regular files whose first 16 bytes
- * are the SQLite header (non-recursive). Returns 0, or 2 after printing a
- * one-line error ("gradtrace: cannot read directory runs: ...", "no traces
- * in directory runs") to stderr; *out is written only on success. */
-int gt_rank_set_load(int npaths, char **paths, gt_rank_set *out /* OUT */);
+/* Initialise *s with `paths` (files and directories) expanded, reading each
+ * trace's rank. A directory contributes its regular files whose first 16
+ * bytes are the SQLite header (non-recursive). Returns 0, or a negative
+ * GT_E* code with s empty and a one-line message on it, without program
+ * name ("cannot read directory runs: ...", "no traces in directory runs",
+ * "cannot open ...": gt_rank_set_errmsg). Release s after either. */
+GT_WARN_UNUSED int gt_rank_set_load(gt_rank_set *s, int npaths, char **paths);
+
+/* The message of the last failed call on s, "" if none. Owned by s. */
+const char *gt_rank_set_errmsg(const gt_rank_set *s);
 
 /* Free a set's contents; the set itself may be on the stack. */
 void gt_rank_set_release(gt_rank_set *s);
@@ -62,9 +70,10 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len);
  * copies) union the traces, each row with a leading `rank` column: the
  * trace's run.rank, or its position in `s` when it has none; columns a
  * trace's older schema lacks read as NULL. TEMP table `traces` (rank,
- * schema, path) lists them. Returns 0 and the connection in *out, or 2
- * after printing a one-line error to stderr. */
-int gt_multi_connect(const gt_rank_set *s, sqlite3 **out /* OUT */);
+ * schema, path) lists them. Returns 0 and the connection in *out, or a
+ * negative GT_E* code with the message on s (gt_rank_set_errmsg): GT_EINVAL
+ * for more traces than SQLite can attach. Prints nothing. */
+GT_WARN_UNUSED int gt_multi_connect(gt_rank_set *s, sqlite3 **out /* OUT */);
 
 /* How many traces gt_multi_connect can join (SQLite's attach limit + 1). */
 int gt_multi_max_traces(void);

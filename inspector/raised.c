@@ -36,8 +36,8 @@ static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *co
                                "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
                                "JOIN stacks s ON s.id = o.stack "
                                "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
-                               "AND coalesce(s.user_frame, s.frame) = ?2 "
-                               "ORDER BY o.seq DESC LIMIT 1",
+                               "AND " GT_USER_FRAME("s") " = ?2 "
+                                                         "ORDER BY o.seq DESC LIMIT 1",
                                -1, &st, NULL) != SQLITE_OK)
             return gt__dx_sql_fail(c);
         sqlite3_bind_int64(st, 1, err_seq);
@@ -92,9 +92,10 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
                            "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
                            "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
                            "FROM ops o JOIN stacks s ON s.id = o.stack "
-                           "JOIN frames f ON f.id = coalesce(s.user_frame, s.frame) "
-                           "JOIN strings c ON c.id = f.code "
-                           "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
+                           "JOIN frames f ON f.id = " GT_USER_FRAME(
+                               "s") " "
+                                    "JOIN strings c ON c.id = f.code "
+                                    "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
                            -1, &st, NULL);
     if (s != SQLITE_OK) {
         gt__dx_lookup_nomem(c, s);
@@ -211,13 +212,14 @@ static int64_t view_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t
 {
     sqlite3_stmt *st = NULL;
     int64_t out = 0;
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT a.tensor FROM ops o JOIN op_args a ON a.op = o.seq"
-                               " AND a.role = 1 JOIN stacks s ON s.id = o.stack"
-                               " WHERE o.seq < ?1 AND o.seq > ?1 - 10000"
-                               " AND coalesce(s.user_frame, s.frame) = ?2"
-                               " ORDER BY o.seq DESC, a.pos LIMIT 8",
-                               -1, &st, NULL);
+    int s = sqlite3_prepare_v2(
+        c->db,
+        "SELECT a.tensor FROM ops o JOIN op_args a ON a.op = o.seq"
+        " AND a.role = 1 JOIN stacks s ON s.id = o.stack"
+        " WHERE o.seq < ?1 AND o.seq > ?1 - 10000"
+        " AND " GT_USER_FRAME("s") " = ?2"
+                                   " ORDER BY o.seq DESC, a.pos LIMIT 8",
+        -1, &st, NULL);
     if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, err_seq);
         sqlite3_bind_int64(st, 2, frame);
@@ -474,10 +476,9 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
 static int built_before_recording(gt__dctx *c, int64_t bw)
 {
     gt_replay *r = NULL;
-    char err[256];
     int out = 0;
-    if (!bw || gt__replay_backward(c->rp, bw, &r, err, sizeof err) != 0)
-        return 0;
+    if (!bw || gt__replay_backward(c->rp, bw, &r) != 0)
+        return 0; /* unknown: read as "recorded" (the message stays on c->t) */
     for (size_t i = 0; i < r->n && !out; i++) {
         const gt_replay_node *nd = &r->order[i];
         out = !nd->accumulate_grad && !nd->op && nd->seq > r->seq;

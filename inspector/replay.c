@@ -11,6 +11,7 @@
 #include "intlist.h"
 
 struct gt_replayer {
+    gt_trace *t; /* errors go to its handle (gt_trace_errmsg) */
     sqlite3 *db;
     sqlite3_stmt *call;
     sqlite3_stmt *roots;
@@ -105,35 +106,32 @@ static const char sql_counters_size[] =
     "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors t "
     "ON t.version_counter = j.value LIMIT ?2)";
 
-static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err,
-                   size_t errlen)
+static int prepare(gt_replayer *rp, const char *sql, sqlite3_stmt **st)
 {
-    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
-        SQLITE_OK) {
-        snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
-        return GT_ECORRUPT;
-    }
+    if (sqlite3_prepare_v3(rp->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
+        SQLITE_OK)
+        return gt__trace_fail(rp->t, GT_ECORRUPT, "cannot read trace: %s",
+                              sqlite3_errmsg(rp->db));
     return 0;
 }
 
-int gt__replayer_new(sqlite3 *db, gt_replayer **out, char *err, size_t errlen)
+int gt__replayer_new(gt_trace *t, gt_replayer **out)
 {
     gt_replayer *rp = calloc(1, sizeof *rp);
-    if (!rp) {
-        snprintf(err, errlen, "out of memory");
-        return GT_ENOMEM;
-    }
-    rp->db = db;
+    if (!rp)
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    rp->t = t;
+    rp->db = gt_trace_db(t);
     int rc;
-    if ((rc = prepare(db, sql_call, &rp->call, err, errlen)) ||
-        (rc = prepare(db, sql_roots, &rp->roots, err, errlen)) ||
-        (rc = prepare(db, sql_root_nodes, &rp->root_nodes, err, errlen)) ||
-        (rc = prepare(db, sql_children, &rp->children, err, errlen)) ||
-        (rc = prepare(db, sql_execs, &rp->execs, err, errlen)) ||
-        (rc = prepare(db, sql_counters, &rp->counters, err, errlen)) ||
-        (rc = prepare(db, sql_counters_window, &rp->counters_window, err, errlen)) ||
-        (rc = prepare(db, sql_counters_size, &rp->counters_size, err, errlen)) ||
-        (rc = prepare(db, sql_inputs, &rp->inputs, err, errlen))) {
+    if ((rc = prepare(rp, sql_call, &rp->call)) ||
+        (rc = prepare(rp, sql_roots, &rp->roots)) ||
+        (rc = prepare(rp, sql_root_nodes, &rp->root_nodes)) ||
+        (rc = prepare(rp, sql_children, &rp->children)) ||
+        (rc = prepare(rp, sql_execs, &rp->execs)) ||
+        (rc = prepare(rp, sql_counters, &rp->counters)) ||
+        (rc = prepare(rp, sql_counters_window, &rp->counters_window)) ||
+        (rc = prepare(rp, sql_counters_size, &rp->counters_size)) ||
+        (rc = prepare(rp, sql_inputs, &rp->inputs))) {
         gt__replayer_free(rp);
         return rc;
     }
@@ -200,10 +198,10 @@ static void graph_release(graph *g)
     free(g->needed);
 }
 
-static int sql_fail(gt_replayer *rp, char *err, size_t errlen)
+static int sql_fail(gt_replayer *rp)
 {
-    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(rp->db));
-    return GT_ECORRUPT;
+    return gt__trace_fail(rp->t, GT_ECORRUPT, "cannot read trace: %s",
+                          sqlite3_errmsg(rp->db));
 }
 
 /* Add node `id` (unvisited) if new and return its position; -1 on ENOMEM. */
@@ -270,8 +268,7 @@ static void node_from_row(gt_replay_node *nd, sqlite3_stmt *st)
 
 /* Every node reachable from the call's roots, with its edges (BFS); then
  * the edges as CSR. */
-static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err,
-                       size_t errlen)
+static int build_graph(gt_replayer *rp, graph *g, int64_t backward)
 {
     sqlite3_stmt *st = rp->root_nodes;
     int s, added;
@@ -285,7 +282,7 @@ static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err,
     }
     sqlite3_reset(st);
     if (s != SQLITE_DONE)
-        return sql_fail(rp, err, errlen);
+        return sql_fail(rp);
     st = rp->children;
     for (size_t i = 0; i < g->n; i++) {
         int64_t id = g->nodes[i].id;
@@ -302,7 +299,7 @@ static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err,
         }
         sqlite3_reset(st);
         if (s != SQLITE_DONE)
-            return sql_fail(rp, err, errlen);
+            return sql_fail(rp);
     }
 
     g->edge_start = calloc(g->n + 1, sizeof *g->edge_start);
@@ -331,15 +328,14 @@ static int build_graph(gt_replayer *rp, graph *g, int64_t backward, char *err,
     for (size_t i = 0; i < g->n; i++)
         if (fill[i] != g->edge_start[i + 1] - g->edge_start[i]) {
             free(fill);
-            snprintf(err, errlen, "cannot read trace: inconsistent edges");
-            return GT_ECORRUPT;
+            return gt__trace_fail(rp->t, GT_ECORRUPT,
+                                  "cannot read trace: inconsistent edges");
         }
     free(fill);
     return 0;
 nomem:
     sqlite3_reset(st);
-    snprintf(err, errlen, "out of memory");
-    return GT_ENOMEM;
+    return gt__trace_fail(rp->t, GT_ENOMEM, "out of memory");
 }
 
 /* With inputs= the engine runs only the nodes through which a gradient
@@ -347,8 +343,7 @@ nomem:
  * node itself runs for Tensor.backward/torch.autograd.backward (it
  * accumulates) but not for torch.autograd.grad (it only captures). The
  * other nodes are skipped, so their saved tensors are never checked. */
-static int mark_needed(gt_replayer *rp, graph *g, const gt_replay *r, char *err,
-                       size_t errlen)
+static int mark_needed(gt_replayer *rp, graph *g, const gt_replay *r)
 {
     int rc = 0, s;
     int64_t *ids = malloc((g->n ? g->n : 1) * sizeof *ids);
@@ -372,7 +367,7 @@ static int mark_needed(gt_replayer *rp, graph *g, const gt_replay *r, char *err,
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     if (s != SQLITE_DONE) {
-        rc = sql_fail(rp, err, errlen);
+        rc = sql_fail(rp);
         goto out;
     }
     /* needed(v) = v reaches a target through at least one edge, or v is a
@@ -420,8 +415,7 @@ static int mark_needed(gt_replayer *rp, graph *g, const gt_replay *r, char *err,
     free(iter);
     goto out;
 nomem:
-    snprintf(err, errlen, "out of memory");
-    rc = GT_ENOMEM;
+    rc = gt__trace_fail(rp->t, GT_ENOMEM, "out of memory");
 out:
     free(ids);
     free(target);
@@ -478,7 +472,7 @@ static size_t heap_pop(size_t *heap, size_t *len, const gt_replay_node *nodes)
 
 /* ---- replay ------------------------------------------------------------ */
 
-static int load_execs(gt_replayer *rp, graph *g, gt_replay *r, char *err, size_t errlen)
+static int load_execs(gt_replayer *rp, graph *g, gt_replay *r)
 {
     sqlite3_stmt *st = rp->execs;
     sqlite3_bind_int64(st, 1, r->seq);
@@ -493,10 +487,10 @@ static int load_execs(gt_replayer *rp, graph *g, gt_replay *r, char *err, size_t
             g->nodes[pos].exec_seq = sqlite3_column_int64(st, 0);
     }
     sqlite3_reset(st);
-    return s == SQLITE_DONE ? 0 : sql_fail(rp, err, errlen);
+    return s == SQLITE_DONE ? 0 : sql_fail(rp);
 }
 
-static int load_call(gt_replayer *rp, gt_replay *r, char *err, size_t errlen)
+static int load_call(gt_replayer *rp, gt_replay *r)
 {
     sqlite3_stmt *st = rp->call;
     sqlite3_bind_int64(st, 1, r->backward);
@@ -515,18 +509,16 @@ static int load_call(gt_replayer *rp, gt_replay *r, char *err, size_t errlen)
         r->grad_api = sqlite3_column_int(st, 6);
         r->has_inputs = sqlite3_column_int(st, 7);
     } else if (s == SQLITE_DONE) {
-        snprintf(err, errlen, "no backward call %lld in the trace",
-                 (long long)r->backward);
-        rc = GT_EINVAL;
+        rc = gt__trace_fail(rp->t, GT_EINVAL, "no backward call %lld in the trace",
+                            (long long)r->backward);
     } else {
-        rc = sql_fail(rp, err, errlen);
+        rc = sql_fail(rp);
     }
     sqlite3_reset(st);
     return rc;
 }
 
-int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char *err,
-                        size_t errlen)
+int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out)
 {
     int rc = 0;
     graph g;
@@ -537,7 +529,7 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
     if (!r)
         goto nomem;
     r->backward = backward;
-    if ((rc = load_call(rp, r, err, errlen)) != 0)
+    if ((rc = load_call(rp, r)) != 0)
         goto out;
 
     sqlite3_stmt *st = rp->roots;
@@ -557,15 +549,15 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
     }
     sqlite3_reset(st);
     if (s != SQLITE_DONE) {
-        rc = sql_fail(rp, err, errlen);
+        rc = sql_fail(rp);
         goto out;
     }
 
-    if ((rc = build_graph(rp, &g, backward, err, errlen)) != 0)
+    if ((rc = build_graph(rp, &g, backward)) != 0)
         goto out;
-    if ((rc = load_execs(rp, &g, r, err, errlen)) != 0)
+    if ((rc = load_execs(rp, &g, r)) != 0)
         goto out;
-    if (r->has_inputs && (rc = mark_needed(rp, &g, r, err, errlen)) != 0)
+    if (r->has_inputs && (rc = mark_needed(rp, &g, r)) != 0)
         goto out;
 
     /* Dependencies per edge, the virtual root's edges included. */
@@ -607,8 +599,7 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out, char
     r = NULL;
     goto out;
 nomem:
-    snprintf(err, errlen, "out of memory");
-    rc = GT_ENOMEM;
+    rc = gt__trace_fail(rp->t, GT_ENOMEM, "out of memory");
 out:
     graph_release(&g);
     free(heap);
@@ -634,8 +625,8 @@ struct gt_counters {
     gt_imap end;   /* counter -> one past its last index */
 };
 
-int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
-                  int64_t to_seq, char *err, size_t errlen)
+int gt__pick_plan(gt_trace *t, sqlite3_stmt *size, const char *list, int64_t from_seq,
+                  int64_t to_seq)
 {
     /* A seek per tensor against a visit per event of the window (only some
      * events are bumps or writes, each costing about a seek): the window
@@ -649,10 +640,9 @@ int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t fro
         n = sqlite3_column_int64(size, 0);
     sqlite3_reset(size);
     sqlite3_clear_bindings(size);
-    if (s != SQLITE_ROW) {
-        snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
-        return GT_ECORRUPT;
-    }
+    if (s != SQLITE_ROW)
+        return gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s",
+                              sqlite3_errmsg(gt_trace_db(t)));
     return n >= cap ? 1 : 0;
 }
 
@@ -667,7 +657,7 @@ void gt__counters_free(gt_counters *c)
 }
 
 int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t from_seq,
-                      int64_t to_seq, gt_counters **out, char *err, size_t errlen)
+                      int64_t to_seq, gt_counters **out)
 {
     int rc = 0, s;
     char *list = gt_ints_json(vcs, n);
@@ -675,8 +665,7 @@ int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t fro
     sqlite3_stmt *st = rp->counters;
     if (!list || !c)
         goto nomem;
-    if ((rc = gt__pick_plan(rp->db, rp->counters_size, list, from_seq, to_seq, err,
-                            errlen)) < 0)
+    if ((rc = gt__pick_plan(rp->t, rp->counters_size, list, from_seq, to_seq)) < 0)
         goto out;
     if (rc == 1)
         st = rp->counters_window;
@@ -710,7 +699,7 @@ int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t fro
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     if (s != SQLITE_DONE) {
-        rc = sql_fail(rp, err, errlen);
+        rc = sql_fail(rp);
         goto out;
     }
     *out = c;
@@ -719,8 +708,7 @@ int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t fro
 nomem:
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
-    snprintf(err, errlen, "out of memory");
-    rc = GT_ENOMEM;
+    rc = gt__trace_fail(rp->t, GT_ENOMEM, "out of memory");
 out:
     free(list);
     gt__counters_free(c);
@@ -767,15 +755,15 @@ int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
 
 int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq,
                        int64_t from_version, int64_t to_seq, int64_t *version,
-                       gt_mutation **bumps, size_t *n, char *err, size_t errlen)
+                       gt_mutation **bumps, size_t *n)
 {
     gt_counters *c = NULL;
-    int rc = gt__counters_load(rp, &vc, 1, from_seq, to_seq, &c, err, errlen);
+    int rc = gt__counters_load(rp, &vc, 1, from_seq, to_seq, &c);
     if (rc)
         return rc;
     rc = gt__counters_window(c, vc, from_seq, from_version, to_seq, version, bumps, n);
     if (rc)
-        snprintf(err, errlen, "out of memory");
+        gt__trace_fail(rp->t, rc, "out of memory");
     gt__counters_free(c);
     return rc;
 }

@@ -69,18 +69,20 @@ typedef struct gt_replay {
  * statements. Not thread-safe; one per connection user. */
 typedef struct gt_replayer gt_replayer;
 
-/* Prepare a replayer on `db`. Returns 0, or a negative GT_E* code with a
- * message in err (and *out untouched). */
-int gt__replayer_new(sqlite3 *db, gt_replayer **out /* OUT */, char *err, size_t errlen);
+/* Prepare a replayer on trace `t`'s connection. Returns 0, or a negative
+ * GT_E* code with the message on t (gt_trace_errmsg) and *out untouched.
+ * Every later call of the replayer reports its errors on t too. */
+GT_WARN_UNUSED int gt__replayer_new(gt_trace *t, gt_replayer **out /* OUT */);
 
 /* Free; accepts NULL. */
 void gt__replayer_free(gt_replayer *rp);
 
 /* Rebuild backward call `backward` and compute its engine order into *out
  * (free with gt__replay_free). Returns 0, GT_EINVAL if there is no such
- * backward call, or another negative GT_E* code with a message in err. */
-int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out /* OUT */,
-                        char *err, size_t errlen);
+ * backward call, or another negative GT_E* code, with the message on the
+ * replayer's trace. */
+GT_WARN_UNUSED int gt__replay_backward(gt_replayer *rp, int64_t backward,
+                                       gt_replay **out /* OUT */);
 
 /* Free a replay; accepts NULL. */
 void gt__replay_free(gt_replay *r);
@@ -94,12 +96,12 @@ long gt__replay_find(const gt_replay *r, int64_t id);
  * seq order, into *bumps and *n (malloc'd, NULL when none; the caller
  * frees), and the counter's value just before `to_seq` into *version: the
  * largest of from_version and those bumps. Returns 0 or a negative GT_E*
- * code with a message in err; the out-parameters are written only on
- * success. */
-int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq,
-                       int64_t from_version, int64_t to_seq, int64_t *version /* OUT */,
-                       gt_mutation **bumps /* OUT */, size_t *n /* OUT */, char *err,
-                       size_t errlen);
+ * code with the message on the replayer's trace; the out-parameters are
+ * written only on success. */
+GT_WARN_UNUSED int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq,
+                                      int64_t from_version, int64_t to_seq,
+                                      int64_t *version /* OUT */,
+                                      gt_mutation **bumps /* OUT */, size_t *n /* OUT */);
 
 /* The bumps of many version counters over one
  * window of events, read in one query: the batch form of the arithmetic
@@ -107,16 +109,19 @@ int gt__replay_counter(gt_replayer *rp, int64_t vc, int64_t from_seq,
 typedef struct gt_counters gt_counters;
 
 /* Load every observation of the `n` counters `vcs` with from_seq < seq <
- * to_seq. Returns 0 or a negative GT_E* code with a message in err. */
-int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t from_seq,
-                      int64_t to_seq, gt_counters **out /* OUT */, char *err,
-                      size_t errlen);
+ * to_seq. Returns 0 or a negative GT_E* code with the message on the
+ * replayer's trace. */
+GT_WARN_UNUSED int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n,
+                                     int64_t from_seq, int64_t to_seq,
+                                     gt_counters **out /* OUT */);
 
 /* gt__replay_counter over loaded observations; the window must lie within
  * the loaded one. Returns 0 or GT_ENOMEM (out-parameters untouched). */
-int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
-                        int64_t from_version, int64_t to_seq, int64_t *version /* OUT */,
-                        gt_mutation **bumps /* OUT */, size_t *n /* OUT */);
+GT_WARN_UNUSED int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
+                                       int64_t from_version, int64_t to_seq,
+                                       int64_t *version /* OUT */,
+                                       gt_mutation **bumps /* OUT */,
+                                       size_t *n /* OUT */);
 
 /* Free; accepts NULL. */
 void gt__counters_free(gt_counters *c);
@@ -124,10 +129,10 @@ void gt__counters_free(gt_counters *c);
 /* Choose between reading rows through each of the tensors counted by the
  * prepared statement `size` (JSON array `list` bound as ?1, a count limit
  * as ?2) and scanning
- * the events of the window (from_seq, to_seq): 1 for the window scan, 0 for
- * the per-tensor plan, or GT_ECORRUPT with a message in err. */
-int gt__pick_plan(sqlite3 *db, sqlite3_stmt *size, const char *list, int64_t from_seq,
-                  int64_t to_seq, char *err, size_t errlen);
+ * the events of the window (from_seq, to_seq) of trace t: 1 for the window
+ * scan, 0 for the per-tensor plan, or GT_ECORRUPT with the message on t. */
+GT_WARN_UNUSED int gt__pick_plan(gt_trace *t, sqlite3_stmt *size, const char *list,
+                                 int64_t from_seq, int64_t to_seq);
 
 /* ---- an int64 -> int64 map (any key, 0 included), shared with diagnose.c */
 
@@ -140,7 +145,7 @@ typedef struct gt_imap {
 int gt__imap_get(const gt_imap *m, int64_t key, int64_t *val /* OUT */);
 
 /* Insert or replace. Returns 0 or GT_ENOMEM (map unchanged). */
-int gt__imap_put(gt_imap *m, int64_t key, int64_t val);
+GT_WARN_UNUSED int gt__imap_put(gt_imap *m, int64_t key, int64_t val);
 
 /* Free the slots; the map is empty and reusable afterwards. */
 void gt__imap_clear(gt_imap *m);

@@ -41,13 +41,9 @@ static const char sql_swaps[] =
     "      ORDER BY b.seq LIMIT 1)) AS bw"
     "  FROM storage_swaps w)"
     " SELECT sw.seq, sw.tensor, sw.op, sw.bw, st.seq, st.node, st.version,"
-    "  (SELECT json_object('file', f.text, 'line', fr.line) FROM ops o"
-    "    JOIN stacks s ON s.id = o.stack JOIN frames fr ON fr.id = coalesce(s.user_frame,"
-    "    s.frame) JOIN strings f ON f.id = fr.file WHERE o.seq = (SELECT max(o2.seq)"
+    "  (SELECT o.stack FROM ops o WHERE o.seq = (SELECT max(o2.seq)"
     "    FROM ops o2 WHERE o2.seq <= sw.last_seen)),"
-    "  (SELECT json_object('file', f.text, 'line', fr.line) FROM stacks s"
-    "    JOIN frames fr ON fr.id = coalesce(s.user_frame, s.frame)"
-    "    JOIN strings f ON f.id = fr.file WHERE s.id = sw.stack),"
+    "  sw.stack,"
     "  sw.stack, sw.op IS NULL AND sw.backward IS NULL"
     " FROM sw JOIN saved_tensors st ON st.tensor = sw.tensor"
     " WHERE sw.bw IS NOT NULL AND (?1 = 0 OR sw.bw = ?1)"
@@ -59,25 +55,23 @@ static const char sql_swaps[] =
     "   OR NOT EXISTS (SELECT 1 FROM node_execs x WHERE x.backward = sw.bw))"
     " ORDER BY sw.bw, st.seq";
 
-/* "file:line" of a {"file", "line"} JSON location (sqlite3 text), or NULL. */
-static char *where(sqlite3_stmt *st, int col)
+/* "file:line" of the innermost user frame of stack column `col` of st
+ * (gt_trace_loc), malloc'd into *out; NULL when it has none or the trace
+ * cannot say. Returns 0, or GT_ENOMEM with the message on t. */
+static int where(gt_trace *t, sqlite3_stmt *st, int col, char **out)
 {
-    const char *j = (const char *)sqlite3_column_text(st, col);
-    if (!j)
-        return NULL;
-    char *out = NULL;
-    sqlite3 *db = sqlite3_db_handle(st);
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT json_extract(?1, '$.file') || ':' || "
-                           "json_extract(?1, '$.line')",
-                           -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(q, 1, j, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
-            out = strdup((const char *)sqlite3_column_text(q, 0));
+    gt_loc l;
+    int rc = gt_trace_loc(t, sqlite3_column_int64(st, col), &l);
+    *out = NULL;
+    if (rc == 1 && l.file) {
+        size_t n = strlen(l.file) + 24;
+        if (!(*out = malloc(n)))
+            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
+        else
+            snprintf(*out, n, "%s:%lld", l.file, (long long)l.line);
     }
-    sqlite3_finalize(q);
-    return out;
+    gt_loc_release(&l);
+    return rc == GT_ENOMEM ? rc : 0; /* a stack it cannot read: no line */
 }
 
 static int has_table(sqlite3 *db, const char *name)
@@ -128,9 +122,9 @@ static const char sql_touch[] =
     " WHERE t.storage = ?1 AND a.op > ?2 AND a.op < ?3 GROUP BY a.op ORDER BY a.op"
     " LIMIT 32";
 
-static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err,
-                        size_t errlen)
+static int saved_writes(gt_trace *t, int64_t only, gt_findings *f)
 {
+    sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL, *touch = NULL;
     int rc = 0, s;
     if (sqlite3_prepare_v2(db, sql_prints, -1, &st, NULL) != SQLITE_OK ||
@@ -171,23 +165,21 @@ static int saved_writes(sqlite3 *db, int64_t only, gt_findings *f, char *err,
         goto fail_sql;
     goto out;
 nomem:
-    snprintf(err, errlen, "out of memory");
-    rc = GT_ENOMEM;
+    rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
     goto out;
 fail_sql:
-    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
-    rc = GT_ECORRUPT;
+    rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
     sqlite3_finalize(st);
     sqlite3_finalize(touch);
     return rc;
 }
 
-int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
-                        size_t errlen)
+int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
 {
+    sqlite3 *db = gt_trace_db(t);
     if (has_table(db, "saved_fingerprints")) {
-        int rc = saved_writes(db, only, f, err, errlen);
+        int rc = saved_writes(t, only, f);
         if (rc)
             return rc;
     }
@@ -206,8 +198,7 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
             free(m);
             if (x)
                 f->n--;
-            snprintf(err, errlen, "out of memory");
-            rc = GT_ENOMEM;
+            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
             goto out;
         }
         x->kind = GT_FINDING_SILENT_STORAGE_SWAP;
@@ -228,7 +219,11 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
         m->stack = at_assign ? x->stack : 0;
         x->mutations = m;
         x->n_mutations = m->seq || m->stack ? 1 : 0;
-        char *before = where(st, 7), *after = where(st, 8);
+        char *before = NULL, *after = NULL;
+        if ((rc = where(t, st, 7, &before)) != 0 || (rc = where(t, st, 8, &after)) != 0) {
+            free(before);
+            goto out;
+        }
         char buf[1024];
         const char *fix = "backward read the new memory with no version bump and no "
                           "error; change the values with `with torch.no_grad(): "
@@ -247,8 +242,7 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
         free(before);
         free(after);
         if (!(x->suggestion = strdup(buf))) {
-            snprintf(err, errlen, "out of memory");
-            rc = GT_ENOMEM;
+            rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
             goto out;
         }
     }
@@ -256,8 +250,7 @@ int gt__diagnose_silent(sqlite3 *db, int64_t only, gt_findings *f, char *err,
         goto fail_sql;
     goto out;
 fail_sql:
-    snprintf(err, errlen, "cannot read trace: %s", sqlite3_errmsg(db));
-    rc = GT_ECORRUPT;
+    rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
     sqlite3_finalize(st);
     return rc;

@@ -41,12 +41,14 @@ struct gt_trace {
     gt_map names;   /* tensor id -> 1 + index in tnames */
     struct tnames { /* gt_trace_names / _json, read once per tensor */
         char **v;
+        int *rank; /* per name: 0 its own, d a base d views up, 1000 a tensor
+                    * sharing its version counter */
         size_t n;
         char *json; /* the names as a JSON array */
     } * tnames;
     size_t ntnames, captnames;
-    char err[512]; /* gt_trace_errmsg */
-    int errcode;   /* the GT_E* code that came with it */
+    char err[1024]; /* gt_trace_errmsg */
+    int errcode;    /* the GT_E* code that came with it */
 };
 
 static int int_query(sqlite3 *db, const char *sql, int *out)
@@ -141,8 +143,9 @@ static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
  * view for something else, and old traces get fixed view definitions.
  * (Compiling the views costs about 4 ms, so only the commands that query
  * them ask for them: gt_trace_use_views.) */
-static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
+static int own_views(gt_trace *t)
 {
+    sqlite3 *db = t->db;
     sqlite3_stmt *st = NULL;
     int rc = GT_ENOMEM;
     if (sqlite3_prepare_v2(db,
@@ -155,7 +158,7 @@ static int own_views(sqlite3 *db, const char *path, char *err, size_t errlen)
             SQLITE_OK)
         rc = GT_OK;
     else
-        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
+        gt__trace_fail(t, rc, "cannot open %s: %s", t->path, sqlite3_errmsg(db));
     sqlite3_finalize(st);
     return rc;
 }
@@ -301,7 +304,8 @@ static int indexed_copy(sqlite3 **db)
     return SQLITE_OK;
 }
 
-int gt_trace_open(const char *path, gt_trace **out, char *err, size_t errlen)
+/* gt_trace_open's checks: on failure the message is in err. */
+static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen)
 {
     int rc = GT_OK;
     sqlite3 *db = NULL;
@@ -436,6 +440,20 @@ out:
     return rc;
 }
 
+int gt_trace_open(const char *path, gt_trace **out)
+{
+    char err[sizeof((gt_trace *)0)->err] = "";
+    gt_trace *t = NULL;
+    int rc = open_trace(path, &t, err, sizeof err);
+    if (rc != GT_OK) {
+        /* SQLite's way (sqlite3_open): a handle that holds only the message */
+        if ((t = calloc(1, sizeof *t)) != NULL)
+            gt__trace_fail(t, rc, "%s", err);
+    }
+    *out = t;
+    return rc;
+}
+
 void gt_trace_close(gt_trace *t)
 {
     if (!t)
@@ -447,6 +465,7 @@ void gt_trace_close(gt_trace *t)
         for (size_t k = 0; k < t->tnames[i].n; k++)
             free(t->tnames[i].v[k]);
         free(t->tnames[i].v);
+        free(t->tnames[i].rank);
         free(t->tnames[i].json);
     }
     free(t->tnames);
@@ -601,14 +620,15 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n)
     return problems;
 }
 
-int gt_trace_use_views(gt_trace *t, char *err, size_t errlen)
+int gt_trace_use_views(gt_trace *t)
 {
+    gt__trace_clear(t);
     if (t->views)
         return GT_OK;
     /* TEMP objects are writes as far as query_only is concerned; the file
      * itself stays read-only (SQLITE_OPEN_READONLY) meanwhile */
     sqlite3_exec(t->db, "PRAGMA query_only = 0", NULL, NULL, NULL);
-    int rc = own_views(t->db, t->path, err, errlen);
+    int rc = own_views(t);
     sqlite3_exec(t->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     if (rc == GT_OK)
         t->views = 1;
@@ -619,7 +639,12 @@ int gt_trace_use_views(gt_trace *t, char *err, size_t errlen)
 
 const char *gt_trace_errmsg(const gt_trace *t)
 {
-    return t->err;
+    return t ? t->err : "out of memory";
+}
+
+int gt_trace_errcode(const gt_trace *t)
+{
+    return t ? t->errcode : GT_ENOMEM;
 }
 
 int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
@@ -630,6 +655,12 @@ int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
     va_end(ap);
     t->errcode = code;
     return code;
+}
+
+void gt__trace_clear(gt_trace *t)
+{
+    t->err[0] = '\0';
+    t->errcode = 0;
 }
 
 /* A failed step or prepare: out of memory, or a trace SQLite cannot read. */
@@ -686,14 +717,17 @@ static char *column_dup(sqlite3_stmt *st, int i, int *oom)
     return p;
 }
 
-static const char sql_loc[] =
-    "SELECT f.id, f.line, sf.text, sfn.text, sc.text, json_object('file', sf.text, "
-    "'line', f.line, 'function', sfn.text, 'code', sc.text) "
-    "FROM stacks s JOIN frames f ON f.id = " GT_USER_FRAME(
-        "s") " "
-             "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON sfn.id = "
-             "f.function "
-             "LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = ?1";
+/* The location of stack ?1 at the frame `frame` names (an SQL expression
+ * over stacks s): one query, two choices of frame. */
+#define LOC_SQL(frame)                                                                   \
+    "SELECT f.id, f.line, sf.text, sfn.text, sc.text, json_object('file', sf.text, "     \
+    "'line', f.line, 'function', sfn.text, 'code', sc.text) "                            \
+    "FROM stacks s JOIN frames f ON f.id = " frame " "                                   \
+    "LEFT JOIN strings sf ON sf.id = f.file LEFT JOIN strings sfn ON sfn.id = "          \
+    "f.function LEFT JOIN strings sc ON sc.id = f.code WHERE s.id = ?1"
+
+static const char sql_loc[] = LOC_SQL(GT_USER_FRAME("s"));
+static const char sql_user_loc[] = LOC_SQL("s.user_frame");
 
 void gt_loc_release(gt_loc *l)
 {
@@ -704,12 +738,12 @@ void gt_loc_release(gt_loc *l)
     memset(l, 0, sizeof *l);
 }
 
-int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out)
+static int read_loc(gt_trace *t, const char *sql, int64_t stack, gt_loc *out)
 {
     memset(out, 0, sizeof *out);
     if (!stack)
         return 0;
-    sqlite3_stmt *st = gt_trace_stmt(t, sql_loc);
+    sqlite3_stmt *st = gt_trace_stmt(t, sql);
     if (!st)
         return t->errcode;
     sqlite3_bind_int64(st, 1, stack);
@@ -731,6 +765,16 @@ int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out)
     }
     sqlite3_reset(st);
     return rc;
+}
+
+int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out)
+{
+    return read_loc(t, sql_loc, stack, out);
+}
+
+int gt_trace_user_loc(gt_trace *t, int64_t stack, gt_loc *out)
+{
+    return read_loc(t, sql_user_loc, stack, out);
 }
 
 int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
@@ -760,11 +804,13 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
     " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"                  \
     " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                        \
     " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "                \
-    "SELECT s.text, json_quote(s.text) FROM names n JOIN fam ON fam.id = n.tensor"       \
+    "SELECT s.text, json_quote(s.text), min(fam.rank) FROM names n"                      \
+    " JOIN fam ON fam.id = n.tensor"                                                     \
     " JOIN strings s ON s.id = n.name GROUP BY s.text"                                   \
     " ORDER BY min(fam.rank), min(n.seq)"
 
-/* each name, and its JSON value (the elements of gt_trace_names_json) */
+/* each name, its JSON value (the elements of gt_trace_names_json) and its
+ * rank */
 static const char sql_names[] = NAMES_SQL;
 
 /* The cache entry of tensor `tensor`, added empty (n = 0, json NULL,
@@ -806,11 +852,14 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
         if (e->n == cap) {
             cap = cap ? cap * 2 : 4;
             char **nv = realloc(e->v, cap * sizeof *nv);
-            if (!nv) {
+            if (nv)
+                e->v = nv;
+            int *nr = nv ? realloc(e->rank, cap * sizeof *nr) : NULL;
+            if (!nr) {
                 oom = 1;
                 break;
             }
-            e->v = nv;
+            e->rank = nr;
         }
         /* json_group_array's shape: elements joined by "," */
         const char *q = (const char *)sqlite3_column_text(st, 1);
@@ -823,8 +872,10 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
         char *one = column_dup(st, 0, &oom);
         if (oom)
             break;
-        if (one)
+        if (one) {
+            e->rank[e->n] = sqlite3_column_int(st, 2);
             e->v[e->n++] = one;
+        }
     }
     gt_strbuf_adds(&json, "]");
     sqlite3_reset(st);
@@ -844,6 +895,7 @@ static void names_forget(gt_trace *t, int64_t tensor, struct tnames *e)
     for (size_t k = 0; k < e->n; k++)
         free(e->v[k]);
     free(e->v);
+    free(e->rank);
     free(e->json);
     gt_map_del(&t->names, (uint64_t)tensor, 0, 0);
     t->ntnames--; /* it is the last one */
@@ -862,6 +914,25 @@ int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out, size_t 
     *out = (const char *const *)e->v;
     *n = e->n;
     return e->n > 0;
+}
+
+int gt_trace_names_nearest(gt_trace *t, int64_t tensor, int max_depth,
+                           const char *const **out, size_t *n)
+{
+    const char *const *v;
+    size_t all, k = 0;
+    int rc = gt_trace_names(t, tensor, &v, &all);
+    if (rc < 0)
+        return rc;
+    int fresh;
+    const struct tnames *e = names_entry(t, tensor, &fresh); /* cached: found */
+    /* ordered by rank: the nearest tensor's names come first */
+    if (all && e->rank[0] <= max_depth)
+        while (k < all && e->rank[k] == e->rank[0])
+            k++;
+    *out = v;
+    *n = k;
+    return k > 0;
 }
 
 int gt_trace_names_json(gt_trace *t, int64_t tensor, char **out)

@@ -30,18 +30,21 @@
 
 typedef struct gt_trace gt_trace;
 
-/* Open `path` for reading. On failure returns a negative GT_E* code, writes
- * a one-line message without a trailing newline to err (e.g. "cannot open
- * run.db: not a gradtrace trace"), and leaves *out untouched. */
-int gt_trace_open(const char *path, gt_trace **out /* OUT */, char *err, size_t errlen);
+/* Open `path` for reading. Returns GT_OK, or a negative GT_E* code.
+ * Either way *out is a handle to pass to gt_trace_close (SQLite's
+ * sqlite3_open): on failure one that holds only the one-line message,
+ * gt_trace_errmsg (e.g. "cannot open run.db: not a gradtrace trace"), and
+ * serves nothing else; NULL when even that could not be allocated
+ * (gt_trace_errmsg(NULL) is "out of memory"). */
+GT_WARN_UNUSED int gt_trace_open(const char *path, gt_trace **out /* OUT */);
 
 /* Make this gradtrace's views (schema/views.sql) the ones the connection
  * sees, as TEMP views that shadow the copies stored in the file: a crafted
  * file cannot redefine them, and older traces get the current definitions.
  * Commands that query views call it once after opening; diagnose and graph,
- * which do not, skip its cost. Returns GT_OK or a GT_E* code with a message
- * in err. */
-int gt_trace_use_views(gt_trace *t, char *err, size_t errlen);
+ * which do not, skip its cost. Returns GT_OK or a GT_E* code with the message
+ * on t. */
+GT_WARN_UNUSED int gt_trace_use_views(gt_trace *t);
 
 /* Close and free; accepts NULL. */
 void gt_trace_close(gt_trace *t);
@@ -101,9 +104,24 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n) GT_WARN_UNUSED;
  * with the message on the handle. */
 sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql);
 
-/* The last error of a call on t, one line without program name or
- * newline ("cannot read trace: ..."); "" if none. Owned by t. */
+/* The error model of the inspector library (SQLite's sqlite3_errmsg): a
+ * call on a trace, or on anything built on it (gt_diagnose, gt_graph_build,
+ * the replayer), that returns a negative GT_E* code keeps its one-line
+ * message on the trace, without program name or newline ("cannot read
+ * trace: ..."): the commands add "gradtrace: " when they print it. "" when
+ * the last top-level call (gt_trace_use_views, gt_diagnose,
+ * gt_graph_build) succeeded. Owned by t, valid until its next call.
+ * A NULL t (gt_trace_open out of memory): "out of memory". */
 const char *gt_trace_errmsg(const gt_trace *t);
+
+/* The GT_E* code that came with gt_trace_errmsg (0 if none; GT_ENOMEM for
+ * a NULL t). */
+int gt_trace_errcode(const gt_trace *t);
+
+/* Forget the handle's message: each top-level call on a trace
+ * (gt_trace_use_views, gt_diagnose, gt_graph_build) starts with it, so
+ * gt_trace_errmsg is "" after it succeeds. Can't fail. */
+void gt__trace_clear(gt_trace *t);
 
 /* Set the handle's message (printf) and return code; for the readers built
  * on the handle. */
@@ -123,6 +141,11 @@ typedef struct gt_loc {
 /* The location of stack `stack` (0 reads as none). */
 int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUSED;
 
+/* The same at the stack's innermost user frame only (stacks.user_frame, as
+ * views.sql's event_location reads it): 0 when none is marked. The graph
+ * labels a node with this one: a line of the user's, or none. */
+int gt_trace_user_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUSED;
+
 /* Free what a location owns and zero it; accepts a zeroed one. */
 void gt_loc_release(gt_loc *l);
 
@@ -137,6 +160,14 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack,
  * at least one. */
 int gt_trace_names(gt_trace *t, int64_t tensor, const char *const **out /* OUT */,
                    size_t *n /* OUT */) GT_WARN_UNUSED;
+
+/* The names of the nearest of `tensor` and its bases (at most max_depth
+ * views up) that has any: its own, else its base's, ... (a drawing's
+ * label); the first *n of gt_trace_names's, same order and owner. 1 when
+ * there is at least one. */
+int gt_trace_names_nearest(gt_trace *t, int64_t tensor, int max_depth,
+                           const char *const **out /* OUT */,
+                           size_t *n /* OUT */) GT_WARN_UNUSED;
 
 /* The same names as one JSON array (SQLite's json_group_array), malloc'd
  * into *out ("[]" for none). Returns 0 or a negative GT_E* code. */

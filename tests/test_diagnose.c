@@ -125,13 +125,12 @@ static gt_findings *diagnose(const char *path, int64_t backward, int partial)
 {
     gt_trace *t;
     gt_findings *f = NULL;
-    char err[256];
     gt_diagnose_options o = {.backward = backward};
-    assert_int_equal(gt_trace_open(path, &t, err, sizeof err), 0);
+    assert_int_equal(gt_trace_open(path, &t), 0);
     assert_int_equal(gt_trace_partial(t), partial);
-    int rc = gt_diagnose(t, &o, &f, err, sizeof err);
+    int rc = gt_diagnose(t, &o, &f);
     if (rc)
-        printf("  gt_diagnose: %s\n", err);
+        printf("  gt_diagnose: %s\n", gt_trace_errmsg(t));
     assert_int_equal(rc, 0);
     gt_trace_close(t);
     for (size_t i = 0; i < f->n; i++)
@@ -853,7 +852,7 @@ static void test_damaged_trace(void **state)
                                   "node_outputs"};
     for (size_t i = 0; i < sizeof drops / sizeof drops[0]; i++) {
         tb b;
-        char name[64], sql[128], err[256];
+        char name[64], sql[128];
         snprintf(name, sizeof name, "damaged_%s", drops[i]);
         build_seed(&b, name, 1, 1);
         sqlite3 *db;
@@ -863,12 +862,12 @@ static void test_damaged_trace(void **state)
         sqlite3_close(db);
         gt_trace *t;
         gt_findings *f = NULL;
-        assert_int_equal(gt_trace_open(b.path, &t, err, sizeof err), 0);
-        int rc = gt_diagnose(t, NULL, &f, err, sizeof err);
-        printf("  without %s: %d %s\n", drops[i], rc, err);
+        assert_int_equal(gt_trace_open(b.path, &t), 0);
+        int rc = gt_diagnose(t, NULL, &f);
+        printf("  without %s: %d %s\n", drops[i], rc, gt_trace_errmsg(t));
         assert_int_equal(rc, GT_ECORRUPT);
         assert_null(f);
-        assert_non_null(strstr(err, "cannot read trace: no such table"));
+        assert_non_null(strstr(gt_trace_errmsg(t), "cannot read trace: no such table"));
         char *out;
         assert_int_equal(run_cmd(&out, b.path, NULL), 2);
         assert_string_equal(out, "");
@@ -908,10 +907,46 @@ static void test_bad_input(void **state)
     unlink(b.path);
 }
 
+/* The error model (trace.h): a failed open still hands back a handle that
+ * holds the message, without the program's name; a failed call keeps its
+ * message on the trace; a call that succeeds clears it. */
+static void test_trace_errors(void **state)
+{
+    (void)state;
+    gt_trace *t = NULL;
+    assert_int_equal(gt_trace_open("/nonexistent/run.db", &t), GT_EIO);
+    assert_non_null(t);
+    assert_non_null(strstr(gt_trace_errmsg(t), "cannot open /nonexistent/run.db: "));
+    assert_int_equal(gt_trace_errcode(t), GT_EIO);
+    gt_trace_close(t);
+    t = NULL;
+    assert_int_equal(gt_trace_open("/tmp", &t), GT_EINVAL);
+    assert_string_equal(gt_trace_errmsg(t), "cannot open /tmp: is a directory");
+    gt_trace_close(t);
+    assert_string_equal(gt_trace_errmsg(NULL), "out of memory");
+
+    tb b;
+    gt_findings *f = NULL;
+    build_seed(&b, "errmodel", 1, 1);
+    assert_int_equal(gt_trace_open(b.path, &t), GT_OK);
+    assert_string_equal(gt_trace_errmsg(t), "");
+    gt_diagnose_options o = {.backward = 99};
+    assert_int_equal(gt_diagnose(t, &o, &f), GT_EINVAL);
+    assert_null(f);
+    assert_non_null(strstr(gt_trace_errmsg(t), "no backward call 99 in "));
+    assert_null(strstr(gt_trace_errmsg(t), "gradtrace:"));
+    assert_int_equal(gt_diagnose(t, NULL, &f), 0);
+    assert_string_equal(gt_trace_errmsg(t), "");
+    gt_findings_free(f);
+    gt_trace_close(t);
+    unlink(b.path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_finding),
+        cmocka_unit_test(test_trace_errors),
         cmocka_unit_test(test_seed_control_no_findings),
         cmocka_unit_test(test_partial_trace),
         cmocka_unit_test(test_silent_storage_write),

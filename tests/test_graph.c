@@ -208,11 +208,10 @@ static gt_graph *build(const char *path, const gt_graph_options *opts)
 {
     gt_trace *tr = NULL;
     gt_graph *g = NULL;
-    char err[512] = "";
-    assert_int_equal(gt_trace_open(path, &tr, err, sizeof err), 0);
-    int rc = gt_graph_build(tr, opts, &g, err, sizeof err);
+    assert_int_equal(gt_trace_open(path, &tr), 0);
+    int rc = gt_graph_build(tr, opts, &g);
     if (rc)
-        print_error("gt_graph_build: %s\n", err);
+        print_error("gt_graph_build: %s\n", gt_trace_errmsg(tr));
     assert_int_equal(rc, 0);
     gt_trace_close(tr);
     return g;
@@ -738,7 +737,6 @@ static void test_choose_backward(void **state)
 {
     (void)state;
     tb t;
-    char err[512] = "";
     make_chain(&t, "chain3.db", 3);
 
     /* No findings: the last call. */
@@ -776,11 +774,11 @@ static void test_choose_backward(void **state)
     gt_graph_free(g);
     o.backward = 7;
     gt_trace *tr = NULL;
-    assert_int_equal(gt_trace_open(t.path, &tr, err, sizeof err), 0);
+    assert_int_equal(gt_trace_open(t.path, &tr), 0);
     g = NULL;
-    assert_int_equal(gt_graph_build(tr, &o, &g, err, sizeof err), GT_EINVAL);
+    assert_int_equal(gt_graph_build(tr, &o, &g), GT_EINVAL);
     assert_null(g);
-    assert_contains(err, "has no backward call 7 (it has 3)");
+    assert_contains(gt_trace_errmsg(tr), "has no backward call 7 (it has 3)");
     gt_trace_close(tr);
 }
 
@@ -917,6 +915,54 @@ static void test_awkward_round_trip(void **state)
     gt_graph_free(g);
 }
 
+/* A saved tensor's label names the tensor (its own names), else the view
+ * base it was made from; a tensor sharing only the version counter lends
+ * none (trace.h's gt_trace_names_nearest). */
+static void test_view_names(void **state)
+{
+    (void)state;
+    tb t;
+    int64_t shape[1] = {4};
+    tb_open(&t, "view_names.db");
+    gt_id st = tb_stack(&t, "model.py", 3, "y = w[1:] * w[1:]");
+    tb_tensor(&t, 1, 1, shape, 1); /* w, a leaf */
+    assert_int_equal(gt_name(t.r, 1, 1, "w"), 0);
+    int64_t strides[1] = {1};
+    gt_tensor_info v = {.id = 2,
+                        .dtype = tb_str(&t, "float32"),
+                        .ndim = 1,
+                        .shape = shape,
+                        .strides = strides,
+                        .requires_grad = 1,
+                        .alias_of = 1,
+                        .shares_version = 1};
+    assert_int_equal(gt_tensor(t.r, &v), 0); /* w[1:], unnamed */
+    v.id = 3;
+    assert_int_equal(gt_tensor(t.r, &v), 0); /* another view, named */
+    assert_int_equal(gt_name(t.r, 2, 3, "row"), 0);
+    int64_t op = tb_op(&t, "aten::mul", st);
+    tb_node(&t, 1, "AccumulateGrad", 0, 1);
+    tb_node(&t, 2, "MulBackward0", op, 0);
+    tb_edge(&t, 2, 0, 1);
+    int64_t s2 = tb_saved(&t, 2, "self", 2, 0);
+    int64_t s3 = tb_saved(&t, 2, "other", 3, 0);
+    tb_tensor(&t, 9, 0, NULL, 0);
+    tb_backward(&t, 9, 2, 1);
+    tb_close(&t);
+
+    gt_graph_options o = {.hops = -1, .saved = 1};
+    gt_graph *g = build(t.path, &o);
+    Agraph_t *d = reparse(g);
+    char name[32];
+    set_name(name, sizeof name, "s", s2);
+    assert_contains(label_of(d, name), "\nw\n"); /* its base's name only */
+    set_name(name, sizeof name, "s", s3);
+    assert_contains(label_of(d, name), "\nrow\n"); /* its own, not its base's */
+    agclose(d);
+    gt_graph_free(g);
+    unlink(t.path);
+}
+
 static void test_png(void **state)
 {
     (void)state;
@@ -1046,10 +1092,9 @@ static void test_no_backward(void **state)
     tb_open(&t, "empty.db");
     tb_close(&t);
     gt_trace *tr = NULL;
-    char err[512];
-    assert_int_equal(gt_trace_open(t.path, &tr, err, sizeof err), 0);
-    assert_int_equal(gt_graph_build(tr, NULL, &g, err, sizeof err), GT_EINVAL);
-    assert_contains(err, "holds no autograd graph to draw");
+    assert_int_equal(gt_trace_open(t.path, &tr), 0);
+    assert_int_equal(gt_graph_build(tr, NULL, &g), GT_EINVAL);
+    assert_contains(gt_trace_errmsg(tr), "holds no autograd graph to draw");
     gt_trace_close(tr);
 }
 
@@ -1126,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_wide_ring_in_part),
         cmocka_unit_test(test_choose_backward),
         cmocka_unit_test(test_awkward_round_trip),
+        cmocka_unit_test(test_view_names),
         cmocka_unit_test(test_png),
         cmocka_unit_test(test_render_files),
         cmocka_unit_test(test_layout_limit),

@@ -117,12 +117,51 @@ static void test_rank_set(void **state)
     (void)state;
     gt_rank_set s;
     char *paths[] = {dir};
-    assert_int_equal(gt_rank_set_load(1, paths, &s), 0);
+    assert_int_equal(gt_rank_set_load(&s, 1, paths), 0);
     assert_int_equal(s.n, 2); /* notes.txt is not an SQLite file */
     assert_string_equal(s.v[0].path, t0);
     assert_int_equal(s.v[0].rank, 0);
     assert_string_equal(s.v[1].path, t1);
     assert_int_equal(s.v[1].rank, 1);
+    gt_rank_set_release(&s);
+}
+
+/* The library prints nothing: a rank set keeps its error, without the
+ * program's name, for the command to print (gt_rank_set_errmsg). */
+static void test_rank_set_errors(void **state)
+{
+    (void)state;
+    gt_rank_set s;
+    char empty[96], missing[96];
+    snprintf(empty, sizeof empty, "%s/empty2", dir);
+    mkdir(empty, 0700);
+    char *p1[] = {empty};
+    assert_int_equal(gt_rank_set_load(&s, 1, p1), GT_EINVAL);
+    assert_int_equal(s.n, 0);
+    assert_null(s.v);
+    assert_non_null(strstr(gt_rank_set_errmsg(&s), "no traces in directory "));
+    assert_null(strstr(gt_rank_set_errmsg(&s), "gradtrace"));
+    gt_rank_set_release(&s);
+    rmdir(empty);
+
+    char *p2[] = {t0, junk};
+    assert_true(gt_rank_set_load(&s, 2, p2) < 0);
+    assert_int_equal(s.n, 0);
+    assert_non_null(strstr(gt_rank_set_errmsg(&s), "not a gradtrace trace"));
+    assert_true(strncmp(gt_rank_set_errmsg(&s), "gradtrace", 9) != 0);
+    gt_rank_set_release(&s);
+
+    snprintf(missing, sizeof missing, "%s/none.db", dir);
+    char *p3[] = {missing};
+    assert_int_equal(gt_rank_set_load(&s, 1, p3), GT_EIO);
+    assert_non_null(strstr(gt_rank_set_errmsg(&s), "cannot open "));
+    gt_rank_set_release(&s);
+
+    /* success clears it */
+    char *p4[] = {t0, t1};
+    assert_int_equal(gt_rank_set_load(&s, 2, p4), 0);
+    assert_string_equal(gt_rank_set_errmsg(&s), "");
+    assert_int_equal(s.n, 2);
     gt_rank_set_release(&s);
 }
 
@@ -277,11 +316,11 @@ static void test_many_traces(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rank_path),      cmocka_unit_test(test_env_rank_path),
-        cmocka_unit_test(test_format_ranks),   cmocka_unit_test(test_rank_set),
-        cmocka_unit_test(test_multi_errors),   cmocka_unit_test(test_multi_info),
-        cmocka_unit_test(test_multi_diagnose), cmocka_unit_test(test_multi_sql),
-        cmocka_unit_test(test_many_traces),
+        cmocka_unit_test(test_rank_path),       cmocka_unit_test(test_env_rank_path),
+        cmocka_unit_test(test_format_ranks),    cmocka_unit_test(test_rank_set),
+        cmocka_unit_test(test_rank_set_errors), cmocka_unit_test(test_multi_errors),
+        cmocka_unit_test(test_multi_info),      cmocka_unit_test(test_multi_diagnose),
+        cmocka_unit_test(test_multi_sql),       cmocka_unit_test(test_many_traces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -273,14 +273,12 @@ static PyObject *gtinspect_query(PyObject *module, PyObject *args)
     gt_trace *t = NULL;
     sqlite3_stmt *st = NULL;
     gt_sql_guard g = {{0}};
-    char err[1024];
     PyObject *columns = NULL, *rows = NULL, *result = NULL;
 
     if (!PyArg_ParseTuple(args, "ss|O:query", &path, &sql, &params))
         return NULL;
-    if (gt_trace_open(path, &t, err, sizeof err) != GT_OK ||
-        gt_trace_use_views(t, err, sizeof err) != GT_OK) {
-        PyErr_Format(PyExc_OSError, "%s", err);
+    if (gt_trace_open(path, &t) != GT_OK || gt_trace_use_views(t) != GT_OK) {
+        PyErr_Format(PyExc_OSError, "%s", gt_trace_errmsg(t));
         goto out;
     }
     sqlite3 *db = gt_trace_db(t);
