@@ -1416,7 +1416,10 @@ uint64_t gt_capture_call_begin(const char *name, uint32_t stack, int region, voi
     if (!C || !C->on || !C->active.load(std::memory_order_relaxed))
         return 0;
     Tls *tp = tls();
-    if (!tp || tp->busy)
+    /* inside a recorded op (a torch.library custom op whose autograd
+     * formula runs an autograd.Function): the op encloses the call, as it
+     * encloses the ops inside it; its node hangs off the op's outputs */
+    if (!tp || tp->busy || tp->vis_depth > 0)
         return 0;
     Tls &t = *tp;
     uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -1512,6 +1515,52 @@ void gt_capture_check_saved(void)
     }
     t.watch.erase(t.watch.begin() + (std::ptrdiff_t)keep, t.watch.end());
     t.publish();
+}
+
+int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), void *ctx)
+{
+    PyObject *o = static_cast<PyObject *>(tensor);
+    if (!C || !C->on || !C->active.load(std::memory_order_relaxed) || !THPVariable_Check(o))
+        return assign(ctx);
+    Tls *tp = tls();
+    if (!tp || tp->busy)
+        return assign(ctx);
+    Tls &t = *tp;
+    at::Tensor x = THPVariable_Unpack(o); /* the same TensorImpl, after too */
+    gt_cap_tensor before;
+    int nd = facts(x, before);
+    if (nd > 64)
+        nd = 0, before.flags |= GT_CAPT_NOGEOM;
+    before.ndim = (uint16_t)nd;
+    int64_t geom[128];
+    if (nd) {
+        std::memcpy(geom, x.unsafeGetTensorImpl()->sizes().data(), 8 * (size_t)nd);
+        std::memcpy(geom + nd, x.unsafeGetTensorImpl()->strides().data(), 8 * (size_t)nd);
+    }
+    int rc = assign(ctx);
+    if (rc != 0 || !C->on || !before.impl)
+        return rc;
+    gt_cap_tensor now;
+    facts(x, now);
+    now.ndim = 0;
+    if (now.storage == before.storage)
+        return rc;
+    uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+    size_t len = sizeof(gt_cap_data_set) + 16 * (size_t)nd;
+    auto *r = reinterpret_cast<gt_cap_data_set *>(reserve(t, len, GT_CAP_DATA_SET, stamp));
+    if (!r)
+        return rc;
+    r->stack = stack;
+    r->pad = 0;
+    r->old = before;
+    r->now = now;
+    if (nd)
+        std::memcpy(r + 1, geom, 16 * (size_t)nd);
+    /* the address stays this tensor's while the consumer knows it by it */
+    c10::raw::weak_intrusive_ptr::incref(x.unsafeGetTensorImpl());
+    r->old.flags |= GT_CAPT_WEAK;
+    t.publish();
+    return rc;
 }
 
 void gt_capture_backward_depth(int delta)

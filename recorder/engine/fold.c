@@ -414,13 +414,14 @@ static void observe(gt_fold *f, ftensor *t, uint32_t version)
 /* t (known) is on the storage of c now: a tensor a node saved found on
  * other memory than before (`.data =`, which autograd does not see) is a
  * storage swap, noticed by op `op` (stack `stack`) or backward call `bid`;
- * report 0: the op's own change (set_). */
+ * report 0: the op's own change (set_); 2: the `.data =` itself, reported
+ * whether a node saved t yet or not. */
 static void see_storage(gt_fold *f, ftensor *t, const gt_cap_tensor *c, int64_t op,
                         gt_id bid, gt_id stack, int report)
 {
     if (t->storage != c->storage) {
         gt_id sid = storage_of(f, c, 0);
-        if (report && t->saved) {
+        if (report > 1 || (report && t->saved)) {
             gt_swap_info si = {.tensor = t->id,
                                .old_storage = t->sid,
                                .new_storage = sid,
@@ -758,6 +759,23 @@ static gt_id stack_id(gt_fold *f, uint32_t key)
     return v ? (gt_id)*v : 0;
 }
 
+/* `t.data = v` at its line (gt_cap_data_set): t, recorded on its old
+ * memory if first seen now, moved to the new one with a storage swap of no
+ * op and no backward call. A node that saved t before recording started is
+ * named at the backward call that reaches it. */
+static void on_data_set(gt_fold *f, const gt_cap_data_set *r)
+{
+    const int64_t *geom = r->old.ndim ? (const int64_t *)(r + 1) : NULL;
+    gt_id stack = stack_id(f, r->stack);
+    f->weak_pending = (r->old.flags & GT_CAPT_WEAK) ? r->old.impl : NULL;
+    ftensor *t = see_input(f, &r->old, geom, 0, 0, stack);
+    if (f->weak_pending)
+        gt_capture_weak_release(f->weak_pending); /* not kept: known already */
+    f->weak_pending = NULL;
+    if (t)
+        see_storage(f, t, &r->now, 0, 0, stack, 2);
+}
+
 static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
 {
     if (r->h.type == GT_CAP_BWD_BEGIN) {
@@ -841,6 +859,9 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
             see_storage(f, t, &r->t, 0, cur_backward(f), f->bwd_stack, 1);
         break;
     }
+    case GT_CAP_DATA_SET:
+        on_data_set(f, (const gt_cap_data_set *)h);
+        break;
     case GT_CAP_CALL_END:
         on_call_end(f, l, (const gt_cap_call_end *)h, 0);
         break;

@@ -64,6 +64,7 @@ enum gt_cap_type {
     GT_CAP_CALL_POP,  /* the call is over (gt_cap_call_end) */
     GT_CAP_SWAP_SEEN, /* a saved tensor's storage at a backward call's start,
                        * other than at its last sighting (gt_cap_bwd_tensor) */
+    GT_CAP_DATA_SET,  /* `t.data = v` moved t to other memory (gt_cap_data_set) */
 };
 
 /* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
@@ -228,6 +229,17 @@ typedef struct gt_cap_name {
     /* NUL-terminated name follows */
 } gt_cap_name;
 
+/* `t.data = v` (no op, no version bump) moved t to other memory: t before
+ * the assignment (GT_CAPT_WEAK; its ndim sizes then strides follow the
+ * record) and after it, at the assigning line's stack. */
+typedef struct gt_cap_data_set {
+    gt_cap_hdr h;
+    uint32_t stack;
+    uint32_t pad;
+    gt_cap_tensor old;
+    gt_cap_tensor now; /* no geometry */
+} gt_cap_data_set;
+
 /* An output of the thread's previous op that did not require grad then,
  * read again at the next op (nn.Parameter sets requires_grad after the op
  * that made its tensor). */
@@ -346,6 +358,13 @@ void gt_capture_call_end(uint64_t call, void *result);
  * they were saved or last checked (`.data =`), as GT_CAP_SWAP_SEEN records;
  * forgets the dead ones. */
 void gt_capture_check_saved(void);
+
+/* `tensor.data = value` on the Python tensor object `tensor` (GIL held):
+ * runs assign(ctx), which performs the assignment, and when capturing (in
+ * the window) and it moved the tensor to other memory, writes a
+ * GT_CAP_DATA_SET record with stack key `stack`. Returns what assign
+ * returned (its error is the caller's). */
+int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), void *ctx);
 
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);

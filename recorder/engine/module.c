@@ -45,6 +45,7 @@ typedef struct {
     PyObject *engine;    /* tuple of path prefixes of the engine (torch) */
     PyObject *getline;   /* linecache.getline */
     PyObject *callnames; /* call names: their UTF-8 lives as long as the Engine */
+    PyObject *data_orig; /* torch's own `data` descriptor (watch_data) */
     pthread_mutex_t smu;
     gt_map skeys; /* stack hash -> key id */
     uint32_t next_key;
@@ -677,6 +678,55 @@ static PyObject *Engine_name(PyObject *op, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* watch_data(descriptor): the `data` getset descriptor of torch's tensor
+ * base class, which data_set forwards to. */
+static PyObject *Engine_watch_data(PyObject *op, PyObject *descr)
+{
+    Engine *self = (Engine *)op;
+    if (!Py_TYPE(descr)->tp_descr_set) {
+        PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
+        return NULL;
+    }
+    Py_XSETREF(self->data_orig, Py_NewRef(descr));
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject *descr, *t, *value;
+} data_assignment;
+
+static int data_assign(void *ctx)
+{
+    data_assignment *a = ctx;
+    return Py_TYPE(a->descr)->tp_descr_set(a->descr, a->t, a->value);
+}
+
+/* data_set(tensor, value): `tensor.data = value`, as the dispatch adapter
+ * records it. The assignment moves the tensor to other memory with no aten
+ * op and no version bump, which no callback sees: the property the Python
+ * side puts on torch.Tensor while recording calls this, which performs the
+ * assignment through the original descriptor (its result and its error are
+ * the user's) and, when the tensor moved, records a storage swap with the
+ * assigning line's stack (see gt_capture_data_set). */
+static PyObject *Engine_data_set(PyObject *op, PyObject *args)
+{
+    Engine *self = (Engine *)op;
+    PyObject *t, *value;
+    if (!PyArg_ParseTuple(args, "OO", &t, &value))
+        return NULL;
+    if (!self->data_orig) {
+        PyErr_SetString(PyExc_RuntimeError, "data_set before watch_data");
+        return NULL;
+    }
+    data_assignment a = {self->data_orig, t, value};
+    int on = self->on && self->active && self->r && !gt_recorder_failed(self->r);
+    uint32_t stack = on ? stack_here() : 0;
+    int rc = on ? gt_capture_data_set(t, stack, data_assign, &a) : data_assign(&a);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Engine_set_active(PyObject *op, PyObject *arg)
 {
     Engine *self = (Engine *)op;
@@ -801,6 +851,7 @@ static void Engine_dealloc(PyObject *op)
     Py_XDECREF(self->engine);
     Py_XDECREF(self->getline);
     Py_XDECREF(self->callnames);
+    Py_XDECREF(self->data_orig);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -815,6 +866,9 @@ static PyMethodDef Engine_methods[] = {
     {"call_begin", Engine_call_begin, METH_VARARGS, "a call into user code starts"},
     {"call_end", Engine_call_end, METH_VARARGS, "it returned (or raised: None)"},
     {"name", Engine_name, METH_VARARGS, "a variable name bound to a tensor"},
+    {"watch_data", Engine_watch_data, METH_O, "the `data` descriptor data_set forwards to"},
+    {"data_set", Engine_data_set, METH_VARARGS,
+     "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
     {"set_active", Engine_set_active, METH_O, "record ops (True) or not"},
     {"flush", Engine_flush, METH_NOARGS, "fold and commit what was captured"},
     {"close", Engine_close, METH_VARARGS, "stop and close the trace"},

@@ -53,6 +53,10 @@ class EngineRecorder:
         self._hidden = hidden + engine
         self.RUN = {"ok": mod.RUN_OK, "exception": mod.RUN_EXCEPTION,
                     "signal": mod.RUN_SIGNAL}
+        # `t.data = v` (see _mode.BackwardPatch._watch_data): the C methods
+        # themselves, so the property calls no Python
+        self.watch_data = self._eng.watch_data
+        self.data_set = self._eng.data_set
 
     def start(self):
         self._eng.start()
