@@ -27,6 +27,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/functions/tensor.h>
@@ -917,6 +918,19 @@ bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
     return refused;
 }
 
+/* TorchDynamo and AOTAutograd trace a compiled function on fake tensors
+ * (FakeTensorMode, make_fx's proxy mode): those ops compute nothing and are
+ * not recorded; the compiled code's own ops are, when it runs. */
+inline bool tracing()
+{
+    using c10::impl::TorchDispatchModeKey;
+    using c10::impl::TorchDispatchModeTLS;
+    if (C10_LIKELY(!TorchDispatchModeTLS::any_modes_set()))
+        return false;
+    return TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::FAKE).has_value() ||
+           TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::PROXY).has_value();
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
 {
     Tls *tp = tls();
@@ -950,7 +964,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
      * mode's own dispatch) are invisible to a dispatch mode: not recorded */
     if (m->is_op && !m->composite && t.vis_depth == 0 &&
         !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python) &&
-        !(m->schema_writes && refused_by_autograd(fn, m))) {
+        !(m->schema_writes && refused_by_autograd(fn, m)) && !tracing()) {
         fr.visible = fr.recorded = 1;
         uint32_t stack = 0;
         if (C->opts.stack_key) {

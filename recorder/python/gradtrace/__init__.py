@@ -144,7 +144,10 @@ class Recording:
         self.adapter = "engine" if engine_mod is not None else "dispatch"
         if engine_mod is not None:
             self._rec = _engine.EngineRecorder(
-                engine_mod, self.path, hidden=hidden, engine=(torch_dir,) + _wrapper_files(),
+                # a compiled graph's generated forward (torch.fx) is torch's: its
+                # ops are the line's that called the compiled function
+                engine_mod, self.path, hidden=hidden,
+                engine=(torch_dir,) + _wrapper_files() + ("<eval_with_key>",),
                 getline=linecache.getline, overwrite=self.overwrite,
                 max_bytes=self.max_size, keep_last=self.keep_last)
         else:
@@ -168,7 +171,8 @@ class Recording:
                 check_saved=self.check_saved,
                 keep_last=self.keep_last,
             )
-        options = {"max_size": self.max_size or None, "check_saved": self.check_saved,
+        options = {"adapter": self.adapter,
+                   "max_size": self.max_size or None, "check_saved": self.check_saved,
                    "keep_last": self.keep_last or None,
                    "backward_calls": list(self.backward_calls) if self.backward_calls else None}
         self._rec.set_run(
