@@ -169,21 +169,20 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
  * TorchDynamo: there compiled code runs compiled, inside the same frames. */
 static char *compiled_eager_json(qdb *db, int *rc)
 {
-    return qtext(
-        db, rc,
-        "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
-        " UNION ALL SELECT up.start, s.parent, up.d + 1 FROM stacks s"
-        " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
-        " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
-        " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
-        " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
-        " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
-        " JOIN strings sf ON sf.id = f.file)"
-        " SELECT CASE WHEN (SELECT json_extract(options, '$.adapter') FROM run"
-        " WHERE json_valid(options)) IS NOT 'engine'"
-        " AND EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
-        " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
-        "");
+    return qtext(db, rc,
+                 "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
+                 " UNION ALL SELECT up.start, s.parent, up.d + 1 FROM stacks s"
+                 " JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 128),"
+                 " at(start, d, user, dyn) AS (SELECT up.start, up.d,"
+                 " s.frame = (SELECT user_frame FROM stacks WHERE id = up.start),"
+                 " sf.text LIKE '%/torch/_dynamo/eval_frame.py' FROM up"
+                 " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+                 " JOIN strings sf ON sf.id = f.file)"
+                 " SELECT CASE WHEN (SELECT json_extract(options, '$.adapter') FROM run"
+                 " WHERE json_valid(options)) IS NOT 'engine'"
+                 " AND EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
+                 " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
+                 "");
 }
 
 /* The tensor's names as a JSON array (gt_trace_names_json); NULL on error. */

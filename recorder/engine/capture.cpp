@@ -1534,7 +1534,8 @@ void gt_capture_check_saved(void)
 int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), void *ctx)
 {
     PyObject *o = static_cast<PyObject *>(tensor);
-    if (!C || !C->on || !C->active.load(std::memory_order_relaxed) || !THPVariable_Check(o))
+    if (!C || !C->on || !C->active.load(std::memory_order_relaxed) ||
+        !THPVariable_Check(o))
         return assign(ctx);
     Tls *tp = tls();
     if (!tp || tp->busy)
@@ -1561,7 +1562,8 @@ int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), 
         return rc;
     uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
     size_t len = sizeof(gt_cap_data_set) + 16 * (size_t)nd;
-    auto *r = reinterpret_cast<gt_cap_data_set *>(reserve(t, len, GT_CAP_DATA_SET, stamp));
+    auto *r =
+        reinterpret_cast<gt_cap_data_set *>(reserve(t, len, GT_CAP_DATA_SET, stamp));
     if (!r)
         return rc;
     r->stack = stack;

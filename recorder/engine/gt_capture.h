@@ -364,7 +364,8 @@ void gt_capture_check_saved(void);
  * the window) and it moved the tensor to other memory, writes a
  * GT_CAP_DATA_SET record with stack key `stack`. Returns what assign
  * returned (its error is the caller's). */
-int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), void *ctx);
+int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx),
+                        void *ctx);
 
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);
