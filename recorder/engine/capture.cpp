@@ -23,6 +23,7 @@
 #include "gt_capture.h"
 
 #include <ATen/SequenceNumber.h>
+#include <ATen/functorch/BatchedTensorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -375,7 +376,53 @@ inline const void *vc_ptr(const c10::VariableVersion &vv)
     return *reinterpret_cast<void *const *>(&vv);
 }
 
-/* Facts of x; returns ndim of the geometry to append (0 if none). */
+/* The TensorImpl holding the data of impl: impl itself, or under torch.func
+ * the tensor its wrappers (GradTrackingTensor, BatchedTensor) wrap, whose
+ * storage and geometry the dispatch adapter records (it sees the unwrapped
+ * tensors); identity and versions stay the wrapper's, which autograd saves
+ * and bumps. */
+std::atomic<bool> g_wrapper_ok{false};
+
+/* functorch's TensorWrapper (ATen/functorch/TensorWrapper.h, whose includes
+ * need nlohmann/json) holds `Tensor value_` as its first member after the
+ * TensorImpl base: the address of its TensorImpl, read without following it.
+ * Used only once gt_capture_wrapper_check found it right on a real one. */
+inline const c10::TensorImpl *wrapper_value(const c10::TensorImpl *impl)
+{
+    const char *p = reinterpret_cast<const char *>(impl) + sizeof(c10::TensorImpl);
+    return *reinterpret_cast<const c10::TensorImpl *const *>(p);
+}
+
+const c10::TensorImpl *data_impl(const c10::TensorImpl *impl)
+{
+    for (int depth = 0; depth < 64; depth++) {
+        auto ks = impl->key_set();
+        if (ks.has(c10::DispatchKey::FuncTorchGradWrapper)) {
+            if (!g_wrapper_ok.load(std::memory_order_relaxed))
+                break;
+            impl = wrapper_value(impl);
+        } else if (ks.has(c10::DispatchKey::FuncTorchBatched))
+            impl = static_cast<const at::functorch::BatchedTensorImpl *>(impl)
+                       ->value()
+                       .unsafeGetTensorImpl();
+        else
+            break;
+    }
+    return impl;
+}
+
+const c10::DispatchKeySet kFuncTorchWrappers =
+    c10::DispatchKeySet(c10::DispatchKey::FuncTorchGradWrapper) |
+    c10::DispatchKeySet(c10::DispatchKey::FuncTorchBatched);
+
+inline const c10::TensorImpl *data_of(const c10::TensorImpl *impl)
+{
+    return C10_UNLIKELY(impl->key_set().has_any(kFuncTorchWrappers)) ? data_impl(impl)
+                                                                     : impl;
+}
+
+/* Facts of x; returns ndim of the geometry to append (0 if none), which
+ * data_of(x's impl) holds. */
 inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
 {
     std::memset(&f, 0, sizeof f);
@@ -394,13 +441,14 @@ inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
     f.dtype = dtype_name(impl->dtype().toScalarType());
     f.device = device_name(impl->device_type());
     int nd = 0;
-    if (impl->has_storage() && geom_ok(impl)) {
-        const c10::StorageImpl *st = impl->storage().unsafeGetStorageImpl();
+    const c10::TensorImpl *d = data_of(impl);
+    if (d->has_storage() && geom_ok(d)) {
+        const c10::StorageImpl *st = d->storage().unsafeGetStorageImpl();
         f.storage = st;
         auto nb = st->sym_nbytes().maybe_as_int();
         f.nbytes = nb ? (int64_t)*nb : -1;
-        f.offset = impl->storage_offset();
-        nd = (int)impl->dim();
+        f.offset = d->storage_offset();
+        nd = (int)d->dim();
     } else {
         f.flags |= GT_CAPT_NOGEOM;
     }
@@ -440,7 +488,7 @@ void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, boo
     }
     if (nd) {
         int64_t *g = reinterpret_cast<int64_t *>(r + 1);
-        const c10::TensorImpl *impl = x.unsafeGetTensorImpl();
+        const c10::TensorImpl *impl = data_of(x.unsafeGetTensorImpl());
         std::memcpy(g, impl->sizes().data(), 8 * (size_t)nd);
         std::memcpy(g + nd, impl->strides().data(), 8 * (size_t)nd);
     }
@@ -1531,6 +1579,20 @@ void gt_capture_check_saved(void)
     t.publish();
 }
 
+int gt_capture_wrapper_check(void *wrapper, void *inner)
+{
+    PyObject *w = static_cast<PyObject *>(wrapper), *in = static_cast<PyObject *>(inner);
+    if (!THPVariable_Check(w) || !THPVariable_Check(in))
+        return -1;
+    const c10::TensorImpl *wi = THPVariable_Unpack(w).unsafeGetTensorImpl();
+    const c10::TensorImpl *ii = THPVariable_Unpack(in).unsafeGetTensorImpl();
+    if (!wi->key_set().has(c10::DispatchKey::FuncTorchGradWrapper) || wi == ii ||
+        wrapper_value(wi) != ii)
+        return -1;
+    g_wrapper_ok = true;
+    return 0;
+}
+
 int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), void *ctx)
 {
     PyObject *o = static_cast<PyObject *>(tensor);
@@ -1549,8 +1611,9 @@ int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), 
     before.ndim = (uint16_t)nd;
     int64_t geom[128];
     if (nd) {
-        std::memcpy(geom, x.unsafeGetTensorImpl()->sizes().data(), 8 * (size_t)nd);
-        std::memcpy(geom + nd, x.unsafeGetTensorImpl()->strides().data(), 8 * (size_t)nd);
+        const c10::TensorImpl *d = data_of(x.unsafeGetTensorImpl());
+        std::memcpy(geom, d->sizes().data(), 8 * (size_t)nd);
+        std::memcpy(geom + nd, d->strides().data(), 8 * (size_t)nd);
     }
     int rc = assign(ctx);
     if (rc != 0 || !C->on || !before.impl)

@@ -367,6 +367,13 @@ void gt_capture_check_saved(void);
 int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx),
                         void *ctx);
 
+/* Under torch.func the shim records the storage and geometry of the tensor
+ * a wrapper wraps. Check, on a GradTrackingTensor `wrapper` (a Python
+ * object) and the tensor it wraps `inner`, that the shim reads a wrapper's
+ * tensor right (a layout mirror: its header is not includable); 0 turns
+ * looking through GradTrackingTensors on, -1 leaves it off. */
+int gt_capture_wrapper_check(void *wrapper, void *inner);
+
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);
 

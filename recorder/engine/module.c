@@ -910,6 +910,16 @@ static PyObject *mod_selftest(PyObject *m, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* wrapper_check(wrapper, inner) -> bool: see gt_capture_wrapper_check */
+static PyObject *mod_wrapper_check(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *w, *in;
+    if (!PyArg_ParseTuple(args, "OO", &w, &in))
+        return NULL;
+    return PyBool_FromLong(gt_capture_wrapper_check(w, in) == 0);
+}
+
 static PyObject *mod_built_for(PyObject *m, PyObject *Py_UNUSED(a))
 {
     (void)m;
@@ -935,6 +945,8 @@ static int mod_exec(PyObject *m)
 static PyMethodDef mod_methods[] = {
     {"selftest", mod_selftest, METH_O, "check the shim against the running torch"},
     {"built_for", mod_built_for, METH_NOARGS, "torch version the shim was built for"},
+    {"wrapper_check", mod_wrapper_check, METH_VARARGS,
+     "check reading a torch.func wrapper's tensor (and turn it on)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -36,7 +36,34 @@ def choose(torch_version):
         sys.stderr.write("gradtrace: engine adapter self-test failed (%s); recording "
                          "through the dispatch adapter\n" % why)
         return None
+    _check_wrappers(_gradtrace_engine)
     return _gradtrace_engine
+
+
+_wrappers_checked = False
+
+
+def _check_wrappers(mod):
+    """Let the shim check, once, that it reads the tensor a torch.func
+    GradTrackingTensor wraps (it then records that tensor's storage and
+    geometry, as the dispatch adapter does); if not, wrappers are recorded
+    as they are, without geometry."""
+    global _wrappers_checked
+    if _wrappers_checked:
+        return
+    _wrappers_checked = True
+    try:
+        import torch
+        from torch.func import grad
+        unwrap = torch._C._functorch.get_unwrapped
+
+        def probe(x):
+            mod.wrapper_check(x, unwrap(x))
+            return x.sum()
+
+        grad(probe)(torch.ones(1))
+    except Exception:
+        pass
 
 
 class EngineRecorder:
