@@ -39,6 +39,8 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/version.h>
 
+#include <xxhash.h>
+
 #include <atomic>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -617,15 +619,61 @@ inline OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
 
 /* ---- saved tensors -------------------------------------------------------- */
 
+/* The XXH3 of the bytes CPU tensor x spans (from its data pointer over its
+ * sizes and strides) into *hash, as the dispatch adapter fingerprints a
+ * saved tensor. Returns the number of bytes, -1 for a tensor whose bytes
+ * cannot be read here (not on the CPU, no data). */
+int64_t fingerprint(const at::TensorBase &x, uint64_t *hash)
+{
+    if (!x.defined())
+        return -1;
+    const c10::TensorImpl *d = data_of(x.unsafeGetTensorImpl());
+    if (d->device_type() != c10::kCPU || !d->has_storage() || !geom_ok(d))
+        return -1;
+    int64_t elems = 1;
+    auto sizes = d->sizes();
+    auto strides = d->strides();
+    for (size_t i = 0; i < sizes.size(); i++) {
+        if (sizes[i] == 0) {
+            elems = 0;
+            break;
+        }
+        elems += (sizes[i] - 1) * (strides[i] < 0 ? -strides[i] : strides[i]);
+    }
+    int64_t len = elems * (int64_t)d->itemsize();
+    const char *base = static_cast<const char *>(d->storage().data());
+    if (len && !base)
+        return -1;
+    const char *p = base + d->storage_offset() * (int64_t)d->itemsize();
+    *hash = len ? XXH3_64bits(p, (size_t)len) : 0;
+    return len;
+}
+
 struct SavedVisitor {
     Tls *t;
     uint64_t node;
     uint64_t stamp;
+    bool use = false; /* check_saved at the node's start: fingerprints only */
     void emit(const char *slot, const SavedVariable &sv)
     {
         const SVMirror &m = reinterpret_cast<const SVMirror &>(sv);
         if (m.was_default_constructed_)
             return; /* an optional slot never filled */
+        if (use) {
+            uint64_t h = 0;
+            int64_t len = fingerprint(m.data_, &h);
+            if (len < 0)
+                return;
+            auto *u = reinterpret_cast<gt_cap_fp_use *>(
+                reserve(*t, sizeof(gt_cap_fp_use), GT_CAP_FP_USE, stamp));
+            if (!u)
+                return;
+            u->node = node;
+            u->slot = slot;
+            u->hashed = len;
+            u->hash = h;
+            return;
+        }
         auto *r = reinterpret_cast<gt_cap_saved *>(
             reserve(*t, sizeof(gt_cap_saved), GT_CAP_SAVED, stamp));
         if (!r)
@@ -643,6 +691,8 @@ struct SavedVisitor {
                      c10::intrusive_ptr<c10::TensorImpl>(m.data_.getIntrusivePtr())),
                  r->t.storage});
         r->nbytes = m.data_.defined() && r->t.storage ? r->t.nbytes : -1;
+        r->hash = 0;
+        r->hashed = C->opts.check_saved ? fingerprint(m.data_, &r->hash) : -1;
     }
     void one(const char *slot, const SavedVariable &sv) { emit(slot, sv); }
     void vec(const char *slot, const std::vector<SavedVariable> &v)
@@ -810,9 +860,10 @@ uint64_t node_lookup(const Node *n, bool acc, bool insert, bool *is_new)
     return e.id;
 }
 
-void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t stamp)
+void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t stamp,
+                 bool use = false)
 {
-    SavedVisitor sv{&t, id, stamp};
+    SavedVisitor sv{&t, id, stamp, use};
     if (vi.kind == V_COPYSLICES) {
         const auto *cs = static_cast<const torch::autograd::CopySlices *>(n);
         if (!cs->fn)
@@ -998,6 +1049,18 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         if (cur) {
             std::lock_guard<std::mutex> g(C->nmu);
             t.exec_pending = node_lookup(cur.get(), false, false, nullptr);
+        }
+        if (cur && t.exec_pending && C->opts.check_saved) {
+            /* the bytes of what it saved, as it starts to read them */
+            VisitorInfo vi;
+            {
+                std::lock_guard<std::mutex> g(C->mu);
+                vi = visitor_for(cur.get());
+            }
+            uint64_t stamp = t.last_stamp =
+                C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+            write_saved(t, cur.get(), vi, t.exec_pending, stamp, true);
+            t.publish();
         }
         return nullptr;
     }

@@ -89,6 +89,7 @@ struct gt_fold {
     gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
     gt_map stacks;     /* stack key -> stack id */
     gt_map threads;    /* os tid -> thread id */
+    gt_map fps;        /* (node id, slot) -> saved_tensors.seq fingerprinted */
     gt_id next_tensor, next_storage;
     gt_id bwd[64];   /* open backward calls, innermost last */
     gt_id bwd_stack; /* the stack of the latest backward call */
@@ -713,8 +714,26 @@ static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
     }
 
     gt_id t = r->t.impl ? resolve(f, r->t.impl, r->t.vc, r->is_output) : 0;
-    ck(f, gt_saved_tensor(f->r, (gt_id)r->node, str_id(f, r->slot), t, r->saved_version,
-                          r->is_output, r->nbytes, NULL));
+    int64_t sseq = 0;
+    if (ck(f, gt_saved_tensor(f->r, (gt_id)r->node, str_id(f, r->slot), t,
+                              r->saved_version, r->is_output, r->nbytes, &sseq)) < 0 ||
+        r->hashed < 0 || !sseq)
+        return;
+    /* check_saved: its bytes now, and again as its node starts (on_fp_use) */
+    ck(f, gt_fingerprint(f->r, sseq, 0, 0, r->hashed, r->hash));
+    gt_map_put(&f->fps, r->node, (uintptr_t)r->slot, 0, (uint64_t)sseq);
+}
+
+/* check_saved: a saved tensor's bytes as its node starts in backward, once
+ * (as the dispatch adapter takes them at the node's first run) */
+static void on_fp_use(gt_fold *f, const gt_cap_fp_use *r)
+{
+    uint64_t *v = gt_map_get(&f->fps, r->node, (uintptr_t)r->slot, 0);
+    if (!v)
+        return;
+    if (cur_backward(f))
+        ck(f, gt_fingerprint(f->r, (int64_t)*v, 1, cur_backward(f), r->hashed, r->hash));
+    gt_map_del(&f->fps, r->node, (uintptr_t)r->slot, 0);
 }
 
 static void on_stack(gt_fold *f, const gt_cap_stack *r)
@@ -859,6 +878,9 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
             see_storage(f, t, &r->t, 0, cur_backward(f), f->bwd_stack, 1);
         break;
     }
+    case GT_CAP_FP_USE:
+        on_fp_use(f, (const gt_cap_fp_use *)h);
+        break;
     case GT_CAP_DATA_SET:
         on_data_set(f, (const gt_cap_data_set *)h);
         break;
@@ -1039,6 +1061,7 @@ static void free_maps(gt_fold *f, int lanes)
     gt_map_clear(&f->stor_first);
     gt_map_clear(&f->stacks);
     gt_map_clear(&f->threads);
+    gt_map_clear(&f->fps);
 }
 
 void gt_fold_free(gt_fold *f)

@@ -65,6 +65,8 @@ enum gt_cap_type {
     GT_CAP_SWAP_SEEN, /* a saved tensor's storage at a backward call's start,
                        * other than at its last sighting (gt_cap_bwd_tensor) */
     GT_CAP_DATA_SET,  /* `t.data = v` moved t to other memory (gt_cap_data_set) */
+    GT_CAP_FP_USE,    /* check_saved: a saved tensor's bytes when its node
+                       * starts in backward (gt_cap_fp_use) */
 };
 
 /* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
@@ -178,8 +180,20 @@ typedef struct gt_cap_saved {
     int64_t nbytes; /* bytes of the saved tensor's storage, -1 unknown */
     uint8_t is_output;
     uint8_t pad[7];
+    int64_t hashed;  /* check_saved: bytes fingerprinted now, -1 none */
+    uint64_t hash;   /* their XXH3 */
     gt_cap_tensor t; /* impl NULL if not readable; no geometry follows */
 } gt_cap_saved;
+
+/* check_saved: the fingerprint of what node `node` saved in `slot` (the
+ * same string pointer as its gt_cap_saved), taken as the node starts. */
+typedef struct gt_cap_fp_use {
+    gt_cap_hdr h;
+    uint64_t node;
+    const char *slot;
+    int64_t hashed;
+    uint64_t hash;
+} gt_cap_fp_use;
 
 typedef struct gt_cap_exec {
     gt_cap_hdr h;
@@ -283,6 +297,9 @@ typedef struct gt_capture_opts {
      * op's thread, without the GIL; stack is the op's stack key; writes
      * GT_CAP_NAME records through gt_capture_reserve. NULL: no names */
     void (*names)(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base);
+    /* fingerprint (XXH3) the bytes of every saved CPU tensor at save and as
+     * its node starts in backward (saved_fingerprints, --check-saved) */
+    int check_saved;
 } gt_capture_opts;
 
 /* The torch version the shim was built for ("2.13.0+cpu"). */

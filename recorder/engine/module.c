@@ -41,6 +41,7 @@ typedef struct {
     int on;     /* capture running */
     int active; /* inside the recorded window */
     int forked;
+    int check_saved;     /* fingerprint saved tensors (saved_fingerprints) */
     PyObject *hidden;    /* tuple of path prefixes never put in stacks */
     PyObject *engine;    /* tuple of path prefixes of the engine (torch) */
     PyObject *getline;   /* linecache.getline */
@@ -390,17 +391,20 @@ static void put_text(int type, uint32_t stack, const char *a, const char *b)
 static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     Engine *self = (Engine *)op;
-    static char *kwlist[] = {"path",      "hidden",    "engine",    "getline",
-                             "overwrite", "max_bytes", "keep_last", NULL};
+    static char *kwlist[] = {"path",      "hidden",      "engine",
+                             "getline",   "overwrite",   "max_bytes",
+                             "keep_last", "check_saved", NULL};
     const char *path;
     PyObject *hidden, *engine, *getline;
     int overwrite = 0;
     long long max_bytes = 0;
     unsigned int keep_last = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!O!O|pLI", kwlist, &path, &PyTuple_Type,
-                                     &hidden, &PyTuple_Type, &engine, &getline,
-                                     &overwrite, &max_bytes, &keep_last))
+    int check_saved = 0;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "sO!O!O|pLIp", kwlist, &path, &PyTuple_Type, &hidden, &PyTuple_Type,
+            &engine, &getline, &overwrite, &max_bytes, &keep_last, &check_saved))
         return -1;
+    self->check_saved = check_saved;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
         return -1;
@@ -448,7 +452,10 @@ static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
         return NULL;
     }
     char err[256] = "";
-    gt_capture_opts o = {.stack_key = stack_key, .all_threads = 1, .names = names_hook};
+    gt_capture_opts o = {.stack_key = stack_key,
+                         .all_threads = 1,
+                         .names = names_hook,
+                         .check_saved = self->check_saved};
     memset(t_names_miss, 0, sizeof t_names_miss);
     g_engine = self;
     g_cache_gen++;

@@ -71,10 +71,10 @@ class EngineRecorder:
     _gradtrace.Recorder (backward_begin/end, error, close, ...)."""
 
     def __init__(self, mod, path, *, hidden, engine, getline, overwrite, max_bytes,
-                 keep_last=0):
+                 keep_last=0, check_saved=False):
         import torch
         self._eng = mod.Engine(path, hidden, engine, getline, overwrite, max_bytes,
-                               keep_last)
+                               keep_last, check_saved)
         self._tensor = torch.Tensor
         self._module = torch.nn.Module
         self._hidden = hidden + engine
