@@ -167,7 +167,9 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
  * TorchDynamo's eval_frame.py, i.e. the compiled function's own Python ran.
  * Ops of a compiled graph have no user frame inside it. The wrapper of
  * torch._disable_dynamo (DisableContext: torch.utils.checkpoint, optimizer
- * internals) is in that file too and compiles nothing. */
+ * internals) is in that file too and compiles nothing. Never for the engine
+ * adapter (run.options.adapter), which records below TorchDynamo: there
+ * compiled code runs compiled, inside the same frames. */
 static char *compiled_eager_json(qdb *db, int *rc)
 {
     return qtext(
@@ -181,7 +183,9 @@ static char *compiled_eager_json(qdb *db, int *rc)
         " AND fn.text NOT LIKE 'DisableContext.%' FROM up"
         " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
         " JOIN strings sf ON sf.id = f.file JOIN strings fn ON fn.id = f.function)"
-        " SELECT CASE WHEN EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
+        " SELECT CASE WHEN (SELECT json_extract(options, '$.adapter') FROM run"
+        " WHERE json_valid(options)) IS NOT 'engine'"
+        " AND EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
         " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
         "");
 }

@@ -23,10 +23,12 @@
 #include "gt_capture.h"
 
 #include <ATen/SequenceNumber.h>
+#include <ATen/functorch/BatchedTensorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/functions/tensor.h>
@@ -36,6 +38,8 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/version.h>
+
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -375,7 +379,53 @@ inline const void *vc_ptr(const c10::VariableVersion &vv)
     return *reinterpret_cast<void *const *>(&vv);
 }
 
-/* Facts of x; returns ndim of the geometry to append (0 if none). */
+/* The TensorImpl holding the data of impl: impl itself, or under torch.func
+ * the tensor its wrappers (GradTrackingTensor, BatchedTensor) wrap, whose
+ * storage and geometry the dispatch adapter records (it sees the unwrapped
+ * tensors); identity and versions stay the wrapper's, which autograd saves
+ * and bumps. */
+std::atomic<bool> g_wrapper_ok{false};
+
+/* functorch's TensorWrapper (ATen/functorch/TensorWrapper.h, whose includes
+ * need nlohmann/json) holds `Tensor value_` as its first member after the
+ * TensorImpl base: the address of its TensorImpl, read without following it.
+ * Used only once gt_capture_wrapper_check found it right on a real one. */
+inline const c10::TensorImpl *wrapper_value(const c10::TensorImpl *impl)
+{
+    const char *p = reinterpret_cast<const char *>(impl) + sizeof(c10::TensorImpl);
+    return *reinterpret_cast<const c10::TensorImpl *const *>(p);
+}
+
+const c10::TensorImpl *data_impl(const c10::TensorImpl *impl)
+{
+    for (int depth = 0; depth < 64; depth++) {
+        auto ks = impl->key_set();
+        if (ks.has(c10::DispatchKey::FuncTorchGradWrapper)) {
+            if (!g_wrapper_ok.load(std::memory_order_relaxed))
+                break;
+            impl = wrapper_value(impl);
+        } else if (ks.has(c10::DispatchKey::FuncTorchBatched))
+            impl = static_cast<const at::functorch::BatchedTensorImpl *>(impl)
+                       ->value()
+                       .unsafeGetTensorImpl();
+        else
+            break;
+    }
+    return impl;
+}
+
+const c10::DispatchKeySet kFuncTorchWrappers =
+    c10::DispatchKeySet(c10::DispatchKey::FuncTorchGradWrapper) |
+    c10::DispatchKeySet(c10::DispatchKey::FuncTorchBatched);
+
+inline const c10::TensorImpl *data_of(const c10::TensorImpl *impl)
+{
+    return C10_UNLIKELY(impl->key_set().has_any(kFuncTorchWrappers)) ? data_impl(impl)
+                                                                     : impl;
+}
+
+/* Facts of x; returns ndim of the geometry to append (0 if none), which
+ * data_of(x's impl) holds. */
 inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
 {
     std::memset(&f, 0, sizeof f);
@@ -394,13 +444,14 @@ inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
     f.dtype = dtype_name(impl->dtype().toScalarType());
     f.device = device_name(impl->device_type());
     int nd = 0;
-    if (impl->has_storage() && geom_ok(impl)) {
-        const c10::StorageImpl *st = impl->storage().unsafeGetStorageImpl();
+    const c10::TensorImpl *d = data_of(impl);
+    if (d->has_storage() && geom_ok(d)) {
+        const c10::StorageImpl *st = d->storage().unsafeGetStorageImpl();
         f.storage = st;
         auto nb = st->sym_nbytes().maybe_as_int();
         f.nbytes = nb ? (int64_t)*nb : -1;
-        f.offset = impl->storage_offset();
-        nd = (int)impl->dim();
+        f.offset = d->storage_offset();
+        nd = (int)d->dim();
     } else {
         f.flags |= GT_CAPT_NOGEOM;
     }
@@ -440,7 +491,7 @@ void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, boo
     }
     if (nd) {
         int64_t *g = reinterpret_cast<int64_t *>(r + 1);
-        const c10::TensorImpl *impl = x.unsafeGetTensorImpl();
+        const c10::TensorImpl *impl = data_of(x.unsafeGetTensorImpl());
         std::memcpy(g, impl->sizes().data(), 8 * (size_t)nd);
         std::memcpy(g + nd, impl->strides().data(), 8 * (size_t)nd);
     }
@@ -569,15 +620,61 @@ inline OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
 
 /* ---- saved tensors -------------------------------------------------------- */
 
+/* The XXH3 of the bytes CPU tensor x spans (from its data pointer over its
+ * sizes and strides) into *hash, as the dispatch adapter fingerprints a
+ * saved tensor. Returns the number of bytes, -1 for a tensor whose bytes
+ * cannot be read here (not on the CPU, no data). */
+int64_t fingerprint(const at::TensorBase &x, uint64_t *hash)
+{
+    if (!x.defined())
+        return -1;
+    const c10::TensorImpl *d = data_of(x.unsafeGetTensorImpl());
+    if (d->device_type() != c10::kCPU || !d->has_storage() || !geom_ok(d))
+        return -1;
+    int64_t elems = 1;
+    auto sizes = d->sizes();
+    auto strides = d->strides();
+    for (size_t i = 0; i < sizes.size(); i++) {
+        if (sizes[i] == 0) {
+            elems = 0;
+            break;
+        }
+        elems += (sizes[i] - 1) * (strides[i] < 0 ? -strides[i] : strides[i]);
+    }
+    int64_t len = elems * (int64_t)d->itemsize();
+    const char *base = static_cast<const char *>(d->storage().data());
+    if (len && !base)
+        return -1;
+    const char *p = base + d->storage_offset() * (int64_t)d->itemsize();
+    *hash = len ? XXH3_64bits(p, (size_t)len) : 0;
+    return len;
+}
+
 struct SavedVisitor {
     Tls *t;
     uint64_t node;
     uint64_t stamp;
+    bool use = false; /* check_saved at the node's start: fingerprints only */
     void emit(const char *slot, const SavedVariable &sv)
     {
         const SVMirror &m = reinterpret_cast<const SVMirror &>(sv);
         if (m.was_default_constructed_)
             return; /* an optional slot never filled */
+        if (use) {
+            uint64_t h = 0;
+            int64_t len = fingerprint(m.data_, &h);
+            if (len < 0)
+                return;
+            auto *u = reinterpret_cast<gt_cap_fp_use *>(
+                reserve(*t, sizeof(gt_cap_fp_use), GT_CAP_FP_USE, stamp));
+            if (!u)
+                return;
+            u->node = node;
+            u->slot = slot;
+            u->hashed = len;
+            u->hash = h;
+            return;
+        }
         auto *r = reinterpret_cast<gt_cap_saved *>(
             reserve(*t, sizeof(gt_cap_saved), GT_CAP_SAVED, stamp));
         if (!r)
@@ -595,6 +692,8 @@ struct SavedVisitor {
                      c10::intrusive_ptr<c10::TensorImpl>(m.data_.getIntrusivePtr())),
                  r->t.storage});
         r->nbytes = m.data_.defined() && r->t.storage ? r->t.nbytes : -1;
+        r->hash = 0;
+        r->hashed = C->opts.check_saved ? fingerprint(m.data_, &r->hash) : -1;
     }
     void one(const char *slot, const SavedVariable &sv) { emit(slot, sv); }
     void vec(const char *slot, const std::vector<SavedVariable> &v)
@@ -762,9 +861,10 @@ uint64_t node_lookup(const Node *n, bool acc, bool insert, bool *is_new)
     return e.id;
 }
 
-void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t stamp)
+void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t stamp,
+                 bool use = false)
 {
-    SavedVisitor sv{&t, id, stamp};
+    SavedVisitor sv{&t, id, stamp, use};
     if (vi.kind == V_COPYSLICES) {
         const auto *cs = static_cast<const torch::autograd::CopySlices *>(n);
         if (!cs->fn)
@@ -918,6 +1018,19 @@ bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
     return refused;
 }
 
+/* TorchDynamo and AOTAutograd trace a compiled function on fake tensors
+ * (FakeTensorMode, make_fx's proxy mode): those ops compute nothing and are
+ * not recorded; the compiled code's own ops are, when it runs. */
+inline bool tracing()
+{
+    using c10::impl::TorchDispatchModeKey;
+    using c10::impl::TorchDispatchModeTLS;
+    if (C10_LIKELY(!TorchDispatchModeTLS::any_modes_set()))
+        return false;
+    return TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::FAKE).has_value() ||
+           TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::PROXY).has_value();
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
 {
     Tls *tp = tls();
@@ -938,6 +1051,18 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
             std::lock_guard<std::mutex> g(C->nmu);
             t.exec_pending = node_lookup(cur.get(), false, false, nullptr);
         }
+        if (cur && t.exec_pending && C->opts.check_saved) {
+            /* the bytes of what it saved, as it starts to read them */
+            VisitorInfo vi;
+            {
+                std::lock_guard<std::mutex> g(C->mu);
+                vi = visitor_for(cur.get());
+            }
+            uint64_t stamp = t.last_stamp =
+                C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+            write_saved(t, cur.get(), vi, t.exec_pending, stamp, true);
+            t.publish();
+        }
         return nullptr;
     }
     Frame fr{nullptr, 0, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0, 0};
@@ -951,7 +1076,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
      * mode's own dispatch) are invisible to a dispatch mode: not recorded */
     if (m->is_op && !m->composite && t.vis_depth == 0 &&
         !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python) &&
-        !(m->schema_writes && refused_by_autograd(fn, m))) {
+        !(m->schema_writes && refused_by_autograd(fn, m)) && !tracing()) {
         fr.visible = fr.recorded = 1;
         uint32_t stack = 0;
         if (C->opts.stack_key) {
@@ -1434,7 +1559,10 @@ uint64_t gt_capture_call_begin(const char *name, uint32_t stack, int region, voi
     if (!C || !C->on || !C->active.load(std::memory_order_relaxed))
         return 0;
     Tls *tp = tls();
-    if (!tp || tp->busy)
+    /* inside a recorded op (a torch.library custom op whose autograd
+     * formula runs an autograd.Function): the op encloses the call, as it
+     * encloses the ops inside it; its node hangs off the op's outputs */
+    if (!tp || tp->busy || tp->vis_depth > 0)
         return 0;
     Tls &t = *tp;
     uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -1530,6 +1658,69 @@ void gt_capture_check_saved(void)
     }
     t.watch.erase(t.watch.begin() + (std::ptrdiff_t)keep, t.watch.end());
     t.publish();
+}
+
+int gt_capture_wrapper_check(void *wrapper, void *inner)
+{
+    PyObject *w = static_cast<PyObject *>(wrapper), *in = static_cast<PyObject *>(inner);
+    if (!THPVariable_Check(w) || !THPVariable_Check(in))
+        return -1;
+    const c10::TensorImpl *wi = THPVariable_Unpack(w).unsafeGetTensorImpl();
+    const c10::TensorImpl *ii = THPVariable_Unpack(in).unsafeGetTensorImpl();
+    if (!wi->key_set().has(c10::DispatchKey::FuncTorchGradWrapper) || wi == ii ||
+        wrapper_value(wi) != ii)
+        return -1;
+    g_wrapper_ok = true;
+    return 0;
+}
+
+int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), void *ctx)
+{
+    PyObject *o = static_cast<PyObject *>(tensor);
+    if (!C || !C->on || !C->active.load(std::memory_order_relaxed) ||
+        !THPVariable_Check(o))
+        return assign(ctx);
+    Tls *tp = tls();
+    if (!tp || tp->busy)
+        return assign(ctx);
+    Tls &t = *tp;
+    at::Tensor x = THPVariable_Unpack(o); /* the same TensorImpl, after too */
+    gt_cap_tensor before;
+    int nd = facts(x, before);
+    if (nd > 64)
+        nd = 0, before.flags |= GT_CAPT_NOGEOM;
+    before.ndim = (uint16_t)nd;
+    int64_t geom[128];
+    if (nd) {
+        const c10::TensorImpl *d = data_of(x.unsafeGetTensorImpl());
+        std::memcpy(geom, d->sizes().data(), 8 * (size_t)nd);
+        std::memcpy(geom + nd, d->strides().data(), 8 * (size_t)nd);
+    }
+    int rc = assign(ctx);
+    if (rc != 0 || !C->on || !before.impl)
+        return rc;
+    gt_cap_tensor now;
+    facts(x, now);
+    now.ndim = 0;
+    if (now.storage == before.storage)
+        return rc;
+    uint64_t stamp = t.last_stamp = C->stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+    size_t len = sizeof(gt_cap_data_set) + 16 * (size_t)nd;
+    auto *r =
+        reinterpret_cast<gt_cap_data_set *>(reserve(t, len, GT_CAP_DATA_SET, stamp));
+    if (!r)
+        return rc;
+    r->stack = stack;
+    r->pad = 0;
+    r->old = before;
+    r->now = now;
+    if (nd)
+        std::memcpy(r + 1, geom, 16 * (size_t)nd);
+    /* the address stays this tensor's while the consumer knows it by it */
+    c10::raw::weak_intrusive_ptr::incref(x.unsafeGetTensorImpl());
+    r->old.flags |= GT_CAPT_WEAK;
+    t.publish();
+    return rc;
 }
 
 void gt_capture_backward_depth(int delta)

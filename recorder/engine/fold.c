@@ -100,6 +100,7 @@ struct gt_fold {
     gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
     gt_map stacks;     /* stack key -> stack id */
     gt_map threads;    /* os tid -> thread id */
+    gt_map fps;        /* (node id, slot) -> saved_tensors.seq fingerprinted */
     gt_id next_tensor, next_storage;
     gt_id bwd[64];   /* open backward calls, innermost last */
     gt_id bwd_stack; /* the stack of the latest backward call */
@@ -521,13 +522,14 @@ static void observe(gt_fold *f, ftensor *t, uint32_t version)
 /* t (known) is on the storage of c now: a tensor a node saved found on
  * other memory than before (`.data =`, which autograd does not see) is a
  * storage swap, noticed by op `op` (stack `stack`) or backward call `bid`;
- * report 0: the op's own change (set_). */
+ * report 0: the op's own change (set_); 2: the `.data =` itself, reported
+ * whether a node saved t yet or not. */
 static void see_storage(gt_fold *f, ftensor *t, const gt_cap_tensor *c, int64_t op,
                         gt_id bid, gt_id stack, int report)
 {
     if (t->storage != c->storage) {
         gt_id sid = storage_of(f, c, 0);
-        if (report && t->saved) {
+        if (report > 1 || (report && t->saved)) {
             gt_swap_info si = {.tensor = t->id,
                                .old_storage = t->sid,
                                .new_storage = sid,
@@ -828,8 +830,26 @@ static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
     }
 
     gt_id t = r->t.impl ? resolve(f, r->t.impl, r->t.vc, r->is_output) : 0;
-    ck(f, gt_saved_tensor(f->r, (gt_id)r->node, str_id(f, r->slot), t, r->saved_version,
-                          r->is_output, r->nbytes, NULL));
+    int64_t sseq = 0;
+    if (ck(f, gt_saved_tensor(f->r, (gt_id)r->node, str_id(f, r->slot), t,
+                              r->saved_version, r->is_output, r->nbytes, &sseq)) < 0 ||
+        r->hashed < 0 || !sseq)
+        return;
+    /* check_saved: its bytes now, and again as its node starts (on_fp_use) */
+    ck(f, gt_fingerprint(f->r, sseq, 0, 0, r->hashed, r->hash));
+    gt_map_put(&f->fps, r->node, (uintptr_t)r->slot, 0, (uint64_t)sseq);
+}
+
+/* check_saved: a saved tensor's bytes as its node starts in backward, once
+ * (as the dispatch adapter takes them at the node's first run) */
+static void on_fp_use(gt_fold *f, const gt_cap_fp_use *r)
+{
+    uint64_t *v = gt_map_get(&f->fps, r->node, (uintptr_t)r->slot, 0);
+    if (!v)
+        return;
+    if (cur_backward(f))
+        ck(f, gt_fingerprint(f->r, (int64_t)*v, 1, cur_backward(f), r->hashed, r->hash));
+    gt_map_del(&f->fps, r->node, (uintptr_t)r->slot, 0);
 }
 
 static void on_stack(gt_fold *f, const gt_cap_stack *r)
@@ -872,6 +892,23 @@ static gt_id stack_id(gt_fold *f, uint32_t key)
 {
     uint64_t *v = key ? gt_map_get(&f->stacks, key, 0, 0) : NULL;
     return v ? (gt_id)*v : 0;
+}
+
+/* `t.data = v` at its line (gt_cap_data_set): t, recorded on its old
+ * memory if first seen now, moved to the new one with a storage swap of no
+ * op and no backward call. A node that saved t before recording started is
+ * named at the backward call that reaches it. */
+static void on_data_set(gt_fold *f, const gt_cap_data_set *r)
+{
+    const int64_t *geom = r->old.ndim ? (const int64_t *)(r + 1) : NULL;
+    gt_id stack = stack_id(f, r->stack);
+    f->weak_pending = (r->old.flags & GT_CAPT_WEAK) ? r->old.impl : NULL;
+    ftensor *t = see_input(f, &r->old, geom, 0, 0, stack);
+    if (f->weak_pending)
+        gt_capture_weak_release(f->weak_pending); /* not kept: known already */
+    f->weak_pending = NULL;
+    if (t)
+        see_storage(f, t, &r->now, 0, 0, stack, 2);
 }
 
 static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
@@ -960,6 +997,12 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
         }
         break;
     }
+    case GT_CAP_FP_USE:
+        on_fp_use(f, (const gt_cap_fp_use *)h);
+        break;
+    case GT_CAP_DATA_SET:
+        on_data_set(f, (const gt_cap_data_set *)h);
+        break;
     case GT_CAP_CALL_END:
         on_call_end(f, l, (const gt_cap_call_end *)h, 0);
         break;
@@ -1168,6 +1211,7 @@ static void free_maps(gt_fold *f, int lanes)
     gt_map_clear(&f->stor_first);
     gt_map_clear(&f->stacks);
     gt_map_clear(&f->threads);
+    gt_map_clear(&f->fps);
 }
 
 void gt_fold_free(gt_fold *f)

@@ -64,6 +64,9 @@ enum gt_cap_type {
     GT_CAP_CALL_POP,  /* the call is over (gt_cap_call_end) */
     GT_CAP_SWAP_SEEN, /* a saved tensor's storage at a backward call's start,
                        * other than at its last sighting (gt_cap_bwd_tensor) */
+    GT_CAP_DATA_SET,  /* `t.data = v` moved t to other memory (gt_cap_data_set) */
+    GT_CAP_FP_USE,    /* check_saved: a saved tensor's bytes when its node
+                       * starts in backward (gt_cap_fp_use) */
 };
 
 /* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
@@ -177,8 +180,20 @@ typedef struct gt_cap_saved {
     int64_t nbytes; /* bytes of the saved tensor's storage, -1 unknown */
     uint8_t is_output;
     uint8_t pad[7];
+    int64_t hashed;  /* check_saved: bytes fingerprinted now, -1 none */
+    uint64_t hash;   /* their XXH3 */
     gt_cap_tensor t; /* impl NULL if not readable; no geometry follows */
 } gt_cap_saved;
+
+/* check_saved: the fingerprint of what node `node` saved in `slot` (the
+ * same string pointer as its gt_cap_saved), taken as the node starts. */
+typedef struct gt_cap_fp_use {
+    gt_cap_hdr h;
+    uint64_t node;
+    const char *slot;
+    int64_t hashed;
+    uint64_t hash;
+} gt_cap_fp_use;
 
 typedef struct gt_cap_exec {
     gt_cap_hdr h;
@@ -228,6 +243,17 @@ typedef struct gt_cap_name {
     /* NUL-terminated name follows */
 } gt_cap_name;
 
+/* `t.data = v` (no op, no version bump) moved t to other memory: t before
+ * the assignment (GT_CAPT_WEAK; its ndim sizes then strides follow the
+ * record) and after it, at the assigning line's stack. */
+typedef struct gt_cap_data_set {
+    gt_cap_hdr h;
+    uint32_t stack;
+    uint32_t pad;
+    gt_cap_tensor old;
+    gt_cap_tensor now; /* no geometry */
+} gt_cap_data_set;
+
 /* An output of the thread's previous op that did not require grad then,
  * read again at the next op (nn.Parameter sets requires_grad after the op
  * that made its tensor). */
@@ -271,6 +297,9 @@ typedef struct gt_capture_opts {
      * op's thread, without the GIL; stack is the op's stack key; writes
      * GT_CAP_NAME records through gt_capture_reserve. NULL: no names */
     void (*names)(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base);
+    /* fingerprint (XXH3) the bytes of every saved CPU tensor at save and as
+     * its node starts in backward (saved_fingerprints, --check-saved) */
+    int check_saved;
 } gt_capture_opts;
 
 /* The torch version the shim was built for ("2.13.0+cpu"). */
@@ -349,6 +378,21 @@ void gt_capture_call_end(uint64_t call, void *result);
  * they were saved or last checked (`.data =`), as GT_CAP_SWAP_SEEN records;
  * forgets the dead ones. */
 void gt_capture_check_saved(void);
+
+/* `tensor.data = value` on the Python tensor object `tensor` (GIL held):
+ * runs assign(ctx), which performs the assignment, and when capturing (in
+ * the window) and it moved the tensor to other memory, writes a
+ * GT_CAP_DATA_SET record with stack key `stack`. Returns what assign
+ * returned (its error is the caller's). */
+int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx),
+                        void *ctx);
+
+/* Under torch.func the shim records the storage and geometry of the tensor
+ * a wrapper wraps. Check, on a GradTrackingTensor `wrapper` (a Python
+ * object) and the tensor it wraps `inner`, that the shim reads a wrapper's
+ * tensor right (a layout mirror: its header is not includable); 0 turns
+ * looking through GradTrackingTensors on, -1 leaves it off. */
+int gt_capture_wrapper_check(void *wrapper, void *inner);
 
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);

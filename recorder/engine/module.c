@@ -41,10 +41,12 @@ typedef struct {
     int on;     /* capture running */
     int active; /* inside the recorded window */
     int forked;
+    int check_saved;     /* fingerprint saved tensors (saved_fingerprints) */
     PyObject *hidden;    /* tuple of path prefixes never put in stacks */
     PyObject *engine;    /* tuple of path prefixes of the engine (torch) */
     PyObject *getline;   /* linecache.getline */
     PyObject *callnames; /* call names: their UTF-8 lives as long as the Engine */
+    PyObject *data_orig; /* torch's own `data` descriptor (watch_data) */
     pthread_mutex_t smu;
     gt_map skeys; /* stack hash -> key id */
     uint32_t next_key;
@@ -389,17 +391,20 @@ static void put_text(int type, uint32_t stack, const char *a, const char *b)
 static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     Engine *self = (Engine *)op;
-    static char *kwlist[] = {"path",      "hidden",    "engine",    "getline",
-                             "overwrite", "max_bytes", "keep_last", NULL};
+    static char *kwlist[] = {"path",      "hidden",      "engine",
+                             "getline",   "overwrite",   "max_bytes",
+                             "keep_last", "check_saved", NULL};
     const char *path;
     PyObject *hidden, *engine, *getline;
     int overwrite = 0;
     long long max_bytes = 0;
     unsigned int keep_last = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!O!O|pLI", kwlist, &path, &PyTuple_Type,
-                                     &hidden, &PyTuple_Type, &engine, &getline,
-                                     &overwrite, &max_bytes, &keep_last))
+    int check_saved = 0;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "sO!O!O|pLIp", kwlist, &path, &PyTuple_Type, &hidden, &PyTuple_Type,
+            &engine, &getline, &overwrite, &max_bytes, &keep_last, &check_saved))
         return -1;
+    self->check_saved = check_saved;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
         return -1;
@@ -447,7 +452,10 @@ static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
         return NULL;
     }
     char err[256] = "";
-    gt_capture_opts o = {.stack_key = stack_key, .all_threads = 1, .names = names_hook};
+    gt_capture_opts o = {.stack_key = stack_key,
+                         .all_threads = 1,
+                         .names = names_hook,
+                         .check_saved = self->check_saved};
     memset(t_names_miss, 0, sizeof t_names_miss);
     g_engine = self;
     g_cache_gen++;
@@ -691,6 +699,55 @@ static PyObject *Engine_forget(PyObject *op, PyObject *t)
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* watch_data(descriptor): the `data` getset descriptor of torch's tensor
+ * base class, which data_set forwards to. */
+static PyObject *Engine_watch_data(PyObject *op, PyObject *descr)
+{
+    Engine *self = (Engine *)op;
+    if (!Py_TYPE(descr)->tp_descr_set) {
+        PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
+        return NULL;
+    }
+    Py_XSETREF(self->data_orig, Py_NewRef(descr));
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PyObject *descr, *t, *value;
+} data_assignment;
+
+static int data_assign(void *ctx)
+{
+    data_assignment *a = ctx;
+    return Py_TYPE(a->descr)->tp_descr_set(a->descr, a->t, a->value);
+}
+
+/* data_set(tensor, value): `tensor.data = value`, as the dispatch adapter
+ * records it. The assignment moves the tensor to other memory with no aten
+ * op and no version bump, which no callback sees: the property the Python
+ * side puts on torch.Tensor while recording calls this, which performs the
+ * assignment through the original descriptor (its result and its error are
+ * the user's) and, when the tensor moved, records a storage swap with the
+ * assigning line's stack (see gt_capture_data_set). */
+static PyObject *Engine_data_set(PyObject *op, PyObject *args)
+{
+    Engine *self = (Engine *)op;
+    PyObject *t, *value;
+    if (!PyArg_ParseTuple(args, "OO", &t, &value))
+        return NULL;
+    if (!self->data_orig) {
+        PyErr_SetString(PyExc_RuntimeError, "data_set before watch_data");
+        return NULL;
+    }
+    data_assignment a = {self->data_orig, t, value};
+    int on = self->on && self->active && self->r && !gt_recorder_failed(self->r);
+    uint32_t stack = on ? stack_here() : 0;
+    int rc = on ? gt_capture_data_set(t, stack, data_assign, &a) : data_assign(&a);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Engine_set_active(PyObject *op, PyObject *arg)
 {
     Engine *self = (Engine *)op;
@@ -815,6 +872,7 @@ static void Engine_dealloc(PyObject *op)
     Py_XDECREF(self->engine);
     Py_XDECREF(self->getline);
     Py_XDECREF(self->callnames);
+    Py_XDECREF(self->data_orig);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -829,6 +887,10 @@ static PyMethodDef Engine_methods[] = {
     {"call_begin", Engine_call_begin, METH_VARARGS, "a call into user code starts"},
     {"call_end", Engine_call_end, METH_VARARGS, "it returned (or raised: None)"},
     {"name", Engine_name, METH_VARARGS, "a variable name bound to a tensor"},
+    {"watch_data", Engine_watch_data, METH_O,
+     "the `data` descriptor data_set forwards to"},
+    {"data_set", Engine_data_set, METH_VARARGS,
+     "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
     {"set_active", Engine_set_active, METH_O, "record ops (True) or not"},
     {"forget", Engine_forget, METH_O, "let go of a tensor (before swap_tensors)"},
     {"flush", Engine_flush, METH_NOARGS, "fold and commit what was captured"},
@@ -870,6 +932,16 @@ static PyObject *mod_selftest(PyObject *m, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* wrapper_check(wrapper, inner) -> bool: see gt_capture_wrapper_check */
+static PyObject *mod_wrapper_check(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *w, *in;
+    if (!PyArg_ParseTuple(args, "OO", &w, &in))
+        return NULL;
+    return PyBool_FromLong(gt_capture_wrapper_check(w, in) == 0);
+}
+
 static PyObject *mod_built_for(PyObject *m, PyObject *Py_UNUSED(a))
 {
     (void)m;
@@ -895,6 +967,8 @@ static int mod_exec(PyObject *m)
 static PyMethodDef mod_methods[] = {
     {"selftest", mod_selftest, METH_O, "check the shim against the running torch"},
     {"built_for", mod_built_for, METH_NOARGS, "torch version the shim was built for"},
+    {"wrapper_check", mod_wrapper_check, METH_VARARGS,
+     "check reading a torch.func wrapper's tensor (and turn it on)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,12 +34,6 @@ def run(case):
                        text=True, timeout=60)
     return trace, cp, plain, r.returncode, json.loads(r.stdout)
 
-# The engine adapter notices a swap when an op or a backward call meets the
-# tensor on other memory (the interval); the `.data =` line itself is seen
-# only by the dispatch adapter's setter so far (issue 11).
-AT_ASSIGNMENT = os.environ.get("GRADTRACE_ADAPTER", "dispatch") != "engine"
-NO_SETTER = "the engine adapter does not record the `.data =` line yet (only the interval)"
-
 
 class Swap(unittest.TestCase):
     def check_swap(self, case, save, swap, names, at_assignment=True, noticed_line=None):
@@ -84,19 +78,16 @@ class Swap(unittest.TestCase):
         save = marker(save_tag)[0]
         return save, min(l for l in marker(tag) if l > save)
 
-    @unittest.skipUnless(AT_ASSIGNMENT, NO_SETTER)
     def test_after_save_named_at_the_assignment(self):
         save, swap = self.this_swap()
         rows = self.check_swap("after_save", save, swap, ["u"])
         self.assertEqual(rows, [(1, 1, 1)])
 
-    @unittest.skipUnless(AT_ASSIGNMENT, NO_SETTER)
     def test_used_by_an_op_after_the_swap(self):
         save, swap = self.this_swap()
         rows = self.check_swap("by_op", save, swap, ["u"])
         self.assertEqual(rows, [(1, 1, 1)])
 
-    @unittest.skipUnless(AT_ASSIGNMENT, NO_SETTER)
     def test_module_parameter_in_a_helper(self):
         save, swap = self.this_swap("swap-param", "save-param")
         rows = self.check_swap("param", save, swap, ["norm.weight", "weight"])

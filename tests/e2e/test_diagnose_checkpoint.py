@@ -229,9 +229,6 @@ class OutsideSilent(unittest.TestCase):
     """A graph built before recording started, invalidated during it with
     no error: what the recording saw is still reported."""
 
-    @unittest.skipIf(os.environ.get("GRADTRACE_ADAPTER") == "engine",
-                     "the engine adapter does not check, at a backward call, the saved tensors"
-                     " of nodes built before recording (issue 11)")
     def test_swap_of_a_tensor_saved_before_recording(self):
         trace, cp, plain = run_outside("swap")
         self.assertEqual(cp.stdout, plain.stdout)  # same silently wrong gradient

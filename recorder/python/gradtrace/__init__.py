@@ -137,16 +137,19 @@ class Recording:
         torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         hidden = (_PKG_DIR + os.sep, "<frozen runpy>",
                   os.path.join(os.path.dirname(os.__file__), "runpy.py"))
-        # adapter selection (GRADTRACE_ADAPTER=dispatch|engine): see _engine.py;
-        # --check-saved fingerprints are taken by the dispatch adapter only
+        # adapter selection (GRADTRACE_ADAPTER=dispatch|engine): see _engine.py
         from . import _engine
-        engine_mod = None if self.check_saved else _engine.choose(torch.__version__)
+        engine_mod = _engine.choose(torch.__version__)
         self.adapter = "engine" if engine_mod is not None else "dispatch"
         if engine_mod is not None:
             self._rec = _engine.EngineRecorder(
-                engine_mod, self.path, hidden=hidden, engine=(torch_dir,) + _wrapper_files(),
+                # a compiled graph's generated forward (torch.fx) is torch's: its
+                # ops are the line's that called the compiled function
+                engine_mod, self.path, hidden=hidden,
+                engine=(torch_dir,) + _wrapper_files() + ("<eval_with_key>",),
                 getline=linecache.getline, overwrite=self.overwrite,
-                max_bytes=self.max_size, keep_last=self.keep_last)
+                max_bytes=self.max_size, keep_last=self.keep_last,
+                check_saved=self.check_saved)
         else:
             self._rec = _gradtrace.Recorder(
                 self.path,
@@ -168,7 +171,8 @@ class Recording:
                 check_saved=self.check_saved,
                 keep_last=self.keep_last,
             )
-        options = {"max_size": self.max_size or None, "check_saved": self.check_saved,
+        options = {"adapter": self.adapter,
+                   "max_size": self.max_size or None, "check_saved": self.check_saved,
                    "keep_last": self.keep_last or None,
                    "backward_calls": list(self.backward_calls) if self.backward_calls else None}
         self._rec.set_run(

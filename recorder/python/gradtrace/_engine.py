@@ -36,7 +36,34 @@ def choose(torch_version):
         sys.stderr.write("gradtrace: engine adapter self-test failed (%s); recording "
                          "through the dispatch adapter\n" % why)
         return None
+    _check_wrappers(_gradtrace_engine)
     return _gradtrace_engine
+
+
+_wrappers_checked = False
+
+
+def _check_wrappers(mod):
+    """Let the shim check, once, that it reads the tensor a torch.func
+    GradTrackingTensor wraps (it then records that tensor's storage and
+    geometry, as the dispatch adapter does); if not, wrappers are recorded
+    as they are, without geometry."""
+    global _wrappers_checked
+    if _wrappers_checked:
+        return
+    _wrappers_checked = True
+    try:
+        import torch
+        from torch.func import grad
+        unwrap = torch._C._functorch.get_unwrapped
+
+        def probe(x):
+            mod.wrapper_check(x, unwrap(x))
+            return x.sum()
+
+        grad(probe)(torch.ones(1))
+    except Exception:
+        pass
 
 
 class EngineRecorder:
@@ -44,15 +71,19 @@ class EngineRecorder:
     _gradtrace.Recorder (backward_begin/end, error, close, ...)."""
 
     def __init__(self, mod, path, *, hidden, engine, getline, overwrite, max_bytes,
-                 keep_last=0):
+                 keep_last=0, check_saved=False):
         import torch
         self._eng = mod.Engine(path, hidden, engine, getline, overwrite, max_bytes,
-                               keep_last)
+                               keep_last, check_saved)
         self._tensor = torch.Tensor
         self._module = torch.nn.Module
         self._hidden = hidden + engine
         self.RUN = {"ok": mod.RUN_OK, "exception": mod.RUN_EXCEPTION,
                     "signal": mod.RUN_SIGNAL}
+        # `t.data = v` (see _mode.BackwardPatch._watch_data): the C methods
+        # themselves, so the property calls no Python
+        self.watch_data = self._eng.watch_data
+        self.data_set = self._eng.data_set
 
     def start(self):
         self._eng.start()

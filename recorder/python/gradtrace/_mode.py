@@ -208,7 +208,9 @@ class BackwardPatch:
     def __init__(self, recording):
         self._recording = recording
         self._saved = []
-        self.compile_notice = CompileNotice()
+        # the engine adapter records below TorchDynamo: compiled code runs
+        # compiled, and there is nothing to say
+        self.compile_notice = CompileNotice() if recording.adapter != "engine" else None
 
     def install(self):
         for owner, attr, api, roots, inputs in self.TARGETS:
@@ -325,7 +327,8 @@ class BackwardPatch:
         ckpt._checkpoint_without_reentrant_generator = wrapped_gen
 
     def remove(self):
-        self.compile_notice.check()
+        if self.compile_notice is not None:
+            self.compile_notice.check()
         for owner, attr, orig in reversed(self._saved):
             if orig is None:
                 delattr(owner, attr)  # shadowed a base class's attribute
@@ -342,7 +345,8 @@ class BackwardPatch:
         def wrapper(*args, **kwargs):
             if getattr(_tls, "depth", 0) or not recording.is_on():
                 return orig(*args, **kwargs)
-            notice.check()
+            if notice is not None:
+                notice.check()
             try:
                 bound = sig.bind(*args, **kwargs)
                 a = bound.arguments
