@@ -168,6 +168,17 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
  * Ops of a compiled graph have no user frame inside it. */
 static char *compiled_eager_json(qdb *db, int *rc)
 {
+    /* Without a file of that name among the trace's strings there is no
+     * such frame: the walk below, up every stack of the trace, is skipped
+     * (NULL reads as false). */
+    char *any =
+        qtext(db, rc,
+              "SELECT 1 FROM strings WHERE text LIKE '%/torch/_dynamo/eval_frame.py'"
+              " LIMIT 1",
+              "");
+    if (!any)
+        return NULL;
+    free(any);
     return qtext(
         db, rc,
         "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
