@@ -66,11 +66,9 @@ static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
     va_end(ap);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(st, 0);
-        /* NULL for a value that is not SQL NULL: converting it to text
-         * (an integer column) ran out of memory */
-        if ((t && !(out = strdup(t))) ||
-            (!t && sqlite3_column_type(st, 0) != SQLITE_NULL))
+        int oom = 0;
+        const char *t = gt_column_text(st, 0, &oom);
+        if (oom || (t && !(out = strdup(t))))
             *rc = GT_ENOMEM;
     } else if (s != SQLITE_DONE) {
         *rc = GT_ESQL;
@@ -659,9 +657,9 @@ static void jdoc_free(jdoc *d)
 
 static char *dup_col(sqlite3_stmt *st, int i, int *oom)
 {
-    const char *v = (const char *)sqlite3_column_text(st, i);
+    const char *v = gt_column_text(st, i, oom);
     char *p = v ? strdup(v) : NULL;
-    if ((v && !p) || (!v && sqlite3_column_type(st, i) != SQLITE_NULL))
+    if (v && !p)
         *oom = 1;
     return p;
 }

@@ -150,11 +150,11 @@ static int scan_schema(sqlite3 *db, const char *path, schema_scan *sc, char *err
     while (s == SQLITE_OK || s == SQLITE_ROW) {
         if ((s = sqlite3_step(st)) != SQLITE_ROW)
             break;
-        const char *n = (const char *)sqlite3_column_text(st, 0);
-        const char *type = (const char *)sqlite3_column_text(st, 1);
-        if ((!n && sqlite3_column_type(st, 0) != SQLITE_NULL) ||
-            (!type && sqlite3_column_type(st, 1) != SQLITE_NULL)) {
-            s = SQLITE_NOMEM; /* the conversion to text failed */
+        int oom = 0;
+        const char *n = gt_column_text(st, 0, &oom);
+        const char *type = gt_column_text(st, 1, &oom);
+        if (oom) {
+            s = SQLITE_NOMEM;
             break;
         }
         if (!n)
@@ -247,7 +247,9 @@ static int read_stop(sqlite3 *db, gt_trace *t, const char *path, char *err, size
         t->stopped_seq = sqlite3_column_int64(st, 0);
         if (t->stopped_seq < 1)
             t->stopped_seq = 1;
-        if (!(t->stopped_reason = strdup((const char *)sqlite3_column_text(st, 1)))) {
+        int oom = 0;
+        const char *why = gt_column_text(st, 1, &oom);
+        if (oom || !why || !(t->stopped_reason = strdup(why))) {
             snprintf(err, errlen, "cannot open %s: out of memory", path);
             rc = GT_ENOMEM;
             goto out;
@@ -715,16 +717,23 @@ sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql)
     return st;
 }
 
+const char *gt_column_text(sqlite3_stmt *st, int i, int *oom)
+{
+    const char *v = (const char *)sqlite3_column_text(st, i);
+    /* sqlite3_step set the error code to SQLITE_ROW; only a failed
+     * allocation of this row's conversions makes it SQLITE_NOMEM */
+    if (!v && (sqlite3_errcode(sqlite3_db_handle(st)) & 0xff) == SQLITE_NOMEM)
+        *oom = 1;
+    return v;
+}
+
 /* A malloc'd copy of column i, NULL for SQL NULL; *oom set when out of
  * memory. */
 static char *column_dup(sqlite3_stmt *st, int i, int *oom)
 {
-    const char *v = (const char *)sqlite3_column_text(st, i);
-    if (!v) {
-        if (sqlite3_column_type(st, i) != SQLITE_NULL)
-            *oom = 1; /* the conversion to text failed */
+    const char *v = gt_column_text(st, i, oom);
+    if (!v)
         return NULL;
-    }
     char *p = strdup(v);
     if (!p)
         *oom = 1;
@@ -858,7 +867,7 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
             e->v = nv;
         }
         /* json_group_array's shape: elements joined by "," */
-        const char *q = (const char *)sqlite3_column_text(st, 1);
+        const char *q = gt_column_text(st, 1, &oom);
         if (!q) {
             oom = 1;
             break;

@@ -101,6 +101,14 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n) GT_WARN_UNUSED;
  * with the message on the handle. */
 sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql);
 
+/* Column i of the row st is on as text (sqlite3_column_text), NULL for SQL
+ * NULL -- or when converting a number to text ran out of memory: SQLite
+ * then makes the value NULL (sqlite3_column_type says SQLITE_NULL too) and
+ * sets the connection's error code, which is what sets *oom here. Every
+ * text read of the inspector goes through it, so that a failed conversion
+ * is never read as "no value". *oom is left alone otherwise. */
+const char *gt_column_text(sqlite3_stmt *st, int i, int *oom);
+
 /* The last error of a call on t, one line without program name or
  * newline ("cannot read trace: ..."); "" if none. Owned by t. */
 const char *gt_trace_errmsg(const gt_trace *t);

@@ -43,8 +43,11 @@
 
 /* ---- the countdown ------------------------------------------------------ */
 
-/* Which allocations the countdown counts and fails. */
-enum { OWN, SQLITE };
+/* Which allocations the countdown counts and fails: the libraries' own,
+ * SQLite's, or every SQLite allocation made while the libraries read a
+ * value as text (sqlite3_column_text: converting a number to text
+ * allocates; SQLite then gives NULL as for an SQL NULL), counted by call. */
+enum { OWN, SQLITE, TEXT };
 
 /* Allocator hooks take no user pointer: the countdown is the one global of
  * this program. */
@@ -55,6 +58,7 @@ static struct {
     int fired;    /* the failing one happened */
     long counted; /* allocations of that class seen while armed */
     int wrapped;  /* the libraries' malloc reached __wrap_malloc at least once */
+    int in_text;  /* inside the failing sqlite3_column_text call */
 } oom;
 
 static sqlite3_mem_methods sqlite_default;
@@ -92,7 +96,7 @@ static int fail_now(int cls)
  * so the unit test stays short under ASan; GT_OOM_STRIDE=1 tries them all. */
 static long stride(int cls, long total)
 {
-    if (cls == OWN)
+    if (cls != SQLITE)
         return 1;
     const char *e = getenv("GT_OOM_STRIDE");
     long s = e && atol(e) > 0 ? atol(e) : 1 + total / 200;
@@ -101,12 +105,25 @@ static long stride(int cls, long total)
 
 static void *oom_malloc(int n)
 {
-    return fail_now(SQLITE) ? NULL : sqlite_default.xMalloc(n);
+    return oom.in_text || fail_now(SQLITE) ? NULL : sqlite_default.xMalloc(n);
 }
 
 static void *oom_realloc(void *p, int n)
 {
-    return fail_now(SQLITE) ? NULL : sqlite_default.xRealloc(p, n);
+    return oom.in_text || fail_now(SQLITE) ? NULL : sqlite_default.xRealloc(p, n);
+}
+
+/* The libraries' reads of a value as text (-Wl,--wrap=sqlite3_column_text):
+ * in the failing one every SQLite allocation fails. */
+const unsigned char *__real_sqlite3_column_text(sqlite3_stmt *st, int i);
+const unsigned char *__wrap_sqlite3_column_text(sqlite3_stmt *st, int i);
+
+const unsigned char *__wrap_sqlite3_column_text(sqlite3_stmt *st, int i)
+{
+    oom.in_text = fail_now(TEXT);
+    const unsigned char *v = __real_sqlite3_column_text(st, i);
+    oom.in_text = 0;
+    return v;
 }
 
 static void oom_free(void *p)
@@ -355,7 +372,7 @@ static void read_back(const char *path)
 
 static const char *cls_name(int cls)
 {
-    return cls == OWN ? "own" : "SQLite's";
+    return cls == OWN ? "own" : cls == SQLITE ? "SQLite's" : "text-read";
 }
 
 /* Run `once` with the Nth allocation of each class failing, for the values
@@ -363,10 +380,15 @@ static const char *cls_name(int cls)
  * when none fails (counted by a first run with none failing). */
 static void drive(const char *what, void (*once)(void *ctx, int cls, long n), void *ctx)
 {
-    for (int cls = OWN; cls <= SQLITE; cls++) {
+    /* GT_OOM_FROM / GT_OOM_TO: only the values of N in that range (to
+     * reproduce one failure: GT_OOM_STRIDE=1 GT_OOM_FROM=N GT_OOM_TO=N) */
+    const char *from_e = getenv("GT_OOM_FROM"), *to_e = getenv("GT_OOM_TO");
+    long from = from_e && atol(from_e) > 0 ? atol(from_e) : 1;
+    long to = to_e && atol(to_e) > 0 ? atol(to_e) : LONG_MAX;
+    for (int cls = OWN; cls <= TEXT; cls++) {
         once(ctx, cls, LONG_MAX);
         long total = oom.counted, s = stride(cls, total), tried = 0;
-        for (long n = 1; n <= total; n += s, tried++)
+        for (long n = from; n <= total && n <= to; n += s, tried++)
             once(ctx, cls, n);
         printf("  %s: %ld %s allocations, %ld of them made to fail in turn%s\n", what,
                total, cls_name(cls), tried,
@@ -695,7 +717,10 @@ static void command_once(void *ctx, int cls, long n)
         if (strncmp(msg, "gradtrace: ", 11) || !strchr(msg, '\n'))
             fail_msg("%s N=%ld: diagnose exited 2 without a 'gradtrace: ...' line: '%s'",
                      cls_name(cls), n, msg);
-    } else if (st != 1 || (strict() ? strcmp(got, c->want) != 0 : !same_shape(got, c))) {
+    } else if (st != 1 || (strict() || cls == TEXT ? strcmp(got, c->want) != 0
+                                                   : !same_shape(got, c))) {
+        /* (a text read that failed must fail the command, never print
+         * as a missing value: always compared byte for byte) */
         /* where they part: a line (or 160 bytes of JSON) of each */
         size_t at = 0, from;
         while (got[at] && got[at] == c->want[at])
@@ -796,5 +821,8 @@ int main(void)
         cmocka_unit_test(test_diagnose_command_text),
         cmocka_unit_test(test_diagnose_command_json),
     };
+    /* GT_OOM_TEST=PATTERN: only the tests it names (cmocka's filter) */
+    if (getenv("GT_OOM_TEST"))
+        cmocka_set_test_filter(getenv("GT_OOM_TEST"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }
