@@ -190,18 +190,16 @@ char *__wrap_strdup(const char *s)
     return __real_strdup(s);
 }
 
-/* GT_OOM_STRICT=1: the diagnose command, when it succeeds under a
- * countdown, must print the same bytes as without. Not yet the default: its
- * text output reads the error's type, a finding's kind and fields back from
- * the JSON document through helpers that turn a failed query into "" (a
- * finding can come out as another kind with its fields blank), and the
- * trace's link check reports an allocation failure as "inconsistent" (found
- * by this test; issue 14's one error model and reading layer remove them).
- * gt_diagnose's findings, suggestion text included, are compared always. */
+/* The diagnose command, when it succeeds under a countdown, must print the
+ * same bytes as without (every N of every class passes since each read
+ * tells "no row" from an error: GT_OOM_STRIDE=1 tries them all).
+ * GT_OOM_STRICT=0 loosens it to the JSON output's shape, to look past one
+ * such failure at others. gt_diagnose's findings, suggestion text
+ * included, are compared always. */
 static int strict(void)
 {
     const char *e = getenv("GT_OOM_STRICT");
-    return e && *e && strcmp(e, "0");
+    return !e || strcmp(e, "0");
 }
 
 /* ---- a trace to write and read ------------------------------------------ */
@@ -675,15 +673,13 @@ typedef struct cmd_ctx {
     char *want;
 } cmd_ctx;
 
-/* Without GT_OOM_STRICT: the JSON output is whole -- as many lines as
- * without a countdown, and JSON that parses. (The text output is printed
- * from the JSON document through helpers that read a failed lookup as an
- * empty value: under a countdown a finding can come out as another kind
- * with its fields blank; strict() shows it.) */
+/* With GT_OOM_STRICT=0: the JSON output is whole -- as many lines as
+ * without a countdown, and JSON that parses; the text output is not
+ * compared. */
 static int same_shape(const char *got, const cmd_ctx *c)
 {
     if (c->argc != 3)
-        return 1; /* the text output: see strict() */
+        return 1; /* the text output: not compared */
     size_t lines_got = 0, lines_want = 0;
     for (const char *p = got; *p; p++)
         lines_got += *p == '\n';
