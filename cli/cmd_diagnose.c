@@ -66,11 +66,9 @@ static char *qtext(qdb *db, int *rc, const char *sql, const char *types, ...)
     va_end(ap);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
-        const char *t = (const char *)sqlite3_column_text(st, 0);
-        /* NULL for a value that is not SQL NULL: converting it to text
-         * (an integer column) ran out of memory */
-        if ((t && !(out = strdup(t))) ||
-            (!t && sqlite3_column_type(st, 0) != SQLITE_NULL))
+        int oom = 0;
+        const char *t = gt_column_text(st, 0, &oom);
+        if (oom || (t && !(out = strdup(t))))
             *rc = GT_ENOMEM;
     } else if (s != SQLITE_DONE) {
         *rc = GT_ESQL;
@@ -172,6 +170,17 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
  * compiled code runs compiled, inside the same frames. */
 static char *compiled_eager_json(qdb *db, int *rc)
 {
+    /* Without a file of that name among the trace's strings there is no
+     * such frame: the walk below, up every stack of the trace, is skipped
+     * (NULL reads as false). */
+    char *any =
+        qtext(db, rc,
+              "SELECT 1 FROM strings WHERE text LIKE '%/torch/_dynamo/eval_frame.py'"
+              " LIMIT 1",
+              "");
+    if (!any)
+        return NULL;
+    free(any);
     return qtext(
         db, rc,
         "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
@@ -655,9 +664,9 @@ static void jdoc_free(jdoc *d)
 
 static char *dup_col(sqlite3_stmt *st, int i, int *oom)
 {
-    const char *v = (const char *)sqlite3_column_text(st, i);
+    const char *v = gt_column_text(st, i, oom);
     char *p = v ? strdup(v) : NULL;
-    if ((v && !p) || (!v && sqlite3_column_type(st, i) != SQLITE_NULL))
+    if (v && !p)
         *oom = 1;
     return p;
 }

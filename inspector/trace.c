@@ -101,39 +101,106 @@ static void checkpoint_wal(const char *path)
 static const char *const schema_tables[] = {GT_TABLE_LIST(GT__TABLE_NAME)};
 #undef GT__TABLE_NAME
 
-/* A name of a table of this gradtrace's schema must not be anything but a
- * table in the file: a crafted file could hold a view under a table's name
- * that makes any query run without end. (A missing table is left to the
- * readers, which report "no such table" and read what they can.) */
-static int check_tables(sqlite3 *db, const char *path, char *err, size_t errlen)
+/* What opening needs to know of the file's schema, from one scan of
+ * sqlite_schema (which has no index: each lookup by name would scan it
+ * again). */
+typedef struct schema_scan {
+    int has_run;        /* a table named run */
+    int missing;        /* indexes of schema/indexes.sql the file lacks */
+    size_t bad;         /* the first of schema_tables that is not a table, */
+    gt_strbuf bad_kind; /* and what it is instead; bad == n_tables if none */
+} schema_scan;
+
+#define N_SCHEMA_TABLES (sizeof schema_tables / sizeof *schema_tables)
+
+/* The next index name of schema/indexes.sql (each created by a line
+ * "CREATE INDEX IF NOT EXISTS <name> ON") from *p on: its length, *name
+ * set and *p moved past it; 0 when there is no other. */
+static size_t next_index_name(const char **p, const char **name)
 {
-    sqlite3_stmt *kind = NULL;
-    int rc = GT_OK, s;
-    if (sqlite3_prepare_v2(db, "SELECT type FROM sqlite_schema WHERE name = ?1", -1,
-                           &kind, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
-                 sqlite3_errmsg(db));
-        return GT_ECORRUPT;
-    }
-    for (size_t i = 0; rc == GT_OK && i < sizeof schema_tables / sizeof *schema_tables;
-         i++) {
-        const char *name = schema_tables[i];
-        sqlite3_bind_text(kind, 1, name, -1, SQLITE_STATIC);
-        s = sqlite3_step(kind);
-        if (s != SQLITE_ROW && s != SQLITE_DONE) {
-            snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
-                     sqlite3_errmsg(db));
-            rc = GT_ECORRUPT;
-        } else if (s == SQLITE_ROW &&
-                   strcmp((const char *)sqlite3_column_text(kind, 0), "table")) {
-            snprintf(err, errlen,
-                     "cannot open %s: not a gradtrace trace (%s is a %s, not a table)",
-                     path, name, (const char *)sqlite3_column_text(kind, 0));
-            rc = GT_ENOTTRACE;
+    static const char key[] = "CREATE INDEX IF NOT EXISTS ";
+    const char *at = strstr(*p, key);
+    if (!at)
+        return 0;
+    *name = at + sizeof key - 1;
+    size_t len = strspn(*name, "abcdefghijklmnopqrstuvwxyz_0123456789");
+    *p = *name + len;
+    return len;
+}
+
+/* Fill *sc from the schema of db (the first row of a name is the one that
+ * counts, as for a lookup by name). Returns GT_OK, GT_ENOMEM, or
+ * GT_ECORRUPT when SQLite cannot read the schema (a damaged file); the
+ * message in err. */
+static int scan_schema(sqlite3 *db, const char *path, schema_scan *sc, char *err,
+                       size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    unsigned char seen[N_SCHEMA_TABLES] = {0};
+    unsigned char *found = NULL; /* per index of indexes.sql: in the file */
+    size_t nidx = 0, len;
+    const char *p = gt_indexes_sql, *name;
+    int rc = GT_ENOMEM, s;
+
+    memset(sc, 0, sizeof *sc);
+    sc->bad = N_SCHEMA_TABLES;
+    while (next_index_name(&p, &name))
+        nidx++;
+    if (!(found = calloc(nidx + 1, 1)))
+        goto fail;
+    s = sqlite3_prepare_v2(db, "SELECT name, type FROM sqlite_schema", -1, &st, NULL);
+    while (s == SQLITE_OK || s == SQLITE_ROW) {
+        if ((s = sqlite3_step(st)) != SQLITE_ROW)
+            break;
+        int oom = 0;
+        const char *n = gt_column_text(st, 0, &oom);
+        const char *type = gt_column_text(st, 1, &oom);
+        if (oom) {
+            s = SQLITE_NOMEM;
+            break;
         }
-        sqlite3_reset(kind);
+        if (!n)
+            continue;
+        int is_table = type && !strcmp(type, "table");
+        if (is_table && !strcmp(n, "run"))
+            sc->has_run = 1;
+        if (type && !strcmp(type, "index")) {
+            p = gt_indexes_sql;
+            for (size_t i = 0; (len = next_index_name(&p, &name)) != 0; i++)
+                if (strlen(n) == len && !memcmp(n, name, len))
+                    found[i] = 1;
+        }
+        for (size_t i = 0; i < N_SCHEMA_TABLES; i++) {
+            if (strcmp(n, schema_tables[i]) || seen[i])
+                continue;
+            seen[i] = 1;
+            if (!is_table && i < sc->bad) {
+                sc->bad = i;
+                gt_strbuf_reset(&sc->bad_kind);
+                gt_strbuf_adds(&sc->bad_kind, type ? type : "NULL");
+            }
+        }
     }
-    sqlite3_finalize(kind);
+    if (s != SQLITE_DONE) {
+        if ((s & 0xff) != SQLITE_NOMEM && (sqlite3_errcode(db) & 0xff) != SQLITE_NOMEM) {
+            snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
+            rc = GT_ECORRUPT;
+        }
+        goto fail;
+    }
+    if (sc->bad_kind.oom)
+        goto fail;
+    for (size_t i = 0; i < nidx; i++)
+        sc->missing += !found[i];
+    sqlite3_finalize(st);
+    free(found);
+    return GT_OK;
+fail:
+    if (rc == GT_ENOMEM)
+        snprintf(err, errlen, "cannot open %s: out of memory", path);
+    sqlite3_finalize(st);
+    free(found);
+    gt_strbuf_release(&sc->bad_kind);
     return rc;
 }
 
@@ -183,7 +250,9 @@ static int read_stop(sqlite3 *db, gt_trace *t, const char *path, char *err, size
         t->stopped_seq = sqlite3_column_int64(st, 0);
         if (t->stopped_seq < 1)
             t->stopped_seq = 1;
-        if (!(t->stopped_reason = strdup((const char *)sqlite3_column_text(st, 1)))) {
+        int oom = 0;
+        const char *why = gt_column_text(st, 1, &oom);
+        if (oom || !why || !(t->stopped_reason = strdup(why))) {
             snprintf(err, errlen, "cannot open %s: out of memory", path);
             rc = GT_ENOMEM;
             goto out;
@@ -210,35 +279,6 @@ static int trace_is_live(const char *path)
     int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd);
     return live;
-}
-
-/* How many of the indexes of schema/indexes.sql the trace lacks (each is
- * created by a line "CREATE INDEX IF NOT EXISTS <name> ON"); -1 if the
- * schema cannot be read. */
-static int missing_indexes(sqlite3 *db)
-{
-    static const char key[] = "CREATE INDEX IF NOT EXISTS ";
-    sqlite3_stmt *st = NULL;
-    int missing = 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT count(*) FROM sqlite_schema WHERE type = 'index' "
-                           "AND name = ?1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return -1;
-    for (const char *p = gt_indexes_sql; (p = strstr(p, key)) != NULL;) {
-        p += sizeof key - 1;
-        size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz_0123456789");
-        sqlite3_bind_text(st, 1, p, (int)len, SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_ROW) {
-            missing = -1;
-            break;
-        }
-        missing += sqlite3_column_int(st, 0) == 0;
-        sqlite3_reset(st);
-        p += len;
-    }
-    sqlite3_finalize(st);
-    return missing;
 }
 
 /* Finish a trace its recording left without the close-time indexes (it was
@@ -351,33 +391,40 @@ static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen
         goto out;
     }
 
-    int version = 0, has_run = 0;
-    if (int_query(db, "PRAGMA user_version", &version) != SQLITE_OK ||
-        int_query(db,
-                  "SELECT count(*) FROM sqlite_schema WHERE name = 'run' "
-                  "AND type = 'table'",
-                  &has_run) != SQLITE_OK) {
+    /* A name of a table of this gradtrace's schema must not be anything
+     * but a table in the file: a crafted file could hold a view under a
+     * table's name that makes any query run without end. (A missing table
+     * is left to the readers, which report "no such table" and read what
+     * they can.) */
+    int version = 0;
+    schema_scan sc;
+    if (int_query(db, "PRAGMA user_version", &version) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
-        rc = GT_ECORRUPT;
+        rc = (sqlite3_errcode(db) & 0xff) == SQLITE_NOMEM ? GT_ENOMEM : GT_ECORRUPT;
         goto out;
     }
-    if (version == 0 || !has_run) {
+    if ((rc = scan_schema(db, path, &sc, err, errlen)) != GT_OK)
+        goto out;
+    if (version == 0 || !sc.has_run) {
         snprintf(err, errlen, "cannot open %s: not a gradtrace trace", path);
         rc = GT_ENOTTRACE;
-        goto out;
-    }
-    if (version > GT_SCHEMA_VERSION) {
+    } else if (version > GT_SCHEMA_VERSION) {
         snprintf(err, errlen,
                  "cannot open %s: trace schema version %d is newer than this "
                  "gradtrace (reads up to %d); upgrade gradtrace",
                  path, version, GT_SCHEMA_VERSION);
         rc = GT_ENEWER;
-        goto out;
+    } else if (sc.bad < N_SCHEMA_TABLES) {
+        snprintf(err, errlen,
+                 "cannot open %s: not a gradtrace trace (%s is a %s, not a table)", path,
+                 schema_tables[sc.bad], sc.bad_kind.p);
+        rc = GT_ENOTTRACE;
     }
-    if ((rc = check_tables(db, path, err, errlen)) != GT_OK)
+    gt_strbuf_release(&sc.bad_kind);
+    if (rc != GT_OK)
         goto out;
     char note[512] = "";
-    int missing = missing_indexes(db), running = 0, pages = 0, page_size = 0;
+    int missing = sc.missing, running = 0, pages = 0, page_size = 0;
     if (missing > 0 && int_query(db, "PRAGMA page_count", &pages) == SQLITE_OK &&
         int_query(db, "PRAGMA page_size", &page_size) == SQLITE_OK &&
         (int64_t)pages * page_size >= GT__INDEX_MIN_BYTES) {
@@ -701,16 +748,23 @@ sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql)
     return st;
 }
 
+const char *gt_column_text(sqlite3_stmt *st, int i, int *oom)
+{
+    const char *v = (const char *)sqlite3_column_text(st, i);
+    /* sqlite3_step set the error code to SQLITE_ROW; only a failed
+     * allocation of this row's conversions makes it SQLITE_NOMEM */
+    if (!v && (sqlite3_errcode(sqlite3_db_handle(st)) & 0xff) == SQLITE_NOMEM)
+        *oom = 1;
+    return v;
+}
+
 /* A malloc'd copy of column i, NULL for SQL NULL; *oom set when out of
  * memory. */
 static char *column_dup(sqlite3_stmt *st, int i, int *oom)
 {
-    const char *v = (const char *)sqlite3_column_text(st, i);
-    if (!v) {
-        if (sqlite3_column_type(st, i) != SQLITE_NULL)
-            *oom = 1; /* the conversion to text failed */
+    const char *v = gt_column_text(st, i, oom);
+    if (!v)
         return NULL;
-    }
     char *p = strdup(v);
     if (!p)
         *oom = 1;
@@ -862,7 +916,7 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
             e->rank = nr;
         }
         /* json_group_array's shape: elements joined by "," */
-        const char *q = (const char *)sqlite3_column_text(st, 1);
+        const char *q = gt_column_text(st, 1, &oom);
         if (!q) {
             oom = 1;
             break;

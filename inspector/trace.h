@@ -104,6 +104,14 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n) GT_WARN_UNUSED;
  * with the message on the handle. */
 sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql);
 
+/* Column i of the row st is on as text (sqlite3_column_text), NULL for SQL
+ * NULL -- or when converting a number to text ran out of memory: SQLite
+ * then makes the value NULL (sqlite3_column_type says SQLITE_NULL too) and
+ * sets the connection's error code, which is what sets *oom here. Every
+ * text read of the inspector goes through it, so that a failed conversion
+ * is never read as "no value". *oom is left alone otherwise. */
+const char *gt_column_text(sqlite3_stmt *st, int i, int *oom);
+
 /* The error model of the inspector library (SQLite's sqlite3_errmsg): a
  * call on a trace, or on anything built on it (gt_diagnose, gt_graph_build,
  * the replayer), that returns a negative GT_E* code keeps its one-line

@@ -35,6 +35,7 @@
  * the run.
  */
 #include "intern.h"
+#include "intlist.h"
 
 #include <gradtrace/recorder.h>
 
@@ -1972,31 +1973,6 @@ int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
     LOCKED_END(r, "storage");
 }
 
-/* "[1,2,3]" from n integers into buf (room for n * 21 + 3 bytes). */
-static size_t json_ints(char *buf, const int64_t *v, int n)
-{
-    size_t k = 0;
-    buf[k++] = '[';
-    for (int i = 0; i < n; i++) {
-        if (i)
-            buf[k++] = ',';
-        char tmp[24];
-        int t = 0;
-        uint64_t u = v[i] < 0 ? (uint64_t)0 - (uint64_t)v[i] : (uint64_t)v[i];
-        do {
-            tmp[t++] = (char)('0' + u % 10);
-            u /= 10;
-        } while (u);
-        if (v[i] < 0)
-            buf[k++] = '-';
-        while (t)
-            buf[k++] = tmp[--t];
-    }
-    buf[k++] = ']';
-    buf[k] = '\0';
-    return k;
-}
-
 static int tensor_row(gt_recorder *r, const gt_tensor_info *t, enum gt__stmt st_id);
 
 int gt_tensor(gt_recorder *r, const gt_tensor_info *t)
@@ -2014,18 +1990,18 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, enum gt__stmt st_
     if (!r || !t || t->id <= 0 || t->dtype <= 0 || t->ndim < 0 || t->ndim > 4096 ||
         (t->ndim > 0 && (!t->shape || !t->strides)) || t->storage < 0)
         return GT_EINVAL;
-    char small[2][32 * 21 + 3];
+    char small[2][GT_INTS_ROOM(32)];
     char *shape = small[0], *strides = small[1], *big = NULL;
     if (t->ndim > 32) {
-        size_t each = (size_t)t->ndim * 21 + 3;
+        size_t each = GT_INTS_ROOM(t->ndim);
         big = malloc(2 * each);
         if (!big)
             return GT_ENOMEM;
         shape = big;
         strides = big + each;
     }
-    size_t nshape = json_ints(shape, t->shape, t->ndim);
-    size_t nstrides = json_ints(strides, t->strides, t->ndim);
+    size_t nshape = gt_ints_format(shape, t->shape, (size_t)t->ndim);
+    size_t nstrides = gt_ints_format(strides, t->strides, (size_t)t->ndim);
     pthread_mutex_lock(&r->mu);
     int rc = begin_write(r);
     if (rc)
