@@ -1,6 +1,7 @@
 """What recording costs: small training loops on CPU, several ways, in one process.
 
     python bench/bench_overhead.py [--rounds 7] [--steps 40] [--models mlp,cnn,block]
+                                   [--modes plain,engine,keep2,...]
 
 Models: an MLP (64-128-128-10, batch 32), a small CNN (two 3x3 convs, batch
 8, 16x16 inputs) and a bigger one, a transformer encoder block (d_model 128,
@@ -148,10 +149,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--models", default="mlp,cnn,block")
+    ap.add_argument("--modes", default="plain,floor,anomaly,engine,dispatch,gt_idle,"
+                    "keep2,keep2_dispatch",
+                    help="modes to interleave (plain, the anchor, is always run)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    modes = ["plain", "floor", "anomaly", "engine", "dispatch", "gt_idle", "keep2",
-             "keep2_dispatch"]
+    modes = ["plain"] + [m for m in args.modes.split(",") if m and m != "plain"]
+    for m in modes:
+        if m not in ("plain", "floor", "anomaly") + RECORDING:
+            ap.error("unknown mode %r" % m)
     print("torch: %s" % torch.__version__)
     print("python: %s" % sys.version.split()[0])
     clock_names = ("cpu", "thread_cpu", "wall")

@@ -10,9 +10,10 @@
  *           (monotonic clock, checked at every write) the batch is committed.
  *           The first batches are smaller (1000 rows, doubling up to
  *           batch_events), so that an early end loses little.
- *           The four most frequent row kinds (ops, op_args, version_bumps,
- *           saved_tensors) are grouped 16 to an INSERT; every group is
- *           written before each COMMIT.
+ *           Every frequent row kind (ops, op_args, tensors, storages,
+ *           version_bumps, nodes, edges, node_outputs, saved_tensors,
+ *           node_execs, names) is grouped GT__BUF_ROWS to an INSERT; every
+ *           group is written before each COMMIT.
  *   failure the first SQLite error that is not the caller's fault (full
  *           disk, file size limit, i/o error, max_bytes) turns the handle
  *           "failed": the message is kept and every later call returns
@@ -28,6 +29,23 @@
  *           trace is one self-contained file; readers holding the file are
  *           waited for (close_wait_ms), and if one still holds it close
  *           fails with GT_EBUSY and a message saying what is where.
+ *
+ * Cost (bench/bench_rows_ir.py): about 3,700 instructions per row of the
+ * engine adapter's mix, 70% of it in sqlite3_step (VDBE, B-tree insert,
+ * WITHOUT ROWID seeks for op_args); page size, synchronous and bigger groups
+ * (32, 64 rows) were measured and gain nothing worth their cost.
+ *
+ * Next (not built): a row log. The event calls would append each row, in
+ * the form the groups hold it (kind, integers, text), to path-gtlog in
+ * CRC-checked blocks written every fold period (~500 instructions a row
+ * instead of ~3,700), and close would insert the log through these same
+ * statements, then the indexes. A killed run leaves the trace (schema, run
+ * row) and its log: the inspector's open would fold a log whose writer's
+ * flock is gone (up to the first bad block) before reading, which makes the
+ * log format part of the contract (schema/SCHEMA.md) and its replay code
+ * shared (common/). max_bytes would count log bytes times the measured
+ * SQLite bytes per log byte; the flight recorder would hold the window as
+ * log blocks and run today's cut once, when it writes.
  *
  * Memory: apart from the interning tables (one entry per distinct string,
  * frame, stack and thread, see intern.h), a handle holds a fixed set of
@@ -65,7 +83,8 @@
  * limit early, recorded is committed soon, and long runs get big batches. */
 #define GT__FIRST_BATCH 1000
 #define GT__BUF_ROWS    16 /* rows per multi-row INSERT */
-#define GT__BUF_MAXCOL  7
+#define GT__BUF_MAXCOL  13
+#define GT__CUT_MAX     48 /* statements of cut_sql (prepared at open) */
 
 /* The indexes of schema/indexes.sql, whose size the cap counts ahead (a
  * new index there needs its entry here and its idx_note calls). */
@@ -83,18 +102,50 @@ enum gt__idx {
 };
 
 /* Buffered row kinds, in the order of buf_info. */
-enum gt__buf { B_OP, B_OP_ARG, B_BUMP, B_SAVED, GT__NBUF };
+enum gt__buf {
+    B_OP,
+    B_OP_ARG,
+    B_BUMP,
+    B_SAVED,
+    B_TENSOR,
+    B_TENSOR_AGAIN,
+    B_STORAGE,
+    B_NODE,
+    B_EDGE,
+    B_NODE_OUTPUT,
+    B_NODE_EXEC,
+    B_NAME,
+    GT__NBUF
+};
 
+/* verb, table and columns of each buffered kind; `text` marks the columns
+ * bound as text (their value is an offset into the buffer's text arena) */
 static const struct {
     const char *cols;
     int ncol;
+    unsigned text;
     const char *what;
 } buf_info[GT__NBUF] = {
-    {"ops (seq, name, phase, grad_mode, thread, stack)", 6, "op"},
-    {"op_args (op, role, pos, tensor, version)", 5, "op argument"},
-    {"version_bumps (seq, op, tensor, version, observed)", 5, "version bump"},
-    {"saved_tensors (seq, node, slot, tensor, version, is_output, nbytes)", 7,
-     "saved tensor"},
+    {"INSERT INTO ops (seq, name, phase, grad_mode, thread, stack)", 6, 0, "op"},
+    {"INSERT INTO op_args (op, role, pos, tensor, version)", 5, 0, "op argument"},
+    {"INSERT INTO version_bumps (seq, op, tensor, version, observed)", 5, 0,
+     "version bump"},
+    {"INSERT INTO saved_tensors (seq, node, slot, tensor, version, is_output, nbytes)", 7,
+     0, "saved tensor"},
+    {"INSERT INTO tensors (id, seq, storage, dtype, shape, strides, storage_offset,"
+     " requires_grad, is_leaf, created_by, alias_of, shares_version, version_counter)",
+     13, 1u << 4 | 1u << 5, "tensor"},
+    {"INSERT OR IGNORE INTO tensors (id, seq, storage, dtype, shape, strides,"
+     " storage_offset, requires_grad, is_leaf, created_by, alias_of, shares_version,"
+     " version_counter)",
+     13, 1u << 4 | 1u << 5, "tensor"},
+    {"INSERT OR IGNORE INTO storages (id, nbytes, device)", 3, 0, "storage"},
+    {"INSERT INTO nodes (id, seq, name, op, sequence_nr, thread, variable)", 7, 0,
+     "node"},
+    {"INSERT INTO edges (node, pos, next, input_nr)", 4, 0, "edge"},
+    {"INSERT INTO node_outputs (node, output_nr, tensor)", 3, 0, "node output"},
+    {"INSERT INTO node_execs (seq, backward, node)", 3, 0, "node execution"},
+    {"INSERT OR IGNORE INTO names (seq, tensor, name)", 3, 0, "name"},
 };
 
 struct gt__rowbuf {
@@ -103,6 +154,8 @@ struct gt__rowbuf {
     int n;               /* rows waiting */
     int64_t val[GT__BUF_ROWS][GT__BUF_MAXCOL];
     unsigned char null[GT__BUF_ROWS][GT__BUF_MAXCOL]; /* 1: bind NULL */
+    char *text; /* text columns' bytes, each NUL-terminated */
+    size_t text_len, text_cap;
 };
 
 /* X(name, sql): every statement the writer uses, prepared once at open. */
@@ -134,22 +187,6 @@ struct gt__rowbuf {
     X(STACK, "INSERT INTO stacks (id, parent, frame, user_frame)"                        \
              " VALUES (?1, ?2, ?3, ?4)")                                                 \
     X(THREAD, "INSERT INTO threads (id, os_tid, name) VALUES (?1, ?2, ?3)")              \
-    X(STORAGE, "INSERT OR IGNORE INTO storages (id, nbytes, device)"                     \
-               " VALUES (?1, ?2, ?3)")                                                   \
-    X(TENSOR, "INSERT INTO tensors (id, seq, storage, dtype, shape, strides,"            \
-              " storage_offset, requires_grad, is_leaf, created_by, alias_of,"           \
-              " shares_version, version_counter)"                                        \
-              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")        \
-    X(TENSOR_AGAIN, "INSERT OR IGNORE INTO tensors (id, seq, storage, dtype, shape,"     \
-                    " strides, storage_offset, requires_grad, is_leaf, created_by,"      \
-                    " alias_of, shares_version, version_counter)"                        \
-                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)")  \
-    X(NODE, "INSERT INTO nodes (id, seq, name, op, sequence_nr, thread,"                 \
-            " variable) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                            \
-    X(EDGE, "INSERT INTO edges (node, pos, next, input_nr)"                              \
-            " VALUES (?1, ?2, ?3, ?4)")                                                  \
-    X(NODE_OUTPUT, "INSERT INTO node_outputs (node, output_nr, tensor)"                  \
-                   " VALUES (?1, ?2, ?3)")                                               \
     X(BW_BEGIN, "INSERT INTO backward_calls (id, seq, api, retain_graph,"                \
                 " create_graph, thread, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")     \
     X(BW_ROOT, "INSERT INTO backward_roots (backward, pos, tensor, node)"                \
@@ -158,11 +195,8 @@ struct gt__rowbuf {
                 " VALUES (?1, ?2, ?3)")                                                  \
     X(BW_END, "UPDATE backward_calls SET end_seq = ?2, status = ?3"                      \
               " WHERE id = ?1")                                                          \
-    X(NODE_EXEC, "INSERT INTO node_execs (seq, backward, node)"                          \
-                 " VALUES (?1, ?2, ?3)")                                                 \
     X(ERROR, "INSERT INTO errors (seq, type, message, stack, backward)"                  \
              " VALUES (?1, ?2, ?3, ?4, ?5)")                                             \
-    X(NAME, "INSERT OR IGNORE INTO names (seq, tensor, name) VALUES (?1, ?2, ?3)")       \
     X(SWAP, "INSERT INTO storage_swaps (seq, tensor, old_storage, new_storage, op,"      \
             " backward, last_seen, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")      \
     X(EARLIER, "INSERT INTO saved_earlier (saved, saved_seq) VALUES (?1, ?2)")           \
@@ -218,10 +252,12 @@ struct gt_recorder {
      * (write_window) at open, when due (write_due: an error or the run's
      * end was recorded) at the next flush, at the size cap and at close. */
     unsigned keep_last;
-    uint64_t cuts;             /* window cuts made (read by gt_recorder_cuts) */
-    int64_t window_start;      /* the first seq the last cut kept */
-    sqlite3_stmt *storage_seq; /* INSERT OR IGNORE INTO temp.gt_ss */
-    int64_t kept_from;         /* first backward call still held (1: none dropped) */
+    uint64_t cuts;                     /* window cuts made (read by gt_recorder_cuts) */
+    int64_t window_start;              /* the first seq the last cut kept */
+    sqlite3_stmt *storage_seq;         /* INSERT OR IGNORE INTO temp.gt_ss */
+    sqlite3_stmt *cut_st[GT__CUT_MAX]; /* cut_sql's statements, prepared once */
+    int ncut;
+    int64_t kept_from; /* first backward call still held (1: none dropped) */
     int write_due;
 
     int failed; /* 0, or the GT_E* code of the error that stopped recording */
@@ -383,7 +419,7 @@ static void drop_batch(gt_recorder *r)
     r->batch_n = 0;
     memset(r->idx_pending, 0, sizeof r->idx_pending);
     for (int i = 0; i < GT__NBUF; i++)
-        r->buf[i].n = 0;
+        r->buf[i].n = 0, r->buf[i].text_len = 0;
 }
 
 /* Turn the handle failed with `code` and the message already in errmsg;
@@ -476,12 +512,17 @@ static int exec_sql(sqlite3 *db, const char *sql, char **emsg, int *err)
     return rc;
 }
 
-static void bind_row(sqlite3_stmt *st, int first, const int64_t *val,
-                     const unsigned char *null, int ncol)
+static void bind_row(sqlite3_stmt *st, int first, const struct gt__rowbuf *b, int row,
+                     int which)
 {
-    for (int k = 0; k < ncol; k++) {
+    const int64_t *val = b->val[row];
+    const unsigned char *null = b->null[row];
+    unsigned text = buf_info[which].text;
+    for (int k = 0; k < buf_info[which].ncol; k++) {
         if (null[k])
             sqlite3_bind_null(st, first + k);
+        else if (text >> k & 1)
+            sqlite3_bind_text(st, first + k, b->text + val[k], -1, SQLITE_STATIC);
         else
             sqlite3_bind_int64(st, first + k, val[k]);
     }
@@ -500,9 +541,10 @@ static int flush_buf(gt_recorder *r, int which)
     if (n == 0)
         return 0;
     b->n = 0;
+    b->text_len = 0; /* its bytes stay until the next row is taken */
     if (n == GT__BUF_ROWS) {
         for (int i = 0; i < n; i++)
-            bind_row(b->multi, i * ncol + 1, b->val[i], b->null[i], ncol);
+            bind_row(b->multi, i * ncol + 1, b, i, which);
         errno = 0;
         int src = sqlite3_step(b->multi);
         if (src == SQLITE_DONE) {
@@ -516,7 +558,7 @@ static int flush_buf(gt_recorder *r, int which)
                              buf_info[which].what, 1, err);
     }
     for (int i = 0; i < n; i++) {
-        bind_row(b->one, 1, b->val[i], b->null[i], ncol);
+        bind_row(b->one, 1, b, i, which);
         errno = 0;
         int src = sqlite3_step(b->one);
         if (src == SQLITE_DONE) {
@@ -557,6 +599,31 @@ static int64_t *buf_row(gt_recorder *r, int which, unsigned char **null)
     memset(b->null[b->n], 0, GT__BUF_MAXCOL);
     *null = b->null[b->n];
     return b->val[b->n];
+}
+
+/* Copy len bytes of text (plus a NUL) into buffer `which`'s arena for the
+ * row being filled; its offset in *off. Returns 0, or GT_ENOMEM: out of
+ * memory stops recording, as it does inside SQLite. */
+static int buf_text(gt_recorder *r, int which, const char *s, size_t len, int64_t *off)
+{
+    struct gt__rowbuf *b = &r->buf[which];
+    if (b->text_len + len + 1 > b->text_cap) {
+        size_t cap = b->text_cap ? b->text_cap : 4096;
+        while (cap < b->text_len + len + 1)
+            cap *= 2;
+        char *t = realloc(b->text, cap);
+        if (!t) {
+            set_errmsg(r, "recording stopped: out of memory (%s)", buf_info[which].what);
+            return fail(r, GT_ENOMEM);
+        }
+        b->text = t;
+        b->text_cap = cap;
+    }
+    memcpy(b->text + b->text_len, s, len);
+    b->text[b->text_len + len] = '\0';
+    *off = (int64_t)b->text_len;
+    b->text_len += len + 1;
+    return 0;
 }
 
 /* The row taken by buf_row is complete: count it, write the buffer if full,
@@ -932,8 +999,14 @@ static int cut_window(gt_recorder *r, int64_t last, int *cut)
              first);
     int err = 0;
     rc = exec_sql(r->db, set, NULL, &err);
-    if (rc == SQLITE_OK)
-        rc = exec_sql(r->db, cut_sql, NULL, &err);
+    for (int i = 0; rc == SQLITE_OK && i < r->ncut; i++) {
+        errno = 0;
+        int src = sqlite3_step(r->cut_st[i]);
+        err = errno;
+        rc = sqlite3_reset(r->cut_st[i]);
+        if (rc == SQLITE_OK && src != SQLITE_DONE && src != SQLITE_ROW)
+            rc = SQLITE_ERROR;
+    }
     if (rc != SQLITE_OK)
         return sql_error(r, sqlite3_extended_errcode(r->db), "window cut", 1, err);
     r->kept_from = first;
@@ -1262,11 +1335,10 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         }
     }
     for (int w = 0; w < GT__NBUF; w++) {
-        char sql[160 + GT__BUF_ROWS * (GT__BUF_MAXCOL * 2 + 3)];
+        char sql[320 + GT__BUF_ROWS * (GT__BUF_MAXCOL * 2 + 3)];
         int ncol = buf_info[w].ncol;
         for (int rows = 1; rows <= GT__BUF_ROWS; rows += GT__BUF_ROWS - 1) {
-            size_t k = (size_t)snprintf(sql, sizeof(sql), "INSERT INTO %s VALUES ",
-                                        buf_info[w].cols);
+            size_t k = (size_t)snprintf(sql, sizeof(sql), "%s VALUES ", buf_info[w].cols);
             for (int i = 0; i < rows; i++) {
                 k += (size_t)snprintf(sql + k, sizeof(sql) - k, "%s(?", i ? "," : "");
                 for (int c = 1; c < ncol; c++)
@@ -1325,6 +1397,20 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
                                -1, SQLITE_PREPARE_PERSISTENT, &r->storage_seq,
                                NULL) != SQLITE_OK)
             goto fail_exec;
+        /* the cut's statements, parsed once rather than at every cut */
+        for (const char *sql = cut_sql; sql && *sql;) {
+            sqlite3_stmt *st = NULL;
+            if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st,
+                                   &sql) != SQLITE_OK)
+                goto fail_exec;
+            if (!st)
+                continue; /* trailing blank */
+            if (r->ncut == GT__CUT_MAX) {
+                sqlite3_finalize(st);
+                goto fail_exec;
+            }
+            r->cut_st[r->ncut++] = st;
+        }
         if ((rc = write_window(r)) != 0) {
             put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
             goto fail_stmts;
@@ -1352,9 +1438,12 @@ fail_exec:
     sqlite3_free(emsg);
 fail_stmts:
     sqlite3_finalize(r->storage_seq);
+    for (int i = 0; i < r->ncut; i++)
+        sqlite3_finalize(r->cut_st[i]);
     for (int i = 0; i < GT__NBUF; i++) {
         sqlite3_finalize(r->buf[i].multi);
         sqlite3_finalize(r->buf[i].one);
+        free(r->buf[i].text);
     }
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
@@ -1588,9 +1677,12 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
     }
     rc = r->failed ? r->failed : stop;
     sqlite3_finalize(r->storage_seq);
+    for (int i = 0; i < r->ncut; i++)
+        sqlite3_finalize(r->cut_st[i]);
     for (int i = 0; i < GT__NBUF; i++) {
         sqlite3_finalize(r->buf[i].multi);
         sqlite3_finalize(r->buf[i].one);
+        free(r->buf[i].text);
     }
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(r->st[i]);
@@ -1955,12 +2047,7 @@ int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
 {
     if (!r || id <= 0 || device <= 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_STORAGE;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, nbytes);
-    sqlite3_bind_int64(st, 3, device);
+    BUF_BEGIN(r, B_STORAGE);
     if (r->storage_seq) {
         sqlite3_bind_int64(r->storage_seq, 1, id);
         sqlite3_bind_int64(r->storage_seq, 2, r->seq);
@@ -1970,22 +2057,15 @@ int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
         }
         sqlite3_reset(r->storage_seq);
     }
-    LOCKED_END(r, "storage");
+    v[0] = id;
+    v[1] = nbytes;
+    v[2] = device;
+    BUF_END(r, B_STORAGE);
 }
 
-static int tensor_row(gt_recorder *r, const gt_tensor_info *t, enum gt__stmt st_id);
-
-int gt_tensor(gt_recorder *r, const gt_tensor_info *t)
-{
-    return tensor_row(r, t, ST_TENSOR);
-}
-
-int gt_tensor_again(gt_recorder *r, const gt_tensor_info *t)
-{
-    return tensor_row(r, t, ST_TENSOR_AGAIN);
-}
-
-static int tensor_row(gt_recorder *r, const gt_tensor_info *t, enum gt__stmt st_id)
+/* A tensors row through row buffer `which` (B_TENSOR, or B_TENSOR_AGAIN:
+ * INSERT OR IGNORE, gt_tensor_again). */
+static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
 {
     if (!r || !t || t->id <= 0 || t->dtype <= 0 || t->ndim < 0 || t->ndim > 4096 ||
         (t->ndim > 0 && (!t->shape || !t->strides)) || t->storage < 0)
@@ -2002,38 +2082,48 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, enum gt__stmt st_
     }
     size_t nshape = gt_ints_format(shape, t->shape, (size_t)t->ndim);
     size_t nstrides = gt_ints_format(strides, t->strides, (size_t)t->ndim);
+    unsigned char *null;
+    int64_t *v;
     pthread_mutex_lock(&r->mu);
     int rc = begin_write(r);
     if (rc)
         goto out;
-    sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, t->id);
-    sqlite3_bind_int64(st, 2, ++r->seq);
-    bind_id(st, 3, t->storage);
-    sqlite3_bind_int64(st, 4, t->dtype);
-    sqlite3_bind_text(st, 5, shape, (int)nshape, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, strides, (int)nstrides, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 7, t->storage_offset);
-    sqlite3_bind_int(st, 8, t->requires_grad ? 1 : 0);
-    sqlite3_bind_int(st, 9, t->is_leaf ? 1 : 0);
-    bind_id(st, 10, t->created_by > 0 ? t->created_by : 0);
-    bind_id(st, 11, t->alias_of > 0 ? t->alias_of : 0);
-    sqlite3_bind_int(st, 12, t->alias_of > 0 && t->shares_version ? 1 : 0);
-    sqlite3_bind_int64(st, 13, t->version_counter > 0 ? t->version_counter : t->id);
+    v = buf_row(r, which, &null);
+    if ((rc = buf_text(r, which, shape, nshape, &v[4])) != 0 ||
+        (rc = buf_text(r, which, strides, nstrides, &v[5])) != 0)
+        goto out;
+    v[0] = t->id;
+    v[1] = ++r->seq;
+    v[2] = t->storage;
+    null[2] = t->storage == 0;
+    v[3] = t->dtype;
+    v[6] = t->storage_offset;
+    v[7] = t->requires_grad ? 1 : 0;
+    v[8] = t->is_leaf ? 1 : 0;
+    v[9] = t->created_by;
+    null[9] = t->created_by <= 0;
+    v[10] = t->alias_of;
+    null[10] = t->alias_of <= 0;
+    v[11] = t->alias_of > 0 && t->shares_version ? 1 : 0;
+    v[12] = t->version_counter > 0 ? t->version_counter : t->id;
     /* tensors_storage (storage, id), tensors_vc (version_counter, id) */
     idx_note(r, I_TENSORS_STORAGE, 2, (int64_t[]){t->storage, t->id});
-    idx_note(r, I_TENSORS_VC, 2,
-             (int64_t[]){t->version_counter > 0 ? t->version_counter : t->id, t->id});
-    rc = step(r, st_id, "tensor", 0);
-    sqlite3_bind_null(st, 5);
-    sqlite3_bind_null(st, 6);
-    if (rc)
-        goto out;
-    rc = end_write(r);
+    idx_note(r, I_TENSORS_VC, 2, (int64_t[]){v[12], t->id});
+    rc = buf_push_done(r, which);
 out:
     pthread_mutex_unlock(&r->mu);
     free(big);
     return rc;
+}
+
+int gt_tensor(gt_recorder *r, const gt_tensor_info *t)
+{
+    return tensor_row(r, t, B_TENSOR);
+}
+
+int gt_tensor_again(gt_recorder *r, const gt_tensor_info *t)
+{
+    return tensor_row(r, t, B_TENSOR_AGAIN);
 }
 
 int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version,
@@ -2059,52 +2149,46 @@ int gt_node(gt_recorder *r, const gt_node_info *n)
 {
     if (!r || !n || n->id <= 0 || n->name <= 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_NODE;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, n->id);
-    sqlite3_bind_int64(st, 2, ++r->seq);
-    sqlite3_bind_int64(st, 3, n->name);
-    bind_id(st, 4, n->op > 0 ? n->op : 0);
-    if (n->sequence_nr >= 0)
-        sqlite3_bind_int64(st, 5, n->sequence_nr);
-    else
-        sqlite3_bind_null(st, 5);
-    bind_id(st, 6, n->thread > 0 ? n->thread : 0);
-    bind_id(st, 7, n->variable > 0 ? n->variable : 0);
+    BUF_BEGIN(r, B_NODE);
+    v[0] = n->id;
+    v[1] = ++r->seq;
+    v[2] = n->name;
+    v[3] = n->op;
+    null[3] = n->op <= 0;
+    v[4] = n->sequence_nr;
+    null[4] = n->sequence_nr < 0;
+    v[5] = n->thread;
+    null[5] = n->thread <= 0;
+    v[6] = n->variable;
+    null[6] = n->variable <= 0;
     idx_note(r, I_NODES_OP, 2, (int64_t[]){n->op > 0 ? n->op : 0, n->id});
-    LOCKED_END(r, "node");
+    BUF_END(r, B_NODE);
 }
 
 int gt_edge(gt_recorder *r, gt_id node, int pos, gt_id next, int input_nr)
 {
     if (!r || node <= 0 || next < 0 || pos < 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_EDGE;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, node);
-    sqlite3_bind_int(st, 2, pos);
-    bind_id(st, 3, next);
-    if (next > 0)
-        sqlite3_bind_int(st, 4, input_nr);
-    else
-        sqlite3_bind_null(st, 4);
+    BUF_BEGIN(r, B_EDGE);
+    v[0] = node;
+    v[1] = pos;
+    v[2] = next;
+    null[2] = next == 0;
+    v[3] = input_nr;
+    null[3] = next <= 0;
     idx_note(r, I_EDGES_NEXT, 3, (int64_t[]){next, node, pos});
-    LOCKED_END(r, "edge");
+    BUF_END(r, B_EDGE);
 }
 
 int gt_node_output(gt_recorder *r, gt_id node, int output_nr, gt_id tensor)
 {
     if (!r || node <= 0 || tensor <= 0 || output_nr < 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_NODE_OUTPUT;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, node);
-    sqlite3_bind_int(st, 2, output_nr);
-    sqlite3_bind_int64(st, 3, tensor);
-    LOCKED_END(r, "node output");
+    BUF_BEGIN(r, B_NODE_OUTPUT);
+    v[0] = node;
+    v[1] = output_nr;
+    v[2] = tensor;
+    BUF_END(r, B_NODE_OUTPUT);
 }
 
 int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_t version,
@@ -2266,13 +2350,11 @@ int gt_node_exec(gt_recorder *r, gt_id backward, gt_id node)
 {
     if (!r || backward <= 0 || node <= 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_NODE_EXEC;
-    LOCKED_BEGIN(r);
-    sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, ++r->seq);
-    sqlite3_bind_int64(st, 2, backward);
-    sqlite3_bind_int64(st, 3, node);
-    LOCKED_END(r, "node execution");
+    BUF_BEGIN(r, B_NODE_EXEC);
+    v[0] = ++r->seq;
+    v[1] = backward;
+    v[2] = node;
+    BUF_END(r, B_NODE_EXEC);
 }
 
 int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
@@ -2310,19 +2392,24 @@ int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name)
 {
     if (!r || !name || seq < 0 || tensor <= 0)
         return GT_EINVAL;
-    const enum gt__stmt st_id = ST_NAME;
     gt_id nid;
-    LOCKED_BEGIN(r);
-    if ((rc = intern_string_locked(r, name, strlen(name), &nid)) != 0)
+    unsigned char *null;
+    int64_t *v;
+    pthread_mutex_lock(&r->mu);
+    int rc = begin_write(r);
+    if (rc || (rc = intern_string_locked(r, name, strlen(name), &nid)) != 0)
         goto out;
-    if ((rc = begin_write(r)) != 0)
+    if ((rc = begin_write(r)) != 0) /* the interning may have committed */
         goto out;
-    sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_int64(st, 2, tensor);
-    sqlite3_bind_int64(st, 3, nid);
+    v = buf_row(r, B_NAME, &null);
+    v[0] = seq;
+    v[1] = tensor;
+    v[2] = nid;
     idx_note(r, I_NAMES_TENSOR, 3, (int64_t[]){tensor, seq, nid});
-    LOCKED_END(r, "name");
+    rc = buf_push_done(r, B_NAME);
+out:
+    pthread_mutex_unlock(&r->mu);
+    return rc;
 }
 
 /* ---- internal, for tests and the benchmark ------------------------------ */

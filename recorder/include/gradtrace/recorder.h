@@ -39,7 +39,11 @@
  *     -wal file beside the trace, or all in the trace but in WAL mode).
  *   - Caller mistakes (a negative id, an unknown role, a duplicate tensor id,
  *     malformed argv JSON) return GT_EINVAL with a message and leave the
- *     handle recording.
+ *     handle recording. The frequent row kinds (ops, op_args, tensors,
+ *     storages, version_bumps, nodes, edges, node_outputs, saved_tensors,
+ *     node_execs, names) are written in groups: a duplicate key among them
+ *     is reported by the call that writes its group (a later event call or
+ *     gt_recorder_flush), and only the bad row is dropped.
  *   - A file size limit (RLIMIT_FSIZE) raises SIGXFSZ, which kills the
  *     process by default. The library never changes signal dispositions: a
  *     host that may hit such a limit should ignore SIGXFSZ (signal(SIGXFSZ,
