@@ -33,6 +33,16 @@ def tmpdir():
     return _tmp.name
 
 
+def adapter():
+    """The adapter a recording made now uses: GRADTRACE_ADAPTER, else the
+    engine adapter where it is built (the default), else dispatch."""
+    want = os.environ.get("GRADTRACE_ADAPTER", "").strip().lower()
+    if want in ("dispatch", "engine"):
+        return want
+    cp = subprocess.run([PYTHON, "-c", "import _gradtrace_engine"], capture_output=True)
+    return "engine" if cp.returncode == 0 else "dispatch"
+
+
 def scenario(name):
     """Path of tests/e2e/scenarios/<name>."""
     return os.path.join(HERE, "scenarios", name)

@@ -22,7 +22,7 @@ import gtutil  # noqa: E402
 
 SCRIPT = gtutil.scenario("cap_compile.py")
 NOTICE = "gradtrace: torch.compile ran eagerly while recording"
-ENGINE = os.environ.get("GRADTRACE_ADAPTER") == "engine"
+ENGINE = gtutil.adapter() == "engine"
 
 
 def line_of(text):

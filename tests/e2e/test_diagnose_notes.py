@@ -4,7 +4,7 @@ The "torch.compile'd code ran eagerly while recording" note must not come
 from code PyTorch merely wraps with torch._disable_dynamo (checkpoint, torch
 func transforms): its wrapper is a frame of TorchDynamo's eval_frame.py too.
 (test_capture_compile checks the note does come when compiled code ran.)
-On each adapter (ctest runs an engine variant).
+On each adapter (ctest runs a dispatch variant).
 
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """

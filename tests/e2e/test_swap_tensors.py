@@ -4,7 +4,7 @@ swap_tensors refuses tensors with weak references (the recorder holds one on
 each tensor it has seen) or extra uses: recorded, the scenario (module
 conversion, load_state_dict(assign=True), a direct swap) must run to the end
 with the same printed loss as a plain run, and leave a readable trace with
-no finding. On each adapter (ctest runs an engine variant).
+no finding. On each adapter (ctest runs a dispatch variant).
 
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
