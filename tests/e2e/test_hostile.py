@@ -312,7 +312,10 @@ class TestHostile(unittest.TestCase):
         # what was committed before the limit is readable
         self.assertEqual(integrity(out), "ok")
         self.assertEqual(gradtrace("info", out).returncode, 0)
-        self.assertGreater(count(out, "SELECT count(*) FROM ops"), 100)
+        # (how much: the commits before the one the limit refused, one per
+        # fold period on the engine adapter, so as many ops as the training
+        # thread ran before the fold thread got the CPU: load-dependent)
+        self.assertGreater(count(out, "SELECT count(*) FROM ops"), 0)
 
     def test_unwritable_path(self):
         script = write_script("started.py", STARTED)
