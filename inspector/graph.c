@@ -1992,6 +1992,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
     size_t centre = 0, drawn = 0, findings = 0;
     int rc = 0;
 
+    gt_strbuf warnings = GT_STRBUF_INIT;
+    gt__graph_messages(&warnings); /* kept on the graph, never printed */
     gt__trace_clear(t);
     b.trace = t;
     b.db = gt_trace_db(t);
@@ -2020,9 +2022,14 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
     gr->findings_shown = findings;
     gr->layout_limit =
         b.opts->layout_limit ? b.opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    gr->warnings = warnings;
+    warnings = (gt_strbuf)GT_STRBUF_INIT;
+    gr->built_warnings = 1;
     gt__trace_clear(t);
     *out = gr;
 out:
+    gt__graph_messages(NULL);
+    gt_strbuf_release(&warnings);
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(b.q[i]);
     if (b.g)

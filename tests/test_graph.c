@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include <graphviz/cgraph.h>
+
 #include <gradtrace/recorder.h>
 
 #include "graph.h"
@@ -1130,6 +1132,44 @@ static void test_layout_limit(void **state)
     gt_graph_free(g);
 }
 
+/* Graphviz's messages are kept on the handle, never printed by the
+ * library: one outside any build or render (the program's own use of
+ * cgraph) reaches no stderr either. */
+static void test_graphviz_messages_not_printed(void **state)
+{
+    (void)state;
+    tb t;
+    make_chain(&t, "messages.db", 1);
+    gt_graph *g = build(t.path, NULL); /* gradtrace's handler installed */
+    char *svg = NULL;
+    size_t len = 0;
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len), 0);
+    free(svg);
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w+");
+    assert_non_null(f);
+    assert_true(saved >= 0 && dup2(fileno(f), 2) == 2);
+    agerr(AGWARN, "%s\n", "a message outside any render");
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    char got[256] = "";
+    rewind(f);
+    assert_true(fread(got, 1, sizeof got - 1, f) == (size_t)(n < 255 ? n : 255));
+    fclose(f);
+    printf("# stderr: \"%s\"\n", got);
+    assert_int_equal(n, 0);
+    /* nor kept on a handle it is not about */
+    assert_string_equal(gt_graph_warnings(g), "");
+    gt_graph_free(g);
+}
+
 static void test_no_backward(void **state)
 {
     (void)state;
@@ -1230,6 +1270,7 @@ int main(void)
         cmocka_unit_test(test_focus_hops),
         cmocka_unit_test(test_repeats_drawn_once),
         cmocka_unit_test(test_repeats_need_same_shapes),
+        cmocka_unit_test(test_graphviz_messages_not_printed),
         cmocka_unit_test(test_wide_ring_in_part),
         cmocka_unit_test(test_choose_backward),
         cmocka_unit_test(test_awkward_round_trip),
