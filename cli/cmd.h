@@ -29,6 +29,20 @@ int gt_multi_info(int npaths, char **paths, int json); /* cmd_multi.c */
  * diagnosed, else 0. */
 int gt_multi_diagnose(int npaths, char **paths, int json, long long backward);
 
+/* The notes a diagnosis carries besides its findings (cmd_diagnose.c), read
+ * from its JSON document `doc` (`gradtrace diagnose --json`'s object) with
+ * SQLite's JSON functions on `db` (any connection): GT_NOTE_COMPILED, the
+ * line saying torch.compile'd code ran eagerly while recording (none if it
+ * did not); GT_NOTE_OUTSIDE, one line per backward call that ran nodes whose
+ * forward ran before recording started. Each line is terminal-safe text
+ * without "note: " and newline. Returns 0 with *lines (malloc'd, free with
+ * gt_diagnose_notes_free) and *n, or -1 when out of memory (or SQLite
+ * fails) with *lines NULL and *n 0. */
+enum { GT_NOTE_COMPILED, GT_NOTE_OUTSIDE };
+int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines /* OUT */,
+                      size_t *n /* OUT */);
+void gt_diagnose_notes_free(char **lines, size_t n);
+
 /* What a command needs before it can run (gt_command.needs). */
 enum {
     GT_CMD_TRACE = 1 << 0, /* a trace opened with gt_trace_open */

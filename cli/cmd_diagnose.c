@@ -625,6 +625,109 @@ static char **findings_docs(qdb *db, int *rc, const gt_findings *fs)
 
 /* ---- text -------------------------------------------------------------- */
 
+/* ---- notes ------------------------------------------------------------- */
+
+void gt_diagnose_notes_free(char **lines, size_t n)
+{
+    for (size_t i = 0; lines && i < n; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+/* Append a copy of b's text to *lines; -1 (b released) when out of memory. */
+static int push_line(char ***lines, size_t *n, gt_strbuf *b)
+{
+    char **v = b->oom ? NULL : realloc(*lines, (*n + 1) * sizeof *v);
+    if (!v) {
+        gt_strbuf_release(b);
+        return -1;
+    }
+    *lines = v;
+    v[(*n)++] = gt_strbuf_detach(b);
+    return 0;
+}
+
+/* Terminal-safe text of column i (termtext.h), appended to b; rel_to: a
+ * directory the text (a path) is shown relative to, or NULL. */
+static void add_term_col(gt_strbuf *b, sqlite3_stmt *st, int i, const char *rel_to)
+{
+    const char *v = (const char *)sqlite3_column_text(st, i);
+    char *t = gt_term_text(v ? v : "");
+    if (!t) {
+        b->oom = 1;
+        return;
+    }
+    const char *shown = t;
+    size_t n = rel_to ? strlen(rel_to) : 0;
+    if (n && !strncmp(t, rel_to, n) && t[n] == '/')
+        shown = t + n + 1;
+    gt_strbuf_adds(b, shown);
+    free(t);
+}
+
+int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines, size_t *n)
+{
+    static const char compiled_sql[] =
+        "SELECT 1 WHERE json_extract(?1, '$.compiled_ran_eagerly')";
+    static const char outside_sql[] =
+        "SELECT o.value ->> '$.backward', o.value -> '$.location' ->> '$.file',"
+        " o.value -> '$.location' ->> '$.line', o.value ->> '$.nodes',"
+        " o.value ->> '$.first'"
+        " FROM json_each(?1, '$.outside_recording') o ORDER BY o.key";
+    sqlite3_stmt *st = NULL;
+    char **v = NULL;
+    size_t k = 0;
+    int rc = -1, s;
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd))
+        cwd[0] = 0;
+    if (sqlite3_prepare_v2(db, which == GT_NOTE_COMPILED ? compiled_sql : outside_sql, -1,
+                           &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_text(st, 1, doc ? doc : "{}", -1, SQLITE_STATIC);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        gt_strbuf b = GT_STRBUF_INIT;
+        if (which == GT_NOTE_COMPILED) {
+            gt_strbuf_adds(&b, "torch.compile'd code ran eagerly while recording "
+                               "(TorchDynamo does not compile under the dispatch mode "
+                               "gradtrace records with): the findings are about the "
+                               "eager run; a bug only the compiled code has is not in "
+                               "the trace");
+        } else {
+            const char *nodes = (const char *)sqlite3_column_text(st, 3);
+            gt_strbuf_addf(&b, "backward #%lld", (long long)sqlite3_column_int64(st, 0));
+            if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
+                gt_strbuf_adds(&b, " at ");
+                add_term_col(&b, st, 1, cwd);
+                gt_strbuf_addf(&b, ":%lld", (long long)sqlite3_column_int64(st, 2));
+            }
+            gt_strbuf_addf(&b,
+                           " ran %lld node%s whose forward ran before recording "
+                           "started (the first: ",
+                           (long long)sqlite3_column_int64(st, 3),
+                           nodes && !strcmp(nodes, "1") ? "" : "s");
+            add_term_col(&b, st, 4, NULL);
+            gt_strbuf_adds(&b, "): a change to their saved tensors before recording "
+                               "started is not in the trace; record from before the "
+                               "forward to check them");
+        }
+        if (push_line(&v, &k, &b) < 0)
+            goto out;
+    }
+    if (s == SQLITE_DONE)
+        rc = 0;
+out:
+    sqlite3_finalize(st);
+    if (rc) {
+        gt_diagnose_notes_free(v, k);
+        v = NULL;
+        k = 0;
+    }
+    *lines = v;
+    *n = k;
+    return rc;
+}
+
 typedef struct style {
     const char *bold, *red, *yellow, *cyan, *dim, *green, *reset;
 } style;
@@ -1044,12 +1147,12 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     return d->oom ? -1 : 0;
 }
 
-/* The text report into o (`outside`: outside_json's array, or NULL).
+/* The text report into o (`doc`: the --json document, for its notes).
  * Returns 0, or -1 when out of memory (o then holds a part: the caller
  * discards it). */
 static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
-                      gt_trace *t, const char *broken, const char *err,
-                      const char *outside, char **docs, size_t n)
+                      gt_trace *t, const char *broken, const char *err, const char *doc,
+                      char **docs, size_t n)
 {
     char cwd[4096];
     int rc = 0;
@@ -1096,33 +1199,15 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         jdoc_free(&e);
     }
     int any_outside = 0;
-    if (rc == 0 && outside) {
-        jdoc od;
-        jdoc_load(db, outside, &od);
-        for (size_t i = 0; i < od.n && !od.oom; i++) {
-            if (strcmp(od.v[i].parent, "$") != 0 || !strcmp(od.v[i].key, "$"))
-                continue;
-            char key[64], k[256];
-            snprintf(key, sizeof key, "%s", od.v[i].key);
-            const char *file = jt(&od, sub(k, sizeof k, key, ".location.file"));
-            const char *line = jx(&od, sub(k, sizeof k, key, ".location.line"));
-            const char *nodes = jx(&od, sub(k, sizeof k, key, ".nodes"));
-            const char *first = jt(&od, sub(k, sizeof k, key, ".first"));
-            if (od.oom)
-                break;
-            fprintf(o,
-                    "%snote:%s backward #%s%s%s%s%s ran %s node%s whose forward ran "
-                    "before recording started (the first: %s): a change to their saved "
-                    "tensors before recording started is not in the trace; record from "
-                    "before the forward to check them\n",
-                    st->yellow, st->reset, jx(&od, sub(k, sizeof k, key, ".backward")),
-                    file[0] ? " at " : "", rel(file, cwd), file[0] ? ":" : "", line,
-                    nodes, !strcmp(nodes, "1") ? "" : "s", first);
-            any_outside = 1;
-        }
-        if (od.oom)
+    if (rc == 0) {
+        char **notes = NULL;
+        size_t nn = 0;
+        if (gt_diagnose_notes(db->db, doc, GT_NOTE_OUTSIDE, &notes, &nn) < 0)
             rc = -1;
-        jdoc_free(&od);
+        for (size_t i = 0; i < nn; i++)
+            fprintf(o, "%snote:%s %s\n", st->yellow, st->reset, notes[i]);
+        any_outside = nn > 0;
+        gt_diagnose_notes_free(notes, nn);
     }
     if (rc == 0 && n == 0)
         fprintf(o,
@@ -1283,15 +1368,15 @@ int gt_cmd_diagnose(int argc, char **argv)
         char *text = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&text, &len);
-        if (m && cjson && !strcmp(cjson, "true"))
-            fprintf(m,
-                    "%snote:%s torch.compile'd code ran eagerly while recording "
-                    "(TorchDynamo does not compile under the dispatch mode gradtrace "
-                    "records with): the findings are about the eager run; a bug only the "
-                    "compiled code has is not in the trace\n",
-                    st->yellow, st->reset);
+        char **cnote = NULL;
+        size_t ncnote = 0;
         int prc =
-            m ? print_text(m, &db, st, path, t, broken, ejson, ojson, docs, fs->n) : -1;
+            m ? gt_diagnose_notes(db.db, doc, GT_NOTE_COMPILED, &cnote, &ncnote) : -1;
+        for (size_t i = 0; i < ncnote; i++)
+            fprintf(m, "%snote:%s %s\n", st->yellow, st->reset, cnote[i]);
+        gt_diagnose_notes_free(cnote, ncnote);
+        if (prc == 0)
+            prc = print_text(m, &db, st, path, t, broken, ejson, doc, docs, fs->n);
         if (m && fclose(m) != 0)
             prc = -1;
         if (prc != 0) {

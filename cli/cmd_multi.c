@@ -333,13 +333,96 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
     fputc('\n', o);
 }
 
+/* The notes of the ranks' diagnoses besides their findings (compiled code
+ * ran eagerly, backward calls that ran nodes from before recording:
+ * gt_diagnose_notes), each distinct note once with the ranks it is on. */
+typedef struct note_group {
+    int kind; /* GT_NOTE_* */
+    char *text;
+    size_t n;
+    int64_t *ranks;
+} note_group;
+
+static const char *note_kind_name(int kind)
+{
+    return kind == GT_NOTE_COMPILED ? "compiled_ran_eagerly" : "outside_recording";
+}
+
+static void note_groups_free(note_group *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        free(v[i].text);
+        free(v[i].ranks);
+    }
+    free(v);
+}
+
+/* Group the notes of every diagnosed trace (docs[i], codes[i] < 2) into
+ * *out, *nout. 0, or -1 when out of memory (*out then holds what was
+ * grouped, for note_groups_free). */
+static int group_notes(sqlite3 *db, const gt_rank_set *set, char **docs, const int *codes,
+                       note_group **out, size_t *nout)
+{
+    static const int kinds[] = {GT_NOTE_COMPILED, GT_NOTE_OUTSIDE};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        for (size_t i = 0; i < set->n; i++) {
+            if (codes[i] > 1 || !docs[i][0])
+                continue;
+            char **lines = NULL;
+            size_t nl = 0;
+            if (gt_diagnose_notes(db, docs[i], kinds[k], &lines, &nl) < 0)
+                return -1;
+            int64_t r = set->v[i].has_rank ? set->v[i].rank : (int64_t)i;
+            for (size_t l = 0; l < nl; l++) {
+                size_t g = 0;
+                while (g < *nout && ((*out)[g].kind != kinds[k] ||
+                                     strcmp((*out)[g].text, lines[l]) != 0))
+                    g++;
+                if (g == *nout) {
+                    note_group *ng = realloc(*out, (*nout + 1) * sizeof *ng);
+                    if (!ng)
+                        goto oom;
+                    *out = ng;
+                    ng[g] = (note_group){.kind = kinds[k], .text = lines[l]};
+                    lines[l] = NULL;
+                    ++*nout;
+                }
+                note_group *gr = &(*out)[g];
+                if (!gr->n || gr->ranks[gr->n - 1] != r) {
+                    int64_t *nr = realloc(gr->ranks, (gr->n + 1) * sizeof *nr);
+                    if (!nr)
+                        goto oom;
+                    gr->ranks = nr;
+                    nr[gr->n++] = r;
+                }
+            }
+            gt_diagnose_notes_free(lines, nl);
+            continue;
+        oom:
+            gt_diagnose_notes_free(lines, nl);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ranks[0..n) as a JSON array into b. */
+static void ranks_json(gt_strbuf *b, const int64_t *ranks, size_t n)
+{
+    gt_strbuf_add(b, "[", 1);
+    for (size_t k = 0; k < n; k++)
+        gt_strbuf_addf(b, "%s%" PRId64, k ? "," : "", ranks[k]);
+    gt_strbuf_add(b, "]", 1);
+}
+
 int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
 {
     gt_rank_set set;
     sqlite3 *db = NULL;
     sqlite3_stmt *kst = NULL, *fst = NULL;
     group *groups = NULL;
-    size_t ngroups = 0;
+    note_group *notes = NULL;
+    size_t ngroups = 0, nnotes = 0;
     char **docs = NULL;
     int *codes = NULL;
     int status = 2, any_findings = 0, any_error = 0;
@@ -411,9 +494,15 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
         }
         sqlite3_reset(fst);
     }
+    if (group_notes(db, &set, docs, codes, &notes, &nnotes) < 0)
+        goto oom;
+    int any_outside = 0;
+    for (size_t g = 0; g < nnotes; g++)
+        any_outside |= notes[g].kind == GT_NOTE_OUTSIDE;
 
     if (json) {
-        /* {"traces": [{rank, path, status, diagnosis}], "groups": [{ranks, finding}]} */
+        /* {"traces": [{rank, path, status, diagnosis}], "groups": [{ranks, finding}],
+         * "notes": [{ranks, kind, text}]} */
         gt_strbuf b = {0};
         gt_strbuf_add(&b, "{\"traces\":[", 11);
         for (size_t i = 0; i < set.n; i++) {
@@ -475,6 +564,35 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
             gt_strbuf_add(&b, row, strlen(row));
             free(row);
         }
+        gt_strbuf_add(&b, "],\"notes\":[", 11);
+        for (size_t g = 0; g < nnotes; g++) {
+            char *row = NULL;
+            sqlite3_stmt *st = NULL;
+            gt_strbuf rl = {0};
+            ranks_json(&rl, notes[g].ranks, notes[g].n);
+            if (!rl.oom &&
+                sqlite3_prepare_v2(db,
+                                   "SELECT json_object('ranks', json(?1), 'kind', ?2,"
+                                   " 'text', ?3)",
+                                   -1, &st, NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, rl.p, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 2, note_kind_name(notes[g].kind), -1,
+                                  SQLITE_STATIC);
+                sqlite3_bind_text(st, 3, notes[g].text, -1, SQLITE_STATIC);
+                if (sqlite3_step(st) == SQLITE_ROW)
+                    row = strdup((const char *)sqlite3_column_text(st, 0));
+            }
+            sqlite3_finalize(st);
+            free(rl.p);
+            if (!row) {
+                free(b.p);
+                goto oom;
+            }
+            if (g)
+                gt_strbuf_add(&b, ",", 1);
+            gt_strbuf_add(&b, row, strlen(row));
+            free(row);
+        }
         gt_strbuf_add(&b, "]}\n", 3);
         if (b.oom) {
             free(b.p);
@@ -515,9 +633,18 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
             free(err);
             free(nf);
         }
+        if (nnotes)
+            putchar('\n');
+        for (size_t g = 0; g < nnotes; g++) {
+            char ranks[256];
+            gt_format_ranks(notes[g].ranks, notes[g].n, ranks, sizeof ranks);
+            printf("note: %s %s: %s\n", notes[g].n == 1 ? "rank" : "ranks", ranks,
+                   notes[g].text);
+        }
         if (ngroups == 0) {
-            printf("\nno findings on any rank: no saved tensor was modified before the "
-                   "backward that needed it\n");
+            printf("\nno findings on any rank: no saved tensor %s modified before the "
+                   "backward that needed it\n",
+                   any_outside ? "the recording saw was" : "was");
         } else {
             printf("\n%zu distinct finding%s\n\n", ngroups, ngroups == 1 ? "" : "s");
             for (size_t g = 0; g < ngroups; g++)
@@ -540,6 +667,7 @@ out:
         free(groups[g].ranks);
     }
     free(groups);
+    note_groups_free(notes, nnotes);
     for (size_t i = 0; docs && i < set.n; i++)
         free(docs[i]);
     free(docs);

@@ -168,8 +168,19 @@ static const char *const queries[Q_COUNT] = {
              "JOIN strings s ON s.id = o.name WHERE o.seq = ?1",
     [Q_BACKWARD] = "SELECT a.text, b.stack, b.status FROM backward_calls b "
                    "JOIN strings a ON a.id = b.api WHERE b.id = ?1",
-    [Q_SIG] = "SELECT n.name, k.user_frame, n.variable FROM nodes n "
-              "LEFT JOIN ops o ON o.seq = n.op "
+    /* the node's name, line, leaf, and the dtypes and shapes of its
+     * outputs, saved tensors and leaf variable (same_block) */
+    [Q_SIG] = "SELECT n.name, k.user_frame, n.variable, "
+              "coalesce((SELECT group_concat(x, ';') FROM (SELECT coalesce(t.dtype, '') "
+              " || t.shape AS x FROM node_outputs no JOIN tensors t ON t.id = no.tensor "
+              " WHERE no.node = n.id ORDER BY no.output_nr)), '') || '|' || "
+              "coalesce((SELECT group_concat(x, ';') FROM (SELECT coalesce(coalesce("
+              " t.dtype, '') || t.shape, '?') AS x FROM saved_tensors v "
+              " LEFT JOIN tensors t ON t.id = v.tensor "
+              " WHERE v.node = n.id ORDER BY v.seq)), '') || '|' || "
+              "coalesce((SELECT coalesce(t.dtype, '') || t.shape FROM tensors t "
+              " WHERE t.id = n.variable), '') "
+              "FROM nodes n LEFT JOIN ops o ON o.seq = n.op "
               "LEFT JOIN stacks k ON k.id = o.stack WHERE n.id = ?1",
 };
 
@@ -464,6 +475,8 @@ static size_t screen_budget(const builder *b)
 typedef struct nsig {
     int64_t name, frame; /* strings.id of the node's name; its op's user frame */
     int leaf;            /* accumulates into a leaf tensor */
+    uint64_t shash;      /* hash of shapes */
+    char *shapes;        /* dtypes and shapes of its tensors (Q_SIG), or NULL */
 } nsig;
 
 typedef struct rctx {
@@ -477,8 +490,20 @@ typedef struct rctx {
 
 static int sig_eq(const rctx *r, size_t x, size_t y)
 {
-    return r->sig[x].name == r->sig[y].name && r->sig[x].frame == r->sig[y].frame &&
-           r->sig[x].leaf == r->sig[y].leaf;
+    const nsig *u = &r->sig[x], *v = &r->sig[y];
+    return u->name == v->name && u->frame == v->frame && u->leaf == v->leaf &&
+           u->shash == v->shash &&
+           (u->shapes == v->shapes ||
+            (u->shapes && v->shapes && !strcmp(u->shapes, v->shapes)));
+}
+
+/* FNV-1a of s ("" for NULL). */
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
 }
 
 /* Are the p nodes from position a and those from position c the same
@@ -584,7 +609,7 @@ static int collapse_repeats(builder *b)
         return 0;
     r.seq = malloc(n * sizeof *r.seq);
     r.rank = malloc(n * sizeof *r.rank);
-    r.sig = malloc(n * sizeof *r.sig);
+    r.sig = calloc(n, sizeof *r.sig);
     r.off = calloc(n + 1, sizeof *r.off);
     r.nx = malloc((b->nedges + 1) * sizeof *r.nx);
     keep = calloc(n, 1);
@@ -608,11 +633,17 @@ static int collapse_repeats(builder *b)
         sqlite3_bind_int64(st, 1, b->nodes[r.seq[k]].id);
         int step = sqlite3_step(st);
         r.sig[k] = (nsig){0};
-        if (step == SQLITE_ROW)
+        if (step == SQLITE_ROW) {
+            const char *sh = (const char *)sqlite3_column_text(st, 3);
             r.sig[k] = (nsig){.name = sqlite3_column_int64(st, 0),
                               .frame = sqlite3_column_int64(st, 1),
-                              .leaf = sqlite3_column_int64(st, 2) > 0};
-        else if (step != SQLITE_DONE)
+                              .leaf = sqlite3_column_int64(st, 2) > 0,
+                              .shash = str_hash(sh),
+                              .shapes = sh ? strdup(sh) : NULL};
+            if ((sh && !r.sig[k].shapes) ||
+                (!sh && sqlite3_column_type(st, 3) != SQLITE_NULL))
+                rc = oom(b);
+        } else if (step != SQLITE_DONE)
             rc = sql_fail(b);
         if (rc)
             break;
@@ -700,6 +731,8 @@ static int collapse_repeats(builder *b)
 out:
     free(r.seq);
     free(r.rank);
+    for (size_t k = 0; r.sig && k < n; k++)
+        free(r.sig[k].shapes);
     free(r.sig);
     free(r.off);
     free(r.nx);
@@ -1959,6 +1992,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
     size_t centre = 0, drawn = 0, findings = 0;
     int rc = 0;
 
+    gt_strbuf warnings = GT_STRBUF_INIT;
+    gt__graph_messages(&warnings); /* kept on the graph, never printed */
     gt__trace_clear(t);
     b.trace = t;
     b.db = gt_trace_db(t);
@@ -1987,9 +2022,14 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
     gr->findings_shown = findings;
     gr->layout_limit =
         b.opts->layout_limit ? b.opts->layout_limit : GT_GRAPH_DEFAULT_LAYOUT_LIMIT;
+    gr->warnings = warnings;
+    warnings = (gt_strbuf)GT_STRBUF_INIT;
+    gr->built_warnings = 1;
     gt__trace_clear(t);
     *out = gr;
 out:
+    gt__graph_messages(NULL);
+    gt_strbuf_release(&warnings);
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(b.q[i]);
     if (b.g)

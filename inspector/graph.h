@@ -127,8 +127,9 @@ size_t gt_graph_findings_shown(const gt_graph *g);
 const char *gt_graph_errmsg(const gt_graph *g);
 
 /* Graphviz's own messages during g's last render (a graph too large for
- * cairo's bitmaps, say), one a line without "Warning: (null): ", each
- * ending in a newline; "" when none. Owned by g. */
+ * cairo's bitmaps, say; the first render's after those of g's build), one a
+ * line without "Warning: (null): ", each ending in a newline; "" when none.
+ * Owned by g. The library never prints them. */
 const char *gt_graph_warnings(const gt_graph *g);
 
 /* `text` as gt_graph_build puts it into a label (see above): at most

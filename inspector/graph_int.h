@@ -18,7 +18,16 @@ struct gt_graph {
     size_t findings_shown;
     size_t layout_limit;
     char errmsg[512];   /* the last render error, "" after a success */
-    gt_strbuf warnings; /* Graphviz's messages of the last render, one a line */
+    gt_strbuf warnings; /* Graphviz's messages of the last render (the first:
+                           and the build's), one a line */
+    int built_warnings; /* 1 until the first render: warnings are the build's */
 };
+
+/* Graphviz's messages (agerr) of this thread from now on into *to, one a
+ * line without their level; NULL: to the handler the program set before
+ * gradtrace's, or nowhere (graph_render.c). Installs gradtrace's handler on
+ * first use; prints nothing; can't fail (a message that does not fit sets
+ * to->oom). */
+void gt__graph_messages(gt_strbuf *to);
 
 #endif

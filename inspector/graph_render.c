@@ -98,15 +98,18 @@ static struct {
 
 /* Graphviz's own messages (agerr: "Warning: (null): graph is too large
  * for cairo-renderer bitmaps...", the "(null)" being the command name gvc
- * was never given) are kept on the handle being rendered, without their
- * level and "(null): " (gt_graph_warnings); the command prints them under
- * its name. cgraph hands a message to the handler in pieces ("Warning",
- * ": ", the text ending in a newline), so they are gathered per thread up
- * to the newline. A message outside a render goes to stderr as
- * "graphviz: ...". */
+ * was never given) are kept on the handle being built or rendered, without
+ * their level and "(null): " (gt_graph_warnings); the command prints them
+ * under its name. cgraph hands a message to the handler in pieces
+ * ("Warning", ": ", the text ending in a newline), so they are gathered per
+ * thread up to the newline. The library never prints: a message outside an
+ * operation on a handle (the program's own use of cgraph) goes to the
+ * handler the program had set before ours, or nowhere. */
 static _Thread_local char gv_msg[1024];
 static _Thread_local size_t gv_msg_len;
-static _Thread_local gt_graph *gv_target;
+static _Thread_local gt_strbuf *gv_target;
+static pthread_once_t gv_errf_once = PTHREAD_ONCE_INIT;
+static agusererrf gv_prev_errf; /* set once, before any message reaches us */
 
 /* Print one gathered Graphviz message, without its level and "(null): ". */
 static void gv_message_flush(void)
@@ -114,6 +117,17 @@ static void gv_message_flush(void)
     char *m = gv_msg;
     gv_msg[gv_msg_len < sizeof gv_msg ? gv_msg_len : sizeof gv_msg - 1] = '\0';
     gv_msg_len = 0;
+    if (!gv_target) {
+        if (gv_prev_errf) {
+            size_t k = strlen(m);
+            if (k + 1 < sizeof gv_msg) { /* with its newline back */
+                m[k] = '\n';
+                m[k + 1] = '\0';
+            }
+            gv_prev_errf(m);
+        }
+        return;
+    }
     if (!strncmp(m, "Warning: ", 9))
         m += 9;
     else if (!strncmp(m, "Error: ", 7))
@@ -123,10 +137,8 @@ static void gv_message_flush(void)
     size_t n = strlen(m);
     while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
         m[--n] = '\0';
-    if (n && gv_target)
-        gt_strbuf_addf(&gv_target->warnings, "%s\n", m);
-    else if (n)
-        fprintf(stderr, "graphviz: %s\n", m);
+    if (n)
+        gt_strbuf_addf(gv_target, "%s\n", m);
 }
 
 static int gv_message(char *piece)
@@ -141,6 +153,18 @@ static int gv_message(char *piece)
         gv_msg_len++;
     }
     return 0;
+}
+
+static void gv_errf_init(void)
+{
+    gv_prev_errf = agseterrf(gv_message);
+}
+
+void gt__graph_messages(gt_strbuf *to)
+{
+    pthread_once(&gv_errf_once, gv_errf_init);
+    gv_msg_len = 0;
+    gv_target = to;
 }
 
 /* 1 if `name` is in Graphviz's list of plugins of `kind`. */
@@ -159,7 +183,6 @@ static int has_plugin(GVC_t *gvc, const char *kind, const char *name)
 
 static void gv_init(void)
 {
-    agseterrf(gv_message);
     gv.gvc = gvContext();
     if (!gv.gvc)
         return;
@@ -220,18 +243,21 @@ static int layout(gt_graph *g, int format, const char **device /* OUT */)
     return 0;
 }
 
-/* Start an operation on g: no error, no messages yet, and Graphviz's
- * messages of this thread kept on g until render_end. */
+/* Start an operation on g: no error, no messages yet (but the build's
+ * before the first render), and Graphviz's messages of this thread kept on
+ * g until render_end. */
 static void render_begin(gt_graph *g)
 {
     g->errmsg[0] = '\0';
-    gt_strbuf_reset(&g->warnings);
-    gv_target = g;
+    if (!g->built_warnings) /* the build's are kept for the first render */
+        gt_strbuf_reset(&g->warnings);
+    g->built_warnings = 0;
+    gt__graph_messages(&g->warnings);
 }
 
 static int render_end(gt_graph *g, int rc)
 {
-    gv_target = NULL;
+    gt__graph_messages(NULL);
     if (rc == 0 && g->warnings.oom)
         return seterr(g, GT_ENOMEM, "cannot keep graphviz's messages: out of memory");
     return rc;

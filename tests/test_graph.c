@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include <graphviz/cgraph.h>
+
 #include <gradtrace/recorder.h>
 
 #include "graph.h"
@@ -694,6 +696,67 @@ static void test_repeats_drawn_once(void **state)
     gt_graph_free(g);
 }
 
+/* A chain of 50 layers made by one line (an nn.Sequential's forward), each
+ * saving a tensor [4, width]: layers 1-25 of `w1`, 26-50 of `w2`. */
+static void make_width_chain(tb *t, const char *name, int64_t w1, int64_t w2)
+{
+    tb_open(t, name);
+    for (int i = 1; i <= 50; i++) {
+        gt_id st = tb_stack(t, "/home/u/net.py", 9, "x = layer(x)");
+        int64_t shape[2] = {4, i <= 25 ? w1 : w2};
+        tb_tensor(t, 100 + i, 2, shape, 0);
+        tb_node(t, i, "ConvolutionBackward0", tb_op(t, "aten::convolution", st), 0);
+        tb_saved(t, i, "input", 100 + i, 0);
+        if (i > 1)
+            tb_edge(t, i, 0, i - 1);
+    }
+    tb_tensor(t, 99, 0, NULL, 0);
+    tb_backward(t, 99, 50, 1);
+    tb_close(t);
+}
+
+/* Only truly identical blocks are drawn once: layers of the same op and
+ * line but of other widths (DCGAN's convolutions) are not repeats of each
+ * other; layers of one width are. */
+static void test_repeats_need_same_shapes(void **state)
+{
+    (void)state;
+    tb t;
+    make_width_chain(&t, "widths.db", 64, 128);
+    gt_graph *g = build(t.path, NULL);
+    Agraph_t *d = reparse(g);
+    /* n2..n25 (n1 has no input) and n26..n49 (n50 the root) apart */
+    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97"
+                                                        "24\n");
+    assert_contains(repeat_label(d, "cluster_repeat2"), "\xc3\x97"
+                                                        "24\n");
+    assert_null(agsubg(d, (char *)"cluster_repeat3", 0));
+    Agnode_t *a = NULL, *b = NULL;
+    for (Agnode_t *n = agfstnode(agsubg(d, (char *)"cluster_repeat1", 0)); n;
+         n = agnxtnode(agsubg(d, (char *)"cluster_repeat1", 0), n))
+        a = n;
+    for (Agnode_t *n = agfstnode(agsubg(d, (char *)"cluster_repeat2", 0)); n;
+         n = agnxtnode(agsubg(d, (char *)"cluster_repeat2", 0), n))
+        b = n;
+    assert_non_null(a);
+    assert_non_null(b);
+    int na = atoi(agnameof(a) + 1), nb = atoi(agnameof(b) + 1);
+    printf("# drawn once: n%d (width 64), n%d (width 128)\n", na, nb);
+    assert_true(na >= 2 && na <= 25);
+    assert_true(nb >= 26 && nb <= 49);
+    agclose(d);
+    gt_graph_free(g);
+
+    make_width_chain(&t, "widths_same.db", 64, 64);
+    g = build(t.path, NULL);
+    d = reparse(g);
+    assert_contains(repeat_label(d, "cluster_repeat1"), "\xc3\x97"
+                                                        "48\n");
+    assert_null(agsubg(d, (char *)"cluster_repeat2", 0));
+    agclose(d);
+    gt_graph_free(g);
+}
+
 /* A long narrow chain wraps into columns of 12 ranks: nodes share a column's
  * group, and only the edges between columns stop constraining the ranks. */
 static void test_wrap_long_chain(void **state)
@@ -1069,6 +1132,44 @@ static void test_layout_limit(void **state)
     gt_graph_free(g);
 }
 
+/* Graphviz's messages are kept on the handle, never printed by the
+ * library: one outside any build or render (the program's own use of
+ * cgraph) reaches no stderr either. */
+static void test_graphviz_messages_not_printed(void **state)
+{
+    (void)state;
+    tb t;
+    make_chain(&t, "messages.db", 1);
+    gt_graph *g = build(t.path, NULL); /* gradtrace's handler installed */
+    char *svg = NULL;
+    size_t len = 0;
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_SVG, &svg, &len), 0);
+    free(svg);
+
+    char path[600];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w+");
+    assert_non_null(f);
+    assert_true(saved >= 0 && dup2(fileno(f), 2) == 2);
+    agerr(AGWARN, "%s\n", "a message outside any render");
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    char got[256] = "";
+    rewind(f);
+    assert_true(fread(got, 1, sizeof got - 1, f) == (size_t)(n < 255 ? n : 255));
+    fclose(f);
+    printf("# stderr: \"%s\"\n", got);
+    assert_int_equal(n, 0);
+    /* nor kept on a handle it is not about */
+    assert_string_equal(gt_graph_warnings(g), "");
+    gt_graph_free(g);
+}
+
 static void test_no_backward(void **state)
 {
     (void)state;
@@ -1168,6 +1269,8 @@ int main(void)
         cmocka_unit_test(test_seed_without_findings),
         cmocka_unit_test(test_focus_hops),
         cmocka_unit_test(test_repeats_drawn_once),
+        cmocka_unit_test(test_repeats_need_same_shapes),
+        cmocka_unit_test(test_graphviz_messages_not_printed),
         cmocka_unit_test(test_wide_ring_in_part),
         cmocka_unit_test(test_choose_backward),
         cmocka_unit_test(test_awkward_round_trip),

@@ -88,6 +88,21 @@ class Compile(unittest.TestCase):
         doc, text = self.diagnose(trace)
         self.assertIs(doc["compiled_ran_eagerly"], True)
         self.assertIn("note: torch.compile'd code ran eagerly while recording", text)
+        # several traces (a distributed run's ranks): on the rank that ran it only
+        other, _ = gtutil.record(SCRIPT, "plain")
+        r = subprocess.run([gtutil.GRADTRACE, "diagnose", trace, other],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        first = 0 if os.path.basename(trace) < os.path.basename(other) else 1
+        self.assertEqual(r.stdout.count("torch.compile'd code ran eagerly"), 1, r.stdout)
+        self.assertIn("note: rank %d: torch.compile'd code ran eagerly" % first, r.stdout)
+        r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace, other],
+                           capture_output=True, text=True, timeout=120)
+        doc = json.loads(r.stdout)
+        self.assertEqual([t["diagnosis"]["compiled_ran_eagerly"] for t in doc["traces"]],
+                         [first == 0, first == 1])
+        self.assertEqual([(n["ranks"], n["kind"]) for n in doc["notes"]],
+                         [([first], "compiled_ran_eagerly")])
 
     def diagnose(self, trace):
         r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace],

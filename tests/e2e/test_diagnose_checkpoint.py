@@ -15,8 +15,10 @@ Env: GRADTRACE, GT_SOURCE_DIR, PYTHONPATH (set by ctest).
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -276,6 +278,28 @@ class OutsideNoted(unittest.TestCase):
 
     def test_clean_is_noted(self):
         self.check_noted("clean")
+
+    def test_noted_per_rank(self):
+        """Several traces (a distributed run's ranks): each rank's note, once
+        for the ranks that share it, in the text and the JSON."""
+        trace, _, _ = run_outside("clean")
+        d = tempfile.mkdtemp(dir=gtutil.tmpdir())
+        for name in ("a.db", "b.db"):
+            shutil.copy(trace, os.path.join(d, name))
+        line = marker("outside-bw", OUTSIDE)
+        r = diagnose(d)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"note: ranks 0-1: backward #1 at \S*diag_outside\.py:%d"
+                                   r" ran 6 nodes whose forward ran before recording"
+                                   r" started" % line)
+        self.assertEqual(r.stdout.count("before recording started (the first"), 1, r.stdout)
+        self.assertIn("no saved tensor the recording saw was modified", r.stdout)
+        doc = json.loads(diagnose(d, "--json").stdout)
+        for t in doc["traces"]:
+            self.assertEqual([n["location"]["line"] for n in
+                              t["diagnosis"]["outside_recording"]], [line])
+        self.assertEqual([(n["ranks"], n["kind"]) for n in doc["notes"]],
+                         [([0, 1], "outside_recording")], doc["notes"])
 
     def test_swap_is_found_and_noted(self):
         trace, cp, plain = run_outside("swap")
