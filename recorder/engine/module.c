@@ -9,7 +9,7 @@
  * seen for the first time takes the GIL to describe its frames.
  *
  * One capture at a time (the engine's callback is process-wide): the stack
- * hook reaches the running Engine through one static pointer, set while a
+ * hook reaches the running gt_engine through one static pointer, set while a
  * capture is on.
  */
 #define PY_SSIZE_T_CLEAN
@@ -45,14 +45,14 @@ typedef struct {
     PyObject *hidden;    /* tuple of path prefixes never put in stacks */
     PyObject *engine;    /* tuple of path prefixes of the engine (torch) */
     PyObject *getline;   /* linecache.getline */
-    PyObject *callnames; /* call names: their UTF-8 lives as long as the Engine */
+    PyObject *callnames; /* call names: their UTF-8 lives as long as the gt_engine */
     PyObject *data_orig; /* torch's own `data` descriptor (watch_data) */
     pthread_mutex_t smu;
     gt_map skeys; /* stack hash -> key id */
     uint32_t next_key;
-} Engine;
+} gt_engine;
 
-static Engine *g_engine; /* the Engine whose capture is on, see above */
+static gt_engine *g_engine; /* the gt_engine whose capture is on, see above */
 
 static int64_t native_tid(void)
 {
@@ -76,7 +76,7 @@ static int starts_with_any(PyObject *s, PyObject *prefixes)
 }
 
 /* 0 user, 1 engine, 2 hidden */
-static int code_kind(Engine *e, PyCodeObject *co)
+static int code_kind(gt_engine *e, PyCodeObject *co)
 {
     if (starts_with_any(co->co_filename, e->hidden))
         return 2;
@@ -114,7 +114,7 @@ static int put_str(bytes *b, const char *s)
 
 /* Describe the calling thread's stack (GIL held) into a GT_CAP_STACK record
  * with key id `id`, and publish it on this thread's lane. */
-static void describe_stack(Engine *e, uint32_t id, PyFrameObject *start)
+static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
 {
     PyFrameObject *frames[MAX_FRAMES];
     int n = 0;
@@ -181,7 +181,7 @@ typedef struct {
 static _Thread_local tcache t_cache;
 static uint64_t g_cache_gen;
 
-static uint32_t stack_slow(Engine *e, uint64_t h)
+static uint32_t stack_slow(gt_engine *e, uint64_t h)
 {
     pthread_mutex_lock(&e->smu);
     uint64_t *v = gt_map_get(&e->skeys, h, 0, 0);
@@ -208,7 +208,7 @@ static uint32_t stack_slow(Engine *e, uint64_t h)
 /* Stack key of the calling thread's Python stack (no GIL), 0 if none. */
 static uint32_t stack_key(void)
 {
-    Engine *e = g_engine;
+    gt_engine *e = g_engine;
     if (!e)
         return 0;
     uint64_t h = 1469598103934665603ull;
@@ -314,7 +314,7 @@ static int emit_names(PyObject *dict, const gt_cap_tensor *t, const gt_cap_tenso
  * dozens of parameters from one line that names none of them). */
 static void names_hook(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base)
 {
-    Engine *e = g_engine;
+    gt_engine *e = g_engine;
     if (!e || t_names_miss[stack & 255] == stack)
         return;
     PyGILState_STATE st = PyGILState_Ensure();
@@ -386,11 +386,11 @@ static void put_text(int type, uint32_t stack, const char *a, const char *b)
     p[la + lb - 1] = 0;
 }
 
-/* ---- Engine object ------------------------------------------------------------ */
+/* ---- gt_engine object ------------------------------------------------------------ */
 
-static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
+static int eng_init(PyObject *op, PyObject *args, PyObject *kw)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     static char *kwlist[] = {"path",      "hidden",      "engine",
                              "getline",   "overwrite",   "max_bytes",
                              "keep_last", "check_saved", NULL};
@@ -444,9 +444,9 @@ static int Engine_init(PyObject *op, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
+static PyObject *eng_start(PyObject *op, PyObject *Py_UNUSED(a))
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     if (!self->r || self->on || g_engine) {
         PyErr_SetString(PyExc_RuntimeError, "gradtrace: an engine capture is already on");
         return NULL;
@@ -475,9 +475,9 @@ static PyObject *Engine_start(PyObject *op, PyObject *Py_UNUSED(a))
     Py_RETURN_NONE;
 }
 
-static PyObject *Engine_set_run(PyObject *op, PyObject *args, PyObject *kw)
+static PyObject *eng_set_run(PyObject *op, PyObject *args, PyObject *kw)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     /* the same keywords as the dispatch adapter's Recorder.set_run */
     gt_run_info ri;
     if (gt_py_run_info(args, kw, &ri) < 0)
@@ -488,9 +488,9 @@ static PyObject *Engine_set_run(PyObject *op, PyObject *args, PyObject *kw)
 }
 
 /* backward_begin(api, roots, retain_graph, create_graph, inputs) */
-static PyObject *Engine_backward_begin(PyObject *op, PyObject *args)
+static PyObject *eng_backward_begin(PyObject *op, PyObject *args)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     const char *api;
     PyObject *roots, *inputs;
     int retain, create;
@@ -585,9 +585,9 @@ static uint32_t exc_stack(PyObject *exc)
 }
 
 /* backward_end(exc_or_None) */
-static PyObject *Engine_backward_end(PyObject *op, PyObject *exc)
+static PyObject *eng_backward_end(PyObject *op, PyObject *exc)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     if (!self->on)
         Py_RETURN_NONE;
     gt_capture_backward_depth(-1);
@@ -613,9 +613,9 @@ static PyObject *Engine_backward_end(PyObject *op, PyObject *exc)
  * checkpointed function), recorded as an op named `name` with the caller's
  * stack and the tensors of args as inputs; region: a non-reentrant
  * checkpoint, whose nodes save through hooks (see fold.c). */
-static PyObject *Engine_call_begin(PyObject *op, PyObject *args)
+static PyObject *eng_call_begin(PyObject *op, PyObject *args)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     PyObject *name, *inputs;
     int region;
     if (!PyArg_ParseTuple(args, "UOp", &name, &inputs, &region))
@@ -635,9 +635,9 @@ static PyObject *Engine_call_begin(PyObject *op, PyObject *args)
 
 /* call_end(stamp, result_or_None): the call returned result (None: it
  * raised); its outputs and the nodes they got are recorded now */
-static PyObject *Engine_call_end(PyObject *op, PyObject *args)
+static PyObject *eng_call_end(PyObject *op, PyObject *args)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     unsigned long long stamp;
     PyObject *result;
     if (!PyArg_ParseTuple(args, "KO", &stamp, &result))
@@ -649,9 +649,9 @@ static PyObject *Engine_call_end(PyObject *op, PyObject *args)
 }
 
 /* error(exc): an exception that ends the run */
-static PyObject *Engine_error(PyObject *op, PyObject *exc)
+static PyObject *eng_error(PyObject *op, PyObject *exc)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     if (!self->on)
         Py_RETURN_NONE;
     put_error(exc, exc_stack(exc));
@@ -660,9 +660,9 @@ static PyObject *Engine_error(PyObject *op, PyObject *exc)
 }
 
 /* name(tensor, name): `name` is bound to tensor in the user's frame */
-static PyObject *Engine_name(PyObject *op, PyObject *args)
+static PyObject *eng_name(PyObject *op, PyObject *args)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     PyObject *t;
     const char *name;
     Py_ssize_t len;
@@ -685,9 +685,9 @@ static PyObject *Engine_name(PyObject *op, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *Engine_forget(PyObject *op, PyObject *t)
+static PyObject *eng_forget(PyObject *op, PyObject *t)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     gt_cap_tensor ct;
     if (!self->on || !self->fold || gt_capture_pytensor(t, &ct, NULL) < 0 ||
         (ct.flags & GT_CAPT_UNDEF))
@@ -701,9 +701,9 @@ static PyObject *Engine_forget(PyObject *op, PyObject *t)
 
 /* watch_data(descriptor): the `data` getset descriptor of torch's tensor
  * base class, which data_set forwards to. */
-static PyObject *Engine_watch_data(PyObject *op, PyObject *descr)
+static PyObject *eng_watch_data(PyObject *op, PyObject *descr)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     if (!Py_TYPE(descr)->tp_descr_set) {
         PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
         return NULL;
@@ -729,9 +729,9 @@ static int data_assign(void *ctx)
  * assignment through the original descriptor (its result and its error are
  * the user's) and, when the tensor moved, records a storage swap with the
  * assigning line's stack (see gt_capture_data_set). */
-static PyObject *Engine_data_set(PyObject *op, PyObject *args)
+static PyObject *eng_data_set(PyObject *op, PyObject *args)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     PyObject *t, *value;
     if (!PyArg_ParseTuple(args, "OO", &t, &value))
         return NULL;
@@ -748,17 +748,17 @@ static PyObject *Engine_data_set(PyObject *op, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *Engine_set_active(PyObject *op, PyObject *arg)
+static PyObject *eng_set_active(PyObject *op, PyObject *arg)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     self->active = PyObject_IsTrue(arg) > 0;
     gt_capture_set_active(self->active && self->r && !gt_recorder_failed(self->r));
     Py_RETURN_NONE;
 }
 
-static PyObject *Engine_flush(PyObject *op, PyObject *Py_UNUSED(a))
+static PyObject *eng_flush(PyObject *op, PyObject *Py_UNUSED(a))
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     if (!self->on)
         Py_RETURN_NONE;
     gt_capture_commit();
@@ -767,7 +767,7 @@ static PyObject *Engine_flush(PyObject *op, PyObject *Py_UNUSED(a))
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
-static void stop_capture(Engine *self)
+static void stop_capture(gt_engine *self)
 {
     if (!self->on)
         return;
@@ -781,9 +781,9 @@ static void stop_capture(Engine *self)
 }
 
 /* close(status, exit_code, signal) -> None or the recorder's error message */
-static PyObject *Engine_close(PyObject *op, PyObject *args)
+static PyObject *eng_close(PyObject *op, PyObject *args)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     int status, code, sig;
     if (!PyArg_ParseTuple(args, "iii", &status, &code, &sig))
         return NULL;
@@ -820,9 +820,9 @@ static PyObject *Engine_close(PyObject *op, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *Engine_forked(PyObject *op, PyObject *Py_UNUSED(a))
+static PyObject *eng_forked(PyObject *op, PyObject *Py_UNUSED(a))
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     self->forked = 1;
     self->on = 0;
     gt_capture_forked();
@@ -835,30 +835,30 @@ static PyObject *Engine_forked(PyObject *op, PyObject *Py_UNUSED(a))
     Py_RETURN_NONE;
 }
 
-static PyObject *Engine_get_recording(PyObject *op, void *c)
+static PyObject *eng_get_recording(PyObject *op, void *c)
 {
     (void)c;
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     return PyBool_FromLong(self->on && self->r && !gt_recorder_failed(self->r));
 }
 
-static PyObject *Engine_get_failed(PyObject *op, void *c)
+static PyObject *eng_get_failed(PyObject *op, void *c)
 {
     (void)c;
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     return PyBool_FromLong(self->r && gt_recorder_failed(self->r));
 }
 
-static PyObject *Engine_get_errmsg(PyObject *op, void *c)
+static PyObject *eng_get_errmsg(PyObject *op, void *c)
 {
     (void)c;
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     return PyUnicode_FromString(self->r ? gt_recorder_errmsg(self->r) : "");
 }
 
-static void Engine_dealloc(PyObject *op)
+static void eng_dealloc(PyObject *op)
 {
-    Engine *self = (Engine *)op;
+    gt_engine *self = (gt_engine *)op;
     PyTypeObject *tp = Py_TYPE(op);
     if (self->r && !self->forked) {
         stop_capture(self);
@@ -877,46 +877,45 @@ static void Engine_dealloc(PyObject *op)
     Py_DECREF(tp);
 }
 
-static PyMethodDef Engine_methods[] = {
-    {"start", Engine_start, METH_NOARGS, "start capturing"},
-    {"set_run", (PyCFunction)(void (*)(void))Engine_set_run, METH_VARARGS | METH_KEYWORDS,
+static PyMethodDef eng_methods[] = {
+    {"start", eng_start, METH_NOARGS, "start capturing"},
+    {"set_run", (PyCFunction)(void (*)(void))eng_set_run, METH_VARARGS | METH_KEYWORDS,
      "run metadata"},
-    {"backward_begin", Engine_backward_begin, METH_VARARGS, "a backward call starts"},
-    {"backward_end", Engine_backward_end, METH_O, "a backward call ended"},
-    {"error", Engine_error, METH_O, "an exception ends the run"},
-    {"call_begin", Engine_call_begin, METH_VARARGS, "a call into user code starts"},
-    {"call_end", Engine_call_end, METH_VARARGS, "it returned (or raised: None)"},
-    {"name", Engine_name, METH_VARARGS, "a variable name bound to a tensor"},
-    {"watch_data", Engine_watch_data, METH_O,
-     "the `data` descriptor data_set forwards to"},
-    {"data_set", Engine_data_set, METH_VARARGS,
+    {"backward_begin", eng_backward_begin, METH_VARARGS, "a backward call starts"},
+    {"backward_end", eng_backward_end, METH_O, "a backward call ended"},
+    {"error", eng_error, METH_O, "an exception ends the run"},
+    {"call_begin", eng_call_begin, METH_VARARGS, "a call into user code starts"},
+    {"call_end", eng_call_end, METH_VARARGS, "it returned (or raised: None)"},
+    {"name", eng_name, METH_VARARGS, "a variable name bound to a tensor"},
+    {"watch_data", eng_watch_data, METH_O, "the `data` descriptor data_set forwards to"},
+    {"data_set", eng_data_set, METH_VARARGS,
      "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
-    {"set_active", Engine_set_active, METH_O, "record ops (True) or not"},
-    {"forget", Engine_forget, METH_O, "let go of a tensor (before swap_tensors)"},
-    {"flush", Engine_flush, METH_NOARGS, "fold and commit what was captured"},
-    {"close", Engine_close, METH_VARARGS, "stop and close the trace"},
-    {"forked", Engine_forked, METH_NOARGS, "in a forked child: let go"},
+    {"set_active", eng_set_active, METH_O, "record ops (True) or not"},
+    {"forget", eng_forget, METH_O, "let go of a tensor (before swap_tensors)"},
+    {"flush", eng_flush, METH_NOARGS, "fold and commit what was captured"},
+    {"close", eng_close, METH_VARARGS, "stop and close the trace"},
+    {"forked", eng_forked, METH_NOARGS, "in a forked child: let go"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef Engine_getset[] = {
-    {"recording", Engine_get_recording, NULL, "capturing and not failed", NULL},
-    {"failed", Engine_get_failed, NULL, "a write error stopped recording", NULL},
-    {"errmsg", Engine_get_errmsg, NULL, "the recorder's last message", NULL},
+static PyGetSetDef eng_getset[] = {
+    {"recording", eng_get_recording, NULL, "capturing and not failed", NULL},
+    {"failed", eng_get_failed, NULL, "a write error stopped recording", NULL},
+    {"errmsg", eng_get_errmsg, NULL, "the recorder's last message", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyType_Slot Engine_slots[] = {
-    {Py_tp_init, Engine_init},       {Py_tp_dealloc, Engine_dealloc},
-    {Py_tp_methods, Engine_methods}, {Py_tp_getset, Engine_getset},
-    {Py_tp_new, PyType_GenericNew},  {0, NULL},
+static PyType_Slot eng_slots[] = {
+    {Py_tp_init, eng_init},         {Py_tp_dealloc, eng_dealloc},
+    {Py_tp_methods, eng_methods},   {Py_tp_getset, eng_getset},
+    {Py_tp_new, PyType_GenericNew}, {0, NULL},
 };
 
-static PyType_Spec Engine_spec = {
+static PyType_Spec eng_spec = {
     .name = "_gradtrace_engine.Engine",
-    .basicsize = sizeof(Engine),
+    .basicsize = sizeof(gt_engine),
     .flags = Py_TPFLAGS_DEFAULT,
-    .slots = Engine_slots,
+    .slots = eng_slots,
 };
 
 /* selftest(torch_version) -> None, or the reason it failed */
@@ -950,7 +949,7 @@ static PyObject *mod_built_for(PyObject *m, PyObject *Py_UNUSED(a))
 
 static int mod_exec(PyObject *m)
 {
-    PyObject *tp = PyType_FromModuleAndSpec(m, &Engine_spec, NULL);
+    PyObject *tp = PyType_FromModuleAndSpec(m, &eng_spec, NULL);
     if (!tp)
         return -1;
     int rc = PyModule_AddObjectRef(m, "Engine", tp);
