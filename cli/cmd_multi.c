@@ -415,6 +415,37 @@ static void ranks_json(gt_strbuf *b, const int64_t *ranks, size_t n)
     gt_strbuf_add(b, "]", 1);
 }
 
+/* Append to b, after a comma unless first, the object sql (a one-row
+ * SELECT json_object(...)) makes of ?1 = ranks[0..n) as a JSON array and the
+ * texts ?2 = a and ?3 = c (NULL: not bound). 0, or -1 out of memory. */
+static int add_ranked(gt_strbuf *b, sqlite3 *db, const char *sql, int first,
+                      const int64_t *ranks, size_t n, const char *a, const char *c)
+{
+    char *row = NULL;
+    sqlite3_stmt *st = NULL;
+    gt_strbuf rl = {0};
+    ranks_json(&rl, ranks, n);
+    if (!rl.oom && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, rl.p, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, a, -1, SQLITE_STATIC);
+        if (c)
+            sqlite3_bind_text(st, 3, c, -1, SQLITE_STATIC);
+        const char *v = sqlite3_step(st) == SQLITE_ROW
+                            ? (const char *)sqlite3_column_text(st, 0)
+                            : NULL;
+        row = v ? strdup(v) : NULL;
+    }
+    sqlite3_finalize(st);
+    free(rl.p);
+    if (!row)
+        return -1;
+    if (!first)
+        gt_strbuf_add(b, ",", 1);
+    gt_strbuf_add(b, row, strlen(row));
+    free(row);
+    return 0;
+}
+
 int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
 {
     gt_rank_set set;
@@ -531,68 +562,23 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
             free(row);
         }
         gt_strbuf_add(&b, "],\"groups\":[", 12);
-        for (size_t g = 0; g < ngroups; g++) {
-            char *row = NULL;
-            sqlite3_stmt *st = NULL;
-            gt_strbuf rl = {0};
-            gt_strbuf_add(&rl, "[", 1);
-            for (size_t k = 0; k < groups[g].n; k++) {
-                char num[32];
-                int w = snprintf(num, sizeof num, "%s%" PRId64, k ? "," : "",
-                                 groups[g].ranks[k]);
-                gt_strbuf_add(&rl, num, (size_t)w);
-            }
-            gt_strbuf_add(&rl, "]", 1);
-            if (!rl.oom &&
-                sqlite3_prepare_v2(db,
-                                   "SELECT json_object('ranks', json(?1), 'finding',"
-                                   " json(?2))",
-                                   -1, &st, NULL) == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, rl.p, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 2, groups[g].doc, -1, SQLITE_STATIC);
-                if (sqlite3_step(st) == SQLITE_ROW)
-                    row = strdup((const char *)sqlite3_column_text(st, 0));
-            }
-            sqlite3_finalize(st);
-            free(rl.p);
-            if (!row) {
+        for (size_t g = 0; g < ngroups; g++)
+            if (add_ranked(
+                    &b, db, "SELECT json_object('ranks', json(?1), 'finding', json(?2))",
+                    g == 0, groups[g].ranks, groups[g].n, groups[g].doc, NULL) < 0) {
                 free(b.p);
                 goto oom;
             }
-            if (g)
-                gt_strbuf_add(&b, ",", 1);
-            gt_strbuf_add(&b, row, strlen(row));
-            free(row);
-        }
         gt_strbuf_add(&b, "],\"notes\":[", 11);
-        for (size_t g = 0; g < nnotes; g++) {
-            char *row = NULL;
-            sqlite3_stmt *st = NULL;
-            gt_strbuf rl = {0};
-            ranks_json(&rl, notes[g].ranks, notes[g].n);
-            if (!rl.oom &&
-                sqlite3_prepare_v2(db,
-                                   "SELECT json_object('ranks', json(?1), 'kind', ?2,"
-                                   " 'text', ?3)",
-                                   -1, &st, NULL) == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, rl.p, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 2, note_kind_name(notes[g].kind), -1,
-                                  SQLITE_STATIC);
-                sqlite3_bind_text(st, 3, notes[g].text, -1, SQLITE_STATIC);
-                if (sqlite3_step(st) == SQLITE_ROW)
-                    row = strdup((const char *)sqlite3_column_text(st, 0));
-            }
-            sqlite3_finalize(st);
-            free(rl.p);
-            if (!row) {
+        for (size_t g = 0; g < nnotes; g++)
+            if (add_ranked(
+                    &b, db,
+                    "SELECT json_object('ranks', json(?1), 'kind', ?2, 'text', ?3)",
+                    g == 0, notes[g].ranks, notes[g].n, note_kind_name(notes[g].kind),
+                    notes[g].text) < 0) {
                 free(b.p);
                 goto oom;
             }
-            if (g)
-                gt_strbuf_add(&b, ",", 1);
-            gt_strbuf_add(&b, row, strlen(row));
-            free(row);
-        }
         gt_strbuf_add(&b, "]}\n", 3);
         if (b.oom) {
             free(b.p);
