@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -46,6 +47,20 @@ def run(cmd, expect_ok=True, env=None):
         raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
             " ".join(cmd), cp.returncode, cp.stdout, cp.stderr))
     return cp
+
+
+def baseline(cmd):
+    """The unrecorded run the recorded one is compared with. torch/gloo
+    itself sometimes aborts a rank at process exit ("terminate called
+    without an active exception", SIGABRT) with no gradtrace loaded; that
+    run is tried once more. The recorded runs are never retried."""
+    try:
+        return run(cmd)
+    except AssertionError as e:
+        if "terminate called without an active exception" not in str(e):
+            raise
+        sys.stderr.write("unrecorded baseline aborted in torch teardown; retrying once\n")
+        return run(cmd)
 
 
 def gradtrace(*args):
@@ -138,7 +153,7 @@ class Dist(unittest.TestCase):
 
     def test_torchrun_ddp_two_ranks(self):
         plain, recorded, d = new_dir(), new_dir(), new_dir()
-        run(torchrun(2, SCRIPT, "ddp", plain, 3))
+        baseline(torchrun(2, SCRIPT, "ddp", plain, 3))
         cp = run(torchrun(2, "--no-python", *record_cmd(os.path.join(d, "run.db"), "ddp",
                                                         recorded, 3)))
         self.assertEqual(outputs(plain), outputs(recorded))  # bit-identical
@@ -166,7 +181,7 @@ class Dist(unittest.TestCase):
 
     def test_spawn_ddp_four_ranks(self):
         plain, recorded, d = new_dir(), new_dir(), new_dir()
-        run([gtutil.PYTHON, SCRIPT, "ddp", plain, 2, "--spawn", 4, "--port", free_port()])
+        baseline([gtutil.PYTHON, SCRIPT, "ddp", plain, 2, "--spawn", 4, "--port", free_port()])
         run(record_cmd(os.path.join(d, "run.db"), "ddp", recorded, 2, "--spawn", 4,
                        "--port", free_port()))
         self.assertEqual(len(outputs(plain)), 4)
@@ -186,7 +201,7 @@ class Dist(unittest.TestCase):
 
     def test_all_reduce_on_saved_tensor_is_a_silent_write_on_every_rank(self):
         plain, recorded, d = new_dir(), new_dir(), new_dir()
-        run([gtutil.PYTHON, SCRIPT, "silent", plain, "--spawn", 2, "--port", free_port()])
+        baseline([gtutil.PYTHON, SCRIPT, "silent", plain, "--spawn", 2, "--port", free_port()])
         run(record_cmd(os.path.join(d, "run.db"), "silent", recorded, "--spawn", 2,
                        "--port", free_port()))
         self.assertEqual(outputs(plain), outputs(recorded))
