@@ -16,6 +16,7 @@
 #include <gradtrace/format.h>
 
 #include "gtmap.h"
+#include "rowlog.h"
 #include "strbuf.h"
 #include "gt_indexes_sql.h"
 #include "gt_views_sql.h"
@@ -314,7 +315,7 @@ static int finish_in_place(const char *path)
  * snapshot: the backup reads the trace in one read transaction. On
  * success *db is the copy (the original connection closed); on failure
  * *db is untouched. */
-static int indexed_copy(sqlite3 **db)
+static int indexed_copy(sqlite3 **db, const char *path, int64_t logged)
 {
     sqlite3 *copy = NULL;
     int rc = sqlite3_open_v2("", &copy, SQLITE_OPEN_READWRITE, NULL);
@@ -333,6 +334,8 @@ static int indexed_copy(sqlite3 **db)
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(copy, "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;",
                           NULL, NULL, NULL);
+    if (rc == SQLITE_OK && logged >= 0) /* a live run's row log, as far as it was */
+        rc = gt_rowlog_fold_copy(copy, path, logged);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(copy, gt_indexes_sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
@@ -382,6 +385,9 @@ static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen
     /* a live trace's log is the recorder's to fold in; a killed one's is
      * folded in here */
     int live = trace_is_live(path);
+    int64_t logged = -1; /* bytes of a row log to read into a copy (rowlog.h) */
+    if ((rc = gt_rowlog_on_open(path, live, &logged, err, errlen)) != GT_OK)
+        return rc;
     if (!live)
         checkpoint_wal(path);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
@@ -425,16 +431,17 @@ static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen
         goto out;
     char note[512] = "";
     int missing = sc.missing, running = 0, pages = 0, page_size = 0;
-    if (missing > 0 && int_query(db, "PRAGMA page_count", &pages) == SQLITE_OK &&
-        int_query(db, "PRAGMA page_size", &page_size) == SQLITE_OK &&
-        (int64_t)pages * page_size >= GT__INDEX_MIN_BYTES) {
+    if (logged >= 0 ||
+        (missing > 0 && int_query(db, "PRAGMA page_count", &pages) == SQLITE_OK &&
+         int_query(db, "PRAGMA page_size", &page_size) == SQLITE_OK &&
+         (int64_t)pages * page_size >= GT__INDEX_MIN_BYTES)) {
         /* Without the close-time indexes the readers' lookups are scans:
          * a killed recording's trace is finished in place (once, and said
          * so); a live one, or one that cannot be written, is read from an
          * indexed private copy (its file does not change). */
         int_query(db, RUNNING_SQL, &running);
         int finished = 0;
-        if (!live && running && access(path, W_OK) == 0) {
+        if (!live && running && logged < 0 && access(path, W_OK) == 0) {
             /* alone on the file, so that it can leave WAL mode */
             sqlite3_close(db);
             db = NULL;
@@ -452,7 +459,7 @@ static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen
                      "created its %d missing indexes, as closing it would have",
                      path, missing);
         else
-            indexed_copy(&db);
+            indexed_copy(&db, path, logged);
     }
     sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     int partial = 0;

@@ -54,6 +54,8 @@
  */
 #include "intern.h"
 #include "intlist.h"
+#include "rowlog.h"
+#include "strbuf.h"
 
 #include <gradtrace/recorder.h>
 
@@ -118,35 +120,12 @@ enum gt__buf {
     GT__NBUF
 };
 
-/* verb, table and columns of each buffered kind; `text` marks the columns
- * bound as text (their value is an offset into the buffer's text arena) */
-static const struct {
-    const char *cols;
-    int ncol;
-    unsigned text;
-    const char *what;
-} buf_info[GT__NBUF] = {
-    {"INSERT INTO ops (seq, name, phase, grad_mode, thread, stack)", 6, 0, "op"},
-    {"INSERT INTO op_args (op, role, pos, tensor, version)", 5, 0, "op argument"},
-    {"INSERT INTO version_bumps (seq, op, tensor, version, observed)", 5, 0,
-     "version bump"},
-    {"INSERT INTO saved_tensors (seq, node, slot, tensor, version, is_output, nbytes)", 7,
-     0, "saved tensor"},
-    {"INSERT INTO tensors (id, seq, storage, dtype, shape, strides, storage_offset,"
-     " requires_grad, is_leaf, created_by, alias_of, shares_version, version_counter)",
-     13, 1u << 4 | 1u << 5, "tensor"},
-    {"INSERT OR IGNORE INTO tensors (id, seq, storage, dtype, shape, strides,"
-     " storage_offset, requires_grad, is_leaf, created_by, alias_of, shares_version,"
-     " version_counter)",
-     13, 1u << 4 | 1u << 5, "tensor"},
-    {"INSERT OR IGNORE INTO storages (id, nbytes, device)", 3, 0, "storage"},
-    {"INSERT INTO nodes (id, seq, name, op, sequence_nr, thread, variable)", 7, 0,
-     "node"},
-    {"INSERT INTO edges (node, pos, next, input_nr)", 4, 0, "edge"},
-    {"INSERT INTO node_outputs (node, output_nr, tensor)", 3, 0, "node output"},
-    {"INSERT INTO node_execs (seq, backward, node)", 3, 0, "node execution"},
-    {"INSERT OR IGNORE INTO names (seq, tensor, name)", 3, 0, "name"},
-};
+/* The buffered kinds are the row log's (common/rowlog.h: their INSERTs,
+ * columns and text columns live there, shared with the fold). */
+#define buf_info gt_rowlog_kinds
+_Static_assert((int)GT__NBUF == (int)GT_RL_NKIND && GT__BUF_ROWS == GT_ROWLOG_GROUP &&
+                   GT__BUF_MAXCOL == GT_ROWLOG_MAXCOL,
+               "the row buffers are the row log's groups");
 
 struct gt__rowbuf {
     sqlite3_stmt *multi; /* INSERT of GT__BUF_ROWS rows */
@@ -272,6 +251,16 @@ struct gt_recorder {
      * group. Every buffer is written before every COMMIT, so a committed
      * batch is complete. */
     struct gt__rowbuf buf[GT__NBUF];
+
+    /* The row log (options.row_log, whole-trace recording without a size
+     * cap): full groups are encoded into `log` instead of inserted, and
+     * written to log_path with one write(2) after each COMMIT; close folds
+     * the file into the trace (see "Row log" at the top). */
+    int log_on;
+    int log_fd;      /* log_path, O_APPEND; -1 if none */
+    char *log_path;  /* path + "-gtlog" */
+    gt_strbuf log;   /* encoded blocks waiting for the next commit */
+    int64_t log_bytes; /* bytes written to log_path */
 
     gt__strtab strings;
     gt__inttab frames;  /* (file, line, function, code) */
@@ -420,6 +409,7 @@ static void drop_batch(gt_recorder *r)
     memset(r->idx_pending, 0, sizeof r->idx_pending);
     for (int i = 0; i < GT__NBUF; i++)
         r->buf[i].n = 0, r->buf[i].text_len = 0;
+    gt_strbuf_reset(&r->log);
 }
 
 /* Turn the handle failed with `code` and the message already in errmsg;
@@ -540,8 +530,17 @@ static int flush_buf(gt_recorder *r, int which)
     int n = b->n, ncol = buf_info[which].ncol, rc, bad = 0;
     if (n == 0)
         return 0;
+    size_t text_len = b->text_len;
     b->n = 0;
     b->text_len = 0; /* its bytes stay until the next row is taken */
+    if (r->log_on) {
+        if (gt_rowlog_put(&r->log, which, n, &b->val[0][0], &b->null[0][0], b->text,
+                          text_len) != 0) {
+            set_errmsg(r, "recording stopped: out of memory (row log)");
+            return fail(r, GT_ENOMEM);
+        }
+        return 0;
+    }
     if (n == GT__BUF_ROWS) {
         for (int i = 0; i < n; i++)
             bind_row(b->multi, i * ncol + 1, b, i, which);
@@ -750,6 +749,43 @@ static void shrink_batch(gt_recorder *r, int64_t bytes, int64_t before, unsigned
 
 static int cut_window(gt_recorder *r, int64_t last, int *cut);
 
+/* Append the blocks encoded since the last commit to the row log file, in
+ * one write(2) when it can (a short write is continued). On failure the
+ * file is cut back to its last complete commit, recording stops (GT_EFULL
+ * for a full disk or file size limit, else GT_EIO) and the rows already in
+ * the file stay foldable. */
+static int write_log(gt_recorder *r)
+{
+    const char *p = r->log.p;
+    size_t left = r->log.len;
+    while (left > 0) {
+        ssize_t w = write(r->log_fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            char eb[128];
+            (void)!ftruncate(r->log_fd, (off_t)r->log_bytes);
+            gt_strbuf_reset(&r->log);
+            if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
+                set_errmsg(r,
+                           "recording stopped: disk full or file size limit (row log "
+                           "%s: %s)",
+                           r->log_path, errno_text(e, eb, sizeof eb));
+                return fail(r, GT_EFULL);
+            }
+            set_errmsg(r, "recording stopped: i/o error (row log %s: %s)", r->log_path,
+                       errno_text(e, eb, sizeof eb));
+            return fail(r, GT_EIO);
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    r->log_bytes += (int64_t)r->log.len;
+    gt_strbuf_reset(&r->log);
+    return 0;
+}
+
 static int commit(gt_recorder *r)
 {
     if (!r->in_txn)
@@ -788,6 +824,16 @@ static int commit(gt_recorder *r)
     r->batch_n = 0;
     if (rc)
         return rc;
+    if (r->log_on && r->log.len > 0) {
+        /* the commit's blocks, then its marker: a reader folds a commit
+         * only whole */
+        if (gt_rowlog_put_commit(&r->log, r->seq) != 0) {
+            set_errmsg(r, "recording stopped: out of memory (row log)");
+            return fail(r, GT_ENOMEM);
+        }
+        if ((rc = write_log(r)) != 0)
+            return rc;
+    }
     r->committed_seq = r->seq;
     r->rows_committed += rows;
     for (int i = 0; i < GT__NIDX; i++)
@@ -1132,17 +1178,19 @@ fail_file:
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
-/* Remove path-wal and path-shm, if any. */
+/* Remove path-wal, path-shm and path-gtlog, if any. */
 static void unlink_sidecars(const char *path)
 {
     size_t n = strlen(path);
-    char *side = malloc(n + 5);
+    char *side = malloc(n + sizeof GT_ROWLOG_SUFFIX);
     if (!side)
         return;
     memcpy(side, path, n);
     memcpy(side + n, "-wal", 5);
     unlink(side);
     memcpy(side + n, "-shm", 5);
+    unlink(side);
+    memcpy(side + n, GT_ROWLOG_SUFFIX, sizeof GT_ROWLOG_SUFFIX);
     unlink(side);
     free(side);
 }
@@ -1159,6 +1207,10 @@ static void release(gt_recorder *r)
      * it, SQLite's included */
     if (r->lock_fd >= 0)
         close(r->lock_fd);
+    if (r->log_fd >= 0)
+        close(r->log_fd);
+    gt_strbuf_release(&r->log);
+    free(r->log_path);
     free(r->path);
     free(r);
 }
@@ -1192,6 +1244,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         return GT_ENOMEM;
     }
     r->lock_fd = -1;
+    r->log_fd = -1;
     if (pthread_mutex_init(&r->mu, NULL) != 0) {
         free(r);
         put_err(errbuf, errlen, "cannot create trace %s: mutex init failed", path);
@@ -1336,15 +1389,8 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     }
     for (int w = 0; w < GT__NBUF; w++) {
         char sql[320 + GT__BUF_ROWS * (GT__BUF_MAXCOL * 2 + 3)];
-        int ncol = buf_info[w].ncol;
         for (int rows = 1; rows <= GT__BUF_ROWS; rows += GT__BUF_ROWS - 1) {
-            size_t k = (size_t)snprintf(sql, sizeof(sql), "%s VALUES ", buf_info[w].cols);
-            for (int i = 0; i < rows; i++) {
-                k += (size_t)snprintf(sql + k, sizeof(sql) - k, "%s(?", i ? "," : "");
-                for (int c = 1; c < ncol; c++)
-                    k += (size_t)snprintf(sql + k, sizeof(sql) - k, ",?");
-                k += (size_t)snprintf(sql + k, sizeof(sql) - k, ")");
-            }
+            (void)gt_rowlog_insert_sql(w, rows, sql, sizeof sql);
             sqlite3_stmt **st = rows == 1 ? &r->buf[w].one : &r->buf[w].multi;
             rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
             if (rc != SQLITE_OK) {
@@ -1363,6 +1409,34 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         sqlite3_finalize(st);
         if (r->page_size <= 0)
             r->page_size = 4096;
+    }
+    if (opts && opts->row_log && !r->keep_last && r->max_bytes <= 0) {
+        /* the row log: created empty (its header), replaced if stale */
+        size_t n = strlen(path);
+        r->log_path = malloc(n + sizeof GT_ROWLOG_SUFFIX);
+        if (r->log_path) {
+            memcpy(r->log_path, path, n);
+            memcpy(r->log_path + n, GT_ROWLOG_SUFFIX, sizeof GT_ROWLOG_SUFFIX);
+        }
+        if (!r->log_path || gt_rowlog_put_head(&r->log) != 0) {
+            put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
+            rc = GT_ENOMEM;
+            goto fail_stmts;
+        }
+        r->log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+                         0644);
+        if (r->log_fd < 0) {
+            int e = errno;
+            put_err(errbuf, errlen, "cannot create trace %s: row log %s: %s", path,
+                    r->log_path, errno_text(e, eb, sizeof eb));
+            rc = e == ENOSPC || e == EFBIG || e == EDQUOT ? GT_EFULL : GT_EIO;
+            goto fail_stmts;
+        }
+        r->log_on = 1;
+        if ((rc = write_log(r)) != 0) {
+            put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
+            goto fail_stmts;
+        }
     }
     if (r->max_bytes > 0) {
         /* the smallest closed trace: the schema, the run row, the empty
@@ -1617,6 +1691,33 @@ static int check_one_file(gt_recorder *r)
     return rc;
 }
 
+/* Close: insert the row log's rows into the trace (one transaction,
+ * through the same multi-row INSERTs) and remove the log. On failure the
+ * handle is failed and the log stays beside the trace, whole: the next
+ * gradtrace command that opens the trace folds it. */
+static int fold_log(gt_recorder *r)
+{
+    close(r->log_fd);
+    r->log_fd = -1;
+    r->log_on = 0;
+    int rc = begin_write(r);
+    if (rc)
+        return rc;
+    char why[512];
+    errno = 0;
+    int frc = gt_rowlog_fold(r->db, r->log_path, r->log_bytes, NULL, why, sizeof why);
+    if (frc == GT_ESQL)
+        return sql_error(r, sqlite3_extended_errcode(r->db), "fold the row log", 1, errno);
+    if (frc != GT_OK) {
+        set_errmsg(r, "recording stopped: %s", why);
+        return fail(r, frc == GT_ENOMEM ? GT_ENOMEM : GT_EIO);
+    }
+    if ((rc = commit(r)) != 0)
+        return rc;
+    (void)unlink(r->log_path);
+    return 0;
+}
+
 int gt_recorder_close(gt_recorder *r)
 {
     return gt_recorder_close_msg(r, NULL, 0);
@@ -1642,6 +1743,8 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
     int finishing = 0;    /* 1: the file was to be made one file */
     if (!r->failed)
         commit(r); /* the last events: this may still stop at the cap */
+    if (!r->failed && r->log_on)
+        fold_log(r);
     if (r->capped) {
         /* the file is sound: its end and indexes are written all the same */
         if (!stop)

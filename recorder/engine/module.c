@@ -412,7 +412,8 @@ static int eng_init(PyObject *op, PyObject *args, PyObject *kw)
     gt_recorder_options o = {.overwrite = overwrite,
                              .max_bytes = max_bytes,
                              .batch_ms = 200,
-                             .keep_last = keep_last};
+                             .keep_last = keep_last,
+                             .row_log = 1};
     char err[512] = "";
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = gt_recorder_open(path, &o, err, sizeof err, &self->r);

@@ -2542,7 +2542,8 @@ static int rec_init(PyObject *op, PyObject *args, PyObject *kw)
     gt_recorder_options opts = {.max_bytes = max_bytes,
                                 .overwrite = overwrite,
                                 .batch_events = batch,
-                                .keep_last = keep_last};
+                                .keep_last = keep_last,
+                                .row_log = 1};
     char err[512] = "";
     gt_recorder *r = NULL;
     int rc = gt_recorder_open(path, &opts, err, sizeof err, &r);

@@ -120,6 +120,9 @@ typedef struct gt_recorder_options {
     unsigned close_wait_ms; /* how long close waits for readers (default 5000) */
     unsigned keep_last;     /* flight recorder: keep only the last N backward
                              * calls' events, in memory (see below); 0 = all */
+    int row_log;            /* 1: the frequent rows go to a row log during the
+                             * run, folded in at close (see "Row log" below);
+                             * ignored with keep_last or max_bytes */
 } gt_recorder_options;
 
 /* Run metadata (table run). Any pointer may be NULL. */
