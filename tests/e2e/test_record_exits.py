@@ -52,7 +52,15 @@ class Exits(unittest.TestCase):
     def test_kill9_keeps_committed_part(self):
         trace, cp = gtutil.record(SCRIPT, "kill9", expect_fail=True)
         self.assertEqual(cp.returncode, -signal.SIGKILL)
+        # the trace and its row log: the first gradtrace command folds the
+        # log's complete commits into the trace and removes it
+        self.assertTrue(os.path.exists(trace + "-gtlog"))
+        info = subprocess.run([gtutil.GRADTRACE, "info", trace], capture_output=True,
+                              text=True, timeout=300)
+        self.assertEqual(info.returncode, 0, info.stderr)
+        self.assertFalse(os.path.exists(trace + "-gtlog"))
         db = gtutil.connect(trace)
+        self.assertEqual(one(db, "PRAGMA integrity_check"), "ok")
         self.assertEqual(one(db, "SELECT status FROM run"), "running")
         self.assertGreater(one(db, "SELECT count(*) FROM ops o JOIN strings s"
                                    " ON s.id = o.name WHERE s.text = 'aten::add_.Tensor'"), 10)

@@ -39,7 +39,8 @@ WAIT_SCRIPT = textwrap.dedent("""
     print("done")
 """)
 
-# A reader of a live trace: opens it once it has ops, reads inside a read
+# A reader of a live trace: opens it once it has a backward call (the ops
+# are in the recorder's row log until close), reads inside a read
 # transaction (or also holds SQLite's SHARED lock byte range, as a process
 # in the middle of a rollback-journal read does), says so by creating
 # argv[2], and holds on until its stdin closes.
@@ -50,7 +51,7 @@ READER = textwrap.dedent("""
         try:
             db = sqlite3.connect("file:%s?mode=ro" % trace, uri=True, isolation_level=None)
             db.execute("BEGIN")
-            if db.execute("SELECT count(*) FROM ops").fetchone()[0] > 0:
+            if db.execute("SELECT count(*) FROM backward_calls").fetchone()[0] > 0:
                 break
             db.execute("COMMIT")
             db.close()
@@ -185,7 +186,10 @@ class UnfinishedTraces(unittest.TestCase):
     def test_killed_trace_finished_once(self):
         out, cp = gtutil.record(LOOP, 1500, "--kill", expect_fail=True)
         self.assertEqual(index_count(out), 0)
-        self.assertGreater(os.path.getsize(out), 256 * 1024)
+        # what it recorded: the trace and its row log (folded in by the first
+        # command, which removes it)
+        self.assertGreater(os.path.getsize(out) + os.path.getsize(out + "-gtlog"),
+                           256 * 1024)
         d = gradtrace("diagnose", out)
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertEqual(d.stderr, "gradtrace: note: %s was left unfinished by its recording "
@@ -194,6 +198,7 @@ class UnfinishedTraces(unittest.TestCase):
         self.assertIn("partial", d.stdout)
         self.assertEqual(index_count(out), 9)
         self.assertFalse(os.path.exists(out + "-wal"))
+        self.assertFalse(os.path.exists(out + "-gtlog"))
         for args in (("info", out), ("history", out, "loss"), ("sql", out, "SELECT 1"),
                      ("graph", out, "-f", "dot", "-o", os.devnull)):
             r = gradtrace(*args)
