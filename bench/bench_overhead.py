@@ -12,7 +12,10 @@ backward, optimizer step) on one thread. Modes:
             __torch_dispatch__ pays before doing any work
   anomaly   torch.autograd.set_detect_anomaly(True)
   engine    gradtrace.record(...) through the engine adapter
-            (at::RecordFunction capture, GRADTRACE_ADAPTER=engine)
+            (at::RecordFunction capture, GRADTRACE_ADAPTER=engine); rows go
+            to the row log during the run and into SQLite at close
+  engine_direct  the same with every row inserted into SQLite as it comes
+            (GRADTRACE_ROW_LOG=0: the writer before the row log)
   dispatch  gradtrace.record(...) through the dispatch adapter
   gt_idle   the dispatch adapter with its window closed (backward_calls far
             ahead): the floor of that adapter's own entry point
@@ -21,8 +24,10 @@ backward, optimizer step) on one thread. Modes:
             calls, written at stop); its trace's size is printed (`_trace`)
   keep2_dispatch  the same through the dispatch adapter
 For the recording modes the figure is the training loop with the trace
-open (`_loop`), and closing the trace (folding what is left, indexes, WAL
-checkpoint) is printed on its own line (`_close`). Figures: process CPU
+open (`_loop`), and closing the trace (folding the row log or what is left,
+indexes, WAL checkpoint) is printed on its own lines (`_close` wall,
+`_close_cpu` process CPU), and the total process CPU of loop and close per
+step beside plain's (`_with_close_vs_plain`). Figures: process CPU
 (every thread, the engine's background fold included), training-thread CPU
 and wall, per step; ns per recorded op (process CPU above plain, divided by
 the ops the trace holds). The modes are interleaved in each round (the
@@ -79,7 +84,8 @@ def block():
 
 
 MODELS = {"mlp": mlp, "cnn": cnn, "block": block}
-RECORDING = ("engine", "dispatch", "gt_idle", "keep2", "keep2_dispatch")
+RECORDING = ("engine", "engine_direct", "dispatch", "gt_idle", "keep2",
+             "keep2_dispatch")
 
 
 def train(model, opt, x, y, steps):
@@ -110,8 +116,9 @@ def measure(build, mode, steps, tmp, counter):
         path = os.path.join(tmp, "bench%d.db" % counter[0])
         window = (10 ** 6, 10 ** 6) if mode == "gt_idle" else None
         keep = 2 if mode.startswith("keep2") else None
-        engine = mode in ("engine", "keep2")
+        engine = mode in ("engine", "engine_direct", "keep2")
         os.environ["GRADTRACE_ADAPTER"] = "engine" if engine else "dispatch"
+        os.environ["GRADTRACE_ROW_LOG"] = "0" if mode == "engine_direct" else "1"
         rec = gradtrace.record(path, backward_calls=window, keep_last=keep)
         rec.start()
         if engine and rec.adapter != "engine":
@@ -122,9 +129,9 @@ def measure(build, mode, steps, tmp, counter):
             train(model, opt, x, y, steps)
             loop = since(c0)
         finally:
-            t0 = time.perf_counter()
+            t0 = time.perf_counter(), time.process_time()
             rec.stop()
-            close = time.perf_counter() - t0
+            close = time.perf_counter() - t0[0], time.process_time() - t0[1]
         db = sqlite3.connect(path)
         ops = db.execute("SELECT count(*) FROM ops").fetchone()[0]
         db.close()
@@ -149,8 +156,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--models", default="mlp,cnn,block")
-    ap.add_argument("--modes", default="plain,floor,anomaly,engine,dispatch,gt_idle,"
-                    "keep2,keep2_dispatch",
+    ap.add_argument("--modes", default="plain,floor,anomaly,engine,engine_direct,"
+                    "dispatch,gt_idle,keep2,keep2_dispatch",
                     help="modes to interleave (plain, the anchor, is always run)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -189,10 +196,14 @@ def main():
                 for i, c in enumerate(clock_names):
                     print("%s_%s_%s_vs_plain: %.2f x" % (name, m, c,
                                                          med[m][i] / med["plain"][i]))
-            for m in ("engine", "dispatch", "keep2", "keep2_dispatch"):
+            for m in ("engine", "engine_direct", "dispatch", "keep2", "keep2_dispatch"):
                 if m in med and closes[m]:
-                    print("%s_%s_close: %.1f ms/trace" % (
-                        name, m, 1000 * statistics.median(closes[m])))
+                    wall = statistics.median(c[0] for c in closes[m])
+                    cpu = statistics.median(c[1] for c in closes[m])
+                    print("%s_%s_close: %.1f ms/trace" % (name, m, 1000 * wall))
+                    print("%s_%s_close_cpu: %.1f ms/trace" % (name, m, 1000 * cpu))
+                    print("%s_%s_cpu_with_close_vs_plain: %.2f x" % (
+                        name, m, (med[m][0] + cpu) / med["plain"][0]))
                 if m.startswith("keep2") and m in med:
                     print("%s_%s_trace: %.0f KiB" % (name, m, ops[m] / 1024))
                 elif m in med and ops[m]:

@@ -8,7 +8,10 @@
  * storages, 0.3 version bumps, 0.17 nodes with 1.6 edges and an output
  * each, 0.18 saved tensors, 0.26 node executions, 0.15 names), in steps of
  * 61 ops, one backward call each. Modes: `file` (the whole run into the
- * trace) and `keep2` (the flight recorder, keep_last = 2). The anchor
+ * trace, every row inserted as it comes), `log` (the whole run through the
+ * row log, options.row_log, as the adapters record: rows appended to the
+ * log during the run, inserted at close) and `keep2` (the flight recorder,
+ * keep_last = 2). The anchor
  * inserts the same number of rows into one 5-integer table through one
  * prepared statement in one transaction, with the same pragmas.
  *
@@ -18,7 +21,8 @@
  *
  * With --callgrind it runs one round of each and brackets each mode's
  * writing (close excluded) with callgrind client requests, dumping one
- * profile per mode ("rows:file", "rows:keep2", "rows:anchor"): run it under
+ * profile per mode ("rows:file", "rows:log", "rows:keep2", "rows:anchor", and
+ * the closes of file and log, "rows:file_close", "rows:log_close"): run it under
  * valgrind --tool=callgrind --collect-atstart=no to count instructions per
  * row (bench_rows_ir.py does, when valgrind is installed).
  *
@@ -88,11 +92,12 @@ struct result {
 };
 
 /* Write `steps` steps of the engine's mix. */
-static int run_recorder(const char *path, long steps, unsigned keep, struct result *res)
+static int run_recorder(const char *path, long steps, unsigned keep, int row_log,
+                        struct result *res)
 {
     gt_recorder *r = NULL;
     char err[256];
-    gt_recorder_options o = {.overwrite = 1, .keep_last = keep};
+    gt_recorder_options o = {.overwrite = 1, .keep_last = keep, .row_log = row_log};
     if (gt_recorder_open(path, &o, err, sizeof(err), &r) != 0) {
         printf("error: %s\n", err);
         return -1;
@@ -164,7 +169,8 @@ static int run_recorder(const char *path, long steps, unsigned keep, struct resu
                 rows++;
             }
             if (!backward && rng(100) < 34 && rc == 0) {
-                gt_node_info ni = {.id = ++node,
+                node++;
+                gt_node_info ni = {.id = node,
                                    .name = node_name,
                                    .op = seq,
                                    .sequence_nr = node,
@@ -193,12 +199,14 @@ static int run_recorder(const char *path, long steps, unsigned keep, struct resu
     if (rc == 0)
         rc = gt_recorder_flush(r);
     double c1 = cpu_s();
-    cg_end(keep ? "rows:keep2" : "rows:file");
+    cg_end(keep ? "rows:keep2" : row_log ? "rows:log" : "rows:file");
     if (rc != 0)
         printf("error: %s\n", gt_recorder_errmsg(r));
+    cg_begin();
     gt_run_end(r, GT_RUN_OK, 0, 0);
     int crc = gt_recorder_close(r);
     double c2 = cpu_s();
+    cg_end(keep ? "rows:keep2_close" : row_log ? "rows:log_close" : "rows:file_close");
     if (crc != 0) {
         printf("error: close: %s\n", gt_strerror(crc));
         rc = crc;
@@ -274,18 +282,22 @@ int main(int argc, char **argv)
     char trace[512], anchor[512];
     snprintf(trace, sizeof(trace), "%s/bench_rows_%ld.db", dir, (long)getpid());
     snprintf(anchor, sizeof(anchor), "%s/bench_rows_anchor_%ld.db", dir, (long)getpid());
-    double file = 0, keep = 0, anc = 0, close_file = 0, close_keep = 0;
-    struct result rf = {0}, rk = {0};
+    double file = 0, keep = 0, anc = 0, close_file = 0, close_keep = 0, logw = 0,
+           close_log = 0;
+    struct result rf = {0}, rk = {0}, rl = {0};
     for (int round = 0; round < rounds; round++) {
         double acpu = 0;
-        if (run_recorder(trace, steps, 0, &rf) != 0 ||
-            run_recorder(trace, steps, 2, &rk) != 0 ||
+        if (run_recorder(trace, steps, 0, 0, &rf) != 0 ||
+            run_recorder(trace, steps, 0, 1, &rl) != 0 ||
+            run_recorder(trace, steps, 2, 0, &rk) != 0 ||
             run_anchor(anchor, rf.rows, &acpu) != 0) {
             unlink(trace);
             return 0;
         }
         keep_best(&file, rf.cpu);
         keep_best(&keep, rk.cpu);
+        keep_best(&logw, rl.cpu);
+        keep_best(&close_log, rl.close);
         keep_best(&anc, acpu);
         keep_best(&close_file, rf.close);
         keep_best(&close_keep, rk.close);
@@ -295,11 +307,14 @@ int main(int argc, char **argv)
     printf("rows_per_run: %lld rows (%ld steps of %d ops)\n", rf.rows, steps,
            OPS_PER_STEP);
     printf("rows_file_ns_per_row: %.0f ns\n", 1e9 * file / n);
+    printf("rows_log_ns_per_row: %.0f ns\n", 1e9 * logw / n);
     printf("rows_keep2_ns_per_row: %.0f ns\n", 1e9 * keep / n);
     printf("rows_anchor_ns_per_row: %.0f ns\n", 1e9 * anc / n);
     printf("rows_file_vs_anchor: %.2f x\n", file / anc);
+    printf("rows_log_vs_anchor: %.2f x\n", logw / anc);
     printf("rows_keep2_vs_anchor: %.2f x\n", keep / anc);
     printf("rows_file_close: %.1f ms\n", 1e3 * close_file);
+    printf("rows_log_close: %.1f ms\n", 1e3 * close_log);
     printf("rows_keep2_close: %.1f ms\n", 1e3 * close_keep);
     return 0;
 }

@@ -3,11 +3,12 @@
     python bench/bench_rows_ir.py [--steps 100]
 
 Runs build/bench/bench_rows under valgrind --tool=callgrind (one round, the
-engine adapter's row mix: the whole run to the trace file, the flight
-recorder with keep_last 2, and the plain SQLite insert loop as the anchor,
-each mode's writing counted on its own, close excluded) and prints
-`name: value unit` lines: instructions per row for each mode and the ratio
-to the anchor. Instruction counts do not move with the load of a shared
+engine adapter's row mix: the whole run to the trace file row by row, the
+same through the row log (as the adapters record), the flight recorder with
+keep_last 2, and the plain SQLite insert loop as the anchor, each mode's
+writing counted on its own and the closes of file and log on their own) and
+prints `name: value unit` lines: instructions per row for each mode (during
+the run, at close, and both) and the ratio to the anchor. Instruction counts do not move with the load of a shared
 machine, as CPU time does. Prints a note and nothing else if valgrind or
 the program is missing; never fails.
 """
@@ -53,10 +54,16 @@ def main():
             if what and total:
                 ir[what.group(1)] = int(total.group(1))
     print("rows_ir_rows: %d rows" % rows)
-    for mode in ("file", "keep2", "anchor"):
+    for mode in ("file", "log", "keep2", "anchor"):
         if mode in ir:
             print("rows_ir_%s_per_row: %.0f instructions" % (mode, ir[mode] / rows))
-    for mode in ("file", "keep2"):
+    for mode in ("file", "log"):
+        if mode in ir and mode + "_close" in ir:
+            print("rows_ir_%s_close_per_row: %.0f instructions"
+                  % (mode, ir[mode + "_close"] / rows))
+            print("rows_ir_%s_with_close_per_row: %.0f instructions"
+                  % (mode, (ir[mode] + ir[mode + "_close"]) / rows))
+    for mode in ("file", "log", "keep2"):
         if mode in ir and ir.get("anchor"):
             print("rows_ir_%s_vs_anchor: %.2f x" % (mode, ir[mode] / ir["anchor"]))
 

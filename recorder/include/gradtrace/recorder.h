@@ -60,6 +60,24 @@
  *     Ids of strings, frames, stacks and threads are assigned here, by
  *     interning: equal input gives the same id.
  *
+ * Row log (options.row_log = 1, without keep_last and max_bytes)
+ *   - The frequent row kinds above are appended, in their groups, to
+ *     `path-gtlog` (format: schema/SCHEMA.md, "The row log") at each commit
+ *     instead of being inserted into the trace; the other rows are
+ *     committed to the trace as before, each commit before the log's.
+ *     gt_recorder_close inserts the log's rows into the trace (one
+ *     transaction, memory bounded), writes the indexes, makes the trace one
+ *     file and removes the log. A duplicate key among logged rows is
+ *     dropped at close without a GT_EINVAL to any caller.
+ *   - While recording, the trace file alone lacks the logged rows: readers
+ *     go through the inspector (gradtrace, gradtrace.open), which reads a
+ *     live trace's log through a private copy. After a kill, trace + log
+ *     hold every committed batch; the inspector's open folds the log (its
+ *     complete commits) into the trace and removes it.
+ *   - A write error on the log (full disk, file size limit) fails the
+ *     handle as above (GT_EFULL, GT_EIO); the log is cut back to its last
+ *     complete commit, and what it holds is folded by the next reader.
+ *
  * Flight recorder (options.keep_last = N > 0)
  *   - Events go to an in-memory database, not to the file. At backward call
  *     boundaries the events older than the last N backward calls are
@@ -122,7 +140,8 @@ typedef struct gt_recorder_options {
                              * calls' events, in memory (see below); 0 = all */
     int row_log;            /* 1: the frequent rows go to a row log during the
                              * run, folded in at close (see "Row log" below);
-                             * ignored with keep_last or max_bytes */
+                             * ignored with keep_last or max_bytes, or when
+                             * the environment has GRADTRACE_ROW_LOG=0 */
 } gt_recorder_options;
 
 /* Run metadata (table run). Any pointer may be NULL. */
