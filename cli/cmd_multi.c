@@ -267,8 +267,9 @@ static char *jtext(sqlite3 *db, const char *sql, const char *doc)
 static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
                         size_t ntraces)
 {
-    char ranks[256];
-    gt_format_ranks(g->ranks, g->n, ranks, sizeof ranks);
+    gt_strbuf ranks = GT_STRBUF_INIT;
+    if (gt_format_ranks_buf(g->ranks, g->n, &ranks) != GT_OK)
+        gt_strbuf_reset(&ranks); /* out of memory: no ranks shown */
     char *head = jtext(
         db,
         "SELECT CASE ?1 ->> '$.kind'"
@@ -295,7 +296,9 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
         "  FROM json_each(?1, '$.leaf.names')), 'a leaf') ||"
         "  ', a leaf tensor that requires grad' END || '  [' || (?1 ->> '$.kind') || ']'",
         g->doc);
-    fprintf(o, "[%zu] %s %s: ", index, g->n == 1 ? "rank" : "ranks", ranks);
+    fprintf(o, "[%zu] %s %s: ", index, g->n == 1 ? "rank" : "ranks",
+            gt_strbuf_str(&ranks));
+    gt_strbuf_release(&ranks);
     gt_term_puts(o, head);
     fputc('\n', o);
     free(head);

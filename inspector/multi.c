@@ -13,6 +13,7 @@
 
 #include "multi.h"
 #include "trace.h"
+#include "strbuf.h"
 
 #define RANK_FIELD "{rank}"
 
@@ -252,30 +253,30 @@ void gt_rank_set_release(gt_rank_set *s)
     s->n = 0;
 }
 
-void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
+int gt_format_ranks_buf(const int64_t *ranks, size_t n, gt_strbuf *out)
 {
-    size_t off = 0;
-    if (len == 0)
-        return;
-    buf[0] = '\0';
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
             j++;
-        int w;
         if (j > i)
-            w = snprintf(buf + off, len - off, "%s%lld-%lld", i ? ", " : "",
-                         (long long)ranks[i], (long long)ranks[j]);
+            gt_strbuf_addf(out, "%s%lld-%lld", i ? ", " : "", (long long)ranks[i],
+                           (long long)ranks[j]);
         else
-            w = snprintf(buf + off, len - off, "%s%lld", i ? ", " : "",
-                         (long long)ranks[i]);
-        if (w < 0 || (size_t)w >= len - off) {
-            buf[len - 1] = '\0';
-            return;
-        }
-        off += (size_t)w;
+            gt_strbuf_addf(out, "%s%lld", i ? ", " : "", (long long)ranks[i]);
         i = j + 1;
     }
+    return out->oom ? GT_ENOMEM : GT_OK;
+}
+
+void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
+{
+    gt_strbuf b = GT_STRBUF_INIT;
+    if (len == 0)
+        return;
+    int rc = gt_format_ranks_buf(ranks, n, &b);
+    snprintf(buf, len, "%s", rc == GT_OK ? gt_strbuf_str(&b) : "");
+    gt_strbuf_release(&b);
 }
 
 /* ---- one connection over many traces -------------------------------------- */
@@ -284,7 +285,6 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
 
 #include "gt_schema_sql.h"
 #include "gt_views_sql.h"
-#include "strbuf.h"
 #include "termtext.h"
 
 int gt_multi_wanted(int npaths, char **paths)
