@@ -129,14 +129,17 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
     gt_strbuf_add(&b, "[", 1);
     while (!*rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t stack = sqlite3_column_int64(st, 1);
-        char *loc = stack ? loc_json(db, rc, stack) : NULL;
+        int oom = 0;
+        const char *first = gt_column_text(st, 3, &oom);
+        if (oom)
+            *rc = GT_ENOMEM;
+        char *loc = stack && !*rc ? loc_json(db, rc, stack) : NULL;
         char *one = *rc ? NULL
                         : qtext(db, rc,
                                 "SELECT json_object('backward', ?1, 'location', json(?2),"
                                 " 'nodes', ?3, 'first', ?4)",
                                 "isis", sqlite3_column_int64(st, 0), loc,
-                                sqlite3_column_int64(st, 2),
-                                (const char *)sqlite3_column_text(st, 3));
+                                sqlite3_column_int64(st, 2), first);
         if (one) {
             if (b.len > 1)
                 gt_strbuf_add(&b, ",", 1);
@@ -671,8 +674,9 @@ static int push_line(char ***lines, size_t *n, gt_strbuf *b)
  * directory the text (a path) is shown relative to, or NULL. */
 static void add_term_col(gt_strbuf *b, sqlite3_stmt *st, int i, const char *rel_to)
 {
-    const char *v = (const char *)sqlite3_column_text(st, i);
-    char *t = gt_term_text(v ? v : "");
+    int oom = 0;
+    const char *v = gt_column_text(st, i, &oom);
+    char *t = oom ? NULL : gt_term_text(v ? v : "");
     if (!t) {
         b->oom = 1;
         return;
@@ -714,7 +718,10 @@ int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines, si
                                "eager run; a bug only the compiled code has is not in "
                                "the trace");
         } else {
-            const char *nodes = (const char *)sqlite3_column_text(st, 3);
+            int oom = 0;
+            const char *nodes = gt_column_text(st, 3, &oom);
+            if (oom)
+                b.oom = 1;
             gt_strbuf_addf(&b, "backward #%lld", (long long)sqlite3_column_int64(st, 0));
             if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
                 gt_strbuf_adds(&b, " at ");

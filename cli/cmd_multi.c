@@ -496,13 +496,18 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
         /* group its findings */
         sqlite3_bind_text(fst, 1, docs[i], -1, SQLITE_STATIC);
         while (sqlite3_step(fst) == SQLITE_ROW) {
-            const char *f = (const char *)sqlite3_column_text(fst, 0);
+            int oom = 0;
+            const char *f = gt_column_text(fst, 0, &oom);
+            if (!f)
+                goto oom; /* a finding is an object, never NULL but out of memory */
             sqlite3_bind_text(kst, 1, f, -1, SQLITE_STATIC);
             if (sqlite3_step(kst) != SQLITE_ROW) {
                 sqlite3_reset(kst);
                 continue;
             }
-            const char *key = (const char *)sqlite3_column_text(kst, 0);
+            const char *key = gt_column_text(kst, 0, &oom);
+            if (!key)
+                goto oom; /* a grouping key is never NULL but out of memory */
             size_t g = 0;
             while (g < ngroups && strcmp(groups[g].key, key) != 0)
                 g++;
@@ -551,8 +556,10 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
                 sqlite3_bind_text(st, 2, set.v[i].path, -1, SQLITE_STATIC);
                 sqlite3_bind_int(st, 3, codes[i]);
                 sqlite3_bind_text(st, 4, codes[i] > 1 ? "" : docs[i], -1, SQLITE_STATIC);
-                if (sqlite3_step(st) == SQLITE_ROW)
-                    row = strdup((const char *)sqlite3_column_text(st, 0));
+                int oom = 0;
+                const char *j =
+                    sqlite3_step(st) == SQLITE_ROW ? gt_column_text(st, 0, &oom) : NULL;
+                row = j ? strdup(j) : NULL;
             }
             sqlite3_finalize(st);
             if (!row) {

@@ -322,6 +322,15 @@ static void objlist_clear(objlist *l)
 
 /* The tables and views of this gradtrace's schema, in creation order, from
  * a scratch in-memory database built from the compiled-in DDL. */
+/* A malloc'd copy of column i; NULL for SQL NULL or out of memory (either
+ * a failure for the columns read here, never NULL). */
+static char *col_dup(sqlite3_stmt *st, int i)
+{
+    int oom = 0;
+    const char *v = gt_column_text(st, i, &oom);
+    return v ? strdup(v) : NULL;
+}
+
 static int own_objects(objlist *tables, objlist *views)
 {
     sqlite3 *db = NULL;
@@ -336,7 +345,11 @@ static int own_objects(objlist *tables, objlist *views)
                            -1, &st, NULL) != SQLITE_OK)
         goto out;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        int is_view = !strcmp((const char *)sqlite3_column_text(st, 0), "view");
+        int oom = 0;
+        const char *type = gt_column_text(st, 0, &oom);
+        if (!type)
+            goto out;
+        int is_view = !strcmp(type, "view");
         objlist *l = is_view ? views : tables;
         char **nn = realloc(l->name, (l->n + 1) * sizeof *nn);
         if (!nn)
@@ -346,8 +359,8 @@ static int own_objects(objlist *tables, objlist *views)
         if (!ns)
             goto out;
         l->sql = ns;
-        l->name[l->n] = strdup((const char *)sqlite3_column_text(st, 1));
-        l->sql[l->n] = is_view ? strdup((const char *)sqlite3_column_text(st, 2)) : NULL;
+        l->name[l->n] = col_dup(st, 1);
+        l->sql[l->n] = is_view ? col_dup(st, 2) : NULL;
         l->n++;
         if (!l->name[l->n - 1] || (is_view && !l->sql[l->n - 1]))
             goto out;
@@ -500,7 +513,7 @@ static int own_columns(const char *table, char ***cols, size_t *n)
         if (!v)
             goto out;
         *cols = v;
-        if (!(v[*n] = strdup((const char *)sqlite3_column_text(st, 0))))
+        if (!(v[*n] = col_dup(st, 0)))
             goto out;
         (*n)++;
     }
