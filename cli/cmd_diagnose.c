@@ -129,14 +129,17 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
     gt_strbuf_add(&b, "[", 1);
     while (!*rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t stack = sqlite3_column_int64(st, 1);
-        char *loc = stack ? loc_json(db, rc, stack) : NULL;
+        int oom = 0;
+        const char *first = gt_column_text(st, 3, &oom);
+        if (oom)
+            *rc = GT_ENOMEM;
+        char *loc = stack && !*rc ? loc_json(db, rc, stack) : NULL;
         char *one = *rc ? NULL
                         : qtext(db, rc,
                                 "SELECT json_object('backward', ?1, 'location', json(?2),"
                                 " 'nodes', ?3, 'first', ?4)",
                                 "isis", sqlite3_column_int64(st, 0), loc,
-                                sqlite3_column_int64(st, 2),
-                                (const char *)sqlite3_column_text(st, 3));
+                                sqlite3_column_int64(st, 2), first);
         if (one) {
             if (b.len > 1)
                 gt_strbuf_add(&b, ",", 1);
@@ -170,9 +173,13 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
  * compiled code runs compiled, inside the same frames. */
 static char *compiled_eager_json(qdb *db, int *rc)
 {
-    /* Without a file of that name among the trace's strings there is no
-     * such frame: the walk below, up every stack of the trace, is skipped
-     * (NULL reads as false). */
+    /* Without a file of that name among the trace's strings, or without a
+     * stack whose own frame is such a frame (joined as the walk below joins
+     * it) on a trace of the dispatch adapter, the walk, up every stack of
+     * the trace, cannot find one and is skipped (NULL reads as false): it
+     * costs SQLite a cursor opened per step, most of a diagnosis of a trace
+     * where torch.compile ran. The check names every column the walk names,
+     * so that a trace lacking one fails here as it would fail there. */
     char *any =
         qtext(db, rc,
               "SELECT 1 FROM strings WHERE text LIKE '%/torch/_dynamo/eval_frame.py'"
@@ -181,6 +188,21 @@ static char *compiled_eager_json(qdb *db, int *rc)
     if (!any)
         return NULL;
     free(any);
+    any = qtext(db, rc,
+                "SELECT 1 FROM stacks s JOIN frames f ON f.id = s.frame"
+                " JOIN strings sf ON sf.id = f.file JOIN strings fn ON fn.id = f.function"
+                " WHERE sf.text LIKE '%/torch/_dynamo/eval_frame.py'"
+                " AND fn.text NOT LIKE 'DisableContext.%'"
+                " AND (SELECT json_extract(options, '$.adapter') FROM run"
+                " WHERE json_valid(options)) IS NOT 'engine'"
+                " AND (s.parent, s.user_frame) IS NOT (NULL, -1) LIMIT 1",
+                "");
+    if (!any)
+        return NULL;
+    free(any);
+    /* Per stack, its user frame (the nearest occurrence) lies below the
+     * outermost eval_frame.py frame: one grouping of the walk, not a join
+     * of the walk with itself (quadratic in the stacks' frames). */
     return qtext(
         db, rc,
         "WITH RECURSIVE up(start, id, d) AS (SELECT id, id, 0 FROM stacks"
@@ -194,8 +216,9 @@ static char *compiled_eager_json(qdb *db, int *rc)
         " JOIN strings sf ON sf.id = f.file JOIN strings fn ON fn.id = f.function)"
         " SELECT CASE WHEN (SELECT json_extract(options, '$.adapter') FROM run"
         " WHERE json_valid(options)) IS NOT 'engine'"
-        " AND EXISTS (SELECT 1 FROM at u JOIN at e ON e.start = u.start"
-        " AND e.dyn AND u.user AND u.d < e.d) THEN 'true' ELSE 'false' END",
+        " AND EXISTS (SELECT 1 FROM at GROUP BY start HAVING"
+        " min(CASE WHEN user THEN d END) < max(CASE WHEN dyn THEN d END))"
+        " THEN 'true' ELSE 'false' END",
         "");
 }
 
@@ -651,8 +674,9 @@ static int push_line(char ***lines, size_t *n, gt_strbuf *b)
  * directory the text (a path) is shown relative to, or NULL. */
 static void add_term_col(gt_strbuf *b, sqlite3_stmt *st, int i, const char *rel_to)
 {
-    const char *v = (const char *)sqlite3_column_text(st, i);
-    char *t = gt_term_text(v ? v : "");
+    int oom = 0;
+    const char *v = gt_column_text(st, i, &oom);
+    char *t = oom ? NULL : gt_term_text(v ? v : "");
     if (!t) {
         b->oom = 1;
         return;
@@ -694,7 +718,10 @@ int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines, si
                                "eager run; a bug only the compiled code has is not in "
                                "the trace");
         } else {
-            const char *nodes = (const char *)sqlite3_column_text(st, 3);
+            int oom = 0;
+            const char *nodes = gt_column_text(st, 3, &oom);
+            if (oom)
+                b.oom = 1;
             gt_strbuf_addf(&b, "backward #%lld", (long long)sqlite3_column_int64(st, 0));
             if (sqlite3_column_type(st, 1) != SQLITE_NULL) {
                 gt_strbuf_adds(&b, " at ");

@@ -267,8 +267,9 @@ static char *jtext(sqlite3 *db, const char *sql, const char *doc)
 static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
                         size_t ntraces)
 {
-    char ranks[256];
-    gt_format_ranks(g->ranks, g->n, ranks, sizeof ranks);
+    gt_strbuf ranks = GT_STRBUF_INIT;
+    if (gt_format_ranks_buf(g->ranks, g->n, &ranks) != GT_OK)
+        gt_strbuf_reset(&ranks); /* out of memory: no ranks shown */
     char *head = jtext(
         db,
         "SELECT CASE ?1 ->> '$.kind'"
@@ -295,7 +296,9 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
         "  FROM json_each(?1, '$.leaf.names')), 'a leaf') ||"
         "  ', a leaf tensor that requires grad' END || '  [' || (?1 ->> '$.kind') || ']'",
         g->doc);
-    fprintf(o, "[%zu] %s %s: ", index, g->n == 1 ? "rank" : "ranks", ranks);
+    fprintf(o, "[%zu] %s %s: ", index, g->n == 1 ? "rank" : "ranks",
+            gt_strbuf_str(&ranks));
+    gt_strbuf_release(&ranks);
     gt_term_puts(o, head);
     fputc('\n', o);
     free(head);
@@ -493,13 +496,18 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
         /* group its findings */
         sqlite3_bind_text(fst, 1, docs[i], -1, SQLITE_STATIC);
         while (sqlite3_step(fst) == SQLITE_ROW) {
-            const char *f = (const char *)sqlite3_column_text(fst, 0);
+            int oom = 0;
+            const char *f = gt_column_text(fst, 0, &oom);
+            if (!f)
+                goto oom; /* a finding is an object, never NULL but out of memory */
             sqlite3_bind_text(kst, 1, f, -1, SQLITE_STATIC);
             if (sqlite3_step(kst) != SQLITE_ROW) {
                 sqlite3_reset(kst);
                 continue;
             }
-            const char *key = (const char *)sqlite3_column_text(kst, 0);
+            const char *key = gt_column_text(kst, 0, &oom);
+            if (!key)
+                goto oom; /* a grouping key is never NULL but out of memory */
             size_t g = 0;
             while (g < ngroups && strcmp(groups[g].key, key) != 0)
                 g++;
@@ -548,8 +556,10 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
                 sqlite3_bind_text(st, 2, set.v[i].path, -1, SQLITE_STATIC);
                 sqlite3_bind_int(st, 3, codes[i]);
                 sqlite3_bind_text(st, 4, codes[i] > 1 ? "" : docs[i], -1, SQLITE_STATIC);
-                if (sqlite3_step(st) == SQLITE_ROW)
-                    row = strdup((const char *)sqlite3_column_text(st, 0));
+                int oom = 0;
+                const char *j =
+                    sqlite3_step(st) == SQLITE_ROW ? gt_column_text(st, 0, &oom) : NULL;
+                row = j ? strdup(j) : NULL;
             }
             sqlite3_finalize(st);
             if (!row) {

@@ -188,11 +188,10 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
     if (s == SQLITE_ROW) {
         int64_t shape[GT__EXTENT_MAXDIM], strides[GT__EXTENT_MAXDIM];
         int64_t off = sqlite3_column_int64(st, 0);
-        int nd = gt_ints_parse((const char *)sqlite3_column_text(st, 1), shape,
-                               GT__EXTENT_MAXDIM);
-        int ns = gt_ints_parse((const char *)sqlite3_column_text(st, 2), strides,
-                               GT__EXTENT_MAXDIM);
-        const char *dtype = (const char *)sqlite3_column_text(st, 3);
+        int nd = gt_ints_parse(gt_column_text(st, 1, &c->oom), shape, GT__EXTENT_MAXDIM);
+        int ns =
+            gt_ints_parse(gt_column_text(st, 2, &c->oom), strides, GT__EXTENT_MAXDIM);
+        const char *dtype = gt_column_text(st, 3, &c->oom);
         snprintf(t->dtype, sizeof t->dtype, "%s", dtype ? dtype : "?");
         /* A damaged or hostile trace may hold any numbers here: an extent
          * that cannot be represented is unknown, and overlaps nothing. */
@@ -263,7 +262,7 @@ static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
         e->seq = sqlite3_column_int64(st, 0);
-        gt__pymsg_parse((const char *)sqlite3_column_text(st, 1), &e->m);
+        gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &e->m);
     }
     sqlite3_reset(st);
     return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
@@ -324,7 +323,7 @@ void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o)
     int s = seq ? sqlite3_step(st) : SQLITE_DONE;
     gt__dx_lookup_nomem(c, s);
     if (s == SQLITE_ROW) {
-        snprintf(o->name, sizeof o->name, "%s", (const char *)sqlite3_column_text(st, 0));
+        snprintf(o->name, sizeof o->name, "%s", gt_column_text(st, 0, &c->oom));
         o->phase = sqlite3_column_int(st, 1);
         o->stack = sqlite3_column_int64(st, 2);
         o->grad_mode = sqlite3_column_int(st, 3);
@@ -567,7 +566,7 @@ static int grad_fn_matches(gt__dctx *c, const srec *x, int64_t node, int64_t bef
         sqlite3_bind_int64(st, 2, before);
         sqlite3_bind_int64(st, 3, x->is_output ? node : 0);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            const char *name = (const char *)sqlite3_column_text(st, 0);
+            const char *name = gt_column_text(st, 0, &c->oom);
             ok = name && !strncmp(name, e->m.grad_fn, strlen(e->m.grad_fn)) &&
                  sqlite3_column_int64(st, 1) == e->m.output_nr;
         }

@@ -224,10 +224,15 @@ static int oom(builder *b)
                           gt_trace_path(b->trace));
 }
 
-/* Column i as text, or NULL. */
-static const char *col_text(sqlite3_stmt *st, int i)
+/* Column i as text, or NULL; out of memory (gt_column_text) sets the label
+ * buffer's sticky flag, which every label's end checks. */
+static const char *col_text(builder *b, sqlite3_stmt *st, int i)
 {
-    return (const char *)sqlite3_column_text(st, i);
+    int oom = 0;
+    const char *v = gt_column_text(st, i, &oom);
+    if (oom)
+        b->lab.oom = 1;
+    return v;
 }
 
 /* cgraph's API takes char * for strings it only reads. */
@@ -318,8 +323,8 @@ static int load_cwd(builder *b)
         SQLITE_OK)
         return sql_fail(b);
     int step = sqlite3_step(st);
-    if (step == SQLITE_ROW && col_text(st, 0)) {
-        if (!(b->cwd = strdup(col_text(st, 0))))
+    if (step == SQLITE_ROW && col_text(b, st, 0)) {
+        if (!(b->cwd = strdup(col_text(b, st, 0))))
             rc = oom(b);
     } else if (step != SQLITE_ROW && step != SQLITE_DONE) {
         rc = sql_fail(b);
@@ -634,14 +639,14 @@ static int collapse_repeats(builder *b)
         int step = sqlite3_step(st);
         r.sig[k] = (nsig){0};
         if (step == SQLITE_ROW) {
-            const char *sh = (const char *)sqlite3_column_text(st, 3);
+            int o = 0;
+            const char *sh = gt_column_text(st, 3, &o);
             r.sig[k] = (nsig){.name = sqlite3_column_int64(st, 0),
                               .frame = sqlite3_column_int64(st, 1),
                               .leaf = sqlite3_column_int64(st, 2) > 0,
                               .shash = str_hash(sh),
                               .shapes = sh ? strdup(sh) : NULL};
-            if ((sh && !r.sig[k].shapes) ||
-                (!sh && sqlite3_column_type(st, 3) != SQLITE_NULL))
+            if ((sh && !r.sig[k].shapes) || o)
                 rc = oom(b);
         } else if (step != SQLITE_DONE)
             rc = sql_fail(b);
@@ -942,9 +947,9 @@ static int describe_tensor(builder *b, int64_t tensor)
     int step = sqlite3_step(st);
     if (step == SQLITE_ROW) {
         sb_br(&b->lab);
-        sb_text(&b->lab, col_text(st, 0) ? col_text(st, 0) : "?", LABEL_CHARS / 2);
+        sb_text(&b->lab, col_text(b, st, 0) ? col_text(b, st, 0) : "?", LABEL_CHARS / 2);
         gt_strbuf_adds(&b->lab, " ");
-        sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
+        sb_text(&b->lab, col_text(b, st, 1), LABEL_CHARS / 2);
     } else if (step != SQLITE_DONE) {
         rc = sql_fail(b);
     }
@@ -1331,7 +1336,7 @@ static int describe_folded(builder *b, size_t i)
         if (k++ < FOLD_SLOTS) {
             if (shown++)
                 gt_strbuf_adds(&b->lab, ", ");
-            sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 4);
+            sb_text(&b->lab, col_text(b, st, 1), LABEL_CHARS / 4);
         }
     }
     sqlite3_reset(st);
@@ -1362,7 +1367,7 @@ static int draw_node(builder *b, size_t i)
     int step = sqlite3_step(st);
     gt_loc l = {0};
     if (step == SQLITE_ROW) {
-        sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
+        sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS);
         variable = sqlite3_column_int64(st, 1);
         rc = site_of(b, sqlite3_column_int64(st, 2), &l);
     }
@@ -1431,7 +1436,7 @@ static int draw_saved(builder *b, size_t i)
             break;
         }
         gt_strbuf_reset(&b->lab);
-        sb_text(&b->lab, col_text(st, 1), LABEL_CHARS / 2);
+        sb_text(&b->lab, col_text(b, st, 1), LABEL_CHARS / 2);
         gt_strbuf_adds(&b->lab,
                        sqlite3_column_int(st, 4) ? " (saved output)" : " (saved)");
         if ((rc = describe_tensor(b, sqlite3_column_int64(st, 2))) != 0)
@@ -1521,7 +1526,7 @@ static int draw_finding(builder *b, const gt_finding *f)
             int step = sqlite3_step(st);
             if (step == SQLITE_ROW) {
                 gt_loc l;
-                sb_text(&b->lab, col_text(st, 0), LABEL_CHARS);
+                sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS);
                 if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0) {
                     describe_site(b, &l);
                     set_tooltip_site(b, mn, &l);
@@ -1778,12 +1783,12 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
         if (step == SQLITE_ROW) {
             gt_strbuf_adds(&b->lab, ": ");
             gt_loc l;
-            sb_text(&b->lab, col_text(st, 0), LABEL_CHARS / 2);
+            sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS / 2);
             if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0 && l.frame) {
                 gt_strbuf_adds(&b->lab, " at ");
                 sb_loc(&b->lab, l.file, l.line);
             }
-            if (col_text(st, 2) && !strcmp(col_text(st, 2), "error"))
+            if (col_text(b, st, 2) && !strcmp(col_text(b, st, 2), "error"))
                 gt_strbuf_adds(&b->lab, " (raised)");
         } else if (step != SQLITE_DONE) {
             rc = sql_fail(b);

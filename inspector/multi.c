@@ -13,6 +13,7 @@
 
 #include "multi.h"
 #include "trace.h"
+#include "strbuf.h"
 
 #define RANK_FIELD "{rank}"
 
@@ -252,30 +253,30 @@ void gt_rank_set_release(gt_rank_set *s)
     s->n = 0;
 }
 
-void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
+int gt_format_ranks_buf(const int64_t *ranks, size_t n, gt_strbuf *out)
 {
-    size_t off = 0;
-    if (len == 0)
-        return;
-    buf[0] = '\0';
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
             j++;
-        int w;
         if (j > i)
-            w = snprintf(buf + off, len - off, "%s%lld-%lld", i ? ", " : "",
-                         (long long)ranks[i], (long long)ranks[j]);
+            gt_strbuf_addf(out, "%s%lld-%lld", i ? ", " : "", (long long)ranks[i],
+                           (long long)ranks[j]);
         else
-            w = snprintf(buf + off, len - off, "%s%lld", i ? ", " : "",
-                         (long long)ranks[i]);
-        if (w < 0 || (size_t)w >= len - off) {
-            buf[len - 1] = '\0';
-            return;
-        }
-        off += (size_t)w;
+            gt_strbuf_addf(out, "%s%lld", i ? ", " : "", (long long)ranks[i]);
         i = j + 1;
     }
+    return out->oom ? GT_ENOMEM : GT_OK;
+}
+
+void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
+{
+    gt_strbuf b = GT_STRBUF_INIT;
+    if (len == 0)
+        return;
+    int rc = gt_format_ranks_buf(ranks, n, &b);
+    snprintf(buf, len, "%s", rc == GT_OK ? gt_strbuf_str(&b) : "");
+    gt_strbuf_release(&b);
 }
 
 /* ---- one connection over many traces -------------------------------------- */
@@ -284,7 +285,6 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
 
 #include "gt_schema_sql.h"
 #include "gt_views_sql.h"
-#include "strbuf.h"
 #include "termtext.h"
 
 int gt_multi_wanted(int npaths, char **paths)
@@ -322,6 +322,15 @@ static void objlist_clear(objlist *l)
 
 /* The tables and views of this gradtrace's schema, in creation order, from
  * a scratch in-memory database built from the compiled-in DDL. */
+/* A malloc'd copy of column i; NULL for SQL NULL or out of memory (either
+ * a failure for the columns read here, never NULL). */
+static char *col_dup(sqlite3_stmt *st, int i)
+{
+    int oom = 0;
+    const char *v = gt_column_text(st, i, &oom);
+    return v ? strdup(v) : NULL;
+}
+
 static int own_objects(objlist *tables, objlist *views)
 {
     sqlite3 *db = NULL;
@@ -336,7 +345,11 @@ static int own_objects(objlist *tables, objlist *views)
                            -1, &st, NULL) != SQLITE_OK)
         goto out;
     while (sqlite3_step(st) == SQLITE_ROW) {
-        int is_view = !strcmp((const char *)sqlite3_column_text(st, 0), "view");
+        int oom = 0;
+        const char *type = gt_column_text(st, 0, &oom);
+        if (!type)
+            goto out;
+        int is_view = !strcmp(type, "view");
         objlist *l = is_view ? views : tables;
         char **nn = realloc(l->name, (l->n + 1) * sizeof *nn);
         if (!nn)
@@ -346,8 +359,8 @@ static int own_objects(objlist *tables, objlist *views)
         if (!ns)
             goto out;
         l->sql = ns;
-        l->name[l->n] = strdup((const char *)sqlite3_column_text(st, 1));
-        l->sql[l->n] = is_view ? strdup((const char *)sqlite3_column_text(st, 2)) : NULL;
+        l->name[l->n] = col_dup(st, 1);
+        l->sql[l->n] = is_view ? col_dup(st, 2) : NULL;
         l->n++;
         if (!l->name[l->n - 1] || (is_view && !l->sql[l->n - 1]))
             goto out;
@@ -500,7 +513,7 @@ static int own_columns(const char *table, char ***cols, size_t *n)
         if (!v)
             goto out;
         *cols = v;
-        if (!(v[*n] = strdup((const char *)sqlite3_column_text(st, 0))))
+        if (!(v[*n] = col_dup(st, 0)))
             goto out;
         (*n)++;
     }

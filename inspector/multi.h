@@ -57,7 +57,13 @@ const char *gt_rank_set_errmsg(const gt_rank_set *s);
 void gt_rank_set_release(gt_rank_set *s);
 
 /* "0-3", "0, 2", "0-1, 5": the ranks in ranks[0..n) (ascending) as the
- * shortest text of ranges, into buf (always terminated). */
+ * shortest text of ranges, appended to out (a gt_strbuf, strbuf.h: however
+ * many ranks). Returns GT_OK, or GT_ENOMEM (out's sticky flag set). */
+struct gt_strbuf;
+int gt_format_ranks_buf(const int64_t *ranks, size_t n, struct gt_strbuf *out)
+    __attribute__((warn_unused_result));
+
+/* The same into buf[len] (always terminated; cut at len - 1 bytes). */
 void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len);
 
 #include <sqlite3.h>

@@ -127,23 +127,29 @@ int gt__pymsg_at_op(int kind)
            kind == GT_PYMSG_VIEW_INFERENCE || kind == GT_PYMSG_VIEW_CUSTOM;
 }
 
-/* Sizes of "16,8" into v (at most cap); the count, -1 if malformed. */
-static int sizes_of(const char *s, long long *v, int cap)
+/* The next size of "16,8" from *s on, into *x: 1, 0 at the end, -1 if
+ * malformed. */
+static int next_size(const char **s, long long *x)
 {
-    int n = 0;
-    while (*s) {
-        char *end;
-        long long x = strtoll(s, &end, 10);
-        if (end == s || n == cap)
-            return -1;
-        v[n++] = x;
-        s = end;
-        if (*s == ',')
-            s++;
-        else if (*s)
-            return -1;
-    }
-    return n;
+    char *end;
+    if (!**s)
+        return 0;
+    *x = strtoll(*s, &end, 10);
+    if (end == *s || (*end && *end != ','))
+        return -1;
+    *s = *end ? end + 1 : end;
+    return 1;
+}
+
+/* The number of sizes of "16,8", -1 if malformed. */
+static long count_sizes(const char *s)
+{
+    long n = 0;
+    long long x;
+    int r;
+    while ((r = next_size(&s, &x)) == 1)
+        n++;
+    return r < 0 ? -1 : n;
 }
 
 int gt__pymsg_shape_fits(const char *recorded, const char *shown, int batched)
@@ -152,13 +158,17 @@ int gt__pymsg_shape_fits(const char *recorded, const char *shown, int batched)
         return 1;
     if (!batched)
         return 0;
-    long long r[64], w[64];
-    int nr = sizes_of(recorded, r, 64), nw = sizes_of(shown, w, 64);
+    /* read as they come, however many sizes: no copy, no bound */
+    long nr = count_sizes(recorded), nw = count_sizes(shown);
     if (nr < 0 || nw < 0 || nw >= nr)
         return 0;
-    int j = 0; /* the shown sizes, in order, among the recorded ones */
-    for (int i = 0; i < nr && j < nw; i++)
-        if (r[i] == w[j])
-            j++;
+    long j = 0; /* the shown sizes, in order, among the recorded ones */
+    long long r, w = 0;
+    const char *ws = shown;
+    if (nw > 0 && next_size(&ws, &w) != 1)
+        return 0;
+    while (j < nw && next_size(&recorded, &r) == 1)
+        if (r == w && ++j < nw && next_size(&ws, &w) != 1)
+            return 0;
     return j == nw;
 }

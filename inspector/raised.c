@@ -67,7 +67,7 @@ static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *co
         return gt__dx_sql_fail(c);
     sqlite3_bind_int64(st, 1, err_seq);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!gt__py_mentions(code, (const char *)sqlite3_column_text(st, 1)))
+        if (!gt__py_mentions(code, gt_column_text(st, 1, &c->oom)))
             continue;
         int64_t l = gt__dx_leaf_of(c, sqlite3_column_int64(st, 0));
         if (l) {
@@ -103,7 +103,7 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
     }
     sqlite3_bind_int64(st, 1, before);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *code = (const char *)sqlite3_column_text(st, 1);
+        const char *code = gt_column_text(st, 1, &c->oom);
         if (!code || sqlite3_column_type(st, 2) == SQLITE_NULL)
             continue;
         if (gt__py_assigns(code, name)) {
@@ -391,7 +391,7 @@ int gt__dx_raised_at_op(gt__dctx *c)
         return gt__dx_sql_fail(c);
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         gt_pymsg m;
-        gt__pymsg_parse((const char *)sqlite3_column_text(st, 1), &m);
+        gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m);
         if (!gt__pymsg_at_op(m.kind))
             continue;
         rc = one_raised(c, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 2),
@@ -496,7 +496,7 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t seq = sqlite3_column_int64(st, 0), bw = sqlite3_column_int64(st, 3);
         gt_pymsg m;
-        gt__pymsg_parse((const char *)sqlite3_column_text(st, 1), &m);
+        gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m);
         if (m.kind == GT_PYMSG_OTHER || (c->only && bw != c->only))
             continue;
         /* Explained: a finding about this error. One that names another

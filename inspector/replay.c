@@ -501,7 +501,10 @@ static int load_call(gt_replayer *rp, gt_replay *r)
         r->stack = sqlite3_column_int64(st, 2);
         r->retain_graph = sqlite3_column_int(st, 3);
         r->create_graph = sqlite3_column_int(st, 4);
-        const char *status = (const char *)sqlite3_column_text(st, 5);
+        int oom = 0;
+        const char *status = gt_column_text(st, 5, &oom);
+        if (oom)
+            rc = gt__trace_fail(rp->t, GT_ENOMEM, "out of memory");
         r->status = !status                                     ? GT_BACKWARD_RUNNING
                     : !strcmp(status, GT_BACKWARD_STATUS_OK)    ? GT_BACKWARD_OK
                     : !strcmp(status, GT_BACKWARD_STATUS_ERROR) ? GT_BACKWARD_ERROR

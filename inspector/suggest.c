@@ -249,8 +249,10 @@ static int stack_activation_inplace(gt__dctx *c, int64_t stack, char *act, size_
                                -1, &st, NULL);
     if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, stack);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_text(st, 0))
-            snprintf(code, sizeof code, "%s", (const char *)sqlite3_column_text(st, 0));
+        const char *text;
+        if ((s = sqlite3_step(st)) == SQLITE_ROW &&
+            (text = gt_column_text(st, 0, &c->oom)) != NULL)
+            snprintf(code, sizeof code, "%s", text);
     }
     gt__dx_lookup_nomem(c, s);
     sqlite3_finalize(st);
@@ -455,7 +457,7 @@ static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
         sqlite3_bind_int64(st, 1, f->error_seq);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             gt_pymsg m;
-            gt__pymsg_parse((const char *)sqlite3_column_text(st, 0), &m);
+            gt__pymsg_parse(gt_column_text(st, 0, &c->oom), &m);
             captured = m.kind == GT_PYMSG_CAPTURED;
             stack = sqlite3_column_int64(st, 1);
         }

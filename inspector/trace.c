@@ -215,15 +215,15 @@ static int own_views(gt_trace *t)
 {
     sqlite3 *db = t->db;
     sqlite3_stmt *st = NULL;
-    int rc = GT_ENOMEM;
+    int rc = GT_ENOMEM, oom = 0;
+    const char *views;
     if (sqlite3_prepare_v2(db,
                            "SELECT replace(?1, 'CREATE VIEW IF NOT EXISTS ', "
                            "'CREATE TEMP VIEW IF NOT EXISTS ')",
                            -1, &st, NULL) == SQLITE_OK &&
         sqlite3_bind_text(st, 1, gt_views_sql, -1, SQLITE_STATIC) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW &&
-        sqlite3_exec(db, (const char *)sqlite3_column_text(st, 0), NULL, NULL, NULL) ==
-            SQLITE_OK)
+        sqlite3_step(st) == SQLITE_ROW && (views = gt_column_text(st, 0, &oom)) != NULL &&
+        sqlite3_exec(db, views, NULL, NULL, NULL) == SQLITE_OK)
         rc = GT_OK;
     else
         gt__trace_fail(t, rc, "cannot open %s: %s", t->path, sqlite3_errmsg(db));

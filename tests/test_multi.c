@@ -12,6 +12,7 @@
 #include "cmd.h"
 #include "multi.h"
 #include "sqltrace.h"
+#include "strbuf.h"
 
 static void expect_path(const char *path, int64_t rank, const char *want)
 {
@@ -68,6 +69,25 @@ static void test_format_ranks(void **state)
     assert_string_equal(buf, "3");
     gt_format_ranks(c, 5, buf, 5); /* cut, still terminated */
     assert_int_equal(strlen(buf), 4);
+}
+
+/* No bound on the text (the command's was 256 bytes): every other rank of
+ * 400, 200 ranges, 889 bytes in full. */
+static void test_format_ranks_many(void **state)
+{
+    (void)state;
+    int64_t r[200];
+    char want[2048] = "";
+    for (int i = 0; i < 200; i++) {
+        r[i] = 2 * i;
+        size_t n = strlen(want);
+        snprintf(want + n, sizeof want - n, "%s%d", i ? ", " : "", 2 * i);
+    }
+    gt_strbuf b = GT_STRBUF_INIT;
+    assert_int_equal(gt_format_ranks_buf(r, 200, &b), GT_OK);
+    assert_string_equal(gt_strbuf_str(&b), want);
+    assert_true(strlen(want) > 256);
+    gt_strbuf_release(&b);
 }
 
 /* Two seed traces in one directory, rank 1 first by name. */
@@ -316,11 +336,12 @@ static void test_many_traces(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rank_path),       cmocka_unit_test(test_env_rank_path),
-        cmocka_unit_test(test_format_ranks),    cmocka_unit_test(test_rank_set),
-        cmocka_unit_test(test_rank_set_errors), cmocka_unit_test(test_multi_errors),
-        cmocka_unit_test(test_multi_info),      cmocka_unit_test(test_multi_diagnose),
-        cmocka_unit_test(test_multi_sql),       cmocka_unit_test(test_many_traces),
+        cmocka_unit_test(test_rank_path),      cmocka_unit_test(test_env_rank_path),
+        cmocka_unit_test(test_format_ranks),   cmocka_unit_test(test_format_ranks_many),
+        cmocka_unit_test(test_rank_set),       cmocka_unit_test(test_rank_set_errors),
+        cmocka_unit_test(test_multi_errors),   cmocka_unit_test(test_multi_info),
+        cmocka_unit_test(test_multi_diagnose), cmocka_unit_test(test_multi_sql),
+        cmocka_unit_test(test_many_traces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -101,6 +102,23 @@ static void test_shape_fits(void **state)
     assert_false(gt__pymsg_shape_fits("3,4", "4,3", 1));
     assert_false(gt__pymsg_shape_fits("4", "3,4", 1));
     assert_false(gt__pymsg_shape_fits("3,x", "3", 1));
+}
+
+/* No bound on the sizes compared (it was 64): a vmapped tensor of 101
+ * dimensions against the 100 a message shows, and one size off. */
+static void test_shape_fits_many_dims(void **state)
+{
+    (void)state;
+    char rec[1024] = "7", shown[1024] = "", off[1024] = "";
+    for (int i = 0; i < 100; i++) {
+        size_t n = strlen(rec), k = strlen(shown), m = strlen(off);
+        snprintf(rec + n, sizeof rec - n, ",%d", 2 + i % 5);
+        snprintf(shown + k, sizeof shown - k, "%s%d", i ? "," : "", 2 + i % 5);
+        snprintf(off + m, sizeof off - m, "%s%d", i ? "," : "", i == 99 ? 9 : 2 + i % 5);
+    }
+    assert_true(gt__pymsg_shape_fits(rec, shown, 1));
+    assert_false(gt__pymsg_shape_fits(rec, off, 1));
+    assert_false(gt__pymsg_shape_fits(shown, rec, 1));
 }
 
 static void test_assigns_mentions_comments(void **state)
@@ -206,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_target),
         cmocka_unit_test(test_written),
         cmocka_unit_test(test_shape_fits),
+        cmocka_unit_test(test_shape_fits_many_dims),
         cmocka_unit_test(test_assigns_mentions_comments),
         cmocka_unit_test(test_messages),
     };

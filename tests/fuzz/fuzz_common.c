@@ -17,6 +17,7 @@ typedef struct harness {
     char db[96];       /* dir/t.db: the path the commands open */
     sqlite3 *hold;     /* keeps the shared memdb database alive between inputs */
     sqlite3_file *mem; /* its file: gtf_load writes each input there */
+    int file;          /* H.db, the real file */
     int devnull;
     int saved_out;
     int saved_err;
@@ -46,6 +47,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     /* No allocation statistics: they take a global mutex on every SQLite
      * malloc and free, and nothing here reads them. */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    if (gtf_mem_install() != 0)
+        die("sqlite3_config", "cannot set SQLite's allocator");
     /* No bulk page-cache allocation per cache (20 pages, 87 KB, made again
      * for each of the ~20 ephemeral tables a diagnosis sorts or groups
      * through): under ASan each is a large allocation with its page faults;
@@ -74,6 +77,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
     H.verbose = getenv("GT_FUZZ_VERBOSE") != NULL;
     H.profile = getenv("GT_FUZZ_PROFILE") != NULL;
+    H.file = open(H.db, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (H.file < 0)
+        die("cannot create", H.db);
     H.devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     H.saved_out = dup(STDOUT_FILENO);
     H.saved_err = dup(STDERR_FILENO);
@@ -92,19 +98,13 @@ int gtf_load(const uint8_t *data, size_t size)
 {
     if (size > 256u << 20)
         return -1;
-    /* The file: gt_trace_open stats it and reads its header itself. */
-    int fd = open(H.db, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t off = 0;
-    while (off < size) {
-        ssize_t n = write(fd, data + off, size - off);
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
-    close(fd);
-    if (off < size)
+    /* The file: gt_trace_open stats it and reads its header itself, and
+     * nothing reads more of it (SQLite reads the memdb copy): its first
+     * bytes and its size, the rest a hole (writing all of it cost the
+     * kernel a page per 4 KB of every input). */
+    size_t head = size < 512 ? size : 512;
+    if (ftruncate(H.file, 0) != 0 || pwrite(H.file, data, head, 0) != (ssize_t)head ||
+        ftruncate(H.file, (off_t)size) != 0)
         return -1;
     /* The database SQLite reads: truncate the shared memdb file, write the
      * input at offset 0 (no connection holds a lock between inputs). */
@@ -152,9 +152,15 @@ int gtf_run(int (*cmd)(int, char **), int argc, const char *const *args)
     argv[argc] = NULL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    long long live = gtf_mem_live();
     silence(1);
     int st = cmd(argc, argv);
     silence(0);
+    if (gtf_mem_live() != live) {
+        fprintf(stderr, "fuzz: %s left %lld SQLite allocations behind (a leak)\n",
+                args[0], gtf_mem_live() - live);
+        abort();
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (H.profile)
         fprintf(stderr, "%8.2f ms  %s %s\n",

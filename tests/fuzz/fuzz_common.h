@@ -9,13 +9,14 @@
  * Inputs reach the inspector from memory: SQLite's memdb VFS is made the
  * default VFS, so the path a command opens, an absolute one, names a memdb
  * database shared between the connections of this process; gtf_load() puts
- * each input into it with one write. The same bytes also go to a real file
- * at that path, which is all gt_trace_open reads itself (stat, the 16-byte
- * header); every page SQLite reads comes from memory. The inspector's own
- * open path is used unchanged.
+ * each input into it with one write. A real file at that path has the
+ * input's size and first 512 bytes, which is all gt_trace_open reads itself
+ * (stat, the 16-byte header); every page SQLite reads comes from memory.
+ * The inspector's own open path is used unchanged.
  *
  * What counts as a bug: any sanitizer report, a crash, a hang (libFuzzer's
- * -timeout), a leak (LeakSanitizer, at exit and in -runs), or a command
+ * -timeout), a leak (LeakSanitizer, at exit and in -runs; for SQLite's
+ * memory, which fuzz_mem.c serves, gtf_run's count), or a command
  * returning something other than 0, 1 (diagnose found problems) or 2
  * (unreadable input): gtf_run() aborts on that so the fuzzer keeps the input.
  *
@@ -53,5 +54,13 @@ uint32_t gtf_hash(const uint8_t *data, size_t size);
  * name), its stdout and stderr silenced; returns its exit status, and
  * aborts on one no command documents (not 0, 1 or 2). */
 int gtf_run(int (*cmd)(int, char **), int argc, const char *const *args);
+
+/* SQLite's allocator for the harnesses (fuzz_mem.c): size classes in large
+ * blocks, poisoned for ASan by hand, freed ones reused first in first out.
+ * gtf_mem_install() makes it SQLite's (SQLITE_CONFIG_MALLOC; before any other
+ * SQLite call): 0, or -1 if SQLite refused. gtf_mem_live(): the allocations
+ * SQLite holds now (gtf_run checks a command leaves none behind). */
+int gtf_mem_install(void);
+long long gtf_mem_live(void);
 
 #endif
