@@ -256,8 +256,7 @@ int gt_rowlog_fold(sqlite3 *db, const char *log_path, int64_t limit,
         goto out;
     }
     if (memcmp(head, "GTROWLOG", 8) != 0) {
-        put_err(err, errlen, "%s is not a gradtrace row log%s", log_path,
-                " (bad magic)");
+        put_err(err, errlen, "%s is not a gradtrace row log%s", log_path, " (bad magic)");
         rc = GT_ENOTTRACE;
         goto out;
     }
@@ -298,9 +297,9 @@ int gt_rowlog_fold(sqlite3 *db, const char *log_path, int64_t limit,
         int k = get_u16(bh + 12), ncol = get_u16(bh + 14);
         int marker = k == GT_ROWLOG_COMMIT && ncol == 0 && n == 0 && len == 8;
         if (magic != GT_ROWLOG_BLOCK_MAGIC ||
-            (!marker && (k >= GT_RL_NKIND || ncol != gt_rowlog_kinds[k].ncol || n < 1 ||
-                         n > GT_ROWLOG_GROUP || len > MAX_PAYLOAD ||
-                         len < (size_t)n * ncol * 9)) ||
+            (!marker &&
+             (k >= GT_RL_NKIND || ncol != gt_rowlog_kinds[k].ncol || n < 1 ||
+              n > GT_ROWLOG_GROUP || len > MAX_PAYLOAD || len < (size_t)n * ncol * 9)) ||
             (limit >= 0 && at + GT_ROWLOG_BLOCK_HEAD + (int64_t)len > limit)) {
             f.st.torn = 1;
             break;

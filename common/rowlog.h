@@ -38,8 +38,8 @@
 #define GT_ROWLOG_VERSION     1
 #define GT_ROWLOG_GROUP       16 /* rows per block at most (one multi-row INSERT) */
 #define GT_ROWLOG_MAXCOL      13
-#define GT_ROWLOG_HEAD        16 /* file header bytes */
-#define GT_ROWLOG_BLOCK_HEAD  24 /* block header bytes */
+#define GT_ROWLOG_HEAD        16          /* file header bytes */
+#define GT_ROWLOG_BLOCK_HEAD  24          /* block header bytes */
 #define GT_ROWLOG_BLOCK_MAGIC 0x4b4c4247u /* "GBLK" */
 #define GT_ROWLOG_SUFFIX      "-gtlog"
 #define GT_ROWLOG_COMMIT      0xffff /* kind of a commit marker block */
@@ -113,8 +113,8 @@ typedef struct gt_rowlog_stats {
  * caller rolls back); on error the message is in err (without the
  * "gradtrace: " prefix). st (may be NULL) is filled in any case.
  */
-int gt_rowlog_fold(sqlite3 *db, const char *log_path, int64_t limit,
-                   gt_rowlog_stats *st, char *err, size_t errlen);
+int gt_rowlog_fold(sqlite3 *db, const char *log_path, int64_t limit, gt_rowlog_stats *st,
+                   char *err, size_t errlen);
 
 /*
  * A reader opening the trace at `path` (before it opens the trace itself):

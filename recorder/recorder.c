@@ -261,9 +261,9 @@ struct gt_recorder {
      * to log_path with one write(2) after each COMMIT; close folds the file
      * into the trace (see "Row log" at the top). */
     int log_on;
-    int log_fd;      /* log_path, O_APPEND; -1 if none */
-    char *log_path;  /* path + "-gtlog" */
-    gt_strbuf log;   /* encoded blocks waiting for the next commit */
+    int log_fd;        /* log_path, O_APPEND; -1 if none */
+    char *log_path;    /* path + "-gtlog" */
+    gt_strbuf log;     /* encoded blocks waiting for the next commit */
     int64_t log_bytes; /* bytes written to log_path */
 
     gt__strtab strings;
@@ -1429,8 +1429,8 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             rc = GT_ENOMEM;
             goto fail_stmts;
         }
-        r->log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-                         0644);
+        r->log_fd =
+            open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
         if (r->log_fd < 0) {
             int e = errno;
             put_err(errbuf, errlen, "cannot create trace %s: row log %s: %s", path,
@@ -1713,7 +1713,8 @@ static int fold_log(gt_recorder *r)
     errno = 0;
     int frc = gt_rowlog_fold(r->db, r->log_path, r->log_bytes, NULL, why, sizeof why);
     if (frc == GT_ESQL)
-        return sql_error(r, sqlite3_extended_errcode(r->db), "fold the row log", 1, errno);
+        return sql_error(r, sqlite3_extended_errcode(r->db), "fold the row log", 1,
+                         errno);
     if (frc != GT_OK) {
         set_errmsg(r, "recording stopped: %s", why);
         return fail(r, frc == GT_ENOMEM ? GT_ENOMEM : GT_EIO);

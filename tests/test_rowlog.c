@@ -65,8 +65,13 @@ static int write_step(gt_recorder *r, int64_t i, gt_id name, gt_id th, gt_id sta
     gt_op_info op = {.name = name, .grad_mode = 1, .thread = th, .stack = stack};
     int64_t seq, s2;
     int64_t shape[3] = {i % 7 + 1, 3, 4}, strides[3] = {12, 4, 1};
-    gt_tensor_info t = {.id = 2 * i, .storage = i, .dtype = name, .ndim = 3,
-                        .shape = shape, .strides = strides, .requires_grad = 1};
+    gt_tensor_info t = {.id = 2 * i,
+                        .storage = i,
+                        .dtype = name,
+                        .ndim = 3,
+                        .shape = shape,
+                        .strides = strides,
+                        .requires_grad = 1};
     gt_node_info n = {.id = i, .name = name, .sequence_nr = i, .thread = th};
     int rc;
     if ((rc = gt_storage(r, i, 4 * i, name)) || (rc = gt_tensor(r, &t)) ||
@@ -90,8 +95,8 @@ static gt_recorder *start(const char *path, int row_log, unsigned batch, gt_id i
 {
     char err[256] = "";
     gt_recorder *r = NULL;
-    gt_recorder_options o = {.row_log = row_log, .batch_events = batch,
-                             .batch_ms = 100000};
+    gt_recorder_options o = {
+        .row_log = row_log, .batch_events = batch, .batch_ms = 100000};
     if (gt_recorder_open(path, &o, err, sizeof err, &r) != 0)
         return NULL;
     gt_id frame;
@@ -240,15 +245,16 @@ static int64_t check_steps(const char *path, int64_t upto)
     int64_t saved = q_int(db, "SELECT count(*) FROM saved_tensors");
     assert_true(saved == ops || saved == ops - 1);
     /* the seqs of the logged events are gap-free up to the last */
-    assert_int_equal(q_int(db, "SELECT (SELECT count(*) FROM ops) + (SELECT count(*) FROM"
-                               " tensors) + (SELECT count(*) FROM version_bumps) + (SELECT"
-                               " count(*) FROM nodes) + (SELECT count(*) FROM"
-                               " saved_tensors) + (SELECT count(*) FROM node_execs) + 1"
-                               " - (SELECT max(seq) FROM (SELECT seq FROM ops UNION ALL"
-                               " SELECT seq FROM tensors UNION ALL SELECT seq FROM"
-                               " version_bumps UNION ALL SELECT seq FROM nodes UNION ALL"
-                               " SELECT seq FROM saved_tensors UNION ALL SELECT seq FROM"
-                               " node_execs UNION ALL SELECT 1))"),
+    assert_int_equal(q_int(db,
+                           "SELECT (SELECT count(*) FROM ops) + (SELECT count(*) FROM"
+                           " tensors) + (SELECT count(*) FROM version_bumps) + (SELECT"
+                           " count(*) FROM nodes) + (SELECT count(*) FROM"
+                           " saved_tensors) + (SELECT count(*) FROM node_execs) + 1"
+                           " - (SELECT max(seq) FROM (SELECT seq FROM ops UNION ALL"
+                           " SELECT seq FROM tensors UNION ALL SELECT seq FROM"
+                           " version_bumps UNION ALL SELECT seq FROM nodes UNION ALL"
+                           " SELECT seq FROM saved_tensors UNION ALL SELECT seq FROM"
+                           " node_execs UNION ALL SELECT 1))"),
                      0);
     assert_int_equal(q_int(db, "SELECT count(*) FROM run WHERE status = 'running'"), 1);
     sqlite3_close(db);
