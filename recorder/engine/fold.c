@@ -235,34 +235,53 @@ static ftensor *tensor_known(gt_fold *f, const void *impl, const void *vc)
     return t && t->vc == vc ? t : NULL;
 }
 
-static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
-{
-    if (!c->storage)
-        return 0;
-    /* value: the id in the low 40 bits, the recorder's cut count when its
-     * row was written above them; a flight recorder's cut may have dropped
-     * the row since (gt_recorder_cuts): write it again, same id */
-    uint64_t epoch = gt_recorder_cuts(f->r) & 0xffffff, *v;
-    v = gt_map_get(&f->storages, (uintptr_t)c->storage, 0, 0);
-    if (v && !fresh) {
-        gt_id id = (gt_id)(*v & ((UINT64_C(1) << 40) - 1));
-        if (*v >> 40 != epoch) {
-            ck(f,
-               gt_storage(f->r, id, c->nbytes < 0 ? 0 : c->nbytes, str_id(f, c->device)));
-            *v = (uint64_t)id | epoch << 40;
-        }
-        return id;
-    }
-    gt_id id = ++f->next_storage;
-    ck(f, gt_storage(f->r, id, c->nbytes < 0 ? 0 : c->nbytes, str_id(f, c->device)));
-    gt_map_put(&f->storages, (uintptr_t)c->storage, 0, 0, (uint64_t)id | epoch << 40);
-    return id;
-}
-
 /* The flight recorder's cut count as the maps keep it (24 bits). */
 static uint32_t cut_epoch(gt_fold *f)
 {
     return (uint32_t)(gt_recorder_cuts(f->r) & 0xffffff);
+}
+
+/* A storages map value: the id in the low 40 bits, the cut count when its
+ * row was written above them (a flight recorder's cut may have dropped the
+ * row since: gt_recorder_cuts). */
+static uint64_t storage_val(gt_id id, uint32_t epoch)
+{
+    return (uint64_t)id | (uint64_t)epoch << 40;
+}
+
+static gt_id storage_val_id(uint64_t v)
+{
+    return (gt_id)(v & ((UINT64_C(1) << 40) - 1));
+}
+
+/* Write storage id's row if the map's value v (NULL: none) does not say it
+ * is there since the last cut, and note it in v. */
+static void storage_row(gt_fold *f, uint64_t *v, gt_id id, int64_t nbytes, gt_id device)
+{
+    uint32_t epoch = cut_epoch(f);
+    if (v && storage_val_id(*v) == id && *v >> 40 == epoch)
+        return;
+    ck(f, gt_storage(f->r, id, nbytes, device));
+    if (v && storage_val_id(*v) == id)
+        *v = storage_val(id, epoch);
+}
+
+static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
+{
+    if (!c->storage)
+        return 0;
+    int64_t nbytes = c->nbytes < 0 ? 0 : c->nbytes;
+    uint64_t *v = gt_map_get(&f->storages, (uintptr_t)c->storage, 0, 0);
+    if (v && !fresh) {
+        gt_id id = storage_val_id(*v);
+        if (*v >> 40 != cut_epoch(f))
+            storage_row(f, v, id, nbytes, str_id(f, c->device));
+        return id;
+    }
+    gt_id id = ++f->next_storage;
+    ck(f, gt_storage(f->r, id, nbytes, str_id(f, c->device)));
+    gt_map_put(&f->storages, (uintptr_t)c->storage, 0, 0, storage_val(id, cut_epoch(f)));
+    return id;
 }
 
 /* t's storage row, written again if a cut may have dropped it. */
@@ -270,15 +289,9 @@ static void storage_again(gt_fold *f, ftensor *t)
 {
     if (!t->sid)
         return;
-    uint64_t epoch = cut_epoch(f);
     uint64_t *v =
         t->storage ? gt_map_get(&f->storages, (uintptr_t)t->storage, 0, 0) : NULL;
-    gt_id id = v ? (gt_id)(*v & ((UINT64_C(1) << 40) - 1)) : 0;
-    if (v && id == t->sid && *v >> 40 == epoch)
-        return;
-    ck(f, gt_storage(f->r, t->sid, t->nbytes, t->device));
-    if (v && id == t->sid)
-        *v = (uint64_t)id | epoch << 40;
+    storage_row(f, v, t->sid, t->nbytes, t->device);
 }
 
 static void tensor_touch(gt_fold *f, ftensor *t);
@@ -1104,6 +1117,15 @@ static int drain_locked(gt_fold *f)
     return f->rc;
 }
 
+/* Release t's weak reference if t is an entry of the tensor at impl. */
+static void weak_let_go(ftensor *t, const void *impl)
+{
+    if (t && t->impl == impl && t->weak) {
+        gt_capture_weak_release(impl);
+        t->weak = 0;
+    }
+}
+
 void gt_fold_forget_tensor(gt_fold *f, const void *impl)
 {
     pthread_mutex_lock(&f->mu);
@@ -1112,24 +1134,16 @@ void gt_fold_forget_tensor(gt_fold *f, const void *impl)
     if (v) {
         ftensor *t = (ftensor *)(uintptr_t)*v;
         gt_map_del(&f->tensors, (uintptr_t)impl, 0, 0);
-        if (t->weak)
-            gt_capture_weak_release(t->impl);
-        t->weak = 0;
+        weak_let_go(t, impl);
         tensor_drop(f, t); /* the map's reference */
     }
     /* older entries of that address the lanes still hold */
     for (gt_cap_lane *cl = gt_capture_lanes(); cl; cl = cl->next_lane) {
         flane *l = cl->consumer;
         for (int i = 0; l && i < l->nin; i++)
-            if (l->in[i].t && l->in[i].t->impl == impl && l->in[i].t->weak) {
-                gt_capture_weak_release(impl);
-                l->in[i].t->weak = 0;
-            }
+            weak_let_go(l->in[i].t, impl);
         for (size_t i = 0; l && i < l->npending; i++)
-            if (l->pending[i]->impl == impl && l->pending[i]->weak) {
-                gt_capture_weak_release(impl);
-                l->pending[i]->weak = 0;
-            }
+            weak_let_go(l->pending[i], impl);
     }
     pthread_mutex_unlock(&f->mu);
 }

@@ -704,13 +704,7 @@ static PyObject *eng_forget(PyObject *op, PyObject *t)
  * base class, which data_set forwards to. */
 static PyObject *eng_watch_data(PyObject *op, PyObject *descr)
 {
-    gt_engine *self = (gt_engine *)op;
-    if (!Py_TYPE(descr)->tp_descr_set) {
-        PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
-        return NULL;
-    }
-    Py_XSETREF(self->data_orig, Py_NewRef(descr));
-    Py_RETURN_NONE;
+    return gt_py_watch_data(&((gt_engine *)op)->data_orig, descr);
 }
 
 typedef struct {

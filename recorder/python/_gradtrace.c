@@ -3085,8 +3085,6 @@ static PyObject *rec_set_active(PyObject *op, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* watch_data(descriptor): the `data` getset descriptor of torch's tensor base
- * class, which data_set forwards to. */
 /* forget(tensor): let go of t's entry and its weak reference
  * (torch.utils.swap_tensors refuses a tensor with one); t is recorded anew
  * when next seen. */
@@ -3099,15 +3097,11 @@ static PyObject *rec_forget(PyObject *op, PyObject *t)
     Py_RETURN_NONE;
 }
 
+/* watch_data(descriptor): the `data` getset descriptor of torch's tensor base
+ * class, which data_set forwards to. */
 static PyObject *rec_watch_data(PyObject *op, PyObject *descr)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    if (!Py_TYPE(descr)->tp_descr_set) {
-        PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
-        return NULL;
-    }
-    Py_XSETREF(self->data_orig, Py_NewRef(descr));
-    Py_RETURN_NONE;
+    return gt_py_watch_data(&((gt_pyrec *)op)->data_orig, descr);
 }
 
 /* data_set(tensor, value): `tensor.data = value`, recorded where it happens.

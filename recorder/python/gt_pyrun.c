@@ -31,3 +31,13 @@ int gt_py_run_info(PyObject *args, PyObject *kw, gt_run_info *ri)
     *ri = r;
     return 0;
 }
+
+PyObject *gt_py_watch_data(PyObject **slot, PyObject *descr)
+{
+    if (!Py_TYPE(descr)->tp_descr_set) {
+        PyErr_SetString(PyExc_TypeError, "watch_data: not a settable descriptor");
+        return NULL;
+    }
+    Py_XSETREF(*slot, Py_NewRef(descr));
+    Py_RETURN_NONE;
+}
