@@ -935,7 +935,7 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp,
                 edges.push_back(re);
             }
         }
-        size_t ne = std::min<size_t>(edges.size(), 4096);
+        size_t ne = std::min<size_t>(edges.size(), GT_CAP_EDGES_MAX);
         size_t len = sizeof(gt_cap_node) + ne * sizeof(gt_cap_edge);
         auto *r = reinterpret_cast<gt_cap_node *>(reserve(t, len, GT_CAP_NODE, stamp));
         if (!r)
@@ -959,6 +959,19 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp,
         r->pad = 0;
         if (ne)
             std::memcpy(r + 1, edges.data(), ne * sizeof(gt_cap_edge));
+        /* a node may have any number of edges (cat, stack of many tensors) */
+        for (size_t first = ne; first < edges.size();) {
+            size_t n = std::min<size_t>(edges.size() - first, GT_CAP_EDGES_MAX);
+            auto *x = reinterpret_cast<gt_cap_edges *>(reserve(
+                t, sizeof(gt_cap_edges) + n * sizeof(gt_cap_edge), GT_CAP_EDGES, stamp));
+            if (!x)
+                break;
+            x->node = w.id;
+            x->first = (uint32_t)first;
+            x->n = (uint32_t)n;
+            std::memcpy(x + 1, edges.data() + first, n * sizeof(gt_cap_edge));
+            first += n;
+        }
         write_saved(t, w.n, vi, w.id, stamp);
     }
     return root_id;
@@ -1166,22 +1179,26 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
         return;
     }
     t.vis_depth--;
-    uint32_t n = (uint32_t)(t.vvs.size() - fr.vv_begin);
-    size_t len = pad8(sizeof(gt_cap_end) + 4 * (size_t)n);
-    if (len > GT_CAP_CHUNK / 4) {
-        n = 0;
-        len = sizeof(gt_cap_end);
-    }
-    auto *r = reinterpret_cast<gt_cap_end *>(reserve(t, len, GT_CAP_END, fr.stamp));
-    if (r) {
-        r->n = n;
-        r->pad = 0;
-        uint32_t *v = reinterpret_cast<uint32_t *>(r + 1);
-        for (uint32_t i = 0; i < n; i++) {
-            const auto &vv = t.vvs[fr.vv_begin + i];
-            v[i] = vv.enabled() ? vv.current_version() : UINT32_MAX;
+    /* the versions in records of at most GT_CAP_VERS_MAX: GT_CAP_VERS
+     * ones, then the GT_CAP_END (an op may take any number of tensors) */
+    size_t total = t.vvs.size() - fr.vv_begin, first = 0;
+    do {
+        uint32_t n = (uint32_t)std::min<size_t>(total - first, GT_CAP_VERS_MAX);
+        bool last = first + n == total;
+        size_t len = pad8(sizeof(gt_cap_end) + 4 * (size_t)n);
+        auto *r = reinterpret_cast<gt_cap_end *>(
+            reserve(t, len, last ? GT_CAP_END : GT_CAP_VERS, fr.stamp));
+        if (r) {
+            r->n = n;
+            r->first = (uint32_t)first;
+            uint32_t *v = reinterpret_cast<uint32_t *>(r + 1);
+            for (uint32_t i = 0; i < n; i++) {
+                const auto &vv = t.vvs[fr.vv_begin + first + i];
+                v[i] = vv.enabled() ? vv.current_version() : UINT32_MAX;
+            }
         }
-    }
+        first += n;
+    } while (first < total);
     t.vvs.resize(fr.vv_begin);
     const auto &outs = fn.outputs();
     int pos = 0;

@@ -11,8 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_IN 4096 /* tensor arguments of one op (a custom op's list) */
-
 typedef struct fvc {
     gt_id id;         /* id of the first tensor seen with the counter */
     int64_t expected; /* the value we believe it has */
@@ -23,6 +21,7 @@ typedef struct fvc {
     uint32_t id_epoch, last_epoch;
     const void *storage;
     int refs;
+    uint64_t mark; /* stamp of the op whose versions met it last (on_versions) */
 } fvc;
 
 typedef struct ftensor {
@@ -56,15 +55,13 @@ typedef struct in_ent {
  * non-reentrant checkpoint's (region) nodes save through saved-tensor hooks:
  * what unpacking them checks is the call's inputs, recorded as each node's
  * checkpoint_input[i] (as the dispatch adapter records them). */
-#define MAX_CALLS     32
-#define MAX_REGION_IN 64
 typedef struct fcall {
     uint64_t stamp;
     int64_t seq;
     int region;
-    int n;
-    gt_id tensors[MAX_REGION_IN];
-    int64_t versions[MAX_REGION_IN], nbytes[MAX_REGION_IN];
+    int n, cap; /* the region's inputs: n of cap allocated (kept for reuse) */
+    gt_id *tensors;
+    int64_t *versions, *nbytes;
 } fcall;
 
 /* Per-lane state: the op being folded. */
@@ -74,11 +71,12 @@ typedef struct flane {
     gt_id opstack;  /* its stack */
     uint64_t stamp; /* its stamp */
     int nin, nmut, nout;
-    in_ent in[MAX_IN];
+    in_ent *in; /* the op's tensor inputs, nin of cap_in allocated */
+    int cap_in;
     ftensor **pending; /* outputs whose rows wait for the next op (held) */
     size_t npending, cappending;
-    fcall calls[MAX_CALLS];
-    int ncalls;
+    fcall *calls; /* calls into user code in progress, innermost last */
+    int ncalls, cap_calls;
     int call_end;      /* folding a call's outputs (GT_CAP_CALL_END) */
     gt_id region_node; /* the last node made in a region */
     int region_done;   /* its checkpoint inputs are recorded */
@@ -577,6 +575,76 @@ static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geo
     return t;
 }
 
+/* Append e to the op's inputs (growing them: an op may take any number of
+ * tensors). Returns 0, or -1 when out of memory (the input is not kept). */
+static int lane_in_push(flane *l, in_ent e)
+{
+    if (l->nin == l->cap_in) {
+        int cap = l->cap_in ? 2 * l->cap_in : 64;
+        in_ent *p = realloc(l->in, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        l->in = p;
+        l->cap_in = cap;
+    }
+    l->in[l->nin++] = e;
+    return 0;
+}
+
+/* A new innermost call (its region arrays kept from an earlier call at that
+ * depth). NULL when out of memory. */
+static fcall *lane_call_push(flane *l)
+{
+    if (l->ncalls == l->cap_calls) {
+        int cap = l->cap_calls ? 2 * l->cap_calls : 8;
+        fcall *p = realloc(l->calls, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        memset(p + l->cap_calls, 0, (size_t)(cap - l->cap_calls) * sizeof *p);
+        l->calls = p;
+        l->cap_calls = cap;
+    }
+    fcall *c = &l->calls[l->ncalls++];
+    c->n = 0;
+    return c;
+}
+
+/* Append a region input to call c. Returns 0, or -1 when out of memory. */
+static int call_input_push(fcall *c, gt_id id, int64_t version, int64_t nbytes)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        gt_id *t = realloc(c->tensors, (size_t)cap * sizeof *t);
+        if (t)
+            c->tensors = t;
+        int64_t *v = t ? realloc(c->versions, (size_t)cap * sizeof *v) : NULL;
+        if (v)
+            c->versions = v;
+        int64_t *b = v ? realloc(c->nbytes, (size_t)cap * sizeof *b) : NULL;
+        if (!b)
+            return -1;
+        c->nbytes = b;
+        c->cap = cap;
+    }
+    c->tensors[c->n] = id;
+    c->versions[c->n] = version;
+    c->nbytes[c->n++] = nbytes;
+    return 0;
+}
+
+/* Free what a lane's consumer holds (its entries let go by lane_reset). */
+static void lane_free(flane *l)
+{
+    for (int i = 0; i < l->cap_calls; i++) {
+        free(l->calls[i].tensors);
+        free(l->calls[i].versions);
+        free(l->calls[i].nbytes);
+    }
+    free(l->calls);
+    free(l->in);
+    free(l->pending);
+}
+
 static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
 {
     gt_id stack = 0;
@@ -602,10 +670,12 @@ static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
     l->opstack = stack;
     l->stamp = r->h.stamp;
     l->call_end = 0;
-    if ((r->h.flags & GT_CAP_OPF_CALL) && seq && l->ncalls < MAX_CALLS)
-        l->calls[l->ncalls++] = (fcall){.stamp = r->h.stamp,
-                                        .seq = seq,
-                                        .region = (r->h.flags & GT_CAP_OPF_REGION) != 0};
+    fcall *c;
+    if ((r->h.flags & GT_CAP_OPF_CALL) && seq && (c = lane_call_push(l)) != NULL) {
+        c->stamp = r->h.stamp;
+        c->seq = seq;
+        c->region = (r->h.flags & GT_CAP_OPF_REGION) != 0;
+    }
 }
 
 static fcall *lane_region(flane *l)
@@ -674,30 +744,26 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
     }
     if (r->role == GT_CAP_IN) {
         if (c->flags & GT_CAPT_UNDEF) {
-            if (l->nin < MAX_IN)
-                l->in[l->nin++] = (in_ent){NULL, 0, 0, 0};
+            (void)lane_in_push(l, (in_ent){NULL, 0, 0, 0});
             return;
         }
         ftensor *t = see_input(f, c, geom, l->op, 0, l->opstack);
         int w = (c->flags & GT_CAPT_WRITTEN) != 0;
         int pos = l->nin;
-        if (l->nin < MAX_IN && t) {
+        if (t && lane_in_push(l, (in_ent){t, c->version, w,
+                                          (c->flags & GT_CAPT_UNMARKED) != 0}) == 0)
             t->refs++;
-            l->in[l->nin++] =
-                (in_ent){t, c->version, w, (c->flags & GT_CAPT_UNMARKED) != 0};
-        } else if (l->nin < MAX_IN) {
-            l->in[l->nin++] = (in_ent){NULL, 0, 0, 0};
-        }
+        else if (!t)
+            (void)lane_in_push(l, (in_ent){NULL, 0, 0, 0});
         if (!t)
             return;
         fcall *cl = l->ncalls ? &l->calls[l->ncalls - 1] : NULL;
-        if (cl && cl->region && cl->seq == l->op && cl->n < MAX_REGION_IN) {
+        if (cl && cl->region && cl->seq == l->op) {
             int64_t numel = 1;
             for (int d = 0; d < c->ndim && geom; d++)
                 numel *= geom[d];
-            cl->tensors[cl->n] = t->id;
-            cl->versions[cl->n] = c->version;
-            cl->nbytes[cl->n++] = geom || !c->ndim ? numel * dtype_size(c->dtype) : -1;
+            (void)call_input_push(cl, t->id, c->version,
+                                  geom || !c->ndim ? numel * dtype_size(c->dtype) : -1);
         }
         ck(f, gt_op_arg(f->r, l->op, GT_ROLE_INPUT, pos, t->id, c->version));
         if (w)
@@ -740,25 +806,27 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
         ck(f, gt_op_arg(f->r, l->op, GT_ROLE_OUTPUT, l->nout++, t->id, c->version));
 }
 
-static void on_end(gt_fold *f, flane *l, const gt_cap_end *r)
+/* The versions after the op of its inputs first..first + n - 1 (a
+ * GT_CAP_VERS record, or the GT_CAP_END that ends the op): a change is a
+ * bump of the op, once per counter (its first input with that counter). */
+static void on_versions(gt_fold *f, flane *l, const gt_cap_end *r)
 {
     pending_flush(f, l); /* the outputs of the lane's previous op */
-    if (!l->op || r->h.stamp != l->stamp)
+    if (!l->op || r->h.stamp != l->stamp || r->first >= (uint32_t)l->nin)
         return;
     const uint32_t *after = (const uint32_t *)(r + 1);
-    uint32_t n = r->n < (uint32_t)l->nin ? r->n : (uint32_t)l->nin;
-    for (uint32_t i = 0; i < n; i++) {
-        in_ent *e = &l->in[i];
-        if (!e->t || !e->t->v || after[i] == UINT32_MAX || after[i] == e->version ||
-            e->unmarked)
+    uint32_t n = r->n < (uint32_t)l->nin - r->first ? r->n : (uint32_t)l->nin - r->first;
+    for (uint32_t k = 0; k < n; k++) {
+        in_ent *e = &l->in[r->first + k];
+        if (!e->t || !e->t->v)
             continue;
-        int dup = 0;
-        for (uint32_t j = 0; j < i; j++)
-            dup |= l->in[j].t && l->in[j].t->v == e->t->v;
-        if (dup)
+        /* an earlier input of this op had the counter (stamps are unique) */
+        int dup = e->t->v->mark == l->stamp;
+        e->t->v->mark = l->stamp;
+        if (dup || after[k] == UINT32_MAX || after[k] == e->version || e->unmarked)
             continue;
-        e->t->v->expected = after[i];
-        ck(f, gt_version_bump(f->r, l->op, e->t->id, after[i], 0, NULL));
+        e->t->v->expected = after[k];
+        ck(f, gt_version_bump(f->r, l->op, e->t->id, after[k], 0, NULL));
     }
 }
 
@@ -809,6 +877,15 @@ static void on_node(gt_fold *f, flane *l, const gt_cap_node *r)
     const gt_cap_edge *e = (const gt_cap_edge *)(r + 1);
     for (uint32_t i = 0; i < r->nedges; i++)
         ck(f, gt_edge(f->r, (gt_id)r->id, (int)i, (gt_id)e[i].next, (int)e[i].input_nr));
+}
+
+/* More edges of a node than its GT_CAP_NODE record held. */
+static void on_edges(gt_fold *f, const gt_cap_edges *r)
+{
+    const gt_cap_edge *e = (const gt_cap_edge *)(r + 1);
+    for (uint32_t i = 0; i < r->n; i++)
+        ck(f, gt_edge(f->r, (gt_id)r->node, (int)(r->first + i), (gt_id)e[i].next,
+                      (int)e[i].input_nr));
 }
 
 static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
@@ -989,11 +1066,15 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
     case GT_CAP_ARG:
         on_arg(f, l, (const gt_cap_arg *)h);
         break;
+    case GT_CAP_VERS:
     case GT_CAP_END:
-        on_end(f, l, (const gt_cap_end *)h);
+        on_versions(f, l, (const gt_cap_end *)h);
         break;
     case GT_CAP_NODE:
         on_node(f, l, (const gt_cap_node *)h);
+        break;
+    case GT_CAP_EDGES:
+        on_edges(f, (const gt_cap_edges *)h);
         break;
     case GT_CAP_NODE_OUT:
         on_node_out(f, (const gt_cap_node_out *)h);
@@ -1209,7 +1290,7 @@ static void free_maps(gt_fold *f, int lanes)
                 flane *fl = l->consumer;
                 lane_reset(f, fl);
                 pending_flush(f, fl);
-                free(fl->pending);
+                lane_free(fl);
             }
             free(l->consumer);
             l->consumer = NULL;

@@ -67,6 +67,9 @@ enum gt_cap_type {
     GT_CAP_DATA_SET,  /* `t.data = v` moved t to other memory (gt_cap_data_set) */
     GT_CAP_FP_USE,    /* check_saved: a saved tensor's bytes when its node
                        * starts in backward (gt_cap_fp_use) */
+    GT_CAP_VERS,      /* versions after the op of some of its inputs, before
+                       * the GT_CAP_END that has the last ones (gt_cap_end) */
+    GT_CAP_EDGES,     /* more edges of the node just recorded (gt_cap_edges) */
 };
 
 /* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
@@ -135,11 +138,14 @@ typedef struct gt_cap_arg {
     gt_cap_tensor t; /* followed by ndim sizes and ndim strides */
 } gt_cap_arg;
 
+/* An op with more inputs than a record holds (GT_CAP_VERS_MAX) has its
+ * versions in several: GT_CAP_VERS records, then the GT_CAP_END. */
 typedef struct gt_cap_end {
     gt_cap_hdr h;
-    uint32_t n; /* followed by n uint32 versions, in GT_CAP_IN order */
-    uint32_t pad;
+    uint32_t n;     /* followed by n uint32 versions, in GT_CAP_IN order, */
+    uint32_t first; /* of the inputs first..first + n - 1 */
 } gt_cap_end;
+#define GT_CAP_VERS_MAX ((GT_CAP_CHUNK / 4 - sizeof(gt_cap_end)) / 4)
 
 typedef struct gt_cap_edge {
     uint64_t next; /* node id, 0 for an empty edge */
@@ -159,9 +165,18 @@ typedef struct gt_cap_node {
     int64_t os_tid;
     const void *variable_impl; /* AccumulateGrad's leaf, else NULL */
     const void *variable_vc;
-    uint32_t nedges; /* followed by nedges gt_cap_edge */
+    uint32_t nedges; /* followed by nedges gt_cap_edge (at most
+                      * GT_CAP_EDGES_MAX; GT_CAP_EDGES records have the rest) */
     uint32_t pad;
 } gt_cap_node;
+
+typedef struct gt_cap_edges {
+    gt_cap_hdr h;
+    uint64_t node;  /* the node's id */
+    uint32_t first; /* the position of the first edge here */
+    uint32_t n;     /* followed by n gt_cap_edge */
+} gt_cap_edges;
+#define GT_CAP_EDGES_MAX ((GT_CAP_CHUNK / 4 - sizeof(gt_cap_edges)) / sizeof(gt_cap_edge))
 
 typedef struct gt_cap_node_out {
     gt_cap_hdr h;

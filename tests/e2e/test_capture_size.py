@@ -44,6 +44,21 @@ def error_shape(message):
     return [int(x) for x in m.group(1).split(",") if x.strip()]
 
 
+def the_finding(test, trace, script):
+    """The one finding of a scenario: the saved tensor `last` changed at the
+    line tagged @mutation, matching PyTorch's error."""
+    rc, doc = diagnose(trace)
+    test.assertEqual(rc, 1)
+    test.assertEqual(len(doc["findings"]), 1, doc["findings"])
+    f = doc["findings"][0]
+    test.assertEqual(f["kind"], "inplace_invalidated_saved")
+    test.assertTrue(f["matches_error"])
+    test.assertIn("last", f["saved"]["names"])
+    test.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                     [marker(script, "mutation")])
+    return f
+
+
 class ManyArgs(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -75,18 +90,50 @@ class ManyArgs(unittest.TestCase):
         self.assertEqual(got, [(500, 500, 0)])
 
     def test_diagnosed(self):
-        rc, doc = diagnose(self.trace)
-        self.assertEqual(rc, 1)
-        self.assertEqual(len(doc["findings"]), 1, doc["findings"])
-        f = doc["findings"][0]
-        self.assertEqual(f["kind"], "inplace_invalidated_saved")
+        f = the_finding(self, self.trace, MANY)
         self.assertTrue(f["first_to_fail"])
-        self.assertTrue(f["matches_error"])
         self.assertEqual(f["saved"]["slot"], "saved_tensors[499]")
-        self.assertIn("last", f["saved"]["names"])
-        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
-                         [marker(MANY, "mutation")])
         self.assertEqual(f["backward"]["location"]["line"], marker(MANY, "backward"))
+
+
+HUGE = gtutil.scenario("cap_huge_args.py")
+
+
+class HugeArgs(unittest.TestCase):
+    """20,000 tensors in one op and one node: no record size bounds them."""
+    N = 20000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.trace, cls.cp = gtutil.record(HUGE, expect_fail=True, timeout=900)
+        cls.db = gtutil.connect(cls.trace)
+
+    def test_every_input_and_bump(self):
+        got = gtutil.rows(
+            self.db, "SELECT o.seq, a.role, count(*), count(DISTINCT a.tensor) FROM op_args a"
+            " JOIN ops o ON o.seq = a.op JOIN strings s ON s.id = o.name"
+            " WHERE s.text = 'aten::_foreach_add_.Scalar' GROUP BY o.seq, a.role"
+            " ORDER BY o.seq, a.role")
+        self.assertEqual([g[1:] for g in got],
+                         [(0, self.N, self.N), (2, self.N, self.N)] * 2)
+        for seq in sorted({g[0] for g in got}):
+            self.assertEqual(gtutil.rows(
+                self.db, "SELECT count(*), count(DISTINCT tensor) FROM version_bumps"
+                " WHERE op = ?", seq), [(self.N, self.N)])
+        self.assertEqual(gtutil.rows(
+            self.db, "SELECT count(*) FROM op_args a JOIN ops o ON o.seq = a.op"
+            " JOIN strings s ON s.id = o.name WHERE s.text = 'aten::cat' AND a.role = 0"),
+            [(self.N,)])
+
+    def test_every_edge(self):
+        got = gtutil.rows(
+            self.db, "SELECT count(*), count(DISTINCT e.pos), min(e.pos), max(e.pos),"
+            " count(DISTINCT e.next) FROM edges e JOIN nodes n ON n.id = e.node"
+            " JOIN strings s ON s.id = n.name WHERE s.text = 'CatBackward0'")
+        self.assertEqual(got, [(self.N, self.N, 0, self.N - 1, self.N)])
+
+    def test_diagnosed(self):
+        the_finding(self, self.trace, HUGE)
 
 
 def run_model(test, model, opt, impl, options=()):
