@@ -108,20 +108,8 @@ int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
     size_t payload = nv * 9 + text_len;
     size_t start = out->len;
     /* grow once: reserve the block, then fill it in place */
-    if (out->oom)
+    if (gt_strbuf_reserve(out, GT_ROWLOG_BLOCK_HEAD + payload) != 0)
         return -1;
-    if (out->cap < start + GT_ROWLOG_BLOCK_HEAD + payload + 1) {
-        size_t want = out->cap ? out->cap : 1 << 16;
-        while (want < start + GT_ROWLOG_BLOCK_HEAD + payload + 1)
-            want *= 2;
-        char *p = realloc(out->p, want);
-        if (!p) {
-            out->oom = 1;
-            return -1;
-        }
-        out->p = p;
-        out->cap = want;
-    }
     unsigned char *b = (unsigned char *)out->p + start;
     put_u32(b + 8, GT_ROWLOG_BLOCK_MAGIC);
     uint16_t kc[2] = {(uint16_t)kind, (uint16_t)ncol};

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gt_strbuf_add(gt_strbuf *b, const char *s, size_t n)
+int gt_strbuf_reserve(gt_strbuf *b, size_t n)
 {
     if (b->oom)
         return -1;
@@ -22,6 +22,13 @@ int gt_strbuf_add(gt_strbuf *b, const char *s, size_t n)
         b->p = p;
         b->cap = cap;
     }
+    return 0;
+}
+
+int gt_strbuf_add(gt_strbuf *b, const char *s, size_t n)
+{
+    if (gt_strbuf_reserve(b, n) != 0)
+        return -1;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';

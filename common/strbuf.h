@@ -26,6 +26,10 @@ typedef struct gt_strbuf {
         0                                                                                \
     }
 
+/* Make room for n more bytes (and the NUL after them) without appending.
+ * Returns 0, or -1 when out of memory (then and after). */
+int gt_strbuf_reserve(gt_strbuf *b, size_t n);
+
 /* Append the n bytes at s. Returns 0, or -1 when out of memory (then and
  * after). */
 int gt_strbuf_add(gt_strbuf *b, const char *s, size_t n);
