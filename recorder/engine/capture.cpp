@@ -53,6 +53,7 @@
 #include <mutex>
 #include <string>
 #include <typeinfo>
+#include <unordered_set>
 #include <unordered_map>
 #include <vector>
 
@@ -172,6 +173,7 @@ struct Tls {
         const void *storage;
     };
     std::vector<Watch> watch; /* saved tensors, see gt_capture_check_saved */
+    std::unordered_set<const void *> watch_seen; /* scratch of that check */
     int vis_depth = 0;
     int bwd_depth = 0;
     uint64_t exec_pending = 0; /* node running, not yet written */
@@ -1648,10 +1650,16 @@ void gt_capture_check_saved(void)
         return;
     Tls &t = *tp;
     size_t keep = 0;
+    /* A tensor saved again (a parameter, every step) is watched once: after
+     * the check every live entry of it holds the current storage, so the
+     * later entries say nothing the first does not, and without this the
+     * list grows by the saved parameters each step and the check with it. */
+    t.watch_seen.clear();
     for (size_t i = 0; i < t.watch.size(); i++) {
         auto p = t.watch[i].t.lock();
         if (!p)
             continue; /* died: forgotten */
+        bool again = !t.watch_seen.insert(p.get()).second;
         const c10::StorageImpl *st =
             p->has_storage() ? p->storage().unsafeGetStorageImpl() : nullptr;
         if (st && st != t.watch[i].storage) {
@@ -1669,6 +1677,8 @@ void gt_capture_check_saved(void)
             }
             t.watch[i].storage = st;
         }
+        if (again)
+            continue;
         if (keep != i)
             t.watch[keep] = std::move(t.watch[i]);
         keep++;
