@@ -41,12 +41,14 @@ typedef struct {
     int on;     /* capture running */
     int active; /* inside the recorded window */
     int forked;
-    int check_saved;     /* fingerprint saved tensors (saved_fingerprints) */
-    PyObject *hidden;    /* tuple of path prefixes never put in stacks */
-    PyObject *engine;    /* tuple of path prefixes of the engine (torch) */
-    PyObject *getline;   /* linecache.getline */
-    PyObject *callnames; /* call names: their UTF-8 lives as long as the gt_engine */
-    PyObject *data_orig; /* torch's own `data` descriptor (watch_data) */
+    int check_saved;       /* fingerprint saved tensors (saved_fingerprints) */
+    PyObject *hidden;      /* tuple of path prefixes never put in stacks */
+    PyObject *engine;      /* tuple of path prefixes of the engine (torch) */
+    PyObject *getline;     /* linecache.getline */
+    PyObject *callnames;   /* call names: their UTF-8 lives as long as the gt_engine */
+    PyObject *data_orig;   /* torch's own `data` descriptor (watch_data) */
+    PyObject *tensor_type; /* torch.Tensor, torch.nn.Module: looked up by */
+    PyObject *module_type; /* bind_names, once */
     pthread_mutex_t smu;
     gt_map skeys; /* stack hash -> key id */
     uint32_t next_key;
@@ -660,20 +662,12 @@ static PyObject *eng_error(PyObject *op, PyObject *exc)
     Py_RETURN_NONE;
 }
 
-/* name(tensor, name): `name` is bound to tensor in the user's frame */
-static PyObject *eng_name(PyObject *op, PyObject *args)
+/* `name` is bound to tensor t in the user's frame */
+static void put_name(PyObject *t, const char *name, Py_ssize_t len)
 {
-    gt_engine *self = (gt_engine *)op;
-    PyObject *t;
-    const char *name;
-    Py_ssize_t len;
-    if (!PyArg_ParseTuple(args, "Os#", &t, &name, &len))
-        return NULL;
-    if (!self->on)
-        Py_RETURN_NONE;
     gt_cap_tensor ct;
     if (gt_capture_pytensor(t, &ct, NULL) < 0 || (ct.flags & GT_CAPT_UNDEF))
-        Py_RETURN_NONE;
+        return;
     if (len > 4000)
         len = 4000;
     gt_cap_name *r = gt_capture_reserve(GT_CAP_NAME, sizeof *r + (size_t)len + 1);
@@ -683,6 +677,54 @@ static PyObject *eng_name(PyObject *op, PyObject *args)
         memcpy(r + 1, name, (size_t)len);
         ((char *)(r + 1))[len] = 0;
     }
+}
+
+static int param_known(void *ctx, PyObject *t)
+{
+    (void)ctx;
+    (void)t;
+    return 1; /* the fold drops the names of tensors it does not know */
+}
+
+static void name_tensor(void *ctx, PyObject *t, const char *name)
+{
+    (void)ctx;
+    put_name(t, name, (Py_ssize_t)strlen(name));
+}
+
+/* bind_names(frame): the names of the tensors and nn.Module parameters bound
+ * in frame's locals (None: nothing), as the dispatch adapter records them at
+ * a backward call */
+static PyObject *eng_bind_names(PyObject *op, PyObject *frame)
+{
+    gt_engine *self = (gt_engine *)op;
+    if (!self->on || frame == Py_None)
+        Py_RETURN_NONE;
+    if (!PyFrame_Check(frame)) {
+        PyErr_SetString(PyExc_TypeError, "bind_names: a frame or None");
+        return NULL;
+    }
+    if (!self->tensor_type) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        PyObject *nn = torch ? PyImport_ImportModule("torch.nn") : NULL;
+        self->tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
+        self->module_type = nn ? PyObject_GetAttrString(nn, "Module") : NULL;
+        Py_XDECREF(torch);
+        Py_XDECREF(nn);
+        if (!self->tensor_type || !PyType_Check(self->tensor_type))
+            Py_CLEAR(self->tensor_type);
+        if (!self->module_type || !PyType_Check(self->module_type))
+            Py_CLEAR(self->module_type);
+        PyErr_Clear();
+        if (!self->tensor_type)
+            Py_RETURN_NONE;
+    }
+    PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
+    gt_py_namer n = {self->tensor_type, self->module_type, param_known, name_tensor,
+                     NULL};
+    gt_py_bind_names(&n, locals);
+    Py_XDECREF(locals);
+    PyErr_Clear();
     Py_RETURN_NONE;
 }
 
@@ -868,6 +910,8 @@ static void eng_dealloc(PyObject *op)
     Py_XDECREF(self->getline);
     Py_XDECREF(self->callnames);
     Py_XDECREF(self->data_orig);
+    Py_XDECREF(self->tensor_type);
+    Py_XDECREF(self->module_type);
     tp->tp_free(op);
     Py_DECREF(tp);
 }
@@ -881,7 +925,7 @@ static PyMethodDef eng_methods[] = {
     {"error", eng_error, METH_O, "an exception ends the run"},
     {"call_begin", eng_call_begin, METH_VARARGS, "a call into user code starts"},
     {"call_end", eng_call_end, METH_VARARGS, "it returned (or raised: None)"},
-    {"name", eng_name, METH_VARARGS, "a variable name bound to a tensor"},
+    {"bind_names", eng_bind_names, METH_O, "the names bound in a frame's locals"},
     {"watch_data", eng_watch_data, METH_O, "the `data` descriptor data_set forwards to"},
     {"data_set", eng_data_set, METH_VARARGS,
      "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},

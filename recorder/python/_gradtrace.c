@@ -1982,181 +1982,28 @@ static void lookup_torch(gt_pyrec *self)
     PyErr_Clear();
 }
 
-#define MAX_MODULE_PARAMS 10000
-
-/* module_names through m.named_parameters() itself (a module that
- * overrides how its parameters are listed). */
-static void module_names_py(gt_pyrec *self, int64_t seq, const char *var, PyObject *m)
-{
-    PyObject *res = PyObject_CallMethod(m, "named_parameters", NULL);
-    PyObject *it = res ? PyObject_GetIter(res) : NULL;
-    Py_XDECREF(res);
-    PyObject *all = it ? PyList_New(0) : NULL;
-    PyObject *x;
-    while (all && (x = PyIter_Next(it))) {
-        int rc = PyList_Append(all, x);
-        Py_DECREF(x);
-        if (rc < 0 || PyList_GET_SIZE(all) > MAX_MODULE_PARAMS)
-            Py_CLEAR(all); /* too big to name on every backward call */
-    }
-    Py_XDECREF(it);
-    if (!all || PyErr_Occurred())
-        goto out;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
-        PyObject *pair = PyList_GET_ITEM(all, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)))
-            continue;
-        gt_tensor_ent *e = lookup(self, PyTuple_GET_ITEM(pair, 1));
-        if (!e)
-            continue;
-        PyObject *full = PyUnicode_FromFormat("%s.%U", var, PyTuple_GET_ITEM(pair, 0));
-        const char *name = full ? PyUnicode_AsUTF8(full) : NULL;
-        if (name)
-            ck(self, gt_name(self->r, seq, e->id, name));
-        Py_XDECREF(full);
-        swallow(self);
-    }
-out:
-    Py_XDECREF(all);
-    swallow(self);
-}
-
-/* A recorded parameter found by walk_params: its name is prefix.key. */
 typedef struct {
-    PyObject *prefix; /* owned: the submodule's dotted path, "" for the root */
-    PyObject *key;    /* owned: the parameter's name in its module */
-    gt_id id;
-} gt_param;
+    gt_pyrec *self;
+    int64_t seq;
+} name_ctx;
 
-typedef struct {
-    gt_param *v;
-    size_t n, cap;
-    size_t total;  /* parameters seen, recorded or not */
-    gt_map mods;   /* modules visited (named_modules' memo) */
-    gt_map params; /* parameters seen (named_parameters' memo) */
-} gt_walk;
-
-/* Is attribute `name` of type tp the one nn.Module defines (not overridden)? */
-static int inherits(gt_pyrec *self, PyTypeObject *tp, PyObject *name)
+static int param_known(void *ctx, PyObject *t)
 {
-    PyObject *mine = _PyType_Lookup(tp, name);
-    PyObject *base = _PyType_Lookup((PyTypeObject *)self->module_type, name);
-    return mine && mine == base;
+    return lookup(((name_ctx *)ctx)->self, t) != NULL;
 }
 
-/* module.named_parameters() of nn.Module, in C: the same order and the same
- * duplicate rules (a module or parameter reached twice counts once), without
- * running a Python generator per module. Returns 0, or -1 when it cannot
- * follow Python's walk exactly (overridden named_modules, attributes that are
- * not plain dicts, too deep): then the caller asks Python. */
-static int walk_params(gt_pyrec *self, PyObject *m, PyObject *prefix, gt_walk *w,
-                       int depth)
+static void name_tensor(void *ctx, PyObject *t, const char *name)
 {
-    static PyObject *s_modules, *s_parameters, *s_named_modules;
-    if (!s_modules && (!(s_modules = PyUnicode_InternFromString("_modules")) ||
-                       !(s_parameters = PyUnicode_InternFromString("_parameters")) ||
-                       !(s_named_modules = PyUnicode_InternFromString("named_modules"))))
-        return -1;
-    if (depth > 100 || !PyObject_TypeCheck(m, (PyTypeObject *)self->module_type) ||
-        !inherits(self, Py_TYPE(m), s_named_modules))
-        return -1;
-    if (gt_map_get(&w->mods, (uintptr_t)m, 0, 0))
-        return 0;
-    if (gt_map_put(&w->mods, (uintptr_t)m, 0, 0, 1) < 0)
-        return -1;
-    int rc = -1;
-    PyObject *params = PyObject_GetAttr(m, s_parameters);
-    PyObject *mods = params ? PyObject_GetAttr(m, s_modules) : NULL;
-    if (!mods || !PyDict_CheckExact(params) || !PyDict_CheckExact(mods))
-        goto out;
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(params, &pos, &k, &v)) {
-        if (v == Py_None || gt_map_get(&w->params, (uintptr_t)v, 0, 0))
-            continue;
-        if (!PyUnicode_Check(k) || gt_map_put(&w->params, (uintptr_t)v, 0, 0, 1) < 0)
-            goto out;
-        if (++w->total > MAX_MODULE_PARAMS)
-            goto out;
-        gt_tensor_ent *e = PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)
-                               ? lookup(self, v)
-                               : NULL;
-        if (!e)
-            continue;
-        if (w->n == w->cap) {
-            size_t ncap = w->cap ? w->cap * 2 : 16;
-            gt_param *nv = realloc(w->v, sizeof *nv * ncap);
-            if (!nv)
-                goto out;
-            w->v = nv;
-            w->cap = ncap;
-        }
-        w->v[w->n++] = (gt_param){Py_NewRef(prefix), Py_NewRef(k), e->id};
+    name_ctx *c = ctx;
+    gt_pyrec *self = c->self;
+    gt_tensor_ent *e = lookup(self, t);
+    if (!e && self->ft_seen) {
+        PyObject *in = ft_inner(self, t);
+        e = in ? lookup(self, in) : NULL;
+        Py_XDECREF(in);
     }
-    pos = 0;
-    while (PyDict_Next(mods, &pos, &k, &v)) {
-        if (v == Py_None)
-            continue;
-        if (!PyUnicode_Check(k))
-            goto out;
-        PyObject *sub = PyUnicode_GET_LENGTH(prefix)
-                            ? PyUnicode_FromFormat("%U.%U", prefix, k)
-                            : Py_NewRef(k);
-        int r = sub ? walk_params(self, v, sub, w, depth + 1) : -1;
-        Py_XDECREF(sub);
-        if (r < 0)
-            goto out;
-    }
-    rc = 0;
-out:
-    Py_XDECREF(params);
-    Py_XDECREF(mods);
-    return rc;
-}
-
-/* Names "<var>.<parameter name>" (model.0.weight) for the parameters of
- * module m bound to `var`, for parameters already recorded, as
- * m.named_parameters() names them. Modules with more than MAX_MODULE_PARAMS
- * parameters are skipped. */
-static void module_names(gt_pyrec *self, int64_t seq, const char *var, PyObject *m)
-{
-    static PyObject *s_named_parameters;
-    if (!s_named_parameters &&
-        !(s_named_parameters = PyUnicode_InternFromString("named_parameters"))) {
-        swallow(self);
-        return;
-    }
-    gt_walk w = {0};
-    PyObject *empty = PyUnicode_FromString("");
-    int walked = empty && inherits(self, Py_TYPE(m), s_named_parameters)
-                     ? walk_params(self, m, empty, &w, 0)
-                     : -1;
-    Py_XDECREF(empty);
-    if (walked == 0) {
-        for (size_t i = 0; i < w.n; i++) {
-            PyObject *full =
-                PyUnicode_GET_LENGTH(w.v[i].prefix)
-                    ? PyUnicode_FromFormat("%s.%U.%U", var, w.v[i].prefix, w.v[i].key)
-                    : PyUnicode_FromFormat("%s.%U", var, w.v[i].key);
-            const char *name = full ? PyUnicode_AsUTF8(full) : NULL;
-            if (name)
-                ck(self, gt_name(self->r, seq, w.v[i].id, name));
-            Py_XDECREF(full);
-            swallow(self);
-        }
-    }
-    for (size_t i = 0; i < w.n; i++) {
-        Py_DECREF(w.v[i].prefix);
-        Py_DECREF(w.v[i].key);
-    }
-    free(w.v);
-    gt_map_clear(&w.mods);
-    gt_map_clear(&w.params);
-    swallow(self);
-    if (walked == 0 || w.total > MAX_MODULE_PARAMS)
-        return;
-    module_names_py(self, seq, var, m);
+    if (e)
+        ck(self, gt_name(self->r, c->seq, e->id, name));
 }
 
 /* Names of every recorded tensor (and recorded parameter of an nn.Module)
@@ -2168,39 +2015,10 @@ static void bind_names(gt_pyrec *self, PyFrameObject *uf, int64_t seq)
         return;
     lookup_torch(self);
     PyObject *locals = PyFrame_GetLocals(uf);
-    if (!locals || !PyDict_Check(locals)) {
-        Py_XDECREF(locals);
-        swallow(self);
-        return;
-    }
-    /* PyDict_Next over a dict that Python code (named_parameters) may run
-     * against: iterate a snapshot of the items */
-    PyObject *items = PyDict_Items(locals);
-    Py_DECREF(locals);
-    for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
-        PyObject *kv = PyList_GET_ITEM(items, i);
-        PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
-        if (!PyUnicode_Check(k))
-            continue;
-        if (PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type)) {
-            gt_tensor_ent *e = lookup(self, v);
-            if (!e && self->ft_seen) {
-                PyObject *in = ft_inner(self, v);
-                e = in ? lookup(self, in) : NULL;
-                Py_XDECREF(in);
-            }
-            const char *name = e ? PyUnicode_AsUTF8(k) : NULL;
-            if (name)
-                ck(self, gt_name(self->r, seq, e->id, name));
-        } else if (self->module_type &&
-                   PyObject_TypeCheck(v, (PyTypeObject *)self->module_type)) {
-            const char *name = PyUnicode_AsUTF8(k);
-            if (name)
-                module_names(self, seq, name, v);
-        }
-        swallow(self);
-    }
-    Py_XDECREF(items);
+    name_ctx c = {self, seq};
+    gt_py_namer n = {self->tensor_type, self->module_type, param_known, name_tensor, &c};
+    self->errors += gt_py_bind_names(&n, locals);
+    Py_XDECREF(locals);
     swallow(self);
 }
 

@@ -2,6 +2,8 @@
 #define PY_SSIZE_T_CLEAN
 #include "gt_pyrun.h"
 
+#include "gtmap.h"
+
 int gt_py_run_info(PyObject *args, PyObject *kw, gt_run_info *ri)
 {
     static char *kwlist[] = {"engine_version",
@@ -40,4 +42,215 @@ PyObject *gt_py_watch_data(PyObject **slot, PyObject *descr)
     }
     Py_XSETREF(*slot, Py_NewRef(descr));
     Py_RETURN_NONE;
+}
+
+/* ---- names bound in a frame ------------------------------------------------ */
+
+#define MAX_MODULE_PARAMS 10000
+
+/* A parameter to name, found by walk_params: prefix.key. */
+typedef struct {
+    PyObject *prefix; /* owned: the submodule's dotted path, "" for the root */
+    PyObject *key;    /* owned: the parameter's name in its module */
+    PyObject *param;  /* owned */
+} gt_param;
+
+typedef struct {
+    const gt_py_namer *n;
+    gt_param *v;
+    size_t len, cap;
+    size_t total;  /* parameters seen, named or not */
+    gt_map mods;   /* modules visited (named_modules' memo) */
+    gt_map params; /* parameters seen (named_parameters' memo) */
+} gt_walk;
+
+/* Is attribute `name` of type tp the one nn.Module defines (not overridden)? */
+static int inherits(const gt_py_namer *n, PyTypeObject *tp, PyObject *name)
+{
+    PyObject *mine = _PyType_Lookup(tp, name);
+    PyObject *base = _PyType_Lookup((PyTypeObject *)n->module_type, name);
+    return mine && mine == base;
+}
+
+/* module.named_parameters() of nn.Module, in C: the same order and the same
+ * duplicate rules (a module or parameter reached twice counts once), without
+ * running a Python generator per module. Returns 0, or -1 when it cannot
+ * follow Python's walk exactly (overridden named_modules, attributes that are
+ * not plain dicts, too deep): then the caller asks Python. */
+static int walk_params(gt_walk *w, PyObject *m, PyObject *prefix, int depth)
+{
+    static PyObject *s_modules, *s_parameters, *s_named_modules;
+    if (!s_modules && (!(s_modules = PyUnicode_InternFromString("_modules")) ||
+                       !(s_parameters = PyUnicode_InternFromString("_parameters")) ||
+                       !(s_named_modules = PyUnicode_InternFromString("named_modules"))))
+        return -1;
+    const gt_py_namer *n = w->n;
+    if (depth > 100 || !PyObject_TypeCheck(m, (PyTypeObject *)n->module_type) ||
+        !inherits(n, Py_TYPE(m), s_named_modules))
+        return -1;
+    if (gt_map_get(&w->mods, (uintptr_t)m, 0, 0))
+        return 0;
+    if (gt_map_put(&w->mods, (uintptr_t)m, 0, 0, 1) < 0)
+        return -1;
+    int rc = -1;
+    PyObject *params = PyObject_GetAttr(m, s_parameters);
+    PyObject *mods = params ? PyObject_GetAttr(m, s_modules) : NULL;
+    if (!mods || !PyDict_CheckExact(params) || !PyDict_CheckExact(mods))
+        goto out;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(params, &pos, &k, &v)) {
+        if (v == Py_None || gt_map_get(&w->params, (uintptr_t)v, 0, 0))
+            continue;
+        if (!PyUnicode_Check(k) || gt_map_put(&w->params, (uintptr_t)v, 0, 0, 1) < 0)
+            goto out;
+        if (++w->total > MAX_MODULE_PARAMS)
+            goto out;
+        if (!PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type) ||
+            !n->known(n->ctx, v))
+            continue;
+        if (w->len == w->cap) {
+            size_t ncap = w->cap ? w->cap * 2 : 16;
+            gt_param *nv = realloc(w->v, sizeof *nv * ncap);
+            if (!nv)
+                goto out;
+            w->v = nv;
+            w->cap = ncap;
+        }
+        w->v[w->len++] = (gt_param){Py_NewRef(prefix), Py_NewRef(k), Py_NewRef(v)};
+    }
+    pos = 0;
+    while (PyDict_Next(mods, &pos, &k, &v)) {
+        if (v == Py_None)
+            continue;
+        if (!PyUnicode_Check(k))
+            goto out;
+        PyObject *sub = PyUnicode_GET_LENGTH(prefix)
+                            ? PyUnicode_FromFormat("%U.%U", prefix, k)
+                            : Py_NewRef(k);
+        int r = sub ? walk_params(w, v, sub, depth + 1) : -1;
+        Py_XDECREF(sub);
+        if (r < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    Py_XDECREF(params);
+    Py_XDECREF(mods);
+    return rc;
+}
+
+/* Name "<var>.<key>" or "<var>.<prefix>.<key>" for t. */
+static void name_param(const gt_py_namer *n, const char *var, PyObject *prefix,
+                       PyObject *key, PyObject *t)
+{
+    PyObject *full = prefix && PyUnicode_GET_LENGTH(prefix)
+                         ? PyUnicode_FromFormat("%s.%U.%U", var, prefix, key)
+                         : PyUnicode_FromFormat("%s.%U", var, key);
+    const char *name = full ? PyUnicode_AsUTF8(full) : NULL;
+    if (name)
+        n->name(n->ctx, t, name);
+    Py_XDECREF(full);
+}
+
+/* module_names through m.named_parameters() itself (a module that
+ * overrides how its parameters are listed). */
+static void module_names_py(const gt_py_namer *n, const char *var, PyObject *m)
+{
+    PyObject *res = PyObject_CallMethod(m, "named_parameters", NULL);
+    PyObject *it = res ? PyObject_GetIter(res) : NULL;
+    Py_XDECREF(res);
+    PyObject *all = it ? PyList_New(0) : NULL;
+    PyObject *x;
+    while (all && (x = PyIter_Next(it))) {
+        int rc = PyList_Append(all, x);
+        Py_DECREF(x);
+        if (rc < 0 || PyList_GET_SIZE(all) > MAX_MODULE_PARAMS)
+            Py_CLEAR(all); /* too big to name on every backward call */
+    }
+    Py_XDECREF(it);
+    if (!all || PyErr_Occurred())
+        goto out;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
+        PyObject *pair = PyList_GET_ITEM(all, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)))
+            continue;
+        PyObject *t = PyTuple_GET_ITEM(pair, 1);
+        if (!PyObject_TypeCheck(t, (PyTypeObject *)n->tensor_type) ||
+            !n->known(n->ctx, t))
+            continue;
+        name_param(n, var, NULL, PyTuple_GET_ITEM(pair, 0), t);
+        PyErr_Clear();
+    }
+out:
+    Py_XDECREF(all);
+}
+
+/* Names "<var>.<parameter name>" (model.0.weight) for the known parameters
+ * of module m bound to `var`, as m.named_parameters() names them. */
+static void module_names(const gt_py_namer *n, const char *var, PyObject *m)
+{
+    static PyObject *s_named_parameters;
+    if (!s_named_parameters &&
+        !(s_named_parameters = PyUnicode_InternFromString("named_parameters")))
+        return;
+    gt_walk w = {.n = n};
+    PyObject *empty = PyUnicode_FromString("");
+    int walked = empty && inherits(n, Py_TYPE(m), s_named_parameters)
+                     ? walk_params(&w, m, empty, 0)
+                     : -1;
+    Py_XDECREF(empty);
+    if (walked == 0)
+        for (size_t i = 0; i < w.len; i++) {
+            name_param(n, var, w.v[i].prefix, w.v[i].key, w.v[i].param);
+            PyErr_Clear();
+        }
+    for (size_t i = 0; i < w.len; i++) {
+        Py_DECREF(w.v[i].prefix);
+        Py_DECREF(w.v[i].key);
+        Py_DECREF(w.v[i].param);
+    }
+    free(w.v);
+    gt_map_clear(&w.mods);
+    gt_map_clear(&w.params);
+    PyErr_Clear();
+    if (walked == 0 || w.total > MAX_MODULE_PARAMS)
+        return;
+    module_names_py(n, var, m);
+}
+
+int gt_py_bind_names(const gt_py_namer *n, PyObject *locals)
+{
+    int errors = 0;
+    if (!locals || !PyDict_Check(locals))
+        return 0;
+    /* PyDict_Next over a dict that Python code (named_parameters) may run
+     * against: iterate a snapshot of the items */
+    PyObject *items = PyDict_Items(locals);
+    for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
+        PyObject *kv = PyList_GET_ITEM(items, i);
+        PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
+        if (!PyUnicode_Check(k))
+            continue;
+        const char *var = NULL;
+        if (PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type)) {
+            if ((var = PyUnicode_AsUTF8(k)) != NULL)
+                n->name(n->ctx, v, var);
+        } else if (n->module_type &&
+                   PyObject_TypeCheck(v, (PyTypeObject *)n->module_type)) {
+            if ((var = PyUnicode_AsUTF8(k)) != NULL)
+                module_names(n, var, v);
+        }
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            errors++;
+        }
+    }
+    if (!items) {
+        PyErr_Clear();
+        errors++;
+    }
+    Py_XDECREF(items);
+    return errors;
 }

@@ -1,7 +1,8 @@
 /*
  * What both extensions (_gradtrace, _gradtrace_engine) do the same way with
- * Python objects: the run row's fields from set_run's keywords, and the
- * `data` descriptor their data_set forwards to.
+ * Python objects: the run row's fields from set_run's keywords, the `data`
+ * descriptor their data_set forwards to, and the variable names bound in a
+ * user's frame.
  */
 #ifndef GRADTRACE_PYRUN_H
 #define GRADTRACE_PYRUN_H
@@ -21,5 +22,25 @@ int gt_py_run_info(PyObject *args, PyObject *kw, gt_run_info *ri /* OUT */);
  * class, which data_set forwards to. Returns Py_None (new reference), or
  * NULL with a TypeError. */
 PyObject *gt_py_watch_data(PyObject **slot, PyObject *descr);
+
+/* Who names what for gt_py_bind_names. */
+typedef struct gt_py_namer {
+    PyObject *tensor_type; /* torch.Tensor */
+    PyObject *module_type; /* torch.nn.Module, or NULL: no parameter names */
+    /* Is parameter t one to name (recorded)? Only these names are built. */
+    int (*known)(void *ctx, PyObject *t);
+    /* t is bound to name (UTF-8, NUL-terminated) */
+    void (*name)(void *ctx, PyObject *t, const char *name);
+    void *ctx;
+} gt_py_namer;
+
+/* The names bound in a frame's locals (a dict), as both adapters record them
+ * at a backward call: each tensor under its variable's name, and each
+ * nn.Module's parameters as "<var>.<name>" in the order and with the
+ * duplicate rules of m.named_parameters() (walked in C unless the module
+ * overrides how it lists them; a module with more than 10,000 parameters
+ * is not named, every backward call). Python errors are cleared; returns
+ * how many were. */
+int gt_py_bind_names(const gt_py_namer *n, PyObject *locals);
 
 #endif

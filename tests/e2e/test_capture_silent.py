@@ -99,6 +99,14 @@ class Swap(unittest.TestCase):
                                noticed_line=marker("backward")[0])
         self.assertEqual(rows, [(1, 1, 0)])
 
+    def test_past_the_watch_after_earlier_saves(self):
+        # u was saved, and watched, by three earlier backward calls: the
+        # swap is still seen, once, with its interval
+        save, swap = self.this_swap("swap-steps", "save-steps")
+        rows = self.check_swap("raw_steps", save, swap, ["u"], at_assignment=False,
+                               noticed_line=marker("backward")[0])
+        self.assertEqual(rows, [(1, 1, 0)])
+
     def test_before_save_is_correct(self):
         trace, cp, plain, rc, doc = run("before_save")
         self.assertEqual(cp.stdout, plain.stdout)

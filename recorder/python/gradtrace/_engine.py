@@ -74,11 +74,8 @@ class EngineRecorder:
 
     def __init__(self, mod, path, *, hidden, engine, getline, overwrite, max_bytes,
                  keep_last=0, check_saved=False):
-        import torch
         self._eng = mod.Engine(path, hidden, engine, getline, overwrite, max_bytes,
                                keep_last, check_saved)
-        self._tensor = torch.Tensor
-        self._module = torch.nn.Module
         self._hidden = hidden + engine
         self.RUN = {"ok": mod.RUN_OK, "exception": mod.RUN_EXCEPTION,
                     "signal": mod.RUN_SIGNAL}
@@ -106,28 +103,6 @@ class EngineRecorder:
             f = f.f_back
         return f
 
-    def bind_names(self, frame):
-        """Names of the tensors (and nn.Module parameters) bound in frame,
-        as the dispatch adapter records them at a backward call."""
-        if frame is None:
-            return
-        name = self._eng.name
-        scopes = [frame.f_locals]
-        if frame.f_globals is not frame.f_locals and frame.f_code.co_name != "<module>":
-            pass
-        for scope in scopes:
-            for var, val in list(scope.items()):
-                if not isinstance(var, str):
-                    continue
-                if isinstance(val, self._tensor):
-                    name(val, var)
-                elif isinstance(val, self._module):
-                    try:
-                        for pname, p in val.named_parameters():
-                            name(p, var + "." + pname)
-                    except Exception:
-                        pass
-
     def call_begin(self, name, args, region):
         return self._eng.call_begin(name, args, region)
 
@@ -137,7 +112,7 @@ class EngineRecorder:
     def backward_begin(self, api, roots, retain, create, inputs):
         bid = self._eng.backward_begin(api, roots, retain, create, inputs)
         try:
-            self.bind_names(self._user_frame())
+            self._eng.bind_names(self._user_frame())
         except Exception:
             pass
         return bid
@@ -154,7 +129,7 @@ class EngineRecorder:
                 frame = tb.tb_frame
             tb = tb.tb_next
         try:
-            self.bind_names(frame)
+            self._eng.bind_names(frame)
         except Exception:
             pass
         self._eng.error(exc)

@@ -10,7 +10,9 @@ set_op: replaced with set_(), an op autograd sees (PyTorch raises).
 param: a module parameter swapped with `.data =` inside a helper function
 (the finding names the helper's line). raw: the swap goes through the base
 class's descriptor itself, past anything that watches `.data =` (only the
-interval it happened in can be given).
+interval it happened in can be given). raw_steps: the same after three
+earlier backward calls that saved u too (a parameter is saved again by
+every step).
 Prints the weight's gradient."""
 import sys
 
@@ -30,6 +32,13 @@ if case in ("after_save", "by_op"):
 if case == "raw":
     base = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase
     base.__dict__["data"].__set__(u, F.normalize(weight.detach() @ u, dim=0))  # @swap-raw
+if case == "raw_steps":
+    for _ in range(3):  # each step saves u again, as it would a parameter
+        (u @ weight @ u).backward()  # @warm
+    weight.grad = None
+    sigma = u @ weight @ u  # @save-steps
+    base = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase
+    base.__dict__["data"].__set__(u, F.normalize(weight.detach() @ u, dim=0))  # @swap-steps
 if case == "by_op":
     print("norm", round(float(u.norm()), 4))  # @notice
 if case == "set_op":
