@@ -22,6 +22,9 @@ struct gt_replayer {
     sqlite3_stmt *counters_window;
     sqlite3_stmt *counters_size;
     sqlite3_stmt *inputs;
+    gt_replay *last; /* the last call replayed, shared with its callers: a
+                      * diagnosis replays a failed call again to see what
+                      * its graph was built from */
 };
 
 /* ---- id map ------------------------------------------------------------ */
@@ -152,6 +155,7 @@ void gt__replayer_free(gt_replayer *rp)
     sqlite3_finalize(rp->counters_window);
     sqlite3_finalize(rp->counters_size);
     sqlite3_finalize(rp->inputs);
+    gt__replay_free(rp->last);
     free(rp);
 }
 
@@ -159,6 +163,10 @@ void gt__replay_free(gt_replay *r)
 {
     if (!r)
         return;
+    if (r->holders > 1) {
+        r->holders--;
+        return;
+    }
     free(r->order);
     free(r);
 }
@@ -523,6 +531,14 @@ static int load_call(gt_replayer *rp, gt_replay *r)
 
 int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out)
 {
+    if (rp->last && rp->last->backward == backward) {
+        rp->last->holders++;
+        *out = rp->last;
+        return 0;
+    }
+    /* one replay held at a time: the cache's goes before the next is built */
+    gt__replay_free(rp->last);
+    rp->last = NULL;
     int rc = 0;
     graph g;
     int64_t *roots = NULL;
@@ -598,6 +614,8 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out)
     }
     /* Nodes left with unmet dependencies sit on a cycle (a damaged trace);
      * they never run, as in the engine. */
+    r->holders = 2;
+    rp->last = r;
     *out = r;
     r = NULL;
     goto out;
