@@ -79,8 +79,8 @@ GT_WARN_UNUSED int gt__replayer_new(gt_trace *t, gt_replayer **out /* OUT */);
 void gt__replayer_free(gt_replayer *rp);
 
 /* Rebuild backward call `backward` and compute its engine order into *out
- * (free with gt__replay_free; read-only: the replayer keeps the last one
- * and hands it out again for the same call). Returns 0, GT_EINVAL if there
+ * (free with gt__replay_free; read-only: the replayer keeps the last ones
+ * and hands them out again for the same call). Returns 0, GT_EINVAL if there
  * is no such backward call, or another negative GT_E* code, with the
  * message on the replayer's trace. */
 GT_WARN_UNUSED int gt__replay_backward(gt_replayer *rp, int64_t backward,
