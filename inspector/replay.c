@@ -10,7 +10,7 @@
 
 #include "intlist.h"
 
-#define REPLAY_KEEP       8
+#define REPLAY_KEEP       64
 #define REPLAY_KEEP_NODES 65536
 
 struct gt_replayer {
