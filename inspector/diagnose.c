@@ -550,18 +550,20 @@ out:
 static int grad_fn_matches(gt__dctx *c, const srec *x, int64_t node, int64_t before,
                            int mutated, const gt__tinfo *ti, const bwerr *e)
 {
-    sqlite3_stmt *st = NULL;
-    int ok = 1;
+    int ok = 1, s = SQLITE_OK;
     if (!e->m.grad_fn[0] || (!x->is_output && ti->alias_of && mutated))
         return 1;
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT s.text, no.output_nr FROM node_outputs no "
-                               "JOIN nodes n ON n.id = no.node "
-                               "JOIN strings s ON s.id = n.name "
-                               "WHERE no.tensor = ?1 AND n.seq < ?2 "
-                               "AND (?3 = 0 OR n.id = ?3) ORDER BY n.seq DESC LIMIT 1",
-                               -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    /* prepared once per trace: asked for each saved tensor of an error */
+    sqlite3_stmt *st =
+        gt_trace_stmt(c->t, "SELECT s.text, no.output_nr FROM node_outputs no "
+                            "JOIN nodes n ON n.id = no.node "
+                            "JOIN strings s ON s.id = n.name "
+                            "WHERE no.tensor = ?1 AND n.seq < ?2 "
+                            "AND (?3 = 0 OR n.id = ?3) "
+                            "ORDER BY n.seq DESC LIMIT 1");
+    if (!st)
+        s = sqlite3_errcode(c->db);
+    if (st) {
         sqlite3_bind_int64(st, 1, x->tensor);
         sqlite3_bind_int64(st, 2, before);
         sqlite3_bind_int64(st, 3, x->is_output ? node : 0);
@@ -572,7 +574,7 @@ static int grad_fn_matches(gt__dctx *c, const srec *x, int64_t node, int64_t bef
         }
     }
     gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return ok;
 }
 

@@ -10,6 +10,9 @@
 
 #include "intlist.h"
 
+#define REPLAY_KEEP       64
+#define REPLAY_KEEP_NODES 65536
+
 struct gt_replayer {
     gt_trace *t; /* errors go to its handle (gt_trace_errmsg) */
     sqlite3 *db;
@@ -22,6 +25,13 @@ struct gt_replayer {
     sqlite3_stmt *counters_window;
     sqlite3_stmt *counters_size;
     sqlite3_stmt *inputs;
+    /* The last calls replayed, oldest first, shared with their callers: a
+     * diagnosis replays a failed call again to see what its graph was built
+     * from. At most REPLAY_KEEP, and only the last one once they hold more
+     * than REPLAY_KEEP_NODES nodes together (a large graph is not kept
+     * while the next is built). */
+    gt_replay *kept[REPLAY_KEEP];
+    size_t nkept;
 };
 
 /* ---- id map ------------------------------------------------------------ */
@@ -152,6 +162,8 @@ void gt__replayer_free(gt_replayer *rp)
     sqlite3_finalize(rp->counters_window);
     sqlite3_finalize(rp->counters_size);
     sqlite3_finalize(rp->inputs);
+    for (size_t i = 0; i < rp->nkept; i++)
+        gt__replay_free(rp->kept[i]);
     free(rp);
 }
 
@@ -159,6 +171,10 @@ void gt__replay_free(gt_replay *r)
 {
     if (!r)
         return;
+    if (r->holders > 1) {
+        r->holders--;
+        return;
+    }
     free(r->order);
     free(r);
 }
@@ -521,8 +537,43 @@ static int load_call(gt_replayer *rp, gt_replay *r)
     return rc;
 }
 
+/* Nodes of the replays kept. */
+static size_t kept_nodes(const gt_replayer *rp)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rp->nkept; i++)
+        n += rp->kept[i]->n;
+    return n;
+}
+
+/* Let the oldest replay kept go. */
+static void drop_oldest(gt_replayer *rp)
+{
+    gt__replay_free(rp->kept[0]);
+    memmove(rp->kept, rp->kept + 1, --rp->nkept * sizeof *rp->kept);
+}
+
+/* Keep r (one holder more), dropping the oldest past the bounds. */
+static void keep(gt_replayer *rp, gt_replay *r)
+{
+    if (rp->nkept == REPLAY_KEEP)
+        drop_oldest(rp);
+    r->holders++;
+    rp->kept[rp->nkept++] = r;
+    while (rp->nkept > 1 && kept_nodes(rp) > REPLAY_KEEP_NODES)
+        drop_oldest(rp);
+}
+
 int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out)
 {
+    for (size_t i = 0; i < rp->nkept; i++)
+        if (rp->kept[i]->backward == backward) {
+            rp->kept[i]->holders++;
+            *out = rp->kept[i];
+            return 0;
+        }
+    if (kept_nodes(rp) > REPLAY_KEEP_NODES)
+        drop_oldest(rp); /* the one large graph kept */
     int rc = 0;
     graph g;
     int64_t *roots = NULL;
@@ -598,6 +649,8 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out)
     }
     /* Nodes left with unmet dependencies sit on a cycle (a damaged trace);
      * they never run, as in the engine. */
+    r->holders = 1;
+    keep(rp, r);
     *out = r;
     r = NULL;
     goto out;

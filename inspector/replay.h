@@ -63,6 +63,7 @@ typedef struct gt_replay {
                      * run the inputs' own nodes) */
     size_t n;       /* nodes in engine order */
     gt_replay_node *order;
+    size_t holders; /* who frees it: the caller and the replayer's cache */
 } gt_replay;
 
 /* A reusable replay context over one trace connection: holds the prepared
@@ -78,9 +79,10 @@ GT_WARN_UNUSED int gt__replayer_new(gt_trace *t, gt_replayer **out /* OUT */);
 void gt__replayer_free(gt_replayer *rp);
 
 /* Rebuild backward call `backward` and compute its engine order into *out
- * (free with gt__replay_free). Returns 0, GT_EINVAL if there is no such
- * backward call, or another negative GT_E* code, with the message on the
- * replayer's trace. */
+ * (free with gt__replay_free; read-only: the replayer keeps the last ones
+ * and hands them out again for the same call). Returns 0, GT_EINVAL if there
+ * is no such backward call, or another negative GT_E* code, with the
+ * message on the replayer's trace. */
 GT_WARN_UNUSED int gt__replay_backward(gt_replayer *rp, int64_t backward,
                                        gt_replay **out /* OUT */);
 

@@ -288,6 +288,18 @@ static void test_order_inputs(void **state)
     assert_int_equal(gt__replay_backward(rp, g3, &r), 0);
     const int64_t want3[] = {9, 4};
     assert_order(r, 2, want3);
+    /* the same call again: the replayer's copy, shared, freed by each holder
+     * in any order (the replayer keeps the last few until it is freed) */
+    gt_replay *again = NULL;
+    assert_int_equal(gt__replay_backward(rp, g3, &again), 0);
+    assert_ptr_equal(again, r);
+    gt__replay_free(r);
+    assert_order(again, 2, want3);
+    gt__replay_free(again);
+    /* an earlier call again: kept too, the same order */
+    assert_int_equal(gt__replay_backward(rp, g1, &r), 0);
+    assert_int_equal(r->grad_api, 1);
+    assert_order(r, 2, want1);
     gt__replay_free(r);
     tb_cleanup(&b, t, rp);
 }

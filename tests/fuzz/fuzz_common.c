@@ -2,6 +2,7 @@
 #include "fuzz_common.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,21 +307,72 @@ static void pick_value(unsigned *s, const char *c, char *buf, size_t n)
     }
 }
 
+/* The mutator's database: one connection for the process, and one buffer
+ * of max_size bytes each input is copied into and changed in place. The
+ * buffer does not grow (no SQLITE_DESERIALIZE_RESIZEABLE) and the database
+ * may hold no more pages than fit in max_size (max_page_count), so a change
+ * that would make the trace larger than libFuzzer takes fails at once with
+ * SQLITE_FULL: before, it was built in full (a 200 KB string in every row of
+ * a table, its index updated, the database grown by realloc, serialized
+ * into a copy) and then dropped for being too large, and a fresh connection
+ * and copies of the input cost large allocations and their page faults on
+ * every call: a third of the diagnose harness's time (perf). (Not
+ * SQLITE_LIMIT_LENGTH: SQLite 3.40's printf grows its buffer by one
+ * character at a time once past half of that limit.) */
+static struct {
+    sqlite3 *db;
+    unsigned char *buf;
+    size_t cap;
+} MU;
+
+static void mutator_close(void)
+{
+    sqlite3_close(MU.db);
+    free(MU.buf);
+    MU.db = NULL;
+    MU.buf = NULL;
+    MU.cap = 0;
+}
+
+/* A connection whose buffer holds max_size bytes: 0, or -1. */
+static int mutator_open(size_t max_size)
+{
+    static int registered;
+    if (MU.db && MU.cap >= max_size)
+        return 0;
+    mutator_close(); /* a larger max_size: a new buffer, a new connection */
+    if (!registered) {
+        atexit(mutator_close);
+        registered = 1;
+    }
+    if (!(MU.buf = malloc(max_size)) || sqlite3_open(":memory:", &MU.db) != SQLITE_OK) {
+        mutator_close();
+        return -1;
+    }
+    MU.cap = max_size;
+    return 0;
+}
+
 static size_t sql_mutate(uint8_t *data, size_t size, size_t max_size, unsigned seed)
 {
-    size_t out = 0;
-    sqlite3 *db = NULL;
-    unsigned char *copy = sqlite3_malloc64(size);
-    if (!copy || sqlite3_open(":memory:", &db) != SQLITE_OK)
-        goto out;
-    memcpy(copy, data, size);
-    if (sqlite3_deserialize(db, "main", copy, size, size,
-                            SQLITE_DESERIALIZE_FREEONCLOSE |
-                                SQLITE_DESERIALIZE_RESIZEABLE) != SQLITE_OK) {
-        copy = NULL; /* freed by sqlite3_deserialize on failure */
-        goto out;
+    if (size > max_size || max_size > INT_MAX)
+        return 0;
+    if (mutator_open(max_size) != 0)
+        return 0;
+    memcpy(MU.buf, data, size);
+    if (sqlite3_deserialize(MU.db, "main", MU.buf, (sqlite3_int64)size,
+                            (sqlite3_int64)MU.cap, 0) != SQLITE_OK)
+        return 0;
+    /* pages past max_size: SQLITE_FULL as the page is allocated (not at
+     * commit, once the whole change is built in the page cache) */
+    unsigned page = size >= 18 ? (unsigned)data[16] << 8 | data[17] : 0;
+    if (page == 1)
+        page = 65536;
+    if (page >= 512) {
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA max_page_count = %zu", max_size / page);
+        sqlite3_exec(MU.db, pragma, NULL, NULL, NULL);
     }
-    copy = NULL;
     unsigned s = seed;
     int changed = 0, n = 1 + (int)(next_rand(&s) % 3);
     for (int k = 0; k < n; k++) {
@@ -346,23 +398,19 @@ static size_t sql_mutate(uint8_t *data, size_t size, size_t max_size, unsigned s
                      "(SELECT %s FROM %s LIMIT 1 OFFSET %u)%s",
                      tb, c, val, c, c, tb, off, what == 2 ? " OR 1" : "");
         }
-        if (sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK &&
-            sqlite3_changes(db) > 0)
+        if (sqlite3_exec(MU.db, sql, NULL, NULL, NULL) == SQLITE_OK &&
+            sqlite3_changes(MU.db) > 0)
             changed = 1;
     }
     if (!changed)
-        goto out;
+        return 0;
+    /* the buffer itself (memdb's, written in place): no copy */
     sqlite3_int64 sz = 0;
-    unsigned char *img = sqlite3_serialize(db, "main", &sz, 0);
-    if (img && sz > 0 && (size_t)sz <= max_size) {
-        memcpy(data, img, (size_t)sz);
-        out = (size_t)sz;
-    }
-    sqlite3_free(img);
-out:
-    sqlite3_free(copy);
-    sqlite3_close(db);
-    return out;
+    unsigned char *img = sqlite3_serialize(MU.db, "main", &sz, SQLITE_SERIALIZE_NOCOPY);
+    if (!img || sz <= 0 || (size_t)sz > max_size)
+        return 0;
+    memcpy(data, img, (size_t)sz);
+    return (size_t)sz;
 }
 
 size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned seed)
