@@ -1,0 +1,126 @@
+"""What recording costs, in instructions: bench_overhead.py's loops counted by callgrind.
+
+    python bench/bench_overhead_ir.py [--steps 30] [--models mlp,cnn] [--modes plain,engine]
+
+CPU time on a shared machine moves with the load (bench_overhead.py's ratios
+move by about 0.15 between runs here); instruction counts do not. Each
+model is trained (SGD, one thread) under valgrind --tool=callgrind with
+instrumentation off while Python and torch start and the loop warms up; it
+is switched on (callgrind_control) for exactly the measured steps, every
+thread counted: the training thread and, in engine mode, the fold thread
+persisting what was captured (the trace's close is not counted). Prints
+`name: value unit` lines: instructions per step for each mode, and each
+recording mode's ratio to plain, the anchor counted in the same run. Prints
+a note and nothing else when valgrind is missing; never fails.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def child(mode, model_name, steps, flag):
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_overhead as b
+    import gradtrace
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model, x, y = b.MODELS[model_name]()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    b.train(model, opt, x, y, 3)
+    rec = None
+    if mode != "plain":
+        os.environ["GRADTRACE_ADAPTER"] = "engine" if mode == "engine" else "dispatch"
+        rec = gradtrace.record(flag + ".db")
+        rec.start()
+        b.train(model, opt, x, y, 3)
+    open(flag + ".ready", "w").close()
+    while not os.path.exists(flag + ".go"):
+        time.sleep(0.02)
+    b.train(model, opt, x, y, steps)
+    open(flag + ".done", "w").close()
+    while not os.path.exists(flag + ".end"):
+        time.sleep(0.02)
+    if rec is not None:
+        rec.stop()
+
+
+def wait_for(path, proc):
+    while not os.path.exists(path):
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def start(tmp, mode, model, steps):
+    flag = os.path.join(tmp, "%s-%s" % (model, mode))
+    out = flag + ".cg"
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out,
+           sys.executable, os.path.abspath(__file__), "--child", mode, model, str(steps), flag]
+    log = open(flag + ".log", "w")
+    return flag, out, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def finish(flag, out, proc):
+    """Instructions the loop took, or None."""
+    ctl = ["callgrind_control"]
+    if not wait_for(flag + ".ready", proc):
+        return None
+    subprocess.run(ctl + ["-i", "on", str(proc.pid)], capture_output=True)
+    open(flag + ".go", "w").close()
+    ok = wait_for(flag + ".done", proc)
+    subprocess.run(ctl + ["-i", "off", str(proc.pid)], capture_output=True)
+    open(flag + ".end", "w").close()
+    proc.wait()
+    if not ok or not os.path.exists(out):
+        return None
+    with open(out) as f:
+        for line in f:
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    return None
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--modes", default="plain,engine",
+                    help="plain (the anchor, always run), engine, dispatch")
+    args = ap.parse_args()
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        print("bench_overhead_ir: valgrind not found, nothing measured")
+        return
+    modes = ["plain"] + [m for m in args.modes.split(",") if m and m != "plain"]
+    for m in modes:
+        if m not in ("plain", "engine", "dispatch"):
+            ap.error("unknown mode %r" % m)
+    with tempfile.TemporaryDirectory(prefix="gtbench-ir-") as tmp:
+        for model in args.models.split(","):
+            got = {}
+            # two at a time (this machine has two cores): counts do not
+            # depend on what runs beside them
+            for i in range(0, len(modes), 2):
+                runs = [(m,) + start(tmp, m, model, args.steps) for m in modes[i:i + 2]]
+                for m, flag, out, proc in runs:
+                    got[m] = finish(flag, out, proc)
+            for m in modes:
+                if got[m] is None:
+                    print("%s_%s_ir: not measured (see the valgrind log)" % (model, m))
+                    continue
+                print("%s_%s_ir: %.0f instructions/step" % (model, m, got[m] / args.steps))
+            for m in modes[1:]:
+                if got[m] and got["plain"]:
+                    print("%s_%s_ir_vs_plain: %.2f x" % (model, m, got[m] / got["plain"]))
+
+
+if __name__ == "__main__":
+    main()
