@@ -562,8 +562,9 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         char *msg =
             qtext(db, rc, "SELECT message FROM errors WHERE seq = ?1", "i", f->error_seq);
         gt_pymsg m;
-        if (msg) {
-            gt__pymsg_parse(msg, &m);
+        if (msg && gt__pymsg_parse(msg, &m) != 0) {
+            *rc = GT_ENOMEM;
+        } else if (msg) {
             char *with =
                 m.has_versions
                     ? qtext(db, rc,
@@ -577,6 +578,7 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
                 free(out);
                 out = with;
             }
+            gt__pymsg_release(&m);
         }
         free(msg);
     }
