@@ -321,15 +321,16 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
                        "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
                        "WHERE n.id = ?1",
                        "i", node);
-    char fwd[160];
     size_t n = name ? strlen(name) : 0;
     int64_t out = 0;
     if (n <= 8 || strcmp(name + n - 8, "Backward") != 0) {
         free(name);
         return 0;
     }
-    snprintf(fwd, sizeof fwd, "%.*s.forward", (int)(n - 8), name);
-    free(name);
+    /* "NameBackward" -> "Name.forward" in place (both suffixes are 8 bytes),
+     * as long as the class name is */
+    char *fwd = name;
+    memcpy(fwd + n - 8, ".forward", 9);
     int inside = 0;
     for (int depth = 0; stack && depth < 256 && !*rc; depth++) {
         gt_loc l;
@@ -352,6 +353,7 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
             break;
         }
     }
+    free(fwd);
     return out;
 }
 
