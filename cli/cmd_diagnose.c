@@ -321,15 +321,16 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
                        "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
                        "WHERE n.id = ?1",
                        "i", node);
-    char fwd[160];
     size_t n = name ? strlen(name) : 0;
     int64_t out = 0;
     if (n <= 8 || strcmp(name + n - 8, "Backward") != 0) {
         free(name);
         return 0;
     }
-    snprintf(fwd, sizeof fwd, "%.*s.forward", (int)(n - 8), name);
-    free(name);
+    /* "NameBackward" -> "Name.forward" in place (both suffixes are 8 bytes),
+     * as long as the class name is */
+    char *fwd = name;
+    memcpy(fwd + n - 8, ".forward", 9);
     int inside = 0;
     for (int depth = 0; stack && depth < 256 && !*rc; depth++) {
         gt_loc l;
@@ -352,6 +353,7 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
             break;
         }
     }
+    free(fwd);
     return out;
 }
 
@@ -562,8 +564,9 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         char *msg =
             qtext(db, rc, "SELECT message FROM errors WHERE seq = ?1", "i", f->error_seq);
         gt_pymsg m;
-        if (msg) {
-            gt__pymsg_parse(msg, &m);
+        if (msg && gt__pymsg_parse(msg, &m) != 0) {
+            *rc = GT_ENOMEM;
+        } else if (msg) {
             char *with =
                 m.has_versions
                     ? qtext(db, rc,
@@ -577,6 +580,7 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
                 free(out);
                 out = with;
             }
+            gt__pymsg_release(&m);
         }
         free(msg);
     }

@@ -131,6 +131,8 @@ static int64_t count_counters(gt_trace *t, const char *what, int by_id)
 static void say_unknown(sqlite3 *db, const char *path, const char *what, int by_id)
 {
     sqlite3_stmt *st = NULL;
+    const char *some;
+    int oom = 0; /* the list is a hint: out of memory leaves it out */
     fprintf(stderr, "gradtrace: history: no %s '", by_id ? "tensor" : "variable");
     gt_term_puts(stderr, what);
     fprintf(stderr, "' in ");
@@ -141,9 +143,9 @@ static void say_unknown(sqlite3 *db, const char *path, const char *what, int by_
                            "s.text AS name FROM names n JOIN strings s "
                            "ON s.id = n.name ORDER BY 1 LIMIT 12)",
                            -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+        sqlite3_step(st) == SQLITE_ROW && (some = gt_column_text(st, 0, &oom)) != NULL) {
         fprintf(stderr, "; its variables include ");
-        gt_term_puts(stderr, (const char *)sqlite3_column_text(st, 0));
+        gt_term_puts(stderr, some);
     }
     sqlite3_finalize(st);
     fputc('\n', stderr);

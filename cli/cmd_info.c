@@ -167,9 +167,10 @@ static char *json_sql(void)
     return s;
 }
 
-static const char *col(sqlite3_stmt *st, int i)
+/* Column i as text, "" for NULL; out of memory sets *oom (and gives ""). */
+static const char *col(sqlite3_stmt *st, int i, int *oom)
 {
-    const char *s = (const char *)sqlite3_column_text(st, i);
+    const char *s = gt_column_text(st, i, oom);
     return s ? s : "";
 }
 
@@ -199,8 +200,11 @@ static int print_json(gt_trace *t, FILE *out)
         sqlite3_bind_text(st, 5, broken, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        fprintf(out, "%s\n", col(st, 0));
-        rc = SQLITE_OK;
+        int oom = 0;
+        const char *doc = col(st, 0, &oom);
+        rc = oom ? SQLITE_NOMEM : SQLITE_OK;
+        if (!oom)
+            fprintf(out, "%s\n", doc);
     }
 out:
     sqlite3_finalize(st);
@@ -211,9 +215,9 @@ out:
 /* Column i as text from the trace, control characters shown as escapes
  * (termtext.h), a NUL included (as \x00): the text output never passes
  * trace text to the terminal as it is. */
-static void tput(FILE *out, sqlite3_stmt *st, int i)
+static void tput(FILE *out, sqlite3_stmt *st, int i, int *oom)
 {
-    const char *s = col(st, i); /* before _bytes: the length of the text */
+    const char *s = col(st, i, oom); /* before _bytes: the length of the text */
     gt_term_putn(out, s, (size_t)sqlite3_column_bytes(st, i));
 }
 
@@ -264,7 +268,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
 {
     sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL;
-    int rc;
+    int rc, oom = 0; /* a text read ran out of memory */
 
     /* run */
     if ((rc = sqlite3_prepare_v2(db, RUN_SQL, -1, &st, NULL)) != SQLITE_OK)
@@ -276,44 +280,44 @@ static int print_text(gt_trace *t, FILE *out, int all)
     fputs("trace      ", out);
     gt_term_puts(out, gt_trace_path(t));
     fprintf(out, " (schema %d, written by gradtrace ", sqlite3_column_int(st, 1));
-    tput(out, st, 0);
+    tput(out, st, 0, &oom);
     fputs(")\nengine     ", out);
     if (sqlite3_column_type(st, 2) == SQLITE_NULL)
         fputs("unknown", out);
     else
-        tput(out, st, 2);
+        tput(out, st, 2, &oom);
     fputc(' ', out);
-    tput(out, st, 3);
+    tput(out, st, 3, &oom);
     if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
         fputs(", python ", out);
-        tput(out, st, 4);
+        tput(out, st, 4, &oom);
     }
     fputc('\n', out);
     if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
         fputs("command    ", out);
-        tput(out, st, 5);
+        tput(out, st, 5, &oom);
         fputc('\n', out);
     }
     if (sqlite3_column_type(st, 6) != SQLITE_NULL) {
         fputs("cwd        ", out);
-        tput(out, st, 6);
+        tput(out, st, 6, &oom);
         fputc('\n', out);
     }
     fputs("started    ", out);
-    tput(out, st, 13);
+    tput(out, st, 13, &oom);
     fputs(" UTC", out);
     if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
         fputs(", pid ", out);
-        tput(out, st, 7);
+        tput(out, st, 7, &oom);
     }
     if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
         fputs(" on ", out);
-        tput(out, st, 8);
+        tput(out, st, 8, &oom);
     }
     fputc('\n', out);
     gt_print_rank_line(out, db); /* distributed runs (multi.c) */
     fputs("status     ", out);
-    tput(out, st, 9);
+    tput(out, st, 9, &oom);
     if (sqlite3_column_type(st, 10) != SQLITE_NULL)
         fprintf(out, ", exit code %d", sqlite3_column_int(st, 10));
     if (sqlite3_column_int(st, 11))
@@ -403,7 +407,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
     int64_t i = 0, hidden = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         i++;
-        int ok = !strcmp(col(st, 2), GT_BACKWARD_STATUS_OK);
+        int ok = !strcmp(col(st, 2, &oom), GT_BACKWARD_STATUS_OK);
         if (!every && ok && i > SHOWN_AT_ENDS && i <= total - SHOWN_AT_ENDS) {
             hidden++;
             continue;
@@ -414,17 +418,17 @@ static int print_text(gt_trace *t, FILE *out, int all)
             hidden = 0;
         }
         fprintf(out, "  #%d ", sqlite3_column_int(st, 0));
-        tput(out, st, 1);
+        tput(out, st, 1, &oom);
         fputs("  ", out);
-        tput(out, st, 2);
+        tput(out, st, 2, &oom);
         if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
             fputs("  ", out);
-            tput(out, st, 3);
+            tput(out, st, 3, &oom);
             fprintf(out, ":%d", sqlite3_column_int(st, 4));
         }
         if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
             fputs("  ", out);
-            tput(out, st, 5);
+            tput(out, st, 5, &oom);
         }
         fprintf(out, "\n      %d root%s, %d node%s run\n", sqlite3_column_int(st, 8),
                 sqlite3_column_int(st, 8) == 1 ? "" : "s", sqlite3_column_int(st, 9),
@@ -443,10 +447,10 @@ static int print_text(gt_trace *t, FILE *out, int all)
         if (!n++)
             fprintf(out, "\nerrors\n");
         fputs("  ", out);
-        tput(out, st, 0);
+        tput(out, st, 0, &oom);
         if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
             fputs(" at ", out);
-            tput(out, st, 2);
+            tput(out, st, 2, &oom);
             fprintf(out, ":%d", sqlite3_column_int(st, 3));
         }
         if (sqlite3_column_type(st, 5) != SQLITE_NULL)
@@ -454,11 +458,11 @@ static int print_text(gt_trace *t, FILE *out, int all)
         fputc('\n', out);
         if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
             fputs("    ", out);
-            tput(out, st, 4);
+            tput(out, st, 4, &oom);
             fputc('\n', out);
         }
         fputs("    ", out);
-        put_indented(out, col(st, 1), "    ");
+        put_indented(out, col(st, 1, &oom), "    ");
         fputc('\n', out);
     }
     if (rc != SQLITE_DONE)
@@ -468,7 +472,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
     rc = SQLITE_OK;
 out:
     sqlite3_finalize(st);
-    return rc;
+    return rc == SQLITE_OK && oom ? SQLITE_NOMEM : rc;
 }
 
 static void usage(FILE *out)
@@ -527,7 +531,9 @@ int gt_cmd_info(int argc, char **argv)
     int rc = json ? print_json(t, stdout) : print_text(t, stdout, all);
     if (rc != SQLITE_OK) {
         fprintf(stderr, "gradtrace: info: cannot read %s: %s\n", argv[optind],
-                rc == SQLITE_CORRUPT ? "no run row" : sqlite3_errmsg(gt_trace_db(t)));
+                rc == SQLITE_CORRUPT ? "no run row"
+                : rc == SQLITE_NOMEM ? "out of memory"
+                                     : sqlite3_errmsg(gt_trace_db(t)));
         goto out;
     }
     if (fflush(stdout) != 0) {

@@ -221,24 +221,36 @@ typedef struct group {
     int64_t *ranks;
 } group;
 
+/* The "label file:line  code  (extra)" line of the location at JSON path
+ * `path` of finding `doc`; nothing when it has none. Out of memory sets
+ * *oom (the line may be missing). */
 static void loc_line(FILE *o, sqlite3 *db, const char *doc, const char *path,
-                     const char *label, const char *extra)
+                     const char *label, const char *extra, int *oom)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT ?1 -> ?2 ->> '$.file', ?1 -> ?2 ->> '$.line',"
-                           " ?1 -> ?2 ->> '$.code'",
-                           -1, &st, NULL) != SQLITE_OK)
-        return;
-    sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+    int s = sqlite3_prepare_v2(db,
+                               "SELECT ?1 -> ?2 ->> '$.file', ?1 -> ?2 ->> '$.line',"
+                               " ?1 -> ?2 ->> '$.code'",
+                               -1, &st, NULL);
+    const char *file = NULL, *line = NULL, *code = NULL;
+    if (s == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            file = gt_column_text(st, 0, oom);
+            line = gt_column_text(st, 1, oom);
+            code = gt_column_text(st, 2, oom);
+        }
+    }
+    if ((s & 0xff) == SQLITE_NOMEM)
+        *oom = 1;
+    if (file) {
         fprintf(o, "    %-11s ", label);
-        gt_term_puts(o, (const char *)sqlite3_column_text(st, 0));
-        fprintf(o, ":%s", (const char *)sqlite3_column_text(st, 1));
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
+        gt_term_puts(o, file);
+        fprintf(o, ":%s", line ? line : "?");
+        if (code) {
             fputs("  ", o);
-            gt_term_puts(o, (const char *)sqlite3_column_text(st, 2));
+            gt_term_puts(o, code);
         }
         if (extra && *extra) {
             fputs("  (", o);
@@ -250,26 +262,36 @@ static void loc_line(FILE *o, sqlite3 *db, const char *doc, const char *path,
     sqlite3_finalize(st);
 }
 
-static char *jtext(sqlite3 *db, const char *sql, const char *doc)
+/* A malloc'd copy of what `sql` gives for finding `doc` (?1), "" when it
+ * gives NULL or fails; NULL, with *oom set, when out of memory. */
+static char *jtext(sqlite3 *db, const char *sql, const char *doc, int *oom)
 {
     sqlite3_stmt *st = NULL;
-    char *r = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    const char *v = NULL;
+    int s = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (s == SQLITE_OK) {
         sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-            r = strdup((const char *)sqlite3_column_text(st, 0));
+        if ((s = sqlite3_step(st)) == SQLITE_ROW)
+            v = gt_column_text(st, 0, oom);
     }
+    char *r = (s & 0xff) == SQLITE_NOMEM || *oom ? NULL : strdup(v ? v : "");
     sqlite3_finalize(st);
-    return r ? r : strdup("");
+    if (!r)
+        *oom = 1;
+    return r;
 }
 
-/* One group of identical findings, as text. */
+/* One group of identical findings, as text. Out of memory sets *oom (the
+ * group may be printed in part). */
 static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
-                        size_t ntraces)
+                        size_t ntraces, int *oom)
 {
     gt_strbuf ranks = GT_STRBUF_INIT;
-    if (gt_format_ranks_buf(g->ranks, g->n, &ranks) != GT_OK)
-        gt_strbuf_reset(&ranks); /* out of memory: no ranks shown */
+    if (gt_format_ranks_buf(g->ranks, g->n, &ranks) != GT_OK) {
+        gt_strbuf_release(&ranks);
+        *oom = 1;
+        return;
+    }
     char *head = jtext(
         db,
         "SELECT CASE ?1 ->> '$.kind'"
@@ -295,7 +317,11 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
         " ELSE 'in-place operation on ' || coalesce((SELECT group_concat(value, ', ')"
         "  FROM json_each(?1, '$.leaf.names')), 'a leaf') ||"
         "  ', a leaf tensor that requires grad' END || '  [' || (?1 ->> '$.kind') || ']'",
-        g->doc);
+        g->doc, oom);
+    if (!head) {
+        gt_strbuf_release(&ranks);
+        return;
+    }
     fprintf(o, "[%zu] %s %s: ", index, g->n == 1 ? "rank" : "ranks",
             gt_strbuf_str(&ranks));
     gt_strbuf_release(&ranks);
@@ -306,25 +332,37 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
                         "SELECT (?1 ->> '$.node.name') || ' saved ' ||"
                         " (?1 ->> '$.saved.slot') || ' at version ' ||"
                         " (?1 ->> '$.saved.saved_version')",
-                        g->doc);
-    loc_line(o, db, g->doc, "$.node.location", "saved at", saved);
+                        g->doc, oom);
+    if (!saved)
+        return;
+    loc_line(o, db, g->doc, "$.node.location", "saved at", saved, oom);
     free(saved);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT m.value, m.value ->> '$.op' FROM json_each(?1,"
-                           " '$.mutations') m ORDER BY m.key",
-                           -1, &st, NULL) == SQLITE_OK) {
+    int s = sqlite3_prepare_v2(db,
+                               "SELECT m.value, m.value ->> '$.op' FROM json_each(?1,"
+                               " '$.mutations') m ORDER BY m.key",
+                               -1, &st, NULL);
+    if (s == SQLITE_OK) {
         sqlite3_bind_text(st, 1, g->doc, -1, SQLITE_STATIC);
-        while (sqlite3_step(st) == SQLITE_ROW)
-            loc_line(o, db, (const char *)sqlite3_column_text(st, 0), "$.location",
-                     "written at", (const char *)sqlite3_column_text(st, 1));
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *m = gt_column_text(st, 0, oom), *op = gt_column_text(st, 1, oom);
+            if (m)
+                loc_line(o, db, m, "$.location", "written at", op, oom);
+        }
     }
+    if ((s & 0xff) == SQLITE_NOMEM)
+        *oom = 1;
     sqlite3_finalize(st);
-    char *bw = jtext(db, "SELECT 'backward #' || (?1 ->> '$.backward.index')", g->doc);
-    loc_line(o, db, g->doc, "$.backward.location", "needed by", bw);
+    char *bw =
+        jtext(db, "SELECT 'backward #' || (?1 ->> '$.backward.index')", g->doc, oom);
+    if (!bw)
+        return;
+    loc_line(o, db, g->doc, "$.backward.location", "needed by", bw, oom);
     free(bw);
-    loc_line(o, db, g->doc, "$.location", "at", NULL);
-    char *fix = jtext(db, "SELECT ?1 ->> '$.suggestion'", g->doc);
+    loc_line(o, db, g->doc, "$.location", "at", NULL, oom);
+    char *fix = jtext(db, "SELECT ?1 ->> '$.suggestion'", g->doc, oom);
+    if (!fix)
+        return;
     if (*fix) {
         fprintf(o, "    %-11s ", "fix");
         gt_term_puts(o, fix);
@@ -433,9 +471,9 @@ static int add_ranked(gt_strbuf *b, sqlite3 *db, const char *sql, int first,
         sqlite3_bind_text(st, 2, a, -1, SQLITE_STATIC);
         if (c)
             sqlite3_bind_text(st, 3, c, -1, SQLITE_STATIC);
-        const char *v = sqlite3_step(st) == SQLITE_ROW
-                            ? (const char *)sqlite3_column_text(st, 0)
-                            : NULL;
+        int oom = 0; /* the row is never NULL but out of memory */
+        const char *v =
+            sqlite3_step(st) == SQLITE_ROW ? gt_column_text(st, 0, &oom) : NULL;
         row = v ? strdup(v) : NULL;
     }
     sqlite3_finalize(st);
@@ -610,13 +648,22 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
                 printf(": not diagnosed (see the error above)\n");
                 continue;
             }
-            char *partial = jtext(db, "SELECT ?1 ->> '$.partial'", docs[i]);
+            int oom = 0;
+            char *partial = jtext(db, "SELECT ?1 ->> '$.partial'", docs[i], &oom);
             char *err = jtext(db,
                               "SELECT (?1 ->> '$.error.type') || ': ' ||"
                               " substr(?1 ->> '$.error.message', 1, coalesce(nullif("
                               " instr(?1 ->> '$.error.message', char(10)), 0) - 1, 100))",
-                              docs[i]);
-            char *nf = jtext(db, "SELECT json_array_length(?1, '$.findings')", docs[i]);
+                              docs[i], &oom);
+            char *nf =
+                jtext(db, "SELECT json_array_length(?1, '$.findings')", docs[i], &oom);
+            if (oom) {
+                free(partial);
+                free(err);
+                free(nf);
+                free(all);
+                goto oom;
+            }
             printf(": %s finding%s", nf, strcmp(nf, "1") ? "s" : "");
             if (!strcmp(partial, "1"))
                 printf("; partial trace (the process was killed or is still running)");
@@ -632,10 +679,15 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
         if (nnotes)
             putchar('\n');
         for (size_t g = 0; g < nnotes; g++) {
-            char ranks[256];
-            gt_format_ranks(notes[g].ranks, notes[g].n, ranks, sizeof ranks);
-            printf("note: %s %s: %s\n", notes[g].n == 1 ? "rank" : "ranks", ranks,
-                   notes[g].text);
+            gt_strbuf ranks = GT_STRBUF_INIT;
+            if (gt_format_ranks_buf(notes[g].ranks, notes[g].n, &ranks) != GT_OK) {
+                gt_strbuf_release(&ranks);
+                free(all);
+                goto oom;
+            }
+            printf("note: %s %s: %s\n", notes[g].n == 1 ? "rank" : "ranks",
+                   gt_strbuf_str(&ranks), notes[g].text);
+            gt_strbuf_release(&ranks);
         }
         if (ngroups == 0) {
             printf("\nno findings on any rank: no saved tensor %s modified before the "
@@ -643,8 +695,13 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
                    any_outside ? "the recording saw was" : "was");
         } else {
             printf("\n%zu distinct finding%s\n\n", ngroups, ngroups == 1 ? "" : "s");
-            for (size_t g = 0; g < ngroups; g++)
-                print_group(stdout, db, g + 1, &groups[g], set.n);
+            int oom = 0;
+            for (size_t g = 0; g < ngroups && !oom; g++)
+                print_group(stdout, db, g + 1, &groups[g], set.n, &oom);
+            if (oom) {
+                free(all);
+                goto oom;
+            }
         }
         free(all);
     }

@@ -40,29 +40,33 @@ int gt_strbuf_adds(gt_strbuf *b, const char *s)
     return gt_strbuf_add(b, s, strlen(s));
 }
 
-int gt_strbuf_addf(gt_strbuf *b, const char *fmt, ...)
+int gt_strbuf_vaddf(gt_strbuf *b, const char *fmt, va_list ap)
 {
     char tmp[256];
-    va_list ap;
+    va_list again;
     if (b->oom)
         return -1;
-    va_start(ap, fmt);
+    va_copy(again, ap);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return -1;
-    if ((size_t)n < sizeof tmp)
-        return gt_strbuf_add(b, tmp, (size_t)n);
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return -1;
+    if (n < 0 || (size_t)n < sizeof tmp) {
+        va_end(again);
+        return n < 0 ? -1 : gt_strbuf_add(b, tmp, (size_t)n);
     }
+    int rc = gt_strbuf_reserve(b, (size_t)n);
+    if (rc == 0) { /* straight into the buffer, NUL included */
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+    return rc;
+}
+
+int gt_strbuf_addf(gt_strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
     va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    int rc = gt_strbuf_vaddf(b, fmt, ap);
     va_end(ap);
-    int rc = gt_strbuf_add(b, big, (size_t)n);
-    free(big);
     return rc;
 }
 

@@ -12,6 +12,7 @@
 #ifndef GT_COMMON_STRBUF_H
 #define GT_COMMON_STRBUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 typedef struct gt_strbuf {
@@ -41,6 +42,10 @@ int gt_strbuf_adds(gt_strbuf *b, const char *s);
  * a format error (then b is unchanged but for the oom flag). */
 int gt_strbuf_addf(gt_strbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* gt_strbuf_addf with a va_list (consumed as vprintf does). */
+int gt_strbuf_vaddf(gt_strbuf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* Empty the text, keeping the memory (and the oom flag). Can't fail. */
 void gt_strbuf_reset(gt_strbuf *b);

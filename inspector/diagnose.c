@@ -10,6 +10,7 @@
 #include "diagnose_int.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,31 +180,73 @@ static int64_t dtype_size(const char *d)
     return 1;
 }
 
+/* The JSON integer list s ("[16,8]") into a malloc'd *v of *n values: 0;
+ * 0 with *n = -1 when s is no such list; -1 when out of memory. */
+static int parse_ints(const char *s, int64_t **v, int *n)
+{
+    size_t max = 1;
+    *v = NULL;
+    *n = -1;
+    if (!s)
+        return 0;
+    for (const char *p = s; (p = strchr(p, ',')) != NULL; p++)
+        max++;
+    if (max > INT_MAX)
+        return 0;
+    if (!(*v = malloc(max * sizeof **v)))
+        return -1;
+    *n = gt_ints_parse(s, *v, (int)max);
+    return 0;
+}
+
+void gt__dx_tinfo_release(gt__tinfo *t)
+{
+    gt__extent_release(&t->ext);
+    free(t->text);
+    memset(t, 0, sizeof *t);
+    t->dtype = t->shape = "";
+}
+
 int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
 {
     memset(t, 0, sizeof *t);
+    t->dtype = t->shape = "";
     sqlite3_stmt *st = c->tensor;
     sqlite3_bind_int64(st, 1, id);
-    int s = sqlite3_step(st);
+    int s = sqlite3_step(st), nomem = 0;
     if (s == SQLITE_ROW) {
-        int64_t shape[GT__EXTENT_MAXDIM], strides[GT__EXTENT_MAXDIM];
+        int64_t *shape = NULL, *strides = NULL;
+        int nd, ns;
         int64_t off = sqlite3_column_int64(st, 0);
-        int nd = gt_ints_parse(gt_column_text(st, 1, &c->oom), shape, GT__EXTENT_MAXDIM);
-        int ns =
-            gt_ints_parse(gt_column_text(st, 2, &c->oom), strides, GT__EXTENT_MAXDIM);
+        nomem = parse_ints(gt_column_text(st, 1, &c->oom), &shape, &nd) != 0 ||
+                parse_ints(gt_column_text(st, 2, &c->oom), &strides, &ns) != 0;
         const char *dtype = gt_column_text(st, 3, &c->oom);
-        snprintf(t->dtype, sizeof t->dtype, "%s", dtype ? dtype : "?");
+        if (!dtype)
+            dtype = "?";
+        /* "dtype\0" then the sizes, written as "[16,8]" and read as "16,8" */
+        size_t dl = strlen(dtype) + 1;
+        if (!nomem && (t->text = malloc(dl + GT_INTS_ROOM(nd > 0 ? nd : 0))) == NULL)
+            nomem = 1;
+        if (!nomem) {
+            memcpy(t->text, dtype, dl);
+            t->dtype = t->text;
+            char *sh = t->text + dl;
+            size_t n = nd > 0 ? gt_ints_format(sh, shape, (size_t)nd) : 0;
+            if (n >= 2) {
+                memmove(sh, sh + 1, n - 2);
+                sh[n - 2] = 0;
+            } else {
+                sh[0] = 0;
+            }
+            t->shape = sh;
+        }
         /* A damaged or hostile trace may hold any numbers here: an extent
          * that cannot be represented is unknown, and overlaps nothing. */
-        if (nd >= 0 && nd == ns)
-            gt__extent_init(&t->ext, off, shape, strides, nd, dtype_size(t->dtype));
-        size_t used = 0;
-        for (int i = 0; i < nd; i++) {
-            used += (size_t)snprintf(t->shape + used, sizeof t->shape - used, "%s%lld",
-                                     i ? "," : "", (long long)shape[i]);
-            if (used >= sizeof t->shape)
-                used = sizeof t->shape - 1;
-        }
+        if (!nomem && nd >= 0 && nd == ns &&
+            gt__extent_init(&t->ext, off, shape, strides, nd, dtype_size(t->dtype)) != 0)
+            nomem = 1;
+        free(shape);
+        free(strides);
         t->requires_grad = sqlite3_column_int(st, 4);
         t->is_leaf = sqlite3_column_int(st, 5);
         t->alias_of = sqlite3_column_int64(st, 6);
@@ -211,6 +254,11 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
         t->found = 1;
     }
     sqlite3_reset(st);
+    if (nomem) {
+        gt__dx_tinfo_release(t);
+        c->oom = 1; /* a caller reading failure as "not found" still fails */
+        return gt__dx_nomem(c);
+    }
     gt__dx_lookup_nomem(c, s);
     return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
 }
@@ -235,8 +283,10 @@ static int cached_tensor(gt__dctx *c, int64_t id, const gt__tinfo **out)
     int rc = gt__dx_load_tensor(c, id, &c->tv[c->tn]);
     if (rc)
         return rc;
-    if (id && gt__imap_put(&c->tcache, id, (int64_t)c->tn) != 0)
+    if (id && gt__imap_put(&c->tcache, id, (int64_t)c->tn) != 0) {
+        gt__dx_tinfo_release(&c->tv[c->tn]);
         return gt__dx_nomem(c);
+    }
     *out = &c->tv[c->tn++];
     return 0;
 }
@@ -244,6 +294,8 @@ static int cached_tensor(gt__dctx *c, int64_t id, const gt__tinfo **out)
 static void tcache_clear(gt__dctx *c)
 {
     gt__imap_clear(&c->tcache);
+    for (size_t i = 0; i < c->tn; i++)
+        gt__dx_tinfo_release(&c->tv[i]);
     c->tn = 0;
 }
 
@@ -253,16 +305,19 @@ typedef struct bwerr {
     gt_pymsg m;
 } bwerr;
 
-/* The first error recorded during backward `b` (e->seq = 0 if none). */
+/* The first error recorded during backward `b` (e->seq = 0 if none); e->m
+ * holds memory even on failure: gt__pymsg_release it. */
 static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
 {
-    memset(e, 0, sizeof *e);
+    e->seq = 0;
+    gt__pymsg_parse(NULL, &e->m);
     sqlite3_stmt *st = c->bwerr;
     sqlite3_bind_int64(st, 1, b);
     int s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
         e->seq = sqlite3_column_int64(st, 0);
-        gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &e->m);
+        if (gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &e->m) != 0)
+            c->oom = 1;
     }
     sqlite3_reset(st);
     return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
@@ -270,28 +325,28 @@ static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
 
 /* ---- suggestions ------------------------------------------------------- */
 
-/* Copy the first variable name of `tensor` (its own, its base's, or one
- * sharing its version counter) into buf; "" if it has none. */
-void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len)
+/* The first variable name of `tensor` (its own, its base's, or one
+ * sharing its version counter) into out; "" if it has none. */
+void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out)
 {
     const char *const *v = NULL;
     size_t n = 0;
-    buf[0] = 0;
+    gt_strbuf_reset(out);
     int rc = gt_trace_names(c->t, tensor, &v, &n);
     if (rc == GT_ENOMEM)
         c->oom = 1;
-    if (rc == 1)
-        snprintf(buf, len, "%s", v[0]);
+    if (rc == 1 && gt_strbuf_adds(out, v[0]) != 0)
+        c->oom = 1;
 }
 
 /* "file:line" of a stack's user frame, and its code line; "" if unknown. */
-void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char *code,
-                      size_t clen, int64_t *frame)
+void gt__dx_stack_loc(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code,
+                      int64_t *frame)
 {
     gt_loc l;
-    where[0] = 0;
+    gt_strbuf_reset(where);
     if (code)
-        code[0] = 0;
+        gt_strbuf_reset(code);
     if (frame)
         *frame = 0;
     int rc = gt_trace_loc(c->t, stack, &l);
@@ -302,14 +357,15 @@ void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char
     /* Shown like every other path of the output: relative to the working
      * directory when it lies below it. */
     const char *file = l.file;
-    char cwd[4096];
+    char cwd[4096]; /* the process's, not the trace's: PATH_MAX bounds it */
     size_t n;
     if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 &&
         !strncmp(file, cwd, n) && file[n] == '/')
         file += n + 1;
-    snprintf(where, wlen, "%s:%d", file ? file : "", (int)l.line);
-    if (code)
-        snprintf(code, clen, "%s", l.code ? l.code : "");
+    if (gt_strbuf_addf(where, "%s:%d", file ? file : "", (int)l.line) != 0)
+        c->oom = 1;
+    if (code && gt_strbuf_adds(code, l.code ? l.code : "") != 0)
+        c->oom = 1;
     if (frame)
         *frame = l.frame;
     gt_loc_release(&l);
@@ -317,18 +373,31 @@ void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char
 
 void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o)
 {
+    gt_strbuf buf = o->buf;
     memset(o, 0, sizeof *o);
+    o->buf = buf;
+    gt_strbuf_reset(&o->buf);
     sqlite3_stmt *st = c->op;
     sqlite3_bind_int64(st, 1, seq);
     int s = seq ? sqlite3_step(st) : SQLITE_DONE;
     gt__dx_lookup_nomem(c, s);
     if (s == SQLITE_ROW) {
-        snprintf(o->name, sizeof o->name, "%s", gt_column_text(st, 0, &c->oom));
+        const char *name = gt_column_text(st, 0, &c->oom);
+        if (name && gt_strbuf_adds(&o->buf, name) != 0)
+            c->oom = 1;
         o->phase = sqlite3_column_int(st, 1);
         o->stack = sqlite3_column_int64(st, 2);
         o->grad_mode = sqlite3_column_int(st, 3);
     }
+    o->name = gt_strbuf_str(&o->buf);
     sqlite3_reset(st);
+}
+
+void gt__dx_op_release(gt__opinfo *o)
+{
+    gt_strbuf_release(&o->buf);
+    memset(o, 0, sizeof *o);
+    o->name = "";
 }
 
 /* The leaf that requires grad behind tensor `t` (itself or a base it
@@ -338,11 +407,16 @@ int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t)
 {
     for (int depth = 0; t && depth < 16; depth++) {
         gt__tinfo ti;
-        if (gt__dx_load_tensor(c, t, &ti) != 0 || !ti.found)
+        if (gt__dx_load_tensor(c, t, &ti) != 0)
             return 0;
-        if (ti.is_leaf && ti.requires_grad)
+        int found = ti.found, leaf = ti.is_leaf && ti.requires_grad;
+        int64_t base = ti.alias_of;
+        gt__dx_tinfo_release(&ti);
+        if (!found)
+            return 0;
+        if (leaf)
             return t;
-        t = ti.alias_of;
+        t = base;
     }
     return 0;
 }
@@ -682,9 +756,11 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
                 continue; /* an ordinary in-place write: the version moved */
             /* only collectives write without a bump by design; any other op
              * without one raised before writing */
-            gt__opinfo wo;
+            gt__opinfo wo = {0};
             gt__dx_load_op(c, wr->op, &wo);
-            if (strncmp(wo.name, "c10d::", 6) != 0)
+            int collective = !strncmp(wo.name, "c10d::", 6);
+            gt__dx_op_release(&wo);
+            if (!collective)
                 continue;
         }
         if (!loaded) {
@@ -764,7 +840,7 @@ static int raises(const gt_finding *f)
 static int diagnose_backward(gt__dctx *c, int64_t b, int report)
 {
     gt_replay *r = NULL;
-    bwerr e;
+    bwerr e = {0};
     batch bt;
     size_t first = c->f->n, k = 0;
     long fail_at = -1;
@@ -892,6 +968,7 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
         c->f->n = first;
     }
 out:
+    gt__pymsg_release(&e.m);
     free(regions.v);
     tcache_clear(c);
     batch_release(&bt);
@@ -1033,6 +1110,7 @@ out:
     gt__replayer_free(c.rp);
     gt__imap_clear(&c.freed);
     gt__imap_clear(&c.tcache);
+    tcache_clear(&c);
     free(c.tv);
     gt_findings_free(c.f);
     return rc;

@@ -20,24 +20,30 @@
 #include <stdint.h>
 
 #include "diagnose.h"
+#include "strbuf.h"
 #include "extent.h"
 #include "pymsg.h"
 #include "replay.h"
 
-/* A tensor row, as the checks read it. */
+/* A tensor row, as the checks read it: any number of dimensions, any
+ * dtype text (held on the heap; gt__dx_tinfo_release frees it). */
 typedef struct gt__tinfo {
-    gt_extent ext; /* the bytes it covers in its storage */
-    char dtype[32];
-    char shape[128]; /* "3" or "16,8": sizes without brackets or spaces */
+    gt_extent ext;     /* the bytes it covers in its storage */
+    const char *dtype; /* "float32", "" when unread; inside text */
+    const char *shape; /* "3" or "16,8": sizes without brackets or spaces,
+                        * "" when unread; inside text */
+    char *text;        /* owns dtype and shape (NULL: both are "") */
     int requires_grad, is_leaf;
     int64_t alias_of;
     int64_t created_by; /* ops.seq that output it, 0 if unknown */
     int found;
 } gt__tinfo;
 
-/* An op row. */
+/* An op row. Start from {0}: its name's memory is kept from one
+ * gt__dx_load_op to the next and freed by gt__dx_op_release. */
 typedef struct gt__opinfo {
-    char name[128];
+    gt_strbuf buf;    /* holds name */
+    const char *name; /* "aten::add_.Tensor", "" if none */
     int phase;
     int grad_mode;
     int64_t stack;
@@ -75,21 +81,32 @@ gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward);
 /* Free what a finding owns (not the finding). */
 void gt__dx_finding_release(gt_finding *f);
 
-/* Read tensor `id` into *t (t->found = 0 if there is no such row). */
+/* Read tensor `id` into *t (t->found = 0 if there is no such row); t is
+ * overwritten, not released: release it with gt__dx_tinfo_release. On
+ * failure t holds no memory. */
 GT_WARN_UNUSED int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t /* OUT */);
 
+/* Free what a tensor row holds. Can't fail. */
+void gt__dx_tinfo_release(gt__tinfo *t);
+
 /* The first variable name of `tensor` (its own, its base's, or one sharing
- * its version counter) into buf; "" if none. */
-void gt__dx_first_name(gt__dctx *c, int64_t tensor, char *buf, size_t len);
+ * its version counter) into out (emptied first); "" if none. Out of memory
+ * sets c->oom. */
+void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out /* OUT */);
 
 /* "file:line" of a stack's innermost user frame (the file relative to the
  * working directory when it lies below it), its code line and frame id;
- * "" / 0 if unknown. code and frame may be NULL. */
-void gt__dx_stack_loc(gt__dctx *c, int64_t stack, char *where, size_t wlen, char *code,
-                      size_t clen, int64_t *frame);
+ * "" / 0 if unknown (where and code are emptied first). code and frame may
+ * be NULL. Out of memory sets c->oom. */
+void gt__dx_stack_loc(gt__dctx *c, int64_t stack, gt_strbuf *where /* OUT */,
+                      gt_strbuf *code /* OUT */, int64_t *frame /* OUT */);
 
-/* Read op `seq` into *o (all empty if there is none). */
+/* Read op `seq` into *o (name "" and all 0 if there is none), reusing the
+ * memory o holds. Out of memory sets c->oom. */
 void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o /* OUT */);
+
+/* Free what an op row holds and zero it. Can't fail. */
+void gt__dx_op_release(gt__opinfo *o);
 
 /* The leaf that requires grad behind tensor `t` (itself or a base it
  * views, at most 16 views deep), 0 if none or unreadable. */

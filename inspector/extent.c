@@ -1,33 +1,56 @@
 /* Byte extents of strided tensors and their exact overlap; see extent.h. */
 #include "extent.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-void gt__extent_init(gt_extent *e, int64_t offset, const int64_t *sizes,
-                     const int64_t *strides, int nd, int64_t elem)
+void gt__extent_release(gt_extent *e)
+{
+    free(e->size);
+    memset(e, 0, sizeof *e);
+}
+
+/* An extent that holds nothing and is unknown; 0. */
+static int unknown(gt_extent *e)
+{
+    gt__extent_release(e);
+    return 0;
+}
+
+int gt__extent_init(gt_extent *e, int64_t offset, const int64_t *sizes,
+                    const int64_t *strides, int nd, int64_t elem)
 {
     memset(e, 0, sizeof *e);
-    if (offset < 0 || elem <= 0 || nd < 0 || nd > GT__EXTENT_MAXDIM ||
+    if (offset < 0 || elem <= 0 || nd < 0 ||
         __builtin_mul_overflow(offset, elem, &e->off))
-        return;
+        return unknown(e);
     e->elem = elem;
     int64_t last = e->off; /* first byte of the last element */
     for (int i = 0; i < nd; i++) {
         int64_t n = sizes[i], s = strides[i], sb, span;
         if (n < 0 || s < 0)
-            return;
+            return unknown(e);
         if (n == 0) { /* no element at all */
+            free(e->size);
+            e->size = e->stride = NULL;
             e->nd = 0;
             e->lo = e->hi = e->off;
             e->known = 1;
-            return;
+            return 0;
         }
         if (n == 1 || s == 0)
             continue;
         if (__builtin_mul_overflow(s, elem, &sb) ||
             __builtin_mul_overflow(n - 1, sb, &span) ||
             __builtin_add_overflow(last, span, &last))
-            return;
+            return unknown(e);
+        if (!e->size) { /* room for every dimension left, sizes then strides */
+            if (!(e->size = malloc(2 * (size_t)(nd - i) * sizeof *e->size))) {
+                memset(e, 0, sizeof *e);
+                return -1;
+            }
+            e->stride = e->size + (nd - i);
+        }
         /* Insert, keeping strides in decreasing order. */
         int k = e->nd++;
         while (k > 0 && e->stride[k - 1] < sb) {
@@ -39,9 +62,10 @@ void gt__extent_init(gt_extent *e, int64_t offset, const int64_t *sizes,
         e->size[k] = n;
     }
     if (__builtin_add_overflow(last, elem, &e->hi))
-        return;
+        return unknown(e);
     e->lo = e->off;
     e->known = 1;
+    return 0;
 }
 
 /* A view of an extent without copying its dimensions: dims [d, nd) of `e`

@@ -384,16 +384,11 @@ static void addf(gt_strbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void addf(gt_strbuf *b, const char *fmt, ...)
 {
-    char buf[512];
-    va_list ap;
+    va_list ap; /* any length: a name from the trace is not cut (nor refused) */
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (gt_strbuf_vaddf(b, fmt, ap) != 0)
+        b->oom = 1; /* a format error too: the statement would be wrong */
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof buf) {
-        b->oom = 1;
-        return;
-    }
-    gt_strbuf_add(b, buf, (size_t)n);
 }
 
 /* Append view `name`'s CREATE statement `sql` (our own views.sql text) as

@@ -5,8 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where in the message the quoted texts are, before they are copied. */
+typedef struct spans {
+    const char *shape, *fn; /* NULL: none */
+    size_t shape_len, fn_len;
+} spans;
+
 /* "Output 1 of Split is a view ...": output number and function name. */
-static void parse_output_of(const char *msg, gt_pymsg *e)
+static void parse_output_of(const char *msg, gt_pymsg *e, spans *sp)
 {
     const char *p = strstr(msg, "Output ");
     char *end;
@@ -15,15 +21,11 @@ static void parse_output_of(const char *msg, gt_pymsg *e)
     e->output_nr = strtoll(p + 7, &end, 10);
     if (end == p + 7 || strncmp(end, " of ", 4) != 0)
         return;
-    const char *name = end + 4;
-    size_t k = strcspn(name, " ,");
-    if (k >= sizeof e->grad_fn)
-        k = sizeof e->grad_fn - 1;
-    memcpy(e->grad_fn, name, k);
-    e->grad_fn[k] = 0;
+    sp->fn = end + 4;
+    sp->fn_len = strcspn(sp->fn, " ,");
 }
 
-static void parse_versions(const char *msg, gt_pymsg *e)
+static void parse_versions(const char *msg, gt_pymsg *e, spans *sp)
 {
     static const struct {
         const char *type;
@@ -55,20 +57,15 @@ static void parse_versions(const char *msg, gt_pymsg *e)
         if ((size_t)(q - p) == strlen(types[i].type) && !strncmp(p, types[i].type, q - p))
             snprintf(e->dtype, sizeof e->dtype, "%s", types[i].dtype);
     p = q + 2;
-    size_t n = 0;
-    for (; *p && *p != ']'; p++)
-        if (*p != ' ' && n + 1 < sizeof e->shape)
-            e->shape[n++] = *p;
-    e->shape[n] = 0;
+    sp->shape = p;
+    sp->shape_len = strcspn(p, "]");
+    p += sp->shape_len;
     if ((q = strstr(p, "which is output ")) != NULL) {
         char *end;
         e->output_nr = strtoll(q + 16, &end, 10);
         if (!strncmp(end, " of ", 4)) {
-            size_t k = strcspn(end + 4, ",");
-            if (k >= sizeof e->grad_fn)
-                k = sizeof e->grad_fn - 1;
-            memcpy(e->grad_fn, end + 4, k);
-            e->grad_fn[k] = 0;
+            sp->fn = end + 4;
+            sp->fn_len = strcspn(sp->fn, ",");
         }
     }
     if (!(p = strstr(p, "is at version ")))
@@ -80,14 +77,45 @@ static void parse_versions(const char *msg, gt_pymsg *e)
     e->has_versions = 1;
 }
 
-void gt__pymsg_parse(const char *msg, gt_pymsg *e)
+void gt__pymsg_release(gt_pymsg *m)
 {
+    free(m->text);
+    memset(m, 0, sizeof *m);
+    m->shape = m->grad_fn = "";
+}
+
+/* Copy the quoted texts out of the message (the shape without spaces). */
+static int keep_spans(gt_pymsg *e, const spans *sp)
+{
+    if (!sp->shape && !sp->fn)
+        return 0;
+    if (!(e->text = malloc(sp->shape_len + sp->fn_len + 2))) {
+        gt__pymsg_release(e);
+        return -1;
+    }
+    char *t = e->text;
+    e->shape = t;
+    for (size_t i = 0; i < sp->shape_len; i++)
+        if (sp->shape[i] != ' ')
+            *t++ = sp->shape[i];
+    *t++ = 0;
+    e->grad_fn = t;
+    if (sp->fn_len)
+        memcpy(t, sp->fn, sp->fn_len);
+    t[sp->fn_len] = 0;
+    return 0;
+}
+
+int gt__pymsg_parse(const char *msg, gt_pymsg *e)
+{
+    spans sp = {0};
     memset(e, 0, sizeof *e);
+    e->shape = e->grad_fn = "";
     if (!msg)
-        return;
+        return 0;
     if (strstr(msg, "modified by an inplace operation")) {
         e->kind = GT_PYMSG_VERSION;
-        parse_versions(msg, e);
+        parse_versions(msg, e, &sp);
     } else if (strstr(msg, "backward through the graph a second time")) {
         e->kind = GT_PYMSG_TWICE;
     } else if (strstr(msg,
@@ -105,19 +133,20 @@ void gt__pymsg_parse(const char *msg, gt_pymsg *e)
         e->kind = GT_PYMSG_LEAF_MOVED;
     } else if (strstr(msg, "is the output of a function that returns multiple views")) {
         e->kind = GT_PYMSG_VIEW_MULTI;
-        parse_output_of(msg, e);
+        parse_output_of(msg, e, &sp);
     } else if (strstr(msg, "created inside a custom Function")) {
         e->kind = GT_PYMSG_VIEW_CUSTOM;
-        parse_output_of(msg, e);
+        parse_output_of(msg, e, &sp);
     } else if (strstr(msg, "created in no_grad mode and is being modified inplace")) {
         e->kind = GT_PYMSG_VIEW_NO_GRAD;
-        parse_output_of(msg, e);
+        parse_output_of(msg, e, &sp);
     } else if (strstr(msg, "created in inference mode and is being modified inplace")) {
         e->kind = GT_PYMSG_VIEW_INFERENCE;
-        parse_output_of(msg, e);
+        parse_output_of(msg, e, &sp);
     } else if (strstr(msg, "that would mutate a captured Tensor")) {
         e->kind = GT_PYMSG_CAPTURED;
     }
+    return keep_spans(e, &sp);
 }
 
 int gt__pymsg_at_op(int kind)

@@ -48,22 +48,32 @@ enum gt_pymsg_kind {
                               * mutate a captured Tensor." */
 };
 
+/* A parsed message; what it quotes from the message (any number of sizes,
+ * any name) is held on the heap: gt__pymsg_release frees it. */
 typedef struct gt_pymsg {
     int kind; /* enum gt_pymsg_kind */
     /* GT_PYMSG_VERSION: */
-    int has_versions; /* 1 if dtype, shape and both versions were read */
-    char dtype[32];   /* "float32" for [torch.FloatTensor ...] */
-    char shape[128];  /* "16,8": the sizes without brackets or spaces */
+    int has_versions;  /* 1 if dtype, shape and both versions were read */
+    char dtype[16];    /* "float32" for [torch.FloatTensor ...]: one of a
+                        * fixed list of names, "" for another type */
+    const char *shape; /* "16,8": the sizes without brackets or spaces;
+                        * "" if none; inside text */
     int64_t version, expected;
     /* GT_PYMSG_VERSION (", which is output N of NAME,") and the view kinds
      * ("Output N of NAME is a view"): */
-    char grad_fn[128]; /* NAME, "" if the message names none */
+    const char *grad_fn; /* NAME, "" if the message names none; inside text */
     int64_t output_nr;
+    char *text; /* owns shape and grad_fn; NULL when both are "" */
 } gt_pymsg;
 
-/* Parse `msg` (NULL reads as an empty message) into *out. Never fails:
- * a message of no known kind gives kind GT_PYMSG_OTHER. */
-void gt__pymsg_parse(const char *msg, gt_pymsg *out /* OUT */);
+/* Parse `msg` (NULL reads as an empty message) into *out: a message of no
+ * known kind gives kind GT_PYMSG_OTHER. Returns 0, or -1 when out of memory
+ * (then *out is that of an empty message and holds no memory). */
+int gt__pymsg_parse(const char *msg, gt_pymsg *out /* OUT */);
+
+/* Free what a parsed message holds (it reads as an empty one after).
+ * Can't fail. */
+void gt__pymsg_release(gt_pymsg *m);
 
 /* 1 for the kinds PyTorch raises at the in-place op itself (leaf and view
  * errors), 0 for the others. */

@@ -3,7 +3,8 @@
  * frames: which variable a line changes in place, whether it names a
  * variable, whether it assigns one. Heuristics on text, never evaluation.
  * Internal to the inspector; every function takes any NUL-terminated text
- * and cannot fail.
+ * and cannot fail. What gt__py_target and gt__py_written copy out is a
+ * piece of the line: a buffer of strlen(code) + 1 bytes always holds it.
  */
 #ifndef GT_INSPECTOR_PYSRC_H
 #define GT_INSPECTOR_PYSRC_H

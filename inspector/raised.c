@@ -140,46 +140,53 @@ static int named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out
     return rc;
 }
 
-/* "SplitWithSizes" -> "split_with_sizes": the aten name of a backward
+/* "SplitWithSizes" -> "aten::split_with_sizes": the aten op of a backward
  * node's forward function, as PyTorch 2.13 prints it ("Output 1 of Split");
- * older releases append "Backward0", dropped here. */
-static void aten_name(const char *fn, char *buf, size_t len)
+ * older releases append "Backward0", dropped here. Written to out
+ * (emptied first); out of memory sets c->oom and leaves out "". */
+static void aten_op_name(gt__dctx *c, const char *fn, gt_strbuf *out)
 {
-    size_t n = 0;
-    for (const char *p = fn; *p && n + 2 < len; p++) {
+    gt_strbuf_reset(out);
+    gt_strbuf_adds(out, "aten::");
+    for (const char *p = fn; *p; p++) {
         if (!strncmp(p, "Backward", 8) && (p[8] == 0 || (p[8] >= '0' && p[8] <= '9')))
             break;
         if (*p >= 'A' && *p <= 'Z') {
-            if (n)
-                buf[n++] = '_';
-            buf[n++] = (char)(*p - 'A' + 'a');
+            if (p != fn)
+                gt_strbuf_add(out, "_", 1);
+            char lower = (char)(*p - 'A' + 'a');
+            gt_strbuf_add(out, &lower, 1);
         } else {
-            buf[n++] = *p;
+            gt_strbuf_add(out, p, 1);
         }
     }
-    buf[n] = 0;
+    if (out->oom)
+        c->oom = 1;
 }
 
 /* The view op named by the message ("Output N of Split"): its output N
  * made by the latest op "aten::split..." before `seq`; 0 when none. */
 static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t *tensor)
 {
-    char fn[128], pat[160];
+    gt_strbuf pat = GT_STRBUF_INIT;
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
     *tensor = 0;
     if (!m->grad_fn[0])
         return 0;
-    aten_name(m->grad_fn, fn, sizeof fn);
-    snprintf(pat, sizeof pat, "aten::%s", fn);
+    aten_op_name(c, m->grad_fn, &pat);
+    if (pat.oom)
+        return gt__dx_nomem(c);
     if (sqlite3_prepare_v2(c->db,
                            "SELECT a.tensor FROM ops o JOIN strings s ON s.id = o.name "
                            "JOIN op_args a ON a.op = o.seq AND a.role = 1 AND a.pos = ?3 "
                            "WHERE o.seq < ?2 AND o.seq > ?2 - 100000 AND (s.text = ?1 OR "
                            "s.text LIKE ?1 || '.%') ORDER BY o.seq DESC LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
+                           -1, &st, NULL) != SQLITE_OK) {
+        gt_strbuf_release(&pat);
         return gt__dx_sql_fail(c);
-    sqlite3_bind_text(st, 1, pat, -1, SQLITE_STATIC);
+    }
+    sqlite3_bind_text(st, 1, gt_strbuf_str(&pat), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, seq);
     sqlite3_bind_int64(st, 3, m->output_nr);
     if ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -187,6 +194,7 @@ static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t 
     else if (s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
     sqlite3_finalize(st);
+    gt_strbuf_release(&pat);
     return rc;
 }
 
@@ -196,11 +204,16 @@ static int64_t view_origin(gt__dctx *c, int64_t t)
 {
     for (int depth = 0; t && depth < 16; depth++) {
         gt__tinfo ti;
-        if (gt__dx_load_tensor(c, t, &ti) != 0 || !ti.found)
+        if (gt__dx_load_tensor(c, t, &ti) != 0)
             return 0;
-        if (ti.created_by)
-            return ti.created_by;
-        t = ti.alias_of;
+        int found = ti.found;
+        int64_t by = ti.created_by, base = ti.alias_of;
+        gt__dx_tinfo_release(&ti);
+        if (!found)
+            return 0;
+        if (by)
+            return by;
+        t = base;
     }
     return 0;
 }
@@ -300,20 +313,41 @@ static void recomputed_write(gt__dctx *c, int64_t backward, int64_t *node, int64
     sqlite3_finalize(st);
 }
 
-static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
-                      int64_t backward)
+/* What one_raised reads from the raising line, on the heap: a line and
+ * the names in it are as long as the user wrote them. */
+typedef struct raising {
+    gt_strbuf where, code, want;
+    char *target, *expr; /* strlen(code) + 1 bytes each */
+} raising;
+
+static void raising_release(raising *l)
 {
-    char where[512], code[512], target[128];
+    gt_strbuf_release(&l->where);
+    gt_strbuf_release(&l->code);
+    gt_strbuf_release(&l->want);
+    free(l->target);
+    free(l->expr);
+}
+
+static int one_raised_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
+                         int64_t backward, raising *l)
+{
     int64_t frame, tensor = 0, op = 0, origin = 0;
     int rc;
     int kind = finding_kind(m->kind);
-    int64_t rnode = 0, rop = 0, rtensor = 0, rstack = 0;
+    int64_t rnode = 0, rtensor = 0, rop = 0, rstack = 0;
     if (kind == GT_FINDING_LEAF_INPLACE && backward)
         recomputed_write(c, backward, &rnode, &rop, &rtensor, &rstack);
     if (rstack)
         stack = rstack; /* the recomputation raised at the same line */
-    gt__dx_stack_loc(c, stack, where, sizeof where, code, sizeof code, &frame);
-    gt__py_target(code, target, sizeof target);
+    gt__dx_stack_loc(c, stack, &l->where, &l->code, &frame);
+    const char *code = gt_strbuf_str(&l->code);
+    /* what pysrc copies out of the line fits in the line's own length */
+    size_t room = strlen(code) + 1;
+    if (!(l->target = malloc(room)) || !(l->expr = malloc(room)))
+        return gt__dx_nomem(c);
+    char *target = l->target;
+    gt__py_target(code, target, room);
     if (rnode) {
         tensor = rtensor;
         op = rop;
@@ -353,9 +387,8 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
         return gt__dx_nomem(c);
     if (target[0] && !(f->name = strdup(target)))
         return gt__dx_nomem(c);
-    char expr[256];
-    gt__py_written(code, expr, sizeof expr);
-    if (expr[0] && !(f->written = strdup(expr)))
+    gt__py_written(code, l->expr, room);
+    if (l->expr[0] && !(f->written = strdup(l->expr)))
         return gt__dx_nomem(c);
     f->first_to_fail = 1;
     f->tensor = tensor;
@@ -368,19 +401,28 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
         /* The message names the function that made the view: does the
          * recorded origin agree? (Custom Functions run no aten op of their
          * name: not compared.) */
-        char fn[128], want[160];
-        gt__opinfo o;
-        aten_name(m->grad_fn, fn, sizeof fn);
-        snprintf(want, sizeof want, "aten::%s", fn);
+        gt__opinfo o = {0};
+        aten_op_name(c, m->grad_fn, &l->want);
+        const char *want = gt_strbuf_str(&l->want);
         gt__dx_load_op(c, origin, &o);
         size_t n = strlen(want);
         if (kind != GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE)
             f->matches_error =
                 !strncmp(o.name, want, n) && (o.name[n] == 0 || o.name[n] == '.');
+        gt__dx_op_release(&o);
     }
     if ((rc = add_attempt(c, f, op, stack)) != 0)
         return rc;
     return gt__dx_suggest(c, f);
+}
+
+static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
+                      int64_t backward)
+{
+    raising l = {GT_STRBUF_INIT, GT_STRBUF_INIT, GT_STRBUF_INIT, NULL, NULL};
+    int rc = one_raised_in(c, seq, m, stack, backward, &l);
+    raising_release(&l);
+    return rc;
 }
 
 int gt__dx_raised_at_op(gt__dctx *c)
@@ -391,11 +433,14 @@ int gt__dx_raised_at_op(gt__dctx *c)
         return gt__dx_sql_fail(c);
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         gt_pymsg m;
-        gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m);
-        if (!gt__pymsg_at_op(m.kind))
-            continue;
-        rc = one_raised(c, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 2),
-                        sqlite3_column_int64(st, 3));
+        if (gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m) != 0) {
+            rc = gt__dx_nomem(c);
+            break;
+        }
+        if (gt__pymsg_at_op(m.kind))
+            rc = one_raised(c, sqlite3_column_int64(st, 0), &m,
+                            sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3));
+        gt__pymsg_release(&m);
     }
     if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
         rc = gt__dx_sql_fail(c);
@@ -413,10 +458,8 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
     size_t cap = 0;
-    char shape[160];
     if (!m->has_versions)
         return 0;
-    snprintf(shape, sizeof shape, "[%s]", m->shape);
     if (sqlite3_prepare_v2(
             c->db,
             "SELECT t.id, (SELECT b.op FROM version_bumps b JOIN tensors w ON w.id = "
@@ -427,7 +470,8 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
             " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
             " ORDER BY b.seq DESC LIMIT 1) "
             "FROM tensors t JOIN strings d ON d.id = t.dtype "
-            "WHERE d.text = ?1 AND t.shape = ?2 AND t.id = t.version_counter AND EXISTS ("
+            "WHERE d.text = ?1 AND t.shape = '[' || ?2 || ']' AND t.id = "
+            "t.version_counter AND EXISTS ("
             " SELECT 1 FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
             " WHERE w.version_counter = t.version_counter AND b.version = ?3 AND b.seq < "
             "?4) "
@@ -435,7 +479,7 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
             -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);
     sqlite3_bind_text(st, 1, m->dtype, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, shape, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, m->shape, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, m->version);
     sqlite3_bind_int64(st, 4, seq);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -491,12 +535,17 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
+    gt_pymsg m;
     if (sqlite3_prepare_v2(c->db, sql_family, -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);
+    gt__pymsg_parse(NULL, &m); /* holds nothing */
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t seq = sqlite3_column_int64(st, 0), bw = sqlite3_column_int64(st, 3);
-        gt_pymsg m;
-        gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m);
+        gt__pymsg_release(&m);
+        if (gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m) != 0) {
+            rc = gt__dx_nomem(c);
+            break;
+        }
         if (m.kind == GT_PYMSG_OTHER || (c->only && bw != c->only))
             continue;
         /* Explained: a finding about this error. One that names another
@@ -534,6 +583,7 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
         if (!rc)
             rc = gt__dx_suggest(c, f);
     }
+    gt__pymsg_release(&m);
     if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
         rc = gt__dx_sql_fail(c);
     sqlite3_finalize(st);

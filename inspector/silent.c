@@ -28,6 +28,8 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
+#include "strbuf.h"
+
 /* For each swap of a saved tensor, the saved rows saved before it and the
  * backward call that needed them (a node whose forward ran before recording
  * started is first read by the call that reaches it, after the swap: its
@@ -224,24 +226,24 @@ int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
             free(before);
             goto out;
         }
-        char buf[1024];
+        gt_strbuf buf = GT_STRBUF_INIT; /* paths as long as they are */
         const char *fix = "backward read the new memory with no version bump and no "
                           "error; change the values with `with torch.no_grad(): "
                           "x.copy_(new)` (a write autograd checks) or recompute the "
                           "forward after the change";
         if (at_assign && after) /* recorded at the assignment */
-            snprintf(buf, sizeof buf,
-                     "the tensor's storage was replaced by `.data =` at %s: %s", after,
-                     fix);
+            gt_strbuf_addf(&buf,
+                           "the tensor's storage was replaced by `.data =` at %s: %s",
+                           after, fix);
         else
-            snprintf(
-                buf, sizeof buf,
+            gt_strbuf_addf(
+                &buf,
                 "the tensor's storage was replaced (`x.data = ...`, `set_`) %s%s%s%s: %s",
                 before ? "after " : "", before ? before : "", after ? " and before " : "",
                 after ? after : "", fix);
         free(before);
         free(after);
-        if (!(x->suggestion = strdup(buf))) {
+        if (!(x->suggestion = gt_strbuf_detach(&buf))) {
             rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
             goto out;
         }

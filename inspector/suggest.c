@@ -1,5 +1,6 @@
 /* The fix for each kind of finding, as one line of text; see
  * diagnose_int.h. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,23 +12,24 @@
 #include "diagnose_int.h"
 #include "pysrc.h"
 
-static void out_of_place_line(const char *code, const char *name, char *buf, size_t len);
+static void out_of_place_line(const char *code, const char *name, gt_strbuf *out);
 
-/* "aten::add_.Tensor" -> "add" (the out-of-place method name). */
-static void out_of_place(const char *op, char *buf, size_t len)
+/* "aten::add_.Tensor" -> "add" (the out-of-place method name), into out
+ * (emptied first). */
+static void out_of_place(const char *op, gt_strbuf *out)
 {
     const char *p = strstr(op, "::");
     p = p ? p + 2 : op;
     size_t n = strcspn(p, ".");
-    if (n >= len)
-        n = len - 1;
-    memcpy(buf, p, n);
-    buf[n] = 0;
-    while (n > 0 && buf[n - 1] == '_')
-        buf[--n] = 0;
+    while (n > 0 && p[n - 1] == '_')
+        n--;
+    gt_strbuf_reset(out);
+    gt_strbuf_add(out, p, n);
 }
 
-static int is_activation_inplace(const char *op)
+/* 1 if the n bytes at op name an in-place activation ("aten::relu_",
+ * also with an overload ".default"; with aten_prefix 0, "relu_" alone). */
+static int activation_span(const char *op, size_t n, int aten_prefix)
 {
     static const char *acts[] = {
         "aten::relu_",
@@ -49,23 +51,70 @@ static int is_activation_inplace(const char *op)
         "aten::rrelu_with_noise_",
     };
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
-        size_t n = strlen(acts[i]);
-        if (!strncmp(op, acts[i], n) && (op[n] == 0 || op[n] == '.'))
+        const char *a = acts[i] + (aten_prefix ? 0 : 6); /* past "aten::" */
+        size_t k = strlen(a);
+        if (n >= k && !strncmp(op, a, k) && (n == k || op[k] == '.'))
             return 1;
     }
     return 0;
 }
 
+static int is_activation_inplace(const char *op)
+{
+    return activation_span(op, strlen(op), 1);
+}
+
+/* f->suggestion from a format, whole however long the names and lines in
+ * it; GT_ENOMEM when out of memory. */
+static int set_suggestion(gt__dctx *c, gt_finding *f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static int set_suggestion(gt__dctx *c, gt_finding *f, const char *fmt, ...)
 {
-    char buf[1024];
+    gt_strbuf b = GT_STRBUF_INIT;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    gt_strbuf_vaddf(&b, fmt, ap);
     va_end(ap);
     free(f->suggestion);
-    f->suggestion = strdup(buf);
+    f->suggestion = gt_strbuf_detach(&b);
     return f->suggestion ? 0 : gt__dx_nomem(c);
+}
+
+/* The texts the suggestions are built from, on the heap: names and source
+ * lines are as long as the user wrote them. One set per gt__dx_suggest,
+ * released there; an allocation that failed in any of them fails the
+ * diagnosis (c->oom). */
+typedef struct sg {
+    gt_strbuf name, mname, where, code, mwhere, mcode, oop, act;
+    gt__opinfo o;
+} sg;
+
+static void sg_release(gt__dctx *c, sg *t)
+{
+    gt_strbuf *all[] = {&t->name,   &t->mname, &t->where, &t->code,
+                        &t->mwhere, &t->mcode, &t->oop,   &t->act};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (all[i]->oom)
+            c->oom = 1;
+        gt_strbuf_release(all[i]);
+    }
+    gt__dx_op_release(&t->o);
+}
+
+#define S(b) gt_strbuf_str(&(b))
+
+/* A code line without its indentation and trailing comment, in place. */
+static void trim_code(gt_strbuf *code)
+{
+    if (!code->p || code->oom)
+        return;
+    char *p = code->p;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    memmove(code->p, p, strlen(p) + 1);
+    gt__py_strip_comment(code->p);
+    code->len = strlen(code->p);
 }
 
 /* 1 if the tensor has (or had) a grad_fn or is a parameter: an output of
@@ -78,9 +127,14 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
     int yes = 0;
     for (int depth = 0; tensor && depth < 16 && !yes; depth++) {
         gt__tinfo t;
-        if (gt__dx_load_tensor(c, tensor, &t) != 0 || !t.found)
+        if (gt__dx_load_tensor(c, tensor, &t) != 0)
             break;
-        if (t.requires_grad)
+        int found = t.found, requires_grad = t.requires_grad;
+        int64_t base = t.alias_of;
+        gt__dx_tinfo_release(&t);
+        if (!found)
+            break;
+        if (requires_grad)
             return 1;
         int s = sqlite3_prepare_v2(c->db,
                                    "SELECT EXISTS (SELECT 1 FROM node_outputs "
@@ -94,46 +148,47 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
         }
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
-        tensor = t.alias_of;
+        tensor = base;
     }
     return yes;
 }
 
-static int suggest_inplace(gt__dctx *c, gt_finding *f)
+static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
 {
-    char name[128], mname[128], where[512], code[512];
     int rc = 0;
-    gt__dx_first_name(c, f->tensor, name, sizeof name);
-    mname[0] = 0;
+    gt__opinfo *o = &t->o;
+    gt__dx_first_name(c, f->tensor, &t->name);
+    gt_strbuf_reset(&t->mname);
     if (f->n_mutations)
-        gt__dx_first_name(c, f->mutations[0].tensor, mname, sizeof mname);
+        gt__dx_first_name(c, f->mutations[0].tensor, &t->mname);
+    const char *name = S(t->name), *where = S(t->where), *code = S(t->code);
     const char *nm = name[0] ? name : "the tensor";
-    const char *mn = mname[0] ? mname : nm;
+    const char *mn = S(t->mname)[0] ? S(t->mname) : nm;
 
     /* In-place activations first, then optimizer-like parameter updates. */
     for (size_t i = 0; i < f->n_mutations; i++) {
-        gt__opinfo o;
-        gt__dx_load_op(c, f->mutations[i].seq, &o);
-        gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
-        if (is_activation_inplace(o.name)) {
-            char act[64];
-            out_of_place(o.name, act, sizeof act);
+        gt__dx_load_op(c, f->mutations[i].seq, o);
+        gt__dx_stack_loc(c, o->stack, &t->where, NULL, NULL);
+        where = S(t->where);
+        if (is_activation_inplace(o->name)) {
+            out_of_place(o->name, &t->act);
             return set_suggestion(
                 c, f,
                 "use inplace=False: the in-place %s%s%s overwrote %s, "
                 "which the backward needs; build the layer with "
                 "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
                 "out-of-place torch.%s",
-                o.name, where[0] ? " at " : "", where, nm, act);
+                o->name, where[0] ? " at " : "", where, nm, S(t->act));
         }
     }
     for (size_t i = 0; i < f->n_mutations; i++) {
-        gt__opinfo o;
-        gt__dx_load_op(c, f->mutations[i].seq, &o);
-        gt__dx_stack_loc(c, o.stack, where, sizeof where, code, sizeof code, NULL);
-        int foreach = strstr(o.name, "::_foreach_") != NULL;
+        gt__dx_load_op(c, f->mutations[i].seq, o);
+        gt__dx_stack_loc(c, o->stack, &t->where, &t->code, NULL);
+        where = S(t->where);
+        code = S(t->code);
+        int foreach = strstr(o->name, "::_foreach_") != NULL;
         if (foreach || strstr(code, ".step(") ||
-            (o.phase == GT_PHASE_OTHER && gt__dx_leaf_of(c, f->mutations[i].tensor))) {
+            (o->phase == GT_PHASE_OTHER && gt__dx_leaf_of(c, f->mutations[i].tensor))) {
             return set_suggestion(
                 c, f,
                 "move optimizer.step() after the last backward() that uses "
@@ -150,34 +205,30 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f)
             "update a copy: %s = %s.clone().detach() before changing it, "
             "or move the update after backward()",
             name, name);
-    gt__opinfo o;
-    gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
-    if (o.name[0]) {
-        char meth[64];
-        out_of_place(o.name, meth, sizeof meth);
+    gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
+    if (o->name[0]) {
+        out_of_place(o->name, &t->act);
+        const char *meth = S(t->act);
         if (!strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero") ||
             !strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))
             return set_suggestion(c, f,
                                   "modify a copy: %s = %s.clone() before the assignment "
                                   "(%s), or build the new value out of place (e.g. "
                                   "torch.where)",
-                                  mn, mn, o.name);
-        char mcode[512], oop[640], mwhere[512];
-        gt__dx_stack_loc(c, o.stack, mwhere, sizeof mwhere, mcode, sizeof mcode, NULL);
-        char *p = mcode;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        gt__py_strip_comment(p);
-        out_of_place_line(p, mn, oop, sizeof oop);
+                                  mn, mn, o->name);
+        gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
+        trim_code(&t->mcode);
+        out_of_place_line(S(t->mcode), mn, &t->oop);
+        const char *mwhere = S(t->mwhere), *oop = S(t->oop);
         if (oop[0])
             return set_suggestion(c, f,
                                   "replace the in-place %s%s%s by its out-of-place form: "
                                   "`%s`, or clone() %s before modifying it",
-                                  o.name, mwhere[0] ? " at " : "", mwhere, oop, mn);
+                                  o->name, mwhere[0] ? " at " : "", mwhere, oop, mn);
         return set_suggestion(c, f,
                               "replace the in-place %s with an out-of-place version "
                               "(%s = %s.%s(...)), or clone() %s before modifying it",
-                              o.name, mn, mn, meth, mn);
+                              o->name, mn, mn, meth, mn);
     }
     return rc ? rc
               : set_suggestion(
@@ -187,26 +238,22 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f)
                     nm);
 }
 
-/* The code of the line that raised, without its indentation ("" if
- * unknown). */
-static void raising_code(gt__dctx *c, const gt_finding *f, char *code, size_t len)
+/* The code of the line that raised, without its indentation and comment
+ * ("" if unknown), into code; where gets its "file:line". */
+static void raising_code(gt__dctx *c, const gt_finding *f, gt_strbuf *where,
+                         gt_strbuf *code)
 {
-    char where[512];
-    gt__dx_stack_loc(c, f->stack, where, sizeof where, code, len, NULL);
-    char *p = code;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    memmove(code, p, strlen(p) + 1);
-    gt__py_strip_comment(code);
+    gt__dx_stack_loc(c, f->stack, where, code, NULL);
+    trim_code(code);
 }
 
 /* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
  * "x = x.clamp(min=0)", "x += y" gives "x = x + y"; "" when the line is of
- * neither form. */
-static void out_of_place_line(const char *code, const char *name, char *buf, size_t len)
+ * neither form. Into out (emptied first). */
+static void out_of_place_line(const char *code, const char *name, gt_strbuf *out)
 {
     size_t n = strlen(name);
-    buf[0] = 0;
+    gt_strbuf_reset(out);
     if (!n || strncmp(code, name, n) != 0)
         return;
     const char *p = code + n;
@@ -214,7 +261,7 @@ static void out_of_place_line(const char *code, const char *name, char *buf, siz
         const char *u = strchr(p, '(');
         if (!u || u[-1] != '_' || u - p < 3)
             return;
-        snprintf(buf, len, "%s = %s%.*s%s", name, name, (int)(u - 1 - p), p, u);
+        gt_strbuf_addf(out, "%s = %s%.*s%s", name, name, (int)(u - 1 - p), p, u);
         return;
     }
     while (*p == ' ')
@@ -227,21 +274,21 @@ static void out_of_place_line(const char *code, const char *name, char *buf, siz
             const char *rhs = p + k;
             while (*rhs == ' ')
                 rhs++;
-            snprintf(buf, len, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i],
-                     rhs);
+            gt_strbuf_addf(out, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i],
+                           rhs);
             return;
         }
     }
 }
 
 /* The in-place activation ("relu_") the innermost frame of `stack` calls
- * (F.relu(x, inplace=True) runs `torch.relu_(input)`), copied into act; 0
- * if that frame calls none. */
-static int stack_activation_inplace(gt__dctx *c, int64_t stack, char *act, size_t len)
+ * (F.relu(x, inplace=True) runs `torch.relu_(input)`), into act (emptied
+ * first); 0 if that frame calls none. */
+static int stack_activation_inplace(gt__dctx *c, int64_t stack, gt_strbuf *act)
 {
     sqlite3_stmt *st = NULL;
-    char code[512];
-    code[0] = 0;
+    int found = 0;
+    gt_strbuf_reset(act);
     int s = sqlite3_prepare_v2(c->db,
                                "SELECT (SELECT text FROM strings WHERE id = f.code) "
                                "FROM stacks s JOIN frames f ON f.id = s.frame "
@@ -249,40 +296,38 @@ static int stack_activation_inplace(gt__dctx *c, int64_t stack, char *act, size_
                                -1, &st, NULL);
     if (s == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, stack);
-        const char *text;
+        const char *code;
         if ((s = sqlite3_step(st)) == SQLITE_ROW &&
-            (text = gt_column_text(st, 0, &c->oom)) != NULL)
-            snprintf(code, sizeof code, "%s", text);
+            (code = gt_column_text(st, 0, &c->oom)) != NULL) {
+            for (const char *p = strchr(code, '('); p && !found; p = strchr(p + 1, '(')) {
+                const char *b = p;
+                while (b > code && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
+                                    (b[-1] >= '0' && b[-1] <= '9')))
+                    b--;
+                if (p > b && p[-1] == '_' && activation_span(b, (size_t)(p - b), 0)) {
+                    gt_strbuf_add(act, b, (size_t)(p - b));
+                    found = 1;
+                }
+            }
+        }
     }
     gt__dx_lookup_nomem(c, s);
     sqlite3_finalize(st);
-    for (char *p = strchr(code, '('); p; p = strchr(p + 1, '(')) {
-        char *b = p;
-        while (b > code && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
-                            (b[-1] >= '0' && b[-1] <= '9')))
-            b--;
-        char op[80];
-        snprintf(op, sizeof op, "aten::%.*s", (int)(p - b), b);
-        if (p > b && p[-1] == '_' && is_activation_inplace(op)) {
-            snprintf(act, len, "%.*s", (int)(p - b), b);
-            return 1;
-        }
-    }
-    return 0;
+    return found;
 }
 
-static int suggest_leaf(gt__dctx *c, gt_finding *f)
+static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
 {
-    char name[128], code[512], act[64];
-    gt__dx_first_name(c, f->tensor, name, sizeof name);
-    if (f->name && (!name[0] || gt__py_is_attribute(f->name)))
-        snprintf(name, sizeof name, "%s", f->name);
-    raising_code(c, f, code, sizeof code);
+    gt__dx_first_name(c, f->tensor, &t->name);
+    if (f->name && (!S(t->name)[0] || gt__py_is_attribute(f->name))) {
+        gt_strbuf_reset(&t->name);
+        gt_strbuf_adds(&t->name, f->name);
+    }
+    raising_code(c, f, &t->where, &t->code);
+    const char *name = S(t->name), *code = S(t->code);
     if (f->node) {
         /* Raised by a reentrant checkpoint's recomputation: the function
          * changes its own input, a detached leaf when backward reruns it. */
-        char call[512], fix[640];
-        gt__opinfo o;
         int64_t call_op = 0;
         sqlite3_stmt *st = NULL;
         int s = sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st,
@@ -294,10 +339,11 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
         }
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
-        gt__dx_load_op(c, call_op, &o);
-        gt__dx_stack_loc(c, o.stack, call, sizeof call, NULL, 0, NULL);
-        const char *nm = name[0] ? name : "x";
-        out_of_place_line(code, nm, fix, sizeof fix);
+        gt__dx_load_op(c, call_op, &t->o);
+        gt__dx_stack_loc(c, t->o.stack, &t->mwhere, NULL, NULL);
+        const char *nm = name[0] ? name : "x", *call = S(t->mwhere);
+        out_of_place_line(code, nm, &t->oop);
+        const char *fix = S(t->oop);
         return set_suggestion(
             c, f,
             "the checkpointed function%s%s changes its input %s in place; "
@@ -311,13 +357,13 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
     /* An in-place activation applied to the leaf itself (nn.ReLU(inplace=
      * True) on a parameter): under no_grad the parameter would be clipped
      * and get no gradient, so the fix is the out-of-place activation. */
-    if (stack_activation_inplace(c, f->stack, act, sizeof act))
+    if (stack_activation_inplace(c, f->stack, &t->act))
         return set_suggestion(
             c, f,
             "use inplace=False: the in-place %s%s%s would overwrite the "
             "leaf; build the layer with inplace=False (e.g. "
             "nn.ReLU(inplace=False)) or apply it to a copy (%s.clone())",
-            act, code[0] ? " in " : "", code,
+            S(t->act), code[0] ? " in " : "", code,
             f->written ? f->written
             : name[0]  ? name
                        : "x");
@@ -354,27 +400,27 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f)
         code[0] ? code : "...", nm, nm);
 }
 
-static int suggest_view(gt__dctx *c, gt_finding *f)
+static int suggest_view(gt__dctx *c, gt_finding *f, sg *t)
 {
-    char name[128], code[512], oop[640], vwhere[512];
-    gt__opinfo vo;
-    name[0] = 0;
+    gt__opinfo *vo = &t->o;
     if (f->name)
-        snprintf(name, sizeof name, "%s", f->name);
+        gt_strbuf_adds(&t->name, f->name);
     else
-        gt__dx_first_name(c, f->tensor, name, sizeof name);
-    raising_code(c, f, code, sizeof code);
-    out_of_place_line(code, name, oop, sizeof oop);
-    gt__dx_load_op(c, f->view_op, &vo);
-    gt__dx_stack_loc(c, vo.stack, vwhere, sizeof vwhere, NULL, 0, NULL);
-    const char *nm = name[0] ? name : "the view";
+        gt__dx_first_name(c, f->tensor, &t->name);
+    raising_code(c, f, &t->where, &t->code);
+    const char *name = S(t->name), *code = S(t->code);
+    out_of_place_line(code, name, &t->oop);
+    gt__dx_load_op(c, f->view_op, vo);
+    gt__dx_stack_loc(c, vo->stack, &t->mwhere, NULL, NULL);
+    const char *nm = name[0] ? name : "the view", *oop = S(t->oop);
+    const char *vwhere = S(t->mwhere);
     switch (f->kind) {
     case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE: {
         /* No name: the line changes an element of the tuple the function
          * returned (`v1[0].mul_(2)`); a tuple cannot take the copy back, so
          * the copies go into a list. */
         size_t n = strcspn(code, "[");
-        if (!f->name && code[n] && n && n < 64 &&
+        if (!f->name && code[n] && n && n <= INT_MAX &&
             strspn(code, "abcdefghijklmnopqrstuvwxyz"
                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
                          "_0123456789") == n)
@@ -424,13 +470,13 @@ static int suggest_view(gt__dctx *c, gt_finding *f)
                                "LIKE '%.apply(%' ORDER BY depth LIMIT 1",
                                -1, &st, NULL);
         if (s == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, vo.stack);
+            sqlite3_bind_int64(st, 1, vo->stack);
             if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), vwhere, sizeof vwhere,
-                                 NULL, 0, NULL);
+                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &t->mwhere, NULL, NULL);
         }
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
+        vwhere = S(t->mwhere);
         return set_suggestion(
             c, f,
             "clone the custom Function's output before changing it in "
@@ -444,7 +490,7 @@ static int suggest_view(gt__dctx *c, gt_finding *f)
 /* torch.func's refusal of an in-place op on a tensor the transformed
  * function captured from outside: the fix is to pass it in. 1 if the
  * finding's error is that one (and the suggestion is set or failed). */
-static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
+static int suggest_captured(gt__dctx *c, gt_finding *f, sg *t, int *rc)
 {
     sqlite3_stmt *st = NULL;
     int64_t stack = 0;
@@ -457,8 +503,10 @@ static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
         sqlite3_bind_int64(st, 1, f->error_seq);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             gt_pymsg m;
-            gt__pymsg_parse(gt_column_text(st, 0, &c->oom), &m);
+            if (gt__pymsg_parse(gt_column_text(st, 0, &c->oom), &m) != 0)
+                c->oom = 1;
             captured = m.kind == GT_PYMSG_CAPTURED;
+            gt__pymsg_release(&m);
             stack = sqlite3_column_int64(st, 1);
         }
     }
@@ -466,8 +514,8 @@ static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
     sqlite3_finalize(st);
     if (!captured)
         return 0;
-    char where[512], code[512];
-    gt__dx_stack_loc(c, stack, where, sizeof where, code, sizeof code, NULL);
+    gt__dx_stack_loc(c, stack, &t->where, &t->code, NULL);
+    const char *where = S(t->where), *code = S(t->code);
     *rc =
         set_suggestion(c, f,
                        "a function transformed by torch.func (grad, vjp, jacrev, vmap) "
@@ -479,12 +527,12 @@ static int suggest_captured(gt__dctx *c, gt_finding *f, int *rc)
     return 1;
 }
 
-static int suggest_unexplained(gt__dctx *c, gt_finding *f)
+static int suggest_unexplained(gt__dctx *c, gt_finding *f, sg *t)
 {
-    char name[128], where[512];
-    gt__opinfo o;
+    gt__opinfo *o = &t->o;
+    const char *name, *where;
     int rc = 0;
-    if (f->error_seq && suggest_captured(c, f, &rc))
+    if (f->error_seq && suggest_captured(c, f, t, &rc))
         return rc;
     if (f->outside_recording) {
         const char *start =
@@ -494,24 +542,28 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
             "forward and backward, or `gradtrace record` for the whole "
             "script) and diagnose again";
         if (f->n_mutations == 1 && f->n_candidates == 1) {
-            gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
-            gt__dx_load_op(c, f->mutations[0].seq, &o);
-            gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
+            gt__dx_first_name(c, f->mutations[0].tensor, &t->name);
+            gt__dx_load_op(c, f->mutations[0].seq, o);
+            gt__dx_stack_loc(c, o->stack, &t->where, NULL, NULL);
+            name = S(t->name);
+            where = S(t->where);
             return set_suggestion(
                 c, f,
                 "%s; the likely cause: %s%s%s changed %s, the one tensor "
                 "that matches PyTorch's message (change a copy instead: "
                 "%s = %s.clone() before the change)",
-                start, o.name[0] ? o.name : "a write", where[0] ? " at " : "", where,
+                start, o->name[0] ? o->name : "a write", where[0] ? " at " : "", where,
                 name[0] ? name : "the tensor", name[0] ? name : "x",
                 name[0] ? name : "x");
         }
         return set_suggestion(c, f, "%s", start);
     }
     if (f->n_mutations == 1 && f->n_candidates == 1) {
-        gt__dx_first_name(c, f->mutations[0].tensor, name, sizeof name);
-        gt__dx_load_op(c, f->mutations[0].seq, &o);
-        gt__dx_stack_loc(c, o.stack, where, sizeof where, NULL, 0, NULL);
+        gt__dx_first_name(c, f->mutations[0].tensor, &t->name);
+        gt__dx_load_op(c, f->mutations[0].seq, o);
+        gt__dx_stack_loc(c, o->stack, &t->where, NULL, NULL);
+        name = S(t->name);
+        where = S(t->where);
         const char *nm = name[0] ? name : "the tensor";
         return set_suggestion(
             c, f,
@@ -519,7 +571,7 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
             "changed it after the forward saved it (through a path the "
             "replay does not follow); change a copy (%s = %s.clone() before the change) "
             "or move the change after backward()",
-            nm, o.name[0] ? o.name : "a write", where[0] ? " at " : "", where, nm, nm);
+            nm, o->name[0] ? o->name : "a write", where[0] ? " at " : "", where, nm, nm);
     }
     if (f->n_candidates)
         return set_suggestion(
@@ -534,19 +586,20 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f)
                           "--max-size) and diagnose again");
 }
 
-int gt__dx_suggest(gt__dctx *c, gt_finding *f)
+static int suggest(gt__dctx *c, gt_finding *f, sg *t)
 {
-    char where[512], name[128];
+    gt__opinfo *o = &t->o;
+    const char *name, *where;
     switch (f->kind) {
     case GT_FINDING_INPLACE_INVALIDATED_SAVED:
-        return suggest_inplace(c, f);
+        return suggest_inplace(c, f, t);
     case GT_FINDING_SILENT_STORAGE_WRITE: {
-        gt__dx_first_name(c, f->tensor, name, sizeof name);
-        gt__opinfo o;
-        gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, &o);
-        if (!strncmp(o.name, "c10d::", 6)) {
+        gt__dx_first_name(c, f->tensor, &t->name);
+        name = S(t->name);
+        gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
+        if (!strncmp(o->name, "c10d::", 6)) {
             const char *nm = name[0] ? name : "the tensor", *v = name[0] ? name : "t";
-            const char *verb = strstr(o.name, "reduce") ? "reduce" : "communicate";
+            const char *verb = strstr(o->name, "reduce") ? "reduce" : "communicate";
             return set_suggestion(
                 c, f,
                 "%s wrote %s in place without bumping its version, so "
@@ -554,7 +607,7 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
                 "saved value: %s a copy (%s_synced = %s.clone(), then pass "
                 "%s_synced to the collective), or %s %s before the forward "
                 "that saves it",
-                o.name, nm, verb, v, v, v, verb, nm);
+                o->name, nm, verb, v, v, v, verb, nm);
         }
     }
         return set_suggestion(
@@ -578,11 +631,10 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
         }
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
-        gt__dx_stack_loc(c, stack, where, sizeof where, NULL, 0, NULL);
+        gt__dx_stack_loc(c, stack, &t->where, NULL, NULL);
         /* The same backward() line twice: a loop calls backward() on a loss
          * whose forward ran once, before the loop. */
-        char here[512];
-        here[0] = 0;
+        gt_strbuf_reset(&t->mwhere);
         s = sqlite3_prepare_v2(c->db,
                                "SELECT coalesce(stack, 0) FROM backward_calls "
                                "WHERE id = ?1",
@@ -590,12 +642,12 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
         if (s == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, f->backward);
             if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), here, sizeof here, NULL,
-                                 0, NULL);
+                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &t->mwhere, NULL, NULL);
         }
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
-        if (where[0] && !strcmp(where, here))
+        where = S(t->where);
+        if (where[0] && !strcmp(where, S(t->mwhere)))
             return set_suggestion(
                 c, f,
                 "recompute the forward pass before each backward(): the "
@@ -612,14 +664,24 @@ int gt__dx_suggest(gt__dctx *c, gt_finding *f)
             where[0] ? " at " : "", where);
     }
     case GT_FINDING_LEAF_INPLACE:
-        return suggest_leaf(c, f);
+        return suggest_leaf(c, f, t);
     case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE:
     case GT_FINDING_VIEW_NO_GRAD_INPLACE:
     case GT_FINDING_VIEW_INFERENCE_INPLACE:
     case GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE:
-        return suggest_view(c, f);
+        return suggest_view(c, f, t);
     case GT_FINDING_UNEXPLAINED:
-        return suggest_unexplained(c, f);
+        return suggest_unexplained(c, f, t);
     }
     return 0;
+}
+
+int gt__dx_suggest(gt__dctx *c, gt_finding *f)
+{
+    sg t;
+    memset(&t, 0, sizeof t);
+    t.o.name = "";
+    int rc = suggest(c, f, &t);
+    sg_release(c, &t);
+    return rc;
 }

@@ -33,8 +33,8 @@ struct gt_trace {
     int views;           /* 1 once gt_trace_use_views made the TEMP views */
     int64_t stopped_seq; /* run.stopped_seq (schema 2), 0 if none */
     char *stopped_reason;
-    char note[512]; /* what opening did beyond reading, "" if nothing */
-    struct {        /* gt_trace_stmt's statements, by SQL address */
+    char *note; /* what opening did beyond reading, NULL if nothing */
+    struct {    /* gt_trace_stmt's statements, by SQL address */
         const char *sql;
         sqlite3_stmt *st;
     } * stmts;
@@ -48,8 +48,8 @@ struct gt_trace {
         char *json; /* the names as a JSON array */
     } * tnames;
     size_t ntnames, captnames;
-    char err[1024]; /* gt_trace_errmsg */
-    int errcode;    /* the GT_E* code that came with it */
+    gt_strbuf err; /* gt_trace_errmsg; oom: "out of memory" */
+    int errcode;   /* the GT_E* code that came with it */
 };
 
 static int int_query(sqlite3 *db, const char *sql, int *out)
@@ -132,9 +132,8 @@ static size_t next_index_name(const char **p, const char **name)
 /* Fill *sc from the schema of db (the first row of a name is the one that
  * counts, as for a lookup by name). Returns GT_OK, GT_ENOMEM, or
  * GT_ECORRUPT when SQLite cannot read the schema (a damaged file); the
- * message in err. */
-static int scan_schema(sqlite3 *db, const char *path, schema_scan *sc, char *err,
-                       size_t errlen)
+ * message on t. */
+static int scan_schema(gt_trace *t, sqlite3 *db, const char *path, schema_scan *sc)
 {
     sqlite3_stmt *st = NULL;
     unsigned char seen[N_SCHEMA_TABLES] = {0};
@@ -184,8 +183,8 @@ static int scan_schema(sqlite3 *db, const char *path, schema_scan *sc, char *err
     }
     if (s != SQLITE_DONE) {
         if ((s & 0xff) != SQLITE_NOMEM && (sqlite3_errcode(db) & 0xff) != SQLITE_NOMEM) {
-            snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
-            rc = GT_ECORRUPT;
+            rc = gt__trace_fail(t, GT_ECORRUPT, "cannot open %s: %s", path,
+                                sqlite3_errmsg(db));
         }
         goto fail;
     }
@@ -198,7 +197,7 @@ static int scan_schema(sqlite3 *db, const char *path, schema_scan *sc, char *err
     return GT_OK;
 fail:
     if (rc == GT_ENOMEM)
-        snprintf(err, errlen, "cannot open %s: out of memory", path);
+        gt__trace_fail(t, rc, "cannot open %s: out of memory", path);
     sqlite3_finalize(st);
     free(found);
     gt_strbuf_release(&sc->bad_kind);
@@ -232,8 +231,8 @@ static int own_views(gt_trace *t)
 }
 
 /* Where and why the recording stopped early (schema 2: run.stopped_seq,
- * run.stopped_reason), into t. */
-static int read_stop(sqlite3 *db, gt_trace *t, const char *path, char *err, size_t errlen)
+ * run.stopped_reason), into t; the message on t on failure. */
+static int read_stop(sqlite3 *db, gt_trace *t, const char *path)
 {
     sqlite3_stmt *st = NULL;
     int rc = GT_ECORRUPT;
@@ -242,8 +241,8 @@ static int read_stop(sqlite3 *db, gt_trace *t, const char *path, char *err, size
             "SELECT stopped_seq, coalesce(stopped_reason, 'stopped early') "
             "FROM run WHERE stopped_seq IS NOT NULL",
             -1, &st, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
-                 sqlite3_errmsg(db));
+        gt__trace_fail(t, rc, "cannot open %s: trace is damaged: %s", path,
+                       sqlite3_errmsg(db));
         goto out;
     }
     int s = sqlite3_step(st);
@@ -254,13 +253,12 @@ static int read_stop(sqlite3 *db, gt_trace *t, const char *path, char *err, size
         int oom = 0;
         const char *why = gt_column_text(st, 1, &oom);
         if (oom || !why || !(t->stopped_reason = strdup(why))) {
-            snprintf(err, errlen, "cannot open %s: out of memory", path);
-            rc = GT_ENOMEM;
+            rc = gt__trace_fail(t, GT_ENOMEM, "cannot open %s: out of memory", path);
             goto out;
         }
     } else if (s != SQLITE_DONE) {
-        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
-                 sqlite3_errmsg(db));
+        gt__trace_fail(t, rc, "cannot open %s: trace is damaged: %s", path,
+                       sqlite3_errmsg(db));
         goto out;
     }
     rc = GT_OK;
@@ -347,53 +345,58 @@ static int indexed_copy(sqlite3 **db, const char *path, int64_t logged)
     return SQLITE_OK;
 }
 
-/* gt_trace_open's checks: on failure the message is in err. */
-static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen)
+/* gt_trace_open's checks, filling the zeroed handle t; on failure the
+ * message is on t (and t holds what to free: trace_keep_message). */
+static int open_trace(gt_trace *t, const char *path)
 {
     int rc = GT_OK;
     sqlite3 *db = NULL;
-    gt_trace *t = NULL;
     struct stat st;
     char head[16];
     FILE *f;
 
     if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return GT_EIO;
+        return gt__trace_fail(t, GT_EIO, "cannot open %s: %s", path, strerror(errno));
     }
     if (S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "cannot open %s: is a directory", path);
-        return GT_EINVAL;
+        return gt__trace_fail(t, GT_EINVAL, "cannot open %s: is a directory", path);
     }
     if (st.st_size == 0) {
-        snprintf(err, errlen, "cannot open %s: empty file, not a gradtrace trace", path);
-        return GT_ENOTTRACE;
+        return gt__trace_fail(t, GT_ENOTTRACE,
+                              "cannot open %s: empty file, not a gradtrace trace", path);
     }
     f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return GT_EIO;
+        return gt__trace_fail(t, GT_EIO, "cannot open %s: %s", path, strerror(errno));
     }
     size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
     if (got < sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
-        snprintf(err, errlen,
-                 "cannot open %s: not a gradtrace trace (not an SQLite file)", path);
-        return GT_ENOTTRACE;
+        return gt__trace_fail(
+            t, GT_ENOTTRACE, "cannot open %s: not a gradtrace trace (not an SQLite file)",
+            path);
     }
 
     /* a live trace's log is the recorder's to fold in; a killed one's is
      * folded in here */
     int live = trace_is_live(path);
     int64_t logged = -1; /* bytes of a row log to read into a copy (rowlog.h) */
-    if ((rc = gt_rowlog_on_open(path, live, &logged, err, errlen)) != GT_OK)
+    size_t errlen = strlen(path) + 1024; /* the log's message names it */
+    char *err = malloc(errlen);
+    if (!err)
+        return gt__trace_fail(t, GT_ENOMEM, "cannot open %s: out of memory", path);
+    err[0] = 0;
+    rc = gt_rowlog_on_open(path, live, &logged, err, errlen);
+    if (rc != GT_OK)
+        gt__trace_fail(t, rc, "%s", err);
+    free(err);
+    if (rc != GT_OK)
         return rc;
     if (!live)
         checkpoint_wal(path);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: %s", path,
-                 db ? sqlite3_errmsg(db) : "out of memory");
-        rc = GT_EIO;
+        rc = gt__trace_fail(t, GT_EIO, "cannot open %s: %s", path,
+                            db ? sqlite3_errmsg(db) : "out of memory");
         goto out;
     }
 
@@ -405,31 +408,30 @@ static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen
     int version = 0;
     schema_scan sc;
     if (int_query(db, "PRAGMA user_version", &version) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: %s", path, sqlite3_errmsg(db));
-        rc = (sqlite3_errcode(db) & 0xff) == SQLITE_NOMEM ? GT_ENOMEM : GT_ECORRUPT;
+        rc = gt__trace_fail(
+            t, (sqlite3_errcode(db) & 0xff) == SQLITE_NOMEM ? GT_ENOMEM : GT_ECORRUPT,
+            "cannot open %s: %s", path, sqlite3_errmsg(db));
         goto out;
     }
-    if ((rc = scan_schema(db, path, &sc, err, errlen)) != GT_OK)
+    if ((rc = scan_schema(t, db, path, &sc)) != GT_OK)
         goto out;
     if (version == 0 || !sc.has_run) {
-        snprintf(err, errlen, "cannot open %s: not a gradtrace trace", path);
-        rc = GT_ENOTTRACE;
+        rc = gt__trace_fail(t, GT_ENOTTRACE, "cannot open %s: not a gradtrace trace",
+                            path);
     } else if (version > GT_SCHEMA_VERSION) {
-        snprintf(err, errlen,
-                 "cannot open %s: trace schema version %d is newer than this "
-                 "gradtrace (reads up to %d); upgrade gradtrace",
-                 path, version, GT_SCHEMA_VERSION);
-        rc = GT_ENEWER;
+        rc = gt__trace_fail(t, GT_ENEWER,
+                            "cannot open %s: trace schema version %d is newer than this "
+                            "gradtrace (reads up to %d); upgrade gradtrace",
+                            path, version, GT_SCHEMA_VERSION);
     } else if (sc.bad < N_SCHEMA_TABLES) {
-        snprintf(err, errlen,
-                 "cannot open %s: not a gradtrace trace (%s is a %s, not a table)", path,
-                 schema_tables[sc.bad], sc.bad_kind.p);
-        rc = GT_ENOTTRACE;
+        rc = gt__trace_fail(
+            t, GT_ENOTTRACE,
+            "cannot open %s: not a gradtrace trace (%s is a %s, not a table)", path,
+            schema_tables[sc.bad], sc.bad_kind.p);
     }
     gt_strbuf_release(&sc.bad_kind);
     if (rc != GT_OK)
         goto out;
-    char note[512] = "";
     int missing = sc.missing, running = 0, pages = 0, page_size = 0;
     if (logged >= 0 ||
         (missing > 0 && int_query(db, "PRAGMA page_count", &pages) == SQLITE_OK &&
@@ -447,48 +449,42 @@ static int open_trace(const char *path, gt_trace **out, char *err, size_t errlen
             db = NULL;
             finished = finish_in_place(path) == SQLITE_OK;
             if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-                snprintf(err, errlen, "cannot open %s: %s", path,
-                         db ? sqlite3_errmsg(db) : "out of memory");
-                rc = GT_EIO;
+                rc = gt__trace_fail(t, GT_EIO, "cannot open %s: %s", path,
+                                    db ? sqlite3_errmsg(db) : "out of memory");
                 goto out;
             }
         }
-        if (finished)
-            snprintf(note, sizeof note,
-                     "%s was left unfinished by its recording (killed?): "
-                     "created its %d missing indexes, as closing it would have",
-                     path, missing);
-        else
+        gt_strbuf note = GT_STRBUF_INIT;
+        if (finished &&
+            (gt_strbuf_addf(&note,
+                            "%s was left unfinished by its recording (killed?): "
+                            "created its %d missing indexes, as closing it would have",
+                            path, missing) != 0 ||
+             !(t->note = gt_strbuf_detach(&note)))) {
+            gt_strbuf_release(&note);
+            rc = gt__trace_fail(t, GT_ENOMEM, "cannot open %s: out of memory", path);
+            goto out;
+        }
+        if (!finished)
             indexed_copy(&db, path, logged);
     }
     sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     int partial = 0;
     if (int_query(db, RUNNING_SQL, &partial) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: trace is damaged: %s", path,
-                 sqlite3_errmsg(db));
-        rc = GT_ECORRUPT;
+        rc = gt__trace_fail(t, GT_ECORRUPT, "cannot open %s: trace is damaged: %s", path,
+                            sqlite3_errmsg(db));
         goto out;
     }
-    t = calloc(1, sizeof *t);
-    if (!t || !(t->path = strdup(path))) {
-        free(t);
-        t = NULL;
-        snprintf(err, errlen, "cannot open %s: out of memory", path);
-        rc = GT_ENOMEM;
+    if (!(t->path = strdup(path))) {
+        rc = gt__trace_fail(t, GT_ENOMEM, "cannot open %s: out of memory", path);
         goto out;
     }
-    if (version >= 2 && (rc = read_stop(db, t, path, err, errlen)) != GT_OK) {
-        free(t->path);
-        free(t);
-        t = NULL;
+    if (version >= 2 && (rc = read_stop(db, t, path)) != GT_OK)
         goto out;
-    }
     t->db = db;
-    snprintf(t->note, sizeof t->note, "%s", note);
     t->schema_version = version;
     t->partial = partial > 0 || t->stopped_seq > 0;
     db = NULL;
-    *out = t;
 out:
     sqlite3_close(db);
     return rc;
@@ -496,13 +492,19 @@ out:
 
 int gt_trace_open(const char *path, gt_trace **out)
 {
-    char err[sizeof((gt_trace *)0)->err] = "";
-    gt_trace *t = NULL;
-    int rc = open_trace(path, &t, err, sizeof err);
+    gt_trace *t = calloc(1, sizeof *t);
+    if (!t) {
+        *out = NULL;
+        return GT_ENOMEM;
+    }
+    int rc = open_trace(t, path);
     if (rc != GT_OK) {
         /* SQLite's way (sqlite3_open): a handle that holds only the message */
-        if ((t = calloc(1, sizeof *t)) != NULL)
-            gt__trace_fail(t, rc, "%s", err);
+        free(t->path);
+        free(t->stopped_reason);
+        free(t->note);
+        t->path = t->stopped_reason = t->note = NULL;
+        t->stopped_seq = 0;
     }
     *out = t;
     return rc;
@@ -527,6 +529,8 @@ void gt_trace_close(gt_trace *t)
     sqlite3_close(t->db);
     free(t->stopped_reason);
     free(t->path);
+    free(t->note);
+    gt_strbuf_release(&t->err);
     free(t);
 }
 
@@ -540,7 +544,7 @@ const char *gt_trace_path(gt_trace *t)
 }
 const char *gt_trace_note(gt_trace *t)
 {
-    return t->note[0] ? t->note : NULL;
+    return t->note;
 }
 int gt_trace_schema_version(gt_trace *t)
 {
@@ -693,7 +697,7 @@ int gt_trace_use_views(gt_trace *t)
 
 const char *gt_trace_errmsg(const gt_trace *t)
 {
-    return t ? t->err : "out of memory";
+    return !t || t->err.oom ? "out of memory" : gt_strbuf_str(&t->err);
 }
 
 int gt_trace_errcode(const gt_trace *t)
@@ -704,8 +708,9 @@ int gt_trace_errcode(const gt_trace *t)
 int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
 {
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->err, sizeof t->err, fmt, ap);
+    gt__trace_clear(t);
+    va_start(ap, fmt); /* a message too long for memory reads "out of memory" */
+    gt_strbuf_vaddf(&t->err, fmt, ap);
     va_end(ap);
     t->errcode = code;
     return code;
@@ -713,7 +718,10 @@ int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
 
 void gt__trace_clear(gt_trace *t)
 {
-    t->err[0] = '\0';
+    if (t->err.oom)
+        gt_strbuf_release(&t->err); /* the flag sticks otherwise */
+    else
+        gt_strbuf_reset(&t->err);
     t->errcode = 0;
 }
 

@@ -1,6 +1,7 @@
 /* Unit tests of inspector/diagnose.c and `gradtrace diagnose`
  * (cmd_diagnose.c), on traces built by hand with the recorder API. */
 #include <fcntl.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -924,6 +925,19 @@ static void test_trace_errors(void **state)
     assert_string_equal(gt_trace_errmsg(t), "cannot open /tmp: is a directory");
     gt_trace_close(t);
     assert_string_equal(gt_trace_errmsg(NULL), "out of memory");
+    /* the message whole, however long the path (it was cut at 1,023 bytes) */
+    char *longpath = malloc(3001), *want = malloc(3100);
+    assert_non_null(longpath);
+    assert_non_null(want);
+    memset(longpath, 'p', 3000);
+    memcpy(longpath, "/nonexistent/", 13);
+    longpath[3000] = 0;
+    snprintf(want, 3100, "cannot open %s: %s", longpath, strerror(ENOENT));
+    assert_int_equal(gt_trace_open(longpath, &t), GT_EIO);
+    assert_string_equal(gt_trace_errmsg(t), want);
+    gt_trace_close(t);
+    free(longpath);
+    free(want);
 
     tb b;
     gt_findings *f = NULL;

@@ -623,10 +623,10 @@ static void test_diagnose(void **state)
     gt_trace_close(d.t);
 }
 
-/* Run `gradtrace diagnose ARGS` with stdout into `out` and stderr into
- * `errf`; returns its exit status. */
-static int run_diagnose(int argc, const char *const *args, const char *out,
-                        const char *errf)
+/* Run the command `fn` (gt_cmd_diagnose: `gradtrace diagnose ARGS`) with
+ * stdout into `out` and stderr into `errf`; returns its exit status. */
+static int run_cmd(int (*fn)(int, char **), int argc, const char *const *args,
+                   const char *out, const char *errf)
 {
     char *argv[8], store[8][256];
     for (int i = 0; i < argc; i++) {
@@ -642,7 +642,7 @@ static int run_diagnose(int argc, const char *const *args, const char *out,
     assert_true(so >= 0 && se >= 0 && fo >= 0 && fe >= 0);
     dup2(fo, STDOUT_FILENO);
     dup2(fe, STDERR_FILENO);
-    int st = gt_cmd_diagnose(argc, argv);
+    int st = fn(argc, argv);
     fflush(stdout);
     fflush(stderr);
     dup2(so, STDOUT_FILENO);
@@ -667,8 +667,12 @@ static char *slurp(const char *path)
 }
 
 /* The command, text and JSON: under a countdown it exits 2 with one line
- * on stderr, or 1 (findings) with exactly the output it gives without. */
+ * on stderr, or `ok` (diagnose: 1, findings) with exactly the output it
+ * gives without. */
 typedef struct cmd_ctx {
+    int (*fn)(int, char **);
+    const char *name;
+    int ok;
     int argc;
     const char *const *args;
     char out[128], errf[128];
@@ -680,7 +684,7 @@ typedef struct cmd_ctx {
  * compared. */
 static int same_shape(const char *got, const cmd_ctx *c)
 {
-    if (c->argc != 3)
+    if (c->fn != gt_cmd_diagnose || c->argc != 3)
         return 1; /* the text output: not compared */
     size_t lines_got = 0, lines_want = 0;
     for (const char *p = got; *p; p++)
@@ -705,18 +709,18 @@ static void command_once(void *ctx, int cls, long n)
 {
     cmd_ctx *c = ctx;
     arm(cls, n);
-    int st = run_diagnose(c->argc, c->args, c->out, c->errf);
+    int st = run_cmd(c->fn, c->argc, c->args, c->out, c->errf);
     int fired = disarm();
     long counted = oom.counted;
     char *got = slurp(c->out), *msg = slurp(c->errf);
     if (st == 2) {
         if (!fired)
-            fail_msg("diagnose exited 2 without an injected failure: %s", msg);
+            fail_msg("%s exited 2 without an injected failure: %s", c->name, msg);
         if (strncmp(msg, "gradtrace: ", 11) || !strchr(msg, '\n'))
-            fail_msg("%s N=%ld: diagnose exited 2 without a 'gradtrace: ...' line: '%s'",
-                     cls_name(cls), n, msg);
-    } else if (st != 1 || (strict() || cls == TEXT ? strcmp(got, c->want) != 0
-                                                   : !same_shape(got, c))) {
+            fail_msg("%s N=%ld: %s exited 2 without a 'gradtrace: ...' line: '%s'",
+                     cls_name(cls), n, c->name, msg);
+    } else if (st != c->ok || (strict() || cls == TEXT ? strcmp(got, c->want) != 0
+                                                       : !same_shape(got, c))) {
         /* (a text read that failed must fail the command, never print
          * as a missing value: always compared byte for byte) */
         /* where they part: a line (or 160 bytes of JSON) of each */
@@ -725,10 +729,9 @@ static void command_once(void *ctx, int cls, long n)
             at++;
         for (from = at; from > 0 && got[from - 1] != '\n' && at - from < 80; from--)
             ;
-        fail_msg(
-            "%s N=%ld: diagnose exited %d (stderr: '%s'), its output differs at byte "
-            "%zu:\n  got:  %.160s\n  want: %.160s",
-            cls_name(cls), n, st, msg, at, got + from, c->want + from);
+        fail_msg("%s N=%ld: %s exited %d (stderr: '%s'), its output differs at byte "
+                 "%zu:\n  got:  %.160s\n  want: %.160s",
+                 cls_name(cls), n, c->name, st, msg, at, got + from, c->want + from);
     }
     free(got);
     free(msg);
@@ -745,11 +748,22 @@ static void command(const char *mode)
     write_trace(path);
     const char *text[] = {"diagnose", "--color", "never", path};
     const char *json[] = {"diagnose", "--json", path};
+    const char *info[] = {"info", "--all", path};
+    c.fn = gt_cmd_diagnose;
+    c.name = "diagnose";
+    c.ok = 1;
     c.argc = strcmp(mode, "json") ? 4 : 3;
     c.args = strcmp(mode, "json") ? text : json;
-    assert_int_equal(run_diagnose(c.argc, c.args, c.out, c.errf), 1);
+    if (!strcmp(mode, "info")) {
+        c.fn = gt_cmd_info;
+        c.name = "info";
+        c.ok = 0;
+        c.argc = 3;
+        c.args = info;
+    }
+    assert_int_equal(run_cmd(c.fn, c.argc, c.args, c.out, c.errf), c.ok);
     c.want = slurp(c.out);
-    snprintf(what, sizeof what, "gradtrace diagnose (%s)", mode);
+    snprintf(what, sizeof what, "gradtrace %s (%s)", c.name, mode);
     drive(what, command_once, &c);
     free(c.want);
     unlink(c.out);
@@ -766,6 +780,15 @@ static void test_diagnose_command_json(void **state)
 {
     (void)state;
     command("json");
+}
+
+/* `gradtrace info` reads the trace's texts (version, engine, call statuses,
+ * error messages): a conversion that ran out of memory fails it, never
+ * prints as an empty value. */
+static void test_info_command(void **state)
+{
+    (void)state;
+    command("info");
 }
 
 static int setup(void **state)
@@ -818,6 +841,7 @@ int main(void)
         cmocka_unit_test(test_diagnose),
         cmocka_unit_test(test_diagnose_command_text),
         cmocka_unit_test(test_diagnose_command_json),
+        cmocka_unit_test(test_info_command),
     };
     /* GT_OOM_TEST=PATTERN: only the tests it names (cmocka's filter) */
     if (getenv("GT_OOM_TEST"))

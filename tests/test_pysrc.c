@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -143,16 +144,22 @@ static void test_assigns_mentions_comments(void **state)
     assert_false(gt__py_is_attribute("w"));
 }
 
+/* Parse into m, releasing what it held. */
+static void parse(const char *msg, gt_pymsg *m)
+{
+    gt__pymsg_release(m);
+    assert_int_equal(gt__pymsg_parse(msg, m), 0);
+}
+
 static void test_messages(void **state)
 {
     (void)state;
-    gt_pymsg m;
-    gt__pymsg_parse(
-        "one of the variables needed for gradient computation has been modified "
-        "by an inplace operation: [torch.FloatTensor [16, 8]], which is output 0 "
-        "of AsStridedBackward0, is at version 3; expected version 1 instead. "
-        "Hint: ...",
-        &m);
+    gt_pymsg m = {0};
+    parse("one of the variables needed for gradient computation has been modified "
+          "by an inplace operation: [torch.FloatTensor [16, 8]], which is output 0 "
+          "of AsStridedBackward0, is at version 3; expected version 1 instead. "
+          "Hint: ...",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_VERSION);
     assert_int_equal(m.has_versions, 1);
     assert_string_equal(m.dtype, "float32");
@@ -160,62 +167,106 @@ static void test_messages(void **state)
     assert_int_equal(m.version, 3);
     assert_int_equal(m.expected, 1);
     assert_string_equal(m.grad_fn, "AsStridedBackward0");
-    gt__pymsg_parse(
-        "Output 1 of Split is a view and is being modified inplace. This view is "
-        "the output of a function that returns multiple views. Such functions do "
-        "not allow the output views to be modified inplace. You should replace "
-        "the inplace operation by an out-of-place one.",
-        &m);
+    parse("Output 1 of Split is a view and is being modified inplace. This view is "
+          "the output of a function that returns multiple views. Such functions do "
+          "not allow the output views to be modified inplace. You should replace "
+          "the inplace operation by an out-of-place one.",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_MULTI);
     assert_int_equal(m.output_nr, 1);
     assert_string_equal(m.grad_fn, "Split");
-    gt__pymsg_parse(
-        "A view was created in no_grad mode and is being modified inplace with "
-        "grad mode enabled. Given that ...",
-        &m);
+    parse("A view was created in no_grad mode and is being modified inplace with "
+          "grad mode enabled. Given that ...",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_NO_GRAD);
     assert_string_equal(m.grad_fn, "");
-    gt__pymsg_parse(
-        "Output 0 of Slice is a view of a view which was created in no_grad mode "
-        "and is being modified inplace with grad mode enabled.",
-        &m);
+    parse("Output 0 of Slice is a view of a view which was created in no_grad mode "
+          "and is being modified inplace with grad mode enabled.",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_NO_GRAD);
     assert_string_equal(m.grad_fn, "Slice");
-    gt__pymsg_parse(
-        "A view was created in inference mode and is being modified inplace in "
-        "normal mode.",
-        &m);
+    parse("A view was created in inference mode and is being modified inplace in "
+          "normal mode.",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_INFERENCE);
-    gt__pymsg_parse(
-        "Output 0 of MyFn is a view and is being modified inplace. This view was "
-        "created inside a custom Function (or because an input was returned "
-        "as-is) and ...",
-        &m);
+    parse("Output 0 of MyFn is a view and is being modified inplace. This view was "
+          "created inside a custom Function (or because an input was returned "
+          "as-is) and ...",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_CUSTOM);
     assert_string_equal(m.grad_fn, "MyFn");
-    gt__pymsg_parse("a view of a leaf Variable that requires grad is being used in an "
-                    "in-place operation.",
-                    &m);
+    parse("a view of a leaf Variable that requires grad is being used in an "
+          "in-place operation.",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_VIEW_OF_LEAF);
-    gt__pymsg_parse("a leaf Variable that requires grad is being used in an in-place "
-                    "operation.",
-                    &m);
+    parse("a leaf Variable that requires grad is being used in an in-place "
+          "operation.",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_LEAF);
     assert_true(gt__pymsg_at_op(m.kind));
-    gt__pymsg_parse("Trying to backward through the graph a second time (or ...", &m);
+    parse("Trying to backward through the graph a second time (or ...", &m);
     assert_int_equal(m.kind, GT_PYMSG_TWICE);
     assert_false(gt__pymsg_at_op(m.kind));
-    gt__pymsg_parse("a leaf Variable that requires grad has been used in an in-place "
-                    "operation.",
-                    &m);
+    parse("a leaf Variable that requires grad has been used in an in-place "
+          "operation.",
+          &m);
     assert_int_equal(m.kind, GT_PYMSG_LEAF_MOVED);
     assert_false(gt__pymsg_at_op(m.kind));
-    gt__pymsg_parse("leaf variable has been moved into the graph interior", &m);
+    parse("leaf variable has been moved into the graph interior", &m);
     assert_int_equal(m.kind, GT_PYMSG_LEAF_MOVED);
-    gt__pymsg_parse("CUDA out of memory", &m);
+    parse("CUDA out of memory", &m);
     assert_int_equal(m.kind, GT_PYMSG_OTHER);
-    gt__pymsg_parse(NULL, &m);
+    parse(NULL, &m);
     assert_int_equal(m.kind, GT_PYMSG_OTHER);
+    gt__pymsg_release(&m);
+}
+
+/* No bound on what a message quotes: 300 sizes, a 400-character name. */
+static void test_messages_unbounded(void **state)
+{
+    (void)state;
+    enum { NDIM = 300, NAME = 400 };
+    char *msg = malloc(NDIM * 8 + NAME + 512), *want = malloc(NDIM * 8),
+         *fn = malloc(NAME + 1);
+    assert_non_null(msg);
+    assert_non_null(want);
+    assert_non_null(fn);
+    for (int i = 0; i < NAME; i++)
+        fn[i] = (char)('A' + i % 26);
+    fn[NAME] = 0;
+    size_t n =
+        (size_t)sprintf(msg, "one of the variables needed for gradient computation "
+                             "has been modified by an inplace operation: "
+                             "[torch.DoubleTensor [");
+    size_t w = 0;
+    for (int i = 0; i < NDIM; i++) {
+        n += (size_t)sprintf(msg + n, "%s%d", i ? ", " : "", i % 7 + 1);
+        w += (size_t)sprintf(want + w, "%s%d", i ? "," : "", i % 7 + 1);
+    }
+    sprintf(msg + n,
+            "]], which is output 0 of %s, is at version 2; expected version 1 "
+            "instead.",
+            fn);
+    gt_pymsg m = {0};
+    parse(msg, &m);
+    assert_int_equal(m.kind, GT_PYMSG_VERSION);
+    assert_int_equal(m.has_versions, 1);
+    assert_string_equal(m.dtype, "float64");
+    assert_string_equal(m.shape, want);
+    assert_string_equal(m.grad_fn, fn);
+    sprintf(msg,
+            "Output 3 of %s is a view and is being modified inplace. This view is the "
+            "output of a function that returns multiple views.",
+            fn);
+    parse(msg, &m);
+    assert_int_equal(m.kind, GT_PYMSG_VIEW_MULTI);
+    assert_int_equal(m.output_nr, 3);
+    assert_string_equal(m.grad_fn, fn);
+    assert_string_equal(m.shape, "");
+    gt__pymsg_release(&m);
+    free(msg);
+    free(want);
+    free(fn);
 }
 
 int main(void)
@@ -223,6 +274,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_target),
         cmocka_unit_test(test_written),
+        cmocka_unit_test(test_messages_unbounded),
         cmocka_unit_test(test_shape_fits),
         cmocka_unit_test(test_shape_fits_many_dims),
         cmocka_unit_test(test_assigns_mentions_comments),
