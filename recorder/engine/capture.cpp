@@ -470,7 +470,7 @@ void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, boo
 {
     gt_cap_tensor f;
     int nd = facts(x, f);
-    if (nd > 64)
+    if (nd > GT_CAP_MAXDIM)
         nd = 0, f.flags |= GT_CAPT_NOGEOM;
     f.ndim = (uint16_t)nd;
     size_t len = sizeof(gt_cap_arg) + 16 * (size_t)nd;
@@ -1714,14 +1714,14 @@ int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), 
     at::Tensor x = THPVariable_Unpack(o); /* the same TensorImpl, after too */
     gt_cap_tensor before;
     int nd = facts(x, before);
-    if (nd > 64)
+    if (nd > GT_CAP_MAXDIM)
         nd = 0, before.flags |= GT_CAPT_NOGEOM;
     before.ndim = (uint16_t)nd;
-    int64_t geom[128];
+    std::vector<int64_t> geom(2 * (size_t)nd);
     if (nd) {
         const c10::TensorImpl *d = data_of(x.unsafeGetTensorImpl());
-        std::memcpy(geom, d->sizes().data(), 8 * (size_t)nd);
-        std::memcpy(geom + nd, d->strides().data(), 8 * (size_t)nd);
+        std::memcpy(geom.data(), d->sizes().data(), 8 * (size_t)nd);
+        std::memcpy(geom.data() + nd, d->strides().data(), 8 * (size_t)nd);
     }
     int rc = assign(ctx);
     if (rc != 0 || !C->on || !before.impl)
@@ -1742,7 +1742,7 @@ int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx), 
     r->old = before;
     r->now = now;
     if (nd)
-        std::memcpy(r + 1, geom, 16 * (size_t)nd);
+        std::memcpy(r + 1, geom.data(), 16 * (size_t)nd);
     /* the address stays this tensor's while the consumer knows it by it */
     c10::raw::weak_intrusive_ptr::incref(x.unsafeGetTensorImpl());
     r->old.flags |= GT_CAPT_WEAK;

@@ -100,9 +100,10 @@ struct gt_fold {
     gt_map threads;    /* os tid -> thread id */
     gt_map fps;        /* (node id, slot) -> saved_tensors.seq fingerprinted */
     gt_id next_tensor, next_storage;
-    gt_id bwd[64];   /* open backward calls, innermost last */
-    gt_id bwd_stack; /* the stack of the latest backward call */
-    int nbwd;
+    gt_id *bwd; /* open backward calls, innermost last */
+    size_t nbwd, bwd_cap;
+    size_t bwd_lost;          /* innermost calls not held for lack of memory */
+    gt_id bwd_stack;          /* the stack of the latest backward call */
     int rc;                   /* first recorder error */
     int warned;               /* the one warning about it was printed */
     int64_t refused;          /* calls the recorder refused (bookkeeping slips) */
@@ -149,7 +150,7 @@ static gt_id thread_id(gt_fold *f, int64_t tid)
 
 static gt_id cur_backward(gt_fold *f)
 {
-    return f->nbwd ? f->bwd[f->nbwd - 1] : 0;
+    return f->nbwd && !f->bwd_lost ? f->bwd[f->nbwd - 1] : 0;
 }
 
 static void vc_unref(gt_fold *f, fvc *v, const void *key)
@@ -1015,12 +1016,24 @@ static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
         if (bi.api && ck(f, gt_backward_begin(f->r, &bi, &id)) < 0)
             id = 0;
         f->bwd_stack = bi.stack;
-        if (f->nbwd < 64)
+        if (f->nbwd == f->bwd_cap && !f->bwd_lost) {
+            size_t ncap = f->bwd_cap ? 2 * f->bwd_cap : 16;
+            gt_id *nb = realloc(f->bwd, ncap * sizeof *nb);
+            if (nb) {
+                f->bwd = nb;
+                f->bwd_cap = ncap;
+            }
+        }
+        if (f->nbwd < f->bwd_cap && !f->bwd_lost)
             f->bwd[f->nbwd++] = id;
+        else
+            f->bwd_lost++; /* its end is matched, its events go to no call */
         return;
     }
     gt_id id = cur_backward(f);
-    if (f->nbwd)
+    if (f->bwd_lost)
+        f->bwd_lost--;
+    else if (f->nbwd)
         f->nbwd--;
     if (id)
         ck(f, gt_backward_end(f->r, id, r->ok));
@@ -1323,6 +1336,7 @@ void gt_fold_free(gt_fold *f)
     }
     gt_fold_drain(f);
     free_maps(f, 1);
+    free(f->bwd);
     pthread_mutex_destroy(&f->mu);
     pthread_mutex_destroy(&f->wmu);
     pthread_cond_destroy(&f->wcv);

@@ -39,7 +39,11 @@ extern "C" {
 #endif
 
 #define GT_CAP_CHUNK (256 * 1024)
-#define GT_CAP_RING  64 /* recycled chunks a lane keeps */
+/* Sizes and strides are recorded for tensors of at most this many
+ * dimensions, the recorder's own limit (gt_tensor): a record then takes at
+ * most 64 KiB of a chunk. */
+#define GT_CAP_MAXDIM 4096
+#define GT_CAP_RING   64 /* recycled chunks a lane keeps */
 
 enum gt_cap_type {
     GT_CAP_OP = 1,    /* an op seen at the dispatch level (gt_cap_op) */

@@ -77,11 +77,7 @@ class ManyDims(unittest.TestCase):
         self.check("dispatch")
 
     @unittest.skipUnless(gtutil.adapter() == "engine", "engine adapter not built")
-    @unittest.expectedFailure
     def test_engine_adapter(self):
-        # recorder/engine/capture.cpp (put_arg) still records no geometry
-        # past 64 dimensions; this turns into an unexpected success, and
-        # fails, once it does
         self.check("engine")
 
 
