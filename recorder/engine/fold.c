@@ -891,6 +891,13 @@ static void on_edges(gt_fold *f, const gt_cap_edges *r)
 
 static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
 {
+    /* an output with a node has its grad_fn, so its flags are final: its
+     * deferred row goes in now, in the commit of the row naming it (a size
+     * cap's stop rolls back the batch that crosses it, and a row written
+     * at the next sighting could be past it: node_outputs.tensor dangled) */
+    ftensor *out = tensor_known(f, r->impl, r->vc);
+    if (out)
+        row_flush(f, out, NULL);
     gt_id t = resolve(f, r->impl, r->vc, 1);
     if (t)
         ck(f, gt_node_output(f->r, (gt_id)r->node, (int)r->output_nr, t));
