@@ -334,14 +334,19 @@ static int load_cwd(builder *b)
 }
 
 /* Pick the backward call: the option, else the one with findings (the
- * first to fail first), else the last. 0 if the trace has none. */
+ * first to fail first), else the last one with a root node (a run killed
+ * as a call began leaves that call without its roots), else the last. 0
+ * if the trace has none. */
 static int pick_backward(builder *b)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0;
     int64_t want = b->opts->backward, last = 0, count = 0;
-    if (sqlite3_prepare_v2(b->db, "SELECT count(*), max(id) FROM backward_calls", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(b->db,
+                           "SELECT count(*), coalesce((SELECT max(backward) FROM "
+                           "backward_roots WHERE node IS NOT NULL), max(id)) FROM "
+                           "backward_calls",
+                           -1, &st, NULL) != SQLITE_OK)
         return sql_fail(b);
     if (sqlite3_step(st) != SQLITE_ROW) {
         rc = sql_fail(b);

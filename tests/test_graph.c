@@ -843,6 +843,30 @@ static void test_choose_backward(void **state)
     assert_null(g);
     assert_contains(gt_trace_errmsg(tr), "has no backward call 7 (it has 3)");
     gt_trace_close(tr);
+
+    /* A run killed as its last call began: that call has no roots yet, the
+     * one before it is drawn (asked for, the last one still fails). */
+    tb_open(&t, "killed.db");
+    for (int i = 1; i <= 3; i++)
+        tb_node(&t, i, "SinBackward0", 0, 0);
+    tb_edge(&t, 2, 0, 1);
+    tb_edge(&t, 3, 0, 2);
+    tb_tensor(&t, 99, 0, NULL, 0);
+    tb_backward(&t, 99, 3, 1);
+    gt_backward_info bi = {.api = tb_str(&t, "Tensor.backward"), .thread = t.thread};
+    gt_id id;
+    assert_int_equal(gt_backward_begin(t.r, &bi, &id), 0);
+    assert_int_equal(id, 2);
+    tb_close(&t);
+    g = build(t.path, NULL);
+    assert_int_equal(gt_graph_backward(g), 1);
+    assert_int_equal(gt_graph_nodes_drawn(g), 3);
+    gt_graph_free(g);
+    o = (gt_graph_options){.hops = -1, .backward = 2};
+    assert_int_equal(gt_trace_open(t.path, &tr), 0);
+    assert_int_equal(gt_graph_build(tr, &o, &g), GT_EINVAL);
+    assert_contains(gt_trace_errmsg(tr), "backward call 2 of");
+    gt_trace_close(tr);
 }
 
 static void test_label_escape(void **state)
