@@ -648,6 +648,13 @@ static int buf_push_done(gt_recorder *r, int which)
 /* Guard of every call that may write: the handle is usable and a
  * transaction is open. `run_row` calls (the run's end) may still write after
  * a size-cap stop. */
+/* The next event's seq (r->mu held). Atomic, so gt_recorder_seq reads it
+ * without the lock. */
+static int64_t next_seq(gt_recorder *r)
+{
+    return __atomic_add_fetch(&r->seq, 1, __ATOMIC_RELAXED);
+}
+
 static int begin_write_as(gt_recorder *r, int run_row)
 {
     if (r->closed)
@@ -1854,12 +1861,9 @@ uint64_t gt_recorder_cuts(const gt_recorder *r)
 
 int64_t gt_recorder_seq(gt_recorder *r)
 {
-    if (!r)
-        return 0;
-    pthread_mutex_lock(&r->mu);
-    int64_t seq = r->seq;
-    pthread_mutex_unlock(&r->mu);
-    return seq;
+    /* no lock: seq only grows, each step atomic (next_seq); a fold asks it
+     * at every tensor it sees */
+    return r ? __atomic_load_n(&r->seq, __ATOMIC_RELAXED) : 0;
 }
 
 /* ---- run ---------------------------------------------------------------- */
@@ -2125,7 +2129,7 @@ int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
     if (!r || !op || !seq || op->name <= 0 || op->stack < 0)
         return GT_EINVAL;
     BUF_BEGIN(r, B_OP);
-    int64_t s = ++r->seq;
+    int64_t s = next_seq(r);
     v[0] = s;
     v[1] = op->name;
     v[2] = op->phase;
@@ -2203,7 +2207,7 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
         (rc = buf_text(r, which, strides, nstrides, &v[5])) != 0)
         goto out;
     v[0] = t->id;
-    v[1] = ++r->seq;
+    v[1] = next_seq(r);
     v[2] = t->storage;
     null[2] = t->storage == 0;
     v[3] = t->dtype;
@@ -2242,7 +2246,7 @@ int gt_version_bump(gt_recorder *r, int64_t op, gt_id tensor, int64_t version,
     if (!r || tensor <= 0 || op < 0)
         return GT_EINVAL;
     BUF_BEGIN(r, B_BUMP);
-    int64_t s = ++r->seq;
+    int64_t s = next_seq(r);
     idx_note(r, I_BUMPS_TENSOR, 3, (int64_t[]){tensor, s, s});
     v[0] = s;
     v[1] = op;
@@ -2261,7 +2265,7 @@ int gt_node(gt_recorder *r, const gt_node_info *n)
         return GT_EINVAL;
     BUF_BEGIN(r, B_NODE);
     v[0] = n->id;
-    v[1] = ++r->seq;
+    v[1] = next_seq(r);
     v[2] = n->name;
     v[3] = n->op;
     null[3] = n->op <= 0;
@@ -2307,7 +2311,7 @@ int gt_saved_tensor(gt_recorder *r, gt_id node, gt_id slot, gt_id tensor, int64_
     if (!r || node <= 0 || slot <= 0 || tensor < 0)
         return GT_EINVAL;
     BUF_BEGIN(r, B_SAVED);
-    int64_t s = ++r->seq;
+    int64_t s = next_seq(r);
     idx_note(r, I_SAVED_NODE, 2, (int64_t[]){node, s});
     idx_note(r, I_SAVED_TENSOR, 2, (int64_t[]){tensor, s});
     v[0] = s;
@@ -2352,7 +2356,7 @@ int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward,
     const enum gt__stmt st_id = ST_FINGERPRINT;
     LOCKED_BEGIN(r);
     sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, ++r->seq);
+    sqlite3_bind_int64(st, 1, next_seq(r));
     sqlite3_bind_int64(st, 2, saved);
     sqlite3_bind_int(st, 3, at_use ? 1 : 0);
     bind_id(st, 4, backward);
@@ -2369,7 +2373,7 @@ int gt_storage_swap(gt_recorder *r, const gt_swap_info *s)
     const enum gt__stmt st_id = ST_SWAP;
     LOCKED_BEGIN(r);
     sqlite3_stmt *st = r->st[st_id];
-    sqlite3_bind_int64(st, 1, ++r->seq);
+    sqlite3_bind_int64(st, 1, next_seq(r));
     sqlite3_bind_int64(st, 2, s->tensor);
     bind_id(st, 3, s->old_storage);
     bind_id(st, 4, s->new_storage);
@@ -2393,7 +2397,7 @@ int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id)
         (rc = cut_window(r, bid, NULL)) != 0)
         goto out;
     sqlite3_bind_int64(st, 1, bid);
-    sqlite3_bind_int64(st, 2, ++r->seq);
+    sqlite3_bind_int64(st, 2, next_seq(r));
     sqlite3_bind_int64(st, 3, b->api);
     sqlite3_bind_int(st, 4, b->retain_graph ? 1 : 0);
     sqlite3_bind_int(st, 5, b->create_graph ? 1 : 0);
@@ -2449,7 +2453,7 @@ int gt_backward_end(gt_recorder *r, gt_id id, int ok)
     }
     sqlite3_stmt *st = r->st[st_id];
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, ++r->seq);
+    sqlite3_bind_int64(st, 2, next_seq(r));
     sqlite3_bind_text(st, 3,
                       gt_backward_status_name(ok ? GT_BACKWARD_OK : GT_BACKWARD_ERROR),
                       -1, SQLITE_STATIC);
@@ -2461,7 +2465,7 @@ int gt_node_exec(gt_recorder *r, gt_id backward, gt_id node)
     if (!r || backward <= 0 || node <= 0)
         return GT_EINVAL;
     BUF_BEGIN(r, B_NODE_EXEC);
-    v[0] = ++r->seq;
+    v[0] = next_seq(r);
     v[1] = backward;
     v[2] = node;
     BUF_END(r, B_NODE_EXEC);
@@ -2481,7 +2485,7 @@ int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
     if ((rc = begin_write(r)) != 0) /* the interning may have committed */
         goto out;
     sqlite3_stmt *st = r->st[st_id];
-    s = ++r->seq;
+    s = next_seq(r);
     sqlite3_bind_int64(st, 1, s);
     sqlite3_bind_int64(st, 2, tid);
     sqlite3_bind_text(st, 3, message ? message : "", -1, SQLITE_STATIC);

@@ -42,7 +42,12 @@ typedef struct ftensor {
     const void *vc;
     const void *storage;
     fvc *v;
+    /* the row and its geometry in place for up to GT__FOLD_INLINE dims */
+    gt_tensor_info row_in;
+    int64_t geom_in[2 * 4];
 } ftensor;
+
+#define GT__FOLD_INLINE 4
 
 typedef struct in_ent {
     ftensor *t;
@@ -109,6 +114,16 @@ struct gt_fold {
     int64_t refused;          /* calls the recorder refused (bookkeeping slips) */
     const void *weak_pending; /* the weak reference of the record being folded */
     size_t since_sweep;       /* tensors recorded since dead ones were swept */
+    /* entries given back, for reuse (linked through ->v): a training step
+     * makes and drops the same number of tensors every time */
+    ftensor *free_t;
+    fvc *free_v;
+    /* str_id's last answers by pointer (the capture's strings are interned:
+     * one pointer, one text) */
+    struct {
+        const char *s;
+        gt_id id;
+    } scache[256];
 };
 
 /* A recorder result: a write failure stops recording (see drain); a
@@ -126,14 +141,51 @@ static gt_id str_id(gt_fold *f, const char *s)
 {
     if (!s)
         return 0;
+    size_t slot = ((uintptr_t)s >> 3) & 255;
+    if (f->scache[slot].s == s)
+        return f->scache[slot].id;
     uint64_t *v = gt_map_get(&f->strs, (uintptr_t)s, 0, 0);
-    if (v)
-        return (gt_id)*v;
     gt_id id = 0;
-    if (ck(f, gt_intern_string(f->r, s, strlen(s), &id)) < 0)
-        return 0;
-    gt_map_put(&f->strs, (uintptr_t)s, 0, 0, (uint64_t)id);
+    if (v) {
+        id = (gt_id)*v;
+    } else {
+        if (ck(f, gt_intern_string(f->r, s, strlen(s), &id)) < 0)
+            return 0;
+        if (gt_map_put(&f->strs, (uintptr_t)s, 0, 0, (uint64_t)id) < 0)
+            return id;
+    }
+    f->scache[slot].s = s;
+    f->scache[slot].id = id;
     return id;
+}
+
+/* A zeroed entry, reused when one was given back. */
+static ftensor *ftensor_alloc(gt_fold *f)
+{
+    ftensor *t = f->free_t;
+    if (!t)
+        return calloc(1, sizeof *t);
+    f->free_t = (ftensor *)t->v;
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+static void ftensor_free(gt_fold *f, ftensor *t)
+{
+    if (t->row != &t->row_in)
+        free(t->row);
+    t->v = (fvc *)f->free_t;
+    f->free_t = t;
+}
+
+static fvc *fvc_alloc(gt_fold *f)
+{
+    fvc *v = f->free_v;
+    if (!v)
+        return calloc(1, sizeof *v);
+    f->free_v = (fvc *)(uintptr_t)v->storage;
+    memset(v, 0, sizeof *v);
+    return v;
 }
 
 static gt_id thread_id(gt_fold *f, int64_t tid)
@@ -159,7 +211,8 @@ static void vc_unref(gt_fold *f, fvc *v, const void *key)
         uint64_t *cur = gt_map_get(&f->vcs, (uintptr_t)key, 0, 0);
         if (cur && (fvc *)(uintptr_t)*cur == v)
             gt_map_del(&f->vcs, (uintptr_t)key, 0, 0);
-        free(v);
+        v->storage = f->free_v; /* the free list's link */
+        f->free_v = v;
     }
 }
 
@@ -170,12 +223,11 @@ static void tensor_drop(gt_fold *f, ftensor *t)
     if (t && --t->refs == 0) {
         if (t->deferred)
             row_write(f, t, 0);
-        free(t->row);
         gt_map_del(&f->byid, (uint64_t)t->id, 0, 0);
         vc_unref(f, t->v, t->vc);
         if (t->weak)
             gt_capture_weak_release(t->impl);
-        free(t);
+        ftensor_free(f, t);
     }
 }
 
@@ -364,7 +416,7 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
                            int64_t created_by, ftensor *share, ftensor *base)
 {
     sweep_dead(f);
-    ftensor *t = calloc(1, sizeof *t);
+    ftensor *t = ftensor_alloc(f);
     if (!t)
         return NULL;
     t->id = ++f->next_tensor;
@@ -399,9 +451,9 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     if (v) {
         v->refs++;
     } else if (c->vc) {
-        v = calloc(1, sizeof *v);
+        v = fvc_alloc(f);
         if (!v) {
-            free(t);
+            ftensor_free(f, t);
             return NULL;
         }
         v->id = t->id;
@@ -460,9 +512,11 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     /* the row is kept: an output's waits for the tensor's next sighting
      * (requires_grad may be set after its op returns, as nn.Parameter
      * does), and a window cut may drop it (tensor_touch) */
-    t->row = malloc(sizeof *t->row + sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
+    size_t gn = (size_t)(nd ? nd : 1);
+    t->row = gn <= GT__FOLD_INLINE ? &t->row_in
+                                   : malloc(sizeof *t->row + sizeof(int64_t) * 2 * gn);
     if (t->row) {
-        int64_t *g = (int64_t *)(t->row + 1);
+        int64_t *g = t->row == &t->row_in ? t->geom_in : (int64_t *)(t->row + 1);
         memcpy(g, ti.shape, sizeof *g * (size_t)(nd ? nd : 1));
         memcpy(g + (nd ? nd : 1), ti.strides, sizeof *g * (size_t)(nd ? nd : 1));
         *t->row = ti;
@@ -1327,6 +1381,16 @@ static void free_maps(gt_fold *f, int lanes)
     gt_map_clear(&f->stacks);
     gt_map_clear(&f->threads);
     gt_map_clear(&f->fps);
+    while (f->free_t) {
+        ftensor *t = f->free_t;
+        f->free_t = (ftensor *)t->v;
+        free(t);
+    }
+    while (f->free_v) {
+        fvc *v = f->free_v;
+        f->free_v = (fvc *)(uintptr_t)v->storage;
+        free(v);
+    }
 }
 
 void gt_fold_free(gt_fold *f)
