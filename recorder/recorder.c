@@ -645,9 +645,6 @@ static int buf_push_done(gt_recorder *r, int which)
 
 /* ---- batching ----------------------------------------------------------- */
 
-/* Guard of every call that may write: the handle is usable and a
- * transaction is open. `run_row` calls (the run's end) may still write after
- * a size-cap stop. */
 /* The next event's seq (r->mu held). Atomic, so gt_recorder_seq reads it
  * without the lock. */
 static int64_t next_seq(gt_recorder *r)
@@ -655,6 +652,9 @@ static int64_t next_seq(gt_recorder *r)
     return __atomic_add_fetch(&r->seq, 1, __ATOMIC_RELAXED);
 }
 
+/* Guard of every call that may write: the handle is usable and a
+ * transaction is open. `run_row` calls (the run's end) may still write after
+ * a size-cap stop. */
 static int begin_write_as(gt_recorder *r, int run_row)
 {
     if (r->closed)
