@@ -971,9 +971,8 @@ static gt_id named(gt_pyrec *self, gt_id id)
     uint64_t *v = id ? gt_map_get(&self->byid, (uint64_t)id, 0, 0) : NULL;
     if (v) {
         gt_tensor_ent *e = (gt_tensor_ent *)(uintptr_t)*v;
-        PyObject *t = e->wr ? PyWeakref_GetObject(e->wr) : NULL;
-        if (t && t != Py_None) {
-            Py_INCREF(t);
+        PyObject *t = e->wr ? gt_py_weak_get(e->wr) : NULL;
+        if (t) {
             touch(self, e, t);
             Py_DECREF(t);
             return id;
@@ -2626,9 +2625,8 @@ static void watch_all(gt_pyrec *self, gt_id bid, gt_id stack)
     }
     for (size_t i = 0; i < k; i++) {
         gt_tensor_ent *e = all[i];
-        PyObject *t = e->rec && e->wr ? PyWeakref_GetObject(e->wr) : NULL;
-        if (t && t != Py_None) {
-            Py_INCREF(t);
+        PyObject *t = e->rec && e->wr ? gt_py_weak_get(e->wr) : NULL;
+        if (t) {
             check_storage(self, e, t, 0, bid, stack, 1);
             Py_DECREF(t);
         }

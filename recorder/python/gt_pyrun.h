@@ -43,4 +43,24 @@ typedef struct gt_py_namer {
  * how many were. */
 int gt_py_bind_names(const gt_py_namer *n, PyObject *locals);
 
+/* The object weak reference wr refers to (a new reference), or NULL if it
+ * is gone: PyWeakref_GetRef where it exists (3.13, which deprecates
+ * PyWeakref_GetObject's borrowed reference). */
+static inline PyObject *gt_py_weak_get(PyObject *wr)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(wr, &o) < 0)
+        PyErr_Clear();
+    return o;
+#else
+    PyObject *o = PyWeakref_GetObject(wr);
+    if (!o) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return o == Py_None ? NULL : Py_NewRef(o);
+#endif
+}
+
 #endif
