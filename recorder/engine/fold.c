@@ -124,6 +124,9 @@ struct gt_fold {
         const char *s;
         gt_id id;
     } scache[256];
+    int64_t last_tid; /* thread_id's and stack_id's last answers */
+    gt_id last_thread, last_stack;
+    uint32_t last_skey;
 };
 
 /* A recorder result: a write failure stops recording (see drain); a
@@ -190,14 +193,38 @@ static fvc *fvc_alloc(gt_fold *f)
 
 static gt_id thread_id(gt_fold *f, int64_t tid)
 {
+    if (f->last_thread && tid == f->last_tid)
+        return f->last_thread;
     uint64_t *v = gt_map_get(&f->threads, (uint64_t)tid, 0, 0);
-    if (v)
-        return (gt_id)*v;
     gt_id id = 0;
-    if (ck(f, gt_intern_thread(f->r, tid, NULL, &id)) < 0)
-        return 0;
-    gt_map_put(&f->threads, (uint64_t)tid, 0, 0, (uint64_t)id);
+    if (v) {
+        id = (gt_id)*v;
+    } else {
+        if (ck(f, gt_intern_thread(f->r, tid, NULL, &id)) < 0)
+            return 0;
+        if (gt_map_put(&f->threads, (uint64_t)tid, 0, 0, (uint64_t)id) < 0)
+            return id;
+    }
+    f->last_tid = tid;
+    f->last_thread = id;
     return id;
+}
+
+/* The stack id of a stack key (0: none, or not described yet). A key names
+ * one stack for good: the last answer is kept (ops come in runs from one
+ * line). */
+static gt_id stack_id(gt_fold *f, uint32_t key)
+{
+    if (!key)
+        return 0;
+    if (key == f->last_skey)
+        return f->last_stack;
+    uint64_t *v = gt_map_get(&f->stacks, key, 0, 0);
+    if (!v)
+        return 0;
+    f->last_skey = key;
+    f->last_stack = (gt_id)*v;
+    return f->last_stack;
 }
 
 static gt_id cur_backward(gt_fold *f)
@@ -702,11 +729,7 @@ static void lane_free(flane *l)
 
 static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
 {
-    gt_id stack = 0;
-    if (r->stack) {
-        uint64_t *v = gt_map_get(&f->stacks, r->stack, 0, 0);
-        stack = v ? (gt_id)*v : 0;
-    }
+    gt_id stack = stack_id(f, r->stack);
     l->thread = thread_id(f, r->os_tid);
     gt_op_info oi = {
         .name = str_id(f, r->name),
@@ -1040,11 +1063,6 @@ static void on_stack(gt_fold *f, const gt_cap_stack *r)
     gt_map_put(&f->stacks, r->id, 0, 0, (uint64_t)parent);
 }
 
-static gt_id stack_id(gt_fold *f, uint32_t key)
-{
-    uint64_t *v = key ? gt_map_get(&f->stacks, key, 0, 0) : NULL;
-    return v ? (gt_id)*v : 0;
-}
 
 /* `t.data = v` at its line (gt_cap_data_set): t, recorded on its old
  * memory if first seen now, moved to the new one with a storage swap of no
