@@ -423,6 +423,14 @@ int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx),
  * looking through GradTrackingTensors on, -1 leaves it off. */
 int gt_capture_wrapper_check(void *wrapper, void *inner);
 
+/* For tests: what the shim makes of the schema of an operator (a string
+ * as torch.library defines one, name included) that it sees run: one
+ * character per argument, '.' not written, 'w' written as the schema says,
+ * 'u' written without the schema saying so (a c10d collective's), into out
+ * (NUL-terminated). Returns the number of arguments, or -1 if the schema
+ * does not parse or out is too small. */
+int gt_capture_schema_writes(const char *schema, char *out, size_t outlen);
+
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);
 

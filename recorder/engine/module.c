@@ -1034,6 +1034,26 @@ static PyObject *mod_wrapper_check(PyObject *m, PyObject *args)
     return PyBool_FromLong(gt_capture_wrapper_check(w, in) == 0);
 }
 
+/* schema_writes(schema) -> str: see gt_capture_schema_writes (for tests) */
+static PyObject *mod_schema_writes(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    Py_ssize_t len;
+    const char *schema = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (!schema)
+        return NULL;
+    /* an argument takes more than two bytes of its schema */
+    char *out = malloc((size_t)len + 1);
+    if (!out)
+        return PyErr_NoMemory();
+    int n = gt_capture_schema_writes(schema, out, (size_t)len + 1);
+    PyObject *r = n < 0 ? NULL : PyUnicode_FromStringAndSize(out, n);
+    free(out);
+    if (n < 0)
+        PyErr_Format(PyExc_ValueError, "not a function schema: %s", schema);
+    return r;
+}
+
 static PyObject *mod_built_for(PyObject *m, PyObject *Py_UNUSED(a))
 {
     (void)m;
@@ -1059,6 +1079,8 @@ static int mod_exec(PyObject *m)
 static PyMethodDef mod_methods[] = {
     {"selftest", mod_selftest, METH_O, "check the shim against the running torch"},
     {"built_for", mod_built_for, METH_NOARGS, "torch version the shim was built for"},
+    {"schema_writes", mod_schema_writes, METH_O,
+     "the arguments an operator of this schema writes, as the shim reads it (tests)"},
     {"wrapper_check", mod_wrapper_check, METH_VARARGS,
      "check reading a torch.func wrapper's tensor (and turn it on)"},
     {NULL, NULL, 0, NULL},
