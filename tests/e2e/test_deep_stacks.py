@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -66,9 +67,9 @@ def op_stacks(db, tag):
         (line_of(tag),))]
 
 
-def record(case, adapter):
+def record(case, adapter, *args):
     env = dict(os.environ, GRADTRACE_ADAPTER=adapter)
-    return gtutil.record(SCRIPT, case, expect_fail=case == "deep", env=env)
+    return gtutil.record(SCRIPT, case, *args, expect_fail=case == "deep", env=env)
 
 
 NAME = os.path.basename(SCRIPT)
@@ -134,6 +135,31 @@ class TwinStacks(BothAdapters, unittest.TestCase):
             self.assertEqual(frames[:TWIN_DEPTH], bottom + rec)
             self.assertEqual(frames[TWIN_DEPTH], (NAME, via, line_of(via)), via)
             self.assertEqual(len(frames), TWIN_DEPTH + 2)
+
+
+class WideFrame(BothAdapters, unittest.TestCase):
+    """A frame larger than a capture record: the stack is kept, every
+    frame of it; the engine adapter cuts the source line's text to fit (at
+    a character's start), the dispatch adapter keeps it whole."""
+
+    def check(self, adapter):
+        d = tempfile.mkdtemp(dir=gtutil.tmpdir())
+        trace, cp = record("wide", adapter, d)
+        with open(os.path.join(d, "wide_line_module.py"), encoding="utf-8") as f:
+            line = f.read().split("\n")[1].strip()
+        db = gtutil.connect(trace)
+        stack = gtutil.one(db, "SELECT o.stack FROM ops o JOIN strings s ON s.id = o.name"
+                           " WHERE s.text LIKE 'aten::mul\\_%' ESCAPE '\\'")
+        frames = chain(db, stack)
+        self.assertEqual(frames, [("wide_line_module.py", "scale", 2),
+                                  (NAME, "<module>", line_of("wide"))])
+        code = gtutil.one(db, "SELECT c.text FROM stacks s JOIN frames fr ON fr.id = s.frame"
+                          " JOIN strings c ON c.id = fr.code WHERE s.id = ?", stack)
+        self.assertTrue(line.startswith(code), code[:40])
+        if adapter == "dispatch":
+            self.assertEqual(code, line)
+        else:
+            self.assertGreater(len(code.encode()), 60000)
 
 
 if __name__ == "__main__":

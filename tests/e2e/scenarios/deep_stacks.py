@@ -10,8 +10,13 @@ twin: the same op at the bottom of 300 identical frames of `inner`,
 reached once through `via_a` and once through `via_b`: two stacks equal in
 their inner 300 frames, different beyond them.
 
-usage: deep_stacks.py deep|twin
+wide: an op on a source line of 140,000 bytes (70,000 two-byte characters
+in a comment), in function `scale` of a module written to the directory
+given (WIDE_NAME), called from the line tagged @wide.
+
+usage: deep_stacks.py deep|twin|wide DIR
 """
+import os
 import sys
 
 import torch
@@ -19,6 +24,8 @@ import torch
 DEPTH = 600
 MUTATE_AT = 450
 TWIN_DEPTH = 300
+WIDE_NAME = "wide_line_module.py"
+WIDE_CHARS = 70000
 
 
 def down(d, y):
@@ -56,5 +63,12 @@ elif case == "twin":
     t = torch.ones(3)
     via_a(t)
     via_b(t)
+elif case == "wide" and len(sys.argv) > 2:
+    with open(os.path.join(sys.argv[2], WIDE_NAME), "w", encoding="utf-8") as f:
+        f.write("def scale(t):\n    t.mul_(2)  # %s\n" % ("\u00e9" * WIDE_CHARS))
+    sys.path.insert(0, sys.argv[2])
+    import wide_line_module
+
+    wide_line_module.scale(torch.ones(3))  # @wide
 else:
-    sys.exit("usage: deep_stacks.py deep|twin")
+    sys.exit("usage: deep_stacks.py deep|twin|wide DIR")
