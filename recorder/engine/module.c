@@ -139,6 +139,7 @@ static void stack_emit(stack_out *o, int more)
     o->n = 0;
     o->b.len = 0;
 }
+
 /* The length of s cut to at most max bytes, at a character's start. */
 static size_t cut_len(const char *s, size_t max)
 {
