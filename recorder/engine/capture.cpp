@@ -37,6 +37,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/version.h>
 
 #include <xxhash.h>
@@ -89,12 +90,22 @@ struct SVMirror {
 };
 static_assert(sizeof(SVMirror) == sizeof(SavedVariable), "SavedVariable layout changed");
 
+/* What an op does to one of its schema arguments (OpMeta::args). */
+enum : uint8_t {
+    ARG_WRITTEN = 1,  /* it writes it */
+    ARG_UNMARKED = 2, /* without its schema saying so (a c10d collective's) */
+};
+
 struct OpMeta {
     std::string name;
     bool is_op = false;
     bool composite = false;
-    uint64_t write_mask = 0;
-    uint64_t schema_writes = 0; /* write_mask less the collectives' unmarked writes */
+    bool schema_writes = false; /* its schema marks an argument written */
+    /* ARG_* of each schema argument, as many as it has (empty: it writes
+     * none); set once, when the op is first seen */
+    std::vector<uint8_t> args;
+
+    uint8_t arg(size_t i) const { return i < args.size() ? args[i] : 0; }
 };
 
 struct Frame {
@@ -535,21 +546,40 @@ bool tensorish(const c10::TypePtr &t)
 /* The argument a c10d collective writes without saying so in its schema
  * (no alias info, no version bump), as gradtrace/_dist.py's
  * collective_writes: the first tensor argument of an in-place collective
- * (name ending in '_'), barriers aside. A mask of it, or 0. */
-uint64_t collective_writes(const c10::FunctionSchema &s)
+ * (name ending in '_'), barriers aside. Its position, or -1. */
+ptrdiff_t collective_writes(const c10::FunctionSchema &s)
 {
     const std::string &n = s.name();
     if (n.rfind("c10d::", 0) != 0 || n.back() != '_' ||
         n.find("barrier") != std::string::npos)
-        return 0;
+        return -1;
     const auto &args = s.arguments();
-    for (size_t i = 0; i < args.size() && i < 64; i++) {
+    for (size_t i = 0; i < args.size(); i++) {
         if (args[i].alias_info())
-            return 0;
+            return -1;
         if (tensorish(args[i].type()))
-            return uint64_t(1) << i;
+            return (ptrdiff_t)i;
     }
-    return 0;
+    return -1;
+}
+
+/* m.args and m.schema_writes from the op's schema, every argument of it. */
+void set_writes(OpMeta &m, const c10::FunctionSchema &schema)
+{
+    const auto &args = schema.arguments();
+    std::vector<uint8_t> f(args.size(), 0);
+    bool any = false;
+    for (size_t i = 0; i < args.size(); i++) {
+        const auto *ai = args[i].alias_info();
+        if (ai && ai->isWrite())
+            f[i] = ARG_WRITTEN, any = true;
+    }
+    m.schema_writes = any;
+    ptrdiff_t c = collective_writes(schema); /* never one the schema marks */
+    if (c >= 0)
+        f[(size_t)c] = ARG_WRITTEN | ARG_UNMARKED, any = true;
+    if (any)
+        m.args = std::move(f);
 }
 
 OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
@@ -572,14 +602,7 @@ OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
         m->name = schema->name();
         if (!schema->overload_name().empty())
             m->name += "." + schema->overload_name();
-        const auto &args = schema->arguments();
-        for (size_t i = 0; i < args.size() && i < 64; i++) {
-            const auto *ai = args[i].alias_info();
-            if (ai && ai->isWrite())
-                m->write_mask |= uint64_t(1) << i;
-        }
-        m->schema_writes = m->write_mask;
-        m->write_mask |= collective_writes(*schema);
+        set_writes(*m, *schema);
         /* decomposed before the Python key (a dispatch mode never sees it):
          * the computed AutogradCPU entry is the math kernel */
         auto h = c10::Dispatcher::singleton().findOp(schema->operator_name());
@@ -1016,9 +1039,9 @@ bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
         return false;
     auto in = fn.inputs();
     bool refused = false;
-    for (size_t i = 0; i < in.size() && i < 64 && !refused; i++) {
-        if (!((m->schema_writes >> i) & 1))
-            continue;
+    for (size_t i = 0; i < in.size() && !refused; i++) {
+        if (m->arg(i) != ARG_WRITTEN)
+            continue; /* not written, or not as its schema says */
         each_tensor(in[i], [&](const at::Tensor &x) {
             if (!x.defined() || refused)
                 return;
@@ -1136,10 +1159,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         }
         auto in = fn.inputs();
         for (size_t i = 0; i < in.size(); i++) {
-            bool w = i < 64 && (m->write_mask >> i) & 1;
+            uint8_t a = m->arg(i);
+            bool w = a & ARG_WRITTEN;
             each_tensor(in[i], [&](const at::Tensor &x) {
-                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w,
-                        w && !((m->schema_writes >> i) & 1));
+                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w, a & ARG_UNMARKED);
                 /* keep the counter to read its value after the op */
                 t.vvs.push_back(
                     x.defined() ? x.unsafeGetTensorImpl()->version_counter()
@@ -1685,6 +1708,24 @@ void gt_capture_check_saved(void)
     }
     t.watch.erase(t.watch.begin() + (std::ptrdiff_t)keep, t.watch.end());
     t.publish();
+}
+
+int gt_capture_schema_writes(const char *schema, char *out, size_t outlen)
+{
+    try {
+        c10::FunctionSchema s = torch::jit::parseSchema(schema);
+        OpMeta m;
+        set_writes(m, s);
+        size_t n = s.arguments().size();
+        if (n >= outlen)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            out[i] = !m.arg(i) ? '.' : m.arg(i) & ARG_UNMARKED ? 'u' : 'w';
+        out[n] = 0;
+        return (int)n;
+    } catch (...) {
+        return -1;
+    }
 }
 
 int gt_capture_wrapper_check(void *wrapper, void *inner)

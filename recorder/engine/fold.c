@@ -1027,14 +1027,38 @@ static void on_fp_use(gt_fold *f, const gt_cap_fp_use *r)
     gt_map_del(&f->fps, r->node, (uintptr_t)r->slot, 0);
 }
 
+/* A stack whose frames come in several records (GT_CAP_STACKF_MORE) is
+ * interned as they come: f->stacks holds, under (key, STACK_*, 0), where
+ * the last record left it. Records of a key are in order on their lane. */
+enum { STACK_PARENT = 1, STACK_USER, STACK_NEXT };
+
+static void stack_partial_drop(gt_fold *f, uint32_t key)
+{
+    for (uint64_t k = STACK_PARENT; k <= STACK_NEXT; k++)
+        gt_map_del(&f->stacks, key, k, 0);
+}
+
 static void on_stack(gt_fold *f, const gt_cap_stack *r)
 {
     const unsigned char *p = (const unsigned char *)(r + 1);
     const unsigned char *end = (const unsigned char *)r + r->h.len;
     gt_id parent = 0, user = 0;
-    for (uint32_t i = 0; i < r->nframes; i++) {
-        if (p + 8 > end)
+    if (r->first) {
+        /* the rest of a stack: where its previous record ended */
+        uint64_t *next = gt_map_get(&f->stacks, r->id, STACK_NEXT, 0);
+        uint64_t *pv = gt_map_get(&f->stacks, r->id, STACK_PARENT, 0);
+        uint64_t *uv = gt_map_get(&f->stacks, r->id, STACK_USER, 0);
+        if (!next || *next != r->first || !pv || !uv) {
+            stack_partial_drop(f, r->id); /* one was lost: so is the stack */
             return;
+        }
+        parent = (gt_id)*pv;
+        user = (gt_id)*uv;
+    }
+    uint32_t i = 0;
+    for (; i < r->nframes; i++) {
+        if (p + 8 > end)
+            break;
         int32_t line, kind;
         memcpy(&line, p, 4);
         memcpy(&kind, p + 4, 4);
@@ -1042,25 +1066,34 @@ static void on_stack(gt_fold *f, const gt_cap_stack *r)
         const char *func =
             file + strnlen(file, (size_t)(end - (const unsigned char *)file)) + 1;
         if ((const unsigned char *)func >= end)
-            return;
+            break;
         const char *code =
             func + strnlen(func, (size_t)(end - (const unsigned char *)func)) + 1;
         if ((const unsigned char *)code >= end)
-            return;
+            break;
         const char *stop =
             code + strnlen(code, (size_t)(end - (const unsigned char *)code)) + 1;
         gt_id fr = 0, sid = 0;
         if (ck(f, gt_intern_frame(f->r, file, line, func, *code ? code : NULL, &fr)) < 0)
-            return;
+            break;
         if (kind == 0)
             user = fr;
         if (ck(f, gt_intern_stack(f->r, parent, fr, user, &sid)) < 0)
-            return;
+            break;
         parent = sid;
         p = (const unsigned char *)stop;
         p += (4 - ((uintptr_t)p & 3)) & 3;
     }
-    gt_map_put(&f->stacks, r->id, 0, 0, (uint64_t)parent);
+    if (i < r->nframes || !(r->h.flags & GT_CAP_STACKF_MORE)) {
+        stack_partial_drop(f, r->id);
+        if (i == r->nframes) /* else cut short: no stack rather than a wrong one */
+            gt_map_put(&f->stacks, r->id, 0, 0, (uint64_t)parent);
+        return;
+    }
+    if (gt_map_put(&f->stacks, r->id, STACK_PARENT, 0, (uint64_t)parent) < 0 ||
+        gt_map_put(&f->stacks, r->id, STACK_USER, 0, (uint64_t)user) < 0 ||
+        gt_map_put(&f->stacks, r->id, STACK_NEXT, 0, (uint64_t)r->first + r->nframes) < 0)
+        stack_partial_drop(f, r->id);
 }
 
 

@@ -219,15 +219,25 @@ typedef struct gt_cap_exec {
     uint64_t node; /* 0: a node never named (created before recording) */
 } gt_cap_exec;
 
-/* A stack seen for the first time. Followed by nframes frames, outermost
- * first, each: int32 line, int32 kind (0 user, 1 engine), then four
- * NUL-terminated strings file, function, code (may be empty), padded so
- * the next frame starts 4-aligned. */
+/* A stack seen for the first time: its frames first..first + nframes - 1,
+ * counted from the outermost, follow the record, outermost first, each:
+ * int32 line, int32 kind (0 user, 1 engine), then three NUL-terminated
+ * strings file, function, code (may be empty), padded so the next frame
+ * starts 4-aligned. A stack of any depth: one whose frames take more than
+ * GT_CAP_STACK_BYTES comes in several records of the same id, written one
+ * after the other on its lane (first 0, then where the previous ended),
+ * each but the last flagged GT_CAP_STACKF_MORE. One frame takes at most
+ * GT_CAP_STACK_BYTES (its strings are cut to fit, code first). */
+enum { GT_CAP_STACKF_MORE = 1 };
+
 typedef struct gt_cap_stack {
     gt_cap_hdr h;
     uint32_t id;
     uint32_t nframes;
+    uint32_t first;
+    uint32_t pad;
 } gt_cap_stack;
+#define GT_CAP_STACK_BYTES (GT_CAP_CHUNK / 4 - sizeof(gt_cap_stack))
 
 typedef struct gt_cap_bwd {
     gt_cap_hdr h;
@@ -412,6 +422,14 @@ int gt_capture_data_set(void *tensor, uint32_t stack, int (*assign)(void *ctx),
  * tensor right (a layout mirror: its header is not includable); 0 turns
  * looking through GradTrackingTensors on, -1 leaves it off. */
 int gt_capture_wrapper_check(void *wrapper, void *inner);
+
+/* For tests: what the shim makes of the schema of an operator (a string
+ * as torch.library defines one, name included) that it sees run: one
+ * character per argument, '.' not written, 'w' written as the schema says,
+ * 'u' written without the schema saying so (a c10d collective's), into out
+ * (NUL-terminated). Returns the number of arguments, or -1 if the schema
+ * does not parse or out is too small. */
+int gt_capture_schema_writes(const char *schema, char *out, size_t outlen);
 
 /* Backward-call depth (phase of ops on any thread): +1 / -1. */
 void gt_capture_backward_depth(int delta);

@@ -32,8 +32,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define MAX_FRAMES 256
-#define TCACHE     1024
+#define TCACHE 1024
 
 typedef struct {
     PyObject_HEAD gt_recorder *r;
@@ -90,50 +89,121 @@ static int code_kind(gt_engine *e, PyCodeObject *co)
 typedef struct {
     unsigned char *buf;
     size_t len, cap;
+    int oom; /* a put failed: the contents are incomplete */
 } bytes;
 
-static int put(bytes *b, const void *p, size_t n)
+static void put(bytes *b, const void *p, size_t n)
 {
+    if (b->oom)
+        return;
     if (b->len + n > b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 1024;
         while (nc < b->len + n)
             nc *= 2;
         unsigned char *x = realloc(b->buf, nc);
-        if (!x)
-            return -1;
+        if (!x) {
+            b->oom = 1;
+            return;
+        }
         b->buf = x;
         b->cap = nc;
     }
     memcpy(b->buf + b->len, p, n);
     b->len += n;
-    return 0;
 }
 
-static int put_str(bytes *b, const char *s)
+/* The GT_CAP_STACK records of one stack being written (see gt_cap_stack). */
+typedef struct {
+    bytes b; /* the frames of the record being filled */
+    uint32_t id, first, n;
+    int lost; /* a record was not written: the stack is not either */
+} stack_out;
+
+/* Write the frames gathered so far as a record; more: others follow. */
+static void stack_emit(stack_out *o, int more)
 {
-    return put(b, s ? s : "", strlen(s ? s : "") + 1);
+    gt_cap_stack *r = NULL;
+    if (!o->lost && !o->b.oom)
+        r = gt_capture_reserve(GT_CAP_STACK, sizeof *r + o->b.len);
+    if (r) {
+        r->h.flags = more ? GT_CAP_STACKF_MORE : 0;
+        r->id = o->id;
+        r->nframes = o->n;
+        r->first = o->first;
+        r->pad = 0;
+        if (o->b.len)
+            memcpy(r + 1, o->b.buf, o->b.len);
+    } else
+        o->lost = 1;
+    o->first += o->n;
+    o->n = 0;
+    o->b.len = 0;
 }
 
-/* Describe the calling thread's stack (GIL held) into a GT_CAP_STACK record
- * with key id `id`, and publish it on this thread's lane. */
+/* The length of s cut to at most max bytes, at a character's start. */
+static size_t cut_len(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max)
+        return n;
+    while (max && ((unsigned char)s[max] & 0xC0) == 0x80)
+        max--;
+    return max;
+}
+
+/* Add one frame to the stack's records: a record full before it is
+ * written first, flagged as followed by more. */
+static void stack_frame(stack_out *o, int32_t line, int32_t kind, const char *file,
+                        const char *func, const char *code)
+{
+    static const char zero[4] = {0};
+    size_t room = GT_CAP_STACK_BYTES - 16; /* line, kind, three NULs, padding */
+    size_t lf = cut_len(file, room);
+    size_t lfn = cut_len(func, room - lf);
+    size_t lc = cut_len(code, room - lf - lfn);
+    size_t size = (8 + lf + lfn + lc + 3 + 3) & ~(size_t)3;
+    if (o->n && o->b.len + size > GT_CAP_STACK_BYTES)
+        stack_emit(o, 1);
+    put(&o->b, &line, 4);
+    put(&o->b, &kind, 4);
+    put(&o->b, file, lf);
+    put(&o->b, zero, 1);
+    put(&o->b, func, lfn);
+    put(&o->b, zero, 1);
+    put(&o->b, code, lc);
+    put(&o->b, zero, 1);
+    put(&o->b, zero, (4 - (o->b.len & 3)) & 3);
+    o->n++;
+}
+
+/* Describe the stack from frame start outwards (GIL held), every frame of
+ * it, into GT_CAP_STACK records of key id `id` on this thread's lane. */
 static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
 {
-    PyFrameObject *frames[MAX_FRAMES];
-    int n = 0;
+    PyFrameObject **frames = NULL;
+    size_t n = 0, cap = 0;
     PyFrameObject *f = (PyFrameObject *)Py_XNewRef(start);
     while (f) {
         PyCodeObject *co = PyFrame_GetCode(f);
         int kind = code_kind(e, co);
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != 2 && n < MAX_FRAMES)
-            frames[n++] = f;
+        if (kind != 2 && n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            PyFrameObject **x = realloc(frames, nc * sizeof *x);
+            if (x) {
+                frames = x;
+                cap = nc;
+            }
+        }
+        if (kind != 2 && n < cap)
+            frames[n++] = f; /* out of memory: the outermost are dropped */
         else
             Py_DECREF(f);
         f = back;
     }
-    bytes b = {0};
-    for (int i = n - 1; i >= 0; i--) {
+    stack_out o = {.id = id};
+    for (size_t i = n; i-- > 0;) {
         PyCodeObject *co = PyFrame_GetCode(frames[i]);
         int32_t line = PyFrame_GetLineNumber(frames[i]);
         int32_t kind = code_kind(e, co);
@@ -149,29 +219,16 @@ static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
         const char *file = PyUnicode_AsUTF8(co->co_filename);
         const char *func = PyUnicode_AsUTF8(qual);
         PyErr_Clear();
-        put(&b, &line, 4);
-        put(&b, &kind, 4);
-        put_str(&b, file);
-        put_str(&b, func);
-        put_str(&b, code);
-        static const char zero[4] = {0};
-        put(&b, zero, (4 - (b.len & 3)) & 3);
+        stack_frame(&o, line, kind, file ? file : "", func ? func : "", code ? code : "");
         Py_XDECREF(stripped);
         Py_XDECREF(text);
         Py_DECREF(qual);
         Py_DECREF(co);
         Py_DECREF(frames[i]);
     }
-    size_t len = sizeof(gt_cap_stack) + b.len;
-    if (len <= GT_CAP_CHUNK / 2) {
-        gt_cap_stack *r = gt_capture_reserve(GT_CAP_STACK, len);
-        if (r) {
-            r->id = id;
-            r->nframes = (uint32_t)n;
-            memcpy(r + 1, b.buf, b.len);
-        }
-    }
-    free(b.buf);
+    stack_emit(&o, 0);
+    free(o.b.buf);
+    free(frames);
 }
 
 typedef struct {
@@ -219,8 +276,7 @@ static uint32_t stack_key(void)
     if (!ts || !ts->cframe)
         return 0;
     int depth = 0;
-    for (_PyInterpreterFrame *f = ts->cframe->current_frame; f && depth < MAX_FRAMES;
-         f = f->previous) {
+    for (_PyInterpreterFrame *f = ts->cframe->current_frame; f; f = f->previous) {
         if (_PyFrame_IsIncomplete(f))
             continue;
         h = (h ^ (uintptr_t)f->f_code) * 1099511628211ull;
@@ -234,7 +290,7 @@ static uint32_t stack_key(void)
     PyGILState_STATE st = PyGILState_Ensure();
     PyFrameObject *f = PyThreadState_GetFrame(PyThreadState_Get());
     int depth = 0;
-    while (f && depth < MAX_FRAMES) {
+    while (f) {
         PyCodeObject *co = PyFrame_GetCode(f);
         h = (h ^ (uintptr_t)co) * 1099511628211ull;
         h = (h ^ (uint64_t)PyFrame_GetLasti(f)) * 1099511628211ull;
@@ -244,7 +300,6 @@ static uint32_t stack_key(void)
         f = b;
         depth++;
     }
-    Py_XDECREF(f);
     PyGILState_Release(st);
     if (!depth)
         return 0;
@@ -980,6 +1035,26 @@ static PyObject *mod_wrapper_check(PyObject *m, PyObject *args)
     return PyBool_FromLong(gt_capture_wrapper_check(w, in) == 0);
 }
 
+/* schema_writes(schema) -> str: see gt_capture_schema_writes (for tests) */
+static PyObject *mod_schema_writes(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    Py_ssize_t len;
+    const char *schema = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (!schema)
+        return NULL;
+    /* an argument takes more than two bytes of its schema */
+    char *out = malloc((size_t)len + 1);
+    if (!out)
+        return PyErr_NoMemory();
+    int n = gt_capture_schema_writes(schema, out, (size_t)len + 1);
+    PyObject *r = n < 0 ? NULL : PyUnicode_FromStringAndSize(out, n);
+    free(out);
+    if (n < 0)
+        PyErr_Format(PyExc_ValueError, "not a function schema: %s", schema);
+    return r;
+}
+
 static PyObject *mod_built_for(PyObject *m, PyObject *Py_UNUSED(a))
 {
     (void)m;
@@ -1005,6 +1080,8 @@ static int mod_exec(PyObject *m)
 static PyMethodDef mod_methods[] = {
     {"selftest", mod_selftest, METH_O, "check the shim against the running torch"},
     {"built_for", mod_built_for, METH_NOARGS, "torch version the shim was built for"},
+    {"schema_writes", mod_schema_writes, METH_O,
+     "the arguments an operator of this schema writes, as the shim reads it (tests)"},
     {"wrapper_check", mod_wrapper_check, METH_VARARGS,
      "check reading a torch.func wrapper's tensor (and turn it on)"},
     {NULL, NULL, 0, NULL},
