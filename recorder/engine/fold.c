@@ -1096,7 +1096,6 @@ static void on_stack(gt_fold *f, const gt_cap_stack *r)
         stack_partial_drop(f, r->id);
 }
 
-
 /* `t.data = v` at its line (gt_cap_data_set): t, recorded on its old
  * memory if first seen now, moved to the new one with a storage swap of no
  * op and no backward call. A node that saved t before recording started is
