@@ -258,7 +258,8 @@ typedef struct gt_cap_bwd_tensor {
 } gt_cap_bwd_tensor;
 
 /* Text records: GT_CAP_ERROR (a = type, b = message; stack in `stack`),
- * GT_CAP_THREAD (a = name). a and b follow, NUL-terminated. */
+ * GT_CAP_THREAD (a = name). a and b follow, NUL-terminated, whole (a long
+ * text in GT_CAP_MORE records, see GT_CAP_TEXTF_MORE). */
 typedef struct gt_cap_text {
     gt_cap_hdr h;
     int64_t os_tid;
@@ -273,7 +274,7 @@ typedef struct gt_cap_name {
     gt_cap_hdr h;
     const void *impl;
     const void *vc;
-    /* NUL-terminated name follows */
+    /* NUL-terminated name follows, whole (see GT_CAP_TEXTF_MORE) */
 } gt_cap_name;
 
 /* Text of any length (an error's type and message, a variable name): a
