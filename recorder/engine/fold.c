@@ -85,6 +85,11 @@ typedef struct flane {
     int call_end;      /* folding a call's outputs (GT_CAP_CALL_END) */
     gt_id region_node; /* the last node made in a region */
     int region_done;   /* its checkpoint inputs are recorded */
+    /* a text record (GT_CAP_TEXTF_MORE) being put together: its struct,
+     * then its text so far, text_len bytes in all; text_head: the
+     * struct's bytes, 0 when none is */
+    unsigned char *text;
+    size_t text_len, text_cap, text_head;
 } flane;
 
 struct gt_fold {
@@ -725,6 +730,7 @@ static void lane_free(flane *l)
     free(l->calls);
     free(l->in);
     free(l->pending);
+    free(l->text);
 }
 
 static void on_op(gt_fold *f, flane *l, const gt_cap_op *r)
@@ -1165,8 +1171,86 @@ static void on_bwd_tensor(gt_fold *f, const gt_cap_bwd_tensor *r)
         ck(f, gt_backward_input(f->r, id, r->pos, t->id));
 }
 
-static void on_error(gt_fold *f, const gt_cap_text *r)
+/* The text record being put together on lane l is no more. */
+static void text_drop(flane *l)
 {
+    free(l->text);
+    l->text = NULL;
+    l->text_len = l->text_cap = l->text_head = 0;
+}
+
+/* Add n bytes at p to the text record being put together; -1 (and it is
+ * dropped) if memory runs out. */
+static int text_put(flane *l, const void *p, size_t n)
+{
+    if (n > l->text_cap - l->text_len) {
+        size_t nc = l->text_cap ? l->text_cap : 4096;
+        while (nc - l->text_len < n && nc <= SIZE_MAX / 2)
+            nc *= 2;
+        unsigned char *x = nc - l->text_len >= n ? realloc(l->text, nc) : NULL;
+        if (!x) {
+            text_drop(l);
+            return -1;
+        }
+        l->text = x;
+        l->text_cap = nc;
+    }
+    memcpy(l->text + l->text_len, p, n);
+    l->text_len += n;
+    return 0;
+}
+
+/* A text record h arrives on lane l: 1 if it is whole (fold it now), 0 if
+ * its text comes after it (GT_CAP_TEXTF_MORE): its struct is kept until
+ * the GT_CAP_MORE records have brought the text. */
+static int text_whole(flane *l, const gt_cap_hdr *h)
+{
+    if (l->text_head)
+        text_drop(l); /* a text record before it never ended */
+    if (!(h->flags & GT_CAP_TEXTF_MORE))
+        return 1;
+    if (text_put(l, h, h->len) == 0)
+        l->text_head = h->len;
+    return 0;
+}
+
+static void on_error(gt_fold *f, flane *l, const gt_cap_text *r);
+static void on_name(gt_fold *f, flane *l, const gt_cap_name *r);
+
+/* More of the text record being put together on lane l (gt_cap_more); at
+ * its last piece the whole record is folded. A piece out of place (no
+ * record being put together, or not where the text so far ends) drops the
+ * record: no row rather than a cut one. */
+static void on_more(gt_fold *f, flane *l, const gt_cap_more *r)
+{
+    const unsigned char *p = (const unsigned char *)(r + 1);
+    if (!l->text_head || r->off != l->text_len - l->text_head ||
+        r->n > r->h.len - sizeof *r) {
+        text_drop(l);
+        return;
+    }
+    if (text_put(l, p, (size_t)r->n) < 0 || (r->h.flags & GT_CAP_TEXTF_MORE))
+        return;
+    gt_cap_hdr *h = (gt_cap_hdr *)l->text;
+    size_t len = l->text_len - l->text_head;
+    const char *text = (const char *)l->text + l->text_head;
+    h->flags &= (uint16_t)~GT_CAP_TEXTF_MORE;
+    l->text_head = 0; /* folded as a record of one piece */
+    if (len && !text[len - 1]) {
+        if (h->type == GT_CAP_ERROR && h->len == sizeof(gt_cap_text)) {
+            const gt_cap_text *t = (const gt_cap_text *)h;
+            if (t->alen && t->alen <= len && !text[t->alen - 1])
+                on_error(f, l, t);
+        } else if (h->type == GT_CAP_NAME && h->len == sizeof(gt_cap_name))
+            on_name(f, l, (const gt_cap_name *)h);
+    }
+    text_drop(l);
+}
+
+static void on_error(gt_fold *f, flane *l, const gt_cap_text *r)
+{
+    if (!text_whole(l, &r->h))
+        return;
     const char *a = (const char *)(r + 1);
     const char *b = a + r->alen;
     ck(f, gt_error(f->r, a, b, stack_id(f, r->stack), cur_backward(f), NULL));
@@ -1174,8 +1258,10 @@ static void on_error(gt_fold *f, const gt_cap_text *r)
 
 static void on_name(gt_fold *f, flane *l, const gt_cap_name *r)
 {
+    if (!text_whole(l, &r->h))
+        return;
     ftensor *t = tensor_known(f, r->impl, r->vc);
-    int64_t seq = r->h.flags == 1 && l->op ? l->op : gt_recorder_seq(f->r);
+    int64_t seq = (r->h.flags & GT_CAP_NAMEF_OP) && l->op ? l->op : gt_recorder_seq(f->r);
     tensor_touch(f, t);
     if (t)
         ck(f, gt_name(f->r, seq, t->id, (const char *)(r + 1)));
@@ -1244,10 +1330,13 @@ static void fold_one(gt_fold *f, flane *l, const gt_cap_hdr *h)
         on_bwd_tensor(f, (const gt_cap_bwd_tensor *)h);
         break;
     case GT_CAP_ERROR:
-        on_error(f, (const gt_cap_text *)h);
+        on_error(f, l, (const gt_cap_text *)h);
         break;
     case GT_CAP_NAME:
         on_name(f, l, (const gt_cap_name *)h);
+        break;
+    case GT_CAP_MORE:
+        on_more(f, l, (const gt_cap_more *)h);
         break;
     case GT_CAP_REFRESH: {
         const gt_cap_refresh *r = (const gt_cap_refresh *)h;

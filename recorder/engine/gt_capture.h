@@ -74,6 +74,7 @@ enum gt_cap_type {
     GT_CAP_VERS,      /* versions after the op of some of its inputs, before
                        * the GT_CAP_END that has the last ones (gt_cap_end) */
     GT_CAP_EDGES,     /* more edges of the node just recorded (gt_cap_edges) */
+    GT_CAP_MORE,      /* more of the text of the record before (gt_cap_more) */
 };
 
 /* gt_cap_op.h.flags of a Python-level call into user code (call_begin):
@@ -257,7 +258,8 @@ typedef struct gt_cap_bwd_tensor {
 } gt_cap_bwd_tensor;
 
 /* Text records: GT_CAP_ERROR (a = type, b = message; stack in `stack`),
- * GT_CAP_THREAD (a = name). a and b follow, NUL-terminated. */
+ * GT_CAP_THREAD (a = name). a and b follow, NUL-terminated, whole (a long
+ * text in GT_CAP_MORE records, see GT_CAP_TEXTF_MORE). */
 typedef struct gt_cap_text {
     gt_cap_hdr h;
     int64_t os_tid;
@@ -265,12 +267,31 @@ typedef struct gt_cap_text {
     uint32_t alen; /* bytes of a, NUL included; b follows */
 } gt_cap_text;
 
+/* gt_cap_name.h.flags: the name was seen at the lane's current op */
+enum { GT_CAP_NAMEF_OP = 1 };
+
 typedef struct gt_cap_name {
     gt_cap_hdr h;
     const void *impl;
     const void *vc;
-    /* NUL-terminated name follows */
+    /* NUL-terminated name follows, whole (see GT_CAP_TEXTF_MORE) */
 } gt_cap_name;
+
+/* Text of any length (an error's type and message, a variable name): a
+ * text record (gt_cap_text, gt_cap_name) whose text, the bytes after its
+ * struct, takes more than GT_CAP_MORE_BYTES comes as its struct alone,
+ * flagged GT_CAP_TEXTF_MORE, followed on its lane by GT_CAP_MORE records
+ * that carry the text in order, each but the last flagged
+ * GT_CAP_TEXTF_MORE. The consumer puts the record together before reading
+ * it; one whose text did not all come (a record lost) is no record. */
+enum { GT_CAP_TEXTF_MORE = 2 };
+
+typedef struct gt_cap_more {
+    gt_cap_hdr h;
+    uint64_t off; /* bytes of the text before these */
+    uint64_t n;   /* followed by n bytes of it */
+} gt_cap_more;
+#define GT_CAP_MORE_BYTES (GT_CAP_CHUNK / 4 - sizeof(gt_cap_more))
 
 /* `t.data = v` (no op, no version bump) moved t to other memory: t before
  * the assignment (GT_CAPT_WEAK; its ndim sizes then strides follow the

@@ -324,6 +324,46 @@ static uint32_t stack_here(void)
     return stack_key();
 }
 
+/* ---- text records ------------------------------------------------------------ */
+
+/* A record of `type`: head's fields (hsize bytes, header included; its
+ * flags kept, the rest of its header set here), then its text, s1 (n1
+ * bytes) followed by s2 (n2 bytes): in one record when the text fits in
+ * GT_CAP_MORE_BYTES, else in GT_CAP_MORE records after it (gt_cap_more). */
+static void put_record(int type, const gt_cap_hdr *head, size_t hsize, const char *s1,
+                       size_t n1, const char *s2, size_t n2)
+{
+    size_t total = n1 + n2;
+    int more = total > GT_CAP_MORE_BYTES;
+    gt_cap_hdr *r = gt_capture_reserve(type, hsize + (more ? 0 : total));
+    if (!r)
+        return;
+    memcpy(r + 1, head + 1, hsize - sizeof *r);
+    r->flags = (uint16_t)(head->flags | (more ? GT_CAP_TEXTF_MORE : 0));
+    if (!more) {
+        memcpy((char *)r + hsize, s1, n1);
+        if (n2)
+            memcpy((char *)r + hsize + n1, s2, n2);
+        return;
+    }
+    for (size_t off = 0; off < total;) {
+        size_t n = total - off < GT_CAP_MORE_BYTES ? total - off : GT_CAP_MORE_BYTES;
+        gt_cap_more *m = gt_capture_reserve(GT_CAP_MORE, sizeof *m + n);
+        if (!m)
+            return; /* the consumer drops the record */
+        m->h.flags = off + n < total ? GT_CAP_TEXTF_MORE : 0;
+        m->off = off;
+        m->n = n;
+        char *p = (char *)(m + 1);
+        size_t k = off < n1 ? (n1 - off < n ? n1 - off : n) : 0;
+        if (k)
+            memcpy(p, s1 + off, k);
+        if (k < n)
+            memcpy(p + k, s2 + (off + k - n1), n - k);
+        off += n;
+    }
+}
+
 /* ---- names ------------------------------------------------------------------- */
 
 static _Thread_local uint32_t t_names_miss[256];
@@ -344,7 +384,7 @@ static int emit_names(PyObject *dict, const gt_cap_tensor *t, const gt_cap_tenso
             continue;
         Py_ssize_t len;
         const char *name = PyUnicode_AsUTF8AndSize(k, &len);
-        if (!name || len > 4000) {
+        if (!name) {
             PyErr_Clear();
             continue;
         }
@@ -352,13 +392,8 @@ static int emit_names(PyObject *dict, const gt_cap_tensor *t, const gt_cap_tenso
             const gt_cap_tensor *x = i ? base : t;
             if (i && !is_b)
                 continue;
-            gt_cap_name *r = gt_capture_reserve(GT_CAP_NAME, sizeof *r + (size_t)len + 1);
-            if (!r)
-                continue;
-            r->h.flags = 1; /* of the lane's current op */
-            r->impl = x->impl;
-            r->vc = x->vc;
-            memcpy(r + 1, name, (size_t)len + 1);
+            gt_cap_name r = {.h.flags = GT_CAP_NAMEF_OP, .impl = x->impl, .vc = x->vc};
+            put_record(GT_CAP_NAME, &r.h, sizeof r, name, (size_t)len + 1, NULL, 0);
         }
         found++;
     }
@@ -426,21 +461,14 @@ static void put_tensor_event(int type, int pos, PyObject *t)
     r->t = ct;
 }
 
+/* A text record of stack `stack`: a then b, NUL-terminated, whole. */
 static void put_text(int type, uint32_t stack, const char *a, const char *b)
 {
     size_t la = strlen(a) + 1, lb = strlen(b) + 1;
-    if (lb > 60000)
-        lb = 60000;
-    gt_cap_text *r = gt_capture_reserve(type, sizeof *r + la + lb);
-    if (!r)
-        return;
-    r->os_tid = native_tid();
-    r->stack = stack;
-    r->alen = (uint32_t)la;
-    char *p = (char *)(r + 1);
-    memcpy(p, a, la);
-    memcpy(p + la, b, lb - 1);
-    p[la + lb - 1] = 0;
+    if (la > UINT32_MAX)
+        return; /* alen would not hold it */
+    gt_cap_text r = {.os_tid = native_tid(), .stack = stack, .alen = (uint32_t)la};
+    put_record(type, &r.h, sizeof r, a, la, b, lb);
 }
 
 /* ---- gt_engine object ------------------------------------------------------------ */
@@ -723,15 +751,8 @@ static void put_name(PyObject *t, const char *name, Py_ssize_t len)
     gt_cap_tensor ct;
     if (gt_capture_pytensor(t, &ct, NULL) < 0 || (ct.flags & GT_CAPT_UNDEF))
         return;
-    if (len > 4000)
-        len = 4000;
-    gt_cap_name *r = gt_capture_reserve(GT_CAP_NAME, sizeof *r + (size_t)len + 1);
-    if (r) {
-        r->impl = ct.impl;
-        r->vc = ct.vc;
-        memcpy(r + 1, name, (size_t)len);
-        ((char *)(r + 1))[len] = 0;
-    }
+    gt_cap_name r = {.impl = ct.impl, .vc = ct.vc};
+    put_record(GT_CAP_NAME, &r.h, sizeof r, name, (size_t)len + 1, NULL, 0);
 }
 
 static int param_known(void *ctx, PyObject *t)

@@ -140,3 +140,16 @@ def saved(db, node_name):
 def counter_of(db, tensor):
     """The version counter id of a tensor."""
     return one(db, "SELECT version_counter FROM tensors WHERE id = ?", tensor)
+
+
+class BothAdapters:
+    """Mixin for a unittest.TestCase: runs self.check(adapter) with the
+    dispatch adapter, and with the engine adapter where it is built."""
+
+    def test_dispatch_adapter(self):
+        self.check("dispatch")
+
+    def test_engine_adapter(self):
+        if adapter() != "engine":
+            self.skipTest("engine adapter not built")
+        self.check("engine")

@@ -75,18 +75,7 @@ def record(case, adapter, *args):
 NAME = os.path.basename(SCRIPT)
 
 
-class BothAdapters:
-    """Runs check(adapter) with each adapter."""
-
-    def test_dispatch_adapter(self):
-        self.check("dispatch")
-
-    @unittest.skipUnless(gtutil.adapter() == "engine", "engine adapter not built")
-    def test_engine_adapter(self):
-        self.check("engine")
-
-
-class DeepRecursion(BothAdapters, unittest.TestCase):
+class DeepRecursion(gtutil.BothAdapters, unittest.TestCase):
     def check(self, adapter):
         trace, cp = record("deep", adapter)
         db = gtutil.connect(trace)
@@ -121,7 +110,7 @@ class DeepRecursion(BothAdapters, unittest.TestCase):
         self.assertIn("y.mul_(2)", text)
 
 
-class TwinStacks(BothAdapters, unittest.TestCase):
+class TwinStacks(gtutil.BothAdapters, unittest.TestCase):
     def check(self, adapter):
         trace, cp = record("twin", adapter)
         db = gtutil.connect(trace)
@@ -137,7 +126,7 @@ class TwinStacks(BothAdapters, unittest.TestCase):
             self.assertEqual(len(frames), TWIN_DEPTH + 2)
 
 
-class WideFrame(BothAdapters, unittest.TestCase):
+class WideFrame(gtutil.BothAdapters, unittest.TestCase):
     """A frame larger than a capture record: the stack is kept, every
     frame of it; the engine adapter cuts the source line's text to fit (at
     a character's start), the dispatch adapter keeps it whole."""
