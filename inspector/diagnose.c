@@ -357,10 +357,13 @@ void gt__dx_stack_loc(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *c
     /* Shown like every other path of the output: relative to the working
      * directory when it lies below it. */
     const char *file = l.file;
-    char cwd[4096]; /* the process's, not the trace's: PATH_MAX bounds it */
     size_t n;
-    if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 &&
-        !strncmp(file, cwd, n) && file[n] == '/')
+    if (file && !c->cwd_read) { /* the process's, not the trace's */
+        c->cwd = getcwd(NULL, 0);
+        c->cwd_read = 1;
+    }
+    if (file && c->cwd && (n = strlen(c->cwd)) > 1 && !strncmp(file, c->cwd, n) &&
+        file[n] == '/')
         file += n + 1;
     if (gt_strbuf_addf(where, "%s:%d", file ? file : "", (int)l.line) != 0)
         c->oom = 1;
@@ -1112,6 +1115,7 @@ out:
     gt__imap_clear(&c.tcache);
     tcache_clear(&c);
     free(c.tv);
+    free(c.cwd);
     gt_findings_free(c.f);
     return rc;
 }

@@ -628,13 +628,15 @@ static int link_counts(gt_trace *t, int64_t *counts)
     return rc;
 }
 
-int gt_trace_check_links(gt_trace *t, char *what, size_t n)
+int gt_trace_check_links(gt_trace *t, gt_strbuf *what)
 {
-    size_t at = 0;
     int problems = 0;
     int64_t counts[N_LINK_CHECKS];
-    if (n)
-        what[0] = '\0';
+    gt_strbuf one = GT_STRBUF_INIT;
+    if (what->oom)
+        gt_strbuf_release(what); /* the flag sticks otherwise */
+    else
+        gt_strbuf_reset(what);
     int all = link_counts(t, counts);
     if (all < 0)
         return all;
@@ -642,39 +644,39 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n)
         if (counts[i] == 0)
             continue;
         problems++;
-        if (at < n) {
-            int w = snprintf(what + at, n - at, "%s%s: %" PRId64, at ? "; " : "",
-                             link_checks[i].what, counts[i]);
-            at += w > 0 ? (size_t)w : 0;
-        }
+        gt_strbuf_addf(what, "%s%s: %" PRId64, what->len ? "; " : "", link_checks[i].what,
+                       counts[i]);
     }
     for (size_t i = 0; !all && i < N_LINK_CHECKS; i++) {
         sqlite3_stmt *st = NULL;
         int64_t count = 1;
-        char one[200];
+        gt_strbuf_reset(&one);
         int s = sqlite3_prepare_v2(t->db, link_checks[i].sql, -1, &st, NULL);
         if (s == SQLITE_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
             count = sqlite3_column_int64(st, 0);
-            snprintf(one, sizeof one, "%s: %" PRId64, link_checks[i].what, count);
+            gt_strbuf_addf(&one, "%s: %" PRId64, link_checks[i].what, count);
         } else if ((s & 0xff) == SQLITE_NOMEM) {
             /* not a damaged trace: a check that could not run */
             sqlite3_finalize(st);
-            if (n)
-                what[0] = '\0';
-            return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+            problems = -1;
+            break;
         } else {
-            snprintf(one, sizeof one, "cannot read %s: %s", link_checks[i].table,
-                     sqlite3_errmsg(t->db));
+            gt_strbuf_addf(&one, "cannot read %s: %s", link_checks[i].table,
+                           sqlite3_errmsg(t->db));
         }
         sqlite3_finalize(st);
-        if (count == 0 || (at && strstr(what, one))) /* one missing table, said once */
+        /* one missing table, said once */
+        if (count == 0 || (what->len && strstr(what->p, gt_strbuf_str(&one))))
             continue;
         problems++;
-        if (at < n) {
-            int w = snprintf(what + at, n - at, "%s%s", at ? "; " : "", one);
-            at += w > 0 ? (size_t)w : 0;
-        }
+        gt_strbuf_addf(what, "%s%s", what->len ? "; " : "", gt_strbuf_str(&one));
     }
+    if (problems < 0 || one.oom || what->oom) {
+        gt_strbuf_release(&one);
+        gt_strbuf_release(what);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    gt_strbuf_release(&one);
     return problems;
 }
 

@@ -28,6 +28,8 @@
 
 #include <gradtrace/error.h>
 
+#include "strbuf.h"
+
 typedef struct gt_trace gt_trace;
 
 /* Open `path` for reading. Returns GT_OK, or a negative GT_E* code.
@@ -78,11 +80,13 @@ const char *gt_trace_stopped_reason(gt_trace *t);
  * roots, node executions and stacks point at rows that exist (a recording,
  * even a killed one, never leaves them otherwise; a damaged or hand-edited
  * file may). Returns how many kinds of dangling reference (or unreadable
- * table) were found, 0 if none, and describes them in what[n], e.g. "saved
- * tensors pointing at no tensor: 3; cannot read edges: no such table: edges".
- * GT_ENOMEM (what = "", the message on the handle) when a check could not
- * run for want of memory: that is no damage. */
-int gt_trace_check_links(gt_trace *t, char *what, size_t n) GT_WARN_UNUSED;
+ * table) were found, 0 if none, and describes them in *what (emptied
+ * first, then the whole text however long: it may quote SQLite's message
+ * about the file), e.g. "saved tensors pointing at no tensor: 3; cannot
+ * read edges: no such table: edges". GT_ENOMEM (*what released, the message
+ * on the handle) when a check could not run for want of memory: that is no
+ * damage. The caller releases *what. */
+int gt_trace_check_links(gt_trace *t, gt_strbuf *what /* OUT */) GT_WARN_UNUSED;
 
 /* ---- the reading layer ---------------------------------------------------
  *
