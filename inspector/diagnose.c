@@ -1011,20 +1011,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         {sql_op, &c.op},
         {sql_calls, &calls},
     };
-    {
-        sqlite3_stmt *chk = NULL;
-        int s = sqlite3_prepare_v2(c.db,
-                                   "SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                   "AND name = 'saved_earlier'",
-                                   -1, &chk, NULL);
-        if (s == SQLITE_OK && (s = sqlite3_step(chk)) == SQLITE_ROW)
-            stmts[0].sql = sql_saved_v3;
-        sqlite3_finalize(chk);
-        if (s != SQLITE_ROW && s != SQLITE_DONE) {
-            rc = gt__dx_sql_fail(&c);
-            goto out;
-        }
-    }
+    if (gt__trace_has_table(t, "saved_earlier"))
+        stmts[0].sql = sql_saved_v3;
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         if (sqlite3_prepare_v3(c.db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
                                stmts[i].st, NULL) != SQLITE_OK) {

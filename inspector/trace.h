@@ -33,6 +33,8 @@
 typedef struct gt_trace gt_trace;
 
 /* Open `path` for reading. Returns GT_OK, or a negative GT_E* code.
+ * A handle (and the connection under it, gt_trace_db) is used by one thread
+ * at a time: it holds no lock of its own, nor SQLite's connection mutex.
  * Either way *out is a handle to pass to gt_trace_close (SQLite's
  * sqlite3_open): on failure one that holds only the one-line message,
  * gt_trace_errmsg (e.g. "cannot open run.db: not a gradtrace trace"), and
@@ -134,6 +136,12 @@ int gt_trace_errcode(const gt_trace *t);
  * (gt_trace_use_views, gt_diagnose, gt_graph_build) starts with it, so
  * gt_trace_errmsg is "" after it succeeds. Can't fail. */
 void gt__trace_clear(gt_trace *t);
+
+/* 1 if the file has a table named `name`, else 0: for a table of this
+ * gradtrace's schema (format.h's list) what opening read of the file's
+ * schema, for another name a lookup in sqlite_schema (0 when it cannot
+ * run). Can't fail. */
+int gt__trace_has_table(gt_trace *t, const char *name);
 
 /* Set the handle's message (printf) and return code; for the readers built
  * on the handle. */
