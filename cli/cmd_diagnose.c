@@ -706,9 +706,7 @@ int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines, si
     char **v = NULL;
     size_t k = 0;
     int rc = -1, s;
-    char cwd[4096];
-    if (!getcwd(cwd, sizeof cwd))
-        cwd[0] = 0;
+    char *cwd = getcwd(NULL, 0); /* however long; NULL: paths shown whole */
     if (sqlite3_prepare_v2(db, which == GT_NOTE_COMPILED ? compiled_sql : outside_sql, -1,
                            &st, NULL) != SQLITE_OK)
         goto out;
@@ -749,6 +747,7 @@ int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines, si
         rc = 0;
 out:
     sqlite3_finalize(st);
+    free(cwd);
     if (rc) {
         gt_diagnose_notes_free(v, k);
         v = NULL;
@@ -1185,14 +1184,13 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
                       gt_trace *t, const char *broken, const char *err, const char *doc,
                       char **docs, size_t n)
 {
-    char cwd[4096];
     int rc = 0;
     char *tr = gt_term_text(path_arg);
     if (!tr)
         return -1;
     const char *trace = tr;
-    if (!getcwd(cwd, sizeof cwd))
-        cwd[0] = 0;
+    char *wd = getcwd(NULL, 0); /* however long; NULL: paths shown whole */
+    const char *cwd = wd ? wd : "";
     if (gt_trace_stopped_seq(t)) {
         fprintf(o, "%snote:%s recording stopped early, after event %" PRId64 " (",
                 st->yellow, st->reset, gt_trace_stopped_seq(t));
@@ -1253,6 +1251,7 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         rc = d.oom ? -1 : print_finding(o, &d, st, cwd, i + 1);
         jdoc_free(&d);
     }
+    free(wd);
     free(tr);
     return rc;
 }
@@ -1297,6 +1296,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     long long backward = 0;
     gt_trace *t = NULL;
     gt_findings *fs = NULL;
+    gt_strbuf broken = GT_STRBUF_INIT; /* what does not fit together, "" if nothing */
     qdb db = {0};
     char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
          **docs = NULL;
@@ -1359,8 +1359,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     }
     db = (qdb){.t = t, .db = gt_trace_db(t)};
     int rc = 0;
-    char broken[512];
-    if (gt_trace_check_links(t, broken, sizeof broken) < 0) {
+    if (gt_trace_check_links(t, &broken) < 0) {
         fprintf(stderr, "gradtrace: diagnose %s: %s\n", path, gt_trace_errmsg(t));
         goto out;
     }
@@ -1382,7 +1381,7 @@ int gt_cmd_diagnose(int argc, char **argv)
             " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
             "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
             (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-            broken[0] ? broken : NULL, ojson, cjson);
+            broken.len ? broken.p : NULL, ojson, cjson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -1407,7 +1406,8 @@ int gt_cmd_diagnose(int argc, char **argv)
             fprintf(m, "%snote:%s %s\n", st->yellow, st->reset, cnote[i]);
         gt_diagnose_notes_free(cnote, ncnote);
         if (prc == 0)
-            prc = print_text(m, &db, st, path, t, broken, ejson, doc, docs, fs->n);
+            prc = print_text(m, &db, st, path, t, gt_strbuf_str(&broken), ejson, doc,
+                             docs, fs->n);
         if (m && fclose(m) != 0)
             prc = -1;
         if (prc != 0) {
@@ -1423,7 +1423,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     size_t pinned = 0;
     for (size_t i = 0; i < fs->n; i++)
         pinned += fs->v[i].kind != GT_FINDING_UNEXPLAINED;
-    status = pinned ? 1 : broken[0] ? 2 : fs->n ? 1 : 0;
+    status = pinned ? 1 : broken.len ? 2 : fs->n ? 1 : 0;
 out:
     if (fflush(stdout) != 0 && status != 2) {
         fprintf(stderr, "gradtrace: diagnose: cannot write output\n");
@@ -1436,6 +1436,7 @@ out:
     free(cjson);
     free_items(docs, fs ? fs->n : 0);
     gt_findings_free(fs);
+    gt_strbuf_release(&broken);
     gt_trace_close(t);
     return status;
 }

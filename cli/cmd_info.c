@@ -178,6 +178,7 @@ static int print_json(gt_trace *t, FILE *out)
 {
     sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL;
+    gt_strbuf broken = GT_STRBUF_INIT;
     char *sql = json_sql();
     int rc = SQLITE_NOMEM;
     if (!sql)
@@ -190,14 +191,13 @@ static int print_json(gt_trace *t, FILE *out)
     sqlite3_bind_int64(st, 3, gt_trace_stopped_seq(t));
     if (gt_trace_stopped_reason(t))
         sqlite3_bind_text(st, 4, gt_trace_stopped_reason(t), -1, SQLITE_STATIC);
-    char broken[512];
-    int links = gt_trace_check_links(t, broken, sizeof broken);
+    int links = gt_trace_check_links(t, &broken);
     if (links < 0) {
         rc = SQLITE_NOMEM;
         goto out;
     }
     if (links > 0)
-        sqlite3_bind_text(st, 5, broken, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, gt_strbuf_str(&broken), -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         int oom = 0;
@@ -208,6 +208,7 @@ static int print_json(gt_trace *t, FILE *out)
     }
 out:
     sqlite3_finalize(st);
+    gt_strbuf_release(&broken);
     free(sql);
     return rc;
 }
@@ -268,6 +269,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
 {
     sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL;
+    gt_strbuf broken = GT_STRBUF_INIT;
     int rc, oom = 0; /* a text read ran out of memory */
 
     /* run */
@@ -336,15 +338,14 @@ static int print_text(gt_trace *t, FILE *out, int all)
                      "still running);\n           it holds every batch committed until "
                      "then\n");
     }
-    char broken[512];
-    int links = gt_trace_check_links(t, broken, sizeof broken);
+    int links = gt_trace_check_links(t, &broken);
     if (links < 0) {
         rc = SQLITE_NOMEM;
         goto out;
     }
     if (links > 0) {
         fputs("           damaged: its rows do not fit together (", out);
-        gt_term_puts(out, broken);
+        gt_term_puts(out, gt_strbuf_str(&broken));
         fputs(")\n", out);
     }
     sqlite3_finalize(st);
@@ -472,6 +473,7 @@ static int print_text(gt_trace *t, FILE *out, int all)
     rc = SQLITE_OK;
 out:
     sqlite3_finalize(st);
+    gt_strbuf_release(&broken);
     return rc == SQLITE_OK && oom ? SQLITE_NOMEM : rc;
 }
 

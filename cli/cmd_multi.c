@@ -117,6 +117,7 @@ int gt_multi_info(int npaths, char **paths, int json)
     int status = 2;
     if (gt_rank_set_load(&set, npaths, paths) != 0) {
         fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
+        gt_rank_set_release(&set);
         return 2;
     }
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
@@ -500,6 +501,7 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
     int status = 2, any_findings = 0, any_error = 0;
     if (gt_rank_set_load(&set, npaths, paths) != 0) {
         fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
+        gt_rank_set_release(&set);
         return 2;
     }
     docs = calloc(set.n, sizeof *docs);

@@ -32,169 +32,6 @@ typedef struct param {
     const char *value;
 } param;
 
-/* State of the authorizer: why it refused the last statement. */
-typedef gt_sql_guard guard;
-
-/* PRAGMAs whose argument names a table or index to read, not a value. */
-static const char *const read_pragmas_with_arg[] = {
-    "table_info",        "table_xinfo",     "index_list",
-    "index_info",        "index_xinfo",     "foreign_key_list",
-    "foreign_key_check", "integrity_check", "quick_check",
-};
-
-/* PRAGMAs that act even without an argument. */
-static const char *const acting_pragmas[] = {
-    "optimize",
-    "wal_checkpoint",
-    "incremental_vacuum",
-    "shrink_memory",
-};
-
-static int in_list(const char *name, const char *const *list, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!strcasecmp(name, list[i]))
-            return 1;
-    return 0;
-}
-
-/* The verb of a write action, for the refusal message; *a1 is cleared when
- * it does not name the object written. */
-static const char *write_verb(int action, const char **a1)
-{
-    const char *verb;
-    if ((action == SQLITE_INSERT || action == SQLITE_DELETE) && *a1 &&
-        (!strcmp(*a1, "sqlite_master") || !strcmp(*a1, "sqlite_temp_master"))) {
-        /* the first step of CREATE and DROP statements */
-        *a1 = NULL;
-        return "changing the schema (CREATE, DROP)";
-    }
-    switch (action) {
-    case SQLITE_INSERT:
-        verb = "INSERT into";
-        break;
-    case SQLITE_UPDATE:
-        verb = "UPDATE of";
-        break;
-    case SQLITE_DELETE:
-        verb = "DELETE from";
-        break;
-    case SQLITE_CREATE_TABLE:
-    case SQLITE_CREATE_TEMP_TABLE:
-        verb = "CREATE TABLE";
-        break;
-    case SQLITE_CREATE_VIEW:
-    case SQLITE_CREATE_TEMP_VIEW:
-        verb = "CREATE VIEW";
-        break;
-    case SQLITE_CREATE_INDEX:
-    case SQLITE_CREATE_TEMP_INDEX:
-        verb = "CREATE INDEX";
-        break;
-    case SQLITE_CREATE_TRIGGER:
-    case SQLITE_CREATE_TEMP_TRIGGER:
-        verb = "CREATE TRIGGER";
-        break;
-    case SQLITE_DROP_TABLE:
-    case SQLITE_DROP_TEMP_TABLE:
-        verb = "DROP TABLE";
-        break;
-    case SQLITE_DROP_VIEW:
-    case SQLITE_DROP_TEMP_VIEW:
-        verb = "DROP VIEW";
-        break;
-    case SQLITE_DROP_INDEX:
-    case SQLITE_DROP_TEMP_INDEX:
-        verb = "DROP INDEX";
-        break;
-    case SQLITE_DROP_TRIGGER:
-    case SQLITE_DROP_TEMP_TRIGGER:
-        verb = "DROP TRIGGER";
-        break;
-    case SQLITE_ALTER_TABLE:
-        verb = "ALTER TABLE";
-        break;
-    case SQLITE_REINDEX:
-        verb = "REINDEX";
-        break;
-    case SQLITE_ANALYZE:
-        verb = "ANALYZE";
-        break;
-    case SQLITE_CREATE_VTABLE:
-        verb = "CREATE VIRTUAL TABLE";
-        break;
-    case SQLITE_DROP_VTABLE:
-        verb = "DROP of a virtual table";
-        break;
-    default:
-        verb = "this statement";
-        *a1 = NULL;
-        break;
-    }
-    return verb;
-}
-
-static int authorize(void *ud, int action, const char *a1, const char *a2, const char *db,
-                     const char *trigger)
-{
-    guard *g = ud;
-    (void)db;
-    (void)trigger;
-    if (g->why[0]) /* keep the first reason: it names what the user wrote */
-        return SQLITE_DENY;
-    switch (action) {
-    case SQLITE_SELECT:
-    case SQLITE_READ:
-    case SQLITE_FUNCTION:
-    case SQLITE_RECURSIVE:
-    case SQLITE_TRANSACTION:
-    case SQLITE_SAVEPOINT:
-        return SQLITE_OK;
-    case SQLITE_UPDATE:
-        /* Using a table-valued function (json_each, pragma_table_info)
-         * asks for UPDATE of sqlite_master columns when SQLite sets the
-         * virtual table up. A real UPDATE of sqlite_master is still stopped:
-         * writable_schema is off, the statement is not read-only (checked
-         * after prepare) and the connection is read-only. */
-        if (a1 && (!strcmp(a1, "sqlite_master") || !strcmp(a1, "sqlite_temp_master")))
-            return SQLITE_OK;
-        break;
-    case SQLITE_PRAGMA:
-        if (in_list(a1, read_pragmas_with_arg,
-                    sizeof read_pragmas_with_arg / sizeof *read_pragmas_with_arg))
-            return SQLITE_OK;
-        if (!a2 &&
-            !in_list(a1, acting_pragmas, sizeof acting_pragmas / sizeof *acting_pragmas))
-            return SQLITE_OK;
-        snprintf(g->why, sizeof g->why,
-                 "PRAGMA %s%s%s would change the trace or the connection; "
-                 "only reading pragmas are allowed",
-                 a1, a2 ? " = " : "", a2 ? a2 : "");
-        return SQLITE_DENY;
-    case SQLITE_ATTACH:
-    case SQLITE_DETACH:
-        snprintf(g->why, sizeof g->why,
-                 "ATTACH and DETACH are not allowed: gradtrace sql reads one trace");
-        return SQLITE_DENY;
-    default:
-        break;
-    }
-    const char *verb = write_verb(action, &a1);
-    snprintf(g->why, sizeof g->why, "the trace is read-only: %s%s%s is not allowed", verb,
-             a1 ? " " : "", a1 ? a1 : "");
-    return SQLITE_DENY;
-}
-
-/* Make a freshly opened trace connection safe for user SQL (sql_guard.h). */
-int gt_sql_guard_connection(sqlite3 *db, guard *g)
-{
-    int on = 0;
-    sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
-    if (sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on) != SQLITE_OK || !on)
-        return SQLITE_ERROR;
-    return sqlite3_set_authorizer(db, authorize, g);
-}
-
 /* Bind every parameter of `st` from the -p list: the integer, then the
  * decimal real number, that the whole value spells, else the text (so
  * "nan", "inf" or "0x10" stay text). Returns 0, or -1 with the name of a
@@ -309,7 +146,7 @@ int gt_cmd_sql(int argc, char **argv)
     sqlite3 *mdb = NULL; /* several traces joined (multi.c) */
     char *input = NULL;
     sqlite3_stmt *st = NULL;
-    guard g = {{0}};
+    gt_sql_guard g = GT_SQL_GUARD_INIT;
     int status = 2, c;
 
     optind = 0;
@@ -428,11 +265,11 @@ int gt_cmd_sql(int argc, char **argv)
     const char *tail = sql;
     while (*tail) {
         const char *next = NULL;
-        g.why[0] = '\0';
+        gt_sql_guard_clear(&g);
         int rc = sqlite3_prepare_v2(db, tail, -1, &st, &next);
         if (rc != SQLITE_OK) {
-            if (g.why[0])
-                fprintf(stderr, "gradtrace: sql: refused: %s\n", g.why);
+            if (gt_sql_guard_why(&g)[0])
+                fprintf(stderr, "gradtrace: sql: refused: %s\n", gt_sql_guard_why(&g));
             else
                 fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
             goto out;
@@ -478,6 +315,7 @@ out:
     sqlite3_finalize(st);
     gt_trace_close(t);
     sqlite3_close(mdb);
+    gt_sql_guard_release(&g);
     free(input);
     free(ps);
     return status;

@@ -357,10 +357,13 @@ void gt__dx_stack_loc(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *c
     /* Shown like every other path of the output: relative to the working
      * directory when it lies below it. */
     const char *file = l.file;
-    char cwd[4096]; /* the process's, not the trace's: PATH_MAX bounds it */
     size_t n;
-    if (file && getcwd(cwd, sizeof cwd) && (n = strlen(cwd)) > 1 &&
-        !strncmp(file, cwd, n) && file[n] == '/')
+    if (file && !c->cwd_read) { /* the process's, not the trace's */
+        c->cwd = getcwd(NULL, 0);
+        c->cwd_read = 1;
+    }
+    if (file && c->cwd && (n = strlen(c->cwd)) > 1 && !strncmp(file, c->cwd, n) &&
+        file[n] == '/')
         file += n + 1;
     if (gt_strbuf_addf(where, "%s:%d", file ? file : "", (int)l.line) != 0)
         c->oom = 1;
@@ -1008,20 +1011,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         {sql_op, &c.op},
         {sql_calls, &calls},
     };
-    {
-        sqlite3_stmt *chk = NULL;
-        int s = sqlite3_prepare_v2(c.db,
-                                   "SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                   "AND name = 'saved_earlier'",
-                                   -1, &chk, NULL);
-        if (s == SQLITE_OK && (s = sqlite3_step(chk)) == SQLITE_ROW)
-            stmts[0].sql = sql_saved_v3;
-        sqlite3_finalize(chk);
-        if (s != SQLITE_ROW && s != SQLITE_DONE) {
-            rc = gt__dx_sql_fail(&c);
-            goto out;
-        }
-    }
+    if (gt__trace_has_table(t, "saved_earlier"))
+        stmts[0].sql = sql_saved_v3;
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         if (sqlite3_prepare_v3(c.db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
                                stmts[i].st, NULL) != SQLITE_OK) {
@@ -1112,6 +1103,7 @@ out:
     gt__imap_clear(&c.tcache);
     tcache_clear(&c);
     free(c.tv);
+    free(c.cwd);
     gt_findings_free(c.f);
     return rc;
 }

@@ -63,6 +63,9 @@ typedef struct gt__dctx {
     size_t cap;
     int64_t only; /* the backward call asked for, 0 for all */
     int oom;      /* a best-effort lookup ran out of memory */
+    char *cwd;    /* the process's working directory, however long: read on
+                     first use (cwd_read), NULL if unknown */
+    int cwd_read;
 } gt__dctx;
 
 /* Errors: set the message, return GT_ECORRUPT / GT_ENOMEM. */

@@ -2081,7 +2081,7 @@ size_t gt_graph_findings_shown(const gt_graph *g)
 
 const char *gt_graph_errmsg(const gt_graph *g)
 {
-    return g ? g->errmsg : "out of memory";
+    return !g || g->err.oom ? "out of memory" : gt_strbuf_str(&g->err);
 }
 
 const char *gt_graph_warnings(const gt_graph *g)
@@ -2096,5 +2096,6 @@ void gt_graph_free(gt_graph *g)
     if (g->g)
         agclose(g->g);
     gt_strbuf_release(&g->warnings);
+    gt_strbuf_release(&g->err);
     free(g);
 }

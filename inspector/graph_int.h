@@ -17,7 +17,7 @@ struct gt_graph {
     size_t nodes_total;
     size_t findings_shown;
     size_t layout_limit;
-    char errmsg[512];   /* the last render error, "" after a success */
+    gt_strbuf err;      /* the last render error, empty after a success */
     gt_strbuf warnings; /* Graphviz's messages of the last render (the first:
                            and the build's), one a line */
     int built_warnings; /* 1 until the first render: warnings are the build's */

@@ -25,14 +25,25 @@
  * (libgvplugin_core, _dot_layout, _pango: svg, and png through cairo). */
 #define GV_PACKAGE "libgvc6"
 
-/* Keep a one-line message on the handle; returns rc. */
+/* No error on g. Can't fail. */
+static void clear_err(gt_graph *g)
+{
+    if (g->err.oom)
+        gt_strbuf_release(&g->err); /* the flag sticks otherwise */
+    else
+        gt_strbuf_reset(&g->err);
+}
+
+/* Keep a one-line message on the handle, however long (one that does not
+ * fit in memory reads "out of memory": gt_graph_errmsg); returns rc. */
 static int seterr(gt_graph *g, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int seterr(gt_graph *g, int rc, const char *fmt, ...)
 {
     va_list ap;
+    clear_err(g);
     va_start(ap, fmt);
-    vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
+    gt_strbuf_vaddf(&g->err, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -102,32 +113,34 @@ static struct {
  * their level and "(null): " (gt_graph_warnings); the command prints them
  * under its name. cgraph hands a message to the handler in pieces
  * ("Warning", ": ", the text ending in a newline), so they are gathered per
- * thread up to the newline. The library never prints: a message outside an
+ * thread up to the newline, on the heap (a message quotes names from the
+ * trace: it is kept whole). The library never prints: a message outside an
  * operation on a handle (the program's own use of cgraph) goes to the
  * handler the program had set before ours, or nowhere. */
-static _Thread_local char gv_msg[1024];
-static _Thread_local size_t gv_msg_len;
+static _Thread_local gt_strbuf gv_msg;
 static _Thread_local gt_strbuf *gv_target;
 static pthread_once_t gv_errf_once = PTHREAD_ONCE_INIT;
 static agusererrf gv_prev_errf; /* set once, before any message reaches us */
 
-/* Print one gathered Graphviz message, without its level and "(null): ". */
+/* Pass on one gathered Graphviz message, without its level and "(null): ",
+ * and free it. A message that did not fit in memory is lost and sets the
+ * target's oom flag. */
 static void gv_message_flush(void)
 {
-    char *m = gv_msg;
-    gv_msg[gv_msg_len < sizeof gv_msg ? gv_msg_len : sizeof gv_msg - 1] = '\0';
-    gv_msg_len = 0;
-    if (!gv_target) {
-        if (gv_prev_errf) {
-            size_t k = strlen(m);
-            if (k + 1 < sizeof gv_msg) { /* with its newline back */
-                m[k] = '\n';
-                m[k + 1] = '\0';
-            }
-            gv_prev_errf(m);
-        }
+    if (gv_msg.oom) {
+        if (gv_target)
+            gv_target->oom = 1;
+        gt_strbuf_release(&gv_msg);
         return;
     }
+    if (!gv_target) {
+        /* with its newline back */
+        if (gv_prev_errf && gt_strbuf_adds(&gv_msg, "\n") == 0)
+            gv_prev_errf(gv_msg.p);
+        gt_strbuf_release(&gv_msg);
+        return;
+    }
+    const char *m = gt_strbuf_str(&gv_msg);
     if (!strncmp(m, "Warning: ", 9))
         m += 9;
     else if (!strncmp(m, "Error: ", 7))
@@ -136,21 +149,22 @@ static void gv_message_flush(void)
         m += 8;
     size_t n = strlen(m);
     while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
-        m[--n] = '\0';
+        n--;
     if (n)
-        gt_strbuf_addf(gv_target, "%s\n", m);
+        gt_strbuf_addf(gv_target, "%.*s\n", (int)n, m);
+    gt_strbuf_release(&gv_msg);
 }
 
 static int gv_message(char *piece)
 {
-    for (const char *p = piece; *p; p++) {
-        if (*p == '\n') {
-            gv_message_flush();
-            continue;
-        }
-        if (gv_msg_len < sizeof gv_msg - 1)
-            gv_msg[gv_msg_len] = *p;
-        gv_msg_len++;
+    const char *p = piece;
+    for (;;) {
+        size_t k = strcspn(p, "\n");
+        gt_strbuf_add(&gv_msg, p, k); /* on failure the flag sticks until flushed */
+        if (!p[k])
+            break;
+        gv_message_flush();
+        p += k + 1;
     }
     return 0;
 }
@@ -163,7 +177,7 @@ static void gv_errf_init(void)
 void gt__graph_messages(gt_strbuf *to)
 {
     pthread_once(&gv_errf_once, gv_errf_init);
-    gv_msg_len = 0;
+    gt_strbuf_release(&gv_msg);
     gv_target = to;
 }
 
@@ -248,7 +262,7 @@ static int layout(gt_graph *g, int format, const char **device /* OUT */)
  * g until render_end. */
 static void render_begin(gt_graph *g)
 {
-    g->errmsg[0] = '\0';
+    clear_err(g);
     if (!g->built_warnings) /* the build's are kept for the first render */
         gt_strbuf_reset(&g->warnings);
     g->built_warnings = 0;

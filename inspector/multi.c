@@ -83,15 +83,19 @@ static int set_fail(gt_rank_set *s, int code, const char *fmt, ...)
 static int set_fail(gt_rank_set *s, int code, const char *fmt, ...)
 {
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    if (s->err.oom)
+        gt_strbuf_release(&s->err); /* the flag sticks otherwise */
+    else
+        gt_strbuf_reset(&s->err);
+    va_start(ap, fmt); /* a message too long for memory reads "out of memory" */
+    gt_strbuf_vaddf(&s->err, fmt, ap);
     va_end(ap);
     return code;
 }
 
 const char *gt_rank_set_errmsg(const gt_rank_set *s)
 {
-    return s->errmsg;
+    return s->err.oom ? "out of memory" : gt_strbuf_str(&s->err);
 }
 
 static int add(gt_rank_set *s, size_t *cap, const char *path)
@@ -197,12 +201,12 @@ static int cmp_rank(const void *a, const void *b)
 
 int gt_rank_set_load(gt_rank_set *out, int npaths, char **paths)
 {
-    gt_rank_set s = {0, NULL, ""};
+    gt_rank_set s = {0};
     size_t cap = 0;
     int rc = 0;
     out->n = 0;
     out->v = NULL;
-    out->errmsg[0] = '\0';
+    out->err = (gt_strbuf)GT_STRBUF_INIT;
     for (int i = 0; i < npaths && rc == 0; i++) {
         struct stat st;
         if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode))
@@ -251,6 +255,7 @@ void gt_rank_set_release(gt_rank_set *s)
     free(s->v);
     s->v = NULL;
     s->n = 0;
+    gt_strbuf_release(&s->err);
 }
 
 int gt_format_ranks_buf(const int64_t *ranks, size_t n, gt_strbuf *out)

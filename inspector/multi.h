@@ -18,6 +18,8 @@
 
 #include <gradtrace/error.h>
 
+#include "strbuf.h"
+
 /* The path rank N writes for `path`: `{rank}` replaced, else `.rankN`
  * inserted before the file name's extension. Returns a malloc'd string,
  * NULL when out of memory. */
@@ -38,8 +40,8 @@ typedef struct gt_rank_trace {
 /* A set of traces, and the handle its calls keep their last error on. */
 typedef struct gt_rank_set {
     size_t n;
-    gt_rank_trace *v;  /* ordered by rank, then path */
-    char errmsg[1024]; /* gt_rank_set_errmsg */
+    gt_rank_trace *v; /* ordered by rank, then path */
+    gt_strbuf err;    /* gt_rank_set_errmsg: however long the paths it names */
 } gt_rank_set;
 
 /* Initialise *s with `paths` (files and directories) expanded, reading each
@@ -50,17 +52,19 @@ typedef struct gt_rank_set {
  * "cannot open ...": gt_rank_set_errmsg). Release s after either. */
 GT_WARN_UNUSED int gt_rank_set_load(gt_rank_set *s, int npaths, char **paths);
 
-/* The message of the last failed call on s, "" if none. Owned by s. */
+/* The message of the last failed call on s, "" if none ("out of memory"
+ * when it did not fit in memory). Owned by s, valid until its next call or
+ * gt_rank_set_release. */
 const char *gt_rank_set_errmsg(const gt_rank_set *s);
 
-/* Free a set's contents; the set itself may be on the stack. */
+/* Free a set's contents, its message too; the set itself may be on the
+ * stack. */
 void gt_rank_set_release(gt_rank_set *s);
 
 /* "0-3", "0, 2", "0-1, 5": the ranks in ranks[0..n) (ascending) as the
  * shortest text of ranges, appended to out (a gt_strbuf, strbuf.h: however
  * many ranks). Returns GT_OK, or GT_ENOMEM (out's sticky flag set). */
-struct gt_strbuf;
-int gt_format_ranks_buf(const int64_t *ranks, size_t n, struct gt_strbuf *out)
+int gt_format_ranks_buf(const int64_t *ranks, size_t n, gt_strbuf *out)
     __attribute__((warn_unused_result));
 
 /* The same into buf[len] (always terminated; cut at len - 1 bytes). */

@@ -76,20 +76,6 @@ static int where(gt_trace *t, sqlite3_stmt *st, int col, char **out)
     return rc == GT_ENOMEM ? rc : 0; /* a stack it cannot read: no line */
 }
 
-static int has_table(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *q = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(
-            db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1", -1, &q,
-            NULL) == SQLITE_OK) {
-        sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-        found = sqlite3_step(q) == SQLITE_ROW;
-    }
-    sqlite3_finalize(q);
-    return found;
-}
-
 /* Append one finding to f, growing f->v to exactly its new size. */
 static gt_finding *append(gt_findings *f)
 {
@@ -180,12 +166,12 @@ out:
 int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
 {
     sqlite3 *db = gt_trace_db(t);
-    if (has_table(db, "saved_fingerprints")) {
+    if (gt__trace_has_table(t, "saved_fingerprints")) {
         int rc = saved_writes(t, only, f);
         if (rc)
             return rc;
     }
-    if (!has_table(db, "storage_swaps"))
+    if (!gt__trace_has_table(t, "storage_swaps"))
         return 0; /* a v2 trace: no swap was looked for */
     sqlite3_stmt *st = NULL;
     int rc = 0;

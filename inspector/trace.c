@@ -31,6 +31,7 @@ struct gt_trace {
     int schema_version;
     int partial;
     int views;           /* 1 once gt_trace_use_views made the TEMP views */
+    uint64_t tables;     /* bit i: schema_tables[i] is a table of the file */
     int64_t stopped_seq; /* run.stopped_seq (schema 2), 0 if none */
     char *stopped_reason;
     char *note; /* what opening did beyond reading, NULL if nothing */
@@ -94,6 +95,12 @@ static void checkpoint_wal(const char *path)
     sqlite3_close(db);
 }
 
+/* The trace's connection: read-only, and without SQLite's per-connection
+ * mutex (SQLite's multi-thread mode): a gt_trace, with its statement cache
+ * and message, is one thread's at a time anyway, and the mutex cost a lock
+ * and an unlock on every call into SQLite. */
+#define TRACE_OPEN_FLAGS (SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX)
+
 /* 1 if the run has not ended (still recording, or killed). */
 #define RUNNING_SQL "SELECT count(*) FROM run WHERE status = '" GT_RUN_STATUS_RUNNING "'"
 
@@ -107,12 +114,14 @@ static const char *const schema_tables[] = {GT_TABLE_LIST(GT__TABLE_NAME)};
  * again). */
 typedef struct schema_scan {
     int has_run;        /* a table named run */
+    uint64_t tables;    /* bit i: a row names schema_tables[i] as a table */
     int missing;        /* indexes of schema/indexes.sql the file lacks */
     size_t bad;         /* the first of schema_tables that is not a table, */
     gt_strbuf bad_kind; /* and what it is instead; bad == n_tables if none */
 } schema_scan;
 
 #define N_SCHEMA_TABLES (sizeof schema_tables / sizeof *schema_tables)
+_Static_assert(N_SCHEMA_TABLES <= 64, "gt_trace.tables holds a bit per table");
 
 /* The next index name of schema/indexes.sql (each created by a line
  * "CREATE INDEX IF NOT EXISTS <name> ON") from *p on: its length, *name
@@ -171,7 +180,11 @@ static int scan_schema(gt_trace *t, sqlite3 *db, const char *path, schema_scan *
                     found[i] = 1;
         }
         for (size_t i = 0; i < N_SCHEMA_TABLES; i++) {
-            if (strcmp(n, schema_tables[i]) || seen[i])
+            if (strcmp(n, schema_tables[i]))
+                continue;
+            if (is_table)
+                sc->tables |= (uint64_t)1 << i;
+            if (seen[i])
                 continue;
             seen[i] = 1;
             if (!is_table && i < sc->bad) {
@@ -316,7 +329,8 @@ static int finish_in_place(const char *path)
 static int indexed_copy(sqlite3 **db, const char *path, int64_t logged)
 {
     sqlite3 *copy = NULL;
-    int rc = sqlite3_open_v2("", &copy, SQLITE_OPEN_READWRITE, NULL);
+    int rc =
+        sqlite3_open_v2("", &copy, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_backup *b = sqlite3_backup_init(copy, "main", *db, "main");
         if (!b) {
@@ -394,7 +408,7 @@ static int open_trace(gt_trace *t, const char *path)
         return rc;
     if (!live)
         checkpoint_wal(path);
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db, TRACE_OPEN_FLAGS, NULL) != SQLITE_OK) {
         rc = gt__trace_fail(t, GT_EIO, "cannot open %s: %s", path,
                             db ? sqlite3_errmsg(db) : "out of memory");
         goto out;
@@ -433,6 +447,7 @@ static int open_trace(gt_trace *t, const char *path)
     if (rc != GT_OK)
         goto out;
     int missing = sc.missing, running = 0, pages = 0, page_size = 0;
+    t->tables = sc.tables;
     if (logged >= 0 ||
         (missing > 0 && int_query(db, "PRAGMA page_count", &pages) == SQLITE_OK &&
          int_query(db, "PRAGMA page_size", &page_size) == SQLITE_OK &&
@@ -448,7 +463,7 @@ static int open_trace(gt_trace *t, const char *path)
             sqlite3_close(db);
             db = NULL;
             finished = finish_in_place(path) == SQLITE_OK;
-            if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+            if (sqlite3_open_v2(path, &db, TRACE_OPEN_FLAGS, NULL) != SQLITE_OK) {
                 rc = gt__trace_fail(t, GT_EIO, "cannot open %s: %s", path,
                                     db ? sqlite3_errmsg(db) : "out of memory");
                 goto out;
@@ -628,13 +643,15 @@ static int link_counts(gt_trace *t, int64_t *counts)
     return rc;
 }
 
-int gt_trace_check_links(gt_trace *t, char *what, size_t n)
+int gt_trace_check_links(gt_trace *t, gt_strbuf *what)
 {
-    size_t at = 0;
     int problems = 0;
     int64_t counts[N_LINK_CHECKS];
-    if (n)
-        what[0] = '\0';
+    gt_strbuf one = GT_STRBUF_INIT;
+    if (what->oom)
+        gt_strbuf_release(what); /* the flag sticks otherwise */
+    else
+        gt_strbuf_reset(what);
     int all = link_counts(t, counts);
     if (all < 0)
         return all;
@@ -642,39 +659,39 @@ int gt_trace_check_links(gt_trace *t, char *what, size_t n)
         if (counts[i] == 0)
             continue;
         problems++;
-        if (at < n) {
-            int w = snprintf(what + at, n - at, "%s%s: %" PRId64, at ? "; " : "",
-                             link_checks[i].what, counts[i]);
-            at += w > 0 ? (size_t)w : 0;
-        }
+        gt_strbuf_addf(what, "%s%s: %" PRId64, what->len ? "; " : "", link_checks[i].what,
+                       counts[i]);
     }
     for (size_t i = 0; !all && i < N_LINK_CHECKS; i++) {
         sqlite3_stmt *st = NULL;
         int64_t count = 1;
-        char one[200];
+        gt_strbuf_reset(&one);
         int s = sqlite3_prepare_v2(t->db, link_checks[i].sql, -1, &st, NULL);
         if (s == SQLITE_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
             count = sqlite3_column_int64(st, 0);
-            snprintf(one, sizeof one, "%s: %" PRId64, link_checks[i].what, count);
+            gt_strbuf_addf(&one, "%s: %" PRId64, link_checks[i].what, count);
         } else if ((s & 0xff) == SQLITE_NOMEM) {
             /* not a damaged trace: a check that could not run */
             sqlite3_finalize(st);
-            if (n)
-                what[0] = '\0';
-            return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+            problems = -1;
+            break;
         } else {
-            snprintf(one, sizeof one, "cannot read %s: %s", link_checks[i].table,
-                     sqlite3_errmsg(t->db));
+            gt_strbuf_addf(&one, "cannot read %s: %s", link_checks[i].table,
+                           sqlite3_errmsg(t->db));
         }
         sqlite3_finalize(st);
-        if (count == 0 || (at && strstr(what, one))) /* one missing table, said once */
+        /* one missing table, said once */
+        if (count == 0 || (what->len && strstr(what->p, gt_strbuf_str(&one))))
             continue;
         problems++;
-        if (at < n) {
-            int w = snprintf(what + at, n - at, "%s%s", at ? "; " : "", one);
-            at += w > 0 ? (size_t)w : 0;
-        }
+        gt_strbuf_addf(what, "%s%s", what->len ? "; " : "", gt_strbuf_str(&one));
     }
+    if (problems < 0 || one.oom || what->oom) {
+        gt_strbuf_release(&one);
+        gt_strbuf_release(what);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    gt_strbuf_release(&one);
     return problems;
 }
 
@@ -723,6 +740,23 @@ void gt__trace_clear(gt_trace *t)
     else
         gt_strbuf_reset(&t->err);
     t->errcode = 0;
+}
+
+int gt__trace_has_table(gt_trace *t, const char *name)
+{
+    for (size_t i = 0; i < N_SCHEMA_TABLES; i++)
+        if (!strcmp(name, schema_tables[i]))
+            return (t->tables >> i) & 1;
+    sqlite3_stmt *q = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(
+            t->db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1", -1,
+            &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+        found = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return found;
 }
 
 /* A failed step or prepare: out of memory, or a trace SQLite cannot read. */

@@ -28,9 +28,13 @@
 
 #include <gradtrace/error.h>
 
+#include "strbuf.h"
+
 typedef struct gt_trace gt_trace;
 
 /* Open `path` for reading. Returns GT_OK, or a negative GT_E* code.
+ * A handle (and the connection under it, gt_trace_db) is used by one thread
+ * at a time: it holds no lock of its own, nor SQLite's connection mutex.
  * Either way *out is a handle to pass to gt_trace_close (SQLite's
  * sqlite3_open): on failure one that holds only the one-line message,
  * gt_trace_errmsg (e.g. "cannot open run.db: not a gradtrace trace"), and
@@ -78,11 +82,13 @@ const char *gt_trace_stopped_reason(gt_trace *t);
  * roots, node executions and stacks point at rows that exist (a recording,
  * even a killed one, never leaves them otherwise; a damaged or hand-edited
  * file may). Returns how many kinds of dangling reference (or unreadable
- * table) were found, 0 if none, and describes them in what[n], e.g. "saved
- * tensors pointing at no tensor: 3; cannot read edges: no such table: edges".
- * GT_ENOMEM (what = "", the message on the handle) when a check could not
- * run for want of memory: that is no damage. */
-int gt_trace_check_links(gt_trace *t, char *what, size_t n) GT_WARN_UNUSED;
+ * table) were found, 0 if none, and describes them in *what (emptied
+ * first, then the whole text however long: it may quote SQLite's message
+ * about the file), e.g. "saved tensors pointing at no tensor: 3; cannot
+ * read edges: no such table: edges". GT_ENOMEM (*what released, the message
+ * on the handle) when a check could not run for want of memory: that is no
+ * damage. The caller releases *what. */
+int gt_trace_check_links(gt_trace *t, gt_strbuf *what /* OUT */) GT_WARN_UNUSED;
 
 /* ---- the reading layer ---------------------------------------------------
  *
@@ -130,6 +136,12 @@ int gt_trace_errcode(const gt_trace *t);
  * (gt_trace_use_views, gt_diagnose, gt_graph_build) starts with it, so
  * gt_trace_errmsg is "" after it succeeds. Can't fail. */
 void gt__trace_clear(gt_trace *t);
+
+/* 1 if the file has a table named `name`, else 0: for a table of this
+ * gradtrace's schema (format.h's list) what opening read of the file's
+ * schema, for another name a lookup in sqlite_schema (0 when it cannot
+ * run). Can't fail. */
+int gt__trace_has_table(gt_trace *t, const char *name);
 
 /* Set the handle's message (printf) and return code; for the readers built
  * on the handle. */

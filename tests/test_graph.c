@@ -3,6 +3,7 @@
  * and the DOT read back with cgraph (agmemread) to check nodes, edges and
  * labels; SVG and PNG checked for shape; label escaping round-tripped.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <gradtrace/recorder.h>
 
 #include "graph.h"
+#include "graph_int.h"
 #include "graph_render.h"
 #include "trace.h"
 
@@ -1194,6 +1196,69 @@ static void test_graphviz_messages_not_printed(void **state)
     gt_graph_free(g);
 }
 
+/* A render error names the path whole, however long (a path is the user's:
+ * 2,600 bytes here, beyond any fixed message buffer). */
+static void test_render_error_long_path(void **state)
+{
+    (void)state;
+    tb t;
+    make_chain(&t, "long_path.db", 1);
+    gt_graph *g = build(t.path, NULL);
+    gt_strbuf path = GT_STRBUF_INIT;
+    gt_strbuf_addf(&path, "%s/missing", tmpdir);
+    for (int i = 0; i < 13; i++) {
+        gt_strbuf_adds(&path, "/");
+        for (int k = 0; k < 199; k++)
+            gt_strbuf_adds(&path, "d");
+    }
+    gt_strbuf_adds(&path, "/end.svg");
+    assert_false(path.oom);
+    assert_true(path.len > 2600);
+    gt_strbuf want = GT_STRBUF_INIT;
+    gt_strbuf_addf(&want, "cannot write %s: %s", path.p, strerror(ENOENT));
+    assert_int_equal(gt_graph_render(g, GT_GRAPH_SVG, path.p), GT_EIO);
+    assert_string_equal(gt_graph_errmsg(g), want.p);
+    /* a success clears it */
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(gt_graph_render_data(g, GT_GRAPH_DOT, &data, &len), 0);
+    free(data);
+    assert_string_equal(gt_graph_errmsg(g), "");
+    gt_strbuf_release(&want);
+    gt_strbuf_release(&path);
+    gt_graph_free(g);
+}
+
+/* Graphviz's messages are kept whole, however long (they quote names from
+ * the trace), without their level, one a line, whether cgraph hands them
+ * over in one piece or in several. (Each piece stays under 1,024 bytes:
+ * Graphviz 2.42's agerr reuses its va_list to format a longer one.) */
+static void test_graphviz_messages_whole(void **state)
+{
+    (void)state;
+    gt_strbuf name = GT_STRBUF_INIT, got = GT_STRBUF_INIT, want = GT_STRBUF_INIT;
+    for (int k = 0; k < 900; k++)
+        gt_strbuf_add(&name, &"abcdefghij"[k % 10], 1);
+    assert_false(name.oom);
+    gt__graph_messages(&got);
+    agerr(AGWARN, "node %s", name.p);
+    agerr(AGPREV, "%s", name.p);
+    agerr(AGPREV, "%s has an odd label\n", name.p);
+    agerr(AGERR, "graph %s", name.p); /* ended by the next piece */
+    agerr(AGPREV, " is too large\n");
+    gt__graph_messages(NULL);
+    gt_strbuf_addf(&want, "node %s%s%s has an odd label\ngraph %s is too large\n", name.p,
+                   name.p, name.p, name.p);
+    assert_false(got.oom);
+    assert_string_equal(gt_strbuf_str(&got), want.p);
+    /* nothing more once detached */
+    agerr(AGWARN, "%s\n", "after");
+    assert_int_equal(got.len, want.len);
+    gt_strbuf_release(&name);
+    gt_strbuf_release(&got);
+    gt_strbuf_release(&want);
+}
+
 static void test_no_backward(void **state)
 {
     (void)state;
@@ -1301,6 +1366,8 @@ int main(void)
         cmocka_unit_test(test_view_names),
         cmocka_unit_test(test_png),
         cmocka_unit_test(test_render_files),
+        cmocka_unit_test(test_render_error_long_path),
+        cmocka_unit_test(test_graphviz_messages_whole),
         cmocka_unit_test(test_layout_limit),
         cmocka_unit_test(test_wrap_long_chain),
         cmocka_unit_test(test_no_backward),

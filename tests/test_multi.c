@@ -1,5 +1,6 @@
 /* Several traces at once (inspector/multi.c, cmd_multi.c): rank naming, the
  * rank list, and diagnose, info and sql over two hand-built seed traces. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -185,6 +186,55 @@ static void test_rank_set_errors(void **state)
     gt_rank_set_release(&s);
 }
 
+/* A rank set's message names a path whole, however long (2,500 bytes and
+ * more here): a trace that cannot be opened, an empty directory. */
+static void test_rank_set_long_errors(void **state)
+{
+    (void)state;
+    gt_rank_set s;
+    gt_strbuf deep = GT_STRBUF_INIT, want = GT_STRBUF_INIT;
+    gt_strbuf_adds(&deep, dir);
+    for (int i = 0; i < 12; i++) {
+        gt_strbuf_adds(&deep, "/");
+        for (int k = 0; k < 210; k++)
+            gt_strbuf_add(&deep, &"0123456789"[(i + k) % 10], 1);
+        assert_false(deep.oom);
+        assert_int_equal(mkdir(deep.p, 0700), 0);
+    }
+    assert_true(deep.len > 2500);
+
+    char *p1[] = {deep.p};
+    assert_int_equal(gt_rank_set_load(&s, 1, p1), GT_EINVAL);
+    gt_strbuf_addf(&want, "no traces in directory %s", deep.p);
+    assert_string_equal(gt_rank_set_errmsg(&s), want.p);
+    gt_rank_set_release(&s);
+
+    size_t dir_len = deep.len;
+    gt_strbuf_adds(&deep, "/none.db");
+    char *p2[] = {deep.p};
+    assert_int_equal(gt_rank_set_load(&s, 1, p2), GT_EIO);
+    assert_non_null(strstr(gt_rank_set_errmsg(&s), deep.p));
+    gt_strbuf_reset(&want);
+    gt_strbuf_addf(&want, "%s: %s", deep.p, strerror(ENOENT));
+    const char *m = gt_rank_set_errmsg(&s);
+    size_t n = strlen(m);
+    assert_true(n >= want.len);
+    assert_string_equal(m + n - want.len, want.p);
+    gt_rank_set_release(&s);
+
+    /* remove the directories, deepest first */
+    deep.len = dir_len;
+    deep.p[dir_len] = '\0';
+    while (deep.len > strlen(dir)) {
+        assert_int_equal(rmdir(deep.p), 0);
+        char *slash = strrchr(deep.p, '/');
+        deep.len = (size_t)(slash - deep.p);
+        *slash = '\0';
+    }
+    gt_strbuf_release(&deep);
+    gt_strbuf_release(&want);
+}
+
 static void test_multi_errors(void **state)
 {
     (void)state;
@@ -336,11 +386,17 @@ static void test_many_traces(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rank_path),      cmocka_unit_test(test_env_rank_path),
-        cmocka_unit_test(test_format_ranks),   cmocka_unit_test(test_format_ranks_many),
-        cmocka_unit_test(test_rank_set),       cmocka_unit_test(test_rank_set_errors),
-        cmocka_unit_test(test_multi_errors),   cmocka_unit_test(test_multi_info),
-        cmocka_unit_test(test_multi_diagnose), cmocka_unit_test(test_multi_sql),
+        cmocka_unit_test(test_rank_path),
+        cmocka_unit_test(test_env_rank_path),
+        cmocka_unit_test(test_format_ranks),
+        cmocka_unit_test(test_format_ranks_many),
+        cmocka_unit_test(test_rank_set),
+        cmocka_unit_test(test_rank_set_errors),
+        cmocka_unit_test(test_rank_set_long_errors),
+        cmocka_unit_test(test_multi_errors),
+        cmocka_unit_test(test_multi_info),
+        cmocka_unit_test(test_multi_diagnose),
+        cmocka_unit_test(test_multi_sql),
         cmocka_unit_test(test_many_traces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

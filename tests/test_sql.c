@@ -19,6 +19,7 @@
 
 #include "cmd.h"
 #include "diagnose.h"
+#include "strbuf.h"
 #include "table_out.h"
 #include "trace.h"
 #include "sqltrace.h"
@@ -818,6 +819,39 @@ static void test_sql_refuses_writes(void **state)
     free(after);
 }
 
+/* The refusal names what the user wrote whole, however long: a 400-byte
+ * pragma name, a 1,000-byte pragma value. */
+static void test_sql_refusal_long_names(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *sql, *pragma; /* %s: the long text, in both */
+        size_t len;
+    } cases[] = {
+        {"PRAGMA %s = 1", "%s = 1", 400},
+        {"PRAGMA journal_mode = x%s", "journal_mode = x%s", 1000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gt_strbuf name = GT_STRBUF_INIT, q = GT_STRBUF_INIT, want = GT_STRBUF_INIT;
+        for (size_t k = 0; k < cases[i].len; k++)
+            gt_strbuf_add(&name, &"abcdefghijklmnopqrstuvwxyz"[k % 26], 1);
+        gt_strbuf_addf(&q, cases[i].sql, name.p);
+        gt_strbuf_adds(&want, "refused: PRAGMA ");
+        gt_strbuf_addf(&want, cases[i].pragma, name.p);
+        gt_strbuf_adds(&want, " would change the trace or the connection; only reading "
+                              "pragmas are allowed\n");
+        assert_false(q.oom || want.oom);
+        captured c;
+        sql_run(&c, NULL, f->path, q.p, NULL);
+        if (c.status != 2 || !strstr(c.err, want.p))
+            fail_msg("status %d, stderr: %s", c.status, c.err);
+        captured_free(&c);
+        gt_strbuf_release(&name);
+        gt_strbuf_release(&q);
+        gt_strbuf_release(&want);
+    }
+}
+
 static void test_sql_allows_reads(void **state)
 {
     fixture *f = *state;
@@ -1070,6 +1104,8 @@ int main(void)
                                         seed_teardown),
         cmocka_unit_test_setup_teardown(test_sql_errors, seed_setup, seed_teardown),
         cmocka_unit_test_setup_teardown(test_sql_refuses_writes, seed_setup,
+                                        seed_teardown),
+        cmocka_unit_test_setup_teardown(test_sql_refusal_long_names, seed_setup,
                                         seed_teardown),
         cmocka_unit_test_setup_teardown(test_sql_allows_reads, seed_setup, seed_teardown),
         cmocka_unit_test_setup_teardown(test_views_documented, seed_setup, seed_teardown),

@@ -272,7 +272,7 @@ static PyObject *gtinspect_query(PyObject *module, PyObject *args)
     PyObject *params = Py_None;
     gt_trace *t = NULL;
     sqlite3_stmt *st = NULL;
-    gt_sql_guard g = {{0}};
+    gt_sql_guard g = GT_SQL_GUARD_INIT;
     PyObject *columns = NULL, *rows = NULL, *result = NULL;
 
     if (!PyArg_ParseTuple(args, "ss|O:query", &path, &sql, &params))
@@ -289,8 +289,9 @@ static PyObject *gtinspect_query(PyObject *module, PyObject *args)
     }
     const char *tail = NULL;
     if (sqlite3_prepare_v2(db, sql, -1, &st, &tail) != SQLITE_OK) {
-        PyErr_Format(PyExc_ValueError, "%s%s", g.why[0] ? "refused: " : "",
-                     g.why[0] ? g.why : sqlite3_errmsg(db));
+        const char *why = gt_sql_guard_why(&g);
+        PyErr_Format(PyExc_ValueError, "%s%s", why[0] ? "refused: " : "",
+                     why[0] ? why : sqlite3_errmsg(db));
         goto out;
     }
     if (!st) {
@@ -353,6 +354,7 @@ out:
     Py_XDECREF(rows);
     sqlite3_finalize(st);
     gt_trace_close(t);
+    gt_sql_guard_release(&g);
     return result;
 }
 
