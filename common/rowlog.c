@@ -391,6 +391,7 @@ int gt_rowlog_on_open(const char *path, int live, int64_t *copy_bytes, char *err
     memcpy(log + n, GT_ROWLOG_SUFFIX, sizeof GT_ROWLOG_SUFFIX);
     struct stat sb;
     int rc = GT_OK;
+    char *why = NULL;
     if (stat(log, &sb) != 0)
         goto out;
     if (live || access(path, W_OK) != 0) {
@@ -398,7 +399,15 @@ int gt_rowlog_on_open(const char *path, int live, int64_t *copy_bytes, char *err
         goto out;
     }
     sqlite3 *db = NULL;
-    char why[400] = "";
+    /* its messages name the log: room for the path, whatever its length */
+    size_t whylen = n + 1024;
+    why = malloc(whylen);
+    if (!why) {
+        put_err(err, errlen, "cannot open %s: %s", path, "out of memory");
+        rc = GT_ENOMEM;
+        goto out;
+    }
+    why[0] = '\0';
     int src = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
     if (src == SQLITE_OK) {
         sqlite3_busy_timeout(db, 2000);
@@ -411,9 +420,9 @@ int gt_rowlog_on_open(const char *path, int live, int64_t *copy_bytes, char *err
         rc = GT_EIO;
         goto out;
     }
-    rc = gt_rowlog_fold(db, log, -1, NULL, why, sizeof why);
+    rc = gt_rowlog_fold(db, log, -1, NULL, why, whylen);
     if (rc == GT_OK && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(why, sizeof why, "cannot fold row log %s: %s", log, sqlite3_errmsg(db));
+        put_err(why, whylen, "cannot fold row log %s: %s", log, sqlite3_errmsg(db));
         rc = GT_ESQL;
     }
     if (rc != GT_OK) {
@@ -426,6 +435,7 @@ int gt_rowlog_on_open(const char *path, int live, int64_t *copy_bytes, char *err
     if (rc == GT_OK)
         (void)unlink(log);
 out:
+    free(why);
     free(log);
     return rc;
 }

@@ -395,7 +395,7 @@ static int open_trace(gt_trace *t, const char *path)
      * folded in here */
     int live = trace_is_live(path);
     int64_t logged = -1; /* bytes of a row log to read into a copy (rowlog.h) */
-    size_t errlen = strlen(path) + 1024; /* the log's message names it */
+    size_t errlen = 2 * strlen(path) + 1024; /* names the trace and its log */
     char *err = malloc(errlen);
     if (!err)
         return gt__trace_fail(t, GT_ENOMEM, "cannot open %s: out of memory", path);

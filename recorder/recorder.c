@@ -247,7 +247,10 @@ struct gt_recorder {
     int capped; /* 1: stopped by max_bytes; the file is sound, so the run's
                  * end, the indexes and the close are still written */
     int closed; /* 1: used from a forked child; never touch the file again */
-    char errmsg[512];
+    /* the last message: in place, so the pointer gt_recorder_errmsg hands
+     * out stays valid whatever thread writes the next one; room for the
+     * two paths (PATH_MAX each) a message may name */
+    char errmsg[3 * 4096];
 
     /* Rows of the four most frequent kinds (ops, op_args, version_bumps,
      * saved_tensors) wait here and go GT__BUF_ROWS at a time through one
@@ -1716,14 +1719,22 @@ static int fold_log(gt_recorder *r)
     int rc = begin_write(r);
     if (rc)
         return rc;
-    char why[512];
+    size_t whylen = strlen(r->log_path) + 1024; /* its messages name the log */
+    char *why = malloc(whylen);
+    if (!why) {
+        set_errmsg(r, "recording stopped: cannot fold the row log: out of memory");
+        return fail(r, GT_ENOMEM);
+    }
     errno = 0;
-    int frc = gt_rowlog_fold(r->db, r->log_path, r->log_bytes, NULL, why, sizeof why);
+    int frc = gt_rowlog_fold(r->db, r->log_path, r->log_bytes, NULL, why, whylen);
+    int err = errno;
+    if (frc == GT_OK || frc == GT_ESQL)
+        free(why);
     if (frc == GT_ESQL)
-        return sql_error(r, sqlite3_extended_errcode(r->db), "fold the row log", 1,
-                         errno);
+        return sql_error(r, sqlite3_extended_errcode(r->db), "fold the row log", 1, err);
     if (frc != GT_OK) {
         set_errmsg(r, "recording stopped: %s", why);
+        free(why);
         return fail(r, frc == GT_ENOMEM ? GT_ENOMEM : GT_EIO);
     }
     if ((rc = commit(r)) != 0)

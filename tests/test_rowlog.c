@@ -42,7 +42,7 @@ static int exists(const char *path)
 
 static const char *side(const char *path, const char *suffix)
 {
-    static char buf[4][600];
+    static char buf[4][4096];
     static int k;
     char *b = buf[k++ % 4];
     snprintf(b, sizeof buf[0], "%s%s", path, suffix);
@@ -496,6 +496,30 @@ static void test_bad_logs_one_line(void **state)
     sqlite3_close(db);
 }
 
+/* A bad log under a long path (two 200-byte directories; SQLite opens no
+ * path of over 512 bytes): the message names the log whole (it was cut at
+ * 400 bytes inside the fold). */
+static void test_bad_log_long_path(void **state)
+{
+    (void)state;
+    char seg[201], name[1024];
+    memset(seg, 'd', 200);
+    seg[200] = '\0';
+    snprintf(name, sizeof name, "%s", seg);
+    assert_int_equal(mkdir(tpath(name), 0700), 0);
+    snprintf(name, sizeof name, "%s/%s", seg, seg);
+    assert_int_equal(mkdir(tpath(name), 0700), 0);
+    snprintf(name, sizeof name, "%s/%s/garbage.db", seg, seg);
+    const char *path = trace_with_log(name, "hello, not a log at all\n", 24);
+    gt_trace *t = NULL;
+    assert_int_equal(gt_trace_open(path, &t), GT_ENOTTRACE);
+    const char *msg = gt_trace_errmsg(t);
+    assert_true(strlen(path) > 400);
+    assert_non_null(strstr(msg, side(path, "-gtlog is not a gradtrace row log")));
+    assert_non_null(strstr(msg, "(move it away to read the trace without it)"));
+    gt_trace_close(t);
+}
+
 /* gt_rowlog_fold reads one block at a time and stops at `limit`. */
 static void test_fold_limit(void **state)
 {
@@ -534,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_torn_tail_folds_whole_commits),
         cmocka_unit_test(test_live_log_read_through_copy),
         cmocka_unit_test(test_bad_logs_one_line),
+        cmocka_unit_test(test_bad_log_long_path),
         cmocka_unit_test(test_fold_limit),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

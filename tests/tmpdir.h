@@ -45,7 +45,7 @@ static int teardown_dir(void **state)
 /* tmpdir/name, in one of four rotating buffers (so a call may pass two). */
 __attribute__((unused)) static const char *tpath(const char *name)
 {
-    static char buf[4][512];
+    static char buf[4][4096];
     static int k;
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof(buf[k]), "%s/%s", tmpdir, name);
