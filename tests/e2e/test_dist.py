@@ -325,10 +325,21 @@ class Dist(unittest.TestCase):
         self.assertGreaterEqual(one(db, "SELECT count(*) FROM backward_calls"), 1)
         db.close()
         # the other rank ended however the launcher ended it, and says so
+        # when it got to Python: its collective raised, or SIGTERM came
         r = run_row(alive)
         self.assertEqual(r[0], 0)
-        self.assertIn(r[5], ("exception", "signal"))
-        self.assertEqual(r[6], 1)
+        if r[5] == "running":
+            # it died in native code before it could say so (gloo may abort
+            # a rank whose peer vanished, "terminate called ...", or the
+            # launcher SIGKILLs it after its 30 s grace: seen once under
+            # load): its trace is partial then, and readable like the
+            # killed rank's
+            info0 = gradtrace("info", alive)
+            self.assertEqual(info0.returncode, 0, info0.stderr)
+            self.assertIn("partial trace", info0.stdout)
+        else:
+            self.assertIn(r[5], ("exception", "signal"))
+            self.assertEqual(r[6], 1)
         diag = gradtrace("diagnose", alive, killed)
         self.assertEqual(diag.returncode, 0, diag.stdout + diag.stderr)
         self.assertIn("rank 1    %s: 0 findings; partial trace" % killed, diag.stdout)
