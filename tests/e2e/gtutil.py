@@ -11,6 +11,7 @@ e2e tests with the interpreter the adapter was built for), or $GT_TEST_PYTHON.
 
 Env: GRADTRACE (the built command), GT_SOURCE_DIR, GT_BUILD_DIR.
 """
+import json
 import os
 import sqlite3
 import subprocess
@@ -99,6 +100,19 @@ def one(db, sql, *args):
         raise AssertionError("expected one value from %r %r, got %r" % (
             sql, args, [tuple(x) for x in r]))
     return r[0][0]
+
+
+def only_finding(test, trace, kind):
+    """The one finding of `gradtrace diagnose --json trace`, asserted (on
+    test, a TestCase) to be of kind and the command to exit 1."""
+    r = subprocess.run([GRADTRACE, "diagnose", "--json", trace], capture_output=True,
+                       text=True, timeout=300)
+    test.assertEqual(r.returncode, 1, r.stderr[-2000:])
+    doc = json.loads(r.stdout)
+    test.assertEqual(len(doc["findings"]), 1, r.stdout[:2000])
+    f = doc["findings"][0]
+    test.assertEqual(f["kind"], kind)
+    return f
 
 
 def user_line(db, stack):

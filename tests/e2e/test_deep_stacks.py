@@ -5,7 +5,6 @@ in their inner 300 frames and different beyond them are two stacks.
 
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
-import json
 import os
 import subprocess
 import sys
@@ -95,13 +94,7 @@ class DeepRecursion(gtutil.BothAdapters, unittest.TestCase):
         estack = gtutil.one(db, "SELECT stack FROM errors")
         self.assertEqual([f for f in chain(db, estack) if f[0] == NAME], want)
         # the diagnosis names the line that wrote, and where backward ran
-        r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace],
-                           capture_output=True, text=True, timeout=300)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        doc = json.loads(r.stdout)
-        self.assertEqual(len(doc["findings"]), 1, doc)
-        f = doc["findings"][0]
-        self.assertEqual(f["kind"], "inplace_invalidated_saved")
+        f = gtutil.only_finding(self, trace, "inplace_invalidated_saved")
         self.assertTrue(f["matches_error"])
         self.assertEqual([m["location"]["line"] for m in f["mutations"]],
                          [line_of("mutation")])

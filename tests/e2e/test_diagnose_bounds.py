@@ -5,7 +5,6 @@ lines of over 700 characters reach the diagnosis whole, in the text and in
 
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
-import json
 import os
 import re
 import subprocess
@@ -57,12 +56,7 @@ class ManyDims(unittest.TestCase):
         self.assertIsNotNone(m, msg)
         shape = [int(x) for x in m.group(1).split(",")]
         self.assertEqual(len(shape), 70)
-        r = diagnose(trace, "--json")
-        self.assertEqual(r.returncode, 1, r.stderr)
-        doc = json.loads(r.stdout)
-        self.assertEqual(len(doc["findings"]), 1, doc)
-        f = doc["findings"][0]
-        self.assertEqual(f["kind"], "inplace_invalidated_saved")
+        f = gtutil.only_finding(self, trace, "inplace_invalidated_saved")
         self.assertTrue(f["first_to_fail"])
         self.assertTrue(f["matches_error"])
         self.assertEqual(f["saved"]["shape"], shape)
@@ -84,12 +78,7 @@ class ManyDims(unittest.TestCase):
 class LongNamesAndLines(unittest.TestCase):
     def run_case(self, case, kind):
         trace, cp = record(case)
-        r = diagnose(trace, "--json")
-        self.assertEqual(r.returncode, 1, r.stderr)
-        doc = json.loads(r.stdout)
-        self.assertEqual(len(doc["findings"]), 1, doc)
-        f = doc["findings"][0]
-        self.assertEqual(f["kind"], kind)
+        f = gtutil.only_finding(self, trace, kind)
         self.assertTrue(f["first_to_fail"])
         line, code = tagged(case, "mutation")
         self.assertGreater(len(code), 700)
