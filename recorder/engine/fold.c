@@ -24,6 +24,9 @@ typedef struct fvc {
     uint64_t mark; /* stamp of the op whose versions met it last (on_versions) */
 } fvc;
 
+/* dimensions of a tensor whose row is kept in its entry (else on the heap) */
+#define GT__FOLD_INLINE 4
+
 typedef struct ftensor {
     /* its row (a copy, kept to write it again after a window cut dropped
      * it); an output's row is written at its next sighting (deferred) */
@@ -44,10 +47,8 @@ typedef struct ftensor {
     fvc *v;
     /* the row and its geometry in place for up to GT__FOLD_INLINE dims */
     gt_tensor_info row_in;
-    int64_t geom_in[2 * 4];
+    int64_t geom_in[2 * GT__FOLD_INLINE];
 } ftensor;
-
-#define GT__FOLD_INLINE 4
 
 typedef struct in_ent {
     ftensor *t;
