@@ -34,8 +34,8 @@ def child(mode, model_name, steps, flag):
     b.train(model, opt, x, y, 3)
     rec = None
     if mode != "plain":
-        os.environ["GRADTRACE_ADAPTER"] = "engine" if mode == "engine" else "dispatch"
-        rec = gradtrace.record(flag + ".db")
+        os.environ["GRADTRACE_ADAPTER"] = "dispatch" if mode == "dispatch" else "engine"
+        rec = gradtrace.record(flag + ".db", keep_last=2 if mode == "keep2" else 0)
         rec.start()
         b.train(model, opt, x, y, 3)
     # the fold thread persists on its own clock: fold what came before the
@@ -102,14 +102,17 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--modes", default="plain,engine",
-                    help="plain (the anchor, always run), engine, dispatch")
+                    help="plain (the anchor, always run), engine, dispatch, keep2 "
+                    "(the engine with keep_last=2)")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="leave callgrind's output files in DIR (model-mode.cg)")
     args = ap.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         print("bench_overhead_ir: valgrind not found, nothing measured")
         return
     modes = ["plain"] + [m for m in args.modes.split(",") if m and m != "plain"]
     for m in modes:
-        if m not in ("plain", "engine", "dispatch"):
+        if m not in ("plain", "engine", "dispatch", "keep2"):
             ap.error("unknown mode %r" % m)
     with tempfile.TemporaryDirectory(prefix="gtbench-ir-") as tmp:
         for model in args.models.split(","):
@@ -125,6 +128,10 @@ def main():
                     print("%s_%s_ir: not measured (see the valgrind log)" % (model, m))
                     continue
                 print("%s_%s_ir: %.0f instructions/step" % (model, m, got[m] / args.steps))
+                if args.keep:
+                    os.makedirs(args.keep, exist_ok=True)
+                    shutil.copy(os.path.join(tmp, "%s-%s.cg" % (model, m)),
+                                os.path.join(args.keep, "%s-%s.cg" % (model, m)))
             for m in modes[1:]:
                 if got[m] and got["plain"]:
                     print("%s_%s_ir_vs_plain: %.2f x" % (model, m, got[m] / got["plain"]))
