@@ -54,21 +54,38 @@ static int grow(gt_map *m)
     return 0;
 }
 
+uint64_t *gt_map_upsert(gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3, int *added)
+{
+    uint64_t h = mix(k1, k2, k3);
+    size_t i = 0;
+    if (m->cap) {
+        size_t mask = m->cap - 1;
+        for (i = h & mask; m->slots[i].used; i = (i + 1) & mask)
+            if (same(&m->slots[i], k1, k2, k3)) {
+                *added = 0;
+                return &m->slots[i].value;
+            }
+    }
+    if ((m->len + 1) * 4 > m->cap * 3) {
+        if (grow(m) < 0)
+            return NULL;
+        size_t mask = m->cap - 1;
+        for (i = h & mask; m->slots[i].used; i = (i + 1) & mask)
+            ;
+    }
+    m->slots[i] = (gt_map_entry){k1, k2, k3, 0, 1};
+    m->len++;
+    *added = 1;
+    return &m->slots[i].value;
+}
+
 int gt_map_put(gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3, uint64_t value)
 {
-    uint64_t *v = gt_map_get(m, k1, k2, k3);
-    if (v) {
-        *v = value;
-        return 0;
-    }
-    if ((m->len + 1) * 4 > m->cap * 3 && grow(m) < 0)
+    int added;
+    uint64_t *v = gt_map_upsert(m, k1, k2, k3, &added);
+    if (!v)
         return -1;
-    size_t mask = m->cap - 1;
-    size_t i = mix(k1, k2, k3) & mask;
-    while (m->slots[i].used)
-        i = (i + 1) & mask;
-    m->slots[i] = (gt_map_entry){k1, k2, k3, value, 1};
-    m->len++;
+    *v = value;
     return 0;
 }
 

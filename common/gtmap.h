@@ -35,6 +35,11 @@ uint64_t *gt_map_get(const gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3);
 /* Insert or replace. Returns 0, or -1 when out of memory (map unchanged). */
 int gt_map_put(gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3, uint64_t value);
 
+/* The value of the key, inserted with value 0 if absent (*added says which:
+ * one probe where get then put take two). NULL when out of memory (map
+ * unchanged). The pointer is valid until the next insert or delete. */
+uint64_t *gt_map_upsert(gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3, int *added);
+
 /* Remove the key if present; returns 1 if it was there, else 0. */
 int gt_map_del(gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3);
 

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "gtmap.h"
 #include "intlist.h"
 #include "strbuf.h"
 #include "utf8.h"
@@ -136,13 +137,74 @@ static void test_intlist(void **state)
     assert_int_equal(gt_ints_parse(NULL, back, 8), -1);
 }
 
+/* The map against a plain array over random puts, upserts, gets and
+ * deletes on a small key space (long probe runs, wrap-around, growth,
+ * backward-shift deletion). */
+static void test_gtmap(void **state)
+{
+    (void)state;
+    enum { KEYS = 700 };
+    static uint64_t ref[KEYS];
+    static int has[KEYS];
+    gt_map m = {0};
+    uint64_t x = 88172645463325252ull;
+    size_t len = 0;
+    for (int step = 0; step < 200000; step++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t k = (size_t)(x % KEYS);
+        /* keys that collide in their low bits, some on k2/k3 */
+        uint64_t k1 = (uint64_t)k << 20, k2 = k % 3, k3 = k % 5 == 0;
+        switch ((x >> 32) % 4) {
+        case 0:
+            assert_int_equal(gt_map_put(&m, k1, k2, k3, x), 0);
+            len += !has[k];
+            ref[k] = x, has[k] = 1;
+            break;
+        case 1: {
+            int added = -1;
+            uint64_t *v = gt_map_upsert(&m, k1, k2, k3, &added);
+            assert_non_null(v);
+            assert_int_equal(added, !has[k]);
+            if (has[k])
+                assert_true(*v == ref[k]);
+            else
+                assert_true(*v == 0);
+            *v = x + 1;
+            len += !has[k];
+            ref[k] = x + 1, has[k] = 1;
+            break;
+        }
+        case 2:
+            assert_int_equal(gt_map_del(&m, k1, k2, k3), has[k]);
+            len -= has[k];
+            has[k] = 0;
+            break;
+        default: {
+            uint64_t *v = gt_map_get(&m, k1, k2, k3);
+            if (has[k]) {
+                assert_non_null(v);
+                assert_true(*v == ref[k]);
+            } else {
+                assert_null(v);
+            }
+        }
+        }
+        assert_int_equal(m.len, len);
+    }
+    for (size_t k = 0; k < KEYS; k++) {
+        uint64_t *v = gt_map_get(&m, (uint64_t)k << 20, k % 3, k % 5 == 0);
+        assert_int_equal(v != NULL, has[k]);
+    }
+    gt_map_clear(&m);
+    assert_null(gt_map_get(&m, 1, 0, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_strbuf_add),
-        cmocka_unit_test(test_strbuf_oom_sticks),
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_intlist),
+        cmocka_unit_test(test_strbuf_add), cmocka_unit_test(test_strbuf_oom_sticks),
+        cmocka_unit_test(test_utf8),       cmocka_unit_test(test_intlist),
+        cmocka_unit_test(test_gtmap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,7 +103,9 @@ struct gt_fold {
     unsigned period_ms;
     gt_map strs;       /* const char* -> string id */
     gt_map tensors;    /* TensorImpl* -> ftensor* */
-    gt_map byid;       /* tensor id -> ftensor* (the entries alive) */
+    gt_map byid;       /* tensor id -> ftensor* (the entries alive; kept
+                        * only when windowed: named() asks it after a cut) */
+    int windowed;      /* the recorder cuts windows (keep_last) */
     gt_map vcs;        /* counter* -> fvc* */
     gt_map storages;   /* StorageImpl* -> storage id */
     gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
@@ -256,7 +258,8 @@ static void tensor_drop(gt_fold *f, ftensor *t)
     if (t && --t->refs == 0) {
         if (t->deferred)
             row_write(f, t, 0);
-        gt_map_del(&f->byid, (uint64_t)t->id, 0, 0);
+        if (f->windowed)
+            gt_map_del(&f->byid, (uint64_t)t->id, 0, 0);
         vc_unref(f, t->v, t->vc);
         if (t->weak)
             gt_capture_weak_release(t->impl);
@@ -355,16 +358,19 @@ static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
     if (!c->storage)
         return 0;
     int64_t nbytes = c->nbytes < 0 ? 0 : c->nbytes;
-    uint64_t *v = gt_map_get(&f->storages, (uintptr_t)c->storage, 0, 0);
-    if (v && !fresh) {
+    int added;
+    uint64_t *v = gt_map_upsert(&f->storages, (uintptr_t)c->storage, 0, 0, &added);
+    if (v && !added && !fresh) {
         gt_id id = storage_val_id(*v);
         if (*v >> 40 != cut_epoch(f))
             storage_row(f, v, id, nbytes, str_id(f, c->device));
         return id;
     }
     gt_id id = ++f->next_storage;
-    ck(f, gt_storage(f->r, id, nbytes, str_id(f, c->device)));
-    gt_map_put(&f->storages, (uintptr_t)c->storage, 0, 0, storage_val(id, cut_epoch(f)));
+    gt_id dev = str_id(f, c->device); /* may intern: before v is written */
+    ck(f, gt_storage(f->r, id, nbytes, dev));
+    if (v)
+        *v = storage_val(id, cut_epoch(f));
     return id;
 }
 
@@ -386,8 +392,8 @@ static void tensor_touch(gt_fold *f, ftensor *t);
  * count `epoch`, UINT32_MAX unknown). 0 if it may be gone. */
 static gt_id named(gt_fold *f, gt_id id, uint32_t epoch)
 {
-    if (!id)
-        return 0;
+    if (!id || !f->windowed)
+        return id; /* no cut ever drops a row */
     uint64_t *p = gt_map_get(&f->byid, (uint64_t)id, 0, 0);
     if (p) {
         tensor_touch(f, (ftensor *)(uintptr_t)*p);
@@ -494,11 +500,10 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
         v->expected = c->version;
         v->storage = c->storage;
         v->refs = 1;
-        uint64_t *p = gt_map_get(&f->vcs, (uintptr_t)c->vc, 0, 0);
+        int added;
+        uint64_t *p = gt_map_upsert(&f->vcs, (uintptr_t)c->vc, 0, 0, &added);
         if (p)
             *p = (uintptr_t)v; /* an older counter at that address is dead */
-        else
-            gt_map_put(&f->vcs, (uintptr_t)c->vc, 0, 0, (uintptr_t)v);
     }
     t->v = v;
     if (v) {
@@ -520,10 +525,12 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
         if (p && (gt_id)(*p >> 32) == sid)
             alias = named(f, (gt_id)(*p & 0xffffffffu), UINT32_MAX);
     }
-    if (c->storage &&
-        (!gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0) || fresh_storage))
-        gt_map_put(&f->stor_first, (uintptr_t)c->storage, 0, 0,
-                   (uint64_t)sid << 32 | (uint64_t)(t->id & 0xffffffffu));
+    if (c->storage) {
+        int added;
+        uint64_t *p = gt_map_upsert(&f->stor_first, (uintptr_t)c->storage, 0, 0, &added);
+        if (p && (added || fresh_storage))
+            *p = (uint64_t)sid << 32 | (uint64_t)(t->id & 0xffffffffu);
+    }
     gt_tensor_info ti = {
         .id = t->id,
         .storage = sid,
@@ -562,13 +569,14 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     } else {
         ck(f, gt_tensor(f->r, &ti));
     }
-    gt_map_put(&f->byid, (uint64_t)t->id, 0, 0, (uintptr_t)t);
-    uint64_t *p = gt_map_get(&f->tensors, (uintptr_t)c->impl, 0, 0);
+    if (f->windowed)
+        gt_map_put(&f->byid, (uint64_t)t->id, 0, 0, (uintptr_t)t);
+    int added;
+    uint64_t *p = gt_map_upsert(&f->tensors, (uintptr_t)c->impl, 0, 0, &added);
     if (p) {
-        tensor_drop(f, (ftensor *)(uintptr_t)*p);
+        if (!added)
+            tensor_drop(f, (ftensor *)(uintptr_t)*p); /* the dead one there */
         *p = (uintptr_t)t;
-    } else {
-        gt_map_put(&f->tensors, (uintptr_t)c->impl, 0, 0, (uintptr_t)t);
     }
     return t;
 }
@@ -1473,12 +1481,13 @@ static void *fold_main(void *arg)
     return NULL;
 }
 
-int gt_fold_new(gt_recorder *r, gt_fold **out)
+int gt_fold_new(gt_recorder *r, int windowed, gt_fold **out)
 {
     gt_fold *f = calloc(1, sizeof *f);
     if (!f)
         return GT_ENOMEM;
     f->r = r;
+    f->windowed = windowed != 0;
     pthread_mutex_init(&f->mu, NULL);
     pthread_mutex_init(&f->wmu, NULL);
     pthread_cond_init(&f->wcv, NULL);

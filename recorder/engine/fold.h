@@ -26,8 +26,9 @@
 
 typedef struct gt_fold gt_fold;
 
-/* A fold writing to r (not owned). Returns 0, GT_ENOMEM. */
-int gt_fold_new(gt_recorder *r, gt_fold **out /* OUT */);
+/* A fold writing to r (not owned); windowed: r cuts windows (keep_last),
+ * so rows a cut dropped are written again. Returns 0, GT_ENOMEM. */
+int gt_fold_new(gt_recorder *r, int windowed, gt_fold **out /* OUT */);
 
 /* Start the background thread, draining every period_ms (> 0). */
 int gt_fold_start(gt_fold *f, unsigned period_ms);

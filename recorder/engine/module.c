@@ -513,7 +513,7 @@ static int eng_init(PyObject *op, PyObject *args, PyObject *kw)
                          "gradtrace: cannot create trace %s: %s", path, gt_strerror(rc));
         return -1;
     }
-    if (gt_fold_new(self->r, &self->fold) < 0) {
+    if (gt_fold_new(self->r, keep_last > 0, &self->fold) < 0) {
         gt_recorder_close(self->r);
         self->r = NULL;
         PyErr_NoMemory();
