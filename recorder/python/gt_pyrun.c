@@ -3,6 +3,9 @@
 #include "gt_pyrun.h"
 
 #include "gtmap.h"
+#include "strbuf.h"
+
+#include <string.h>
 
 int gt_py_run_info(PyObject *args, PyObject *kw, gt_run_info *ri)
 {
@@ -140,17 +143,28 @@ out:
     return rc;
 }
 
-/* Name "<var>.<key>" or "<var>.<prefix>.<key>" for t. */
+/* Name "<var>.<key>" or "<var>.<prefix>.<key>" for t, put together from
+ * the strings' UTF-8 (no Python object made: this runs for every parameter
+ * at every backward call). */
 static void name_param(const gt_py_namer *n, const char *var, PyObject *prefix,
                        PyObject *key, PyObject *t)
 {
-    PyObject *full = prefix && PyUnicode_GET_LENGTH(prefix)
-                         ? PyUnicode_FromFormat("%s.%U.%U", var, prefix, key)
-                         : PyUnicode_FromFormat("%s.%U", var, key);
-    const char *name = full ? PyUnicode_AsUTF8(full) : NULL;
-    if (name)
-        n->name(n->ctx, t, name);
-    Py_XDECREF(full);
+    Py_ssize_t plen = 0, klen = 0;
+    const char *p = prefix ? PyUnicode_AsUTF8AndSize(prefix, &plen) : "";
+    const char *k = p ? PyUnicode_AsUTF8AndSize(key, &klen) : NULL;
+    if (!k)
+        return;
+    gt_strbuf b = {0};
+    gt_strbuf_add(&b, var, strlen(var));
+    if (plen) {
+        gt_strbuf_add(&b, ".", 1);
+        gt_strbuf_add(&b, p, (size_t)plen);
+    }
+    gt_strbuf_add(&b, ".", 1);
+    gt_strbuf_add(&b, k, (size_t)klen);
+    if (b.p && !b.oom)
+        n->name(n->ctx, t, b.p);
+    gt_strbuf_release(&b);
 }
 
 /* module_names through m.named_parameters() itself (a module that
