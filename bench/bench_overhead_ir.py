@@ -5,7 +5,8 @@
 CPU time on a shared machine moves with the load (bench_overhead.py's ratios
 move by about 0.15 between runs here); instruction counts do not. Each
 model is trained (SGD, one thread) under valgrind --tool=callgrind with
-instrumentation off while Python and torch start and the loop warms up; it
+instrumentation off while Python and torch start and the loop warms up
+(3 steps, then --warm steps recorded, all from the same line); it
 is switched on (callgrind_control) for exactly the measured steps, every
 thread counted: the training thread and, in engine mode, the fold thread
 persisting what was captured (the trace's close is not counted). Prints
@@ -22,7 +23,7 @@ import tempfile
 import time
 
 
-def child(mode, model_name, steps, flag):
+def child(mode, model_name, steps, flag, warm):
     import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_overhead as b
@@ -31,23 +32,28 @@ def child(mode, model_name, steps, flag):
     torch.manual_seed(0)
     model, x, y = b.MODELS[model_name]()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    b.train(model, opt, x, y, 3)
     rec = None
-    if mode != "plain":
-        os.environ["GRADTRACE_ADAPTER"] = "dispatch" if mode == "dispatch" else "engine"
-        rec = gradtrace.record(flag + ".db", keep_last=2 if mode == "keep2" else 0)
-        rec.start()
-        b.train(model, opt, x, y, 3)
-    # the fold thread persists on its own clock: fold what came before the
-    # window first, and the window's steps before it closes, so the count
-    # is the steps' whole cost and nothing else (without it a lagging fold
-    # moved up to 0.4 M instructions a step out of the window)
-    if rec is not None:
-        rec._rec.flush()
-    open(flag + ".ready", "w").close()
-    while not os.path.exists(flag + ".go"):
-        time.sleep(0.02)
-    b.train(model, opt, x, y, steps)
+    # every phase trains from this one line, as a training loop does: the
+    # window's ops have the Python stacks the warm-up's had (a stack's first
+    # sighting, described once, is no per-step cost), and the recorder's
+    # maps, free lists and buffers are past their growth
+    for phase, n in enumerate((3, warm, steps)):
+        if phase == 1 and mode != "plain":
+            os.environ["GRADTRACE_ADAPTER"] = "dispatch" if mode == "dispatch" else "engine"
+            rec = gradtrace.record(flag + ".db", keep_last=2 if mode == "keep2" else 0)
+            rec.start()
+        if phase == 2:
+            # the fold thread persists on its own clock: fold what came
+            # before the window first, and the window's steps before it
+            # closes, so the count is the steps' whole cost and nothing else
+            # (without it a lagging fold moved up to 0.4 M instructions a
+            # step out of the window)
+            if rec is not None:
+                rec._rec.flush()
+            open(flag + ".ready", "w").close()
+            while not os.path.exists(flag + ".go"):
+                time.sleep(0.02)
+        b.train(model, opt, x, y, n)
     if rec is not None:
         rec._rec.flush()
     open(flag + ".done", "w").close()
@@ -65,11 +71,12 @@ def wait_for(path, proc):
     return True
 
 
-def start(tmp, mode, model, steps):
+def start(tmp, mode, model, steps, warm):
     flag = os.path.join(tmp, "%s-%s" % (model, mode))
     out = flag + ".cg"
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out,
-           sys.executable, os.path.abspath(__file__), "--child", mode, model, str(steps), flag]
+           sys.executable, os.path.abspath(__file__), "--child", mode, model, str(steps), flag,
+           str(warm)]
     log = open(flag + ".log", "w")
     return flag, out, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
@@ -96,10 +103,12 @@ def finish(flag, out, proc):
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warm", type=int, default=100,
+                    help="steps recorded before the counted window (default 100)")
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--modes", default="plain,engine",
                     help="plain (the anchor, always run), engine, dispatch, keep2 "
@@ -120,7 +129,8 @@ def main():
             # two at a time (this machine has two cores): counts do not
             # depend on what runs beside them
             for i in range(0, len(modes), 2):
-                runs = [(m,) + start(tmp, m, model, args.steps) for m in modes[i:i + 2]]
+                runs = [(m,) + start(tmp, m, model, args.steps, args.warm)
+                        for m in modes[i:i + 2]]
                 for m, flag, out, proc in runs:
                     got[m] = finish(flag, out, proc)
             for m in modes:
