@@ -214,12 +214,15 @@ static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
         }
         PyObject *text = PyObject_CallFunction(e->getline, "Oi", co->co_filename, line);
         PyObject *stripped = text ? PyObject_CallMethod(text, "strip", NULL) : NULL;
-        const char *code =
-            stripped && PyUnicode_Check(stripped) ? PyUnicode_AsUTF8(stripped) : NULL;
-        const char *file = PyUnicode_AsUTF8(co->co_filename);
-        const char *func = PyUnicode_AsUTF8(qual);
+        gt_strbuf cb = {0}, fb = {0}, qb = {0};
+        const char *code = gt_py_text(stripped, &cb);
+        const char *file = gt_py_text(co->co_filename, &fb);
+        const char *func = gt_py_text(qual, &qb);
         PyErr_Clear();
         stack_frame(&o, line, kind, file ? file : "", func ? func : "", code ? code : "");
+        gt_strbuf_release(&cb);
+        gt_strbuf_release(&fb);
+        gt_strbuf_release(&qb);
         Py_XDECREF(stripped);
         Py_XDECREF(text);
         Py_DECREF(qual);
@@ -629,10 +632,13 @@ static void put_error(PyObject *exc, uint32_t stack)
 {
     PyObject *tname = PyObject_GetAttrString((PyObject *)Py_TYPE(exc), "__name__");
     PyObject *msg = PyObject_Str(exc);
-    const char *a = tname ? PyUnicode_AsUTF8(tname) : NULL;
-    const char *b = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    gt_strbuf ab = {0}, bb = {0};
+    const char *a = gt_py_text(tname, &ab);
+    const char *b = gt_py_text(msg, &bb);
     PyErr_Clear();
     put_text(GT_CAP_ERROR, stack, a ? a : "Exception", b ? b : "");
+    gt_strbuf_release(&ab);
+    gt_strbuf_release(&bb);
     Py_XDECREF(tname);
     Py_XDECREF(msg);
 }

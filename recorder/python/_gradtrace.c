@@ -553,20 +553,21 @@ static gt_id intern_frame(gt_pyrec *self, PyCodeObject *co, int line)
     if (v)
         return (gt_id)*v;
     gt_id id = 0;
-    const char *file = PyUnicode_AsUTF8(co->co_filename);
+    gt_strbuf fb = {0}, qb = {0}, cb = {0};
+    const char *file = gt_py_text(co->co_filename, &fb);
     PyObject *qual = PyObject_GetAttrString((PyObject *)co, "co_qualname");
     if (!qual) {
         PyErr_Clear();
         qual = Py_NewRef(co->co_name);
     }
-    const char *func = qual ? PyUnicode_AsUTF8(qual) : NULL;
+    const char *func = gt_py_text(qual, &qb);
     PyObject *text = PyObject_CallFunction(self->getline, "Oi", co->co_filename, line);
     PyObject *stripped = NULL;
     if (text)
         stripped = PyObject_CallMethodNoArgs(text, STATE(self)->s_strip);
     const char *code = NULL;
     if (stripped && PyUnicode_Check(stripped) && PyUnicode_GET_LENGTH(stripped) > 0)
-        code = PyUnicode_AsUTF8(stripped);
+        code = gt_py_text(stripped, &cb);
     if (!file || !func) {
         swallow(self);
         goto out;
@@ -579,6 +580,9 @@ static gt_id intern_frame(gt_pyrec *self, PyCodeObject *co, int line)
     if (gt_map_put(&self->frames, (uintptr_t)co, (uint64_t)line, 0, (uint64_t)id) < 0)
         PyErr_NoMemory(), swallow(self);
 out:
+    gt_strbuf_release(&fb);
+    gt_strbuf_release(&qb);
+    gt_strbuf_release(&cb);
     Py_XDECREF(stripped);
     Py_XDECREF(text);
     Py_XDECREF(qual);
@@ -2802,9 +2806,11 @@ static PyObject *rec_backward_begin(PyObject *op, PyObject *args)
 static void record_error(gt_pyrec *self, PyObject *exc, gt_id stack, gt_id bid)
 {
     PyObject *msg = PyObject_Str(exc);
-    const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    gt_strbuf mb = {0};
+    const char *m = gt_py_text(msg, &mb);
     const char *tname = _PyType_Name(Py_TYPE(exc));
     ck(self, gt_error(self->r, tname, m ? m : "", stack, bid, NULL));
+    gt_strbuf_release(&mb);
     Py_XDECREF(msg);
     swallow(self);
 }

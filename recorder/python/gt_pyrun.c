@@ -47,6 +47,40 @@ PyObject *gt_py_watch_data(PyObject **slot, PyObject *descr)
     Py_RETURN_NONE;
 }
 
+const char *gt_py_text(PyObject *s, gt_strbuf *b)
+{
+    gt_strbuf_reset(b);
+    if (!s || !PyUnicode_Check(s))
+        return NULL;
+    Py_ssize_t n = 0;
+    const char *p = PyUnicode_AsUTF8AndSize(s, &n);
+    PyObject *enc = NULL;
+    if (!p) { /* lone surrogates: not UTF-8 */
+        PyErr_Clear();
+        enc = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+        if (!enc) {
+            PyErr_Clear();
+            return NULL;
+        }
+        p = PyBytes_AS_STRING(enc);
+        n = PyBytes_GET_SIZE(enc);
+    }
+    const char *nul = memchr(p, 0, (size_t)n);
+    if (!nul && !enc)
+        return p;
+    gt_strbuf_reserve(b, (size_t)n);
+    for (const char *q = p, *end = p + n; q < end;) {
+        const char *z = memchr(q, 0, (size_t)(end - q));
+        gt_strbuf_add(b, q, (size_t)((z ? z : end) - q));
+        if (!z)
+            break;
+        gt_strbuf_add(b, "\\x00", 4);
+        q = z + 1;
+    }
+    Py_XDECREF(enc);
+    return b->oom ? NULL : gt_strbuf_str(b);
+}
+
 /* ---- names bound in a frame ------------------------------------------------ */
 
 #define MAX_MODULE_PARAMS 10000

@@ -11,6 +11,8 @@
 
 #include <gradtrace/recorder.h>
 
+#include "strbuf.h"
+
 /* Fill *ri from set_run's keywords (engine_version, python_version,
  * argv_json, cwd, host, options_json, pid, rank, world_size, local_rank,
  * backend, launcher_run_id; all optional). The strings are borrowed from
@@ -22,6 +24,16 @@ int gt_py_run_info(PyObject *args, PyObject *kw, gt_run_info *ri /* OUT */);
  * class, which data_set forwards to. Returns Py_None (new reference), or
  * NULL with a TypeError. */
 PyObject *gt_py_watch_data(PyObject **slot, PyObject *descr);
+
+/* s's text as NUL-terminated UTF-8, whole: the str's own UTF-8 when it holds
+ * neither a NUL nor a lone surrogate (no copy; valid while s lives), else a
+ * copy in *b in which a NUL reads \x00 and a lone surrogate \udcXX (as
+ * Python's backslashreplace writes it), so that a C string carries all of
+ * it: an error message with a NUL in it was cut there, and one with a
+ * surrogate (undecodable bytes let through by surrogateescape) recorded
+ * empty. NULL if s is not a str or memory ran out; no Python error is left
+ * set. Release *b (gt_strbuf_release) once the text is used. */
+const char *gt_py_text(PyObject *s, gt_strbuf *b);
 
 /* Who names what for gt_py_bind_names. */
 typedef struct gt_py_namer {

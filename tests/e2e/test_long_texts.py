@@ -79,5 +79,30 @@ class LongErrors(gtutil.BothAdapters, unittest.TestCase):
         self.check_rows(trace, tname, text(n))
 
 
+class OddTexts(gtutil.BothAdapters, unittest.TestCase):
+    """A NUL in an error message, a NUL and a lone surrogate in another, and
+    a lone surrogate in a file name: recorded whole, as Python's backslashreplace writes
+    them (the message was cut at the NUL, or recorded empty; the frames of
+    the file were lost)."""
+
+    def check(self, adapter):
+        env = dict(os.environ, GRADTRACE_ADAPTER=adapter)
+        trace, cp = gtutil.record(SCRIPT, "oddtext", expect_fail=True, env=env)
+        db = gtutil.connect(trace)
+        got = {r[0]: r[1] for r in db.execute(
+            "SELECT s.text, e.message FROM errors e JOIN strings s ON s.id = e.type")}
+        self.assertEqual(got.get("RuntimeError"), "nul\\x00inside")
+        self.assertEqual(got.get("ValueError"), "before\\x00after \\udc80 end")
+        files = [r[0] for r in db.execute(
+            "SELECT DISTINCT s.text FROM frames f JOIN strings s ON s.id = f.file")]
+        self.assertIn("odd\\udc80name.py", files)
+        # the op run from that file is attributed to it
+        self.assertGreater(gtutil.one(db, "SELECT count(*) FROM ops o"
+                                   " JOIN stacks k ON k.id = o.stack"
+                                   " JOIN frames f ON f.id = k.frame"
+                                   " JOIN strings s ON s.id = f.file"
+                                   " WHERE s.text = 'odd\\udc80name.py'"), 0)
+
+
 if __name__ == "__main__":
     unittest.main()
