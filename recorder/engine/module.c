@@ -787,19 +787,10 @@ static PyObject *eng_bind_names(PyObject *op, PyObject *frame)
         return NULL;
     }
     if (!self->tensor_type) {
-        PyObject *torch = PyImport_ImportModule("torch");
-        PyObject *nn = torch ? PyImport_ImportModule("torch.nn") : NULL;
-        self->tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
-        self->module_type = nn ? PyObject_GetAttrString(nn, "Module") : NULL;
-        Py_XDECREF(torch);
-        Py_XDECREF(nn);
-        if (!self->tensor_type || !PyType_Check(self->tensor_type))
-            Py_CLEAR(self->tensor_type);
-        if (!self->module_type || !PyType_Check(self->module_type))
-            Py_CLEAR(self->module_type);
-        PyErr_Clear();
+        self->tensor_type = gt_py_type_attr("torch", "Tensor");
         if (!self->tensor_type)
             Py_RETURN_NONE;
+        Py_XSETREF(self->module_type, gt_py_type_attr("torch.nn", "Module"));
     }
     PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
     gt_py_namer n = {self->tensor_type, self->module_type, param_known, name_tensor,

@@ -1970,12 +1970,7 @@ static void lookup_torch(gt_pyrec *self)
     if (self->looked_up)
         return;
     self->looked_up = 1;
-    PyObject *nn = PyImport_ImportModule("torch.nn");
-    self->module_type = nn ? PyObject_GetAttrString(nn, "Module") : NULL;
-    Py_XDECREF(nn);
-    if (self->module_type && !PyType_Check(self->module_type))
-        Py_CLEAR(self->module_type);
-    PyErr_Clear();
+    self->module_type = gt_py_type_attr("torch.nn", "Module");
     /* missing in older PyTorch (1.13): then no node_execs rows */
     PyObject *c = PyImport_ImportModule("torch._C");
     self->current_node = c ? PyObject_GetAttrString(c, "_current_autograd_node") : NULL;

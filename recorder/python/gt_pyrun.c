@@ -81,6 +81,17 @@ const char *gt_py_text(PyObject *s, gt_strbuf *b)
     return b->oom ? NULL : gt_strbuf_str(b);
 }
 
+PyObject *gt_py_type_attr(const char *module, const char *name)
+{
+    PyObject *m = PyImport_ImportModule(module);
+    PyObject *t = m ? PyObject_GetAttrString(m, name) : NULL;
+    Py_XDECREF(m);
+    if (t && !PyType_Check(t))
+        Py_CLEAR(t);
+    PyErr_Clear();
+    return t;
+}
+
 /* ---- names bound in a frame ------------------------------------------------ */
 
 #define MAX_MODULE_PARAMS 10000

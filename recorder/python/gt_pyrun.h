@@ -35,6 +35,10 @@ PyObject *gt_py_watch_data(PyObject **slot, PyObject *descr);
  * set. Release *b (gt_strbuf_release) once the text is used. */
 const char *gt_py_text(PyObject *s, gt_strbuf *b);
 
+/* module.name if it is a type (a new reference: torch.Tensor, torch.nn.Module),
+ * else NULL; importing the module as needed, no Python error left set. */
+PyObject *gt_py_type_attr(const char *module, const char *name);
+
 /* Who names what for gt_py_bind_names. */
 typedef struct gt_py_namer {
     PyObject *tensor_type; /* torch.Tensor */
