@@ -471,7 +471,9 @@ inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
     f.ndim = (uint16_t)nd;
     if (x.requires_grad())
         f.flags |= GT_CAPT_REQGRAD;
-    if (x.is_leaf())
+    /* x.is_leaf(), without its virtual call through the variable hooks */
+    auto *am = static_cast<const torch::autograd::AutogradMeta *>(impl->autograd_meta());
+    if (!am || !am->grad_fn_)
         f.flags |= GT_CAPT_LEAF;
     return nd;
 }
