@@ -325,7 +325,7 @@ static ftensor *tensor_known(gt_fold *f, const void *impl, const void *vc)
 /* The flight recorder's cut count as the maps keep it (24 bits). */
 static uint32_t cut_epoch(gt_fold *f)
 {
-    return (uint32_t)(gt_recorder_cuts(f->r) & 0xffffff);
+    return f->windowed ? (uint32_t)(gt_recorder_cuts(f->r) & 0xffffff) : 0;
 }
 
 /* A storages map value: the id in the low 40 bits, the cut count when its
