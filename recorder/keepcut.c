@@ -29,6 +29,85 @@ int gt__i64v_push(gt__i64v *v, int64_t x)
 #define F_DUP 1u /* a later row of a key already held: SQLite's would be refused */
 #define F_KB  2u /* an old version bump kept for a save after it */
 
+/* A hash table from up to three int64 to an int64, for one cut: sized
+ * from the rows held (tab_size), grown when three quarters full, freed
+ * whole; one probe sequence finds a key or where it goes (gt_map's get and
+ * put take two, and its growth from 64 slots rehashed every table at every
+ * cut: a third of the cut). */
+struct slot {
+    int64_t k1, k2, k3, v;
+    int used;
+};
+
+struct tab {
+    struct slot *s;
+    size_t cap, len; /* cap: a power of two, 0 before the first put */
+};
+
+static size_t slot_of(int64_t k1, int64_t k2, int64_t k3, size_t mask)
+{
+    uint64_t h = (uint64_t)k1 * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)k2 * 0xC2B2AE3D27D4EB4Full + (h >> 29);
+    h ^= (uint64_t)k3 * 0x165667B19E3779F9ull + (h >> 31);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (size_t)h & mask;
+}
+
+/* The slot of key (k1, k2, k3), or the empty one where it would go. */
+static struct slot *tab_find(const struct tab *t, int64_t k1, int64_t k2, int64_t k3)
+{
+    size_t mask = t->cap - 1;
+    for (size_t i = slot_of(k1, k2, k3, mask);; i = (i + 1) & mask) {
+        struct slot *e = &t->s[i];
+        if (!e->used || (e->k1 == k1 && e->k2 == k2 && e->k3 == k3))
+            return e;
+    }
+}
+
+/* Make room for n keys without growing. Returns 0 or -1. */
+static int tab_size(struct tab *t, size_t n)
+{
+    size_t cap = 16;
+    while (cap * 3 < n * 4 + 4)
+        cap *= 2;
+    if (n == 0 || cap <= t->cap)
+        return 0;
+    struct tab g = {calloc(cap, sizeof *g.s), cap, t->len};
+    if (!g.s)
+        return -1;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->s[i].used)
+            *tab_find(&g, t->s[i].k1, t->s[i].k2, t->s[i].k3) = t->s[i];
+    free(t->s);
+    *t = g;
+    return 0;
+}
+
+/* The value of key (k1, k2, k3), or NULL. */
+static int64_t *tab_get(const struct tab *t, int64_t k1, int64_t k2, int64_t k3)
+{
+    struct slot *e = t->cap ? tab_find(t, k1, k2, k3) : NULL;
+    return e && e->used ? &e->v : NULL;
+}
+
+/* The value of key (k1, k2, k3), put as v if absent (then *added = 1, else
+ * 0). NULL when out of memory. */
+static int64_t *tab_put(struct tab *t, int64_t k1, int64_t k2, int64_t k3, int64_t v,
+                        int *added)
+{
+    if ((t->len + 1) * 4 > t->cap * 3 && tab_size(t, t->cap ? t->cap : 1) != 0)
+        return NULL;
+    struct slot *e = tab_find(t, k1, k2, k3);
+    *added = !e->used;
+    if (!e->used) {
+        *e = (struct slot){k1, k2, k3, v, 1};
+        t->len++;
+    }
+    return &e->v;
+}
+
 /* One held row: its block (offset in the buffer), its index there. */
 struct row {
     size_t blk;
@@ -48,18 +127,19 @@ struct cut {
     int64_t c;
     struct row *rows;
     size_t nrows, cap;
-    int64_t *next; /* next row of the same adjacency list, -1 at the end */
+    size_t count[GT_RL_NKIND]; /* rows of each kind */
+    int64_t *next;             /* next row of the same adjacency list, -1 at the end */
     /* the first row of each key: tensors, nodes, storages by id; edges by
      * (node, pos); node_outputs by (node, output_nr); op_args by (op, role,
      * pos); names by (seq, tensor, name) */
-    gt_map tensor, node, storage, edge, output, arg, name;
+    struct tab tensor, node, storage, edge, output, arg, name;
     /* heads of the adjacency lists: edges, saved tensors, outputs by node;
      * op_args by op */
-    gt_map by_node_edge, by_node_saved, by_node_output, by_op_arg;
+    struct tab by_node_edge, by_node_saved, by_node_output, by_op_arg;
     /* the kept sets, the latest seq of each (tensor, name), the first save
      * at or before C of each version counter, storages named by kept rows,
      * kept saved seqs */
-    gt_map kn, kt, ko, namemax, vcsave, sref, ksaved;
+    struct tab kn, kt, ko, namemax, vcsave, sref, ksaved;
     gt__i64v nodes, tensors; /* kn and kt in the order found: the walks */
     gt__i64v drop_storages;
     struct group *groups; /* GT_RL_NKIND of them */
@@ -79,52 +159,62 @@ static int64_t get(const struct cut *x, size_t r, int col)
     return val;
 }
 
-static int has(const gt_map *m, int64_t k1, int64_t k2)
+static int has(const struct tab *m, int64_t k1, int64_t k2)
 {
-    return gt_map_get(m, (uint64_t)k1, (uint64_t)k2, 0) != NULL;
+    return tab_get(m, k1, k2, 0) != NULL;
 }
 
 /* Put key (k1, k2, k3) -> v if absent. Returns 1 if put, 0 if present, -1
  * when out of memory. */
-static int put_new(gt_map *m, int64_t k1, int64_t k2, int64_t k3, uint64_t v)
+static int put_new(struct tab *m, int64_t k1, int64_t k2, int64_t k3, int64_t v)
 {
-    if (gt_map_get(m, (uint64_t)k1, (uint64_t)k2, (uint64_t)k3))
-        return 0;
-    return gt_map_put(m, (uint64_t)k1, (uint64_t)k2, (uint64_t)k3, v) ? -1 : 1;
+    int added;
+    return tab_put(m, k1, k2, k3, v, &added) ? added : -1;
 }
 
 /* Row r is the first of its key in map m (else it is flagged F_DUP).
  * Returns 1, 0 or -1 as put_new. */
-static int first_of(struct cut *x, gt_map *m, size_t r, int64_t k1, int64_t k2,
+static int first_of(struct cut *x, struct tab *m, size_t r, int64_t k1, int64_t k2,
                     int64_t k3)
 {
-    int rc = put_new(m, k1, k2, k3, r);
+    int rc = put_new(m, k1, k2, k3, (int64_t)r);
     if (rc == 0)
         x->rows[r].flags |= F_DUP;
     return rc;
 }
 
 /* Prepend row r to the list of key k in m. Returns 0 or -1. */
-static int link_row(struct cut *x, gt_map *m, int64_t k, size_t r)
+static int link_row(struct cut *x, struct tab *m, int64_t k, size_t r)
 {
-    uint64_t *head = gt_map_get(m, (uint64_t)k, 0, 0);
-    x->next[r] = head ? (int64_t)*head : -1;
-    if (head) {
-        *head = r;
-        return 0;
-    }
-    return gt_map_put(m, (uint64_t)k, 0, 0, r);
+    int added;
+    int64_t *head = tab_put(m, k, 0, 0, (int64_t)r, &added);
+    if (!head)
+        return -1;
+    x->next[r] = added ? -1 : *head;
+    *head = (int64_t)r;
+    return 0;
 }
 
 /* The first row of key k in m, or -1. */
-static int64_t row_of(const gt_map *m, int64_t k)
+static int64_t row_of(const struct tab *m, int64_t k)
 {
-    uint64_t *v = gt_map_get(m, (uint64_t)k, 0, 0);
-    return v ? (int64_t)*v : -1;
+    int64_t *v = tab_get(m, k, 0, 0);
+    return v ? *v : -1;
+}
+
+/* Keep in m the largest (dir 1) or smallest (dir -1) seq of key (k1, k2).
+ * Returns 0 or -1. */
+static int latest(struct tab *m, int64_t k1, int64_t k2, int64_t seq, int dir)
+{
+    int added;
+    int64_t *v = tab_put(m, k1, k2, 0, seq, &added);
+    if (v && (dir > 0 ? *v < seq : *v > seq))
+        *v = seq;
+    return v ? 0 : -1;
 }
 
 /* Add id to a kept set (and its walk list). Returns 0 or -1. */
-static int keep_id(gt_map *set, gt__i64v *walk, int64_t id)
+static int keep_id(struct tab *set, gt__i64v *walk, int64_t id)
 {
     int rc = put_new(set, id, 0, 0, 1);
     return rc < 0 || (rc == 1 && walk && gt__i64v_push(walk, id) != 0) ? -1 : 0;
@@ -151,12 +241,46 @@ static int read_rows(struct cut *x, const gt_strbuf *held)
         for (int i = 0; i < b.n; i++)
             x->rows[x->nrows++] =
                 (struct row){at, (uint8_t)b.kind, (uint8_t)i, (uint8_t)b.n, 0};
+        x->count[b.kind] += (size_t)b.n;
         at += b.size;
     }
     if (got < 0)
         return GT_ECORRUPT;
     x->next = malloc((x->nrows ? x->nrows : 1) * sizeof *x->next);
     return x->next ? 0 : GT_ENOMEM;
+}
+
+/* Size the tables for the rows read (the kept sets for the rows that may
+ * seed them; they grow if more come). Returns 0 or -1. */
+static int size_tabs(struct cut *x, const gt__cut_in *in)
+{
+    const size_t *n = x->count;
+    size_t tensors = n[GT_RL_TENSOR] + n[GT_RL_TENSOR_AGAIN];
+    struct {
+        struct tab *t;
+        size_t n;
+    } want[] = {
+        {&x->tensor, tensors},
+        {&x->node, n[GT_RL_NODE]},
+        {&x->storage, n[GT_RL_STORAGE]},
+        {&x->edge, n[GT_RL_EDGE]},
+        {&x->output, n[GT_RL_NODE_OUTPUT]},
+        {&x->arg, n[GT_RL_OP_ARG]},
+        {&x->name, n[GT_RL_NAME]},
+        {&x->namemax, n[GT_RL_NAME]},
+        {&x->by_node_edge, n[GT_RL_EDGE]},
+        {&x->by_node_saved, n[GT_RL_SAVED]},
+        {&x->by_node_output, n[GT_RL_NODE_OUTPUT]},
+        {&x->by_op_arg, n[GT_RL_OP_ARG]},
+        {&x->kn, n[GT_RL_NODE] + in->root_nodes.n},
+        {&x->kt, tensors + in->tensors.n},
+        {&x->ko, n[GT_RL_NODE] + n[GT_RL_BUMP]},
+        {&x->sref, tensors + in->swap_storages.n},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (tab_size(want[i].t, want[i].n) != 0)
+            return -1;
+    return 0;
 }
 
 /* Flag duplicates, index the rows by key and build the adjacency lists.
@@ -198,14 +322,8 @@ static int index_rows(struct cut *x)
         case GT_RL_NAME: {
             int64_t seq = get(x, r, 0), t = get(x, r, 1), nm = get(x, r, 2);
             rc = first_of(x, &x->name, r, seq, t, nm);
-            if (rc == 1) {
-                uint64_t *m = gt_map_get(&x->namemax, (uint64_t)t, (uint64_t)nm, 0);
-                if (m && (int64_t)*m < seq)
-                    *m = (uint64_t)seq;
-                else if (!m)
-                    rc = gt_map_put(&x->namemax, (uint64_t)t, (uint64_t)nm, 0,
-                                    (uint64_t)seq);
-            }
+            if (rc == 1 && (rc = latest(&x->namemax, t, nm, seq, 1)) == 0)
+                rc = 1;
             break;
         }
         default:
@@ -249,7 +367,7 @@ static int keep_nodes(struct cut *x, const gt__cut_in *in)
 }
 
 /* Column col of the first row of key id in m (tensors, nodes), or NONE. */
-static int64_t col_of(const struct cut *x, const gt_map *m, int64_t id, int col)
+static int64_t col_of(const struct cut *x, const struct tab *m, int64_t id, int col)
 {
     int64_t r = row_of(m, id);
     return r < 0 ? NONE : get(x, (size_t)r, col);
@@ -268,10 +386,7 @@ static int keep_old_bumps(struct cut *x)
             int64_t vc = t == NONE || seq > x->c ? NONE : col_of(x, &x->tensor, t, 12);
             if (vc == NONE)
                 continue;
-            uint64_t *m = gt_map_get(&x->vcsave, (uint64_t)vc, 0, 0);
-            if (m && (int64_t)*m > seq)
-                *m = (uint64_t)seq;
-            else if (!m && gt_map_put(&x->vcsave, (uint64_t)vc, 0, 0, (uint64_t)seq))
+            if (latest(&x->vcsave, vc, 0, seq, -1) != 0)
                 return -1;
         }
     for (size_t r = 0; r < x->nrows; r++) {
@@ -279,8 +394,8 @@ static int keep_old_bumps(struct cut *x)
             continue;
         int64_t seq = get(x, r, 0),
                 vc = seq > x->c ? NONE : col_of(x, &x->tensor, get(x, r, 2), 12);
-        uint64_t *m = vc == NONE ? NULL : gt_map_get(&x->vcsave, (uint64_t)vc, 0, 0);
-        if (!m || seq <= (int64_t)*m)
+        int64_t *m = vc == NONE ? NULL : tab_get(&x->vcsave, vc, 0, 0);
+        if (!m || seq <= *m)
             continue;
         x->rows[r].flags |= F_KB;
         int64_t op = get(x, r, 1);
@@ -381,8 +496,8 @@ static int kept(const struct cut *x, size_t r, const gt_map *storage_seq)
         return get(x, r, 0) > c;
     case GT_RL_NAME: {
         int64_t seq = get(x, r, 0), t = get(x, r, 1);
-        uint64_t *m = gt_map_get(&x->namemax, (uint64_t)t, (uint64_t)get(x, r, 2), 0);
-        return has(&x->kt, t, 0) && (seq > c || (m && (int64_t)*m == seq));
+        int64_t *m = tab_get(&x->namemax, t, get(x, r, 2), 0);
+        return has(&x->kt, t, 0) && (seq > c || (m && *m == seq));
     }
     default:
         return 1;
@@ -450,26 +565,26 @@ static int keep_rows(struct cut *x, gt__cut_in *in, const gt_map *storage_seq)
 
 static void cut_free(struct cut *x)
 {
-    gt_map *maps[] = {&x->tensor,
-                      &x->node,
-                      &x->storage,
-                      &x->edge,
-                      &x->output,
-                      &x->arg,
-                      &x->name,
-                      &x->by_node_edge,
-                      &x->by_node_saved,
-                      &x->by_node_output,
-                      &x->by_op_arg,
-                      &x->kn,
-                      &x->kt,
-                      &x->ko,
-                      &x->namemax,
-                      &x->vcsave,
-                      &x->sref,
-                      &x->ksaved};
+    struct tab *maps[] = {&x->tensor,
+                          &x->node,
+                          &x->storage,
+                          &x->edge,
+                          &x->output,
+                          &x->arg,
+                          &x->name,
+                          &x->by_node_edge,
+                          &x->by_node_saved,
+                          &x->by_node_output,
+                          &x->by_op_arg,
+                          &x->kn,
+                          &x->kt,
+                          &x->ko,
+                          &x->namemax,
+                          &x->vcsave,
+                          &x->sref,
+                          &x->ksaved};
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++)
-        gt_map_clear(maps[i]);
+        free(maps[i]->s);
     for (int k = 0; x->groups && k < GT_RL_NKIND; k++)
         gt_strbuf_release(&x->groups[k].text);
     free(x->groups);
@@ -485,14 +600,16 @@ int gt__cut_held(gt_strbuf *held, gt__cut_in *in, gt_map *storage_seq)
 {
     struct cut x = {.base = (const unsigned char *)held->p, .c = in->c};
     in->dropped_refs.n = 0;
-    for (size_t i = 0; i < in->swap_storages.n; i++)
-        if (keep_id(&x.sref, NULL, in->swap_storages.p[i]) != 0)
-            goto oom;
     int rc = read_rows(&x, held);
     if (rc) {
         cut_free(&x);
         return rc;
     }
+    if (size_tabs(&x, in) != 0)
+        goto oom;
+    for (size_t i = 0; i < in->swap_storages.n; i++)
+        if (keep_id(&x.sref, NULL, in->swap_storages.p[i]) != 0)
+            goto oom;
     x.groups = calloc(GT_RL_NKIND, sizeof *x.groups);
     if (!x.groups || index_rows(&x) != 0 || keep_nodes(&x, in) != 0 ||
         keep_old_bumps(&x) != 0 || keep_tensors(&x, in) != 0 ||
