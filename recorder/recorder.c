@@ -922,9 +922,8 @@ static const char cut_tables_sql[] =
  * what the run row says of the cut. */
 #define CUT_CALLS_KEPT_SQL                                                               \
     "INSERT INTO temp.gt_kc SELECT id FROM backward_calls"                               \
-    " WHERE id >= (SELECT k FROM temp.gt_cut) OR end_seq IS NULL OR end_seq > (SELECT "  \
-    "c "                                                                                 \
-    "FROM temp.gt_cut);"
+    " WHERE id >= (SELECT k FROM temp.gt_cut) OR end_seq IS NULL"                        \
+    " OR end_seq > (SELECT c FROM temp.gt_cut);"
 #define CUT_FINGERPRINT_CALL_SQL "(backward IS NOT NULL AND backward NOT IN temp.gt_kc);"
 #define CUT_OLD_EVENTS_SQL                                                               \
     "DELETE FROM storage_swaps WHERE seq <= (SELECT c FROM temp.gt_cut);"                \
@@ -933,10 +932,8 @@ static const char cut_tables_sql[] =
     "DELETE FROM backward_roots WHERE backward NOT IN temp.gt_kc;"                       \
     "DELETE FROM backward_inputs WHERE backward NOT IN temp.gt_kc;"                      \
     "DELETE FROM backward_calls WHERE id NOT IN temp.gt_kc;"                             \
-    "UPDATE run SET kept_from_seq = (SELECT c FROM temp.gt_cut) + 1, "                   \
-    "kept_from_backward "                                                                \
-    "= (SELECT k FROM temp.gt_cut)"                                                      \
-    " WHERE id = 1;"
+    "UPDATE run SET kept_from_seq = (SELECT c FROM temp.gt_cut) + 1,"                    \
+    " kept_from_backward = (SELECT k FROM temp.gt_cut) WHERE id = 1;"
 
 /* The cut, with C (the last dropped seq) and K (the first kept backward
  * call) read from temp.gt_cut: first what is kept, from the events after C outward
@@ -998,10 +995,14 @@ static const char cut_sql[] =
     "DELETE FROM saved_tensors WHERE node NOT IN temp.gt_kn;"
     "DELETE FROM saved_earlier WHERE saved NOT IN (SELECT seq FROM saved_tensors);"
     "DELETE FROM saved_fingerprints WHERE saved NOT IN (SELECT seq FROM saved_tensors)"
-    " OR " CUT_FINGERPRINT_CALL_SQL "DELETE FROM edges WHERE node NOT IN temp.gt_kn;"
+    " OR " CUT_FINGERPRINT_CALL_SQL
+    /* the dropped nodes' rows, runs before C */
+    "DELETE FROM edges WHERE node NOT IN temp.gt_kn;"
     "DELETE FROM node_outputs WHERE node NOT IN temp.gt_kn;"
     "DELETE FROM node_execs WHERE seq <= (SELECT c FROM temp.gt_cut);"
-    "DELETE FROM nodes WHERE id NOT IN temp.gt_kn;" CUT_OLD_EVENTS_SQL
+    "DELETE FROM nodes WHERE id NOT IN temp.gt_kn;"
+    /* swaps and errors before C */
+    CUT_OLD_EVENTS_SQL
     /* names: of kept tensors; before C only the latest of each */
     "DELETE FROM names WHERE tensor NOT IN temp.gt_kt OR (seq <= (SELECT c FROM "
     "temp.gt_cut) AND EXISTS"
