@@ -130,6 +130,53 @@ int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
     return 0;
 }
 
+/* ---- reading blocks ------------------------------------------------------ */
+
+/* A block header's fields. */
+struct head {
+    int kind, ncol, marker;
+    uint32_t n, len;
+};
+
+/* Read the block header at bh (GT_ROWLOG_BLOCK_HEAD bytes; its hash is not
+ * checked here) into h. Returns 1 if it is one the writer makes (a block of
+ * a known kind, or a commit marker), else 0. */
+static int read_head(const unsigned char *bh, struct head *h)
+{
+    h->n = get_u32(bh + 16);
+    h->len = get_u32(bh + 20);
+    h->kind = get_u16(bh + 12);
+    h->ncol = get_u16(bh + 14);
+    h->marker = h->kind == GT_ROWLOG_COMMIT && h->ncol == 0 && h->n == 0 && h->len == 8;
+    if (get_u32(bh + 8) != GT_ROWLOG_BLOCK_MAGIC)
+        return 0;
+    return h->marker ||
+           (h->kind < GT_RL_NKIND && h->ncol == gt_rowlog_kinds[h->kind].ncol &&
+            h->n >= 1 && h->n <= GT_ROWLOG_GROUP && h->len <= MAX_PAYLOAD &&
+            h->len >= (size_t)h->n * (size_t)h->ncol * 9);
+}
+
+int gt_rowlog_block_at(const void *p, size_t len, gt_rowlog_block *b)
+{
+    const unsigned char *u = p;
+    struct head h;
+    if (len == 0)
+        return 0;
+    if (len < GT_ROWLOG_BLOCK_HEAD || !read_head(u, &h) || h.marker ||
+        len - GT_ROWLOG_BLOCK_HEAD < h.len)
+        return -1;
+    size_t nv = (size_t)h.n * (size_t)h.ncol;
+    b->kind = h.kind;
+    b->ncol = h.ncol;
+    b->n = (int)h.n;
+    b->val = u + GT_ROWLOG_BLOCK_HEAD;
+    b->null = b->val + nv * 8;
+    b->text = (const char *)b->null + nv;
+    b->text_len = h.len - nv * 9;
+    b->size = GT_ROWLOG_BLOCK_HEAD + (size_t)h.len;
+    return 1;
+}
+
 /* ---- the fold ------------------------------------------------------------ */
 
 struct fold {
@@ -217,6 +264,34 @@ static int fold_block(struct fold *f, int k, int n, const unsigned char *payload
     return SQLITE_OK;
 }
 
+/* Finalize the fold's statements. */
+static void fold_end(struct fold *f)
+{
+    for (int k = 0; k < GT_RL_NKIND; k++) {
+        sqlite3_finalize(f->multi[k]);
+        sqlite3_finalize(f->one[k]);
+    }
+}
+
+int gt_rowlog_fold_mem(sqlite3 *db, const void *p, size_t len, gt_rowlog_stats *stats)
+{
+    struct fold f = {.db = db};
+    gt_rowlog_block b;
+    size_t at = 0;
+    int got, rc = SQLITE_OK;
+    while (rc == SQLITE_OK && at < len &&
+           (got = gt_rowlog_block_at((const char *)p + at, len - at, &b)) != 0) {
+        rc = got < 0 ? SQLITE_CORRUPT : fold_block(&f, b.kind, b.n, b.val, b.text_len);
+        at += got > 0 ? b.size : 0;
+        f.st.blocks += rc == SQLITE_OK;
+    }
+    f.st.bytes = (int64_t)at;
+    fold_end(&f);
+    if (stats)
+        *stats = f.st;
+    return rc;
+}
+
 static void put_err(char *err, size_t len, const char *fmt, const char *a, const char *b)
 {
     if (err && len)
@@ -281,14 +356,11 @@ int gt_rowlog_fold(sqlite3 *db, const char *log_path, int64_t limit,
             f.st.torn = got > 0;
             break;
         }
-        uint32_t magic = get_u32(bh + 8), n = get_u32(bh + 16), len = get_u32(bh + 20);
-        int k = get_u16(bh + 12), ncol = get_u16(bh + 14);
-        int marker = k == GT_ROWLOG_COMMIT && ncol == 0 && n == 0 && len == 8;
-        if (magic != GT_ROWLOG_BLOCK_MAGIC ||
-            (!marker &&
-             (k >= GT_RL_NKIND || ncol != gt_rowlog_kinds[k].ncol || n < 1 ||
-              n > GT_ROWLOG_GROUP || len > MAX_PAYLOAD || len < (size_t)n * ncol * 9)) ||
-            (limit >= 0 && at + GT_ROWLOG_BLOCK_HEAD + (int64_t)len > limit)) {
+        struct head hd = {0};
+        int ok = read_head(bh, &hd);
+        uint32_t n = hd.n, len = hd.len;
+        int k = hd.kind, ncol = hd.ncol, marker = hd.marker;
+        if (!ok || (limit >= 0 && at + GT_ROWLOG_BLOCK_HEAD + (int64_t)len > limit)) {
             f.st.torn = 1;
             break;
         }
@@ -365,10 +437,7 @@ int gt_rowlog_fold(sqlite3 *db, const char *log_path, int64_t limit,
         rc = GT_EIO;
     }
 out:
-    for (int k = 0; k < GT_RL_NKIND; k++) {
-        sqlite3_finalize(f.multi[k]);
-        sqlite3_finalize(f.one[k]);
-    }
+    fold_end(&f);
     if (in)
         fclose(in);
     free(buf);

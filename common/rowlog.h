@@ -32,6 +32,7 @@
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "strbuf.h"
 
@@ -90,6 +91,34 @@ int gt_rowlog_put_head(gt_strbuf *out);
 int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
                   const unsigned char *null, const char *text, size_t text_len);
 
+/* One block of a run of blocks in memory (as gt_rowlog_put appends them). */
+typedef struct gt_rowlog_block {
+    int kind, ncol, n;         /* n rows of ncol columns of kind `kind` */
+    const unsigned char *val;  /* n x ncol int64, row-major (not aligned) */
+    const unsigned char *null; /* n x ncol flags, 1 = NULL */
+    const char *text;          /* the text arena */
+    size_t text_len;
+    size_t size; /* the block's bytes, header included: the next is there */
+} gt_rowlog_block;
+
+/* Read the block at p, len bytes before the end of the run, into b (its
+ * hash is not checked: memory of this process). Returns 1, 0 at the end
+ * (len 0), or -1 if p holds no whole block of a known kind. */
+int gt_rowlog_block_at(const void *p, size_t len, gt_rowlog_block *b);
+
+/* Column c of row i of block b (NULL or not: see gt_rowlog_null). */
+static inline int64_t gt_rowlog_val(const gt_rowlog_block *b, int i, int c)
+{
+    int64_t v;
+    memcpy(&v, b->val + ((size_t)i * (size_t)b->ncol + (size_t)c) * 8, 8);
+    return v;
+}
+
+static inline int gt_rowlog_null(const gt_rowlog_block *b, int i, int c)
+{
+    return b->null[(size_t)i * (size_t)b->ncol + (size_t)c] != 0;
+}
+
 /* What a fold did. */
 typedef struct gt_rowlog_stats {
     int64_t blocks;  /* blocks folded */
@@ -115,6 +144,14 @@ typedef struct gt_rowlog_stats {
  */
 int gt_rowlog_fold(sqlite3 *db, const char *log_path, int64_t limit, gt_rowlog_stats *st,
                    char *err, size_t errlen);
+
+/* Insert the rows of the blocks at p (len bytes, blocks only: no file
+ * header, no commit markers; the flight recorder's held rows) into db
+ * through the same INSERTs as gt_rowlog_fold, inside the caller's
+ * transaction; a duplicate key is dropped as there. Returns SQLITE_OK, or
+ * an SQLite error code (its message in db; SQLITE_CORRUPT for bytes that
+ * are no block). st (may be NULL) is filled in any case. */
+int gt_rowlog_fold_mem(sqlite3 *db, const void *p, size_t len, gt_rowlog_stats *st);
 
 /*
  * A reader opening the trace at `path` (before it opens the trace itself):

@@ -51,13 +51,31 @@
  * of 3,850, and 3,500 a row at close to fold it. max_bytes keeps the
  * direct path: its rule needs the file's real size at every commit.
  *
+ * Flight recorder (options.keep_last; "the flight recorder" below): the
+ * database is in memory and the file is written whole at times
+ * (write_window). Without max_bytes (keep_mem) flush_buf encodes the
+ * groups of the frequent kinds as blocks, as the row log does, into
+ * r->held instead of inserting them; each window cut (cut_window, at a
+ * backward call once keep_last + cut_slack calls are held) picks the kept
+ * calls in SQL, cuts the held blocks in C (keepcut.c: cut_sql's rules,
+ * re-encoding the kept rows) and the direct tables in SQL; write_window
+ * folds the held blocks into the copy it writes (gt_rowlog_fold_mem).
+ * Cost (bench_overhead_ir.py, MLP, keep_last 2): 3.25 M instructions a
+ * step against 3.03 M for the whole trace with the row log, 5.30 M when
+ * every row went through SQLite and cut_sql; a cut (every 17 calls) is
+ * 5.6 M, 4.7 M of it the C cut. With max_bytes every row goes
+ * to SQLite and cut_sql cuts it: the cap measures the database's pages.
+ *
  * Memory: apart from the interning tables (one entry per distinct string,
  * frame, stack and thread, see intern.h), a handle holds a fixed set of
  * statements and SQLite's page cache (bounded by cache_size), however long
- * the run.
+ * the run; the flight recorder holds its window (up to keep_last +
+ * cut_slack calls) and the older rows the kept calls reference.
  */
+#include "gtmap.h"
 #include "intern.h"
 #include "intlist.h"
+#include "keepcut.h"
 #include "rowlog.h"
 #include "strbuf.h"
 
@@ -242,6 +260,16 @@ struct gt_recorder {
     int ncut;
     int64_t kept_from; /* first backward call still held (1: none dropped) */
     int write_due;
+    /* keep_last without max_bytes (keep_mem): the frequent rows are held as
+     * row-log blocks in `held` instead of inserted, cut in C (keepcut.c)
+     * and folded into the window's file by write_window. cut_st then holds
+     * the SQL before the C cut (ncut_pre statements) and after it. */
+    int keep_mem;
+    gt_strbuf held;
+    gt_map storage_seqs; /* storage id -> r->seq when recorded (temp.gt_ss) */
+    int ncut_pre;
+    sqlite3_stmt *cut_read[4];    /* the direct rows the C cut needs (cut_read_sql) */
+    sqlite3_stmt *cut_drop_saved; /* INSERT INTO temp.gt_sd */
 
     int failed; /* 0, or the GT_E* code of the error that stopped recording */
     int capped; /* 1: stopped by max_bytes; the file is sound, so the run's
@@ -540,10 +568,11 @@ static int flush_buf(gt_recorder *r, int which)
     size_t text_len = b->text_len;
     b->n = 0;
     b->text_len = 0; /* its bytes stay until the next row is taken */
-    if (r->log_on) {
-        if (gt_rowlog_put(&r->log, which, n, &b->val[0][0], &b->null[0][0], b->text,
-                          text_len) != 0) {
-            set_errmsg(r, "recording stopped: out of memory (row log)");
+    if (r->log_on || r->keep_mem) {
+        if (gt_rowlog_put(r->keep_mem ? &r->held : &r->log, which, n, &b->val[0][0],
+                          &b->null[0][0], b->text, text_len) != 0) {
+            set_errmsg(r, "recording stopped: out of memory (%s)",
+                       r->keep_mem ? "window" : "row log");
             return fail(r, GT_ENOMEM);
         }
         return 0;
@@ -882,20 +911,36 @@ static const char cut_tables_sql[] =
     "CREATE TEMP TABLE gt_ko (seq INTEGER PRIMARY KEY);"
     "CREATE TEMP TABLE gt_kb (seq INTEGER PRIMARY KEY);"
     "CREATE TEMP TABLE gt_kc (id INTEGER PRIMARY KEY);"
+    "CREATE TEMP TABLE gt_sd (seq INTEGER PRIMARY KEY);" /* keep_mem: saved dropped */
     /* the seq at which each storage was recorded (storages has none) */
     "CREATE TEMP TABLE gt_ss (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);"
     "CREATE TEMP TABLE gt_cut (c INTEGER, k INTEGER); INSERT INTO gt_cut VALUES (0, 1);";
+
+/* Pieces of the cut shared by its two forms: the kept backward calls (from
+ * K on, and any still running or ending after C); a fingerprint taken in a
+ * dropped call; the dropped direct events; the dropped calls' rows and
+ * what the run row says of the cut. */
+#define CUT_CALLS_KEPT_SQL                                                               \
+    "INSERT INTO temp.gt_kc SELECT id FROM backward_calls"                               \
+    " WHERE id >= (SELECT k FROM temp.gt_cut) OR end_seq IS NULL"                        \
+    " OR end_seq > (SELECT c FROM temp.gt_cut);"
+#define CUT_FINGERPRINT_CALL_SQL "(backward IS NOT NULL AND backward NOT IN temp.gt_kc);"
+#define CUT_OLD_EVENTS_SQL                                                               \
+    "DELETE FROM storage_swaps WHERE seq <= (SELECT c FROM temp.gt_cut);"                \
+    "DELETE FROM errors WHERE seq <= (SELECT c FROM temp.gt_cut);"
+#define CUT_CALLS_SQL                                                                    \
+    "DELETE FROM backward_roots WHERE backward NOT IN temp.gt_kc;"                       \
+    "DELETE FROM backward_inputs WHERE backward NOT IN temp.gt_kc;"                      \
+    "DELETE FROM backward_calls WHERE id NOT IN temp.gt_kc;"                             \
+    "UPDATE run SET kept_from_seq = (SELECT c FROM temp.gt_cut) + 1,"                    \
+    " kept_from_backward = (SELECT k FROM temp.gt_cut) WHERE id = 1;"
 
 /* The cut, with C (the last dropped seq) and K (the first kept backward
  * call) read from temp.gt_cut: first what is kept, from the events after C outward
  * along the references, then the deletes. See recorder.h for the rules. */
 static const char cut_sql[] =
     "DELETE FROM temp.gt_kn; DELETE FROM temp.gt_kt; DELETE FROM temp.gt_ko;"
-    "DELETE FROM temp.gt_kb; DELETE FROM temp.gt_kc;"
-    /* backward calls: from K on, and any still running or ending after C */
-    "INSERT INTO temp.gt_kc SELECT id FROM backward_calls"
-    " WHERE id >= (SELECT k FROM temp.gt_cut) OR end_seq IS NULL OR end_seq > (SELECT c "
-    "FROM temp.gt_cut);"
+    "DELETE FROM temp.gt_kb; DELETE FROM temp.gt_kc;" CUT_CALLS_KEPT_SQL
     /* nodes: recorded, run or used after C, and every node their edges reach */
     "INSERT INTO temp.gt_kn WITH RECURSIVE k(id) AS ("
     " SELECT id FROM nodes WHERE seq > (SELECT c FROM temp.gt_cut)"
@@ -950,13 +995,14 @@ static const char cut_sql[] =
     "DELETE FROM saved_tensors WHERE node NOT IN temp.gt_kn;"
     "DELETE FROM saved_earlier WHERE saved NOT IN (SELECT seq FROM saved_tensors);"
     "DELETE FROM saved_fingerprints WHERE saved NOT IN (SELECT seq FROM saved_tensors)"
-    " OR (backward IS NOT NULL AND backward NOT IN temp.gt_kc);"
+    " OR " CUT_FINGERPRINT_CALL_SQL
+    /* the dropped nodes' rows, runs before C */
     "DELETE FROM edges WHERE node NOT IN temp.gt_kn;"
     "DELETE FROM node_outputs WHERE node NOT IN temp.gt_kn;"
     "DELETE FROM node_execs WHERE seq <= (SELECT c FROM temp.gt_cut);"
     "DELETE FROM nodes WHERE id NOT IN temp.gt_kn;"
-    "DELETE FROM storage_swaps WHERE seq <= (SELECT c FROM temp.gt_cut);"
-    "DELETE FROM errors WHERE seq <= (SELECT c FROM temp.gt_cut);"
+    /* swaps and errors before C */
+    CUT_OLD_EVENTS_SQL
     /* names: of kept tensors; before C only the latest of each */
     "DELETE FROM names WHERE tensor NOT IN temp.gt_kt OR (seq <= (SELECT c FROM "
     "temp.gt_cut) AND EXISTS"
@@ -969,13 +1015,34 @@ static const char cut_sql[] =
     " WHERE storage IS NOT NULL UNION SELECT old_storage FROM storage_swaps"
     " WHERE old_storage IS NOT NULL UNION SELECT new_storage FROM storage_swaps"
     " WHERE new_storage IS NOT NULL);"
-    "DELETE FROM temp.gt_ss WHERE id NOT IN (SELECT id FROM storages);"
-    "DELETE FROM backward_roots WHERE backward NOT IN temp.gt_kc;"
-    "DELETE FROM backward_inputs WHERE backward NOT IN temp.gt_kc;"
-    "DELETE FROM backward_calls WHERE id NOT IN temp.gt_kc;"
-    "UPDATE run SET kept_from_seq = (SELECT c FROM temp.gt_cut) + 1, kept_from_backward "
-    "= (SELECT k FROM temp.gt_cut)"
-    " WHERE id = 1;";
+    "DELETE FROM temp.gt_ss WHERE id NOT IN (SELECT id FROM storages);" CUT_CALLS_SQL;
+
+/* The cut when the frequent rows are held as blocks (keep_mem): the kept
+ * calls first (cut_pre_sql), then the direct rows the C cut needs
+ * (cut_read_sql, in gt__cut_in's order), the C cut (keepcut.c, the rules
+ * of cut_sql above), the saved seqs whose row it dropped into temp.gt_sd,
+ * and the deletes of the direct tables (cut_post_sql). */
+static const char cut_pre_sql[] =
+    "DELETE FROM temp.gt_kc; DELETE FROM temp.gt_sd;" CUT_CALLS_KEPT_SQL;
+
+static const char *const cut_read_sql[4] = {
+    "SELECT node FROM backward_roots WHERE node IS NOT NULL AND backward IN temp.gt_kc",
+    "SELECT tensor FROM backward_roots WHERE tensor IS NOT NULL"
+    " AND backward IN temp.gt_kc"
+    " UNION ALL SELECT tensor FROM backward_inputs WHERE backward IN temp.gt_kc"
+    " UNION ALL SELECT tensor FROM storage_swaps WHERE tensor IS NOT NULL"
+    " AND seq > (SELECT c FROM temp.gt_cut)",
+    "SELECT old_storage FROM storage_swaps WHERE old_storage IS NOT NULL"
+    " AND seq > (SELECT c FROM temp.gt_cut)"
+    " UNION ALL SELECT new_storage FROM storage_swaps WHERE new_storage IS NOT NULL"
+    " AND seq > (SELECT c FROM temp.gt_cut)",
+    "SELECT saved FROM saved_earlier UNION SELECT saved FROM saved_fingerprints",
+};
+
+static const char cut_post_sql[] =
+    "DELETE FROM saved_earlier WHERE saved IN temp.gt_sd;"
+    "DELETE FROM saved_fingerprints WHERE saved IN temp.gt_sd"
+    " OR " CUT_FINGERPRINT_CALL_SQL CUT_OLD_EVENTS_SQL CUT_CALLS_SQL;
 
 /* The database's pages in use (its freelist left out: the flight
  * recorder's cuts free pages) in *out. */
@@ -1026,6 +1093,61 @@ static int recount_idx(gt_recorder *r)
     return rc == SQLITE_OK ? 0 : sql_error(r, rc, "window cut", 1, 0);
 }
 
+/* Step the cut's statements cut_st[from..to). Returns the SQLite result;
+ * *err the errno after the last step. */
+static int run_cut_stmts(gt_recorder *r, int from, int to, int *err)
+{
+    int rc = SQLITE_OK;
+    for (int i = from; rc == SQLITE_OK && i < to; i++) {
+        errno = 0;
+        int src = sqlite3_step(r->cut_st[i]);
+        *err = errno;
+        rc = sqlite3_reset(r->cut_st[i]);
+        if (rc == SQLITE_OK && src != SQLITE_DONE && src != SQLITE_ROW)
+            rc = SQLITE_ERROR;
+    }
+    return rc;
+}
+
+/* keep_mem: read the direct rows the C cut needs (cut_read_sql), cut the
+ * held blocks (keepcut.c) at C = c, and note the saved seqs whose row it
+ * dropped in temp.gt_sd. Returns 0 with the SQLite result in *src, or the
+ * error that stopped recording (out of memory). */
+static int cut_held(gt_recorder *r, int64_t c, int *src)
+{
+    gt__cut_in in = {.c = c};
+    gt__i64v *lists[4] = {&in.root_nodes, &in.tensors, &in.swap_storages, &in.saved_refs};
+    int rc = 0;
+    *src = SQLITE_OK;
+    for (int q = 0; q < 4 && *src == SQLITE_OK && !rc; q++) {
+        sqlite3_stmt *st = r->cut_read[q];
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW && !rc)
+            if (gt__i64v_push(lists[q], sqlite3_column_int64(st, 0)) != 0)
+                rc = GT_ENOMEM;
+        int s2 = sqlite3_reset(st);
+        if (!rc && s != SQLITE_DONE)
+            *src = s2 != SQLITE_OK ? s2 : SQLITE_ERROR;
+    }
+    if (!rc && *src == SQLITE_OK)
+        rc = gt__cut_held(&r->held, &in, &r->storage_seqs);
+    for (size_t i = 0; !rc && *src == SQLITE_OK && i < in.dropped_refs.n; i++) {
+        sqlite3_stmt *st = r->cut_drop_saved;
+        sqlite3_bind_int64(st, 1, in.dropped_refs.p[i]);
+        int s = sqlite3_step(st), s2 = sqlite3_reset(st);
+        if (s != SQLITE_DONE)
+            *src = s2 != SQLITE_OK ? s2 : SQLITE_ERROR;
+    }
+    for (int q = 0; q < 4; q++)
+        free(lists[q]->p);
+    free(in.dropped_refs.p);
+    if (rc == GT_ENOMEM)
+        set_errmsg(r, "recording stopped: out of memory (window cut)");
+    else if (rc)
+        set_errmsg(r, "recording stopped: the window's held rows are damaged");
+    return rc ? fail(r, rc) : 0;
+}
+
 /*
  * Keep backward calls from last - keep_last + 1 on (last: the newest call,
  * the one about to start at gt_backward_begin) and drop what lies before,
@@ -1059,13 +1181,14 @@ static int cut_window(gt_recorder *r, int64_t last, int *cut)
              first);
     int err = 0;
     rc = exec_sql(r->db, set, NULL, &err);
-    for (int i = 0; rc == SQLITE_OK && i < r->ncut; i++) {
-        errno = 0;
-        int src = sqlite3_step(r->cut_st[i]);
-        err = errno;
-        rc = sqlite3_reset(r->cut_st[i]);
-        if (rc == SQLITE_OK && src != SQLITE_DONE && src != SQLITE_ROW)
-            rc = SQLITE_ERROR;
+    if (rc == SQLITE_OK)
+        rc = run_cut_stmts(r, 0, r->keep_mem ? r->ncut_pre : r->ncut, &err);
+    if (rc == SQLITE_OK && r->keep_mem) {
+        int crc = cut_held(r, c, &rc);
+        if (crc)
+            return crc;
+        if (rc == SQLITE_OK)
+            rc = run_cut_stmts(r, r->ncut_pre, r->ncut, &err);
     }
     if (rc != SQLITE_OK)
         return sql_error(r, sqlite3_extended_errcode(r->db), "window cut", 1, err);
@@ -1098,7 +1221,8 @@ static void unlink_suffixed(const char *path, const char *suffix)
 /*
  * Write the flight recorder's window to the trace file: commit, cut to the
  * last keep_last calls, copy the database out (VACUUM INTO a file beside
- * the trace), create the indexes there, and rename the copy over the
+ * the trace), insert the held rows there (keep_mem: gt_rowlog_fold_mem,
+ * the blocks stay held), create the indexes, and rename the copy over the
  * trace, whose flock moves to the new file. Readers of the old file keep
  * reading it. Returns 0, or the error (the handle is then failed; the
  * trace file is the one last written).
@@ -1135,8 +1259,16 @@ static int write_window(gt_recorder *r)
     if (src == SQLITE_OK) {
         sqlite3_extended_result_codes(out, 1);
         src = exec_sql(out, "BEGIN", NULL, &err);
-        if (src == SQLITE_OK)
+        if (src == SQLITE_OK && r->keep_mem) { /* the held rows, into the copy */
+            what = "write the window's rows";
+            errno = 0;
+            src = gt_rowlog_fold_mem(out, r->held.p, r->held.len, NULL);
+            err = errno;
+        }
+        if (src == SQLITE_OK) {
+            what = "index the window";
             src = exec_sql(out, gt_indexes_sql, NULL, &err);
+        }
         if (src == SQLITE_OK)
             src = exec_sql(out, "COMMIT", NULL, &err);
     }
@@ -1192,6 +1324,25 @@ fail_file:
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
+/* Finalize every statement of the handle (before its connection closes)
+ * and free the row buffers' text. */
+static void finalize_stmts(gt_recorder *r)
+{
+    sqlite3_finalize(r->storage_seq);
+    for (int i = 0; i < r->ncut; i++)
+        sqlite3_finalize(r->cut_st[i]);
+    for (int i = 0; i < 4; i++)
+        sqlite3_finalize(r->cut_read[i]);
+    sqlite3_finalize(r->cut_drop_saved);
+    for (int i = 0; i < GT__NBUF; i++) {
+        sqlite3_finalize(r->buf[i].multi);
+        sqlite3_finalize(r->buf[i].one);
+        free(r->buf[i].text);
+    }
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(r->st[i]);
+}
+
 /* Remove path-wal, path-shm and path-gtlog, if any. */
 static void unlink_sidecars(const char *path)
 {
@@ -1224,6 +1375,8 @@ static void release(gt_recorder *r)
     if (r->log_fd >= 0)
         close(r->log_fd);
     gt_strbuf_release(&r->log);
+    gt_strbuf_release(&r->held);
+    gt_map_clear(&r->storage_seqs);
     free(r->log_path);
     free(r->path);
     free(r);
@@ -1239,6 +1392,27 @@ static int trace_is_live(const char *path)
     int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd);
     return live;
+}
+
+/* Prepare the statements of `sql` (several, ';'-separated) into
+ * r->cut_st after those there. Returns 0, or -1 (the error in r->db, or
+ * more than GT__CUT_MAX statements). */
+static int prepare_cut(gt_recorder *r, const char *sql)
+{
+    while (sql && *sql) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, &sql) !=
+            SQLITE_OK)
+            return -1;
+        if (!st)
+            continue; /* trailing blank */
+        if (r->ncut == GT__CUT_MAX) {
+            sqlite3_finalize(st);
+            return -1;
+        }
+        r->cut_st[r->ncut++] = st;
+    }
+    return 0;
 }
 
 int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *errbuf,
@@ -1483,24 +1657,29 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         stage = "set up the window";
         if (exec_sql(r->db, cut_tables_sql, &emsg, &exec_errno) != SQLITE_OK)
             goto fail_exec;
-        if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_ss VALUES (?1, ?2)",
-                               -1, SQLITE_PREPARE_PERSISTENT, &r->storage_seq,
-                               NULL) != SQLITE_OK)
+        /* the cut's statements, parsed once rather than at every cut:
+         * keep_mem's before and after its C cut, else cut_sql */
+        r->keep_mem = r->max_bytes <= 0;
+        if (r->keep_mem) {
+            if (prepare_cut(r, cut_pre_sql) != 0)
+                goto fail_exec;
+            r->ncut_pre = r->ncut;
+            if (prepare_cut(r, cut_post_sql) != 0)
+                goto fail_exec;
+            for (int i = 0; i < 4; i++)
+                if (sqlite3_prepare_v3(r->db, cut_read_sql[i], -1,
+                                       SQLITE_PREPARE_PERSISTENT, &r->cut_read[i],
+                                       NULL) != SQLITE_OK)
+                    goto fail_exec;
+            if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_sd VALUES (?1)",
+                                   -1, SQLITE_PREPARE_PERSISTENT, &r->cut_drop_saved,
+                                   NULL) != SQLITE_OK)
+                goto fail_exec;
+        } else if (sqlite3_prepare_v3(
+                       r->db, "INSERT OR IGNORE INTO temp.gt_ss VALUES (?1, ?2)", -1,
+                       SQLITE_PREPARE_PERSISTENT, &r->storage_seq, NULL) != SQLITE_OK ||
+                   prepare_cut(r, cut_sql) != 0)
             goto fail_exec;
-        /* the cut's statements, parsed once rather than at every cut */
-        for (const char *sql = cut_sql; sql && *sql;) {
-            sqlite3_stmt *st = NULL;
-            if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st,
-                                   &sql) != SQLITE_OK)
-                goto fail_exec;
-            if (!st)
-                continue; /* trailing blank */
-            if (r->ncut == GT__CUT_MAX) {
-                sqlite3_finalize(st);
-                goto fail_exec;
-            }
-            r->cut_st[r->ncut++] = st;
-        }
         if ((rc = write_window(r)) != 0) {
             put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
             goto fail_stmts;
@@ -1527,16 +1706,7 @@ fail_exec:
     }
     sqlite3_free(emsg);
 fail_stmts:
-    sqlite3_finalize(r->storage_seq);
-    for (int i = 0; i < r->ncut; i++)
-        sqlite3_finalize(r->cut_st[i]);
-    for (int i = 0; i < GT__NBUF; i++) {
-        sqlite3_finalize(r->buf[i].multi);
-        sqlite3_finalize(r->buf[i].one);
-        free(r->buf[i].text);
-    }
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(r->st[i]);
+    finalize_stmts(r);
 fail_db:
     sqlite3_close(r->db);
     if (created) {
@@ -1804,16 +1974,7 @@ int gt_recorder_close_msg(gt_recorder *r, char *errbuf, size_t errlen)
         }
     }
     rc = r->failed ? r->failed : stop;
-    sqlite3_finalize(r->storage_seq);
-    for (int i = 0; i < r->ncut; i++)
-        sqlite3_finalize(r->cut_st[i]);
-    for (int i = 0; i < GT__NBUF; i++) {
-        sqlite3_finalize(r->buf[i].multi);
-        sqlite3_finalize(r->buf[i].one);
-        free(r->buf[i].text);
-    }
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(r->st[i]);
+    finalize_stmts(r);
     if (sqlite3_close(r->db) != SQLITE_OK && rc == 0) {
         set_errmsg(r, "cannot close trace %s: %s", r->path, sqlite3_errmsg(r->db));
         rc = GT_ESQL;
@@ -2173,6 +2334,12 @@ int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
     if (!r || id <= 0 || device <= 0)
         return GT_EINVAL;
     BUF_BEGIN(r, B_STORAGE);
+    if (r->keep_mem && !gt_map_get(&r->storage_seqs, (uint64_t)id, 0, 0) &&
+        gt_map_put(&r->storage_seqs, (uint64_t)id, 0, 0, (uint64_t)r->seq) != 0) {
+        set_errmsg(r, "recording stopped: out of memory (storage)");
+        rc = fail(r, GT_ENOMEM);
+        goto out;
+    }
     if (r->storage_seq) {
         sqlite3_bind_int64(r->storage_seq, 1, id);
         sqlite3_bind_int64(r->storage_seq, 2, r->seq);
@@ -2546,6 +2713,16 @@ size_t gt__recorder_intern_bytes(gt_recorder *r)
     pthread_mutex_lock(&r->mu);
     size_t n = gt__strtab_bytes(&r->strings) + gt__inttab_bytes(&r->frames) +
                gt__inttab_bytes(&r->stacks) + gt__inttab_bytes(&r->threads);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+size_t gt__recorder_held_bytes(gt_recorder *r);
+
+size_t gt__recorder_held_bytes(gt_recorder *r)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = r->held.len;
     pthread_mutex_unlock(&r->mu);
     return n;
 }

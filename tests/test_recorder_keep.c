@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define GT_TMPDIR_PREFIX "gt_test_recorder_keep"
 #include "tmpdir.h"
@@ -74,18 +75,24 @@ static void str(loop *l, const char *s, gt_id *out)
     assert_int_equal(gt_intern_string(l->r, s, strlen(s), out), 0);
 }
 
+/* A float32 vector of 4 made by op `by` (0: a leaf), no storage yet. */
+static gt_tensor_info vec4(gt_id id, gt_id f32, int64_t by)
+{
+    static const int64_t shape[1] = {4}, strides[1] = {1};
+    return (gt_tensor_info){.id = id,
+                            .dtype = f32,
+                            .ndim = 1,
+                            .shape = shape,
+                            .strides = strides,
+                            .requires_grad = 1,
+                            .is_leaf = by == 0,
+                            .created_by = by};
+}
+
 static void tensor(loop *l, gt_id id, gt_id storage, int64_t created_by)
 {
-    int64_t shape[1] = {4}, strides[1] = {1};
-    gt_tensor_info t = {.id = id,
-                        .storage = storage,
-                        .dtype = l->s_f32,
-                        .ndim = 1,
-                        .shape = shape,
-                        .strides = strides,
-                        .requires_grad = 1,
-                        .is_leaf = created_by == 0,
-                        .created_by = created_by};
+    gt_tensor_info t = vec4(id, l->s_f32, created_by);
+    t.storage = storage;
     CK(l, gt_storage(l->r, storage, 16, l->s_cpu));
     CK(l, gt_tensor(l->r, &t));
 }
@@ -331,11 +338,375 @@ static void test_size_cap(void **state)
     assert_true(file_size("capstop.db") <= 300 * 1024);
 }
 
+/* ---- the C cut against the SQL cut ---------------------------------------- */
+
+/* keep_last alone holds the frequent rows as blocks and cuts them in C
+ * (keepcut.c); with max_bytes the window is cut by cut_sql in SQLite. A
+ * cap no run here reaches makes the second the reference for the first. */
+#define NO_CAP ((int64_t)1 << 40)
+
+size_t gt__recorder_held_bytes(gt_recorder *r);
+
+/* A scripted run, the same calls for the same seed: ops with arguments
+ * reaching back over the whole run, views sharing version counters,
+ * nodes with edges to old nodes and to the parameters' accumulators,
+ * saved tensors (some unmatched, some saved earlier), version bumps by ops
+ * and observed, names bound again and again, tensors and storages written
+ * again (gt_tensor_again, INSERT OR IGNORE), storage swaps, backward calls
+ * left running for a while, roots, inputs, fingerprints and errors. */
+typedef struct script {
+    gt_recorder *r;
+    uint64_t rng;
+    gt_id s_op[3], s_slot, s_name[3], s_f32, s_cpu, s_api, s_acc, s_node, s_err;
+    gt_id thread, stack;
+    int64_t nt, nn, ns, nsaved;
+    gt_tensor_info *t; /* [id]: each tensor as first written */
+    int64_t *saved;    /* saved_tensors seqs so far */
+    gt_id *saved_t;    /* ... and their tensors */
+    gt_id open_call;   /* a backward call left running, 0 if none */
+    int rc;
+} script;
+
+static unsigned rnd(script *s, unsigned n)
+{
+    s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(s->rng >> 33) % n;
+}
+
+/* A tensor (node): one of the last ten, else any so far. */
+static gt_id pick(script *s, int64_t n)
+{
+    return rnd(s, 2) && n > 10 ? n - (int64_t)rnd(s, 10)
+                               : 1 + (int64_t)rnd(s, (unsigned)n);
+}
+
+/* A new tensor made by op `by` (0: a leaf): its own storage, or a view of
+ * an older tensor sharing its counter, or one sharing an older tensor's
+ * counter without being its view (as detach() does). */
+static gt_id new_tensor(script *s, int64_t by)
+{
+    gt_id id = ++s->nt;
+    gt_tensor_info *t = &s->t[id];
+    *t = vec4(id, s->s_f32, by);
+    if (id > 4 && rnd(s, 4) == 0) {
+        gt_id base = pick(s, id - 1);
+        t->alias_of = base;
+        t->storage = s->t[base].storage;
+        t->shares_version = 1;
+        t->version_counter =
+            s->t[base].version_counter ? s->t[base].version_counter : base;
+    } else {
+        t->storage = ++s->ns;
+        CK(s, gt_storage(s->r, t->storage, 16, s->s_cpu));
+        if (id > 4 && rnd(s, 6) == 0)
+            t->version_counter = pick(s, id - 1);
+    }
+    CK(s, gt_tensor(s->r, t));
+    return id;
+}
+
+static void script_init(script *s, gt_recorder *r, int steps)
+{
+    memset(s, 0, sizeof *s);
+    s->r = r;
+    s->rng = 42;
+    s->t = calloc((size_t)steps * 16 + 16, sizeof *s->t);
+    s->saved = calloc((size_t)steps * 16 + 16, sizeof *s->saved);
+    s->saved_t = calloc((size_t)steps * 16 + 16, sizeof *s->saved_t);
+    assert_non_null(s->saved_t);
+    assert_non_null(s->t);
+    assert_non_null(s->saved);
+    static const char *const strs[] = {"aten::mul",
+                                       "aten::add_",
+                                       "aten::view",
+                                       "self",
+                                       "w",
+                                       "b",
+                                       "x",
+                                       "float32",
+                                       "cpu",
+                                       "backward",
+                                       "AccumulateGrad",
+                                       "MulBackward0",
+                                       "RuntimeError"};
+    gt_id *dst[] = {&s->s_op[0],   &s->s_op[1],   &s->s_op[2], &s->s_slot, &s->s_name[0],
+                    &s->s_name[1], &s->s_name[2], &s->s_f32,   &s->s_cpu,  &s->s_api,
+                    &s->s_acc,     &s->s_node,    &s->s_err};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        assert_int_equal(gt_intern_string(r, strs[i], strlen(strs[i]), dst[i]), 0);
+    gt_id frame;
+    assert_int_equal(gt_intern_frame(r, "train.py", 3, "step", "loss.backward()", &frame),
+                     0);
+    assert_int_equal(gt_intern_stack(r, 0, frame, frame, &s->stack), 0);
+    assert_int_equal(gt_intern_thread(r, 99, "MainThread", &s->thread), 0);
+    for (int p = 0; p < 3; p++) { /* parameters and their accumulators */
+        gt_id t = new_tensor(s, 0);
+        gt_node_info acc = {
+            .id = ++s->nn, .name = s->s_acc, .sequence_nr = -1, .variable = t};
+        CK(s, gt_node(r, &acc));
+    }
+}
+
+static void script_op(script *s, int k)
+{
+    gt_recorder *r = s->r;
+    int64_t seq = 0, bs = 0;
+    gt_op_info op = {.name = s->s_op[rnd(s, 3)],
+                     .grad_mode = 1,
+                     .thread = s->thread,
+                     .stack = rnd(s, 2) ? s->stack : 0};
+    CK(s, gt_op(r, &op, &seq));
+    int nin = (int)rnd(s, 3);
+    for (int i = 0; i < nin; i++)
+        CK(s, gt_op_arg(r, seq, GT_ROLE_INPUT, i, pick(s, s->nt), rnd(s, 5)));
+    gt_id out = new_tensor(s, seq);
+    CK(s, gt_op_arg(r, seq, GT_ROLE_OUTPUT, 0, out, 0));
+    if (rnd(s, 2) == 0) { /* in place: a bump by the op, often of one saved lately */
+        gt_id m = s->nsaved && rnd(s, 4)
+                      ? s->saved_t[s->nsaved - 1 - rnd(s, 4) % s->nsaved]
+                      : 0;
+        m = m ? m : pick(s, s->nt);
+        CK(s, gt_op_arg(r, seq, GT_ROLE_MUTATED, 0, m, k));
+        CK(s, gt_version_bump(r, seq, m, k + 1, 0, NULL));
+    }
+    gt_node_info n = {.id = ++s->nn,
+                      .name = s->s_node,
+                      .op = rnd(s, 5) ? seq : 0,
+                      .sequence_nr = k,
+                      .thread = s->thread};
+    CK(s, gt_node(r, &n));
+    int nedge = 1 + (int)rnd(s, 3);
+    for (int e = 0; e < nedge; e++) {
+        gt_id next = rnd(s, 6) == 0   ? 0
+                     : rnd(s, 3) == 0 ? 1 + rnd(s, 3)
+                                      : pick(s, s->nn - 1);
+        CK(s, gt_edge(r, n.id, e, next, 0));
+    }
+    CK(s, gt_node_output(r, n.id, 0, out));
+    int nsave = (int)rnd(s, 3);
+    for (int i = 0; i < nsave; i++) {
+        gt_id t = rnd(s, 6) == 0 ? 0 : pick(s, s->nt);
+        if (s->nsaved > 0 && rnd(s, 5) == 0)
+            CK(s, gt_saved_tensor_at(r, n.id, s->s_slot + i, t, k, 0, 16,
+                                     s->saved[rnd(s, (unsigned)s->nsaved)], &bs));
+        else
+            CK(s, gt_saved_tensor(r, n.id, s->s_slot + i, t, k, i == 1, 16, &bs));
+        s->saved_t[s->nsaved] = t;
+        s->saved[s->nsaved++] = bs;
+    }
+    if (s->nn > 4 && rnd(s, 4) == 0) /* a save found later, of an older node */
+        CK(s, gt_saved_tensor(r, pick(s, s->nn - 1), s->s_slot, pick(s, s->nt), k, 0, 16,
+                              NULL));
+    if (rnd(s, 4) == 0) /* a bump seen later */
+        CK(s, gt_version_bump(r, 0, pick(s, s->nt), k + 2, 1, NULL));
+}
+
+static void script_step(script *s, int k)
+{
+    gt_recorder *r = s->r;
+    int nops = 1 + (int)rnd(s, 3);
+    for (int i = 0; i < nops; i++)
+        script_op(s, k);
+    if (rnd(s, 3) == 0) /* written again, as after a cut */
+        CK(s, gt_tensor_again(r, &s->t[pick(s, s->nt)]));
+    if (rnd(s, 4) == 0)
+        CK(s, gt_storage(r, 1 + rnd(s, (unsigned)s->ns), 16, s->s_cpu));
+    if (rnd(s, 2) == 0) /* the same few names, bound again and again */
+        CK(s, gt_name(r, gt_recorder_seq(r), rnd(s, 2) ? 1 + rnd(s, 3) : pick(s, s->nt),
+                      rnd(s, 2) ? "w" : "x"));
+    if (rnd(s, 8) == 0) {
+        gt_swap_info sw = {.tensor = pick(s, s->nt),
+                           .old_storage = 1 + rnd(s, (unsigned)s->ns),
+                           .new_storage = 1 + rnd(s, (unsigned)s->ns),
+                           .stack = s->stack};
+        CK(s, gt_storage_swap(r, &sw));
+    }
+    gt_backward_info b = {.api = s->s_api, .thread = s->thread, .stack = s->stack};
+    gt_id bid = 0;
+    CK(s, gt_backward_begin(r, &b, &bid));
+    if (s->rc)
+        return;
+    CK(s, gt_backward_root(r, bid, 0, s->nt, s->nn));
+    if (rnd(s, 3) == 0)
+        CK(s, gt_backward_root(r, bid, 1, pick(s, s->nt), 0));
+    if (rnd(s, 3) == 0)
+        CK(s, gt_backward_input(r, bid, 0, pick(s, s->nt)));
+    CK(s, gt_node_exec(r, bid, s->nn));
+    CK(s, gt_node_exec(r, bid, pick(s, s->nn)));
+    if (s->nsaved > 0 && rnd(s, 3) == 0)
+        CK(s, gt_fingerprint(r, s->saved[rnd(s, (unsigned)s->nsaved)], 1,
+                             rnd(s, 2) ? bid : 0, 16, s->rng));
+    if (rnd(s, 10) == 0)
+        CK(s, gt_error(r, "RuntimeError", "boom", s->stack, bid, NULL));
+    if (s->open_call && rnd(s, 3) == 0) {
+        CK(s, gt_backward_end(r, s->open_call, 1));
+        s->open_call = 0;
+    }
+    if (!s->open_call && rnd(s, 12) == 0)
+        s->open_call = bid; /* still running over the next calls */
+    else
+        CK(s, gt_backward_end(r, bid, 1));
+}
+
+/* Rows of each table in one trace and not the other (both ways). */
+static const char *const compared[] = {"ops",
+                                       "op_args",
+                                       "version_bumps",
+                                       "saved_tensors",
+                                       "tensors",
+                                       "storages",
+                                       "nodes",
+                                       "edges",
+                                       "node_outputs",
+                                       "node_execs",
+                                       "names",
+                                       "backward_calls",
+                                       "backward_roots",
+                                       "backward_inputs",
+                                       "errors",
+                                       "storage_swaps",
+                                       "saved_earlier",
+                                       "saved_fingerprints",
+                                       "strings",
+                                       "frames",
+                                       "stacks",
+                                       "threads"};
+
+/* Compare the tables of traces a and b; add to old[] a's rows of ops,
+ * version_bumps and names before its window (kept for it). */
+static void check_same(const char *a, const char *b, int64_t old[3])
+{
+    sqlite3 *db = db_open(a);
+    char sql[256];
+    snprintf(sql, sizeof sql, "ATTACH '%s' AS o", tpath(b));
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    int64_t total = 0;
+    for (size_t i = 0; i < sizeof compared / sizeof compared[0]; i++) {
+        const char *t = compared[i];
+        snprintf(sql, sizeof sql,
+                 "SELECT (SELECT count(*) FROM (SELECT * FROM main.%s EXCEPT"
+                 " SELECT * FROM o.%s)) + (SELECT count(*) FROM (SELECT * FROM o.%s"
+                 " EXCEPT SELECT * FROM main.%s))",
+                 t, t, t, t);
+        int64_t diff = q_int(db, sql);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM main.%s", t);
+        int64_t n = q_int(db, sql);
+        total += n;
+        if (diff)
+            print_error("%s: %lld rows differ (%lld in %s)\n", t, (long long)diff,
+                        (long long)n, a);
+        assert_int_equal(diff, 0);
+    }
+    assert_true(total > 50);
+    assert_int_equal(q_int(db, "SELECT (SELECT kept_from_seq FROM main.run) IS"
+                               " (SELECT kept_from_seq FROM o.run) AND (SELECT"
+                               " kept_from_backward FROM main.run) IS (SELECT"
+                               " kept_from_backward FROM o.run)"),
+                     1);
+    static const char *const before[3] = {"ops", "version_bumps", "names"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM main.%s WHERE seq < (SELECT kept_from_seq"
+                 " FROM main.run)",
+                 before[i]);
+        old[i] += q_int(db, sql);
+    }
+    sqlite3_close(db);
+}
+
+/* The same scripted run cut in C (a.db) and by cut_sql (b.db): the windows
+ * written every 20 calls (at an error) and at close hold the same rows. */
+static void run_both(unsigned keep, int steps)
+{
+    script sa, sb;
+    gt_recorder *a = open_keep("a.db", keep, 0), *b = open_keep("b.db", keep, NO_CAP);
+    script_init(&sa, a, steps);
+    script_init(&sb, b, steps);
+    size_t held_max = 0;
+    int64_t old[3] = {0, 0, 0};
+    for (int k = 1; k <= steps; k++) {
+        script_step(&sa, k);
+        script_step(&sb, k);
+        if (k % 20 == 0) { /* written at the next flush */
+            assert_int_equal(gt_error(a, "RuntimeError", "mid", 0, 0, NULL), 0);
+            assert_int_equal(gt_error(b, "RuntimeError", "mid", 0, 0, NULL), 0);
+            assert_int_equal(gt_recorder_flush(a), 0);
+            assert_int_equal(gt_recorder_flush(b), 0);
+            check_same("a.db", "b.db", old);
+        }
+        size_t held = gt__recorder_held_bytes(a);
+        held_max = held > held_max ? held : held_max;
+        /* the frequent rows are held as blocks, not in SQLite */
+        assert_int_equal(gt__recorder_held_bytes(b), 0);
+    }
+    if (sa.rc || sb.rc)
+        print_error("%s / %s\n", gt_recorder_errmsg(a), gt_recorder_errmsg(b));
+    assert_int_equal(sa.rc, 0);
+    assert_int_equal(sb.rc, 0);
+    assert_true(held_max > 0);
+    assert_int_equal(gt_recorder_cuts(a), gt_recorder_cuts(b));
+    assert_true(gt_recorder_cuts(a) >= 3);
+    assert_int_equal(gt_run_end(a, GT_RUN_OK, 0, 0), 0);
+    assert_int_equal(gt_run_end(b, GT_RUN_OK, 0, 0), 0);
+    assert_int_equal(gt_recorder_close(a), 0);
+    assert_int_equal(gt_recorder_close(b), 0);
+    check_same("a.db", "b.db", old);
+    sqlite3 *db = db_open("a.db");
+    assert_string_equal(q_text(db, "PRAGMA integrity_check"), "ok");
+    sqlite3_close(db);
+    /* the windows reached back: old ops, bumps and names kept for them */
+    for (int i = 0; i < 3; i++)
+        assert_true(old[i] > 0);
+    free(sa.t);
+    free(sa.saved);
+    free(sa.saved_t);
+    free(sb.t);
+    free(sb.saved);
+    free(sb.saved_t);
+    unlink(tpath("a.db"));
+    unlink(tpath("b.db"));
+}
+
+static void test_c_cut_is_sql_cut(void **state)
+{
+    (void)state;
+    run_both(2, 400);
+    run_both(20, 400);
+}
+
+/* Memory: the rows held stay those of the window (2 to 2 + 16 calls) and
+ * the old rows it references, however long the run: the most held over
+ * calls 4001..5000 is no more than over calls 1..1000 (a held row not cut
+ * would make it five times as much). */
+static void test_held_bounded(void **state)
+{
+    (void)state;
+    gt_recorder *r = open_keep("long.db", 2, 0);
+    loop l;
+    loop_init(&l, r);
+    size_t early = 0, late = 0;
+    for (int k = 1; k <= 5000; k++) {
+        loop_step(&l, k, 0);
+        size_t held = gt__recorder_held_bytes(r);
+        size_t *most = k <= 1000 ? &early : k > 4000 ? &late : NULL;
+        if (most && held > *most)
+            *most = held;
+    }
+    assert_int_equal(l.rc, 0);
+    assert_true(early > 0);
+    if (late > early)
+        print_error("held %zu bytes at most late, %zu early\n", late, early);
+    assert_true(late <= early);
+    assert_int_equal(gt_recorder_close(r), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_of_last_calls),
         cmocka_unit_test(test_size_cap),
+        cmocka_unit_test(test_c_cut_is_sql_cut),
+        cmocka_unit_test(test_held_bounded),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

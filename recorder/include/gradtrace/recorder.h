@@ -79,7 +79,10 @@
  *     complete commit, and what it holds is folded by the next reader.
  *
  * Flight recorder (options.keep_last = N > 0)
- *   - Events go to an in-memory database, not to the file. At backward call
+ *   - Events are held in memory, not written to the file: the frequent row
+ *     kinds above as row-log blocks (as the row log's, in memory only),
+ *     the others in an in-memory database; with max_bytes every row goes
+ *     to that database (its size is what the cap measures). At backward call
  *     boundaries the events older than the last N backward calls are
  *     dropped (in steps: up to N + max(N, 16) calls are held between drops),
  *     except the rows the kept ones reference: tensors, storages, nodes
@@ -93,6 +96,9 @@
  *     later writes its row again first (gt_tensor_again, when
  *     gt_recorder_cuts has changed since it wrote it), else the later rows
  *     refer to a tensor the trace does not define.
+ *     A duplicate key among the held rows (a row SQLite would refuse or
+ *     ignore) is dropped, the first row kept, without a GT_EINVAL to any
+ *     caller (with max_bytes: GT_EINVAL as without keep_last).
  *   - The window is written to `path` as an ordinary closed trace (indexes
  *     included, one file, renamed over the old one; readers of the old one
  *     keep it) at open (empty), at the first gt_recorder_flush after a
