@@ -217,6 +217,8 @@ typedef struct writer {
     gt_recorder *r;
     int first; /* the first error, 0 if none */
     int calls;
+    int more; /* backward calls after the first: a flight recorder's window
+               * is cut when it is written (keepcut.c) */
 } writer;
 
 static void step(writer *w, int rc, const char *what)
@@ -333,6 +335,29 @@ static void write_events(writer *w)
                      "version 3; expected version 0 instead.",
                      stack, bw, NULL));
     CALL(w, gt_backward_end(r, bw, 0));
+    for (int i = 0; i < w->more; i++) {
+        /* a new tensor, an op that reads it and the old weights, a node that
+         * saves it: the cut keeps what the newer calls name */
+        gt_tensor_info t = logp;
+        t.id = 200 + i;
+        CALL(w, gt_tensor(r, &t));
+        CALL(w, gt_intern_string(r, "aten::mul.Tensor", 16, &s));
+        op.name = s;
+        CALL(w, gt_op(r, &op, &seq));
+        CALL(w, gt_op_arg(r, seq, GT_ROLE_INPUT, 0, t.id, 0));
+        CALL(w, gt_op_arg(r, seq, GT_ROLE_INPUT, 1, 100, 3));
+        CALL(w, gt_intern_string(r, "MulBackward0", 12, &s));
+        gt_node_info mul = {.id = 10 + i, .name = s, .op = seq, .thread = thread};
+        CALL(w, gt_node(r, &mul));
+        CALL(w, gt_edge(r, mul.id, 0, 2, 0));
+        CALL(w, gt_intern_string(r, "other", 5, &s));
+        CALL(w, gt_saved_tensor(r, mul.id, s, 100, 3, 0, 12, &seq));
+        CALL(w, gt_name(r, gt_recorder_seq(r), t.id, "scaled"));
+        CALL(w, gt_backward_begin(r, &bi, &bw));
+        CALL(w, gt_backward_root(r, bw, 0, t.id, mul.id));
+        CALL(w, gt_node_exec(r, bw, mul.id));
+        CALL(w, gt_backward_end(r, bw, 1));
+    }
     CALL(w, gt_recorder_flush(r));
 }
 
@@ -436,7 +461,7 @@ static void write_once(void *ctx, int cls, long n)
     char path[128], err[256];
     path_of(path, sizeof path, "write");
     gt_recorder_options o = {.overwrite = 1, .keep_last = ctx ? *(unsigned *)ctx : 0};
-    writer w = {0};
+    writer w = {.more = o.keep_last ? 2 : 0};
     unlink(path);
     assert_int_equal(gt_recorder_open(path, &o, err, sizeof err, &w.r), 0);
     arm(cls, n);
@@ -493,7 +518,7 @@ static void close_once(void *ctx, int cls, long n)
     char path[128], err[256];
     path_of(path, sizeof path, "close");
     gt_recorder_options o = {.overwrite = 1, .keep_last = ctx ? *(unsigned *)ctx : 0};
-    writer w = {0};
+    writer w = {.more = o.keep_last ? 2 : 0};
     unlink(path);
     assert_int_equal(gt_recorder_open(path, &o, err, sizeof err, &w.r), 0);
     write_events(&w);
