@@ -1,6 +1,7 @@
 """What recording costs, in instructions: bench_overhead.py's loops counted by callgrind.
 
-    python bench/bench_overhead_ir.py [--steps 30] [--models mlp,cnn] [--modes plain,engine]
+    python bench/bench_overhead_ir.py [--steps 60] [--warm 100] [--models mlp,cnn]
+                                      [--modes plain,engine,keep2] [--keep DIR]
 
 CPU time on a shared machine moves with the load (bench_overhead.py's ratios
 move by about 0.15 between runs here); instruction counts do not. Each
@@ -106,11 +107,11 @@ def main():
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warm", type=int, default=100,
                     help="steps recorded before the counted window (default 100)")
     ap.add_argument("--models", default="mlp,cnn")
-    ap.add_argument("--modes", default="plain,engine",
+    ap.add_argument("--modes", default="plain,engine,keep2",
                     help="plain (the anchor, always run), engine, dispatch, keep2 "
                     "(the engine with keep_last=2)")
     ap.add_argument("--keep", metavar="DIR",
