@@ -36,11 +36,13 @@ int gt__i64v_push(gt__i64v *v, int64_t x)
  * cut: a third of the cut). */
 struct slot {
     int64_t k1, k2, k3, v;
-    int used;
 };
 
+/* used[i]: slot i holds a key. Only this byte array is zeroed when a table
+ * is made (the slots are not: zeroing them was a quarter of the cut). */
 struct tab {
     struct slot *s;
+    unsigned char *used;
     size_t cap, len; /* cap: a power of two, 0 before the first put */
 };
 
@@ -55,14 +57,15 @@ static size_t slot_of(int64_t k1, int64_t k2, int64_t k3, size_t mask)
     return (size_t)h & mask;
 }
 
-/* The slot of key (k1, k2, k3), or the empty one where it would go. */
-static struct slot *tab_find(const struct tab *t, int64_t k1, int64_t k2, int64_t k3)
+/* The index of key (k1, k2, k3)'s slot, or of the empty one where it
+ * would go. */
+static size_t tab_find(const struct tab *t, int64_t k1, int64_t k2, int64_t k3)
 {
     size_t mask = t->cap - 1;
     for (size_t i = slot_of(k1, k2, k3, mask);; i = (i + 1) & mask) {
-        struct slot *e = &t->s[i];
-        if (!e->used || (e->k1 == k1 && e->k2 == k2 && e->k3 == k3))
-            return e;
+        const struct slot *e = &t->s[i];
+        if (!t->used[i] || (e->k1 == k1 && e->k2 == k2 && e->k3 == k3))
+            return i;
     }
 }
 
@@ -74,13 +77,20 @@ static int tab_size(struct tab *t, size_t n)
         cap *= 2;
     if (n == 0 || cap <= t->cap)
         return 0;
-    struct tab g = {calloc(cap, sizeof *g.s), cap, t->len};
-    if (!g.s)
+    struct tab g = {malloc(cap * sizeof *g.s), calloc(cap, 1), cap, t->len};
+    if (!g.s || !g.used) {
+        free(g.s);
+        free(g.used);
         return -1;
+    }
     for (size_t i = 0; i < t->cap; i++)
-        if (t->s[i].used)
-            *tab_find(&g, t->s[i].k1, t->s[i].k2, t->s[i].k3) = t->s[i];
+        if (t->used[i]) {
+            size_t j = tab_find(&g, t->s[i].k1, t->s[i].k2, t->s[i].k3);
+            g.s[j] = t->s[i];
+            g.used[j] = 1;
+        }
     free(t->s);
+    free(t->used);
     *t = g;
     return 0;
 }
@@ -88,8 +98,10 @@ static int tab_size(struct tab *t, size_t n)
 /* The value of key (k1, k2, k3), or NULL. */
 static int64_t *tab_get(const struct tab *t, int64_t k1, int64_t k2, int64_t k3)
 {
-    struct slot *e = t->cap ? tab_find(t, k1, k2, k3) : NULL;
-    return e && e->used ? &e->v : NULL;
+    if (!t->cap)
+        return NULL;
+    size_t i = tab_find(t, k1, k2, k3);
+    return t->used[i] ? &t->s[i].v : NULL;
 }
 
 /* The value of key (k1, k2, k3), put as v if absent (then *added = 1, else
@@ -99,19 +111,20 @@ static int64_t *tab_put(struct tab *t, int64_t k1, int64_t k2, int64_t k3, int64
 {
     if ((t->len + 1) * 4 > t->cap * 3 && tab_size(t, t->cap ? t->cap : 1) != 0)
         return NULL;
-    struct slot *e = tab_find(t, k1, k2, k3);
-    *added = !e->used;
-    if (!e->used) {
-        *e = (struct slot){k1, k2, k3, v, 1};
+    size_t i = tab_find(t, k1, k2, k3);
+    *added = !t->used[i];
+    if (!t->used[i]) {
+        t->s[i] = (struct slot){k1, k2, k3, v};
+        t->used[i] = 1;
         t->len++;
     }
-    return &e->v;
+    return &t->s[i].v;
 }
 
 /* One held row: its block (offset in the buffer), its index there. */
 struct row {
     size_t blk;
-    uint8_t kind, i, n, flags;
+    uint8_t kind, i, n, flags, ncol;
 };
 
 /* A group of kept rows of one kind, re-encoded when full. */
@@ -133,9 +146,8 @@ struct cut {
      * (node, pos); node_outputs by (node, output_nr); op_args by (op, role,
      * pos); names by (seq, tensor, name) */
     struct tab tensor, node, storage, edge, output, arg, name;
-    /* heads of the adjacency lists: edges, saved tensors, outputs by node;
-     * op_args by op */
-    struct tab by_node_edge, by_node_saved, by_node_output, by_op_arg;
+    /* heads of the adjacency lists: edges and saved tensors by node */
+    struct tab by_node_edge, by_node_saved;
     /* the kept sets, the latest seq of each (tensor, name), the first save
      * at or before C of each version counter, storages named by kept rows,
      * kept saved seqs */
@@ -150,7 +162,7 @@ struct cut {
 static int64_t get(const struct cut *x, size_t r, int col)
 {
     const struct row *w = &x->rows[r];
-    size_t ncol = (size_t)gt_rowlog_kinds[w->kind].ncol;
+    size_t ncol = w->ncol;
     const unsigned char *v = x->base + w->blk + GT_ROWLOG_BLOCK_HEAD;
     if (v[(size_t)w->n * ncol * 8 + w->i * ncol + (size_t)col])
         return NONE;
@@ -239,8 +251,8 @@ static int read_rows(struct cut *x, const gt_strbuf *held)
             x->cap = cap;
         }
         for (int i = 0; i < b.n; i++)
-            x->rows[x->nrows++] =
-                (struct row){at, (uint8_t)b.kind, (uint8_t)i, (uint8_t)b.n, 0};
+            x->rows[x->nrows++] = (struct row){
+                at, (uint8_t)b.kind, (uint8_t)i, (uint8_t)b.n, 0, (uint8_t)b.ncol};
         x->count[b.kind] += (size_t)b.n;
         at += b.size;
     }
@@ -270,8 +282,6 @@ static int size_tabs(struct cut *x, const gt__cut_in *in)
         {&x->namemax, n[GT_RL_NAME]},
         {&x->by_node_edge, n[GT_RL_EDGE]},
         {&x->by_node_saved, n[GT_RL_SAVED]},
-        {&x->by_node_output, n[GT_RL_NODE_OUTPUT]},
-        {&x->by_op_arg, n[GT_RL_OP_ARG]},
         {&x->kn, n[GT_RL_NODE] + in->root_nodes.n},
         {&x->kt, tensors + in->tensors.n},
         {&x->ko, n[GT_RL_NODE] + n[GT_RL_BUMP]},
@@ -308,13 +318,9 @@ static int index_rows(struct cut *x)
             break;
         case GT_RL_NODE_OUTPUT:
             rc = first_of(x, &x->output, r, get(x, r, 0), get(x, r, 1), 0);
-            if (rc == 1)
-                rc = link_row(x, &x->by_node_output, get(x, r, 0), r);
             break;
         case GT_RL_OP_ARG:
             rc = first_of(x, &x->arg, r, get(x, r, 0), get(x, r, 1), get(x, r, 2));
-            if (rc == 1)
-                rc = link_row(x, &x->by_op_arg, get(x, r, 0), r);
             break;
         case GT_RL_SAVED:
             rc = link_row(x, &x->by_node_saved, get(x, r, 1), r);
@@ -565,26 +571,14 @@ static int keep_rows(struct cut *x, gt__cut_in *in, const gt_map *storage_seq)
 
 static void cut_free(struct cut *x)
 {
-    struct tab *maps[] = {&x->tensor,
-                          &x->node,
-                          &x->storage,
-                          &x->edge,
-                          &x->output,
-                          &x->arg,
-                          &x->name,
-                          &x->by_node_edge,
-                          &x->by_node_saved,
-                          &x->by_node_output,
-                          &x->by_op_arg,
-                          &x->kn,
-                          &x->kt,
-                          &x->ko,
-                          &x->namemax,
-                          &x->vcsave,
-                          &x->sref,
-                          &x->ksaved};
-    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++)
+    struct tab *maps[] = {&x->tensor,        &x->node,   &x->storage, &x->edge,
+                          &x->output,        &x->arg,    &x->name,    &x->by_node_edge,
+                          &x->by_node_saved, &x->kn,     &x->kt,      &x->ko,
+                          &x->namemax,       &x->vcsave, &x->sref,    &x->ksaved};
+    for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) {
         free(maps[i]->s);
+        free(maps[i]->used);
+    }
     for (int k = 0; x->groups && k < GT_RL_NKIND; k++)
         gt_strbuf_release(&x->groups[k].text);
     free(x->groups);
@@ -610,7 +604,13 @@ int gt__cut_held(gt_strbuf *held, gt__cut_in *in, gt_map *storage_seq)
     for (size_t i = 0; i < in->swap_storages.n; i++)
         if (keep_id(&x.sref, NULL, in->swap_storages.p[i]) != 0)
             goto oom;
-    x.groups = calloc(GT_RL_NKIND, sizeof *x.groups);
+    /* the groups' values are written before they are read: only their
+     * counts and arenas start empty (calloc zeroed 23 kB at every cut) */
+    x.groups = malloc(GT_RL_NKIND * sizeof *x.groups);
+    for (int k = 0; x.groups && k < GT_RL_NKIND; k++) {
+        x.groups[k].n = 0;
+        x.groups[k].text = (gt_strbuf){0};
+    }
     if (!x.groups || index_rows(&x) != 0 || keep_nodes(&x, in) != 0 ||
         keep_old_bumps(&x) != 0 || keep_tensors(&x, in) != 0 ||
         keep_rows(&x, in, storage_seq) != 0)
