@@ -28,6 +28,7 @@ int gt__i64v_push(gt__i64v *v, int64_t x)
 /* Row flags. */
 #define F_DUP 1u /* a later row of a key already held: SQLite's would be refused */
 #define F_KB  2u /* an old version bump kept for a save after it */
+#define F_KN  4u /* a node, edge, output or saved tensor of a kept node */
 
 /* A hash table from up to three int64 to an int64, for one cut: sized
  * from the rows held (tab_size), grown when three quarters full, freed
@@ -48,13 +49,10 @@ struct tab {
 
 static size_t slot_of(int64_t k1, int64_t k2, int64_t k3, size_t mask)
 {
-    uint64_t h = (uint64_t)k1 * 0x9E3779B97F4A7C15ull;
-    h ^= (uint64_t)k2 * 0xC2B2AE3D27D4EB4Full + (h >> 29);
-    h ^= (uint64_t)k3 * 0x165667B19E3779F9ull + (h >> 31);
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return (size_t)h & mask;
+    uint64_t h = (uint64_t)k1 * 0x9E3779B97F4A7C15ull ^
+                 (uint64_t)k2 * 0xC2B2AE3D27D4EB4Full ^
+                 (uint64_t)k3 * 0x165667B19E3779F9ull;
+    return (size_t)(h ^ h >> 32) & mask;
 }
 
 /* The index of key (k1, k2, k3)'s slot, or of the empty one where it
@@ -121,10 +119,12 @@ static int64_t *tab_put(struct tab *t, int64_t k1, int64_t k2, int64_t k3, int64
     return &t->s[i].v;
 }
 
-/* One held row: its block (offset in the buffer), its index there. */
+/* One held row: its values and null flags in its block, the block's text
+ * arena. */
 struct row {
-    size_t blk;
-    uint8_t kind, i, n, flags, ncol;
+    const unsigned char *val, *null;
+    const char *text;
+    uint8_t kind, flags;
 };
 
 /* A group of kept rows of one kind, re-encoded when full. */
@@ -136,7 +136,6 @@ struct group {
 };
 
 struct cut {
-    const unsigned char *base; /* the held buffer */
     int64_t c;
     struct row *rows;
     size_t nrows, cap;
@@ -159,15 +158,13 @@ struct cut {
 };
 
 /* Column col of row r, NONE if NULL. */
-static int64_t get(const struct cut *x, size_t r, int col)
+static inline int64_t get(const struct cut *x, size_t r, int col)
 {
     const struct row *w = &x->rows[r];
-    size_t ncol = w->ncol;
-    const unsigned char *v = x->base + w->blk + GT_ROWLOG_BLOCK_HEAD;
-    if (v[(size_t)w->n * ncol * 8 + w->i * ncol + (size_t)col])
+    if (w->null[col])
         return NONE;
     int64_t val;
-    memcpy(&val, v + (w->i * ncol + (size_t)col) * 8, 8);
+    memcpy(&val, w->val + (size_t)col * 8, 8);
     return val;
 }
 
@@ -251,8 +248,9 @@ static int read_rows(struct cut *x, const gt_strbuf *held)
             x->cap = cap;
         }
         for (int i = 0; i < b.n; i++)
-            x->rows[x->nrows++] = (struct row){
-                at, (uint8_t)b.kind, (uint8_t)i, (uint8_t)b.n, 0, (uint8_t)b.ncol};
+            x->rows[x->nrows++] = (struct row){b.val + (size_t)i * (size_t)b.ncol * 8,
+                                               b.null + (size_t)i * (size_t)b.ncol,
+                                               b.text, (uint8_t)b.kind, 0};
         x->count[b.kind] += (size_t)b.n;
         at += b.size;
     }
@@ -416,6 +414,18 @@ static int keep_old_bumps(struct cut *x)
     return 0;
 }
 
+/* Flag row r F_KN if it is a node's row (node, edge, output, saved) of a
+ * kept node: the kept nodes are all known, the flag saves kept() a probe. */
+static void mark_node_row(struct cut *x, size_t r)
+{
+    struct row *w = &x->rows[r];
+    int col = w->kind == GT_RL_SAVED ? 1 : 0;
+    if ((w->kind == GT_RL_NODE || w->kind == GT_RL_EDGE || w->kind == GT_RL_NODE_OUTPUT ||
+         w->kind == GT_RL_SAVED) &&
+        has(&x->kn, get(x, r, col), 0))
+        w->flags |= F_KN;
+}
+
 /* The tensor a row names for the kept set, or NONE. */
 static int64_t tensor_named(const struct cut *x, size_t r)
 {
@@ -429,13 +439,13 @@ static int64_t tensor_named(const struct cut *x, size_t r)
         return op > x->c || has(&x->ko, op, 0) ? get(x, r, 3) : NONE;
     }
     case GT_RL_NODE_OUTPUT:
-        return has(&x->kn, get(x, r, 0), 0) ? get(x, r, 2) : NONE;
+        return w->flags & F_KN ? get(x, r, 2) : NONE;
     case GT_RL_NODE:
-        return has(&x->kn, get(x, r, 0), 0) ? get(x, r, 6) : NONE;
+        return w->flags & F_KN ? get(x, r, 6) : NONE;
     case GT_RL_BUMP:
         return get(x, r, 0) > x->c || (w->flags & F_KB) ? get(x, r, 2) : NONE;
     case GT_RL_SAVED:
-        return has(&x->kn, get(x, r, 1), 0) ? get(x, r, 3) : NONE;
+        return w->flags & F_KN ? get(x, r, 3) : NONE;
     default:
         return NONE;
     }
@@ -446,24 +456,27 @@ static int64_t tensor_named(const struct cut *x, size_t r)
 static int keep_tensors(struct cut *x, const gt__cut_in *in)
 {
     for (size_t r = 0; r < x->nrows; r++) {
-        int64_t t = x->rows[r].flags & F_DUP ? NONE : tensor_named(x, r);
+        if (x->rows[r].flags & F_DUP)
+            continue;
+        mark_node_row(x, r);
+        int64_t t = tensor_named(x, r);
         if (t != NONE && keep_id(&x->kt, &x->tensors, t) != 0)
             return -1;
     }
     for (size_t i = 0; i < in->tensors.n; i++)
         if (keep_id(&x->kt, &x->tensors, in->tensors.p[i]) != 0)
             return -1;
+    /* each kept tensor (the list grows as bases and counters join it): its
+     * base, its counter, the old op that made it, its storage */
     for (size_t i = 0; i < x->tensors.n; i++) {
-        int64_t t = x->tensors.p[i];
-        int64_t alias = col_of(x, &x->tensor, t, 10), vc = col_of(x, &x->tensor, t, 12);
+        int64_t tr = row_of(&x->tensor, x->tensors.p[i]);
+        if (tr < 0)
+            continue;
+        int64_t alias = get(x, (size_t)tr, 10), vc = get(x, (size_t)tr, 12);
+        int64_t by = get(x, (size_t)tr, 9), st = get(x, (size_t)tr, 2);
         if ((alias != NONE && keep_id(&x->kt, &x->tensors, alias) != 0) ||
-            (vc != NONE && keep_id(&x->kt, &x->tensors, vc) != 0))
-            return -1;
-    }
-    for (size_t i = 0; i < x->tensors.n; i++) { /* the kept tensors' ops, storages */
-        int64_t by = col_of(x, &x->tensor, x->tensors.p[i], 9);
-        int64_t st = col_of(x, &x->tensor, x->tensors.p[i], 2);
-        if ((by != NONE && by <= x->c && keep_id(&x->ko, NULL, by) != 0) ||
+            (vc != NONE && keep_id(&x->kt, &x->tensors, vc) != 0) ||
+            (by != NONE && by <= x->c && keep_id(&x->ko, NULL, by) != 0) ||
             (st != NONE && keep_id(&x->sref, NULL, st) != 0))
             return -1;
     }
@@ -484,7 +497,10 @@ static int kept(const struct cut *x, size_t r, const gt_map *storage_seq)
     case GT_RL_BUMP:
         return get(x, r, 0) > c || (w->flags & F_KB);
     case GT_RL_SAVED:
-        return has(&x->kn, get(x, r, 1), 0);
+    case GT_RL_NODE:
+    case GT_RL_EDGE:
+    case GT_RL_NODE_OUTPUT:
+        return (w->flags & F_KN) != 0;
     case GT_RL_TENSOR:
     case GT_RL_TENSOR_AGAIN:
         return has(&x->kt, get(x, r, 0), 0);
@@ -493,11 +509,6 @@ static int kept(const struct cut *x, size_t r, const gt_map *storage_seq)
         uint64_t *seq = gt_map_get(storage_seq, (uint64_t)id, 0, 0);
         return !seq || (int64_t)*seq > c || has(&x->sref, id, 0);
     }
-    case GT_RL_NODE:
-        return has(&x->kn, get(x, r, 0), 0);
-    case GT_RL_EDGE:
-    case GT_RL_NODE_OUTPUT:
-        return has(&x->kn, get(x, r, 0), 0);
     case GT_RL_NODE_EXEC:
         return get(x, r, 0) > c;
     case GT_RL_NAME: {
@@ -517,11 +528,10 @@ static int emit(struct cut *x, size_t r)
     const struct row *w = &x->rows[r];
     const struct gt_rowlog_kind_info *k = &gt_rowlog_kinds[w->kind];
     struct group *g = &x->groups[w->kind];
-    const unsigned char *v = x->base + w->blk + GT_ROWLOG_BLOCK_HEAD;
     size_t ncol = (size_t)k->ncol;
-    const char *text = (const char *)v + (size_t)w->n * ncol * 9;
-    memcpy(g->val[g->n], v + w->i * ncol * 8, ncol * 8);
-    memcpy(g->null[g->n], v + (size_t)w->n * ncol * 8 + w->i * ncol, ncol);
+    const char *text = w->text;
+    memcpy(g->val[g->n], w->val, ncol * 8);
+    memcpy(g->null[g->n], w->null, ncol);
     for (size_t c = 0; c < ncol; c++) {
         if (!(k->text >> c & 1) || g->null[g->n][c])
             continue;
@@ -592,7 +602,7 @@ static void cut_free(struct cut *x)
 
 int gt__cut_held(gt_strbuf *held, gt__cut_in *in, gt_map *storage_seq)
 {
-    struct cut x = {.base = (const unsigned char *)held->p, .c = in->c};
+    struct cut x = {.c = in->c};
     in->dropped_refs.n = 0;
     int rc = read_rows(&x, held);
     if (rc) {
