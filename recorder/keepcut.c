@@ -26,9 +26,10 @@ int gt__i64v_push(gt__i64v *v, int64_t x)
 #define NONE INT64_MIN
 
 /* Row flags. */
-#define F_DUP 1u /* a later row of a key already held: SQLite's would be refused */
-#define F_KB  2u /* an old version bump kept for a save after it */
-#define F_KN  4u /* a node, edge, output or saved tensor of a kept node */
+#define F_DUP  1u /* a later row of a key already held: SQLite's would be refused */
+#define F_KB   2u /* an old version bump kept for a save after it */
+#define F_KN   4u /* a node, edge, output or saved tensor of a kept node */
+#define F_SEEN 8u /* checked against the earlier rows of its key (first_if_kept) */
 
 /* A hash table from up to three int64 to an int64, for one cut: sized
  * from the rows held (tab_size), grown when three quarters full, freed
@@ -138,7 +139,7 @@ struct group {
 struct cut {
     int64_t c;
     struct row *rows;
-    size_t nrows, cap;
+    size_t nrows, cap;         /* cap: the rows held, counted first */
     size_t count[GT_RL_NKIND]; /* rows of each kind */
     int64_t *next;             /* next row of the same adjacency list, -1 at the end */
     /* the first row of each key: tensors, nodes, storages by id; edges by
@@ -152,6 +153,11 @@ struct cut {
      * kept saved seqs */
     struct tab kn, kt, ko, namemax, vcsave, sref, ksaved;
     gt__i64v nodes, tensors; /* kn and kt in the order found: the walks */
+    gt__i64v bumps;          /* the version bumps' rows */
+    /* op_kept's last answer: op, kept or not, ko's size then */
+    int64_t memo_op;
+    int memo_kept;
+    size_t memo_len;
     gt__i64v drop_storages;
     struct group *groups; /* GT_RL_NKIND of them */
     gt_strbuf out;
@@ -232,32 +238,30 @@ static int keep_id(struct tab *set, gt__i64v *walk, int64_t id)
 /* Read the blocks into x->rows. Returns 0, GT_ENOMEM or GT_ECORRUPT. */
 static int read_rows(struct cut *x, const gt_strbuf *held)
 {
-    size_t at = 0;
     gt_rowlog_block b;
     int got = 0;
-    while (at < held->len &&
-           (got = gt_rowlog_block_at(held->p + at, held->len - at, &b)) == 1) {
-        if (x->nrows + (size_t)b.n > x->cap) {
-            size_t cap = x->cap ? x->cap * 2 : 1024;
-            while (cap < x->nrows + (size_t)b.n)
-                cap *= 2;
-            struct row *p = realloc(x->rows, cap * sizeof *p);
-            if (!p)
-                return GT_ENOMEM;
-            x->rows = p;
-            x->cap = cap;
-        }
+    /* count the rows first: one array of their size (growing it by
+     * doubling copied it over and over, a twentieth of the cut) */
+    for (size_t at = 0; at < held->len &&
+                        (got = gt_rowlog_block_at(held->p + at, held->len - at, &b)) == 1;
+         at += b.size) {
+        x->count[b.kind] += (size_t)b.n;
+        x->cap += (size_t)b.n;
+    }
+    if (got < 0)
+        return GT_ECORRUPT;
+    x->rows = malloc((x->cap ? x->cap : 1) * sizeof *x->rows);
+    x->next = malloc((x->cap ? x->cap : 1) * sizeof *x->next);
+    if (!x->rows || !x->next)
+        return GT_ENOMEM;
+    for (size_t at = 0; at < held->len; at += b.size) {
+        gt_rowlog_block_at(held->p + at, held->len - at, &b);
         for (int i = 0; i < b.n; i++)
             x->rows[x->nrows++] = (struct row){b.val + (size_t)i * (size_t)b.ncol * 8,
                                                b.null + (size_t)i * (size_t)b.ncol,
                                                b.text, (uint8_t)b.kind, 0};
-        x->count[b.kind] += (size_t)b.n;
-        at += b.size;
     }
-    if (got < 0)
-        return GT_ECORRUPT;
-    x->next = malloc((x->nrows ? x->nrows : 1) * sizeof *x->next);
-    return x->next ? 0 : GT_ENOMEM;
+    return 0;
 }
 
 /* Size the tables for the rows read (the kept sets for the rows that may
@@ -291,8 +295,9 @@ static int size_tabs(struct cut *x, const gt__cut_in *in)
     return 0;
 }
 
-/* Flag duplicates, index the rows by key and build the adjacency lists.
- * Returns 0 or -1. */
+/* Flag duplicates, index the rows by key and build the adjacency lists;
+ * keep the nodes recorded, run or saved after C (keep_nodes goes on from
+ * them) and list the bumps. Returns 0 or -1. */
 static int index_rows(struct cut *x)
 {
     for (size_t r = 0; r < x->nrows; r++) {
@@ -303,8 +308,17 @@ static int index_rows(struct cut *x)
         case GT_RL_TENSOR_AGAIN:
             rc = first_of(x, &x->tensor, r, get(x, r, 0), 0, 0);
             break;
-        case GT_RL_NODE:
+        case GT_RL_NODE: /* recorded after C: kept */
             rc = first_of(x, &x->node, r, get(x, r, 0), 0, 0);
+            if (rc == 1 && get(x, r, 1) > x->c)
+                rc = keep_id(&x->kn, &x->nodes, get(x, r, 0));
+            break;
+        case GT_RL_NODE_EXEC: /* its node, run after C: kept */
+            if (get(x, r, 0) > x->c)
+                rc = keep_id(&x->kn, &x->nodes, get(x, r, 2));
+            break;
+        case GT_RL_BUMP:
+            rc = gt__i64v_push(&x->bumps, (int64_t)r);
             break;
         case GT_RL_STORAGE:
             rc = first_of(x, &x->storage, r, get(x, r, 0), 0, 0);
@@ -314,22 +328,14 @@ static int index_rows(struct cut *x)
             if (rc == 1)
                 rc = link_row(x, &x->by_node_edge, get(x, r, 0), r);
             break;
-        case GT_RL_NODE_OUTPUT:
-            rc = first_of(x, &x->output, r, get(x, r, 0), get(x, r, 1), 0);
-            break;
-        case GT_RL_OP_ARG:
-            rc = first_of(x, &x->arg, r, get(x, r, 0), get(x, r, 1), get(x, r, 2));
-            break;
-        case GT_RL_SAVED:
+        case GT_RL_SAVED: /* its node, saving after C: kept */
             rc = link_row(x, &x->by_node_saved, get(x, r, 1), r);
+            if (rc == 0 && get(x, r, 0) > x->c)
+                rc = keep_id(&x->kn, &x->nodes, get(x, r, 1));
             break;
-        case GT_RL_NAME: {
-            int64_t seq = get(x, r, 0), t = get(x, r, 1), nm = get(x, r, 2);
-            rc = first_of(x, &x->name, r, seq, t, nm);
-            if (rc == 1 && (rc = latest(&x->namemax, t, nm, seq, 1)) == 0)
-                rc = 1;
+        case GT_RL_NAME: /* a duplicate has the same seq: no matter here */
+            rc = latest(&x->namemax, get(x, r, 1), get(x, r, 2), get(x, r, 0), 1);
             break;
-        }
         default:
             break;
         }
@@ -339,24 +345,11 @@ static int index_rows(struct cut *x)
     return 0;
 }
 
-/* The kept nodes: recorded, run or saved after C, the kept calls' root
- * nodes, then every node their edges reach. Returns 0 or -1. */
+/* The kept nodes: those index_rows kept (recorded, run or saved after C),
+ * the kept calls' root nodes, then every node their edges reach. Returns 0
+ * or -1. */
 static int keep_nodes(struct cut *x, const gt__cut_in *in)
 {
-    for (size_t r = 0; r < x->nrows; r++) {
-        const struct row *w = &x->rows[r];
-        int64_t node = NONE;
-        if (w->flags & F_DUP)
-            continue;
-        if (w->kind == GT_RL_NODE && get(x, r, 1) > x->c)
-            node = get(x, r, 0);
-        else if (w->kind == GT_RL_NODE_EXEC && get(x, r, 0) > x->c)
-            node = get(x, r, 2);
-        else if (w->kind == GT_RL_SAVED && get(x, r, 0) > x->c)
-            node = get(x, r, 1);
-        if (node != NONE && keep_id(&x->kn, &x->nodes, node) != 0)
-            return -1;
-    }
     for (size_t i = 0; i < in->root_nodes.n; i++)
         if (keep_id(&x->kn, &x->nodes, in->root_nodes.p[i]) != 0)
             return -1;
@@ -393,9 +386,8 @@ static int keep_old_bumps(struct cut *x)
             if (latest(&x->vcsave, vc, 0, seq, -1) != 0)
                 return -1;
         }
-    for (size_t r = 0; r < x->nrows; r++) {
-        if (x->rows[r].kind != GT_RL_BUMP)
-            continue;
+    for (size_t b = 0; b < x->bumps.n; b++) {
+        size_t r = (size_t)x->bumps.p[b];
         int64_t seq = get(x, r, 0),
                 vc = seq > x->c ? NONE : col_of(x, &x->tensor, get(x, r, 2), 12);
         int64_t *m = vc == NONE ? NULL : tab_get(&x->vcsave, vc, 0, 0);
@@ -426,6 +418,76 @@ static void mark_node_row(struct cut *x, size_t r)
         w->flags |= F_KN;
 }
 
+/* Whether op is after C or kept (in ko). An op's args are written
+ * together: the answer for the last op is kept until ko grows (it only
+ * grows), saving the probe of most op_args. */
+static int op_kept(struct cut *x, int64_t op)
+{
+    if (op > x->c)
+        return 1;
+    if (x->memo_len != x->ko.len + 1 || x->memo_op != op) {
+        x->memo_op = op;
+        x->memo_kept = has(&x->ko, op, 0);
+        x->memo_len = x->ko.len + 1; /* 0: no answer yet */
+    }
+    return x->memo_kept;
+}
+
+/* Rows whose duplicates matter only if they may be kept are checked late,
+ * and only those: node outputs of kept nodes, op_args of ops after C or
+ * kept, names kept (once kt is final: `final`). The rows of one key share
+ * what decides it (node; op; tensor and seq), so the first of those checked
+ * is the first of all. */
+static inline int check_late(struct cut *x, size_t r, int final)
+{
+    const struct row *w = &x->rows[r];
+    if (w->flags & F_SEEN)
+        return 0;
+    switch (w->kind) {
+    case GT_RL_NODE_OUTPUT:
+        return (w->flags & F_KN) != 0;
+    case GT_RL_OP_ARG:
+        return op_kept(x, get(x, r, 0));
+    case GT_RL_NAME: { /* (seq, tensor, name): of a kept tensor, after C or the latest */
+        if (!final)
+            return 0;
+        int64_t seq = get(x, r, 0), t = get(x, r, 1);
+        int64_t *m_seq = tab_get(&x->namemax, t, get(x, r, 2), 0);
+        return has(&x->kt, t, 0) && (seq > x->c || (m_seq && *m_seq == seq));
+    }
+    default:
+        return 0;
+    }
+}
+
+/* If check_late says so, check row r against the earlier rows of its key:
+ * sets F_SEEN, and F_DUP on a duplicate. Returns 0 or -1. */
+static int first_if_kept_(struct cut *x, size_t r, int final)
+{
+    if (!check_late(x, r, final))
+        return 0;
+    struct row *w = &x->rows[r];
+    int out = w->kind == GT_RL_NODE_OUTPUT;
+    struct tab *m = out ? &x->output : w->kind == GT_RL_OP_ARG ? &x->arg : &x->name;
+    w->flags |= F_SEEN;
+    return first_of(x, m, r, get(x, r, 0), get(x, r, 1), out ? 0 : get(x, r, 2)) < 0 ? -1
+                                                                                     : 0;
+}
+
+#define LATE_KINDS (1u << GT_RL_NODE_OUTPUT | 1u << GT_RL_OP_ARG | 1u << GT_RL_NAME)
+
+/* first_if_kept_ for the rows it may check (the others, most rows, return
+ * here). */
+static inline int first_if_kept(struct cut *x, size_t r, int final)
+{
+    const struct row *w = &x->rows[r];
+    if (!(LATE_KINDS >> w->kind & 1) || (w->flags & F_SEEN) ||
+        (w->kind == GT_RL_NODE_OUTPUT && !(w->flags & F_KN)) ||
+        (w->kind == GT_RL_NAME && !final))
+        return 0;
+    return first_if_kept_(x, r, final);
+}
+
 /* The tensor a row names for the kept set, or NONE. */
 static int64_t tensor_named(const struct cut *x, size_t r)
 {
@@ -434,10 +496,8 @@ static int64_t tensor_named(const struct cut *x, size_t r)
     case GT_RL_TENSOR:
     case GT_RL_TENSOR_AGAIN:
         return get(x, r, 1) > x->c ? get(x, r, 0) : NONE;
-    case GT_RL_OP_ARG: {
-        int64_t op = get(x, r, 0);
-        return op > x->c || has(&x->ko, op, 0) ? get(x, r, 3) : NONE;
-    }
+    case GT_RL_OP_ARG:
+        return w->flags & F_SEEN ? get(x, r, 3) : NONE;
     case GT_RL_NODE_OUTPUT:
         return w->flags & F_KN ? get(x, r, 2) : NONE;
     case GT_RL_NODE:
@@ -459,6 +519,10 @@ static int keep_tensors(struct cut *x, const gt__cut_in *in)
         if (x->rows[r].flags & F_DUP)
             continue;
         mark_node_row(x, r);
+        if (first_if_kept(x, r, 0) != 0)
+            return -1;
+        if (x->rows[r].flags & F_DUP)
+            continue;
         int64_t t = tensor_named(x, r);
         if (t != NONE && keep_id(&x->kt, &x->tensors, t) != 0)
             return -1;
@@ -484,16 +548,15 @@ static int keep_tensors(struct cut *x, const gt__cut_in *in)
 }
 
 /* Whether row r is kept (not a duplicate), by the rules. */
-static int kept(const struct cut *x, size_t r, const gt_map *storage_seq)
+static int kept(struct cut *x, size_t r, const gt_map *storage_seq)
 {
     const struct row *w = &x->rows[r];
     int64_t c = x->c;
     switch (w->kind) {
     case GT_RL_OP:
-        return get(x, r, 0) > c || has(&x->ko, get(x, r, 0), 0);
+        return op_kept(x, get(x, r, 0));
     case GT_RL_OP_ARG:
-        return get(x, r, 0) > c ||
-               (has(&x->ko, get(x, r, 0), 0) && has(&x->kt, get(x, r, 3), 0));
+        return (w->flags & F_SEEN) && (get(x, r, 0) > c || has(&x->kt, get(x, r, 3), 0));
     case GT_RL_BUMP:
         return get(x, r, 0) > c || (w->flags & F_KB);
     case GT_RL_SAVED:
@@ -511,11 +574,8 @@ static int kept(const struct cut *x, size_t r, const gt_map *storage_seq)
     }
     case GT_RL_NODE_EXEC:
         return get(x, r, 0) > c;
-    case GT_RL_NAME: {
-        int64_t seq = get(x, r, 0), t = get(x, r, 1);
-        int64_t *m = tab_get(&x->namemax, t, get(x, r, 2), 0);
-        return has(&x->kt, t, 0) && (seq > c || (m && *m == seq));
-    }
+    case GT_RL_NAME:
+        return (w->flags & F_SEEN) != 0;
     default:
         return 1;
     }
@@ -555,6 +615,8 @@ static int keep_rows(struct cut *x, gt__cut_in *in, const gt_map *storage_seq)
 {
     for (size_t r = 0; r < x->nrows; r++) {
         struct row *w = &x->rows[r];
+        if (!(w->flags & F_DUP) && first_if_kept(x, r, 1) != 0)
+            return -1;
         if (!(w->flags & F_DUP) && kept(x, r, storage_seq)) {
             if (emit(x, r) != 0)
                 return -1;
@@ -596,6 +658,7 @@ static void cut_free(struct cut *x)
     free(x->next);
     free(x->nodes.p);
     free(x->tensors.p);
+    free(x->bumps.p);
     free(x->drop_storages.p);
     gt_strbuf_release(&x->out);
 }
