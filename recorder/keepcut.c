@@ -483,7 +483,8 @@ static inline int first_if_kept(struct cut *x, size_t r, int final)
     const struct row *w = &x->rows[r];
     if (!(LATE_KINDS >> w->kind & 1) || (w->flags & F_SEEN) ||
         (w->kind == GT_RL_NODE_OUTPUT && !(w->flags & F_KN)) ||
-        (w->kind == GT_RL_NAME && !final))
+        (w->kind == GT_RL_NAME && !final) ||
+        (w->kind == GT_RL_OP_ARG && !op_kept(x, get(x, r, 0))))
         return 0;
     return first_if_kept_(x, r, final);
 }
