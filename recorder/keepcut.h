@@ -31,7 +31,12 @@
  *   storages: dropped if recorded (storage_seq) at or before C and named
  *     by no kept tensor or kept storage swap.
  * Cost: one pass to read the rows and a few over them, hash maps, no
- * quadratic step: proportional to the rows held.
+ * quadratic step: proportional to the rows held. Duplicates of node
+ * outputs, op_args and names are looked for only among the rows that may
+ * be kept (the rows of one key are kept or dropped together), so the
+ * dropped ops' args are never hashed. Measured (bench_overhead_ir.py, 100
+ * steps, keep_last 2): 1.96 M instructions a cut on the MLP (about 7 k
+ * rows held, ~280 a row), 1.76 M on the CNN.
  */
 #ifndef GT_RECORDER_KEEPCUT_H
 #define GT_RECORDER_KEEPCUT_H
