@@ -1898,15 +1898,13 @@ static int fold_log(gt_recorder *r)
     errno = 0;
     int frc = gt_rowlog_fold(r->db, r->log_path, r->log_bytes, NULL, why, whylen);
     int err = errno;
-    if (frc == GT_OK || frc == GT_ESQL)
-        free(why);
+    if (frc != GT_OK && frc != GT_ESQL)
+        set_errmsg(r, "recording stopped: %s", why);
+    free(why);
     if (frc == GT_ESQL)
         return sql_error(r, sqlite3_extended_errcode(r->db), "fold the row log", 1, err);
-    if (frc != GT_OK) {
-        set_errmsg(r, "recording stopped: %s", why);
-        free(why);
+    if (frc != GT_OK)
         return fail(r, frc == GT_ENOMEM ? GT_ENOMEM : GT_EIO);
-    }
     if ((rc = commit(r)) != 0)
         return rc;
     (void)unlink(r->log_path);
@@ -2334,11 +2332,16 @@ int gt_storage(gt_recorder *r, gt_id id, int64_t nbytes, gt_id device)
     if (!r || id <= 0 || device <= 0)
         return GT_EINVAL;
     BUF_BEGIN(r, B_STORAGE);
-    if (r->keep_mem && !gt_map_get(&r->storage_seqs, (uint64_t)id, 0, 0) &&
-        gt_map_put(&r->storage_seqs, (uint64_t)id, 0, 0, (uint64_t)r->seq) != 0) {
-        set_errmsg(r, "recording stopped: out of memory (storage)");
-        rc = fail(r, GT_ENOMEM);
-        goto out;
+    if (r->keep_mem) { /* the seq of its first row */
+        int added;
+        uint64_t *at = gt_map_upsert(&r->storage_seqs, (uint64_t)id, 0, 0, &added);
+        if (!at) {
+            set_errmsg(r, "recording stopped: out of memory (storage)");
+            rc = fail(r, GT_ENOMEM);
+            goto out;
+        }
+        if (added)
+            *at = (uint64_t)r->seq;
     }
     if (r->storage_seq) {
         sqlite3_bind_int64(r->storage_seq, 1, id);

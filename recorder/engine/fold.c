@@ -367,8 +367,7 @@ static gt_id storage_of(gt_fold *f, const gt_cap_tensor *c, int fresh)
         return id;
     }
     gt_id id = ++f->next_storage;
-    gt_id dev = str_id(f, c->device); /* may intern: before v is written */
-    ck(f, gt_storage(f->r, id, nbytes, dev));
+    ck(f, gt_storage(f->r, id, nbytes, str_id(f, c->device)));
     if (v)
         *v = storage_val(id, cut_epoch(f));
     return id;
