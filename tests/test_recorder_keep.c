@@ -364,6 +364,13 @@ typedef struct script {
     int64_t *saved;    /* saved_tensors seqs so far */
     gt_id *saved_t;    /* ... and their tensors */
     gt_id open_call;   /* a backward call left running, 0 if none */
+    /* dups: write duplicate keys too (script_dup); the previous op, its
+     * output, node and storage; held bytes right after each cut */
+    int dups;
+    int64_t prev_op;
+    gt_id prev_out, prev_node, prev_storage;
+    size_t *held_at_cut;
+    int64_t ncut;
     int rc;
 } script;
 
@@ -398,6 +405,8 @@ static gt_id new_tensor(script *s, int64_t by)
     } else {
         t->storage = ++s->ns;
         CK(s, gt_storage(s->r, t->storage, 16, s->s_cpu));
+        if (s->dups) /* announced twice: the first row (16 bytes) is kept */
+            CK(s, gt_storage(s->r, t->storage, 32, s->s_cpu));
         if (id > 4 && rnd(s, 6) == 0)
             t->version_counter = pick(s, id - 1);
     }
@@ -413,7 +422,9 @@ static void script_init(script *s, gt_recorder *r, int steps)
     s->t = calloc((size_t)steps * 16 + 16, sizeof *s->t);
     s->saved = calloc((size_t)steps * 16 + 16, sizeof *s->saved);
     s->saved_t = calloc((size_t)steps * 16 + 16, sizeof *s->saved_t);
+    s->held_at_cut = calloc((size_t)steps + 1, sizeof *s->held_at_cut);
     assert_non_null(s->saved_t);
+    assert_non_null(s->held_at_cut);
     assert_non_null(s->t);
     assert_non_null(s->saved);
     static const char *const strs[] = {"aten::mul",
@@ -447,6 +458,14 @@ static void script_init(script *s, gt_recorder *r, int steps)
     }
 }
 
+/* A tensor other than the one a row names, for its duplicate: an old one,
+ * picked without the generator (the runs with and without duplicates make
+ * the same calls otherwise). */
+static gt_id other_tensor(const script *s, int k)
+{
+    return 1 + (gt_id)((uint64_t)k * 7919u % (uint64_t)s->nt);
+}
+
 static void script_op(script *s, int k)
 {
     gt_recorder *r = s->r;
@@ -459,8 +478,12 @@ static void script_op(script *s, int k)
     int nin = (int)rnd(s, 3);
     for (int i = 0; i < nin; i++)
         CK(s, gt_op_arg(r, seq, GT_ROLE_INPUT, i, pick(s, s->nt), rnd(s, 5)));
+    if (s->dups && nin) /* the same input position twice */
+        CK(s, gt_op_arg(r, seq, GT_ROLE_INPUT, 0, other_tensor(s, k), 77));
     gt_id out = new_tensor(s, seq);
     CK(s, gt_op_arg(r, seq, GT_ROLE_OUTPUT, 0, out, 0));
+    if (s->dups)
+        CK(s, gt_op_arg(r, seq, GT_ROLE_OUTPUT, 0, other_tensor(s, k + 1), 78));
     if (rnd(s, 2) == 0) { /* in place: a bump by the op, often of one saved lately */
         gt_id m = s->nsaved && rnd(s, 4)
                       ? s->saved_t[s->nsaved - 1 - rnd(s, 4) % s->nsaved]
@@ -483,6 +506,12 @@ static void script_op(script *s, int k)
         CK(s, gt_edge(r, n.id, e, next, 0));
     }
     CK(s, gt_node_output(r, n.id, 0, out));
+    if (s->dups) /* the same node output twice */
+        CK(s, gt_node_output(r, n.id, 0, other_tensor(s, k + 2)));
+    s->prev_op = seq;
+    s->prev_out = out;
+    s->prev_node = n.id;
+    s->prev_storage = s->ns;
     int nsave = (int)rnd(s, 3);
     for (int i = 0; i < nsave; i++) {
         gt_id t = rnd(s, 6) == 0 ? 0 : pick(s, s->nt);
@@ -501,9 +530,21 @@ static void script_op(script *s, int k)
         CK(s, gt_version_bump(r, 0, pick(s, s->nt), k + 2, 1, NULL));
 }
 
+/* Duplicates of the previous step's rows, written in this one: after the
+ * cut at its backward call, if one came, of rows the cut kept (held). */
+static void script_dup(script *s, int k)
+{
+    if (!s->dups || !s->prev_op)
+        return;
+    CK(s, gt_op_arg(s->r, s->prev_op, GT_ROLE_OUTPUT, 0, other_tensor(s, k + 3), 79));
+    CK(s, gt_node_output(s->r, s->prev_node, 0, other_tensor(s, k + 4)));
+    CK(s, gt_storage(s->r, s->prev_storage, 48, s->s_cpu));
+}
+
 static void script_step(script *s, int k)
 {
     gt_recorder *r = s->r;
+    script_dup(s, k);
     int nops = 1 + (int)rnd(s, 3);
     for (int i = 0; i < nops; i++)
         script_op(s, k);
@@ -523,9 +564,12 @@ static void script_step(script *s, int k)
     }
     gt_backward_info b = {.api = s->s_api, .thread = s->thread, .stack = s->stack};
     gt_id bid = 0;
+    uint64_t cuts = gt_recorder_cuts(r);
     CK(s, gt_backward_begin(r, &b, &bid));
     if (s->rc)
         return;
+    if (gt_recorder_cuts(r) != cuts) /* cut at that call's start: what it left held */
+        s->held_at_cut[s->ncut++] = gt__recorder_held_bytes(r);
     CK(s, gt_backward_root(r, bid, 0, s->nt, s->nn));
     if (rnd(s, 3) == 0)
         CK(s, gt_backward_root(r, bid, 1, pick(s, s->nt), 0));
@@ -614,6 +658,14 @@ static void check_same(const char *a, const char *b, int64_t old[3])
     sqlite3_close(db);
 }
 
+static void script_free(script *s)
+{
+    free(s->t);
+    free(s->saved);
+    free(s->saved_t);
+    free(s->held_at_cut);
+}
+
 /* The same scripted run cut in C (a.db) and by cut_sql (b.db): the windows
  * written every 20 calls (at an error) and at close hold the same rows. */
 static void run_both(unsigned keep, int steps)
@@ -657,12 +709,8 @@ static void run_both(unsigned keep, int steps)
     /* the windows reached back: old ops, bumps and names kept for them */
     for (int i = 0; i < 3; i++)
         assert_true(old[i] > 0);
-    free(sa.t);
-    free(sa.saved);
-    free(sa.saved_t);
-    free(sb.t);
-    free(sb.saved);
-    free(sb.saved_t);
+    script_free(&sa);
+    script_free(&sb);
     unlink(tpath("a.db"));
     unlink(tpath("b.db"));
 }
@@ -672,6 +720,115 @@ static void test_c_cut_is_sql_cut(void **state)
     (void)state;
     run_both(2, 400);
     run_both(20, 400);
+}
+
+/* Rows of table t in trace a that trace b lacks. */
+static int64_t rows_missing(const char *a, const char *b, const char *t)
+{
+    sqlite3 *db = db_open(a);
+    char sql[256];
+    snprintf(sql, sizeof sql, "ATTACH '%s' AS o", tpath(b));
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM (SELECT * FROM main.%s EXCEPT SELECT * FROM o.%s)", t,
+             t);
+    int64_t n = q_int(db, sql);
+    sqlite3_close(db);
+    return n;
+}
+
+/* Duplicate keys in the C cut (keepcut.c): the scripted run writes each
+ * op_arg output position, some input positions, each node output and each
+ * new storage twice in one window, and the previous op's output, node
+ * output and storage again at the next step, across the cut at its
+ * backward call when one came. The rule (recorder.h, keep_last): a
+ * duplicate among the held rows is dropped, the first row kept. So the run
+ * with duplicates (a.db) holds, right after each cut, exactly the bytes the
+ * same run without them (b.db) holds, and its windows are b's; and its
+ * rows are those of the whole run without keep_last (c.db, row log: the
+ * first row of a key kept), the duplicates' marks (versions 77..79,
+ * storages of 32 and 48 bytes) nowhere. A duplicate the cut kept would
+ * stay held (b's bytes exceeded) or keep its tensor in the window. */
+static void run_dups(unsigned keep, int steps)
+{
+    script sa, sb, sc;
+    gt_recorder *a = open_keep("a.db", keep, 0), *b = open_keep("b.db", keep, 0),
+                *c = NULL;
+    char err[256] = "";
+    gt_recorder_options o = {.row_log = 1, .batch_events = 500};
+    assert_int_equal(gt_recorder_open(tpath("c.db"), &o, err, sizeof err, &c), 0);
+    script_init(&sa, a, steps);
+    script_init(&sb, b, steps);
+    script_init(&sc, c, steps);
+    sa.dups = sc.dups = 1;
+    int64_t old[3] = {0, 0, 0}, flush_cuts = 0;
+    for (int k = 1; k <= steps; k++) {
+        script_step(&sa, k);
+        script_step(&sb, k);
+        script_step(&sc, k);
+        if (k % 20 == 0) { /* written at the next flush, cut first */
+            uint64_t ca = gt_recorder_cuts(a), cb = gt_recorder_cuts(b);
+            assert_int_equal(gt_error(a, "RuntimeError", "mid", 0, 0, NULL), 0);
+            assert_int_equal(gt_error(b, "RuntimeError", "mid", 0, 0, NULL), 0);
+            assert_int_equal(gt_error(c, "RuntimeError", "mid", 0, 0, NULL), 0);
+            assert_int_equal(gt_recorder_flush(a), 0);
+            assert_int_equal(gt_recorder_flush(b), 0);
+            assert_int_equal(gt_recorder_cuts(a) - ca, gt_recorder_cuts(b) - cb);
+            if (gt_recorder_cuts(a) != ca) {
+                assert_int_equal(gt__recorder_held_bytes(a), gt__recorder_held_bytes(b));
+                flush_cuts++;
+            }
+            check_same("a.db", "b.db", old);
+        }
+    }
+    if (sa.rc || sb.rc || sc.rc)
+        print_error("%s / %s / %s\n", gt_recorder_errmsg(a), gt_recorder_errmsg(b),
+                    gt_recorder_errmsg(c));
+    assert_int_equal(sa.rc, 0);
+    assert_int_equal(sb.rc, 0);
+    assert_int_equal(sc.rc, 0);
+    assert_int_equal(sa.ncut, sb.ncut);
+    assert_true(sa.ncut + flush_cuts >= 10); /* held bytes compared at 10 cuts or more */
+    for (int64_t i = 0; i < sa.ncut; i++) {
+        if (sa.held_at_cut[i] != sb.held_at_cut[i])
+            print_error("cut %lld: %zu bytes held with duplicates, %zu without\n",
+                        (long long)i + 1, sa.held_at_cut[i], sb.held_at_cut[i]);
+        assert_int_equal(sa.held_at_cut[i], sb.held_at_cut[i]);
+    }
+    assert_int_equal(gt_run_end(a, GT_RUN_OK, 0, 0), 0);
+    assert_int_equal(gt_run_end(b, GT_RUN_OK, 0, 0), 0);
+    assert_int_equal(gt_run_end(c, GT_RUN_OK, 0, 0), 0);
+    assert_int_equal(gt_recorder_close(a), 0);
+    assert_int_equal(gt_recorder_close(b), 0);
+    assert_int_equal(gt_recorder_close(c), 0);
+    check_same("a.db", "b.db", old);
+    static const char *const dup_tables[] = {"op_args", "node_outputs", "storages"};
+    for (size_t i = 0; i < sizeof dup_tables / sizeof dup_tables[0]; i++) {
+        int64_t n = rows_missing("a.db", "c.db", dup_tables[i]);
+        if (n)
+            print_error("%s: %lld rows of the window not in the whole run\n",
+                        dup_tables[i], (long long)n);
+        assert_int_equal(n, 0);
+    }
+    sqlite3 *db = db_open("a.db");
+    assert_true(q_int(db, "SELECT count(*) FROM op_args") > 0);
+    assert_int_equal(
+        q_int(db, "SELECT count(*) FROM op_args WHERE version BETWEEN 77 AND 79"), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM storages WHERE nbytes <> 16"), 0);
+    sqlite3_close(db);
+    script_free(&sa);
+    script_free(&sb);
+    script_free(&sc);
+    unlink(tpath("a.db"));
+    unlink(tpath("b.db"));
+    unlink(tpath("c.db"));
+}
+
+static void test_c_cut_drops_duplicates(void **state)
+{
+    (void)state;
+    run_dups(2, 400);
+    run_dups(20, 400);
 }
 
 /* Memory: the rows held stay those of the window (2 to 2 + 16 calls) and
@@ -706,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_window_of_last_calls),
         cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_c_cut_is_sql_cut),
+        cmocka_unit_test(test_c_cut_drops_duplicates),
         cmocka_unit_test(test_held_bounded),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
