@@ -187,8 +187,22 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
         where = S(t->where);
         code = S(t->code);
         int foreach = strstr(o->name, "::_foreach_") != NULL;
-        if (foreach || strstr(code, ".step(") ||
-            (o->phase == GT_PHASE_OTHER && gt__dx_leaf_of(c, f->mutations[i].tensor))) {
+        int step = foreach || strstr(code, ".step(");
+        if (!step && o->phase == GT_PHASE_OTHER &&
+            gt__dx_leaf_of(c, f->mutations[i].tensor)) {
+            /* a parameter changed by hand outside the optimizer (weight
+             * clipping, a no_grad renormalisation) */
+            trim_code(&t->code);
+            code = S(t->code);
+            return set_suggestion(
+                c, f,
+                "move the in-place update of %s (%s%s%s) after the last "
+                "backward() that uses this graph, or recompute the forward "
+                "after it: it changed %s after the forward saved it",
+                name[0] ? name : "the parameter", code[0] ? code : o->name,
+                where[0] ? " at " : "", where, name[0] ? name : "a parameter");
+        }
+        if (step) {
             return set_suggestion(
                 c, f,
                 "move optimizer.step() after the last backward() that uses "
@@ -209,17 +223,24 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
     if (o->name[0]) {
         out_of_place(o->name, &t->act);
         const char *meth = S(t->act);
-        if (!strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero") ||
-            !strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))
+        /* copy_, fill_ and zero_ have no out-of-place method (x.copy(y)
+         * does not exist); index_put_ and masked_fill_ have one, but they
+         * are mostly written as an assignment (x[mask] = 0) */
+        int no_method =
+            !strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero");
+        gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
+        trim_code(&t->mcode);
+        gt_strbuf_reset(&t->oop);
+        if (!no_method)
+            out_of_place_line(S(t->mcode), mn, &t->oop);
+        const char *mwhere = S(t->mwhere), *oop = S(t->oop);
+        if (no_method ||
+            (!oop[0] && (!strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))))
             return set_suggestion(c, f,
                                   "modify a copy: %s = %s.clone() before the assignment "
                                   "(%s), or build the new value out of place (e.g. "
                                   "torch.where)",
                                   mn, mn, o->name);
-        gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
-        trim_code(&t->mcode);
-        out_of_place_line(S(t->mcode), mn, &t->oop);
-        const char *mwhere = S(t->mwhere), *oop = S(t->oop);
         if (oop[0])
             return set_suggestion(c, f,
                                   "replace the in-place %s%s%s by its out-of-place form: "

@@ -1,10 +1,11 @@
 """Suggestions that work: for each in-place mistake of
 tests/e2e/scenarios/diag_fixes.py (an in-place activation, an optimizer step
-between forward and backward, backward twice, a constant updated in place,
-an assignment into a saved tensor, an in-place method, an augmented
-assignment), diagnose's suggestion is applied to a copy of the script, the
-way its text says, and the copy must run without the error. The fixes of
-the errors raised at the op and of unexplained errors are applied in
+between forward and backward, a parameter clipped by hand, backward twice, a
+constant updated in place, an assignment into a saved tensor, an in-place
+method with and without an out-of-place form, an augmented assignment),
+diagnose's suggestion is applied to a copy of the script, the way its text
+says, and the copy must run without the error. The fixes of the errors
+raised at the op and of unexplained errors are applied in
 test_diagnose_views.py.
 
 Env: GRADTRACE (the built command), GT_SOURCE_DIR, GT_BUILD_DIR.
@@ -47,7 +48,8 @@ def apply(mode, f):
     mut = marker(mode, "mutate") if mode != "twice" else None
     if s.startswith("use inplace=False"):
         return [l.replace("inplace=True", "inplace=False") for l in lines]
-    if s.startswith("move optimizer.step() after the last backward()"):
+    if s.startswith("move optimizer.step() after the last backward()") or \
+            s.startswith("move the in-place update of "):
         step = lines.pop(mut - 1)
         bw = marker(mode, "backward") - 1  # shifted up by the pop
         lines.insert(bw, indent_of(step) + step.strip())
@@ -97,6 +99,13 @@ class Fixes(unittest.TestCase):
     def test_optimizer_step(self):
         self.check("step", "inplace_invalidated_saved", "move optimizer.step()")
 
+    def test_parameter_clipped(self):
+        # weight clipping between forward and backward: an update by hand,
+        # not the optimizer's step
+        self.check("clip", "inplace_invalidated_saved",
+                   "move the in-place update of model.weight "
+                   "(with torch.no_grad(): model.weight.clamp_(-0.1, 0.1) at ")
+
     def test_backward_twice(self):
         self.check("twice", "backward_twice", "retain_graph=True")
 
@@ -108,6 +117,16 @@ class Fixes(unittest.TestCase):
 
     def test_method(self):
         self.check("method", "inplace_invalidated_saved", "`y = y.add(1)`")
+
+    def test_method_with_out_of_place_form(self):
+        # masked_fill_ written as a method call: its out-of-place method,
+        # not a clone
+        self.check("masked", "inplace_invalidated_saved",
+                   "`y = y.masked_fill(y > 0.4, 0.0)`")
+
+    def test_method_without_out_of_place_form(self):
+        # there is no Tensor.copy: a clone before the copy_
+        self.check("copy", "inplace_invalidated_saved", "y = y.clone()")
 
     def test_augmented(self):
         self.check("augmented", "inplace_invalidated_saved", "`y = y * (2)`")

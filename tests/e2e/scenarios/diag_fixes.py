@@ -23,6 +23,11 @@ elif mode == "step":
     loss = model(x).pow(2).sum()
     opt.step()  # @mutate
     loss.backward()  # @backward
+elif mode == "clip":
+    model = nn.Linear(3, 2)
+    loss = model(x).pow(2).sum()
+    with torch.no_grad(): model.weight.clamp_(-0.1, 0.1)  # @mutate
+    loss.backward()  # @backward
 elif mode == "twice":
     y = x.exp()
     loss = y.sum()
@@ -41,6 +46,14 @@ elif mode == "assign":
 elif mode == "method":
     y = torch.tanh(x)
     y.add_(1)  # @mutate
+    y.sum().backward()  # @backward
+elif mode == "masked":
+    y = torch.softmax(x, dim=1)
+    y.masked_fill_(y > 0.4, 0.0)  # @mutate
+    y.sum().backward()  # @backward
+elif mode == "copy":
+    y = x.exp()
+    y.copy_(torch.zeros(4, 3))  # @mutate
     y.sum().backward()  # @backward
 elif mode == "augmented":
     y = torch.sigmoid(x)
