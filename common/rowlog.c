@@ -100,8 +100,10 @@ int gt_rowlog_put_commit(gt_strbuf *out, int64_t seq)
     return gt_strbuf_add(out, (const char *)b, sizeof b);
 }
 
-int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
-                  const unsigned char *null, const char *text, size_t text_len)
+/* gt_rowlog_put's block, hashed if `hash` (else its hash field is 0). */
+static int put_block(gt_strbuf *out, int kind, int n, const int64_t *val,
+                     const unsigned char *null, const char *text, size_t text_len,
+                     int hash)
 {
     int ncol = gt_rowlog_kinds[kind].ncol;
     size_t nv = (size_t)n * (size_t)ncol;
@@ -123,11 +125,23 @@ int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
         memcpy(v, null + (size_t)i * GT_ROWLOG_MAXCOL, (size_t)ncol);
     if (text_len)
         memcpy(v, text, text_len);
-    uint64_t h = XXH3_64bits(b + 8, GT_ROWLOG_BLOCK_HEAD - 8 + payload);
+    uint64_t h = hash ? XXH3_64bits(b + 8, GT_ROWLOG_BLOCK_HEAD - 8 + payload) : 0;
     memcpy(b, &h, 8);
     out->len = start + GT_ROWLOG_BLOCK_HEAD + payload;
     out->p[out->len] = '\0';
     return 0;
+}
+
+int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
+                  const unsigned char *null, const char *text, size_t text_len)
+{
+    return put_block(out, kind, n, val, null, text, text_len, 1);
+}
+
+int gt_rowlog_put_mem(gt_strbuf *out, int kind, int n, const int64_t *val,
+                      const unsigned char *null, const char *text, size_t text_len)
+{
+    return put_block(out, kind, n, val, null, text, text_len, 0);
 }
 
 /* ---- reading blocks ------------------------------------------------------ */

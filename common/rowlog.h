@@ -91,7 +91,15 @@ int gt_rowlog_put_head(gt_strbuf *out);
 int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
                   const unsigned char *null, const char *text, size_t text_len);
 
-/* One block of a run of blocks in memory (as gt_rowlog_put appends them). */
+/* gt_rowlog_put for a block that never leaves this process's memory (the
+ * flight recorder's held rows): its hash is not computed, its hash field
+ * is 0 (nothing reads it: gt_rowlog_block_at does not check it). Never for
+ * bytes written to a file. */
+int gt_rowlog_put_mem(gt_strbuf *out, int kind, int n, const int64_t *val,
+                      const unsigned char *null, const char *text, size_t text_len);
+
+/* One block of a run of blocks in memory (as gt_rowlog_put or
+ * gt_rowlog_put_mem append them). */
 typedef struct gt_rowlog_block {
     int kind, ncol, n;         /* n rows of ncol columns of kind `kind` */
     const unsigned char *val;  /* n x ncol int64, row-major (not aligned) */

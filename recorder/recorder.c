@@ -569,8 +569,11 @@ static int flush_buf(gt_recorder *r, int which)
     b->n = 0;
     b->text_len = 0; /* its bytes stay until the next row is taken */
     if (r->log_on || r->keep_mem) {
-        if (gt_rowlog_put(r->keep_mem ? &r->held : &r->log, which, n, &b->val[0][0],
-                          &b->null[0][0], b->text, text_len) != 0) {
+        /* held blocks stay in memory: no hash (gt_rowlog_put_mem) */
+        if ((r->keep_mem ? gt_rowlog_put_mem(&r->held, which, n, &b->val[0][0],
+                                             &b->null[0][0], b->text, text_len)
+                         : gt_rowlog_put(&r->log, which, n, &b->val[0][0], &b->null[0][0],
+                                         b->text, text_len)) != 0) {
             set_errmsg(r, "recording stopped: out of memory (%s)",
                        r->keep_mem ? "window" : "row log");
             return fail(r, GT_ENOMEM);
