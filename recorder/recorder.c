@@ -219,6 +219,9 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 struct gt_recorder {
     pthread_mutex_t mu;
+    /* the thread holding mu through gt_recorder_hold ((uintptr_t)
+     * pthread_self()), 0 if none; read without mu (lock) */
+    uintptr_t holder;
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
     char *path;
@@ -304,6 +307,28 @@ struct gt_recorder {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
+
+/* 1 if the calling thread holds the handle through gt_recorder_hold. Only
+ * this thread sets holder to itself (and back to 0 before it lets go of
+ * mu), so the answer is exact without the lock. */
+static int held_here(const gt_recorder *r)
+{
+    return __atomic_load_n(&r->holder, __ATOMIC_RELAXED) == (uintptr_t)pthread_self();
+}
+
+/* Take the handle's mutex, unless this thread holds it (gt_recorder_hold);
+ * unlock gives it back in the same case only. */
+static void lock(gt_recorder *r)
+{
+    if (!held_here(r))
+        pthread_mutex_lock(&r->mu);
+}
+
+static void unlock(gt_recorder *r)
+{
+    if (!held_here(r))
+        pthread_mutex_unlock(&r->mu);
+}
 
 static int64_t now_ms(void)
 {
@@ -895,11 +920,19 @@ static int commit(gt_recorder *r)
     return args_rc;
 }
 
+/* 1 if the open batch is batch_ms old or older. */
+static int batch_old(const gt_recorder *r)
+{
+    return now_ms() - r->batch_start_ms >= r->batch_ms;
+}
+
 /* After a row was written: count it and commit when the batch is full or
- * old enough. */
+ * old enough (its age is checked at gt_recorder_release while a thread
+ * holds the handle). */
 static int end_write(gt_recorder *r)
 {
-    if (++r->batch_n >= r->batch_cur || now_ms() - r->batch_start_ms >= r->batch_ms)
+    if (++r->batch_n >= r->batch_cur ||
+        (!__atomic_load_n(&r->holder, __ATOMIC_RELAXED) && batch_old(r)))
         return commit(r);
     return 0;
 }
@@ -2003,9 +2036,9 @@ int gt_recorder_failed(gt_recorder *r)
 {
     if (!r)
         return 0;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int failed = r->failed != 0;
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return failed;
 }
 
@@ -2013,11 +2046,31 @@ int gt_recorder_flush(gt_recorder *r)
 {
     if (!r)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = r->closed                            ? GT_ECLOSED
              : r->failed                          ? GT_EFAILED
              : r->write_due && getpid() == r->pid ? write_window(r)
                                                   : commit(r);
+    unlock(r);
+    return rc;
+}
+
+int gt_recorder_hold(gt_recorder *r)
+{
+    if (!r || held_here(r))
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    __atomic_store_n(&r->holder, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+    return 0;
+}
+
+int gt_recorder_release(gt_recorder *r)
+{
+    if (!r || !held_here(r))
+        return GT_EINVAL;
+    /* the batch's age, not checked at the rows written while held */
+    int rc = r->in_txn && !r->closed && !r->failed && batch_old(r) ? commit(r) : 0;
+    __atomic_store_n(&r->holder, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -2045,7 +2098,7 @@ int gt_run_set(gt_recorder *r, const gt_run_info *info)
 {
     if (!r || !info)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write(r);
     if (rc)
         goto out;
@@ -2075,7 +2128,7 @@ int gt_run_set(gt_recorder *r, const gt_run_info *info)
         goto out;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2084,7 +2137,7 @@ int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
     const char *name = gt_run_status_name(status); /* format.h */
     if (!r || !name)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write_as(r, 1);
     if (rc)
         goto out;
@@ -2098,7 +2151,7 @@ int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
     r->write_due = r->keep_last > 0;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2190,11 +2243,11 @@ int gt_intern_string(gt_recorder *r, const char *s, size_t len, gt_id *out)
 {
     if (!r || (!s && len) || !out)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = usable(r);
     if (rc == 0)
         rc = intern_string_locked(r, s ? s : "", len, out);
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2203,7 +2256,7 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
 {
     if (!r || !file || !function || !out)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     gt_id fid, fnid, cid = 0;
     int rc = usable(r);
     if (rc || (rc = intern_string_locked(r, file, strlen(file), &fid)) != 0 ||
@@ -2221,7 +2274,7 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
     rc = intern_insert(r, ST_FRAME, "intern frame", &r->frames, key, 0, &r->next_frame,
                        out);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2231,7 +2284,7 @@ int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
     if (!r || !out || frame <= 0 || parent < 0 || user_frame < 0)
         return GT_EINVAL;
     int64_t key[2] = {parent, frame};
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = usable(r);
     if (rc == 0 && !intern_found(&r->stacks, key, out)) {
         sqlite3_stmt *st = r->st[ST_STACK];
@@ -2241,7 +2294,7 @@ int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
         rc = intern_insert(r, ST_STACK, "intern stack", &r->stacks, key, user_frame,
                            &r->next_stack, out);
     }
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2250,7 +2303,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
     if (!r || !out)
         return GT_EINVAL;
     int64_t key[1] = {os_tid};
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = usable(r);
     if (rc == 0 && !intern_found(&r->threads, key, out)) {
         sqlite3_bind_int64(r->st[ST_THREAD], 2, os_tid);
@@ -2258,14 +2311,14 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
         rc = intern_insert(r, ST_THREAD, "intern thread", &r->threads, key, 0,
                            &r->next_thread, out);
     }
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
 /* ---- events ------------------------------------------------------------- */
 
 #define LOCKED_BEGIN(r)                                                                  \
-    pthread_mutex_lock(&(r)->mu);                                                        \
+    lock(r);                                                                             \
     int rc = begin_write(r);                                                             \
     if (rc)                                                                              \
     goto out
@@ -2275,7 +2328,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
         goto out;                                                                        \
     rc = end_write(r);                                                                   \
     out:                                                                                 \
-    pthread_mutex_unlock(&(r)->mu);                                                      \
+    unlock(r);                                                                           \
     return rc
 
 /* The frame of an event written through a row buffer (ops, op_args,
@@ -2285,7 +2338,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
 #define BUF_BEGIN(r, which)                                                              \
     unsigned char *null;                                                                 \
     int64_t *v;                                                                          \
-    pthread_mutex_lock(&(r)->mu);                                                        \
+    lock(r);                                                                             \
     int rc = begin_write(r);                                                             \
     if (rc)                                                                              \
         goto out;                                                                        \
@@ -2294,7 +2347,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
 #define BUF_END(r, which)                                                                \
     rc = buf_push_done((r), (which));                                                    \
     out:                                                                                 \
-    pthread_mutex_unlock(&(r)->mu);                                                      \
+    unlock(r);                                                                           \
     return rc
 
 int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
@@ -2382,7 +2435,7 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
     size_t nstrides = gt_ints_format(strides, t->strides, (size_t)t->ndim);
     unsigned char *null;
     int64_t *v;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write(r);
     if (rc)
         goto out;
@@ -2409,7 +2462,7 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
     idx_note(r, I_TENSORS_VC, 2, (int64_t[]){v[12], t->id});
     rc = buf_push_done(r, which);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     free(big);
     return rc;
 }
@@ -2593,7 +2646,7 @@ int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id)
     *id = bid;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2682,7 +2735,7 @@ int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
         *seq = s;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2693,7 +2746,7 @@ int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name)
     gt_id nid;
     unsigned char *null;
     int64_t *v;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write(r);
     if (rc || (rc = intern_string_locked(r, name, strlen(name), &nid)) != 0)
         goto out;
@@ -2706,7 +2759,7 @@ int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name)
     idx_note(r, I_NAMES_TENSOR, 3, (int64_t[]){tensor, seq, nid});
     rc = buf_push_done(r, B_NAME);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2716,10 +2769,10 @@ size_t gt__recorder_intern_bytes(gt_recorder *r);
 
 size_t gt__recorder_intern_bytes(gt_recorder *r)
 {
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     size_t n = gt__strtab_bytes(&r->strings) + gt__inttab_bytes(&r->frames) +
                gt__inttab_bytes(&r->stacks) + gt__inttab_bytes(&r->threads);
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return n;
 }
 
@@ -2727,8 +2780,8 @@ size_t gt__recorder_held_bytes(gt_recorder *r);
 
 size_t gt__recorder_held_bytes(gt_recorder *r)
 {
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     size_t n = r->held.len;
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return n;
 }
