@@ -664,15 +664,14 @@ static int64_t *buf_row(gt_recorder *r, int which, unsigned char **null)
     return b->val[b->n];
 }
 
-/* Copy len bytes of text (plus a NUL) into buffer `which`'s arena for the
- * row being filled; its offset in *off. Returns 0, or GT_ENOMEM: out of
- * memory stops recording, as it does inside SQLite. */
-static int buf_text(gt_recorder *r, int which, const char *s, size_t len, int64_t *off)
+/* Room for `need` more bytes in buffer `which`'s text arena. Returns 0, or
+ * GT_ENOMEM: out of memory stops recording, as it does inside SQLite. */
+static int buf_room(gt_recorder *r, int which, size_t need)
 {
     struct gt__rowbuf *b = &r->buf[which];
-    if (b->text_len + len + 1 > b->text_cap) {
+    if (b->text_len + need > b->text_cap) {
         size_t cap = b->text_cap ? b->text_cap : 4096;
-        while (cap < b->text_len + len + 1)
+        while (cap < b->text_len + need)
             cap *= 2;
         char *t = realloc(b->text, cap);
         if (!t) {
@@ -682,10 +681,19 @@ static int buf_text(gt_recorder *r, int which, const char *s, size_t len, int64_
         b->text = t;
         b->text_cap = cap;
     }
-    memcpy(b->text + b->text_len, s, len);
-    b->text[b->text_len + len] = '\0';
+    return 0;
+}
+
+/* The n integers at v as "[v0,v1,...]" (gt_ints_format), formatted in place
+ * into buffer `which`'s arena; its offset in *off. Returns 0 or GT_ENOMEM. */
+static int buf_ints(gt_recorder *r, int which, const int64_t *v, size_t n, int64_t *off)
+{
+    struct gt__rowbuf *b = &r->buf[which];
+    int rc = buf_room(r, which, GT_INTS_ROOM(n));
+    if (rc)
+        return rc;
     *off = (int64_t)b->text_len;
-    b->text_len += len + 1;
+    b->text_len += gt_ints_format(b->text + b->text_len, v, n) + 1;
     return 0;
 }
 
@@ -2421,18 +2429,6 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
     if (!r || !t || t->id <= 0 || t->dtype <= 0 || t->ndim < 0 || t->ndim > 4096 ||
         (t->ndim > 0 && (!t->shape || !t->strides)) || t->storage < 0)
         return GT_EINVAL;
-    char small[2][GT_INTS_ROOM(32)];
-    char *shape = small[0], *strides = small[1], *big = NULL;
-    if (t->ndim > 32) {
-        size_t each = GT_INTS_ROOM(t->ndim);
-        big = malloc(2 * each);
-        if (!big)
-            return GT_ENOMEM;
-        shape = big;
-        strides = big + each;
-    }
-    size_t nshape = gt_ints_format(shape, t->shape, (size_t)t->ndim);
-    size_t nstrides = gt_ints_format(strides, t->strides, (size_t)t->ndim);
     unsigned char *null;
     int64_t *v;
     lock(r);
@@ -2440,8 +2436,9 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
     if (rc)
         goto out;
     v = buf_row(r, which, &null);
-    if ((rc = buf_text(r, which, shape, nshape, &v[4])) != 0 ||
-        (rc = buf_text(r, which, strides, nstrides, &v[5])) != 0)
+    /* shape and strides as text, formatted into the arena */
+    if ((rc = buf_ints(r, which, t->shape, (size_t)t->ndim, &v[4])) != 0 ||
+        (rc = buf_ints(r, which, t->strides, (size_t)t->ndim, &v[5])) != 0)
         goto out;
     v[0] = t->id;
     v[1] = next_seq(r);
@@ -2463,7 +2460,6 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
     rc = buf_push_done(r, which);
 out:
     unlock(r);
-    free(big);
     return rc;
 }
 
