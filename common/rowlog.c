@@ -111,10 +111,9 @@ int gt_rowlog_put_commit(gt_strbuf *out, int64_t seq)
     return gt_strbuf_add(out, (const char *)b, sizeof b);
 }
 
-/* gt_rowlog_put's block, hashed if `hash` (else its hash field is 0). */
-static int put_block(gt_strbuf *out, int kind, int n, const int64_t *val,
-                     const unsigned char *null, const char *text, size_t text_len,
-                     int hash)
+int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
+                  const unsigned char *null, int stride, const char *text,
+                  size_t text_len, int hash)
 {
     int ncol = gt_rowlog_kinds[kind].ncol;
     size_t nv = (size_t)n * (size_t)ncol;
@@ -130,10 +129,16 @@ static int put_block(gt_strbuf *out, int kind, int n, const int64_t *val,
     put_u32(b + 16, (uint32_t)n);
     put_u32(b + 20, (uint32_t)payload);
     unsigned char *v = b + GT_ROWLOG_BLOCK_HEAD;
-    for (int i = 0; i < n; i++, v += (size_t)ncol * 8)
-        memcpy(v, val + (size_t)i * GT_ROWLOG_MAXCOL, (size_t)ncol * 8);
-    for (int i = 0; i < n; i++, v += ncol)
-        memcpy(v, null + (size_t)i * GT_ROWLOG_MAXCOL, (size_t)ncol);
+    if (stride == ncol) { /* packed: the values, then the flags, at once */
+        memcpy(v, val, nv * 8);
+        memcpy(v + nv * 8, null, nv);
+        v += nv * 9;
+    } else {
+        for (int i = 0; i < n; i++, v += (size_t)ncol * 8)
+            memcpy(v, val + (size_t)i * (size_t)stride, (size_t)ncol * 8);
+        for (int i = 0; i < n; i++, v += ncol)
+            memcpy(v, null + (size_t)i * (size_t)stride, (size_t)ncol);
+    }
     if (text_len)
         memcpy(v, text, text_len);
     uint64_t h = hash ? XXH3_64bits(b + 8, GT_ROWLOG_BLOCK_HEAD - 8 + payload) : 0;
@@ -141,18 +146,6 @@ static int put_block(gt_strbuf *out, int kind, int n, const int64_t *val,
     out->len = start + GT_ROWLOG_BLOCK_HEAD + payload;
     out->p[out->len] = '\0';
     return 0;
-}
-
-int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
-                  const unsigned char *null, const char *text, size_t text_len)
-{
-    return put_block(out, kind, n, val, null, text, text_len, 1);
-}
-
-int gt_rowlog_put_mem(gt_strbuf *out, int kind, int n, const int64_t *val,
-                      const unsigned char *null, const char *text, size_t text_len)
-{
-    return put_block(out, kind, n, val, null, text, text_len, 0);
 }
 
 /* ---- reading blocks ------------------------------------------------------ */

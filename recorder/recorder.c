@@ -153,8 +153,11 @@ struct gt__rowbuf {
     sqlite3_stmt *multi; /* INSERT of GT__BUF_ROWS rows */
     sqlite3_stmt *one;   /* INSERT of one row */
     int n;               /* rows waiting */
-    int64_t val[GT__BUF_ROWS][GT__BUF_MAXCOL];
-    unsigned char null[GT__BUF_ROWS][GT__BUF_MAXCOL]; /* 1: bind NULL */
+    /* rows packed (one copy into a block): row i's column k at i * ncol + k,
+     * ncol the kind's; buf_row clears GT__BUF_MAXCOL flags from a row's
+     * start, within null for any ncol */
+    int64_t val[GT__BUF_ROWS * GT__BUF_MAXCOL];
+    unsigned char null[GT__BUF_ROWS * GT__BUF_MAXCOL]; /* 1: bind NULL */
     char *text; /* text columns' bytes, each NUL-terminated */
     size_t text_len, text_cap;
 };
@@ -565,8 +568,8 @@ static int exec_sql(sqlite3 *db, const char *sql, char **emsg, int *err)
 static void bind_row(sqlite3_stmt *st, int first, const struct gt__rowbuf *b, int row,
                      int which)
 {
-    const int64_t *val = b->val[row];
-    const unsigned char *null = b->null[row];
+    const int64_t *val = b->val + row * buf_info[which].ncol;
+    const unsigned char *null = b->null + row * buf_info[which].ncol;
     unsigned text = buf_info[which].text;
     for (int k = 0; k < buf_info[which].ncol; k++) {
         if (null[k])
@@ -594,11 +597,9 @@ static int flush_buf(gt_recorder *r, int which)
     b->n = 0;
     b->text_len = 0; /* its bytes stay until the next row is taken */
     if (r->log_on || r->keep_mem) {
-        /* held blocks stay in memory: no hash (gt_rowlog_put_mem) */
-        if ((r->keep_mem ? gt_rowlog_put_mem(&r->held, which, n, &b->val[0][0],
-                                             &b->null[0][0], b->text, text_len)
-                         : gt_rowlog_put(&r->log, which, n, &b->val[0][0], &b->null[0][0],
-                                         b->text, text_len)) != 0) {
+        /* held blocks stay in memory: not hashed */
+        if (gt_rowlog_put(r->keep_mem ? &r->held : &r->log, which, n, b->val, b->null,
+                          ncol, b->text, text_len, !r->keep_mem) != 0) {
             set_errmsg(r, "recording stopped: out of memory (%s)",
                        r->keep_mem ? "window" : "row log");
             return fail(r, GT_ENOMEM);
@@ -659,9 +660,10 @@ static int flush_bufs(gt_recorder *r)
 static int64_t *buf_row(gt_recorder *r, int which, unsigned char **null)
 {
     struct gt__rowbuf *b = &r->buf[which];
-    memset(b->null[b->n], 0, GT__BUF_MAXCOL);
-    *null = b->null[b->n];
-    return b->val[b->n];
+    size_t at = (size_t)b->n * (size_t)buf_info[which].ncol;
+    memset(b->null + at, 0, GT__BUF_MAXCOL); /* a constant size: no call */
+    *null = b->null + at;
+    return b->val + at;
 }
 
 /* Room for `need` more bytes in buffer `which`'s text arena. Returns 0, or
