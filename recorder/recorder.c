@@ -722,10 +722,8 @@ static int64_t next_seq(gt_recorder *r)
     return __atomic_add_fetch(&r->seq, 1, __ATOMIC_RELAXED);
 }
 
-/* Guard of every call that may write: the handle is usable and a
- * transaction is open. `run_row` calls (the run's end) may still write after
- * a size-cap stop. */
-static int begin_write_as(gt_recorder *r, int run_row)
+/* begin_write_as past its common case (a usable handle in a transaction). */
+static int begin_write_slow(gt_recorder *r, int run_row)
 {
     if (r->closed)
         return GT_ECLOSED;
@@ -749,6 +747,16 @@ static int begin_write_as(gt_recorder *r, int run_row)
     r->batch_n = 0;
     r->batch_start_ms = now_ms();
     return 0;
+}
+
+/* Guard of every call that may write: the handle is usable and a
+ * transaction is open. `run_row` calls (the run's end) may still write after
+ * a size-cap stop. */
+static inline int begin_write_as(gt_recorder *r, int run_row)
+{
+    if (r->in_txn && !r->closed && !r->failed)
+        return 0;
+    return begin_write_slow(r, run_row);
 }
 
 static int begin_write(gt_recorder *r)
