@@ -5,7 +5,10 @@
  * Life of a handle
  *   open    create the file (O_EXCL), execute schema + views, user_version,
  *           WAL + synchronous=NORMAL, insert the run row, prepare statements.
- *   events  each call takes the handle mutex; the first write of a batch
+ *   events  each call takes the handle mutex (unless its thread holds it,
+ *           gt_recorder_hold: the engine adapter's fold, over runs of
+ *           records; the batch's age is then checked at
+ *           gt_recorder_release); the first write of a batch
  *           runs BEGIN; after batch_events rows or batch_ms milliseconds
  *           (monotonic clock, checked at every write) the batch is committed.
  *           The first batches are smaller (1000 rows, doubling up to
