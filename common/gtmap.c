@@ -6,8 +6,10 @@
 static uint64_t mix(uint64_t k1, uint64_t k2, uint64_t k3)
 {
     uint64_t h = k1 * 0x9E3779B97F4A7C15ull;
-    h ^= k2 + 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
-    h ^= k3 * 0x165667B19E3779F9ull + (h << 6) + (h >> 2);
+    if (k2 | k3) { /* most keys are one word (addresses, ids) */
+        h ^= k2 + 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+        h ^= k3 * 0x165667B19E3779F9ull + (h << 6) + (h >> 2);
+    }
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;

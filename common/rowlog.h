@@ -85,11 +85,16 @@ int gt_rowlog_put_commit(gt_strbuf *out, int64_t seq);
 int gt_rowlog_put_head(gt_strbuf *out);
 
 /* Append one block of n rows (1..GT_ROWLOG_GROUP) of kind `kind` to out:
- * val[i * GT_ROWLOG_MAXCOL + k] and null[...] are row i's column k, text
- * the arena (text_len bytes, each string NUL-terminated). Returns 0, or -1
- * when out of memory (out's oom flag is then set). */
+ * val[i * stride + k] and null[i * stride + k] are row i's column k
+ * (stride: the kind's column count, packed rows, copied at once, or more),
+ * text the arena (text_len bytes, each string NUL-terminated). hash 0: a
+ * block that never leaves this process's memory (the flight recorder's held
+ * rows): its hash is not computed, its field is 0 (gt_rowlog_block_at does
+ * not check it); never for bytes written to a file. Returns 0, or -1 when
+ * out of memory (out's oom flag is then set). */
 int gt_rowlog_put(gt_strbuf *out, int kind, int n, const int64_t *val,
-                  const unsigned char *null, const char *text, size_t text_len);
+                  const unsigned char *null, int stride, const char *text,
+                  size_t text_len, int hash);
 
 /* One block of a run of blocks in memory (as gt_rowlog_put appends them). */
 typedef struct gt_rowlog_block {

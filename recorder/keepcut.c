@@ -603,8 +603,9 @@ static int emit(struct cut *x, size_t r)
     }
     if (++g->n < GT_ROWLOG_GROUP)
         return 0;
+    /* held in memory: not hashed (hash 0) */
     int rc = gt_rowlog_put(&x->out, w->kind, g->n, &g->val[0][0], &g->null[0][0],
-                           g->text.p, g->text.len);
+                           GT_ROWLOG_MAXCOL, g->text.p, g->text.len, 0);
     g->n = 0;
     gt_strbuf_reset(&g->text);
     return rc;
@@ -632,7 +633,7 @@ static int keep_rows(struct cut *x, gt__cut_in *in, const gt_map *storage_seq)
     for (int k = 0; k < GT_RL_NKIND; k++) {
         struct group *g = &x->groups[k];
         if (g->n && gt_rowlog_put(&x->out, k, g->n, &g->val[0][0], &g->null[0][0],
-                                  g->text.p, g->text.len) != 0)
+                                  GT_ROWLOG_MAXCOL, g->text.p, g->text.len, 0) != 0)
             return -1;
     }
     for (size_t i = 0; i < in->saved_refs.n; i++)

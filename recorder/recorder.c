@@ -5,7 +5,10 @@
  * Life of a handle
  *   open    create the file (O_EXCL), execute schema + views, user_version,
  *           WAL + synchronous=NORMAL, insert the run row, prepare statements.
- *   events  each call takes the handle mutex; the first write of a batch
+ *   events  each call takes the handle mutex (unless its thread holds it,
+ *           gt_recorder_hold: the engine adapter's fold, over runs of
+ *           records; the batch's age is then checked at
+ *           gt_recorder_release); the first write of a batch
  *           runs BEGIN; after batch_events rows or batch_ms milliseconds
  *           (monotonic clock, checked at every write) the batch is committed.
  *           The first batches are smaller (1000 rows, doubling up to
@@ -153,8 +156,11 @@ struct gt__rowbuf {
     sqlite3_stmt *multi; /* INSERT of GT__BUF_ROWS rows */
     sqlite3_stmt *one;   /* INSERT of one row */
     int n;               /* rows waiting */
-    int64_t val[GT__BUF_ROWS][GT__BUF_MAXCOL];
-    unsigned char null[GT__BUF_ROWS][GT__BUF_MAXCOL]; /* 1: bind NULL */
+    /* rows packed (one copy into a block): row i's column k at i * ncol + k,
+     * ncol the kind's; buf_row clears GT__BUF_MAXCOL flags from a row's
+     * start, within null for any ncol */
+    int64_t val[GT__BUF_ROWS * GT__BUF_MAXCOL];
+    unsigned char null[GT__BUF_ROWS * GT__BUF_MAXCOL]; /* 1: bind NULL */
     char *text; /* text columns' bytes, each NUL-terminated */
     size_t text_len, text_cap;
 };
@@ -219,6 +225,9 @@ static const char *const stmt_sql[ST_COUNT] = {
 
 struct gt_recorder {
     pthread_mutex_t mu;
+    /* the thread holding mu through gt_recorder_hold ((uintptr_t)
+     * pthread_self()), 0 if none; read without mu (lock) */
+    uintptr_t holder;
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
     char *path;
@@ -304,6 +313,28 @@ struct gt_recorder {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
+
+/* 1 if the calling thread holds the handle through gt_recorder_hold. Only
+ * this thread sets holder to itself (and back to 0 before it lets go of
+ * mu), so the answer is exact without the lock. */
+static int held_here(const gt_recorder *r)
+{
+    return __atomic_load_n(&r->holder, __ATOMIC_RELAXED) == (uintptr_t)pthread_self();
+}
+
+/* Take the handle's mutex, unless this thread holds it (gt_recorder_hold);
+ * unlock gives it back in the same case only. */
+static void lock(gt_recorder *r)
+{
+    if (!held_here(r))
+        pthread_mutex_lock(&r->mu);
+}
+
+static void unlock(gt_recorder *r)
+{
+    if (!held_here(r))
+        pthread_mutex_unlock(&r->mu);
+}
 
 static int64_t now_ms(void)
 {
@@ -540,8 +571,8 @@ static int exec_sql(sqlite3 *db, const char *sql, char **emsg, int *err)
 static void bind_row(sqlite3_stmt *st, int first, const struct gt__rowbuf *b, int row,
                      int which)
 {
-    const int64_t *val = b->val[row];
-    const unsigned char *null = b->null[row];
+    const int64_t *val = b->val + row * buf_info[which].ncol;
+    const unsigned char *null = b->null + row * buf_info[which].ncol;
     unsigned text = buf_info[which].text;
     for (int k = 0; k < buf_info[which].ncol; k++) {
         if (null[k])
@@ -569,8 +600,9 @@ static int flush_buf(gt_recorder *r, int which)
     b->n = 0;
     b->text_len = 0; /* its bytes stay until the next row is taken */
     if (r->log_on || r->keep_mem) {
-        if (gt_rowlog_put(r->keep_mem ? &r->held : &r->log, which, n, &b->val[0][0],
-                          &b->null[0][0], b->text, text_len) != 0) {
+        /* held blocks stay in memory: not hashed */
+        if (gt_rowlog_put(r->keep_mem ? &r->held : &r->log, which, n, b->val, b->null,
+                          ncol, b->text, text_len, !r->keep_mem) != 0) {
             set_errmsg(r, "recording stopped: out of memory (%s)",
                        r->keep_mem ? "window" : "row log");
             return fail(r, GT_ENOMEM);
@@ -631,20 +663,20 @@ static int flush_bufs(gt_recorder *r)
 static int64_t *buf_row(gt_recorder *r, int which, unsigned char **null)
 {
     struct gt__rowbuf *b = &r->buf[which];
-    memset(b->null[b->n], 0, GT__BUF_MAXCOL);
-    *null = b->null[b->n];
-    return b->val[b->n];
+    size_t at = (size_t)b->n * (size_t)buf_info[which].ncol;
+    memset(b->null + at, 0, GT__BUF_MAXCOL); /* a constant size: no call */
+    *null = b->null + at;
+    return b->val + at;
 }
 
-/* Copy len bytes of text (plus a NUL) into buffer `which`'s arena for the
- * row being filled; its offset in *off. Returns 0, or GT_ENOMEM: out of
- * memory stops recording, as it does inside SQLite. */
-static int buf_text(gt_recorder *r, int which, const char *s, size_t len, int64_t *off)
+/* Room for `need` more bytes in buffer `which`'s text arena. Returns 0, or
+ * GT_ENOMEM: out of memory stops recording, as it does inside SQLite. */
+static int buf_room(gt_recorder *r, int which, size_t need)
 {
     struct gt__rowbuf *b = &r->buf[which];
-    if (b->text_len + len + 1 > b->text_cap) {
+    if (b->text_len + need > b->text_cap) {
         size_t cap = b->text_cap ? b->text_cap : 4096;
-        while (cap < b->text_len + len + 1)
+        while (cap < b->text_len + need)
             cap *= 2;
         char *t = realloc(b->text, cap);
         if (!t) {
@@ -654,10 +686,19 @@ static int buf_text(gt_recorder *r, int which, const char *s, size_t len, int64_
         b->text = t;
         b->text_cap = cap;
     }
-    memcpy(b->text + b->text_len, s, len);
-    b->text[b->text_len + len] = '\0';
+    return 0;
+}
+
+/* The n integers at v as "[v0,v1,...]" (gt_ints_format), formatted in place
+ * into buffer `which`'s arena; its offset in *off. Returns 0 or GT_ENOMEM. */
+static int buf_ints(gt_recorder *r, int which, const int64_t *v, size_t n, int64_t *off)
+{
+    struct gt__rowbuf *b = &r->buf[which];
+    int rc = buf_room(r, which, GT_INTS_ROOM(n));
+    if (rc)
+        return rc;
     *off = (int64_t)b->text_len;
-    b->text_len += len + 1;
+    b->text_len += gt_ints_format(b->text + b->text_len, v, n) + 1;
     return 0;
 }
 
@@ -684,10 +725,8 @@ static int64_t next_seq(gt_recorder *r)
     return __atomic_add_fetch(&r->seq, 1, __ATOMIC_RELAXED);
 }
 
-/* Guard of every call that may write: the handle is usable and a
- * transaction is open. `run_row` calls (the run's end) may still write after
- * a size-cap stop. */
-static int begin_write_as(gt_recorder *r, int run_row)
+/* begin_write_as past its common case (a usable handle in a transaction). */
+static int begin_write_slow(gt_recorder *r, int run_row)
 {
     if (r->closed)
         return GT_ECLOSED;
@@ -711,6 +750,16 @@ static int begin_write_as(gt_recorder *r, int run_row)
     r->batch_n = 0;
     r->batch_start_ms = now_ms();
     return 0;
+}
+
+/* Guard of every call that may write: the handle is usable and a
+ * transaction is open. `run_row` calls (the run's end) may still write after
+ * a size-cap stop. */
+static inline int begin_write_as(gt_recorder *r, int run_row)
+{
+    if (r->in_txn && !r->closed && !r->failed)
+        return 0;
+    return begin_write_slow(r, run_row);
 }
 
 static int begin_write(gt_recorder *r)
@@ -892,11 +941,19 @@ static int commit(gt_recorder *r)
     return args_rc;
 }
 
+/* 1 if the open batch is batch_ms old or older. */
+static int batch_old(const gt_recorder *r)
+{
+    return now_ms() - r->batch_start_ms >= r->batch_ms;
+}
+
 /* After a row was written: count it and commit when the batch is full or
- * old enough. */
+ * old enough (its age is checked at gt_recorder_release while a thread
+ * holds the handle). */
 static int end_write(gt_recorder *r)
 {
-    if (++r->batch_n >= r->batch_cur || now_ms() - r->batch_start_ms >= r->batch_ms)
+    if (++r->batch_n >= r->batch_cur ||
+        (!__atomic_load_n(&r->holder, __ATOMIC_RELAXED) && batch_old(r)))
         return commit(r);
     return 0;
 }
@@ -2000,9 +2057,9 @@ int gt_recorder_failed(gt_recorder *r)
 {
     if (!r)
         return 0;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int failed = r->failed != 0;
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return failed;
 }
 
@@ -2010,11 +2067,31 @@ int gt_recorder_flush(gt_recorder *r)
 {
     if (!r)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = r->closed                            ? GT_ECLOSED
              : r->failed                          ? GT_EFAILED
              : r->write_due && getpid() == r->pid ? write_window(r)
                                                   : commit(r);
+    unlock(r);
+    return rc;
+}
+
+int gt_recorder_hold(gt_recorder *r)
+{
+    if (!r || held_here(r))
+        return GT_EINVAL;
+    pthread_mutex_lock(&r->mu);
+    __atomic_store_n(&r->holder, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+    return 0;
+}
+
+int gt_recorder_release(gt_recorder *r)
+{
+    if (!r || !held_here(r))
+        return GT_EINVAL;
+    /* the batch's age, not checked at the rows written while held */
+    int rc = r->in_txn && !r->closed && !r->failed && batch_old(r) ? commit(r) : 0;
+    __atomic_store_n(&r->holder, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&r->mu);
     return rc;
 }
@@ -2042,7 +2119,7 @@ int gt_run_set(gt_recorder *r, const gt_run_info *info)
 {
     if (!r || !info)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write(r);
     if (rc)
         goto out;
@@ -2072,7 +2149,7 @@ int gt_run_set(gt_recorder *r, const gt_run_info *info)
         goto out;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2081,7 +2158,7 @@ int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
     const char *name = gt_run_status_name(status); /* format.h */
     if (!r || !name)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write_as(r, 1);
     if (rc)
         goto out;
@@ -2095,7 +2172,7 @@ int gt_run_end(gt_recorder *r, int status, int exit_code, int signal)
     r->write_due = r->keep_last > 0;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2187,11 +2264,11 @@ int gt_intern_string(gt_recorder *r, const char *s, size_t len, gt_id *out)
 {
     if (!r || (!s && len) || !out)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = usable(r);
     if (rc == 0)
         rc = intern_string_locked(r, s ? s : "", len, out);
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2200,7 +2277,7 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
 {
     if (!r || !file || !function || !out)
         return GT_EINVAL;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     gt_id fid, fnid, cid = 0;
     int rc = usable(r);
     if (rc || (rc = intern_string_locked(r, file, strlen(file), &fid)) != 0 ||
@@ -2218,7 +2295,7 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
     rc = intern_insert(r, ST_FRAME, "intern frame", &r->frames, key, 0, &r->next_frame,
                        out);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2228,7 +2305,7 @@ int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
     if (!r || !out || frame <= 0 || parent < 0 || user_frame < 0)
         return GT_EINVAL;
     int64_t key[2] = {parent, frame};
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = usable(r);
     if (rc == 0 && !intern_found(&r->stacks, key, out)) {
         sqlite3_stmt *st = r->st[ST_STACK];
@@ -2238,7 +2315,7 @@ int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
         rc = intern_insert(r, ST_STACK, "intern stack", &r->stacks, key, user_frame,
                            &r->next_stack, out);
     }
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2247,7 +2324,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
     if (!r || !out)
         return GT_EINVAL;
     int64_t key[1] = {os_tid};
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = usable(r);
     if (rc == 0 && !intern_found(&r->threads, key, out)) {
         sqlite3_bind_int64(r->st[ST_THREAD], 2, os_tid);
@@ -2255,14 +2332,14 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
         rc = intern_insert(r, ST_THREAD, "intern thread", &r->threads, key, 0,
                            &r->next_thread, out);
     }
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
 /* ---- events ------------------------------------------------------------- */
 
 #define LOCKED_BEGIN(r)                                                                  \
-    pthread_mutex_lock(&(r)->mu);                                                        \
+    lock(r);                                                                             \
     int rc = begin_write(r);                                                             \
     if (rc)                                                                              \
     goto out
@@ -2272,7 +2349,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
         goto out;                                                                        \
     rc = end_write(r);                                                                   \
     out:                                                                                 \
-    pthread_mutex_unlock(&(r)->mu);                                                      \
+    unlock(r);                                                                           \
     return rc
 
 /* The frame of an event written through a row buffer (ops, op_args,
@@ -2282,7 +2359,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
 #define BUF_BEGIN(r, which)                                                              \
     unsigned char *null;                                                                 \
     int64_t *v;                                                                          \
-    pthread_mutex_lock(&(r)->mu);                                                        \
+    lock(r);                                                                             \
     int rc = begin_write(r);                                                             \
     if (rc)                                                                              \
         goto out;                                                                        \
@@ -2291,7 +2368,7 @@ int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name, gt_id *ou
 #define BUF_END(r, which)                                                                \
     rc = buf_push_done((r), (which));                                                    \
     out:                                                                                 \
-    pthread_mutex_unlock(&(r)->mu);                                                      \
+    unlock(r);                                                                           \
     return rc
 
 int gt_op(gt_recorder *r, const gt_op_info *op, int64_t *seq)
@@ -2365,27 +2442,16 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
     if (!r || !t || t->id <= 0 || t->dtype <= 0 || t->ndim < 0 || t->ndim > 4096 ||
         (t->ndim > 0 && (!t->shape || !t->strides)) || t->storage < 0)
         return GT_EINVAL;
-    char small[2][GT_INTS_ROOM(32)];
-    char *shape = small[0], *strides = small[1], *big = NULL;
-    if (t->ndim > 32) {
-        size_t each = GT_INTS_ROOM(t->ndim);
-        big = malloc(2 * each);
-        if (!big)
-            return GT_ENOMEM;
-        shape = big;
-        strides = big + each;
-    }
-    size_t nshape = gt_ints_format(shape, t->shape, (size_t)t->ndim);
-    size_t nstrides = gt_ints_format(strides, t->strides, (size_t)t->ndim);
     unsigned char *null;
     int64_t *v;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write(r);
     if (rc)
         goto out;
     v = buf_row(r, which, &null);
-    if ((rc = buf_text(r, which, shape, nshape, &v[4])) != 0 ||
-        (rc = buf_text(r, which, strides, nstrides, &v[5])) != 0)
+    /* shape and strides as text, formatted into the arena */
+    if ((rc = buf_ints(r, which, t->shape, (size_t)t->ndim, &v[4])) != 0 ||
+        (rc = buf_ints(r, which, t->strides, (size_t)t->ndim, &v[5])) != 0)
         goto out;
     v[0] = t->id;
     v[1] = next_seq(r);
@@ -2406,8 +2472,7 @@ static int tensor_row(gt_recorder *r, const gt_tensor_info *t, int which)
     idx_note(r, I_TENSORS_VC, 2, (int64_t[]){v[12], t->id});
     rc = buf_push_done(r, which);
 out:
-    pthread_mutex_unlock(&r->mu);
-    free(big);
+    unlock(r);
     return rc;
 }
 
@@ -2590,7 +2655,7 @@ int gt_backward_begin(gt_recorder *r, const gt_backward_info *b, gt_id *id)
     *id = bid;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2679,7 +2744,7 @@ int gt_error(gt_recorder *r, const char *type, const char *message, gt_id stack,
         *seq = s;
     rc = end_write(r);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2690,7 +2755,7 @@ int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name)
     gt_id nid;
     unsigned char *null;
     int64_t *v;
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     int rc = begin_write(r);
     if (rc || (rc = intern_string_locked(r, name, strlen(name), &nid)) != 0)
         goto out;
@@ -2703,7 +2768,7 @@ int gt_name(gt_recorder *r, int64_t seq, gt_id tensor, const char *name)
     idx_note(r, I_NAMES_TENSOR, 3, (int64_t[]){tensor, seq, nid});
     rc = buf_push_done(r, B_NAME);
 out:
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return rc;
 }
 
@@ -2713,10 +2778,10 @@ size_t gt__recorder_intern_bytes(gt_recorder *r);
 
 size_t gt__recorder_intern_bytes(gt_recorder *r)
 {
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     size_t n = gt__strtab_bytes(&r->strings) + gt__inttab_bytes(&r->frames) +
                gt__inttab_bytes(&r->stacks) + gt__inttab_bytes(&r->threads);
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return n;
 }
 
@@ -2724,8 +2789,8 @@ size_t gt__recorder_held_bytes(gt_recorder *r);
 
 size_t gt__recorder_held_bytes(gt_recorder *r)
 {
-    pthread_mutex_lock(&r->mu);
+    lock(r);
     size_t n = r->held.len;
-    pthread_mutex_unlock(&r->mu);
+    unlock(r);
     return n;
 }

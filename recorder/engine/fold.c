@@ -135,7 +135,18 @@ struct gt_fold {
     int64_t last_tid; /* thread_id's and stack_id's last answers */
     gt_id last_thread, last_stack;
     uint32_t last_skey;
+    /* a drain holds the recorder (gt_recorder_hold) over runs of records;
+     * the weak references let go meanwhile wait in wrel, released after
+     * it lets go (the last one frees a TensorImpl: no torch code runs
+     * under the recorder's mutex) */
+    int holding;
+    const void **wrel;
+    size_t nwrel, cap_wrel;
 };
+
+/* Records folded under one hold of the recorder: other writers (names,
+ * the Python side) wait at most that long. */
+#define GT__FOLD_HOLD 256
 
 /* A recorder result: a write failure stops recording (see drain); a
  * refused call (GT_EINVAL: say a row seen twice) is counted and skipped. */
@@ -251,6 +262,35 @@ static void vc_unref(gt_fold *f, fvc *v, const void *key)
     }
 }
 
+/* Let go of a weak reference on impl: now, or after the hold (wrel). */
+static void weak_release(gt_fold *f, const void *impl)
+{
+    if (f->holding && f->nwrel == f->cap_wrel) {
+        size_t n = f->cap_wrel ? 2 * f->cap_wrel : 64;
+        const void **p = realloc(f->wrel, n * sizeof *p);
+        if (p) {
+            f->wrel = p;
+            f->cap_wrel = n;
+        }
+    }
+    if (f->holding && f->nwrel < f->cap_wrel)
+        f->wrel[f->nwrel++] = impl;
+    else
+        gt_capture_weak_release(impl); /* out of memory: at once */
+}
+
+/* Let go of the recorder's hold, then of the weak references kept meanwhile. */
+static void unhold(gt_fold *f)
+{
+    if (!f->holding)
+        return;
+    f->holding = 0;
+    ck(f, gt_recorder_release(f->r));
+    for (size_t i = 0; i < f->nwrel; i++)
+        gt_capture_weak_release(f->wrel[i]);
+    f->nwrel = 0;
+}
+
 static void row_write(gt_fold *f, ftensor *t, int again);
 
 static void tensor_drop(gt_fold *f, ftensor *t)
@@ -262,7 +302,7 @@ static void tensor_drop(gt_fold *f, ftensor *t)
             gt_map_del(&f->byid, (uint64_t)t->id, 0, 0);
         vc_unref(f, t->v, t->vc);
         if (t->weak)
-            gt_capture_weak_release(t->impl);
+            weak_release(f, t->impl);
         ftensor_free(f, t);
     }
 }
@@ -823,7 +863,7 @@ static void on_arg(gt_fold *f, flane *l, const gt_cap_arg *r)
     f->weak_pending = (r->t.flags & GT_CAPT_WEAK) ? r->t.impl : NULL;
     on_arg_body(f, l, r);
     if (f->weak_pending)
-        gt_capture_weak_release(f->weak_pending); /* not kept: known already */
+        weak_release(f, f->weak_pending); /* not kept: known already */
     f->weak_pending = NULL;
 }
 
@@ -1121,7 +1161,7 @@ static void on_data_set(gt_fold *f, const gt_cap_data_set *r)
     f->weak_pending = (r->old.flags & GT_CAPT_WEAK) ? r->old.impl : NULL;
     ftensor *t = see_input(f, &r->old, geom, 0, 0, stack);
     if (f->weak_pending)
-        gt_capture_weak_release(f->weak_pending); /* not kept: known already */
+        weak_release(f, f->weak_pending); /* not kept: known already */
     f->weak_pending = NULL;
     if (t)
         see_storage(f, t, &r->now, 0, 0, stack, 2);
@@ -1382,6 +1422,7 @@ static const gt_cap_hdr *peek(gt_cap_lane *lane)
 
 static int drain_locked(gt_fold *f)
 {
+    unsigned folded = 0;
     for (;;) {
         gt_cap_lane *best = NULL;
         const gt_cap_hdr *bh = NULL;
@@ -1397,10 +1438,17 @@ static int drain_locked(gt_fold *f)
             break;
         if (!best->consumer)
             best->consumer = calloc(1, sizeof(flane));
+        if (folded++ % GT__FOLD_HOLD == 0) {
+            /* the recorder is held over GT__FOLD_HOLD records at a time:
+             * its calls then skip taking its mutex */
+            unhold(f);
+            f->holding = gt_recorder_hold(f->r) == 0;
+        }
         if (best->consumer)
             fold_one(f, best->consumer, bh);
         best->read_off += bh->len;
     }
+    unhold(f);
     if (f->rc && !f->warned) {
         /* a write failure (size cap, full disk) stops recording, not the run */
         const char *msg = gt_recorder_errmsg(f->r);
@@ -1529,6 +1577,9 @@ static void free_maps(gt_fold *f, int lanes)
     gt_map_clear(&f->stacks);
     gt_map_clear(&f->threads);
     gt_map_clear(&f->fps);
+    free(f->wrel);
+    f->wrel = NULL;
+    f->nwrel = f->cap_wrel = 0;
     while (f->free_t) {
         ftensor *t = f->free_t;
         f->free_t = (ftensor *)t->v;

@@ -112,7 +112,8 @@
  *   - A process killed by SIGKILL loses the window since the last write.
  *
  * Threads: a handle may be shared between threads; every call takes the
- * handle's mutex. gt_recorder_close must not race with other calls.
+ * handle's mutex, unless the calling thread holds it (gt_recorder_hold).
+ * gt_recorder_close must not race with other calls.
  *
  * Result codes: 0 on success, a negative GT_E* value on failure (see
  * gt_strerror). Out-parameters come last, marked OUT, and are written only on
@@ -250,6 +251,21 @@ int gt_recorder_failed(gt_recorder *r);
 
 /* Commit pending events now (e.g. before a fork or at an exception). */
 int gt_recorder_flush(gt_recorder *r);
+
+/* Hold the handle's mutex across the calls this thread makes until
+ * gt_recorder_release, which then skip taking it: for a writer making many
+ * calls in a row (the engine adapter's fold). Other threads' calls wait
+ * meanwhile: hold for a bounded run of calls. While held, the open batch's
+ * age (batch_ms) is checked at gt_recorder_release rather than at each
+ * call (its size still at each). Not nested; release before
+ * gt_recorder_close. Returns 0, or GT_EINVAL (r NULL, or this thread holds
+ * it already). */
+int gt_recorder_hold(gt_recorder *r);
+
+/* Let go of a hold (gt_recorder_hold), first committing the open batch if
+ * it is batch_ms old. Returns 0, that commit's error, or GT_EINVAL (this
+ * thread holds no hold on r). */
+int gt_recorder_release(gt_recorder *r);
 
 /* Number of events recorded so far (the last seq handed out). */
 int64_t gt_recorder_seq(gt_recorder *r);
