@@ -193,7 +193,7 @@ struct Tls {
     uint64_t last_stamp = 0;
     static constexpr size_t kCache = 1024;
     const char *ckey[kCache] = {};
-    OpMeta *cval[kCache] = {};
+    const OpMeta *cval[kCache] = {};
     Tls()
     {
         frames.reserve(64);
@@ -584,21 +584,28 @@ void set_writes(OpMeta &m, const c10::FunctionSchema &schema)
         m.args = std::move(f);
 }
 
-OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
+/* The meta of every string-named record (RECORD_FUNCTION("detach"), the
+ * engine's "autograd::engine::evaluate_function: MulBackward0" built anew
+ * for each node it runs): no op, never recorded, so its name is not needed.
+ * Returned without the lock: the same for all, read only. */
+const OpMeta kNotOp{};
+
+const OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
 {
+    if (fn.overload_name() == C->string_overload)
+        return &kNotOp;
     std::lock_guard<std::mutex> g(C->mu);
     auto it = C->opmeta.find(key);
     if (it != C->opmeta.end())
         return it->second;
-    bool is_op = fn.overload_name() != C->string_overload;
-    if (!is_op) {
+    auto schema = fn.operator_schema();
+    if (!schema) {
         auto n = C->byname.find(fn.name());
         if (n != C->byname.end())
             return n->second;
     }
     C->metas.emplace_back();
     OpMeta *m = &C->metas.back();
-    auto schema = is_op ? fn.operator_schema() : std::nullopt;
     if (schema) {
         m->is_op = true;
         m->name = schema->name();
@@ -625,7 +632,7 @@ OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
     return m;
 }
 
-inline OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
+inline const OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
 {
     const char *key = fn.name();
     size_t h = (reinterpret_cast<uintptr_t>(key) >> 3) & (Tls::kCache - 1);
@@ -634,7 +641,7 @@ inline OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
         if (t.ckey[j] == key)
             return t.cval[j];
         if (!t.ckey[j]) {
-            OpMeta *m = op_meta_slow(fn, key);
+            const OpMeta *m = op_meta_slow(fn, key);
             if (m->is_op) {
                 t.ckey[j] = key;
                 t.cval[j] = m;
@@ -1106,7 +1113,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         return nullptr;
     }
     Frame fr{nullptr, 0, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0, 0};
-    if (t.busy || !C->active.load(std::memory_order_relaxed)) {
+    /* an op inside a recorded one is not recorded: no need of its meta */
+    if (t.busy || t.vis_depth > 0 || !C->active.load(std::memory_order_relaxed)) {
         t.frames.push_back(fr);
         return nullptr;
     }
@@ -1114,7 +1122,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
     fr.meta = m;
     /* ops run with the Python key excluded (inside torch.tensor(...), a
      * mode's own dispatch) are invisible to a dispatch mode: not recorded */
-    if (m->is_op && !m->composite && t.vis_depth == 0 &&
+    if (m->is_op && !m->composite &&
         !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python) &&
         !(m->schema_writes && refused_by_autograd(fn, m)) && !tracing()) {
         fr.visible = fr.recorded = 1;
