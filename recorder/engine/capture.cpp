@@ -201,13 +201,7 @@ struct Tls {
         written.reserve(64);
         fresh.reserve(16);
     }
-    ~Tls()
-    {
-        if (lane && C && gen == C->gen) {
-            publish();
-            __atomic_store_n(&lane->retired, 1, __ATOMIC_RELEASE);
-        }
-    }
+    ~Tls();
     void publish()
     {
         if (cur)
@@ -216,6 +210,25 @@ struct Tls {
 };
 
 thread_local Tls t_tls;
+
+/* &t_tls once this thread used it, else NULL. t_tls has a constructor, so
+ * each access to it from this dlopen'ed module costs a call to its
+ * __tls_init and two to __tls_get_addr (about 70 instructions, twice per
+ * op); this pointer, trivially initialised, costs one __tls_get_addr.
+ * Not initial-exec (one load from %fs): the module's thread-locals are one
+ * block of 30 KB (t_tls, module.c's stack cache), which would all have to
+ * come from glibc's static TLS surplus (about 1.5 KB): loading the module
+ * fails with "cannot allocate memory in static TLS block". */
+thread_local Tls *t_cur = nullptr;
+
+Tls::~Tls()
+{
+    t_cur = nullptr;
+    if (lane && C && gen == C->gen) {
+        publish();
+        __atomic_store_n(&lane->retired, 1, __ATOMIC_RELEASE);
+    }
+}
 
 int64_t os_tid()
 {
@@ -240,11 +253,12 @@ gt_cap_chunk *chunk_new(gt_cap_lane *lane)
     return c;
 }
 
-/* This thread's state, its lane created on first use in a capture. */
-Tls *tls()
+/* tls() the first time in this thread or in this capture: the lane. */
+Tls *tls_slow()
 {
     Tls &t = t_tls;
-    if (C10_LIKELY(t.gen == C->gen && t.lane))
+    t_cur = &t;
+    if (t.gen == C->gen && t.lane)
         return &t;
     t.gen = C->gen;
     t.lane = nullptr;
@@ -276,6 +290,15 @@ Tls *tls()
         C->lanes.store(lane, std::memory_order_release);
     C->lanes_tail = lane;
     return &t;
+}
+
+/* This thread's state, its lane created on first use in a capture. */
+inline Tls *tls()
+{
+    Tls *t = t_cur;
+    if (C10_LIKELY(t && t->gen == C->gen && t->lane))
+        return t;
+    return tls_slow();
 }
 
 /* len bytes on this thread's lane (never more than a chunk). */
