@@ -90,6 +90,18 @@ struct SVMirror {
 };
 static_assert(sizeof(SVMirror) == sizeof(SavedVariable), "SavedVariable layout changed");
 
+/* Same members in the same order as c10/core/impl/TorchDispatchModeTLS.h:
+ * the thread's dispatch modes, read in place (TorchDispatchModeTLS::get_mode
+ * returns a copy, any_modes_set and it cost about 70 instructions each). */
+struct ModesMirror {
+    std::vector<std::shared_ptr<c10::impl::PyObject_TorchDispatchMode>> stack_;
+    std::array<std::optional<std::shared_ptr<c10::impl::PyObject_TorchDispatchMode>>,
+               static_cast<size_t>(c10::impl::TorchDispatchModeKey::NUM_MODE_KEYS)>
+        infra_modes_;
+};
+static_assert(sizeof(ModesMirror) == sizeof(c10::impl::TorchDispatchModeTLS),
+              "TorchDispatchModeTLS layout changed");
+
 /* What an op does to one of its schema arguments (OpMeta::args). */
 enum : uint8_t {
     ARG_WRITTEN = 1,  /* it writes it */
@@ -191,6 +203,13 @@ struct Tls {
     std::vector<uint64_t> exec_stack;
     bool busy = false;
     uint64_t last_stamp = 0;
+    /* torch's thread-locals of this thread, their addresses taken once: each
+     * read through torch's accessor (GradMode::is_enabled, ...) costs a call
+     * into libc10, its __tls_init and a __tls_get_addr, 35 to 70
+     * instructions, several times per op */
+    const c10::AutogradState *autograd = nullptr;
+    const c10::impl::PODLocalDispatchKeySet *keys = nullptr;
+    const ModesMirror *modes = nullptr;
     static constexpr size_t kCache = 1024;
     const char *ckey[kCache] = {};
     const OpMeta *cval[kCache] = {};
@@ -258,6 +277,10 @@ Tls *tls_slow()
 {
     Tls &t = t_tls;
     t_cur = &t;
+    t.autograd = &c10::AutogradState::get_tls_state();
+    t.keys = &c10::impl::raw_local_dispatch_key_set;
+    t.modes = reinterpret_cast<const ModesMirror *>(
+        &c10::impl::TorchDispatchModeTLS::get_state());
     if (t.gen == C->gen && t.lane)
         return &t;
     t.gen = C->gen;
@@ -1104,9 +1127,9 @@ void check_grad_fn(Tls &t, const at::Tensor &x, uint64_t stamp)
  * grad mode: autograd refuses it before it reaches the kernels below, so a
  * dispatch mode never sees it and the inspector reports the raising line as
  * the attempted write. Not recorded either. */
-bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
+bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m, bool grad_mode)
 {
-    if (!c10::GradMode::is_enabled())
+    if (!grad_mode)
         return false;
     auto in = fn.inputs();
     bool refused = false;
@@ -1130,14 +1153,12 @@ bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
 /* TorchDynamo and AOTAutograd trace a compiled function on fake tensors
  * (FakeTensorMode, make_fx's proxy mode): those ops compute nothing and are
  * not recorded; the compiled code's own ops are, when it runs. */
-inline bool tracing()
+inline bool tracing(const Tls &t)
 {
     using c10::impl::TorchDispatchModeKey;
-    using c10::impl::TorchDispatchModeTLS;
-    if (C10_LIKELY(!TorchDispatchModeTLS::any_modes_set()))
-        return false;
-    return TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::FAKE).has_value() ||
-           TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::PROXY).has_value();
+    const auto &m = t.modes->infra_modes_;
+    return m[static_cast<size_t>(TorchDispatchModeKey::FAKE)].has_value() ||
+           m[static_cast<size_t>(TorchDispatchModeKey::PROXY)].has_value();
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
@@ -1182,11 +1203,11 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
     }
     const OpMeta *m = op_meta(t, fn);
     fr.meta = m;
+    bool grad_mode = t.autograd->get_grad_mode();
     /* ops run with the Python key excluded (inside torch.tensor(...), a
      * mode's own dispatch) are invisible to a dispatch mode: not recorded */
-    if (m->is_op && !m->composite &&
-        !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python) &&
-        !(m->schema_writes && refused_by_autograd(fn, m)) && !tracing()) {
+    if (m->is_op && !m->composite && !t.keys->excluded().has(c10::DispatchKey::Python) &&
+        !(m->schema_writes && refused_by_autograd(fn, m, grad_mode)) && !tracing(t)) {
         fr.visible = fr.recorded = 1;
         uint32_t stack = 0;
         if (C->opts.stack_key) {
@@ -1224,7 +1245,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
             r->name = m->name.c_str();
             r->os_tid = t.lane->os_tid;
             r->stack = stack;
-            r->grad_mode = c10::GradMode::is_enabled();
+            r->grad_mode = grad_mode;
             r->in_backward =
                 t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
             r->pad[0] = r->pad[1] = 0;
@@ -1306,7 +1327,7 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
                 t.fresh.emplace_back(
                     c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
         });
-    if (c10::GradMode::is_enabled()) {
+    if (t.autograd->get_grad_mode()) {
         /* new nodes hang off the outputs, and off written inputs (an
          * in-place op with no return, like _foreach_add_) */
         t.busy = true;
@@ -1427,6 +1448,20 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
             vc_ptr(a.unsafeGetTensorImpl()->version_counter()) ==
                 vc_ptr(b.unsafeGetTensorImpl()->version_counter()))
             return fail(errbuf, errlen, "version counter layout check failed");
+        /* the dispatch modes as the shim reads them in place (ModesMirror) */
+        using c10::impl::TorchDispatchModeTLS;
+        const auto *modes =
+            reinterpret_cast<const ModesMirror *>(&TorchDispatchModeTLS::get_state());
+        bool modes_ok =
+            (int64_t)modes->stack_.size() == TorchDispatchModeTLS::stack_len();
+        for (size_t k = 0; k < modes->infra_modes_.size(); k++)
+            modes_ok =
+                modes_ok && modes->infra_modes_[k].has_value() ==
+                                TorchDispatchModeTLS::get_mode(
+                                    static_cast<c10::impl::TorchDispatchModeKey>(k))
+                                    .has_value();
+        if (!modes_ok)
+            return fail(errbuf, errlen, "dispatch mode state layout check failed");
         const Node *mul = torch::autograd::impl::grad_fn_unsafe(c);
         const Node *exp = torch::autograd::impl::grad_fn_unsafe(d);
         VisitorInfo vm, ve;
