@@ -201,6 +201,12 @@ struct Tls {
     int bwd_depth = 0;
     uint64_t exec_pending = 0; /* node running, not yet written */
     std::vector<uint64_t> exec_stack;
+    struct Work {
+        const Node *n;
+        uint64_t id;
+    };
+    std::vector<Work> work;         /* record_new_nodes' scratch */
+    std::vector<gt_cap_edge> edges; /* record_new_nodes' scratch */
     bool busy = false;
     uint64_t last_stamp = 0;
     /* torch's thread-locals of this thread, their addresses taken once: each
@@ -1010,12 +1016,8 @@ void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t st
 uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp,
                           bool *root_new = nullptr, bool of_op = false)
 {
-    struct Work {
-        const Node *n;
-        uint64_t id;
-    };
-    static thread_local std::vector<Work> work;
-    static thread_local std::vector<gt_cap_edge> edges;
+    std::vector<Tls::Work> &work = t.work;
+    std::vector<gt_cap_edge> &edges = t.edges;
     uint64_t root_id;
     work.clear();
     {
@@ -1031,7 +1033,7 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp,
         work.push_back({root, root_id});
     }
     while (!work.empty()) {
-        Work w = work.back();
+        Tls::Work w = work.back();
         work.pop_back();
         VisitorInfo vi;
         edges.clear();
@@ -1292,8 +1294,10 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     Frame fr = t.frames.back();
     t.frames.pop_back();
     if (!fr.recorded) {
-        t.vvs.resize(fr.vv_begin);
-        t.written.erase(t.written.begin() + fr.wk_begin, t.written.end());
+        if (C10_UNLIKELY(t.vvs.size() != fr.vv_begin))
+            t.vvs.resize(fr.vv_begin);
+        if (C10_UNLIKELY(t.written.size() != fr.wk_begin))
+            t.written.erase(t.written.begin() + fr.wk_begin, t.written.end());
         return;
     }
     t.vis_depth--;
