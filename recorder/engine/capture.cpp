@@ -90,6 +90,18 @@ struct SVMirror {
 };
 static_assert(sizeof(SVMirror) == sizeof(SavedVariable), "SavedVariable layout changed");
 
+/* Same members in the same order as c10/core/impl/TorchDispatchModeTLS.h:
+ * the thread's dispatch modes, read in place (TorchDispatchModeTLS::get_mode
+ * returns a copy, any_modes_set and it cost about 70 instructions each). */
+struct ModesMirror {
+    std::vector<std::shared_ptr<c10::impl::PyObject_TorchDispatchMode>> stack_;
+    std::array<std::optional<std::shared_ptr<c10::impl::PyObject_TorchDispatchMode>>,
+               static_cast<size_t>(c10::impl::TorchDispatchModeKey::NUM_MODE_KEYS)>
+        infra_modes_;
+};
+static_assert(sizeof(ModesMirror) == sizeof(c10::impl::TorchDispatchModeTLS),
+              "TorchDispatchModeTLS layout changed");
+
 /* What an op does to one of its schema arguments (OpMeta::args). */
 enum : uint8_t {
     ARG_WRITTEN = 1,  /* it writes it */
@@ -189,11 +201,24 @@ struct Tls {
     int bwd_depth = 0;
     uint64_t exec_pending = 0; /* node running, not yet written */
     std::vector<uint64_t> exec_stack;
+    struct Work {
+        const Node *n;
+        uint64_t id;
+    };
+    std::vector<Work> work;         /* record_new_nodes' scratch */
+    std::vector<gt_cap_edge> edges; /* record_new_nodes' scratch */
     bool busy = false;
     uint64_t last_stamp = 0;
+    /* torch's thread-locals of this thread, their addresses taken once: each
+     * read through torch's accessor (GradMode::is_enabled, ...) costs a call
+     * into libc10, its __tls_init and a __tls_get_addr, 35 to 70
+     * instructions, several times per op */
+    const c10::AutogradState *autograd = nullptr;
+    const c10::impl::PODLocalDispatchKeySet *keys = nullptr;
+    const ModesMirror *modes = nullptr;
     static constexpr size_t kCache = 1024;
     const char *ckey[kCache] = {};
-    OpMeta *cval[kCache] = {};
+    const OpMeta *cval[kCache] = {};
     Tls()
     {
         frames.reserve(64);
@@ -201,13 +226,7 @@ struct Tls {
         written.reserve(64);
         fresh.reserve(16);
     }
-    ~Tls()
-    {
-        if (lane && C && gen == C->gen) {
-            publish();
-            __atomic_store_n(&lane->retired, 1, __ATOMIC_RELEASE);
-        }
-    }
+    ~Tls();
     void publish()
     {
         if (cur)
@@ -216,6 +235,25 @@ struct Tls {
 };
 
 thread_local Tls t_tls;
+
+/* &t_tls once this thread used it, else NULL. t_tls has a constructor, so
+ * each access to it from this dlopen'ed module costs a call to its
+ * __tls_init and two to __tls_get_addr (about 70 instructions, twice per
+ * op); this pointer, trivially initialised, costs one __tls_get_addr.
+ * Not initial-exec (one load from %fs): the module's thread-locals are one
+ * block of 30 KB (t_tls, module.c's stack cache), which would all have to
+ * come from glibc's static TLS surplus (about 1.5 KB): loading the module
+ * fails with "cannot allocate memory in static TLS block". */
+thread_local Tls *t_cur = nullptr;
+
+Tls::~Tls()
+{
+    t_cur = nullptr;
+    if (lane && C && gen == C->gen) {
+        publish();
+        __atomic_store_n(&lane->retired, 1, __ATOMIC_RELEASE);
+    }
+}
 
 int64_t os_tid()
 {
@@ -240,11 +278,16 @@ gt_cap_chunk *chunk_new(gt_cap_lane *lane)
     return c;
 }
 
-/* This thread's state, its lane created on first use in a capture. */
-Tls *tls()
+/* tls() the first time in this thread or in this capture: the lane. */
+Tls *tls_slow()
 {
     Tls &t = t_tls;
-    if (C10_LIKELY(t.gen == C->gen && t.lane))
+    t_cur = &t;
+    t.autograd = &c10::AutogradState::get_tls_state();
+    t.keys = &c10::impl::raw_local_dispatch_key_set;
+    t.modes = reinterpret_cast<const ModesMirror *>(
+        &c10::impl::TorchDispatchModeTLS::get_state());
+    if (t.gen == C->gen && t.lane)
         return &t;
     t.gen = C->gen;
     t.lane = nullptr;
@@ -278,18 +321,34 @@ Tls *tls()
     return &t;
 }
 
-/* len bytes on this thread's lane (never more than a chunk). */
-inline unsigned char *reserve(Tls &t, size_t len, int type, uint64_t stamp)
+/* This thread's state, its lane created on first use in a capture. */
+C10_ALWAYS_INLINE Tls *tls()
 {
-    if (C10_UNLIKELY(t.used + len > GT_CAP_CHUNK)) {
-        gt_cap_chunk *c = chunk_new(t.lane);
-        if (!c)
-            return nullptr;
-        t.publish();
-        __atomic_store_n(&t.cur->next, c, __ATOMIC_RELEASE);
-        t.cur = c;
-        t.used = 0;
-    }
+    Tls *t = t_cur;
+    if (C10_LIKELY(t && t->gen == C->gen && t->lane))
+        return t;
+    return tls_slow();
+}
+
+/* Move this thread's lane on to a new chunk; false if none could be had. */
+C10_NOINLINE bool next_chunk(Tls &t)
+{
+    gt_cap_chunk *c = chunk_new(t.lane);
+    if (!c)
+        return false;
+    t.publish();
+    __atomic_store_n(&t.cur->next, c, __ATOMIC_RELEASE);
+    t.cur = c;
+    t.used = 0;
+    return true;
+}
+
+/* len bytes on this thread's lane (never more than a chunk). Inline: a
+ * few instructions but for a new chunk, several times per op. */
+C10_ALWAYS_INLINE unsigned char *reserve(Tls &t, size_t len, int type, uint64_t stamp)
+{
+    if (C10_UNLIKELY(t.used + len > GT_CAP_CHUNK) && !next_chunk(t))
+        return nullptr;
     unsigned char *p = t.cur->data + t.used;
     t.used += len;
     gt_cap_hdr *h = reinterpret_cast<gt_cap_hdr *>(p);
@@ -305,13 +364,13 @@ inline size_t pad8(size_t n)
     return (n + 7) & ~size_t(7);
 }
 
-const char *dtype_name(at::ScalarType st)
+/* dtype_name's and device_name's names, interned on first sight (zero
+ * initialised, no guard) */
+std::atomic<const char *> g_dtype_names[256];
+std::atomic<const char *> g_device_names[64];
+
+C10_NOINLINE const char *dtype_name_slow(at::ScalarType st)
 {
-    static std::atomic<const char *> cache[256];
-    int i = (int)st & 255;
-    const char *s = cache[i].load(std::memory_order_acquire);
-    if (s)
-        return s;
     std::lock_guard<std::mutex> g(C->mu);
     /* torch's Python names (str(torch.float32) without "torch.") */
     std::string n;
@@ -361,23 +420,32 @@ const char *dtype_name(at::ScalarType st)
             ch = (char)std::tolower((unsigned char)ch);
     }
     C->names.push_back(n);
-    s = C->names.back().c_str();
-    cache[i].store(s, std::memory_order_release);
+    const char *s = C->names.back().c_str();
+    g_dtype_names[(int)st & 255].store(s, std::memory_order_release);
     return s;
 }
 
-const char *device_name(c10::DeviceType d)
+/* "float32", ... (torch's Python name, without "torch.") */
+inline const char *dtype_name(at::ScalarType st)
 {
-    static std::atomic<const char *> cache[64];
-    int i = (int)d & 63;
-    const char *s = cache[i].load(std::memory_order_acquire);
-    if (s)
-        return s;
+    const char *s = g_dtype_names[(int)st & 255].load(std::memory_order_acquire);
+    return C10_LIKELY(s) ? s : dtype_name_slow(st);
+}
+
+C10_NOINLINE const char *device_name_slow(c10::DeviceType d)
+{
     std::lock_guard<std::mutex> g(C->mu);
     C->names.push_back(c10::DeviceTypeName(d, true));
-    s = C->names.back().c_str();
-    cache[i].store(s, std::memory_order_release);
+    const char *s = C->names.back().c_str();
+    g_device_names[(int)d & 63].store(s, std::memory_order_release);
     return s;
+}
+
+/* "cpu", ... */
+inline const char *device_name(c10::DeviceType d)
+{
+    const char *s = g_device_names[(int)d & 63].load(std::memory_order_acquire);
+    return C10_LIKELY(s) ? s : device_name_slow(d);
 }
 
 inline bool geom_ok(const c10::TensorImpl *impl)
@@ -438,8 +506,9 @@ inline const c10::TensorImpl *data_of(const c10::TensorImpl *impl)
 }
 
 /* Facts of x; returns ndim of the geometry to append (0 if none), which
- * data_of(x's impl) holds. */
-inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
+ * data_of(x's impl) holds. Inline: put_arg's call and its prologue were a
+ * seventh of its cost. */
+C10_ALWAYS_INLINE int facts(const at::TensorBase &x, gt_cap_tensor &f)
 {
     std::memset(&f, 0, sizeof f);
     if (!x.defined()) {
@@ -478,6 +547,28 @@ inline int facts(const at::TensorBase &x, gt_cap_tensor &f)
     return nd;
 }
 
+/* n int64 from src to dst: moves of a known size for the few dimensions
+ * most tensors have (a call to memcpy costs more, and so does a loop) */
+inline void copy_dims(int64_t *dst, const int64_t *src, int n)
+{
+    switch (n) {
+    case 1:
+        std::memcpy(dst, src, 8);
+        break;
+    case 2:
+        std::memcpy(dst, src, 16);
+        break;
+    case 3:
+        std::memcpy(dst, src, 24);
+        break;
+    case 4:
+        std::memcpy(dst, src, 32);
+        break;
+    default:
+        std::memcpy(dst, src, 8 * (size_t)n);
+    }
+}
+
 void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, bool written,
              bool unmarked = false)
 {
@@ -507,8 +598,8 @@ void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, boo
     if (nd) {
         int64_t *g = reinterpret_cast<int64_t *>(r + 1);
         const c10::TensorImpl *impl = data_of(x.unsafeGetTensorImpl());
-        std::memcpy(g, impl->sizes().data(), 8 * (size_t)nd);
-        std::memcpy(g + nd, impl->strides().data(), 8 * (size_t)nd);
+        copy_dims(g, impl->sizes().data(), nd);
+        copy_dims(g + nd, impl->strides().data(), nd);
     }
 }
 
@@ -584,21 +675,28 @@ void set_writes(OpMeta &m, const c10::FunctionSchema &schema)
         m.args = std::move(f);
 }
 
-OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
+/* The meta of every string-named record (RECORD_FUNCTION("detach"), the
+ * engine's "autograd::engine::evaluate_function: MulBackward0" built anew
+ * for each node it runs): no op, never recorded, so its name is not needed.
+ * Returned without the lock: the same for all, read only. */
+const OpMeta kNotOp{};
+
+const OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
 {
+    if (fn.overload_name() == C->string_overload)
+        return &kNotOp;
     std::lock_guard<std::mutex> g(C->mu);
     auto it = C->opmeta.find(key);
     if (it != C->opmeta.end())
         return it->second;
-    bool is_op = fn.overload_name() != C->string_overload;
-    if (!is_op) {
+    auto schema = fn.operator_schema();
+    if (!schema) {
         auto n = C->byname.find(fn.name());
         if (n != C->byname.end())
             return n->second;
     }
     C->metas.emplace_back();
     OpMeta *m = &C->metas.back();
-    auto schema = is_op ? fn.operator_schema() : std::nullopt;
     if (schema) {
         m->is_op = true;
         m->name = schema->name();
@@ -625,7 +723,7 @@ OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
     return m;
 }
 
-inline OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
+inline const OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
 {
     const char *key = fn.name();
     size_t h = (reinterpret_cast<uintptr_t>(key) >> 3) & (Tls::kCache - 1);
@@ -634,7 +732,7 @@ inline OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
         if (t.ckey[j] == key)
             return t.cval[j];
         if (!t.ckey[j]) {
-            OpMeta *m = op_meta_slow(fn, key);
+            const OpMeta *m = op_meta_slow(fn, key);
             if (m->is_op) {
                 t.ckey[j] = key;
                 t.cval[j] = m;
@@ -918,12 +1016,8 @@ void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t st
 uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp,
                           bool *root_new = nullptr, bool of_op = false)
 {
-    struct Work {
-        const Node *n;
-        uint64_t id;
-    };
-    static thread_local std::vector<Work> work;
-    static thread_local std::vector<gt_cap_edge> edges;
+    std::vector<Tls::Work> &work = t.work;
+    std::vector<gt_cap_edge> &edges = t.edges;
     uint64_t root_id;
     work.clear();
     {
@@ -939,7 +1033,7 @@ uint64_t record_new_nodes(Tls &t, const Node *root, uint64_t stamp,
         work.push_back({root, root_id});
     }
     while (!work.empty()) {
-        Work w = work.back();
+        Tls::Work w = work.back();
         work.pop_back();
         VisitorInfo vi;
         edges.clear();
@@ -1035,9 +1129,9 @@ void check_grad_fn(Tls &t, const at::Tensor &x, uint64_t stamp)
  * grad mode: autograd refuses it before it reaches the kernels below, so a
  * dispatch mode never sees it and the inspector reports the raising line as
  * the attempted write. Not recorded either. */
-bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
+bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m, bool grad_mode)
 {
-    if (!c10::GradMode::is_enabled())
+    if (!grad_mode)
         return false;
     auto in = fn.inputs();
     bool refused = false;
@@ -1061,14 +1155,12 @@ bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m)
 /* TorchDynamo and AOTAutograd trace a compiled function on fake tensors
  * (FakeTensorMode, make_fx's proxy mode): those ops compute nothing and are
  * not recorded; the compiled code's own ops are, when it runs. */
-inline bool tracing()
+inline bool tracing(const Tls &t)
 {
     using c10::impl::TorchDispatchModeKey;
-    using c10::impl::TorchDispatchModeTLS;
-    if (C10_LIKELY(!TorchDispatchModeTLS::any_modes_set()))
-        return false;
-    return TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::FAKE).has_value() ||
-           TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::PROXY).has_value();
+    const auto &m = t.modes->infra_modes_;
+    return m[static_cast<size_t>(TorchDispatchModeKey::FAKE)].has_value() ||
+           m[static_cast<size_t>(TorchDispatchModeKey::PROXY)].has_value();
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
@@ -1106,17 +1198,18 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         return nullptr;
     }
     Frame fr{nullptr, 0, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0, 0};
-    if (t.busy || !C->active.load(std::memory_order_relaxed)) {
+    /* an op inside a recorded one is not recorded: no need of its meta */
+    if (t.busy || t.vis_depth > 0 || !C->active.load(std::memory_order_relaxed)) {
         t.frames.push_back(fr);
         return nullptr;
     }
     const OpMeta *m = op_meta(t, fn);
     fr.meta = m;
+    bool grad_mode = t.autograd->get_grad_mode();
     /* ops run with the Python key excluded (inside torch.tensor(...), a
      * mode's own dispatch) are invisible to a dispatch mode: not recorded */
-    if (m->is_op && !m->composite && t.vis_depth == 0 &&
-        !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Python) &&
-        !(m->schema_writes && refused_by_autograd(fn, m)) && !tracing()) {
+    if (m->is_op && !m->composite && !t.keys->excluded().has(c10::DispatchKey::Python) &&
+        !(m->schema_writes && refused_by_autograd(fn, m, grad_mode)) && !tracing(t)) {
         fr.visible = fr.recorded = 1;
         uint32_t stack = 0;
         if (C->opts.stack_key) {
@@ -1154,7 +1247,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
             r->name = m->name.c_str();
             r->os_tid = t.lane->os_tid;
             r->stack = stack;
-            r->grad_mode = c10::GradMode::is_enabled();
+            r->grad_mode = grad_mode;
             r->in_backward =
                 t.bwd_depth > 0 || C->in_backward.load(std::memory_order_relaxed) > 0;
             r->pad[0] = r->pad[1] = 0;
@@ -1201,8 +1294,10 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     Frame fr = t.frames.back();
     t.frames.pop_back();
     if (!fr.recorded) {
-        t.vvs.resize(fr.vv_begin);
-        t.written.erase(t.written.begin() + fr.wk_begin, t.written.end());
+        if (C10_UNLIKELY(t.vvs.size() != fr.vv_begin))
+            t.vvs.resize(fr.vv_begin);
+        if (C10_UNLIKELY(t.written.size() != fr.wk_begin))
+            t.written.erase(t.written.begin() + fr.wk_begin, t.written.end());
         return;
     }
     t.vis_depth--;
@@ -1236,7 +1331,7 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
                 t.fresh.emplace_back(
                     c10::intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()));
         });
-    if (c10::GradMode::is_enabled()) {
+    if (t.autograd->get_grad_mode()) {
         /* new nodes hang off the outputs, and off written inputs (an
          * in-place op with no return, like _foreach_add_) */
         t.busy = true;
@@ -1357,6 +1452,20 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
             vc_ptr(a.unsafeGetTensorImpl()->version_counter()) ==
                 vc_ptr(b.unsafeGetTensorImpl()->version_counter()))
             return fail(errbuf, errlen, "version counter layout check failed");
+        /* the dispatch modes as the shim reads them in place (ModesMirror) */
+        using c10::impl::TorchDispatchModeTLS;
+        const auto *modes =
+            reinterpret_cast<const ModesMirror *>(&TorchDispatchModeTLS::get_state());
+        bool modes_ok =
+            (int64_t)modes->stack_.size() == TorchDispatchModeTLS::stack_len();
+        for (size_t k = 0; k < modes->infra_modes_.size(); k++)
+            modes_ok =
+                modes_ok && modes->infra_modes_[k].has_value() ==
+                                TorchDispatchModeTLS::get_mode(
+                                    static_cast<c10::impl::TorchDispatchModeKey>(k))
+                                    .has_value();
+        if (!modes_ok)
+            return fail(errbuf, errlen, "dispatch mode state layout check failed");
         const Node *mul = torch::autograd::impl::grad_fn_unsafe(c);
         const Node *exp = torch::autograd::impl::grad_fn_unsafe(d);
         VisitorInfo vm, ve;

@@ -307,14 +307,15 @@ static uint32_t stack_key(void)
     if (!depth)
         return 0;
 #endif
+    /* the hit first, on its own: one __tls_get_addr for t_cache, not two */
     tcache *c = &t_cache;
+    size_t i = (size_t)(h >> 7) & (TCACHE - 1);
+    if (c->gen == g_cache_gen && c->hash[i] == h && c->id[i])
+        return c->id[i];
     if (c->gen != g_cache_gen) {
         memset(c->hash, 0, sizeof c->hash);
         c->gen = g_cache_gen;
     }
-    size_t i = (size_t)(h >> 7) & (TCACHE - 1);
-    if (c->hash[i] == h && c->id[i])
-        return c->id[i];
     uint32_t id = stack_slow(e, h);
     c->hash[i] = h;
     c->id[i] = id;
