@@ -229,6 +229,35 @@ static int same_line_as_node(gt__dctx *c, int64_t node, const char *where)
     return same;
 }
 
+/* The variable a line assigns and also reads on its right-hand side
+ * ("hidden" of "out, hidden = lstm(x, hidden)"), into name (emptied
+ * first); 0 if none. */
+static int fed_back_name(const char *code, gt_strbuf *name)
+{
+    gt_strbuf_reset(name);
+    while (*code == ' ' || *code == '\t')
+        code++;
+    const char *eq = strchr(code, '=');
+    if (!eq || eq == code || eq[1] == '=' || strchr("!<>=+-*/%&|^@", eq[-1]))
+        return 0;
+    for (const char *p = code; p < eq;) {
+        while (p < eq && strchr(" ,()[]", *p))
+            p++;
+        size_t k = 0;
+        while (p + k < eq && !strchr(" ,()[]", p[k]))
+            k++;
+        if (!k)
+            break;
+        gt_strbuf_reset(name);
+        gt_strbuf_add(name, p, k);
+        if (!name->oom && gt__py_mentions(eq + 1, S(*name)))
+            return 1;
+        p += k;
+    }
+    gt_strbuf_reset(name);
+    return 0;
+}
+
 /* The tensors a loop carries from one iteration into the next through the
  * graph: made by a node before the earlier backward call `before` (event
  * seq), then taken as inputs, with grad mode on, by ops between that call
@@ -245,6 +274,7 @@ static int carried_state(gt__dctx *c, int64_t before, int64_t until, gt_strbuf *
     sqlite3_stmt *st = NULL;
     gt_strbuf use = GT_STRBUF_INIT, made = GT_STRBUF_INIT, name = GT_STRBUF_INIT;
     gt_strbuf seen = GT_STRBUF_INIT, rhs = GT_STRBUF_INIT, key = GT_STRBUF_INIT;
+    gt_strbuf unnamed = GT_STRBUF_INIT, line = GT_STRBUF_INIT;
     int n = 0;
     gt_strbuf_reset(code);
     gt_strbuf_reset(where);
@@ -270,6 +300,8 @@ static int carried_state(gt__dctx *c, int64_t before, int64_t until, gt_strbuf *
                 (n && strcmp(S(made), S(*where)) != 0))
                 continue;
             gt__dx_first_name(c, sqlite3_column_int64(st, 0), &name);
+            if (!S(name)[0] && !unnamed.len)
+                gt__dx_stack_loc(c, sqlite3_column_int64(st, 2), &unnamed, &line, NULL);
             gt_strbuf_reset(&key);
             gt_strbuf_addf(&key, "\n%s\n", S(name));
             if (!S(name)[0] || strstr(S(seen), S(key)))
@@ -287,7 +319,14 @@ static int carried_state(gt__dctx *c, int64_t before, int64_t until, gt_strbuf *
     sqlite3_finalize(st);
     if (n)
         gt_strbuf_addf(code, " = %s", S(rhs));
-    gt_strbuf *all[] = {&use, &made, &name, &seen, &rhs, &key};
+    else if (unnamed.len && fed_back_name(S(line), &name)) {
+        /* no tensor variable holds the state: a tuple does ((h, c) of
+         * nn.LSTM, `out, hidden = lstm(x, hidden)`) */
+        n = 1;
+        gt_strbuf_adds(where, S(unnamed));
+        gt_strbuf_addf(code, "%s = tuple(s.detach() for s in %s)", S(name), S(name));
+    }
+    gt_strbuf *all[] = {&use, &made, &name, &seen, &rhs, &key, &unnamed, &line};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i]->oom)
             c->oom = 1;

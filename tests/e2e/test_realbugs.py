@@ -121,6 +121,13 @@ CASES = {
         kind="backward_twice", saved="h, c = cell(x, (h, c))", freed_by="loss.backward()",
         needed_by="loss.backward()", matches=True, fix="`h, c = h.detach(), c.detach()` after",
         fix_at="h, c = cell(x, (h, c))", apply=True),
+    # the state is a tuple no tensor variable holds: detached as a tuple
+    "lstm_repackage_42": dict(
+        kind="backward_twice", saved="output, hidden = self.rnn(emb, hidden)",
+        freed_by="loss.backward()", needed_by="loss.backward()", matches=True,
+        fix="`hidden = tuple(s.detach() for s in hidden)` after",
+        fix_at="output, hidden = self.rnn(emb, hidden)", apply=True,
+        fixed="lstm_repackage_42_fixed"),
     # the same with retain_graph=True: the step is not what to move
     "rnn_hidden_retain_62": dict(
         kind="inplace_invalidated_saved", names=["rnn.weight_hh_l0"],
@@ -158,7 +165,8 @@ FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
               "sigmoid_assign_9391_fixed", "bernoulli_twice_11192_fixed",
               "manual_sgd_779_fixed", "unbind_inplace_36608_fixed", "param_relu_503_fixed",
               "chunk_clamp_13_fixed", "rnn_hidden_twice_62_fixed", "softplus_slice_114505_fixed",
-              "embeds_index_copy_178_fixed", "spline_slice_div_89_fixed"]
+              "embeds_index_copy_178_fixed", "spline_slice_div_89_fixed",
+              "lstm_repackage_42_fixed"]
 
 
 def diagnose(trace):
