@@ -8,6 +8,7 @@
 #include "diagnose.h"
 #include "pymsg.h"
 #include "diagnose_int.h"
+#include "pysrc.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -422,6 +423,37 @@ int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t)
         t = base;
     }
     return 0;
+}
+
+int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const char *skip,
+                             int64_t (*pick)(gt__dctx *c, int64_t tensor),
+                             gt_strbuf *name)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t got = 0;
+    if (name)
+        gt_strbuf_reset(name);
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT n.tensor, s.text FROM names n "
+                               "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
+                               "ORDER BY n.seq DESC LIMIT 20000",
+                               -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, seq);
+        while (!got && (s = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *nm = gt_column_text(st, 1, &c->oom);
+            if (!nm || !gt__py_mentions(code, nm) || (skip && gt__py_mentions(skip, nm)))
+                continue;
+            if ((got = pick(c, sqlite3_column_int64(st, 0))) != 0 && name &&
+                gt_strbuf_adds(name, nm) != 0)
+                c->oom = 1;
+        }
+        if (s == SQLITE_DONE || s == SQLITE_ROW)
+            s = SQLITE_OK;
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    return got;
 }
 
 /* ---- one backward call ------------------------------------------------- */

@@ -115,6 +115,14 @@ void gt__dx_op_release(gt__opinfo *o);
  * views, at most 16 views deep), 0 if none or unreadable. */
 int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t);
 
+/* The latest variable bound at or before event `seq` that `code` names
+ * (and `skip`, if not NULL, does not) for which pick(c, its tensor) is not
+ * 0: that value, the variable's name into name (if not NULL; emptied
+ * first). 0 if none. Out of memory sets c->oom. */
+int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const char *skip,
+                             int64_t (*pick)(gt__dctx *c, int64_t tensor),
+                             gt_strbuf *name /* OUT */);
+
 /* Findings for errors PyTorch raised at an in-place op (leaf and view
  * errors), appended to c->f (raised.c). */
 GT_WARN_UNUSED int gt__dx_raised_at_op(gt__dctx *c);

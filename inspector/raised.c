@@ -21,8 +21,11 @@ static const char sql_family[] =
     "SELECT seq, message, coalesce(stack, 0), coalesce(backward, 0) FROM errors "
     "WHERE " GT__PYMSG_FAMILY_SQL " ORDER BY seq";
 
+/* written: the expression the line changes ("w[:, pos]" of
+ * "w[:, pos] -= e"), "" if none; its variables are looked at before the
+ * rest of the line's (e may be a view of another leaf). */
 static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *code,
-                     int64_t *leaf, int64_t *op)
+                     const char *written, int64_t *leaf, int64_t *op)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
@@ -55,30 +58,13 @@ static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *co
         if (rc || *leaf)
             return rc;
     }
-    /* Otherwise the latest variable named on the line that is (a view of)
-     * a leaf requiring grad. */
-    if (!code || !code[0])
-        return 0;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT n.tensor, s.text FROM names n "
-                           "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
-                           "ORDER BY n.seq DESC LIMIT 20000",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
-    sqlite3_bind_int64(st, 1, err_seq);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!gt__py_mentions(code, gt_column_text(st, 1, &c->oom)))
-            continue;
-        int64_t l = gt__dx_leaf_of(c, sqlite3_column_int64(st, 0));
-        if (l) {
-            *leaf = l;
-            break;
-        }
-    }
-    if (s != SQLITE_DONE && s != SQLITE_ROW)
-        rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
-    return rc;
+    /* Otherwise the latest variable named in the written expression, then
+     * on the line, that is (a view of) a leaf requiring grad. */
+    if (written && written[0])
+        *leaf = gt__dx_named_on_line(c, err_seq, written, NULL, gt__dx_leaf_of, NULL);
+    if (!*leaf && code && code[0])
+        *leaf = gt__dx_named_on_line(c, err_seq, code, NULL, gt__dx_leaf_of, NULL);
+    return 0;
 }
 
 /* The tensor last assigned to `name` before event `before`: the output of
@@ -348,11 +334,12 @@ static int one_raised_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t st
         return gt__dx_nomem(c);
     char *target = l->target;
     gt__py_target(code, target, room);
+    gt__py_written(code, l->expr, room);
     if (rnode) {
         tensor = rtensor;
         op = rop;
     } else if (kind == GT_FINDING_LEAF_INPLACE) {
-        if ((rc = find_leaf(c, seq, frame, code, &tensor, &op)) != 0)
+        if ((rc = find_leaf(c, seq, frame, code, l->expr, &tensor, &op)) != 0)
             return rc;
         if (!tensor && target[0])
             tensor = assigned_tensor(c, target, seq);
@@ -387,7 +374,6 @@ static int one_raised_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t st
         return gt__dx_nomem(c);
     if (target[0] && !(f->name = strdup(target)))
         return gt__dx_nomem(c);
-    gt__py_written(code, l->expr, room);
     if (l->expr[0] && !(f->written = strdup(l->expr)))
         return gt__dx_nomem(c);
     f->first_to_fail = 1;

@@ -153,6 +153,234 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
     return yes;
 }
 
+/* The out-of-place form of every line that wrote the saved tensor, each
+ * line once, into t->oop: "`a = a / (k)`" for one line, "`a = a / (k)`,
+ * and at f.py:21 `b = b / (k)`" for several (every write has to go for
+ * the backward to find the version it saved). A line's variable is the
+ * one it changes (`widths /= k` through a view of the saved tensor), else
+ * mn. Empty when a line is of no form out_of_place_line knows. */
+static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *t)
+{
+    gt_strbuf one = GT_STRBUF_INIT, where = GT_STRBUF_INIT, code = GT_STRBUF_INIT;
+    gt_strbuf seen = GT_STRBUF_INIT; /* "\nfile:line\n" of each line done */
+    gt__opinfo o;
+    memset(&o, 0, sizeof o);
+    o.name = "";
+    int ok = 1;
+    gt_strbuf_reset(&t->oop);
+    gt_strbuf_adds(&seen, "\n");
+    for (size_t i = 0; ok && i < f->n_mutations; i++) {
+        gt__dx_load_op(c, f->mutations[i].seq, &o);
+        gt__dx_stack_loc(c, o.stack, &where, &code, NULL);
+        trim_code(&code);
+        gt_strbuf_reset(&one);
+        gt_strbuf_addf(&one, "\n%s\n", S(where));
+        if (!S(where)[0] || strstr(S(seen), S(one)))
+            continue;
+        gt_strbuf_adds(&seen, S(one) + 1);
+        size_t room = strlen(S(code)) + 1;
+        char *target = malloc(room);
+        if (!target) {
+            c->oom = 1;
+            break;
+        }
+        gt__py_target(S(code), target, room);
+        out_of_place_line(S(code), target[0] ? target : mn, &one);
+        free(target);
+        if (!S(one)[0]) {
+            ok = 0;
+            break;
+        }
+        if (t->oop.len)
+            gt_strbuf_addf(&t->oop, "`, and at %s `", S(where));
+        gt_strbuf_adds(&t->oop, S(one));
+    }
+    if (!ok)
+        gt_strbuf_reset(&t->oop);
+    gt_strbuf *all[] = {&one, &where, &code, &seen};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (all[i]->oom)
+            c->oom = 1;
+        gt_strbuf_release(all[i]);
+    }
+    gt__dx_op_release(&o);
+}
+
+/* 1 if node `node` was made by an op of the line "file:line" `where`. */
+static int same_line_as_node(gt__dctx *c, int64_t node, const char *where)
+{
+    sqlite3_stmt *st = NULL;
+    gt_strbuf w = GT_STRBUF_INIT;
+    int s = sqlite3_prepare_v2(c->db,
+                               "SELECT coalesce(o.stack, 0) FROM nodes n "
+                               "JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
+                               -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, node);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW)
+            gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &w, NULL, NULL);
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    int same = !strcmp(S(w), where);
+    if (w.oom)
+        c->oom = 1;
+    gt_strbuf_release(&w);
+    return same;
+}
+
+/* The variable a line assigns and also reads on its right-hand side
+ * ("hidden" of "out, hidden = lstm(x, hidden)"), into name (emptied
+ * first); 0 if none. */
+static int fed_back_name(const char *code, gt_strbuf *name)
+{
+    gt_strbuf_reset(name);
+    while (*code == ' ' || *code == '\t')
+        code++;
+    const char *eq = strchr(code, '=');
+    if (!eq || eq == code || eq[1] == '=' || strchr("!<>=+-*/%&|^@", eq[-1]))
+        return 0;
+    for (const char *p = code; p < eq;) {
+        while (p < eq && strchr(" ,()[]", *p))
+            p++;
+        size_t k = 0;
+        while (p + k < eq && !strchr(" ,()[]", p[k]))
+            k++;
+        if (!k)
+            break;
+        gt_strbuf_reset(name);
+        gt_strbuf_add(name, p, k);
+        if (!name->oom && gt__py_mentions(eq + 1, S(*name)))
+            return 1;
+        p += k;
+    }
+    gt_strbuf_reset(name);
+    return 0;
+}
+
+/* The tensors a loop carries from one iteration into the next through the
+ * graph: made by a node before the earlier backward call `before` (event
+ * seq), then taken as inputs, with grad mode on, by ops between that call
+ * and the failing one `until`, on the same source line that made them
+ * (`out, (h, c) = lstm(x, (h, c))`): a recurrent state fed back without
+ * detach(), so the new loss's backward goes on into the earlier
+ * iteration's graph. The line that detaches them all goes into code
+ * ("hx = hx.detach()", "h, c = h.detach(), c.detach()") and the
+ * "file:line" that made them into where; 0 if there is none (or none has
+ * a name). */
+static int carried_state(gt__dctx *c, int64_t before, int64_t until, gt_strbuf *code,
+                         gt_strbuf *where)
+{
+    sqlite3_stmt *st = NULL;
+    gt_strbuf use = GT_STRBUF_INIT, made = GT_STRBUF_INIT, name = GT_STRBUF_INIT;
+    gt_strbuf seen = GT_STRBUF_INIT, rhs = GT_STRBUF_INIT, key = GT_STRBUF_INIT;
+    gt_strbuf unnamed = GT_STRBUF_INIT, line = GT_STRBUF_INIT;
+    int n = 0;
+    gt_strbuf_reset(code);
+    gt_strbuf_reset(where);
+    gt_strbuf_adds(&seen, "\n");
+    int s = sqlite3_prepare_v2(
+        c->db,
+        "SELECT a.tensor, coalesce(o.stack, 0), "
+        "coalesce((SELECT stack FROM ops WHERE seq = t.created_by), 0) "
+        "FROM op_args a JOIN ops o ON o.seq = a.op "
+        "JOIN tensors t ON t.id = a.tensor "
+        "WHERE a.role = 0 AND a.op > ?1 AND a.op < ?2 "
+        "AND o.grad_mode = 1 AND t.created_by < ?1 "
+        "AND EXISTS (SELECT 1 FROM node_outputs n "
+        "WHERE n.tensor = a.tensor) ORDER BY a.op, a.pos",
+        -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, before);
+        sqlite3_bind_int64(st, 2, until);
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            gt__dx_stack_loc(c, sqlite3_column_int64(st, 1), &use, NULL, NULL);
+            gt__dx_stack_loc(c, sqlite3_column_int64(st, 2), &made, NULL, NULL);
+            if (!S(use)[0] || strcmp(S(use), S(made)) != 0 ||
+                (n && strcmp(S(made), S(*where)) != 0))
+                continue;
+            gt__dx_first_name(c, sqlite3_column_int64(st, 0), &name);
+            if (!S(name)[0] && !unnamed.len)
+                gt__dx_stack_loc(c, sqlite3_column_int64(st, 2), &unnamed, &line, NULL);
+            gt_strbuf_reset(&key);
+            gt_strbuf_addf(&key, "\n%s\n", S(name));
+            if (!S(name)[0] || strstr(S(seen), S(key)))
+                continue;
+            gt_strbuf_adds(&seen, S(key) + 1);
+            if (!n++)
+                gt_strbuf_adds(where, S(made));
+            gt_strbuf_addf(code, "%s%s", n > 1 ? ", " : "", S(name));
+            gt_strbuf_addf(&rhs, "%s%s.detach()", n > 1 ? ", " : "", S(name));
+        }
+        if (s == SQLITE_DONE)
+            s = SQLITE_OK;
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    if (n)
+        gt_strbuf_addf(code, " = %s", S(rhs));
+    else if (unnamed.len && fed_back_name(S(line), &name)) {
+        /* no tensor variable holds the state: a tuple does ((h, c) of
+         * nn.LSTM, `out, hidden = lstm(x, hidden)`) */
+        n = 1;
+        gt_strbuf_adds(where, S(unnamed));
+        gt_strbuf_addf(code, "%s = tuple(s.detach() for s in %s)", S(name), S(name));
+    }
+    gt_strbuf *all[] = {&use, &made, &name, &seen, &rhs, &key, &unnamed, &line};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (all[i]->oom)
+            c->oom = 1;
+        gt_strbuf_release(all[i]);
+    }
+    return n > 0;
+}
+
+/* The fix when carried_state found the state: detach it where it is made. */
+static int suggest_detach_carried(gt__dctx *c, gt_finding *f, const char *code,
+                                  const char *where, const char *why)
+{
+    return set_suggestion(
+        c, f,
+        "detach the state the loop carries into the next iteration: `%s` after %s, "
+        "the line that makes it and takes it back in the next iteration; without it "
+        "the new loss's backward() goes on into the earlier iteration's graph, %s",
+        code, where, why);
+}
+
+/* The one integer `sql` gives for ?1 = a and ?2 = b, 0 if none. */
+static int64_t int_of(gt__dctx *c, const char *sql, int64_t a, int64_t b)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = 0;
+    int s = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, a);
+        sqlite3_bind_int64(st, 2, b);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* event seq of backward call `id`, 0 if none */
+static int64_t backward_seq(gt__dctx *c, int64_t id)
+{
+    return int_of(c, "SELECT seq FROM backward_calls WHERE id = ?1", id, 0);
+}
+
+/* The last backward call that ran after node `node` was made and before
+ * backward call `id` (a call with retain_graph=True that went through the
+ * graph before): its event seq, 0 if none. */
+static int64_t backward_between(gt__dctx *c, int64_t node, int64_t id)
+{
+    return int_of(c,
+                  "SELECT max(b.seq) FROM backward_calls b WHERE b.id < ?2 AND b.seq > "
+                  "(SELECT seq FROM nodes WHERE id = ?1)",
+                  node, id);
+}
+
 static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
 {
     int rc = 0;
@@ -164,6 +392,17 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
     const char *name = S(t->name), *where = S(t->where), *code = S(t->code);
     const char *nm = name[0] ? name : "the tensor";
     const char *mn = S(t->mname)[0] ? S(t->mname) : nm;
+
+    /* A graph an earlier backward(retain_graph=True) went through, reached
+     * again by a new loss through a state the loop fed back. */
+    int64_t before =
+        f->node && f->backward ? backward_between(c, f->node, f->backward) : 0;
+    if (before &&
+        carried_state(c, before, backward_seq(c, f->backward), &t->oop, &t->mwhere))
+        return suggest_detach_carried(
+            c, f, S(t->oop), S(t->mwhere),
+            "whose saved tensors have changed since (retain_graph=True only keeps that "
+            "graph alive); with the detach, drop retain_graph=True too");
 
     /* In-place activations first, then optimizer-like parameter updates. */
     for (size_t i = 0; i < f->n_mutations; i++) {
@@ -232,8 +471,19 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
         trim_code(&t->mcode);
         gt_strbuf_reset(&t->oop);
         if (!no_method)
-            out_of_place_line(S(t->mcode), mn, &t->oop);
+            oop_of_writes(c, f, mn, t);
         const char *mwhere = S(t->mwhere), *oop = S(t->oop);
+        if (no_method && f->node && mwhere[0] && same_line_as_node(c, f->node, mwhere))
+            /* `b[:, 1] = f(b[:, 0])`: the op saves a view of b and the
+             * assignment writes b on one line, so no clone of b fits
+             * between them: the op must read a copy. */
+            return set_suggestion(
+                c, f,
+                "give the op that saved %s a copy: the line at %s passes "
+                "it a view of %s and writes its result into %s (%s), so "
+                "append .clone() to the argument it reads (`f(%s[...]."
+                "clone())`), or write the result into a new tensor",
+                mn, mwhere, mn, mn, o->name, mn);
         if (no_method ||
             (!oop[0] && (!strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))))
             return set_suggestion(c, f,
@@ -337,6 +587,12 @@ static int stack_activation_inplace(gt__dctx *c, int64_t stack, gt_strbuf *act)
     return found;
 }
 
+/* has_autograd for gt__dx_named_on_line */
+static int64_t carries_grad(gt__dctx *c, int64_t tensor)
+{
+    return has_autograd(c, tensor);
+}
+
 static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
 {
     gt__dx_first_name(c, f->tensor, &t->name);
@@ -413,6 +669,26 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
                      : f->written && !f->view_op ? f->written
                      : name[0]                   ? name
                                                  : "x";
+    /* A tensor made a leaf by requires_grad_() (an activation, not a
+     * parameter) that takes a value carrying a gradient: under no_grad that
+     * value would get none, so the fix is the out-of-place form. */
+    if (code[0] && f->error_seq &&
+        gt__dx_named_on_line(c, f->error_seq, code, f->written ? f->written : nm,
+                             carries_grad, &t->mname)) {
+        out_of_place_line(code, nm, &t->oop);
+        const char *oop = S(t->oop), *src = S(t->mname);
+        if (oop[0])
+            return set_suggestion(
+                c, f,
+                "build the new value out of place: `%s` (under torch.no_grad() %s would "
+                "get no gradient), or change a copy instead: %s = %s.clone() before it",
+                oop, src, nm, nm);
+        return set_suggestion(c, f,
+                              "change a copy instead: `%s = %s.clone()` before it (under "
+                              "torch.no_grad() %s would get no gradient), or build the "
+                              "new value out of place (e.g. torch.where)",
+                              nm, nm, src);
+    }
     return set_suggestion(
         c, f,
         "wrap the update in `with torch.no_grad():` (as optimizers do): "
@@ -668,6 +944,14 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
         gt__dx_lookup_nomem(c, s);
         sqlite3_finalize(st);
         where = S(t->where);
+        if (carried_state(c, backward_seq(c, f->other_backward),
+                          backward_seq(c, f->backward), &t->oop, &t->code))
+            return suggest_detach_carried(
+                c, f, S(t->oop), S(t->code),
+                "which the earlier backward() freed (retain_graph=True would keep every "
+                "earlier "
+                "iteration's graph alive and fail once the optimizer changes the "
+                "weights it saved)");
         if (where[0] && !strcmp(where, S(t->mwhere)))
             return set_suggestion(
                 c, f,

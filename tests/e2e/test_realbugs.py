@@ -106,11 +106,67 @@ CASES = {
     "param_relu_503": dict(
         kind="leaf_inplace", raised="weight = self.weight_relu(self.weight)",
         fix="use inplace=False", fixed="param_relu_503_fixed"),
+    "chunk_clamp_13": dict(
+        kind="view_multi_output_inplace", names=["log_stds"], raised="log_stds.clamp_(-20, 2)",
+        view_origin="means, log_stds = self.net(states).chunk(2, dim=-1)", matches=True,
+        fix="`log_stds = log_stds.clamp(-20, 2)`", apply=True, fixed="chunk_clamp_13_fixed"),
+    # the state fed back into the next batch: the fix detaches it, after
+    # the line that makes it (not "move the loss into the loop")
+    "rnn_hidden_twice_62": dict(
+        kind="backward_twice", saved="out, hx = rnn(x, hx)", freed_by="loss.backward()",
+        needed_by="loss.backward()", matches=True, fix="`hx = hx.detach()` after",
+        fix_at="out, hx = rnn(x, hx)", apply=True, fixed="rnn_hidden_twice_62_fixed"),
+    # two tensors of state, detached in the outer loop only: both detached
+    "lstm_state_outer_25": dict(
+        kind="backward_twice", saved="h, c = cell(x, (h, c))", freed_by="loss.backward()",
+        needed_by="loss.backward()", matches=True, fix="`h, c = h.detach(), c.detach()` after",
+        fix_at="h, c = cell(x, (h, c))", apply=True),
+    # the state is a tuple no tensor variable holds: detached as a tuple
+    "lstm_repackage_42": dict(
+        kind="backward_twice", saved="output, hidden = self.rnn(emb, hidden)",
+        freed_by="loss.backward()", needed_by="loss.backward()", matches=True,
+        fix="`hidden = tuple(s.detach() for s in hidden)` after",
+        fix_at="output, hidden = self.rnn(emb, hidden)", apply=True,
+        fixed="lstm_repackage_42_fixed"),
+    # the same with retain_graph=True: the step is not what to move
+    "rnn_hidden_retain_62": dict(
+        kind="inplace_invalidated_saved", names=["rnn.weight_hh_l0"],
+        saved="out, hx = rnn(x, hx)", mutations=[("opt.step()", 2)], matches=True,
+        fix="`hx = hx.detach()` after", fix_at="out, hx = rnn(x, hx)", apply=True),
+    # Softplus saves a view of b and the assignment writes b on one line:
+    # no clone of b fits between them
+    "softplus_slice_114505": dict(
+        kind="inplace_invalidated_saved", names=["b"],
+        saved="b[:, 1] = torch.nn.Softplus()(b[:, 0])",
+        mutations=[("b[:, 1] = torch.nn.Softplus()(b[:, 0])", 2)], matches=True,
+        fix="append .clone() to the argument it reads", fixed="softplus_slice_114505_fixed"),
+    # a leaf made by requires_grad_() that takes a value with a gradient:
+    # no_grad would drop img's gradient
+    "embeds_index_copy_178": dict(
+        kind="leaf_inplace", names=["inputs_embeds"], raised="flat.index_copy_(0, row_idx, img)",
+        view_origin="flat = inputs_embeds.view(", fix="`flat = flat.index_copy(0, row_idx, img)`",
+        apply=True, fixed="embeds_index_copy_178_fixed"),
+    # two writes through views of the ReLU's output: both lines rewritten
+    "spline_slice_div_89": dict(
+        kind="inplace_invalidated_saved", names=["transform_params", "unnormalized_widths"],
+        saved="transform_params = transform_net(",
+        mutations=[("unnormalized_widths /=", 1), ("unnormalized_heights /=", 2)],
+        matches=True,
+        fix="`unnormalized_heights = unnormalized_heights / (np.sqrt(hidden_features))`",
+        apply="all", fixed="spline_slice_div_89_fixed"),
+    # the written column's leaf, not the one the right-hand side views
+    "weight_col_sub_14": dict(
+        kind="leaf_inplace", names=["dense.weight"], raised="dense.weight[:, pos] -= ori_pred_emb",
+        view_origin="dense.weight[:, pos] -= ori_pred_emb",
+        fix="`with torch.no_grad(): dense.weight[:, pos] -= ori_pred_emb * 1.0`"),
 }
 
 FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
               "sigmoid_assign_9391_fixed", "bernoulli_twice_11192_fixed",
-              "manual_sgd_779_fixed", "unbind_inplace_36608_fixed", "param_relu_503_fixed"]
+              "manual_sgd_779_fixed", "unbind_inplace_36608_fixed", "param_relu_503_fixed",
+              "chunk_clamp_13_fixed", "rnn_hidden_twice_62_fixed", "softplus_slice_114505_fixed",
+              "embeds_index_copy_178_fixed", "spline_slice_div_89_fixed",
+              "lstm_repackage_42_fixed"]
 
 
 def diagnose(trace):
@@ -182,6 +238,17 @@ class RealBugs(unittest.TestCase):
         self.assertIn("Error", cp.stderr)
 
     def check_apply(self, name, c, f):
+        if c["apply"] == "all":  # every `code` replaces the path:N before it
+            sugg = f["suggestion"]
+            at = [int(n) for n in re.findall(re.escape(name) + r"\.py:(\d+)", sugg)]
+            codes = re.findall(r"`([^`]+)`", sugg)
+            self.assertEqual(len(at), len(codes), sugg)
+            with open(path(name)) as fh:
+                lines = fh.read().split("\n")
+            for line, code in zip(at, codes):
+                old = lines[line - 1]
+                lines[line - 1] = old[:len(old) - len(old.lstrip())] + code
+            return self.run_applied(name, lines, codes)
         lines, code, line = apply_fix(name, f["suggestion"])
         after = "` after " in f["suggestion"]
         if line is None:
@@ -192,6 +259,9 @@ class RealBugs(unittest.TestCase):
             lines.insert(line, indent + code)
         else:  # the line's replacement
             lines[line - 1] = indent + code
+        self.run_applied(name, lines, code)
+
+    def run_applied(self, name, lines, code):
         out = os.path.join(gtutil.tmpdir(), name + "_applied.py")
         with open(out, "w") as fh:
             fh.write("\n".join(lines))

@@ -1,0 +1,14 @@
+# The fix of https://github.com/pytorch/pytorch/issues/114505 (softplus_slice_114505.py):
+# Softplus gets a copy of the column, b[:, 0].clone(), as the reporter found.
+import torch
+
+
+def func(a):
+    b = torch.zeros_like(a)
+    b[:, 0] = a[:, 0]
+    b[:, 1] = torch.nn.Softplus()(b[:, 0].clone())
+    return b
+
+
+torch.manual_seed(0)
+print(torch.autograd.functional.jacobian(func, torch.randn(3, 2)))
