@@ -9,18 +9,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-/* XXH3 through libxxhash's runtime dispatch where it has one (x86: AVX2
- * when the CPU has it, SSE2 else; the same hashes): a block of 16 op_args
- * costs about 370 instructions instead of 900 */
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__has_include)
-#if __has_include(<xxh_x86dispatch.h>)
-#include <xxh_x86dispatch.h>
-#else
+/* The plain XXH3 (SSE2 on x86-64), not libxxhash's runtime dispatch
+ * (xxh_x86dispatch.h): the dispatch halves the instructions of a block's
+ * hash, but on a CPU with AVX-512 it made a 400-step MLP trace's close
+ * 100-108 ms -> 114-123 ms of CPU (three interleaved runs of five), the
+ * wide vector units costing more than they save at 1-2 KB a block. */
 #include <xxhash.h>
-#endif
-#else
-#include <xxhash.h>
-#endif
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the row log is written in host order, which must be little-endian"
