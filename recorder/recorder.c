@@ -63,10 +63,10 @@
  * calls in SQL, cuts the held blocks in C (keepcut.c: cut_sql's rules,
  * re-encoding the kept rows) and the direct tables in SQL; write_window
  * folds the held blocks into the copy it writes (gt_rowlog_fold_mem).
- * Cost (bench_overhead_ir.py, MLP, keep_last 2, 100 steps): 3.09 M
- * instructions a step against 2.92 M for the whole trace with the row log,
- * 5.81 M when every row went through SQLite and cut_sql; a cut (every 17
- * calls) is 2.2 M, 2.0 M of it the C cut. With max_bytes every row goes
+ * Cost (bench_overhead_ir.py, MLP, keep_last 2, 100 steps): 2.91 M
+ * instructions a step against 2.79 M for the whole trace with the row log,
+ * 5.81 M when every row went through SQLite and cut_sql (an older build);
+ * a cut (every 17 calls) is 2.2 M, 2.0 M of it the C cut. With max_bytes every row goes
  * to SQLite and cut_sql cuts it: the cap measures the database's pages.
  *
  * Memory: apart from the interning tables (one entry per distinct string,

@@ -121,12 +121,11 @@ struct OpMeta {
 };
 
 struct Frame {
-    const OpMeta *meta;
     uint64_t stamp;
     uint32_t stack;
     uint32_t vv_begin; /* index into Tls::vvs */
     uint32_t wk_begin; /* index into Tls::written */
-    uint8_t visible, recorded;
+    uint8_t recorded;
 };
 
 struct SavedVisitor;
@@ -1197,20 +1196,19 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         }
         return nullptr;
     }
-    Frame fr{nullptr, 0, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0, 0};
+    Frame fr{0, 0, (uint32_t)t.vvs.size(), (uint32_t)t.written.size(), 0};
     /* an op inside a recorded one is not recorded: no need of its meta */
     if (t.busy || t.vis_depth > 0 || !C->active.load(std::memory_order_relaxed)) {
         t.frames.push_back(fr);
         return nullptr;
     }
     const OpMeta *m = op_meta(t, fn);
-    fr.meta = m;
     bool grad_mode = t.autograd->get_grad_mode();
     /* ops run with the Python key excluded (inside torch.tensor(...), a
      * mode's own dispatch) are invisible to a dispatch mode: not recorded */
     if (m->is_op && !m->composite && !t.keys->excluded().has(c10::DispatchKey::Python) &&
         !(m->schema_writes && refused_by_autograd(fn, m, grad_mode)) && !tracing(t)) {
-        fr.visible = fr.recorded = 1;
+        fr.recorded = 1;
         uint32_t stack = 0;
         if (C->opts.stack_key) {
             t.busy = true;
