@@ -8,7 +8,8 @@ Used by `gradtrace record` (which validates its input first):
 
 The script gets the same sys.argv, sys.path[0], __main__, working
 directory, stdout/stderr, traceback (gradtrace's and runpy's frames are
-removed from it) and exit status as without recording; with --module, as
+removed from it), stack (a script's module frame is the bottom one, as under
+python3; a module's sits on gradtrace's frames) and exit status as without recording; with --module, as
 `python3 -m module args...`. When the run failed and the trace explains why,
 the diagnosis (`gradtrace diagnose`'s text) follows the traceback on stderr
 unless --quiet. At exit one line on stderr says where the trace is and, if
@@ -99,6 +100,20 @@ def _hook_stripping():
     sys.excepthook = hook
 
 
+def _exec_at_bottom():
+    """Make runpy's next exec run the script with no frame under it, as
+    `python3 script.py` does (see _gradtrace.exec_bottom): runpy's
+    _run_code calls `exec`, looked up in runpy's globals before builtins.
+    Once: a runpy call of the script's own runs as it would."""
+    import _gradtrace
+
+    def once(code, globs):
+        runpy.__dict__.pop("exec", None)
+        return _gradtrace.exec_bottom(code, globs)
+
+    runpy.exec = once
+
+
 def main(argv):
     opts, rest = _parse(argv)
     if not rest:
@@ -184,6 +199,10 @@ def main(argv):
         atexit.unregister(footer)
         sys.stderr.write("%s\n" % e)
         return 2
+    if not opts["module"]:
+        # (python3 -m runs the module under runpy's two frames; these runs
+        # show gradtrace's too)
+        _exec_at_bottom()
     try:
         if opts["module"]:
             runpy.run_module(script, run_name="__main__", alter_sys=True)
@@ -206,6 +225,8 @@ def main(argv):
         rec.stop("exception", 1, 0, e)
         _hook_stripping()
         raise
+    finally:
+        runpy.__dict__.pop("exec", None)  # left set when runpy failed before the exec
     rec.stop("ok", 0)
     return 0 if rec.finished else 1
 
