@@ -115,6 +115,7 @@ class Recording:
         self._backward_exc = None
         self._orig_bootstrap = None
         self._dist_patch = None
+        self._os_exit = None
         self.adapter = None  # "engine" or "dispatch" once started
         self.error = None  # the recorder's error message after stop(), if any
         self.finished = True  # False if stop() could not finish the trace file
@@ -196,6 +197,7 @@ class Recording:
                 self._old_term = signal.signal(signal.SIGTERM, self._on_signal)
         self._patch = _mode.BackwardPatch(self)
         self._patch.install()
+        self._patch_os_exit()
         from . import _dist
         self._dist_patch = _dist.Patches(self)
         self._dist_patch.install()
@@ -223,6 +225,33 @@ class Recording:
         threading.Thread._bootstrap_inner = _bootstrap_inner
         self._orig_bootstrap = orig
 
+    def _patch_os_exit(self):
+        """os._exit(n) in the recording's process closes the trace first:
+        it skips atexit and finally blocks, and the trace held none of the
+        run's rows (a training script ending with os._exit(0) to skip
+        worker teardown). Forked children (multiprocessing, DataLoader
+        workers) exit through the original."""
+        orig = os._exit
+        pid = os.getpid()
+        rec = self
+
+        def _exit(status):
+            if os.getpid() == pid and rec._rec is not None and isinstance(status, int):
+                rec.stop("ok", status)
+                for hook in _exit_hooks:
+                    hook(rec.path, status)
+            orig(status)
+
+        os._exit = _exit
+        self._os_exit = (orig, _exit)
+
+    def _unpatch_os_exit(self):
+        if self._os_exit is not None:
+            orig, ours = self._os_exit
+            if os._exit is ours:
+                os._exit = orig
+            self._os_exit = None
+
     def stop(self, status=None, exit_code=0, sig=0, exc=None):
         """Stop recording and close the trace. status: 'ok', 'exception' or
         'signal' (default: 'exception' if exc is given, else 'ok'); exc: the
@@ -241,6 +270,7 @@ class Recording:
         if self._patch is not None:
             self._patch.remove()
             self._patch = None
+        self._unpatch_os_exit()
         if self._orig_bootstrap is not None:
             threading.Thread._bootstrap_inner = self._orig_bootstrap
             self._orig_bootstrap = None
@@ -352,6 +382,7 @@ class Recording:
         if self._patch is not None:
             self._patch.remove()
             self._patch = None
+        self._unpatch_os_exit()
         if self._dist_patch is not None:
             self._dist_patch.remove()
             self._dist_patch = None
@@ -376,6 +407,8 @@ def _exit_code(exc):
 
 
 _signal_hooks = []
+# called with (trace path, status) when os._exit(status) ends a recorded run
+_exit_hooks = []
 
 
 def _on_signal_exit(path, signum):

@@ -158,6 +158,8 @@ def main(argv):
     # registered before the script's own atexit handlers, so it runs last
     atexit.register(footer)
     gradtrace._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
+    gradtrace._exit_hooks.append(lambda path, status: (failed.__setitem__(0, status != 0),
+                                                       footer()))
 
     # `gradtrace record` put gradtrace on PYTHONPATH: the script's children
     # get the user's value back ("=value", or "" when it was unset)
