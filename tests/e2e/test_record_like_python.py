@@ -1,0 +1,136 @@
+"""A recorded script runs as `python3 script.py` would run it.
+
+Its stack: its module frame is the bottom one. Code that looks at its
+callers printed gradtrace's runner and runpy's frames under it:
+traceback.print_stack, len(inspect.stack()), sys._getframe().f_back, and
+anomaly mode's "Traceback of forward call that caused the error" (the advice
+PyTorch's in-place error gives). Each adapter's stdout and stderr must equal
+the plain run's; __builtins__ is the builtins module, as python3 gives
+__main__.
+
+Its end: a run that ends with os._exit(n) (training scripts do, to skip
+hanging DataLoader or process-group teardown) leaves a finished trace with
+its backward calls and exit code n: os._exit skips atexit and finally
+blocks, and the trace held no rows at all. A forked child's os._exit
+(multiprocessing ends every fork child with it) does not close the parent's
+trace.
+
+Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
+"""
+import os
+import unittest
+
+import gtutil
+
+FRAMES_SCRIPT = r'''
+import inspect
+import sys
+import traceback
+
+import torch
+
+torch.autograd.set_detect_anomaly(True)
+print("builtins", type(__builtins__).__name__)
+print("module frame's caller", sys._getframe().f_back)
+
+
+def forward(x):
+    traceback.print_stack()
+    print("depth", len(inspect.stack()))
+    h = torch.sigmoid(x * 2)
+    if "bug" in sys.argv:
+        h.mul_(2)
+    return h.sum()
+
+
+loss = forward(torch.ones(3, requires_grad=True))
+loss.backward()
+print("loss", repr(loss.item()))
+'''
+
+OS_EXIT_SCRIPT = r'''
+import multiprocessing as mp
+import os
+import sys
+
+import torch
+
+
+def child():
+    torch.ones(2, requires_grad=True).sum().backward()
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(3):
+    loss = model(torch.ones(8, 4) * i).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if i == 1:
+        p = mp.get_context("fork").Process(target=child)
+        p.start()
+        p.join()
+        print("child exit", p.exitcode)
+print("loss", repr(loss.item()))
+sys.stdout.flush()
+os._exit(5)
+'''
+
+
+def _script(name, text, adapter):
+    """(path of text written to name in the test's directory, the env
+    choosing adapter)."""
+    path = os.path.join(gtutil.tmpdir(), name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path, dict(os.environ, GRADTRACE_ADAPTER=adapter)
+
+
+def _strip_footer(err):
+    """stderr without gradtrace's own lines (the footer) and, after a
+    failure, without the diagnosis that follows the traceback."""
+    out = []
+    for line in err.splitlines():
+        if line.startswith("gradtrace: ") or line.startswith(gtutil.tmpdir()):
+            break
+        out.append(line)
+    return out
+
+
+class Frames(gtutil.BothAdapters, unittest.TestCase):
+    """The module frame is the bottom one; anomaly mode's forward trace."""
+
+    def check(self, adapter):
+        script, env = _script("frames_script.py", FRAMES_SCRIPT, adapter)
+        d = gtutil.tmpdir()
+        plain = gtutil.run_plain(script, "bug", env=env, cwd=d)
+        _, cp = gtutil.record(script, "bug", env=env, cwd=d, expect_fail=True, options=("-q",))
+        self.assertEqual(cp.returncode, plain.returncode)
+        self.assertIn("depth 2", plain.stdout)
+        self.assertEqual(cp.stdout, plain.stdout, "stdout differs from python3's")
+        # the anomaly warning with the forward's stack, then the traceback
+        self.assertIn("Traceback of forward call", cp.stderr)
+        self.assertEqual(_strip_footer(cp.stderr), _strip_footer(plain.stderr))
+
+
+class OsExit(gtutil.BothAdapters, unittest.TestCase):
+    """os._exit(5) after three backward calls, a forked child between."""
+
+    def check(self, adapter):
+        script, env = _script("os_exit_script.py", OS_EXIT_SCRIPT, adapter)
+        plain = gtutil.run_plain(script, env=env)
+        trace, cp = gtutil.record(script, env=env, expect_fail=True)
+        self.assertEqual((cp.returncode, cp.stdout), (plain.returncode, plain.stdout))
+        self.assertEqual(cp.returncode, 5)
+        self.assertIn("child exit 0", cp.stdout)
+        self.assertIn("trace written to", cp.stderr)
+        db = gtutil.connect(trace)
+        self.assertEqual(gtutil.rows(db, "SELECT status, exit_code FROM run"), [("ok", 5)])
+        # the parent's three; the forked child's is not in the trace
+        self.assertEqual(gtutil.one(db, "SELECT count(*) FROM backward_calls"), 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
