@@ -15,6 +15,12 @@ blocks, and the trace held no rows at all. A forked child's os._exit
 (multiprocessing ends every fork child with it) does not close the parent's
 trace.
 
+Its working directory: a script that changes it (os.chdir; hydra does)
+still gets its trace finished, at the path given relative to where recording
+started, and the diagnosis after its traceback: the recorder reopened its row
+log by the relative path ("recording stopped: cannot read row log"), and
+the diagnosis was skipped.
+
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
 import os
@@ -78,6 +84,18 @@ sys.stdout.flush()
 os._exit(5)
 '''
 
+CHDIR_SCRIPT = r'''
+import os
+import torch
+
+os.makedirs("moved", exist_ok=True)
+os.chdir("moved")
+x = torch.ones(3, requires_grad=True)
+h = torch.sigmoid(x)
+h.mul_(2)
+h.sum().backward()
+'''
+
 
 def _script(name, text, adapter):
     """(path of text written to name in the test's directory, the env
@@ -130,6 +148,26 @@ class OsExit(gtutil.BothAdapters, unittest.TestCase):
         self.assertEqual(gtutil.rows(db, "SELECT status, exit_code FROM run"), [("ok", 5)])
         # the parent's three; the forked child's is not in the trace
         self.assertEqual(gtutil.one(db, "SELECT count(*) FROM backward_calls"), 3)
+
+
+class Chdir(gtutil.BothAdapters, unittest.TestCase):
+    """os.chdir before an in-place bug; the trace given as a relative path."""
+
+    def check(self, adapter):
+        script, env = _script("chdir_script.py", CHDIR_SCRIPT, adapter)
+        d = gtutil.tmpdir()
+        out = "chdir-%s.db" % adapter
+        _, cp = gtutil.record(script, out=out, env=env, cwd=d, expect_fail=True)
+        self.assertNotIn("recording stopped", cp.stderr)
+        self.assertIn("h modified in place after SigmoidBackward0", cp.stderr)
+        self.assertEqual(cp.stderr.strip().splitlines()[-1],
+                         "gradtrace: trace written to %s; the run failed, diagnose it with: "
+                         "gradtrace diagnose %s" % (out, out))
+        trace = os.path.join(d, out)
+        self.assertFalse(os.path.exists(trace + "-gtlog"))
+        db = gtutil.connect(trace)
+        self.assertEqual(gtutil.rows(db, "SELECT status FROM run"), [("exception",)])
+        self.assertEqual(gtutil.one(db, "SELECT count(*) FROM backward_calls"), 1)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,8 @@ class Recording:
         from . import _dist
         self.template = os.fspath(path)
         self.path = _dist.trace_path(self.template, per_rank)
+        self.file = None  # self.path made absolute at start()
+        self._start_cwd = None
         self.announce = False  # spawned workers print where their trace went
         self.spawn_index = None  # set in a torch.multiprocessing worker
         self.overwrite = bool(overwrite)
@@ -135,6 +137,10 @@ class Recording:
         import _gradtrace
         from . import _mode
 
+        # the script may chdir (hydra does): the recorder's files (the trace,
+        # its row log) are reopened by absolute path
+        self._start_cwd = os.getcwd()
+        self.file = os.path.abspath(self.path)
         torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         hidden = (_PKG_DIR + os.sep, "<frozen runpy>",
                   os.path.join(os.path.dirname(os.__file__), "runpy.py"))
@@ -146,14 +152,14 @@ class Recording:
             self._rec = _engine.EngineRecorder(
                 # a compiled graph's generated forward (torch.fx) is torch's: its
                 # ops are the line's that called the compiled function
-                engine_mod, self.path, hidden=hidden,
+                engine_mod, self.file, hidden=hidden,
                 engine=(torch_dir,) + _wrapper_files() + ("<eval_with_key>",),
                 getline=linecache.getline, overwrite=self.overwrite,
                 max_bytes=self.max_size, keep_last=self.keep_last,
                 check_saved=self.check_saved)
         else:
             self._rec = _gradtrace.Recorder(
-                self.path,
+                self.file,
                 tensor_type=torch.Tensor,
                 op_meta=_mode.op_meta,
                 saved_names=_mode.saved_names,
@@ -294,7 +300,7 @@ class Recording:
             sys.stderr.write("%s\n" % e)
         self._rec = None
         from . import _notebook
-        _notebook.relabel_cells(self.path)  # "In [3]", not /tmp/ipykernel_*/*.py
+        _notebook.relabel_cells(self.file)  # "In [3]", not /tmp/ipykernel_*/*.py
         if threading.current_thread() is threading.main_thread():
             if self._old_xfsz is not None:
                 signal.signal(signal.SIGXFSZ, self._old_xfsz)
@@ -324,7 +330,18 @@ class Recording:
         """After a failed `with` block: print the diagnosis when the trace
         explains the failure (in a notebook, inline; see _report)."""
         from . import _report
-        _report.after_failure(self.path)
+        _report.after_failure(self.path_now())
+
+    def path_now(self):
+        """The trace's path for a command run now: self.path as given while
+        the working directory is the one recording started in (so messages
+        show it as the user wrote it), else the absolute path."""
+        try:
+            if self.file is None or os.getcwd() == self._start_cwd:
+                return self.path
+        except OSError:
+            pass  # the working directory was removed
+        return self.file
 
     # -- used by the backward wrappers ------------------------------------
 

@@ -147,7 +147,7 @@ def main(argv):
         if recs and not recs[0].finished:
             return  # stop() said why the trace is not finished
         if failed[0] and not opts["quiet"]:
-            _report.print_diagnosis(out)
+            _report.print_diagnosis(recs[0].path_now() if recs else out)
         line = "gradtrace: trace written to %s" % out
         if failed[0]:
             line += "; the run failed, diagnose it with: %s diagnose %s" % (
