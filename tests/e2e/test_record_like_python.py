@@ -6,7 +6,7 @@ traceback.print_stack, len(inspect.stack()), sys._getframe().f_back, and
 anomaly mode's "Traceback of forward call that caused the error" (the advice
 PyTorch's in-place error gives). Each adapter's stdout and stderr must equal
 the plain run's; __builtins__ is the builtins module, as python3 gives
-__main__.
+__main__, and sys.argv[0] the script as given (it was made absolute).
 
 Its end: a run that ends with os._exit(n) (training scripts do, to skip
 hanging DataLoader or process-group teardown) leaves a finished trace with
@@ -38,6 +38,7 @@ import torch
 torch.autograd.set_detect_anomaly(True)
 print("builtins", type(__builtins__).__name__)
 print("module frame's caller", sys._getframe().f_back)
+print("argv", sys.argv, "__file__", __file__)
 
 
 def forward(x):
@@ -121,10 +122,14 @@ class Frames(gtutil.BothAdapters, unittest.TestCase):
     """The module frame is the bottom one; anomaly mode's forward trace."""
 
     def check(self, adapter):
-        script, env = _script("frames_script.py", FRAMES_SCRIPT, adapter)
+        _, env = _script("frames_script.py", FRAMES_SCRIPT, adapter)
         d = gtutil.tmpdir()
-        plain = gtutil.run_plain(script, "bug", env=env, cwd=d)
-        _, cp = gtutil.record(script, "bug", env=env, cwd=d, expect_fail=True, options=("-q",))
+        # named relative to the working directory: sys.argv[0] as given,
+        # __file__ absolute
+        plain = gtutil.run_plain("frames_script.py", "bug", env=env, cwd=d)
+        _, cp = gtutil.record("frames_script.py", "bug", env=env, cwd=d, expect_fail=True,
+                              options=("-q",))
+        self.assertIn("argv ['frames_script.py', 'bug'] __file__ " + d, plain.stdout)
         self.assertEqual(cp.returncode, plain.returncode)
         self.assertIn("depth 2", plain.stdout)
         self.assertEqual(cp.stdout, plain.stdout, "stdout differs from python3's")

@@ -100,15 +100,18 @@ def _hook_stripping():
     sys.excepthook = hook
 
 
-def _exec_at_bottom():
+def _exec_at_bottom(argv0):
     """Make runpy's next exec run the script with no frame under it, as
     `python3 script.py` does (see _gradtrace.exec_bottom): runpy's
     _run_code calls `exec`, looked up in runpy's globals before builtins.
-    Once: a runpy call of the script's own runs as it would."""
+    Once: a runpy call of the script's own runs as it would. sys.argv[0]
+    becomes argv0, the script as given (run_path set it to the absolute path
+    it was given, which __file__ is, as under python3)."""
     import _gradtrace
 
     def once(code, globs):
         runpy.__dict__.pop("exec", None)
+        sys.argv[0] = argv0
         return _gradtrace.exec_bottom(code, globs)
 
     runpy.exec = once
@@ -204,7 +207,7 @@ def main(argv):
     if not opts["module"]:
         # (python3 -m runs the module under runpy's two frames; these runs
         # show gradtrace's too)
-        _exec_at_bottom()
+        _exec_at_bottom(script)
     try:
         if opts["module"]:
             runpy.run_module(script, run_name="__main__", alter_sys=True)
