@@ -15,6 +15,9 @@ blocks, and the trace held no rows at all. A forked child's os._exit
 (multiprocessing ends every fork child with it) does not close the parent's
 trace.
 
+Its sys.path[0]: for a symlinked script, the directory of the file it links
+to, as python3 sets it (a sibling module there failed to import).
+
 Its working directory: a script that changes it (os.chdir; hydra does)
 still gets its trace finished, at the path given relative to where recording
 started, and the diagnosis after its traceback: the recorder reopened its row
@@ -173,6 +176,25 @@ class Chdir(gtutil.BothAdapters, unittest.TestCase):
         db = gtutil.connect(trace)
         self.assertEqual(gtutil.rows(db, "SELECT status FROM run"), [("exception",)])
         self.assertEqual(gtutil.one(db, "SELECT count(*) FROM backward_calls"), 1)
+
+
+class Symlink(unittest.TestCase):
+    """link/main.py -> ../real/main.py, which imports real/helper.py."""
+
+    def test_sibling_of_the_target_imports(self):
+        d = os.path.join(gtutil.tmpdir(), "symlinked")
+        os.makedirs(os.path.join(d, "real"))
+        os.makedirs(os.path.join(d, "link"))
+        with open(os.path.join(d, "real", "main.py"), "w") as f:
+            f.write("import sys\nimport helper\nprint(helper.X, sys.path[0])\n")
+        with open(os.path.join(d, "real", "helper.py"), "w") as f:
+            f.write("X = 'helper'\n")
+        os.symlink(os.path.join("..", "real", "main.py"), os.path.join(d, "link", "main.py"))
+        script = os.path.join(d, "link", "main.py")
+        plain = gtutil.run_plain(script)
+        _, cp = gtutil.record(script)
+        self.assertEqual(plain.stdout, "helper %s\n" % os.path.realpath(os.path.join(d, "real")))
+        self.assertEqual(cp.stdout, plain.stdout)
 
 
 if __name__ == "__main__":

@@ -190,7 +190,8 @@ def main(argv):
             return 2
     else:
         path = os.path.abspath(script)
-        sys.path[0] = os.path.dirname(path)
+        # as python3: the directory of the file a symlinked script links to
+        sys.path[0] = os.path.dirname(os.path.realpath(path))
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest,
                               keep_last=opts["keep_last"],
