@@ -22,7 +22,8 @@ Its working directory: a script that changes it (os.chdir; hydra does)
 still gets its trace finished, at the path given relative to where recording
 started, and the diagnosis after its traceback: the recorder reopened its row
 log by the relative path ("recording stopped: cannot read row log"), and
-the diagnosis was skipped.
+the diagnosis was skipped. The command the last line gives to diagnose
+the trace quotes its path for a shell.
 
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
@@ -164,13 +165,13 @@ class Chdir(gtutil.BothAdapters, unittest.TestCase):
     def check(self, adapter):
         script, env = _script("chdir_script.py", CHDIR_SCRIPT, adapter)
         d = gtutil.tmpdir()
-        out = "chdir-%s.db" % adapter
+        out = "chdir %s.db" % adapter  # a space: quoted in the command to paste
         _, cp = gtutil.record(script, out=out, env=env, cwd=d, expect_fail=True)
         self.assertNotIn("recording stopped", cp.stderr)
         self.assertIn("h modified in place after SigmoidBackward0", cp.stderr)
         self.assertEqual(cp.stderr.strip().splitlines()[-1],
                          "gradtrace: trace written to %s; the run failed, diagnose it with: "
-                         "gradtrace diagnose %s" % (out, out))
+                         "gradtrace diagnose '%s'" % (out, out))
         trace = os.path.join(d, out)
         self.assertFalse(os.path.exists(trace + "-gtlog"))
         db = gtutil.connect(trace)

@@ -151,11 +151,7 @@ def main(argv):
             return  # stop() said why the trace is not finished
         if failed[0] and not opts["quiet"]:
             _report.print_diagnosis(recs[0].path_now() if recs else out)
-        line = "gradtrace: trace written to %s" % out
-        if failed[0]:
-            line += "; the run failed, diagnose it with: %s diagnose %s" % (
-                opts["command"], out)
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(_report.written_line(out, failed[0], opts["command"]) + "\n")
         sys.stderr.flush()
 
     # registered before the script's own atexit handlers, so it runs last
