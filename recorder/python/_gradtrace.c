@@ -3221,9 +3221,16 @@ static PyModuleDef_Slot mod_slots[] = {
     {0, NULL},
 };
 
+static PyMethodDef mod_methods[] = {
+    {"exec_bottom", (PyCFunction)(void (*)(void))gt_py_exec_bottom, METH_FASTCALL,
+     "exec_bottom(code, globals): exec with no Python frame under the code's"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef mod_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_gradtrace",
+    .m_methods = mod_methods,
     .m_doc = "gradtrace's PyTorch adapter: per-op recording in C over gtrecorder",
     .m_size = sizeof(modstate),
     .m_slots = mod_slots,

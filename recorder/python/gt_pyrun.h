@@ -59,6 +59,15 @@ typedef struct gt_py_namer {
  * how many were. */
 int gt_py_bind_names(const gt_py_namer *n, PyObject *locals);
 
+/* exec_bottom(code, globals): run code in globals (as exec does) with no
+ * Python frame under it, so the script `gradtrace record` runs sees the
+ * stack `python3 script.py` gives it: its module frame is the bottom one
+ * (f_back None). Without this, traceback.print_stack, inspect.stack,
+ * sys._getframe and anomaly mode's forward traces showed the runner's and
+ * runpy's frames. The thread's current frame is put back on return.
+ * Returns code's result, or NULL with its Python error. */
+PyObject *gt_py_exec_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
 /* The object weak reference wr refers to (a new reference), or NULL if it
  * is gone: PyWeakref_GetRef where it exists (3.13, which deprecates
  * PyWeakref_GetObject's borrowed reference). */

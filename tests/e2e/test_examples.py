@@ -5,7 +5,9 @@ JSON. Among them the recurrent layers whose CPU kernels apply sigmoid_/tanh_
 to unsafe_chunk pieces of one gates buffer (nn.LSTMCell in
 time_sequence_prediction, nn.GRU in word_language_model, rnn_cells.py): the
 test also checks those pieces are in the trace, so it cannot pass by
-recording less.
+recording less. Three more scripts hold common training idioms: gradient
+checkpointing, double backward (a gradient penalty, MAML), sparse embeddings
+with hooks and two optimizers.
 
 Env: GRADTRACE (the built command), GT_SOURCE_DIR, GT_BUILD_DIR.
 """
@@ -33,6 +35,9 @@ RUNS = [
     ("vae.py", [], 0),
     ("regression.py", [], 0),
     ("actor_critic.py", [], 0),
+    ("checkpointing.py", [], 0),
+    ("grad_penalty.py", [], 0),
+    ("hooks_sparse.py", [], 0),
 ]
 
 

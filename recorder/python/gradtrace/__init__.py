@@ -88,6 +88,8 @@ class Recording:
         from . import _dist
         self.template = os.fspath(path)
         self.path = _dist.trace_path(self.template, per_rank)
+        self.file = None  # self.path made absolute at start()
+        self._start_cwd = None
         self.announce = False  # spawned workers print where their trace went
         self.spawn_index = None  # set in a torch.multiprocessing worker
         self.overwrite = bool(overwrite)
@@ -115,6 +117,7 @@ class Recording:
         self._backward_exc = None
         self._orig_bootstrap = None
         self._dist_patch = None
+        self._os_exit = None
         self.adapter = None  # "engine" or "dispatch" once started
         self.error = None  # the recorder's error message after stop(), if any
         self.finished = True  # False if stop() could not finish the trace file
@@ -134,6 +137,10 @@ class Recording:
         import _gradtrace
         from . import _mode
 
+        # the script may chdir (hydra does): the recorder's files (the trace,
+        # its row log) are reopened by absolute path
+        self._start_cwd = os.getcwd()
+        self.file = os.path.abspath(self.path)
         torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         hidden = (_PKG_DIR + os.sep, "<frozen runpy>",
                   os.path.join(os.path.dirname(os.__file__), "runpy.py"))
@@ -145,14 +152,14 @@ class Recording:
             self._rec = _engine.EngineRecorder(
                 # a compiled graph's generated forward (torch.fx) is torch's: its
                 # ops are the line's that called the compiled function
-                engine_mod, self.path, hidden=hidden,
+                engine_mod, self.file, hidden=hidden,
                 engine=(torch_dir,) + _wrapper_files() + ("<eval_with_key>",),
                 getline=linecache.getline, overwrite=self.overwrite,
                 max_bytes=self.max_size, keep_last=self.keep_last,
                 check_saved=self.check_saved)
         else:
             self._rec = _gradtrace.Recorder(
-                self.path,
+                self.file,
                 tensor_type=torch.Tensor,
                 op_meta=_mode.op_meta,
                 saved_names=_mode.saved_names,
@@ -196,6 +203,7 @@ class Recording:
                 self._old_term = signal.signal(signal.SIGTERM, self._on_signal)
         self._patch = _mode.BackwardPatch(self)
         self._patch.install()
+        self._patch_os_exit()
         from . import _dist
         self._dist_patch = _dist.Patches(self)
         self._dist_patch.install()
@@ -223,6 +231,33 @@ class Recording:
         threading.Thread._bootstrap_inner = _bootstrap_inner
         self._orig_bootstrap = orig
 
+    def _patch_os_exit(self):
+        """os._exit(n) in the recording's process closes the trace first:
+        it skips atexit and finally blocks, and the trace held none of the
+        run's rows (a training script ending with os._exit(0) to skip
+        worker teardown). Forked children (multiprocessing, DataLoader
+        workers) exit through the original."""
+        orig = os._exit
+        pid = os.getpid()
+        rec = self
+
+        def _exit(status):
+            if os.getpid() == pid and rec._rec is not None and isinstance(status, int):
+                rec.stop("ok", status)
+                for hook in _exit_hooks:
+                    hook(rec.path, status)
+            orig(status)
+
+        os._exit = _exit
+        self._os_exit = (orig, _exit)
+
+    def _unpatch_os_exit(self):
+        if self._os_exit is not None:
+            orig, ours = self._os_exit
+            if os._exit is ours:
+                os._exit = orig
+            self._os_exit = None
+
     def stop(self, status=None, exit_code=0, sig=0, exc=None):
         """Stop recording and close the trace. status: 'ok', 'exception' or
         'signal' (default: 'exception' if exc is given, else 'ok'); exc: the
@@ -241,6 +276,7 @@ class Recording:
         if self._patch is not None:
             self._patch.remove()
             self._patch = None
+        self._unpatch_os_exit()
         if self._orig_bootstrap is not None:
             threading.Thread._bootstrap_inner = self._orig_bootstrap
             self._orig_bootstrap = None
@@ -264,7 +300,7 @@ class Recording:
             sys.stderr.write("%s\n" % e)
         self._rec = None
         from . import _notebook
-        _notebook.relabel_cells(self.path)  # "In [3]", not /tmp/ipykernel_*/*.py
+        _notebook.relabel_cells(self.file)  # "In [3]", not /tmp/ipykernel_*/*.py
         if threading.current_thread() is threading.main_thread():
             if self._old_xfsz is not None:
                 signal.signal(signal.SIGXFSZ, self._old_xfsz)
@@ -294,7 +330,18 @@ class Recording:
         """After a failed `with` block: print the diagnosis when the trace
         explains the failure (in a notebook, inline; see _report)."""
         from . import _report
-        _report.after_failure(self.path)
+        _report.after_failure(self.path_now())
+
+    def path_now(self):
+        """The trace's path for a command run now: self.path as given while
+        the working directory is the one recording started in (so messages
+        show it as the user wrote it), else the absolute path."""
+        try:
+            if self.file is None or os.getcwd() == self._start_cwd:
+                return self.path
+        except OSError:
+            pass  # the working directory was removed
+        return self.file
 
     # -- used by the backward wrappers ------------------------------------
 
@@ -352,6 +399,7 @@ class Recording:
         if self._patch is not None:
             self._patch.remove()
             self._patch = None
+        self._unpatch_os_exit()
         if self._dist_patch is not None:
             self._dist_patch.remove()
             self._dist_patch = None
@@ -376,6 +424,8 @@ def _exit_code(exc):
 
 
 _signal_hooks = []
+# called with (trace path, status) when os._exit(status) ends a recorded run
+_exit_hooks = []
 
 
 def _on_signal_exit(path, signum):

@@ -269,8 +269,6 @@ class SpawnWorker:
         worker's (announce is set when the recording came from it)."""
         if self.announce:
             import sys
-            line = "gradtrace: trace written to %s" % rec.path
-            if failed:
-                line += "; the run failed, diagnose it with: gradtrace diagnose %s" % rec.path
-            sys.stderr.write(line + "\n")
+            from . import _report
+            sys.stderr.write(_report.written_line(rec.path, failed) + "\n")
             sys.stderr.flush()

@@ -3,7 +3,19 @@
 when the run failed and the trace explains it (diagnose found something).
 """
 import os
+import shlex
 import sys
+
+
+def written_line(path, failed, command="gradtrace"):
+    """The line `gradtrace record` ends with: where the trace is and, if
+    the run failed, the command that diagnoses it, the path quoted for a
+    shell (a path with a space or a non-ASCII letter pasted as printed ran
+    `gradtrace diagnose` on two files)."""
+    line = "gradtrace: trace written to %s" % path
+    if failed:
+        line += "; the run failed, diagnose it with: %s diagnose %s" % (command, shlex.quote(path))
+    return line
 
 
 def _color(stream):

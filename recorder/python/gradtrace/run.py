@@ -8,7 +8,8 @@ Used by `gradtrace record` (which validates its input first):
 
 The script gets the same sys.argv, sys.path[0], __main__, working
 directory, stdout/stderr, traceback (gradtrace's and runpy's frames are
-removed from it) and exit status as without recording; with --module, as
+removed from it), stack (a script's module frame is the bottom one, as under
+python3; a module's sits on gradtrace's frames) and exit status as without recording; with --module, as
 `python3 -m module args...`. When the run failed and the trace explains why,
 the diagnosis (`gradtrace diagnose`'s text) follows the traceback on stderr
 unless --quiet. At exit one line on stderr says where the trace is and, if
@@ -99,6 +100,23 @@ def _hook_stripping():
     sys.excepthook = hook
 
 
+def _exec_at_bottom(argv0):
+    """Make runpy's next exec run the script with no frame under it, as
+    `python3 script.py` does (see _gradtrace.exec_bottom): runpy's
+    _run_code calls `exec`, looked up in runpy's globals before builtins.
+    Once: a runpy call of the script's own runs as it would. sys.argv[0]
+    becomes argv0, the script as given (run_path set it to the absolute path
+    it was given, which __file__ is, as under python3)."""
+    import _gradtrace
+
+    def once(code, globs):
+        runpy.__dict__.pop("exec", None)
+        sys.argv[0] = argv0
+        return _gradtrace.exec_bottom(code, globs)
+
+    runpy.exec = once
+
+
 def main(argv):
     opts, rest = _parse(argv)
     if not rest:
@@ -132,17 +150,15 @@ def main(argv):
         if recs and not recs[0].finished:
             return  # stop() said why the trace is not finished
         if failed[0] and not opts["quiet"]:
-            _report.print_diagnosis(out)
-        line = "gradtrace: trace written to %s" % out
-        if failed[0]:
-            line += "; the run failed, diagnose it with: %s diagnose %s" % (
-                opts["command"], out)
-        sys.stderr.write(line + "\n")
+            _report.print_diagnosis(recs[0].path_now() if recs else out)
+        sys.stderr.write(_report.written_line(out, failed[0], opts["command"]) + "\n")
         sys.stderr.flush()
 
     # registered before the script's own atexit handlers, so it runs last
     atexit.register(footer)
     gradtrace._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
+    gradtrace._exit_hooks.append(lambda path, status: (failed.__setitem__(0, status != 0),
+                                                       footer()))
 
     # `gradtrace record` put gradtrace on PYTHONPATH: the script's children
     # get the user's value back ("=value", or "" when it was unset)
@@ -170,7 +186,8 @@ def main(argv):
             return 2
     else:
         path = os.path.abspath(script)
-        sys.path[0] = os.path.dirname(path)
+        # as python3: the directory of the file a symlinked script links to
+        sys.path[0] = os.path.dirname(os.path.realpath(path))
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest,
                               keep_last=opts["keep_last"],
@@ -184,6 +201,10 @@ def main(argv):
         atexit.unregister(footer)
         sys.stderr.write("%s\n" % e)
         return 2
+    if not opts["module"]:
+        # (python3 -m runs the module under runpy's two frames; these runs
+        # show gradtrace's too)
+        _exec_at_bottom(script)
     try:
         if opts["module"]:
             runpy.run_module(script, run_name="__main__", alter_sys=True)
@@ -206,6 +227,8 @@ def main(argv):
         rec.stop("exception", 1, 0, e)
         _hook_stripping()
         raise
+    finally:
+        runpy.__dict__.pop("exec", None)  # left set when runpy failed before the exec
     rec.stop("ok", 0)
     return 0 if rec.finished else 1
 
