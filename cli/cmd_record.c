@@ -36,6 +36,24 @@
 
 #define DEFAULT_OUTPUT "gradtrace.db"
 
+/* Does directory dir hold a __main__ python3 would run (its .py or .pyc)? */
+static int has_main(const char *dir)
+{
+    static const char *const names[] = {"__main__.py", "__main__.pyc"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(dir) + strlen(names[i]) + 2;
+        char *p = malloc(n);
+        if (!p)
+            return 0;
+        snprintf(p, n, "%s/%s", dir, names[i]);
+        int ok = access(p, R_OK) == 0;
+        free(p);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
 static void usage(FILE *out)
 {
     fprintf(
@@ -338,7 +356,14 @@ int gt_cmd_record(int argc, char **argv)
         fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script, strerror(errno));
         return 2;
     }
-    if (!module && (!S_ISREG(st.st_mode) || access(script, R_OK) != 0)) {
+    if (!module && S_ISDIR(st.st_mode)) {
+        /* as python3 dir/: the directory's __main__ runs */
+        if (!has_main(script)) {
+            fprintf(stderr, "gradtrace: cannot run script %s: no __main__.py in it\n",
+                    script);
+            return 2;
+        }
+    } else if (!module && (!S_ISREG(st.st_mode) || access(script, R_OK) != 0)) {
         fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script,
                 S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
         return 2;

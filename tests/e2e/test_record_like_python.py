@@ -18,6 +18,11 @@ trace.
 Its sys.path[0]: for a symlinked script, the directory of the file it links
 to, as python3 sets it (a sibling module there failed to import).
 
+A directory or a zip archive with a __main__.py runs as python3 dir/ and
+python3 app.zip run it: the path itself first on sys.path, its sibling
+modules importable (a directory was refused, "not a regular file"), and a
+directory with no __main__.py refused in one line, as python3 refuses it.
+
 Its working directory: a script that changes it (os.chdir; hydra does)
 still gets its trace finished, at the path given relative to where recording
 started, and the diagnosis after its traceback: the recorder reopened its row
@@ -29,6 +34,7 @@ Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
 import os
 import unittest
+import zipfile
 
 import gtutil
 
@@ -200,3 +206,48 @@ class Symlink(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+APP_MAIN = r'''
+import sys
+
+import helper
+import torch
+
+print("argv", sys.argv, "path0", sys.path[0])
+x = torch.ones(3, requires_grad=True)
+(torch.sigmoid(x) * helper.SCALE).sum().backward()
+print("grad", x.grad.tolist())
+'''
+
+
+class DirAndZip(unittest.TestCase):
+    """app/__main__.py importing app/helper.py, run as app and as app.zip."""
+
+    def setUp(self):
+        self.d = os.path.join(gtutil.tmpdir(), "dirzip")
+        os.makedirs(os.path.join(self.d, "app"), exist_ok=True)
+        os.makedirs(os.path.join(self.d, "nomain"), exist_ok=True)
+        files = {"__main__.py": APP_MAIN, "helper.py": "SCALE = 3\n"}
+        with zipfile.ZipFile(os.path.join(self.d, "app.zip"), "w") as z:
+            for name, text in files.items():
+                with open(os.path.join(self.d, "app", name), "w") as f:
+                    f.write(text)
+                z.writestr(name, text)
+
+    def test_runs_as_python3_runs_it(self):
+        for target in ("app", "app.zip"):
+            plain = gtutil.run_plain(target, cwd=self.d)
+            trace, cp = gtutil.record(target, cwd=self.d)
+            self.assertEqual(plain.returncode, 0, plain.stderr)
+            self.assertIn("path0 %s" % os.path.join(self.d, target), plain.stdout)
+            self.assertEqual(cp.stdout, plain.stdout, target)
+            db = gtutil.connect(os.path.join(self.d, trace))
+            self.assertEqual(gtutil.one(db, "SELECT count(*) FROM backward_calls"), 1)
+
+    def test_directory_without_main_refused(self):
+        plain = gtutil.run_plain("nomain", cwd=self.d)
+        _, cp = gtutil.record("nomain", cwd=self.d, expect_fail=True)
+        self.assertNotEqual(plain.returncode, 0)
+        self.assertEqual(cp.returncode, 2)
+        self.assertEqual(cp.stderr.strip(), "gradtrace: cannot run script nomain: no __main__.py in it")

@@ -22,6 +22,7 @@ import runpy
 import signal
 import sys
 import types
+import zipfile
 
 import gradtrace
 from gradtrace import _pin, _report
@@ -186,8 +187,13 @@ def main(argv):
             return 2
     else:
         path = os.path.abspath(script)
-        # as python3: the directory of the file a symlinked script links to
-        sys.path[0] = os.path.dirname(os.path.realpath(path))
+        if os.path.isdir(path) or zipfile.is_zipfile(path):
+            # as python3 dir/ or app.zip: the path itself first on sys.path
+            # (runpy puts it there) and the runner's directory not at all
+            del sys.path[0]
+        else:
+            # as python3: the directory of the file a symlinked script links to
+            sys.path[0] = os.path.dirname(os.path.realpath(path))
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest,
                               keep_last=opts["keep_last"],
