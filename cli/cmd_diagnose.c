@@ -659,47 +659,61 @@ static char **findings_docs(qdb *db, int *rc, const gt_findings *fs)
     return docs;
 }
 
+/* A finding's identity and its place, for sorting. */
+typedef struct keyed {
+    const char *key;
+    size_t at;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
 /* Identical findings as one: findings that say the same thing (the same
  * identity, gt_finding_key_sql: an RNN's weight saved by the node of every
  * time step, all changed by the same write) are kept once, at the first's
  * place, as the one marked first to fail if one of them is, with
- * "repeats" (how many) and "nodes" (their node ids). *n shrinks; the docs
- * dropped are freed. */
+ * "repeats" (how many) and "nodes" (their node ids); a finding said once
+ * is left as it is. *n shrinks; the docs dropped are freed. */
 static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
 {
-    char **keys = calloc(*n ? *n : 1, sizeof *keys);
-    size_t *group = calloc(*n ? *n : 1, sizeof *group), kept = 0, n0 = *n;
-    if (!keys || !group) {
+    size_t n0 = *n, kept = 0;
+    char **keys = calloc(n0 ? n0 : 1, sizeof *keys);
+    size_t *lead = calloc(n0 ? n0 : 1, sizeof *lead); /* its group's first */
+    keyed *by = calloc(n0 ? n0 : 1, sizeof *by);
+    if (!keys || !lead || !by) {
         *rc = GT_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < *n && !*rc; i++)
+    for (size_t i = 0; i < n0 && !*rc; i++)
         if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
             *rc = GT_ESQL;
-    for (size_t i = 0; i < *n && !*rc; i++) {
-        size_t g = i;
-        for (size_t j = 0; j < i && g == i; j++)
-            if (group[j] == j && !strcmp(keys[j], keys[i]))
-                g = j;
-        group[i] = g;
-    }
-    for (size_t i = 0; i < *n && !*rc; i++) {
-        if (group[i] != i)
+    /* sorted by key, then place: each run of one key is a group, led by its
+     * first finding */
+    for (size_t i = 0; i < n0 && !*rc; i++)
+        by[i] = (keyed){keys[i], i};
+    if (!*rc)
+        qsort(by, n0, sizeof *by, cmp_keyed);
+    for (size_t r = 0, e; r < n0 && !*rc; r = e) {
+        size_t i = by[r].at, count = 0, pick = i;
+        for (e = r; e < n0 && !strcmp(by[e].key, by[r].key); e++)
+            lead[by[e].at] = i;
+        if (e - r == 1)
             continue;
-        size_t count = 0, pick = i;
         gt_strbuf ids = GT_STRBUF_INIT;
         gt_strbuf_add(&ids, "[", 1);
-        for (size_t j = i; j < *n && !*rc; j++) {
-            if (group[j] != i)
-                continue;
+        for (size_t k = r; k < e && !*rc; k++) {
+            size_t j = by[k].at;
             char *ftf = qtext(db, rc, "SELECT ?1 ->> '$.first_to_fail'", "s", docs[j]);
             char *id = qtext(db, rc, "SELECT ?1 -> '$.node.id'", "s", docs[j]);
             if (ftf && !strcmp(ftf, "1"))
                 pick = j;
-            gt_strbuf_addf(&ids, "%s%s", count ? "," : "", id ? id : "null");
+            gt_strbuf_addf(&ids, "%s%s", count++ ? "," : "", id ? id : "null");
             free(ftf);
             free(id);
-            count++;
         }
         gt_strbuf_add(&ids, "]", 1);
         char *one = NULL;
@@ -717,8 +731,8 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
     }
     if (*rc)
         goto out;
-    for (size_t i = 0; i < *n; i++) {
-        if (group[i] == i)
+    for (size_t i = 0; i < n0; i++) {
+        if (lead[i] == i)
             docs[kept++] = docs[i];
         else
             free(docs[i]);
@@ -728,7 +742,8 @@ out:
     for (size_t i = 0; keys && i < n0; i++)
         free(keys[i]);
     free(keys);
-    free(group);
+    free(lead);
+    free(by);
 }
 
 /* ---- text -------------------------------------------------------------- */

@@ -186,6 +186,59 @@ static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
     return cls->len > 0;
 }
 
+/* The one line of the user's file (that of the innermost user frame of
+ * `stack`) that builds an nn.`cls` with inplace=True ("nn.Dropout(0.5,
+ * inplace=True)"), read from the source file: its number, and the file
+ * into file (as the trace names it, relative to the working directory
+ * below it); 0 if there is none or more than one. */
+static int64_t built_at(gt__dctx *c, int64_t stack, const char *cls, gt_strbuf *file)
+{
+    gt_loc l;
+    int64_t found = 0, no = 0;
+    gt_strbuf call = GT_STRBUF_INIT;
+    gt_strbuf_reset(file);
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return 0;
+    gt_strbuf_addf(&call, "%s(", cls);
+    FILE *fp = l.file && !call.oom ? fopen(l.file, "r") : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    while (fp && getline(&line, &cap, fp) >= 0) {
+        no++;
+        gt__py_strip_comment(line); /* a comment builds nothing */
+        const char *p = strstr(line, S(call));
+        if (!p || (p > line && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                                (p[-1] >= 'A' && p[-1] <= 'Z'))))
+            continue;
+        if (!strstr(p, "inplace=True"))
+            continue;
+        if (found) {
+            found = 0;
+            break; /* two: which one is not known */
+        }
+        found = no;
+    }
+    if (fp)
+        fclose(fp);
+    free(line);
+    if (found) {
+        gt__dx_stack_loc(c, stack, file, NULL, NULL);
+        char *colon = file->p ? strrchr(file->p, ':') : NULL;
+        if (colon) { /* "path:line" -> "path" */
+            *colon = 0;
+            file->len = (size_t)(colon - file->p);
+        }
+    }
+    if (call.oom)
+        c->oom = 1;
+    gt_strbuf_release(&call);
+    gt_loc_release(&l);
+    return found;
+}
+
 /* The out-of-place form of every line that wrote the saved tensor, each
  * line once, into t->oop: "`a = a / (k)`" for one line, "`a = a / (k)`,
  * and at f.py:21 `b = b / (k)`" for several (every write has to go for
@@ -607,23 +660,35 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
         gt__dx_stack_loc(c, o->stack, &t->where, NULL, NULL);
         where = S(t->where);
         if (!is_activation_inplace(o->name) && inplace_module(c, o->stack, &t->act))
-            /* a module built with inplace=True whose op is no activation's
-             * (nn.Dropout's mul_) */
+        /* a module built with inplace=True whose op is no activation's
+         * (nn.Dropout's mul_) */
+        {
+            int64_t at = built_at(c, o->stack, S(t->act), &t->mcode);
             return set_suggestion(
                 c, f,
                 "use inplace=False: the nn.%s called%s%s was built with "
-                "inplace=True, so its %s overwrote %s, which the backward needs; "
-                "build it with inplace=False (nn.%s(..., inplace=False))",
-                S(t->act), where[0] ? " at " : "", where, o->name, nm, S(t->act));
+                "inplace=True%s%s%s%.0lld, so its %s overwrote %s, which the backward "
+                "needs; build it with inplace=False (nn.%s(..., inplace=False))",
+                S(t->act), where[0] ? " at " : "", where, at ? " at " : "",
+                at ? S(t->mcode) : "", at ? ":" : "", (long long)at, o->name,
+                name[0] ? name : "the tensor it saved", S(t->act));
+        }
         if (is_activation_inplace(o->name)) {
+            /* the layer's class and the line that built it, when a module
+             * ran it */
+            int64_t at = inplace_module(c, o->stack, &t->clone)
+                             ? built_at(c, o->stack, S(t->clone), &t->mcode)
+                             : 0;
             out_of_place(o->name, &t->act);
             return set_suggestion(
                 c, f,
                 "use inplace=False: the in-place %s%s%s overwrote %s, "
                 "which the backward needs; build the layer with "
-                "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
+                "inplace=False (e.g. nn.ReLU(inplace=False)%s%s%s%s%s%.0lld) or call the "
                 "out-of-place torch.%s",
-                o->name, where[0] ? " at " : "", where, nm, S(t->act));
+                o->name, where[0] ? " at " : "", where, nm, at ? ": the nn." : "",
+                at ? S(t->clone) : "", at ? " built at " : "", at ? S(t->mcode) : "",
+                at ? ":" : "", (long long)at, S(t->act));
         }
     }
     for (size_t i = 0; i < f->n_mutations; i++) {

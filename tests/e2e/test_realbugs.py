@@ -187,7 +187,9 @@ CASES = {
     "dropout_inplace_6": dict(
         kind="inplace_invalidated_saved", saved="return self.main(x)",
         mutations=[("return self.main(x)", 1)], matches=True,
-        fix="use inplace=False: the nn.Dropout called at", fixed="dropout_inplace_6_fixed"),
+        fix="use inplace=False: the nn.Dropout called at",
+        fix_lines=[("built with inplace=True at", "nn.Dropout(dropout, inplace=True)")],
+        fixed="dropout_inplace_6_fixed"),
     # four border writes into a ReLU's output: one clone before the first
     "att_border_9": dict(
         kind="inplace_invalidated_saved", names=["att"], saved="att = torch.relu(self.conv(x))",
