@@ -317,8 +317,8 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
     free(head);
     char *saved = jtext(db,
                         "SELECT (?1 ->> '$.node.name') || ' saved ' ||"
-                        " (?1 ->> '$.saved.slot') || ' at version ' ||"
-                        " (?1 ->> '$.saved.saved_version')",
+                        " (?1 ->> '$.saved.slot') || coalesce(' at version ' ||"
+                        " (?1 ->> '$.saved.saved_version'), ', freed since')",
                         g->doc, oom);
     if (!saved)
         return;
