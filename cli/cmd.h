@@ -43,6 +43,11 @@ int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines /* 
                       size_t *n /* OUT */);
 void gt_diagnose_notes_free(char **lines, size_t n);
 
+/* SQL (one parameter: a finding's JSON document, one row, one column) giving
+ * the finding's identity: what its text says, without row ids. Two findings
+ * with the same identity say the same thing (cmd_common.c). */
+extern const char gt_finding_key_sql[];
+
 /* What a command needs before it can run (gt_command.needs). */
 enum {
     GT_CMD_TRACE = 1 << 0, /* a trace opened with gt_trace_open */

@@ -5,6 +5,22 @@
 
 #include "cmd.h"
 
+/* The identity of a finding: what it says, without the trace's own row ids
+ * (node, tensor and event numbers differ between ranks, and between the
+ * nodes of a loop unrolled in one forward). */
+const char gt_finding_key_sql[] =
+    "SELECT json_array(f ->> '$.kind', f -> '$.node.name', f -> '$.node.location',"
+    " f -> '$.saved.slot', f -> '$.saved.names', f -> '$.saved.dtype', f -> "
+    "'$.saved.shape',"
+    " f -> '$.saved.saved_version', f -> '$.saved.version_at_backward',"
+    " (SELECT json_group_array(json_array(m.value ->> '$.op', m.value -> '$.location',"
+    "   m.value -> '$.names', m.value -> '$.version_after'))"
+    "  FROM json_each(f, '$.mutations') m),"
+    " f -> '$.backward.index', f -> '$.backward.location', f -> '$.freed_by.index',"
+    " f -> '$.leaf', f -> '$.location', f ->> '$.suggestion',"
+    " f -> '$.view.expression', f -> '$.view.origin.location')"
+    " FROM (SELECT ?1 AS f)";
+
 const gt_command gt_commands[] = {
     {"record", gt_cmd_record, 0, "run a Python script and record its autograd activity"},
     {"diagnose", gt_cmd_diagnose, GT_CMD_TRACE,

@@ -283,22 +283,28 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
         int64_t sid = stack ? strtoll(stack, NULL, 10) : m->stack;
         char *loc = sid ? loc_json(db, rc, sid) : NULL;
         char *names = names_json(db, rc, m->tensor);
-        char *one =
-            qtext(db, rc,
-                  "SELECT json_object('seq', CASE WHEN ?1 = 0 THEN NULL ELSE ?1 END, "
-                  "'op', (SELECT s.text FROM ops o JOIN strings s "
-                  "ON s.id = o.name WHERE o.seq = ?1), 'version_after', CASE WHEN ?2 < 0 "
-                  "THEN NULL "
-                  "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
-                  "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE "
-                  "WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
-                  "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-                  "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN "
-                  "'true' "
-                  "ELSE 'false' END))",
-                  "iissiii", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
-                  /* a swap recorded at its `.data =` line: a write with no op */
-                  (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP));
+        /* written through a view: its base's names, apart from its own */
+        char *base =
+            qtext(db, rc, "SELECT alias_of FROM tensors WHERE id = ?1", "i", m->tensor);
+        char *base_names = base ? names_json(db, rc, strtoll(base, NULL, 10)) : NULL;
+        char *one = qtext(
+            db, rc,
+            "SELECT json_object('seq', CASE WHEN ?1 = 0 THEN NULL ELSE ?1 END, "
+            "'op', (SELECT s.text FROM ops o JOIN strings s "
+            "ON s.id = o.name WHERE o.seq = ?1), 'version_after', CASE WHEN ?2 < 0 "
+            "THEN NULL "
+            "ELSE ?2 END, 'location', json(?3), 'names', json(coalesce(?4, '[]')), "
+            "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE "
+            "WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
+            "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN "
+            "'true' "
+            "ELSE 'false' END), 'view_of', json(?8))",
+            "iissiiis", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
+            /* a swap recorded at its `.data =` line: a write with no op */
+            (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP), base_names);
+        free(base);
+        free(base_names);
         free(stack);
         free(loc);
         free(names);
@@ -536,7 +542,8 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         "   WHERE st.seq = ?7), 'tensor', ?8,"
         "   'dtype', (SELECT s.text FROM tensors t JOIN strings s ON s.id = t.dtype"
         "   WHERE t.id = ?8), 'shape', json((SELECT shape FROM tensors WHERE id = ?8)),"
-        "   'names', json(coalesce(?9, '[]')), 'saved_version', ?10,"
+        "   'names', json(coalesce(?9, '[]')), 'saved_version', CASE WHEN ?10 < 0 THEN"
+        "   NULL ELSE ?10 END,"
         "   'version_at_backward', CASE WHEN ?11 < 0 THEN NULL ELSE ?11 END) END,"
         " 'mutations', json(?12),"
         " 'suggestion', ?13,"
@@ -554,8 +561,10 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         " 'location', json(?18))",
         "ssisisiisiissiisisss", gt_finding_kind_name(f->kind), tf(f->first_to_fail),
         f->backward, bw_loc, f->node, node_loc, f->saved_seq, f->tensor, saved_names,
-        f->saved_version, f->version_at_backward, muts, f->suggestion,
-        (int64_t)f->matches_error, f->other_backward, other_loc,
+        /* a freed graph's buffers are gone: no version is read of them */
+        f->kind == GT_FINDING_BACKWARD_TWICE ? (int64_t)-1 : f->saved_version,
+        f->version_at_backward, muts, f->suggestion, (int64_t)f->matches_error,
+        f->other_backward, other_loc,
         f->kind == GT_FINDING_LEAF_INPLACE ? f->tensor : (int64_t)0, where, f->name,
         f->written);
     if (out && f->error_seq && f->matches_error == 1 && f->tensor) {
@@ -648,6 +657,93 @@ static char **findings_docs(qdb *db, int *rc, const gt_findings *fs)
             *rc = GT_ESQL;
     }
     return docs;
+}
+
+/* A finding's identity and its place, for sorting. */
+typedef struct keyed {
+    const char *key;
+    size_t at;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Identical findings as one: findings that say the same thing (the same
+ * identity, gt_finding_key_sql: an RNN's weight saved by the node of every
+ * time step, all changed by the same write) are kept once, at the first's
+ * place, as the one marked first to fail if one of them is, with
+ * "repeats" (how many) and "nodes" (their node ids); a finding said once
+ * is left as it is. *n shrinks; the docs dropped are freed. */
+static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
+{
+    size_t n0 = *n, kept = 0;
+    char **keys = calloc(n0 ? n0 : 1, sizeof *keys);
+    size_t *lead = calloc(n0 ? n0 : 1, sizeof *lead); /* its group's first */
+    keyed *by = calloc(n0 ? n0 : 1, sizeof *by);
+    if (!keys || !lead || !by) {
+        *rc = GT_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n0 && !*rc; i++)
+        if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
+            *rc = GT_ESQL;
+    /* sorted by key, then place: each run of one key is a group, led by its
+     * first finding */
+    for (size_t i = 0; i < n0 && !*rc; i++)
+        by[i] = (keyed){keys[i], i};
+    if (!*rc)
+        qsort(by, n0, sizeof *by, cmp_keyed);
+    for (size_t r = 0, e; r < n0 && !*rc; r = e) {
+        size_t i = by[r].at, count = 0, pick = i;
+        for (e = r; e < n0 && !strcmp(by[e].key, by[r].key); e++)
+            lead[by[e].at] = i;
+        if (e - r == 1)
+            continue;
+        gt_strbuf ids = GT_STRBUF_INIT;
+        gt_strbuf_add(&ids, "[", 1);
+        for (size_t k = r; k < e && !*rc; k++) {
+            size_t j = by[k].at;
+            char *ftf = qtext(db, rc, "SELECT ?1 ->> '$.first_to_fail'", "s", docs[j]);
+            char *id = qtext(db, rc, "SELECT ?1 -> '$.node.id'", "s", docs[j]);
+            if (ftf && !strcmp(ftf, "1"))
+                pick = j;
+            gt_strbuf_addf(&ids, "%s%s", count++ ? "," : "", id ? id : "null");
+            free(ftf);
+            free(id);
+        }
+        gt_strbuf_add(&ids, "]", 1);
+        char *one = NULL;
+        if (ids.oom)
+            *rc = GT_ENOMEM;
+        else if (!*rc)
+            one =
+                qtext(db, rc, "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', json(?3))",
+                      "sis", docs[pick], (int64_t)count, gt_strbuf_str(&ids));
+        gt_strbuf_release(&ids);
+        if (one) {
+            free(docs[i]);
+            docs[i] = one;
+        }
+    }
+    if (*rc)
+        goto out;
+    for (size_t i = 0; i < n0; i++) {
+        if (lead[i] == i)
+            docs[kept++] = docs[i];
+        else
+            free(docs[i]);
+    }
+    *n = kept;
+out:
+    for (size_t i = 0; keys && i < n0; i++)
+        free(keys[i]);
+    free(keys);
+    free(lead);
+    free(by);
 }
 
 /* ---- text -------------------------------------------------------------- */
@@ -932,6 +1028,16 @@ static const char *names_text(jdoc *d, const char *key)
     return out;
 }
 
+/* "own, a view of base", terminal-safe, malloc'd; NULL when out of memory. */
+static char *view_label(const char *own, const char *base)
+{
+    gt_strbuf b = GT_STRBUF_INIT;
+    gt_strbuf_addf(&b, "%s, a view of %s", own, base);
+    char *out = b.oom ? NULL : gt_term_text(gt_strbuf_str(&b));
+    gt_strbuf_release(&b);
+    return out;
+}
+
 /* key + suffix into buf. */
 static const char *sub(char *buf, size_t n, const char *key, const char *suffix)
 {
@@ -1055,6 +1161,17 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     }
     fprintf(o, "%s  %s[%s%s]%s\n", st->reset, st->dim, kind,
             !strcmp(ftf, "1") ? ", first to fail" : "", st->reset);
+    const char *rep = jx(d, "$.repeats");
+    if (rep[0] && strcmp(rep, "1") != 0) {
+        if (node[0])
+            fprintf(o,
+                    "    %-11s %s times: %s %s nodes made at this line, the same finding "
+                    "for each (one shown)\n",
+                    "repeated", rep, rep, node);
+        else
+            fprintf(o, "    %-11s %s times, the same each time (one shown)\n", "repeated",
+                    rep);
+    }
 
     int at_op = strncmp(kind, "view_", 5) == 0 || !strcmp(kind, "leaf_inplace") ||
                 !strcmp(kind, "unexplained");
@@ -1098,9 +1215,10 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     }
     if (!at_op) {
         print_loc(o, d, st, cwd, "saved at", "$.node.location");
-        fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s) at version %s\n", "", node,
-                st->bold, slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names,
-                dtype, shape, sv);
+        fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s)%s%s\n", "", node, st->bold,
+                slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names, dtype,
+                shape,
+                sv[0] ? " at version " : ", freed since: the graph holds it no more", sv);
         if (jx(d, "$.node.inner_location")[0])
             print_loc(o, d, st, cwd, "used inside", "$.node.inner_location");
     }
@@ -1118,6 +1236,11 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         const char *op = jt(d, sub(k, sizeof k, key, ".op"));
         const char *ver = jt(d, sub(k, sizeof k, key, ".version_after"));
         const char *mn = names_text(d, sub(k, sizeof k, key, ".names"));
+        /* through a view with a name of its own: "v, a view of x" */
+        const char *own = jt(d, sub(k, sizeof k, key, ".names[0]"));
+        const char *vb = jt(d, sub(k, sizeof k, key, ".view_of[0]"));
+        if (own[0] && vb[0] && strcmp(own, vb) != 0)
+            mn = jkeep(d, view_label(own, vb));
         if (!prev || strcmp(prev, mloc) != 0)
             print_loc(o, d, st, cwd,
                       !strcmp(kind, "silent_storage_write") ? "written at"
@@ -1300,6 +1423,7 @@ int gt_cmd_diagnose(int argc, char **argv)
     qdb db = {0};
     char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
          **docs = NULL;
+    size_t ndocs = 0; /* docs' count: the findings', less the merged ones */
 
     optind = 0;
     opterr = 0;
@@ -1364,8 +1488,11 @@ int gt_cmd_diagnose(int argc, char **argv)
         goto out;
     }
     docs = findings_docs(&db, &rc, fs);
+    ndocs = fs->n;
     if (!rc)
-        fjson = join_array(&rc, docs, fs->n);
+        merge_same(&db, &rc, docs, &ndocs);
+    if (!rc)
+        fjson = join_array(&rc, docs, ndocs);
     ejson = error_json(&db, &rc);
     if (!rc)
         ojson = outside_json(&db, &rc, (int64_t)backward);
@@ -1407,7 +1534,7 @@ int gt_cmd_diagnose(int argc, char **argv)
         gt_diagnose_notes_free(cnote, ncnote);
         if (prc == 0)
             prc = print_text(m, &db, st, path, t, gt_strbuf_str(&broken), ejson, doc,
-                             docs, fs->n);
+                             docs, ndocs);
         if (m && fclose(m) != 0)
             prc = -1;
         if (prc != 0) {
@@ -1434,7 +1561,7 @@ out:
     free(ejson);
     free(ojson);
     free(cjson);
-    free_items(docs, fs ? fs->n : 0);
+    free_items(docs, ndocs);
     gt_findings_free(fs);
     gt_strbuf_release(&broken);
     gt_trace_close(t);

@@ -201,20 +201,6 @@ static int diagnose_child(const char *path, long long backward, char **out, int 
     return *out ? 0 : -1;
 }
 
-/* The identity of a finding across ranks: what it says, without the trace's
- * own row ids (node, tensor and event numbers differ between ranks). */
-static const char key_sql[] =
-    "SELECT json_array(f ->> '$.kind', f -> '$.node.name', f -> '$.node.location',"
-    " f -> '$.saved.slot', f -> '$.saved.names', f -> '$.saved.dtype', f -> "
-    "'$.saved.shape',"
-    " f -> '$.saved.saved_version', f -> '$.saved.version_at_backward',"
-    " (SELECT json_group_array(json_array(m.value ->> '$.op', m.value -> '$.location',"
-    "   m.value -> '$.names', m.value -> '$.version_after'))"
-    "  FROM json_each(f, '$.mutations') m),"
-    " f -> '$.backward.index', f -> '$.backward.location', f -> '$.freed_by.index',"
-    " f -> '$.leaf', f -> '$.location', f ->> '$.suggestion')"
-    " FROM (SELECT ?1 AS f)";
-
 typedef struct group {
     char *key;
     char *doc; /* one finding's JSON (the first rank's) */
@@ -331,8 +317,8 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
     free(head);
     char *saved = jtext(db,
                         "SELECT (?1 ->> '$.node.name') || ' saved ' ||"
-                        " (?1 ->> '$.saved.slot') || ' at version ' ||"
-                        " (?1 ->> '$.saved.saved_version')",
+                        " (?1 ->> '$.saved.slot') || coalesce(' at version ' ||"
+                        " (?1 ->> '$.saved.saved_version'), ', freed since')",
                         g->doc, oom);
     if (!saved)
         return;
@@ -523,7 +509,7 @@ int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
             any_error = 1;
     }
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, key_sql, -1, &kst, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, gt_finding_key_sql, -1, &kst, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db,
                            "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
                            -1, &fst, NULL) != SQLITE_OK) {

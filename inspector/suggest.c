@@ -86,14 +86,14 @@ static int set_suggestion(gt__dctx *c, gt_finding *f, const char *fmt, ...)
  * released there; an allocation that failed in any of them fails the
  * diagnosis (c->oom). */
 typedef struct sg {
-    gt_strbuf name, mname, where, code, mwhere, mcode, oop, act;
+    gt_strbuf name, mname, where, code, mwhere, mcode, oop, act, clone;
     gt__opinfo o;
 } sg;
 
 static void sg_release(gt__dctx *c, sg *t)
 {
-    gt_strbuf *all[] = {&t->name,   &t->mname, &t->where, &t->code,
-                        &t->mwhere, &t->mcode, &t->oop,   &t->act};
+    gt_strbuf *all[] = {&t->name,  &t->mname, &t->where, &t->code, &t->mwhere,
+                        &t->mcode, &t->oop,   &t->act,   &t->clone};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i]->oom)
             c->oom = 1;
@@ -153,6 +153,92 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
     return yes;
 }
 
+/* The torch.nn module built with inplace=True inside which the op at
+ * `stack` ran (nn.Dropout, nn.ReLU, nn.Hardtanh, ...: its forward passes
+ * self.inplace on), its class name ("Dropout") into cls (emptied first); 0
+ * if the op ran in none. */
+static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
+{
+    sqlite3_stmt *st = NULL;
+    gt_strbuf_reset(cls);
+    int s = sqlite3_prepare_v2(
+        c->db,
+        "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
+        " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 64)"
+        " SELECT substr(fn.text, 1, length(fn.text) - 8) FROM up"
+        " JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+        " JOIN strings sf ON sf.id = f.file JOIN strings fn ON fn.id = f.function"
+        " JOIN strings sc ON sc.id = f.code WHERE sf.text LIKE '%/torch/nn/modules/%'"
+        " AND fn.text LIKE '%_.forward' AND instr(sc.text, 'self.inplace') > 0"
+        " ORDER BY up.d LIMIT 1",
+        -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, stack);
+        const char *name;
+        if ((s = sqlite3_step(st)) == SQLITE_ROW &&
+            (name = gt_column_text(st, 0, &c->oom)) != NULL)
+            gt_strbuf_adds(cls, name);
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    if (cls->oom)
+        c->oom = 1;
+    return cls->len > 0;
+}
+
+/* The one line of the user's file (that of the innermost user frame of
+ * `stack`) that builds an nn.`cls` with inplace=True ("nn.Dropout(0.5,
+ * inplace=True)"), read from the source file: its number, and the file
+ * into file (as the trace names it, relative to the working directory
+ * below it); 0 if there is none or more than one. */
+static int64_t built_at(gt__dctx *c, int64_t stack, const char *cls, gt_strbuf *file)
+{
+    gt_loc l;
+    int64_t found = 0, no = 0;
+    gt_strbuf call = GT_STRBUF_INIT;
+    gt_strbuf_reset(file);
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return 0;
+    gt_strbuf_addf(&call, "%s(", cls);
+    FILE *fp = l.file && !call.oom ? fopen(l.file, "r") : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    while (fp && getline(&line, &cap, fp) >= 0) {
+        no++;
+        gt__py_strip_comment(line); /* a comment builds nothing */
+        const char *p = strstr(line, S(call));
+        if (!p || (p > line && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                                (p[-1] >= 'A' && p[-1] <= 'Z'))))
+            continue;
+        if (!strstr(p, "inplace=True"))
+            continue;
+        if (found) {
+            found = 0;
+            break; /* two: which one is not known */
+        }
+        found = no;
+    }
+    if (fp)
+        fclose(fp);
+    free(line);
+    if (found) {
+        gt__dx_stack_loc(c, stack, file, NULL, NULL);
+        char *colon = file->p ? strrchr(file->p, ':') : NULL;
+        if (colon) { /* "path:line" -> "path" */
+            *colon = 0;
+            file->len = (size_t)(colon - file->p);
+        }
+    }
+    if (call.oom)
+        c->oom = 1;
+    gt_strbuf_release(&call);
+    gt_loc_release(&l);
+    return found;
+}
+
 /* The out-of-place form of every line that wrote the saved tensor, each
  * line once, into t->oop: "`a = a / (k)`" for one line, "`a = a / (k)`,
  * and at f.py:21 `b = b / (k)`" for several (every write has to go for
@@ -204,6 +290,56 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
         gt_strbuf_release(all[i]);
     }
     gt__dx_op_release(&o);
+}
+
+/* The clone() alternative to an out-of-place rewrite, said with where it
+ * goes, into out: "`x = x.clone()` after f.py:16" when the line that
+ * saved x assigns it (a clone there leaves the saved tensor alone, and
+ * every view taken later is a view of the clone), else "`v = v.clone()`
+ * before f.py:20" for the one line that writes it (mn: its variable),
+ * else "" (several lines, no name: nowhere one clone fits). */
+static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const char *mn,
+                     gt_strbuf *out)
+{
+    gt_strbuf where = GT_STRBUF_INIT, code = GT_STRBUF_INIT;
+    sqlite3_stmt *st = NULL;
+    gt_strbuf_reset(out);
+    int s = name[0] && f->node
+                ? sqlite3_prepare_v2(c->db,
+                                     "SELECT coalesce(o.stack, 0) FROM nodes n "
+                                     "JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
+                                     -1, &st, NULL)
+                : SQLITE_DONE;
+    if (st) {
+        sqlite3_bind_int64(st, 1, f->node);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW)
+            gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &where, &code, NULL);
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    if (S(where)[0] && gt__py_assigns(S(code), name)) {
+        gt_strbuf_addf(out, "`%s = %s.clone()` after %s", name, name, S(where));
+    } else if (mn[0] && f->n_mutations) {
+        int one = 1;
+        gt__opinfo o;
+        memset(&o, 0, sizeof o);
+        o.name = "";
+        gt_strbuf_reset(&where);
+        for (size_t i = 0; i < f->n_mutations && one; i++) {
+            gt__dx_load_op(c, f->mutations[i].seq, &o);
+            gt__dx_stack_loc(c, o.stack, &code, NULL, NULL);
+            if (!i)
+                gt_strbuf_adds(&where, S(code));
+            one = S(code)[0] && !strcmp(S(code), S(where));
+        }
+        gt__dx_op_release(&o);
+        if (one)
+            gt_strbuf_addf(out, "`%s = %s.clone()` before %s", mn, mn, S(where));
+    }
+    if (where.oom || code.oom)
+        c->oom = 1;
+    gt_strbuf_release(&where);
+    gt_strbuf_release(&code);
 }
 
 /* 1 if node `node` was made by an op of the line "file:line" `where`. */
@@ -347,6 +483,120 @@ static int suggest_detach_carried(gt__dctx *c, gt_finding *f, const char *code,
         code, where, why);
 }
 
+/* The one target a line assigns as a whole, a name or an attribute path
+ * ("self.scale" of "self.scale = torch.exp(w)"), into name (emptied
+ * first); "" if the line is no such assignment. */
+static void assigned_name(const char *code, gt_strbuf *name)
+{
+    gt_strbuf_reset(name);
+    while (*code == ' ' || *code == '\t')
+        code++;
+    size_t n = 0;
+    while (code[n] == '_' || code[n] == '.' || (code[n] >= 'a' && code[n] <= 'z') ||
+           (code[n] >= 'A' && code[n] <= 'Z') || (n && code[n] >= '0' && code[n] <= '9'))
+        n++;
+    const char *p = code + n;
+    while (*p == ' ')
+        p++;
+    if (n && code[0] != '.' && code[n - 1] != '.' && p[0] == '=' && p[1] != '=')
+        gt_strbuf_add(name, code, n);
+}
+
+/* A tensor with a graph, made before the earlier backward call (event
+ * seq `before`) and taken again, with grad mode on, by an op between that
+ * call and the failing one (`until`): the new loss reuses it, so its
+ * backward goes on into a graph the earlier call freed (a value computed
+ * once before the loop, or in __init__; log-probabilities kept from an
+ * earlier update). The one whose graph reaches node `node` (the freed
+ * one) if any, else the first. Its name into name (may be ""), the
+ * "file:line" and function of the line that made it into where and fn,
+ * the names of the leaves its graph leads to (", "-joined, at most 4) into
+ * leaves. 0 if there is none. */
+static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node,
+                        gt_strbuf *name, gt_strbuf *where, gt_strbuf *fn,
+                        gt_strbuf *leaves)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t pick = 0, pick_stack = 0, pick_node = 0;
+    gt_strbuf_reset(name);
+    gt_strbuf_reset(where);
+    gt_strbuf_reset(fn);
+    gt_strbuf_reset(leaves);
+    int s = sqlite3_prepare_v2(
+        c->db,
+        "SELECT a.tensor, coalesce((SELECT stack FROM ops WHERE seq = t.created_by), 0),"
+        " (SELECT min(n.node) FROM node_outputs n WHERE n.tensor = a.tensor),"
+        " ?3 IN (WITH RECURSIVE r(id) AS (SELECT (SELECT min(n.node) FROM node_outputs n"
+        "  WHERE n.tensor = a.tensor) UNION SELECT e.next FROM edges e"
+        "  JOIN r ON e.node = r.id WHERE e.next IS NOT NULL LIMIT 100000) SELECT id FROM "
+        "r)"
+        " FROM op_args a JOIN ops o ON o.seq = a.op JOIN tensors t ON t.id = a.tensor"
+        " WHERE a.role = 0 AND a.op > ?1 AND a.op < ?2 AND o.grad_mode = 1"
+        " AND o.phase != 1 AND t.created_by < ?1 AND EXISTS (SELECT 1 FROM node_outputs n"
+        " WHERE n.tensor = a.tensor) ORDER BY a.op, a.pos LIMIT 64",
+        -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, before);
+        sqlite3_bind_int64(st, 2, until);
+        sqlite3_bind_int64(st, 3, node);
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            int reaches = sqlite3_column_int(st, 3);
+            if (!pick || reaches) {
+                pick = sqlite3_column_int64(st, 0);
+                pick_stack = sqlite3_column_int64(st, 1);
+                pick_node = sqlite3_column_int64(st, 2);
+            }
+            if (reaches)
+                break;
+        }
+        if (s == SQLITE_DONE)
+            s = SQLITE_OK;
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!pick)
+        return 0;
+    gt__dx_first_name(c, pick, name);
+    gt__dx_stack_loc(c, pick_stack, where, fn, NULL);
+    if (!S(*name)[0])
+        assigned_name(S(*fn), name); /* `self.scale = torch.exp(...)` */
+    gt_strbuf_reset(fn);
+    gt_loc l;
+    int r = gt_trace_loc(c->t, pick_stack, &l);
+    if (r == GT_ENOMEM)
+        c->oom = 1;
+    if (r == 1 && l.function)
+        gt_strbuf_adds(fn, l.function);
+    gt_loc_release(&l);
+    s = sqlite3_prepare_v2(
+        c->db,
+        "WITH RECURSIVE r(id) AS (SELECT ?1 UNION SELECT e.next FROM edges e"
+        " JOIN r ON e.node = r.id WHERE e.next IS NOT NULL LIMIT 100000)"
+        " SELECT DISTINCT n.variable FROM r JOIN nodes n ON n.id = r.id"
+        " WHERE n.variable IS NOT NULL ORDER BY n.variable LIMIT 4",
+        -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        gt_strbuf one = GT_STRBUF_INIT;
+        sqlite3_bind_int64(st, 1, pick_node);
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            gt__dx_first_name(c, sqlite3_column_int64(st, 0), &one);
+            if (S(one)[0])
+                gt_strbuf_addf(leaves, "%s%s", leaves->len ? ", " : "", S(one));
+        }
+        if (s == SQLITE_DONE)
+            s = SQLITE_OK;
+        if (one.oom)
+            c->oom = 1;
+        gt_strbuf_release(&one);
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    if (name->oom || where->oom || fn->oom || leaves->oom)
+        c->oom = 1;
+    return 1;
+}
+
 /* The one integer `sql` gives for ?1 = a and ?2 = b, 0 if none. */
 static int64_t int_of(gt__dctx *c, const char *sql, int64_t a, int64_t b)
 {
@@ -409,15 +659,36 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
         gt__dx_load_op(c, f->mutations[i].seq, o);
         gt__dx_stack_loc(c, o->stack, &t->where, NULL, NULL);
         where = S(t->where);
+        if (!is_activation_inplace(o->name) && inplace_module(c, o->stack, &t->act))
+        /* a module built with inplace=True whose op is no activation's
+         * (nn.Dropout's mul_) */
+        {
+            int64_t at = built_at(c, o->stack, S(t->act), &t->mcode);
+            return set_suggestion(
+                c, f,
+                "use inplace=False: the nn.%s called%s%s was built with "
+                "inplace=True%s%s%s%.0lld, so its %s overwrote %s, which the backward "
+                "needs; build it with inplace=False (nn.%s(..., inplace=False))",
+                S(t->act), where[0] ? " at " : "", where, at ? " at " : "",
+                at ? S(t->mcode) : "", at ? ":" : "", (long long)at, o->name,
+                name[0] ? name : "the tensor it saved", S(t->act));
+        }
         if (is_activation_inplace(o->name)) {
+            /* the layer's class and the line that built it, when a module
+             * ran it */
+            int64_t at = inplace_module(c, o->stack, &t->clone)
+                             ? built_at(c, o->stack, S(t->clone), &t->mcode)
+                             : 0;
             out_of_place(o->name, &t->act);
             return set_suggestion(
                 c, f,
                 "use inplace=False: the in-place %s%s%s overwrote %s, "
                 "which the backward needs; build the layer with "
-                "inplace=False (e.g. nn.ReLU(inplace=False)) or call the "
+                "inplace=False (e.g. nn.ReLU(inplace=False)%s%s%s%s%s%.0lld) or call the "
                 "out-of-place torch.%s",
-                o->name, where[0] ? " at " : "", where, nm, S(t->act));
+                o->name, where[0] ? " at " : "", where, nm, at ? ": the nn." : "",
+                at ? S(t->clone) : "", at ? " built at " : "", at ? S(t->mcode) : "",
+                at ? ":" : "", (long long)at, S(t->act));
         }
     }
     for (size_t i = 0; i < f->n_mutations; i++) {
@@ -442,12 +713,31 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                 where[0] ? " at " : "", where, name[0] ? name : "a parameter");
         }
         if (step) {
+            /* where the forward saved it and which backward() needs it:
+             * with two optimizers (a GAN's, an actor's and a critic's) the
+             * step belongs after that backward(), or the forward after the
+             * step */
+            gt_strbuf_reset(&t->mwhere);
+            gt_strbuf_reset(&t->mcode);
+            gt__dx_stack_loc(c,
+                             int_of(c,
+                                    "SELECT o.stack FROM nodes n JOIN ops o ON o.seq = "
+                                    "n.op WHERE n.id = ?1",
+                                    f->node, 0),
+                             &t->mwhere, NULL, NULL);
+            gt__dx_stack_loc(c,
+                             int_of(c, "SELECT stack FROM backward_calls WHERE id = ?1",
+                                    f->backward, 0),
+                             &t->mcode, NULL, NULL);
+            const char *fwd = S(t->mwhere), *bw = S(t->mcode);
             return set_suggestion(
                 c, f,
                 "move optimizer.step() after the last backward() that uses "
                 "this graph, or recompute the forward after the step: the "
-                "step%s%s updated %s in place after the forward saved it",
-                where[0] ? " at " : "", where, name[0] ? name : "a parameter");
+                "step%s%s updated %s in place after the forward%s%s saved it%s%s%s",
+                where[0] ? " at " : "", where, name[0] ? name : "a parameter",
+                fwd[0] ? " at " : "", fwd, bw[0] ? ", and the backward() at " : "", bw,
+                bw[0] ? " needs it" : "");
         }
     }
     /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
@@ -485,12 +775,36 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                 "clone())`), or write the result into a new tensor",
                 mn, mwhere, mn, mn, o->name, mn);
         if (no_method ||
-            (!oop[0] && (!strcmp(meth, "index_put") || !strcmp(meth, "masked_fill"))))
+            (!oop[0] && (!strcmp(meth, "index_put") || !strcmp(meth, "masked_fill")))) {
+            /* the copy is of the variable the first writing line changes,
+             * bound before that line: every later write then goes to it */
+            size_t room = strlen(S(t->mcode)) + 1;
+            char *target = malloc(room);
+            if (!target)
+                return gt__dx_nomem(c);
+            gt__py_target(S(t->mcode), target, room);
+            rc = mwhere[0]
+                     ? set_suggestion(c, f,
+                                      "modify a copy: %s = %s.clone() before %s, the "
+                                      "first line that writes it (%s), or build the "
+                                      "new value out of place (e.g. torch.where)",
+                                      target[0] ? target : mn, target[0] ? target : mn,
+                                      mwhere, o->name)
+                     : set_suggestion(c, f,
+                                      "modify a copy: %s = %s.clone() before the "
+                                      "assignment (%s), or build the new value out of "
+                                      "place (e.g. torch.where)",
+                                      mn, mn, o->name);
+            free(target);
+            return rc;
+        }
+        clone_at(c, f, name, mn, &t->clone);
+        if (oop[0] && t->clone.len)
             return set_suggestion(c, f,
-                                  "modify a copy: %s = %s.clone() before the assignment "
-                                  "(%s), or build the new value out of place (e.g. "
-                                  "torch.where)",
-                                  mn, mn, o->name);
+                                  "replace the in-place %s%s%s by its out-of-place form: "
+                                  "`%s`, or clone it once: %s",
+                                  o->name, mwhere[0] ? " at " : "", mwhere, oop,
+                                  S(t->clone));
         if (oop[0])
             return set_suggestion(c, f,
                                   "replace the in-place %s%s%s by its out-of-place form: "
@@ -516,6 +830,85 @@ static void raising_code(gt__dctx *c, const gt_finding *f, gt_strbuf *where,
 {
     gt__dx_stack_loc(c, f->stack, where, code, NULL);
     trim_code(code);
+}
+
+/* Indentation of a line: its leading spaces and tabs. */
+static size_t indent_len(const char *l)
+{
+    return strspn(l, " \t");
+}
+
+/* The lines right after the one at `stack` that change the same variable
+ * in place (gt__py_target) at the same indentation, up to the first that
+ * does not: the run stopped at the first, so they never ran, and a fix of
+ * that line alone stops at the next. Read from the source file, as long as
+ * it still holds the recorded line there. Each is appended to `more` as
+ * "; <code>" (comment and indentation cut); returns the last one's line
+ * number, 0 if none. Out of memory sets c->oom. */
+static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
+{
+    gt_loc l;
+    int64_t last = 0;
+    gt_strbuf_reset(more);
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return 0;
+    FILE *fp = l.file && l.code && l.line > 0 ? fopen(l.file, "r") : NULL;
+    char *line = NULL, *target = NULL, *t2 = NULL;
+    size_t cap = 0, ind = 0;
+    int64_t no = 0;
+    ssize_t n;
+    while (fp && (n = getline(&line, &cap, fp)) >= 0) {
+        no++;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (no < l.line)
+            continue;
+        if (no == l.line) {
+            const char *a = line + indent_len(line), *b = l.code + indent_len(l.code);
+            size_t na = strlen(a), nb = strlen(b);
+            while (na && (a[na - 1] == ' ' || a[na - 1] == '\t'))
+                na--;
+            while (nb && (b[nb - 1] == ' ' || b[nb - 1] == '\t'))
+                nb--;
+            if (na != nb || strncmp(a, b, na) != 0)
+                break; /* the file changed since the run */
+            ind = indent_len(line);
+            if (!(target = malloc(strlen(line) + 1))) {
+                c->oom = 1;
+                break;
+            }
+            gt__py_target(line, target, strlen(line) + 1);
+            if (!target[0])
+                break;
+            continue;
+        }
+        if (indent_len(line) != ind)
+            break;
+        char *grown = realloc(t2, strlen(line) + 1);
+        if (!grown) {
+            c->oom = 1;
+            break;
+        }
+        t2 = grown;
+        gt__py_target(line, t2, strlen(line) + 1);
+        if (strcmp(t2, target) != 0)
+            break;
+        gt__py_strip_comment(line);
+        gt_strbuf_addf(more, "; %s", line + ind);
+        last = no;
+    }
+    if (more->oom)
+        c->oom = 1;
+    if (fp)
+        fclose(fp);
+    free(line);
+    free(target);
+    free(t2);
+    gt_loc_release(&l);
+    return last;
 }
 
 /* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
@@ -649,14 +1042,23 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
      * to make the update invisible to autograd. */
     if (gt__py_is_attribute(name) || (f->written && gt__py_is_attribute(f->written)) ||
         strstr(code, "self.")) {
+        int64_t last = code[0] ? writes_after(c, f->stack, &t->mcode) : 0;
         if (strstr(name, "embed") && strchr(code, '['))
             return set_suggestion(
                 c, f,
                 "initialise the parameter under torch.no_grad(): `with "
-                "torch.no_grad(): %s`; for a padding row, nn.Embedding("
+                "torch.no_grad(): %s%s`%s%s%s%.0lld; for a padding row, nn.Embedding("
                 "..., padding_idx=PAD) zeroes it and keeps its gradient "
                 "at zero",
-                code[0] ? code : "...");
+                code[0] ? code : "...", S(t->mcode), last ? " in place of lines " : "",
+                last ? S(t->where) : "", last ? "-" : "", (long long)last);
+        if (last)
+            return set_suggestion(
+                c, f,
+                "change the parameter under torch.no_grad(), as "
+                "optimizers and nn.init do, on every line that writes it: "
+                "`with torch.no_grad(): %s%s` in place of lines %s-%lld",
+                code, S(t->mcode), S(t->where), (long long)last);
         return set_suggestion(c, f,
                               "change the parameter under torch.no_grad(), as optimizers "
                               "and nn.init do: `with torch.no_grad(): %s`",
@@ -689,6 +1091,15 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
                               "new value out of place (e.g. torch.where)",
                               nm, nm, src);
     }
+    int64_t last = code[0] ? writes_after(c, f->stack, &t->mcode) : 0;
+    if (last)
+        return set_suggestion(
+            c, f,
+            "wrap the updates in `with torch.no_grad():` (as optimizers "
+            "do), every line that writes it: `with torch.no_grad(): %s%s` "
+            "in place of lines %s-%lld, or change a copy instead: %s = "
+            "%s.clone() before them",
+            code, S(t->mcode), S(t->where), (long long)last, nm, nm);
     return set_suggestion(
         c, f,
         "wrap the update in `with torch.no_grad():` (as optimizers do): "
@@ -952,6 +1363,34 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
                 "earlier "
                 "iteration's graph alive and fail once the optimizer changes the "
                 "weights it saved)");
+        if (reused_graph(c, backward_seq(c, f->other_backward),
+                         backward_seq(c, f->backward), f->node, &t->name, &t->mcode,
+                         &t->act, &t->clone)) {
+            /* a new loss, through a value made before the earlier backward */
+            const char *rn = S(t->name), *made = S(t->mcode), *mfn = S(t->act);
+            const char *lv = S(t->clone);
+            size_t k = strlen(mfn);
+            int init = k >= 9 && !strcmp(mfn + k - 9, ".__init__");
+            gt_strbuf_reset(&t->oop);
+            if (rn[0] && made[0])
+                gt_strbuf_addf(&t->oop, "`%s = %s.detach()` after %s, or ", rn, rn, made);
+            gt_strbuf_reset(&t->mwhere);
+            if (init)
+                gt_strbuf_adds(&t->mwhere, "compute it in forward(), not in __init__()");
+            else if (made[0])
+                gt_strbuf_addf(&t->mwhere, "move %s into the loop", made);
+            return set_suggestion(
+                c, f,
+                "the new loss reuses %s, made%s%s before the backward()%s%s freed its "
+                "graph: make it again for each backward()%s%s%s or, if no gradient "
+                "should "
+                "flow back through it%s%s, make it without a graph (%sunder "
+                "torch.no_grad()); retain_graph=True would backpropagate into the old "
+                "graph again, and fail once the optimizer changes what it saved",
+                rn[0] ? rn : "a value with a graph", made[0] ? " at " : "", made,
+                where[0] ? " at " : "", where, t->mwhere.len ? " (" : "", S(t->mwhere),
+                t->mwhere.len ? ")" : "", lv[0] ? " to " : "", lv, S(t->oop));
+        }
         if (where[0] && !strcmp(where, S(t->mwhere)))
             return set_suggestion(
                 c, f,

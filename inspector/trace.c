@@ -898,7 +898,11 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
     return rc;
 }
 
-/* The names of tensor ?1, in order (see gt_trace_names). */
+/* The names of tensor ?1, in order (see gt_trace_names). A tensor sharing
+ * its version counter that is a view of it or of one of its bases (its own
+ * views, its siblings) lends no name: a view's name is not the base's; nor
+ * is a name bound at the same event to the view and to a base of it (the
+ * base's: `v = x[:2]` seen with x's name on v too). */
 #define NAMES_SQL                                                                        \
     "WITH RECURSIVE base(id, depth) AS ("                                                \
     " SELECT ?1, 0 UNION ALL SELECT t.alias_of, base.depth + 1 FROM tensors t"           \
@@ -906,10 +910,16 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
     "), fam(id, rank) AS ("                                                              \
     " SELECT id, min(depth) FROM (SELECT id, depth FROM base UNION ALL"                  \
     " SELECT t.id, 1000 FROM tensors t WHERE t.version_counter ="                        \
-    " (SELECT version_counter FROM tensors WHERE id = ?1)) GROUP BY id) "                \
+    " (SELECT version_counter FROM tensors WHERE id = ?1) AND NOT EXISTS ("              \
+    "  WITH RECURSIVE up(id, depth) AS (SELECT t.alias_of, 1 UNION ALL"                  \
+    "  SELECT u.alias_of, up.depth + 1 FROM tensors u JOIN up ON u.id = up.id"           \
+    "  WHERE u.alias_of IS NOT NULL AND up.depth < 16)"                                  \
+    "  SELECT 1 FROM up JOIN base ON base.id = up.id)) GROUP BY id) "                    \
     "SELECT s.text, json_quote(s.text), min(fam.rank) FROM names n"                      \
     " JOIN fam ON fam.id = n.tensor"                                                     \
-    " JOIN strings s ON s.id = n.name GROUP BY s.text"                                   \
+    " JOIN strings s ON s.id = n.name WHERE NOT EXISTS (SELECT 1 FROM names n2"          \
+    "  JOIN base b2 ON b2.id = n2.tensor WHERE n2.seq = n.seq AND n2.name = n.name"      \
+    "  AND b2.depth > fam.rank AND fam.rank < 1000) GROUP BY s.text"                     \
     " ORDER BY min(fam.rank), min(n.seq)"
 
 /* each name, its JSON value (the elements of gt_trace_names_json) and its

@@ -174,7 +174,8 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack,
                           int64_t *out /* OUT */) GT_WARN_UNUSED;
 
 /* The variable names of a tensor: its own, its bases' (nearest first, at
- * most 16 views deep), then those of tensors sharing its version counter,
+ * most 16 views deep), then those of tensors sharing its version counter
+ * that are no view of it or of its bases (a view's name is not its base's),
  * each once, in binding order within a rank: *n strings at *out, owned by
  * the trace (read once per tensor, as the trace was then). 1 when there is
  * at least one. */

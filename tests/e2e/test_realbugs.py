@@ -128,8 +128,10 @@ CASES = {
         fix="`hidden = tuple(s.detach() for s in hidden)` after",
         fix_at="output, hidden = self.rnn(emb, hidden)", apply=True,
         fixed="lstm_repackage_42_fixed"),
-    # the same with retain_graph=True: the step is not what to move
+    # the same with retain_graph=True: the step is not what to move; the
+    # GRU's 4 time steps each saved the weight: one finding, said 4 times
     "rnn_hidden_retain_62": dict(
+        findings=1, repeats=4,
         kind="inplace_invalidated_saved", names=["rnn.weight_hh_l0"],
         saved="out, hx = rnn(x, hx)", mutations=[("opt.step()", 2)], matches=True,
         fix="`hx = hx.detach()` after", fix_at="out, hx = rnn(x, hx)", apply=True),
@@ -147,18 +149,87 @@ CASES = {
         view_origin="flat = inputs_embeds.view(", fix="`flat = flat.index_copy(0, row_idx, img)`",
         apply=True, fixed="embeds_index_copy_178_fixed"),
     # two writes through views of the ReLU's output: both lines rewritten
+    # the views' names are the views', not the saved base's; the clone
+    # alternative says where it goes
     "spline_slice_div_89": dict(
-        kind="inplace_invalidated_saved", names=["transform_params", "unnormalized_widths"],
+        kind="inplace_invalidated_saved", names=["transform_params"],
+        not_names=["unnormalized_widths", "unnormalized_heights", "unnormalized_derivatives"],
+        written_views=[("unnormalized_widths", "transform_params"),
+                       ("unnormalized_heights", "transform_params")],
+        alt=("transform_params = transform_params.clone()", "after",
+             "transform_params = transform_net("),
         saved="transform_params = transform_net(",
         mutations=[("unnormalized_widths /=", 1), ("unnormalized_heights /=", 2)],
         matches=True,
         fix="`unnormalized_heights = unnormalized_heights / (np.sqrt(hidden_features))`",
         apply="all", fixed="spline_slice_div_89_fixed"),
-    # the written column's leaf, not the one the right-hand side views
+    # the written column's leaf, not the one the right-hand side views; the
+    # next line writes it too (it never ran): no_grad covers both
     "weight_col_sub_14": dict(
         kind="leaf_inplace", names=["dense.weight"], raised="dense.weight[:, pos] -= ori_pred_emb",
         view_origin="dense.weight[:, pos] -= ori_pred_emb",
-        fix="`with torch.no_grad(): dense.weight[:, pos] -= ori_pred_emb * 1.0`"),
+        fix="`with torch.no_grad(): dense.weight[:, pos] -= ori_pred_emb * 1.0; "
+            "dense.weight[:, pos] += tgt_emb * 8.0` in place of lines", apply=True),
+    # --- reports added with the merge of identical findings ---
+    # `out = x` is no copy: four quadrant writes into out change x, which a
+    # convolution and the ReLU saved; the copy goes before the first write
+    "csb_alias_3": dict(
+        kind="inplace_invalidated_saved", names=["x", "out"], saved="down_b = drb(x)",
+        mutations=[("out[:, :, :h, :w] = f_all[:, :c]", 2),
+                   ("out[:, :, h:, :w] = f_all[:, c:2 * c]", 3),
+                   ("out[:, :, :h, w:] = f_all[:, 2 * c:3 * c]", 4),
+                   ("out[:, :, h:, w:] = f_all[:, 3 * c:]", 5)], matches=True,
+        fix="out = out.clone() before",
+        alt=("out = out.clone()", "before", "out[:, :, :h, :w] = f_all[:, :c]"),
+        fixed="csb_alias_3_fixed"),
+    # nn.Dropout(inplace=True) after nn.ReLU(): its mul_ is no activation's,
+    # the module is named from the stack
+    "dropout_inplace_6": dict(
+        kind="inplace_invalidated_saved", saved="return self.main(x)",
+        mutations=[("return self.main(x)", 1)], matches=True,
+        fix="use inplace=False: the nn.Dropout called at",
+        fix_lines=[("built with inplace=True at", "nn.Dropout(dropout, inplace=True)")],
+        fixed="dropout_inplace_6_fixed"),
+    # four border writes into a ReLU's output: one clone before the first
+    "att_border_9": dict(
+        kind="inplace_invalidated_saved", names=["att"], saved="att = torch.relu(self.conv(x))",
+        mutations=[("att[:, :, :, 0] = 0", 1), ("att[:, :, :, -1] = 0", 2),
+                   ("att[:, :, 0, :] = 0", 3), ("att[:, :, -1, :] = 0", 4)], matches=True,
+        fix="att = att.clone() before", alt=("att = att.clone()", "before", "att[:, :, :, 0] = 0"),
+        fixed="att_border_9_fixed"),
+    # a new loss each iteration, through a value made once (in __init__, or
+    # before the loop, or kept from an earlier update): not "move the loss
+    # into the loop"
+    "exp_param_init_13": dict(
+        kind="backward_twice", saved="self.length_scale = torch.exp(", freed_by="loss.backward()",
+        needed_by="loss.backward()", matches=True,
+        fix="the new loss reuses self.length_scale, made at",
+        fix2="compute it in forward(), not in __init__()", fixed="exp_param_init_13_fixed"),
+    "conv_outside_loop_109": dict(
+        kind="backward_twice", saved="data = to_input(raw)", freed_by="loss.backward()",
+        needed_by="loss.backward()", matches=True, fix="the new loss reuses data, made at",
+        alt=("data = data.detach()", "after", "data = to_input(raw)"),
+        fixed="conv_outside_loop_109_fixed"),
+    "reinforce_resample_151": dict(
+        kind="backward_twice", saved="policy.saved_log_probs.append(m.log_prob(action))",
+        freed_by="policy_loss.backward()", needed_by="policy_loss.backward()", matches=True,
+        fix="make it again for each backward()", fixed="reinforce_resample_151_fixed"),
+    # an actor's loss runs the critic; the critic's step comes first: the
+    # fix names the forward that saved it and the backward that needs it
+    "maddpg_order_27": dict(
+        kind="inplace_invalidated_saved", names=["critic.2.weight"],
+        saved="actor_loss = -critic(", mutations=[("critic_optim.step()", 2)], matches=True,
+        fix="move optimizer.step() after the last backward()",
+        fix_lines=[("after the forward at", "actor_loss = -critic("),
+                   ("and the backward() at", "actor_loss.backward()")],
+        fixed="maddpg_order_27_fixed"),
+    # detach() shares y's storage and version counter: written through it
+    "detach_clip_exp": dict(
+        kind="inplace_invalidated_saved", names=["y"], not_names=["shown"], saved="y = x.exp()",
+        mutations=[("shown[shown > 2] = 2", 1)], written_views=[("shown", "y")], matches=True,
+        fix="shown = shown.clone() before",
+        alt=("shown = shown.clone()", "before", "shown[shown > 2] = 2"),
+        fixed="detach_clip_exp_fixed"),
 }
 
 FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
@@ -166,7 +237,10 @@ FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
               "manual_sgd_779_fixed", "unbind_inplace_36608_fixed", "param_relu_503_fixed",
               "chunk_clamp_13_fixed", "rnn_hidden_twice_62_fixed", "softplus_slice_114505_fixed",
               "embeds_index_copy_178_fixed", "spline_slice_div_89_fixed",
-              "lstm_repackage_42_fixed"]
+              "lstm_repackage_42_fixed", "csb_alias_3_fixed", "dropout_inplace_6_fixed",
+              "att_border_9_fixed", "exp_param_init_13_fixed", "conv_outside_loop_109_fixed",
+              "reinforce_resample_151_fixed", "maddpg_order_27_fixed",
+              "detach_clip_exp_fixed"]
 
 
 def diagnose(trace):
@@ -175,9 +249,15 @@ def diagnose(trace):
     return cp.returncode, json.loads(cp.stdout)
 
 
+def first_way(suggestion):
+    """The suggestion's first fix, before its alternatives (", or ...")."""
+    return suggestion.split(", or ")[0]
+
+
 def apply_fix(name, suggestion):
     """The script's lines, the suggestion's first `code`, and the line it is
     about (named by `path:N` in the suggestion; None: the raising line)."""
+    suggestion = first_way(suggestion)
     code = re.findall(r"`([^`]+)`", suggestion)
     assert code, suggestion
     m = re.search(re.escape(name) + r"\.py:(\d+)", suggestion)
@@ -209,9 +289,33 @@ class RealBugs(unittest.TestCase):
         self.assertEqual(f["kind"], c["kind"], name)
         if "matches" in c:
             self.assertIs(f["matches_error"], c["matches"], name)
+        if "findings" in c:
+            self.assertEqual(len(d["findings"]), c["findings"], (name, d["findings"]))
+        if "repeats" in c:
+            self.assertEqual(f["repeats"], c["repeats"], name)
         names = (f.get("saved") or f.get("leaf") or f.get("view") or {}).get("names") or []
         for n in c.get("names", []):
             self.assertIn(n, names, (name, f))
+        for n in c.get("not_names", []):
+            self.assertNotIn(n, names, (name, f))
+        if "written_views" in c:
+            got = [(m["names"][0], (m.get("view_of") or [None])[0]) for m in f["mutations"]]
+            self.assertEqual(got, c["written_views"], name)
+        if f["kind"] == "backward_twice":  # a freed graph's version is not read
+            self.assertIsNone(f["saved"]["saved_version"], name)
+        if "alt" in c:  # the other fix: `code` after/before path:N, applied
+            code, how, at = c["alt"]
+            m = re.search("`?" + re.escape(code) + "`? " + how + r" \S*" + re.escape(name) +
+                          r"\.py:(\d+)", f["suggestion"])
+            self.assertTrue(m, f["suggestion"])
+            line = int(m.group(1))
+            self.assertEqual(line, line_of(name, at), f["suggestion"])
+            with open(path(name)) as fh:
+                lines = fh.read().split("\n")
+            old = lines[line - 1]
+            lines.insert(line if how == "after" else line - 1,
+                         old[:len(old) - len(old.lstrip())] + code)
+            self.run_applied(name, lines, code)
         if "saved" in c:
             self.assertEqual(f["node"]["location"]["line"], line_of(name, c["saved"]), name)
         if "mutations" in c:
@@ -228,6 +332,13 @@ class RealBugs(unittest.TestCase):
             self.assertEqual(f["backward"]["location"]["line"], line_of(name, c["needed_by"]))
         if "fix" in c:
             self.assertIn(c["fix"], f["suggestion"], name)
+        for what, code in c.get("fix_lines", []):  # "what path:N" names that line
+            m = re.search(re.escape(what) + r" \S*" + re.escape(name) + r"\.py:(\d+)",
+                          f["suggestion"])
+            self.assertTrue(m, (what, f["suggestion"]))
+            self.assertEqual(int(m.group(1)), line_of(name, code), f["suggestion"])
+        if "fix2" in c:
+            self.assertIn(c["fix2"], f["suggestion"], name)
         if "fix_at" in c:
             m = re.search(re.escape(name) + r"\.py:(\d+)", f["suggestion"])
             self.assertEqual(int(m.group(1)), line_of(name, c["fix_at"]), f["suggestion"])
@@ -239,7 +350,7 @@ class RealBugs(unittest.TestCase):
 
     def check_apply(self, name, c, f):
         if c["apply"] == "all":  # every `code` replaces the path:N before it
-            sugg = f["suggestion"]
+            sugg = first_way(f["suggestion"])
             at = [int(n) for n in re.findall(re.escape(name) + r"\.py:(\d+)", sugg)]
             codes = re.findall(r"`([^`]+)`", sugg)
             self.assertEqual(len(at), len(codes), sugg)
@@ -250,7 +361,14 @@ class RealBugs(unittest.TestCase):
                 lines[line - 1] = old[:len(old) - len(old.lstrip())] + code
             return self.run_applied(name, lines, codes)
         lines, code, line = apply_fix(name, f["suggestion"])
-        after = "` after " in f["suggestion"]
+        span = re.search(r"in place of lines \S*" + re.escape(name) + r"\.py:(\d+)-(\d+)",
+                         f["suggestion"])
+        if span:  # the code replaces lines N-M
+            a, b = int(span.group(1)), int(span.group(2))
+            old = lines[a - 1]
+            lines[a - 1:b] = [old[:len(old) - len(old.lstrip())] + code]
+            return self.run_applied(name, lines, code)
+        after = "` after " in first_way(f["suggestion"])
         if line is None:
             line = f["location"]["line"]
         old = lines[line - 1]
@@ -267,6 +385,22 @@ class RealBugs(unittest.TestCase):
             fh.write("\n".join(lines))
         cp = gtutil.run_plain(out)
         self.assertEqual(cp.returncode, 0, (name, code, cp.stderr))
+
+    def test_no_identical_findings(self):
+        """No two findings of a diagnosis say the same thing: what the text
+        shows, without row ids (those repeated are merged, with a count)."""
+        def said(f):
+            muts = [(m["op"], json.dumps(m["location"]), m["version_after"], m["names"])
+                    for m in f.get("mutations") or []]
+            return json.dumps([f["kind"], f.get("node") and f["node"]["name"],
+                               f.get("node") and f["node"]["location"],
+                               f.get("saved") and {k: f["saved"][k] for k in (
+                                   "slot", "names", "saved_version", "version_at_backward")},
+                               muts, f.get("backward") and f["backward"]["index"],
+                               f.get("location"), f.get("suggestion")], sort_keys=True)
+        for name in CASES:
+            keys = [said(f) for f in self.results[name][2]["findings"]]
+            self.assertEqual(len(keys), len(set(keys)), name)
 
     def test_fixed_variants_have_no_finding(self):
         for name in FIXED_ONLY:

@@ -1,0 +1,27 @@
+# Report: https://github.com/BierOne/bottom-up-attention-vqa/issues/6: the fix given in
+# the thread, nn.Dropout(dropout, inplace=False) (dropout_inplace_6.py otherwise).
+import torch
+import torch.nn as nn
+from torch.nn.utils import weight_norm
+
+
+class SimpleClassifier(nn.Module):
+    def __init__(self, in_dim, hid_dim, out_dim, dropout):
+        super().__init__()
+        layers = [
+            weight_norm(nn.Linear(in_dim, hid_dim), dim=None),
+            nn.ReLU(),
+            nn.Dropout(dropout, inplace=False),
+            weight_norm(nn.Linear(hid_dim, out_dim), dim=None),
+        ]
+        self.main = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.main(x)
+
+
+torch.manual_seed(0)
+classifier = SimpleClassifier(8, 16, 3, 0.5)
+logits = classifier(torch.randn(4, 8))
+loss = nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2, 0]))
+loss.backward()
