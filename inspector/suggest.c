@@ -186,6 +186,31 @@ static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
     return cls->len > 0;
 }
 
+/* Does `stack` pass through a frame of a file whose path is LIKE `like`
+ * (an optimizer's step runs under torch/optim/optimizer.py, a subclass's
+ * too)? */
+static int stack_through(gt__dctx *c, int64_t stack, const char *like)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    int s = sqlite3_prepare_v2(
+        c->db,
+        "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
+        " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < "
+        "256)"
+        " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
+        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE ?2 LIMIT 1",
+        -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, stack);
+        sqlite3_bind_text(st, 2, like, -1, SQLITE_STATIC);
+        found = (s = sqlite3_step(st)) == SQLITE_ROW;
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    return found;
+}
+
 /* The one line of the user's file (that of the innermost user frame of
  * `stack`) that builds an nn.`cls` with inplace=True ("nn.Dropout(0.5,
  * inplace=True)"), read from the source file: its number, and the file
@@ -696,8 +721,13 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
         gt__dx_stack_loc(c, o->stack, &t->where, &t->code, NULL);
         where = S(t->where);
         code = S(t->code);
+        /* an optimizer's step: its frames are under torch/optim (a
+         * subclass's step too, through Optimizer's wrapper); a _foreach_ op
+         * with no Python stack is taken for one. A _foreach_ op the user
+         * calls (an EMA's torch._foreach_lerp_) is an update by hand. */
         int foreach = strstr(o->name, "::_foreach_") != NULL;
-        int step = foreach || strstr(code, ".step(");
+        int step = strstr(code, ".step(") ||
+                   (o->stack ? stack_through(c, o->stack, "%/torch/optim/%") : foreach);
         if (!step && o->phase == GT_PHASE_OTHER &&
             gt__dx_leaf_of(c, f->mutations[i].tensor)) {
             /* a parameter changed by hand outside the optimizer (weight

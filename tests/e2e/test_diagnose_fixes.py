@@ -1,8 +1,9 @@
 """Suggestions that work: for each in-place mistake of
 tests/e2e/scenarios/diag_fixes.py (an in-place activation, an optimizer step
-between forward and backward, a parameter clipped by hand, backward twice, a
-constant updated in place, an assignment into a saved tensor, an in-place
-method with and without an out-of-place form, an augmented assignment),
+between forward and backward (a foreach one too), a parameter clipped or
+lerped by hand, backward twice, a constant updated in place, an assignment
+into a saved tensor, an in-place method with and without an out-of-place
+form, an augmented assignment),
 diagnose's suggestion is applied to a copy of the script, the way its text
 says, and the copy must run without the error. The fixes of the errors
 raised at the op and of unexplained errors are applied in
@@ -105,6 +106,15 @@ class Fixes(unittest.TestCase):
         self.check("clip", "inplace_invalidated_saved",
                    "move the in-place update of model.weight "
                    "(with torch.no_grad(): model.weight.clamp_(-0.1, 0.1) at ")
+
+    def test_foreach_optimizer_step(self):
+        # Adam(foreach=True) updates through _foreach_ ops under torch/optim
+        self.check("adam", "inplace_invalidated_saved", "move optimizer.step()")
+
+    def test_foreach_update_by_hand(self):
+        # an EMA's torch._foreach_lerp_ called by the script is no step
+        self.check("ema", "inplace_invalidated_saved",
+                   "(with torch.no_grad(): torch._foreach_lerp_(list(model.parameters()), ")
 
     def test_backward_twice(self):
         self.check("twice", "backward_twice", "retain_graph=True")

@@ -28,6 +28,19 @@ elif mode == "clip":
     loss = model(x).pow(2).sum()
     with torch.no_grad(): model.weight.clamp_(-0.1, 0.1)  # @mutate
     loss.backward()  # @backward
+elif mode == "adam":
+    model = nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1, foreach=True)
+    model(x).sum().backward()  # gradients to step with
+    loss = model(x).pow(2).sum()
+    opt.step()  # @mutate
+    loss.backward()  # @backward
+elif mode == "ema":
+    model = nn.Linear(3, 2)
+    ema = nn.Linear(3, 2).requires_grad_(False)
+    loss = model(x).pow(2).sum()
+    with torch.no_grad(): torch._foreach_lerp_(list(model.parameters()), list(ema.parameters()), 0.5)  # @mutate
+    loss.backward()  # @backward
 elif mode == "twice":
     y = x.exp()
     loss = y.sum()
