@@ -145,7 +145,8 @@ CASES = {
         kind="inplace_invalidated_saved", names=["b"],
         saved="b[:, 1] = torch.nn.Softplus()(b[:, 0])",
         mutations=[("b[:, 1] = torch.nn.Softplus()(b[:, 0])", 2)], matches=True,
-        fix="append .clone() to the argument it reads", fixed="softplus_slice_114505_fixed"),
+        fix="append .clone() to the argument it reads (`b[:, 0].clone()`)",
+        fixed="softplus_slice_114505_fixed"),
     # a leaf made by requires_grad_() that takes a value with a gradient:
     # no_grad would drop img's gradient
     "embeds_index_copy_178": dict(
@@ -247,7 +248,7 @@ CASES = {
     "recurrence_slice_36470": dict(
         kind="inplace_invalidated_saved", names=["f"], saved="f[i] = f[i - 1] * x",
         mutations=[("f[i] = f[i - 1] * x", 18), ("f[i] = 1 / (1.0 + torch.exp(-f[i]))", 19)],
-        matches=True, fix="append .clone() to the argument it reads",
+        matches=True, fix="append .clone() to the argument it reads (`f[i - 1].clone()`)",
         fixed="recurrence_slice_36470_fixed"),
     # `laterals[i - 1] += ...`: a ReLU's output, held in a list
     "fpn_laterals_4": dict(
@@ -260,7 +261,8 @@ CASES = {
     "sam_loss_accum_10": dict(
         kind="backward_twice", saved="return F.mse_loss(output[:, t], target[:, t])",
         freed_by="loss.backward()", needed_by=("loss.backward()", 2),
-        matches=True, fixed="sam_loss_accum_10_fixed"),
+        matches=True, fix="start a new sum for each backward(): `loss = 0` after",
+        fix_at="loss.backward()", apply=True, fixed="sam_loss_accum_10_fixed"),
 }
 
 FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
