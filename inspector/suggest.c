@@ -298,6 +298,13 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
         }
         gt__py_target(S(code), target, room);
         out_of_place_line(S(code), target[0] ? target : mn, &one);
+        if (!S(one)[0] && f->mutations[i].tensor == f->tensor) {
+            /* `laterals[i - 1] += y` wrote the saved tensor itself, not a
+             * view of it: the subscript is a list's (or a dict's), so
+             * binding a new tensor to it leaves the saved one alone */
+            gt__py_written(S(code), target, room);
+            out_of_place_line(S(code), target, &one);
+        }
         free(target);
         if (!S(one)[0]) {
             ok = 0;
@@ -351,16 +358,31 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
         memset(&o, 0, sizeof o);
         o.name = "";
         gt_strbuf_reset(&where);
+        gt_strbuf line = GT_STRBUF_INIT;
         for (size_t i = 0; i < f->n_mutations && one; i++) {
             gt__dx_load_op(c, f->mutations[i].seq, &o);
-            gt__dx_stack_loc(c, o.stack, &code, NULL, NULL);
+            gt__dx_stack_loc(c, o.stack, &code, i ? NULL : &line, NULL);
             if (!i)
                 gt_strbuf_adds(&where, S(code));
             one = S(code)[0] && !strcmp(S(code), S(where));
         }
         gt__dx_op_release(&o);
+        /* no name, but the line writes the saved tensor itself through an
+         * expression (`laterals[i - 1] += y`): that expression is rebound */
+        char *written = malloc(strlen(S(line)) + 1);
+        if (!written)
+            c->oom = 1;
+        else if (!name[0] && f->mutations[0].tensor == f->tensor)
+            gt__py_written(S(line), written, strlen(S(line)) + 1);
+        else
+            written[0] = 0;
+        const char *cn = written && written[0] ? written : mn;
         if (one)
-            gt_strbuf_addf(out, "`%s = %s.clone()` before %s", mn, mn, S(where));
+            gt_strbuf_addf(out, "`%s = %s.clone()` before %s", cn, cn, S(where));
+        free(written);
+        if (line.oom)
+            c->oom = 1;
+        gt_strbuf_release(&line);
     }
     if (where.oom || code.oom)
         c->oom = 1;

@@ -250,11 +250,15 @@ CASES = {
         mutations=[("f[i] = f[i - 1] * x", 18), ("f[i] = 1 / (1.0 + torch.exp(-f[i]))", 19)],
         matches=True, fix="append .clone() to the argument it reads (`f[i - 1].clone()`)",
         fixed="recurrence_slice_36470_fixed"),
-    # `laterals[i - 1] += ...`: a ReLU's output, held in a list
+    # `laterals[i - 1] += ...`: a ReLU's output, held in a list; the list's
+    # slot is rebound (a tensor's slice would not be)
     "fpn_laterals_4": dict(
         kind="inplace_invalidated_saved",
         saved="laterals = [conv(inputs[i]) for i, conv in enumerate(lateral_convs)]",
         mutations=[("laterals[i - 1] += F.interpolate(", 1)], matches=True,
+        fix="`laterals[i - 1] = laterals[i - 1] + (F.interpolate(", apply=True,
+        alt=("laterals[i - 1] = laterals[i - 1].clone()", "before",
+             "laterals[i - 1] += F.interpolate("),
         fixed="fpn_laterals_4_fixed"),
     # a sum of losses carried into the second pass: `loss += ...` adds onto
     # the sum the first backward() freed; the fix starts a new sum
