@@ -1,5 +1,6 @@
 /* The fix for each kind of finding, as one line of text; see
  * diagnose_int.h. */
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -297,6 +298,13 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
         }
         gt__py_target(S(code), target, room);
         out_of_place_line(S(code), target[0] ? target : mn, &one);
+        if (!S(one)[0] && f->mutations[i].tensor == f->tensor) {
+            /* `laterals[i - 1] += y` wrote the saved tensor itself, not a
+             * view of it: the subscript is a list's (or a dict's), so
+             * binding a new tensor to it leaves the saved one alone */
+            gt__py_written(S(code), target, room);
+            out_of_place_line(S(code), target, &one);
+        }
         free(target);
         if (!S(one)[0]) {
             ok = 0;
@@ -350,16 +358,31 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
         memset(&o, 0, sizeof o);
         o.name = "";
         gt_strbuf_reset(&where);
+        gt_strbuf line = GT_STRBUF_INIT;
         for (size_t i = 0; i < f->n_mutations && one; i++) {
             gt__dx_load_op(c, f->mutations[i].seq, &o);
-            gt__dx_stack_loc(c, o.stack, &code, NULL, NULL);
+            gt__dx_stack_loc(c, o.stack, &code, i ? NULL : &line, NULL);
             if (!i)
                 gt_strbuf_adds(&where, S(code));
             one = S(code)[0] && !strcmp(S(code), S(where));
         }
         gt__dx_op_release(&o);
+        /* no name, but the line writes the saved tensor itself through an
+         * expression (`laterals[i - 1] += y`): that expression is rebound */
+        char *written = malloc(strlen(S(line)) + 1);
+        if (!written)
+            c->oom = 1;
+        else if (!name[0] && f->mutations[0].tensor == f->tensor)
+            gt__py_written(S(line), written, strlen(S(line)) + 1);
+        else
+            written[0] = 0;
+        const char *cn = written && written[0] ? written : mn;
         if (one)
-            gt_strbuf_addf(out, "`%s = %s.clone()` before %s", mn, mn, S(where));
+            gt_strbuf_addf(out, "`%s = %s.clone()` before %s", cn, cn, S(where));
+        free(written);
+        if (line.oom)
+            c->oom = 1;
+        gt_strbuf_release(&line);
     }
     if (where.oom || code.oom)
         c->oom = 1;
@@ -536,10 +559,10 @@ static void assigned_name(const char *code, gt_strbuf *name)
  * one) if any, else the first. Its name into name (may be ""), the
  * "file:line" and function of the line that made it into where and fn,
  * the names of the leaves its graph leads to (", "-joined, at most 4) into
- * leaves. 0 if there is none. */
+ * leaves, that line's code into code. 0 if there is none. */
 static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node,
                         gt_strbuf *name, gt_strbuf *where, gt_strbuf *fn,
-                        gt_strbuf *leaves)
+                        gt_strbuf *leaves, gt_strbuf *code)
 {
     sqlite3_stmt *st = NULL;
     int64_t pick = 0, pick_stack = 0, pick_node = 0;
@@ -583,10 +606,9 @@ static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node
     if (!pick)
         return 0;
     gt__dx_first_name(c, pick, name);
-    gt__dx_stack_loc(c, pick_stack, where, fn, NULL);
+    gt__dx_stack_loc(c, pick_stack, where, code, NULL);
     if (!S(*name)[0])
-        assigned_name(S(*fn), name); /* `self.scale = torch.exp(...)` */
-    gt_strbuf_reset(fn);
+        assigned_name(S(*code), name); /* `self.scale = torch.exp(...)` */
     gt_loc l;
     int r = gt_trace_loc(c->t, pick_stack, &l);
     if (r == GT_ENOMEM)
@@ -620,6 +642,60 @@ static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node
     if (name->oom || where->oom || fn->oom || leaves->oom)
         c->oom = 1;
     return 1;
+}
+
+/* 1 if the line adds onto `name` in place ("loss += loss_t",
+ * "total -= x"), else 0. */
+static int accumulates(const char *code, const char *name)
+{
+    size_t n = strlen(name);
+    while (*code == ' ' || *code == '\t')
+        code++;
+    if (!n || strncmp(code, name, n))
+        return 0;
+    code += n;
+    while (*code == ' ')
+        code++;
+    return (code[0] == '+' || code[0] == '-') && code[1] == '=';
+}
+
+/* The subscript of `name` the right-hand side of an assignment reads
+ * ("f[i] = f[i - 1] * x" and "f" give "f[i - 1]") into buf, a buffer of
+ * strlen(code) + 1 bytes; "" if the line has none. */
+static void read_subscript(const char *code, const char *name, char *buf)
+{
+    size_t n = strlen(name);
+    const char *p = code;
+    buf[0] = 0;
+    for (int depth = 0; *p; p++) { /* the first top-level plain `=` */
+        if (*p == '[' || *p == '(')
+            depth++;
+        else if (*p == ']' || *p == ')')
+            depth--;
+        else if (*p == '=' && !depth && p[1] != '=' && p > code &&
+                 !strchr("=<>!+-*/%&|^@", p[-1]))
+            break;
+    }
+    if (!*p || !n)
+        return;
+    for (p++; (p = strstr(p, name)) != NULL; p += n) {
+        int before =
+            p > code && (isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.');
+        if (before || p[n] != '[')
+            continue;
+        const char *e = p + n;
+        int depth = 0;
+        do {
+            depth += *e == '[';
+            depth -= *e == ']';
+            e++;
+        } while (*e && depth);
+        if (depth)
+            return;
+        memcpy(buf, p, (size_t)(e - p));
+        buf[e - p] = 0;
+        return;
+    }
 }
 
 /* The one integer `sql` gives for ?1 = a and ?2 = b, 0 if none. */
@@ -793,17 +869,24 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
         if (!no_method)
             oop_of_writes(c, f, mn, t);
         const char *mwhere = S(t->mwhere), *oop = S(t->oop);
-        if (no_method && f->node && mwhere[0] && same_line_as_node(c, f->node, mwhere))
+        if (no_method && f->node && mwhere[0] && same_line_as_node(c, f->node, mwhere)) {
             /* `b[:, 1] = f(b[:, 0])`: the op saves a view of b and the
              * assignment writes b on one line, so no clone of b fits
              * between them: the op must read a copy. */
-            return set_suggestion(
+            char *view = malloc(strlen(S(t->mcode)) + 1);
+            if (!view)
+                return gt__dx_nomem(c);
+            read_subscript(S(t->mcode), mn, view);
+            rc = set_suggestion(
                 c, f,
                 "give the op that saved %s a copy: the line at %s passes "
                 "it a view of %s and writes its result into %s (%s), so "
-                "append .clone() to the argument it reads (`f(%s[...]."
-                "clone())`), or write the result into a new tensor",
-                mn, mwhere, mn, mn, o->name, mn);
+                "append .clone() to the argument it reads (`%s%s.clone()`), "
+                "or write the result into a new tensor",
+                mn, mwhere, mn, mn, o->name, view[0] ? view : mn, view[0] ? "" : "[...]");
+            free(view);
+            return rc;
+        }
         if (no_method ||
             (!oop[0] && (!strcmp(meth, "index_put") || !strcmp(meth, "masked_fill")))) {
             /* the copy is of the variable the first writing line changes,
@@ -1395,10 +1478,23 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
                 "weights it saved)");
         if (reused_graph(c, backward_seq(c, f->other_backward),
                          backward_seq(c, f->backward), f->node, &t->name, &t->mcode,
-                         &t->act, &t->clone)) {
+                         &t->act, &t->clone, &t->code)) {
             /* a new loss, through a value made before the earlier backward */
             const char *rn = S(t->name), *made = S(t->mcode), *mfn = S(t->act);
             const char *lv = S(t->clone);
+            if (where[0] && made[0] && accumulates(S(t->code), rn)) {
+                /* `loss += loss_t` goes on adding onto the sum the earlier
+                 * backward() backpropagated: the sum is what is reused */
+                trim_code(&t->code);
+                return set_suggestion(
+                    c, f,
+                    "start a new sum for each backward(): `%s = 0` after %s, the "
+                    "backward() that freed its graph; `%s` at %s adds each new "
+                    "loss onto the sum of the losses before it, so the next "
+                    "backward() goes back into their freed graph too "
+                    "(retain_graph=True would backpropagate those old losses again)",
+                    rn, where, S(t->code), made);
+            }
             size_t k = strlen(mfn);
             int init = k >= 9 && !strcmp(mfn + k - 9, ".__init__");
             gt_strbuf_reset(&t->oop);

@@ -28,11 +28,15 @@ def path(name):
 
 
 def line_of(name, code):
-    """1-based line of the first code line of script `name` containing `code`."""
+    """1-based line of the first code line of script `name` containing `code`
+    (a pair (code, n): the n-th such line)."""
+    code, n = code if isinstance(code, tuple) else (code, 1)
     with open(path(name)) as f:
         for i, l in enumerate(f, 1):
             if code in l and not l.lstrip().startswith("#"):
-                return i
+                n -= 1
+                if not n:
+                    return i
     raise AssertionError((name, code))
 
 
@@ -141,7 +145,8 @@ CASES = {
         kind="inplace_invalidated_saved", names=["b"],
         saved="b[:, 1] = torch.nn.Softplus()(b[:, 0])",
         mutations=[("b[:, 1] = torch.nn.Softplus()(b[:, 0])", 2)], matches=True,
-        fix="append .clone() to the argument it reads", fixed="softplus_slice_114505_fixed"),
+        fix="append .clone() to the argument it reads (`b[:, 0].clone()`)",
+        fixed="softplus_slice_114505_fixed"),
     # a leaf made by requires_grad_() that takes a value with a gradient:
     # no_grad would drop img's gradient
     "embeds_index_copy_178": dict(
@@ -230,6 +235,38 @@ CASES = {
         fix="shown = shown.clone() before",
         alt=("shown = shown.clone()", "before", "shown[shown > 2] = 2"),
         fixed="detach_clip_exp_fixed"),
+    # --- reports added by realbugs5 ---
+    # `x /= norm(x)`: the norm saved x, the division writes it, on one line
+    "owlvit_norm_div_24525": dict(
+        kind="inplace_invalidated_saved", names=["image_class_embeds"],
+        saved="image_class_embeds /= torch.linalg.norm(",
+        mutations=[("image_class_embeds /= torch.linalg.norm(", 1)], matches=True,
+        fix="`image_class_embeds = image_class_embeds / (torch.linalg.norm(", apply=True,
+        fixed="owlvit_norm_div_24525_fixed"),
+    # a recurrence written into rows of one preallocated tensor: each step's
+    # product saved the row before; the last step's is the first to fail
+    "recurrence_slice_36470": dict(
+        kind="inplace_invalidated_saved", names=["f"], saved="f[i] = f[i - 1] * x",
+        mutations=[("f[i] = f[i - 1] * x", 18), ("f[i] = 1 / (1.0 + torch.exp(-f[i]))", 19)],
+        matches=True, fix="append .clone() to the argument it reads (`f[i - 1].clone()`)",
+        fixed="recurrence_slice_36470_fixed"),
+    # `laterals[i - 1] += ...`: a ReLU's output, held in a list; the list's
+    # slot is rebound (a tensor's slice would not be)
+    "fpn_laterals_4": dict(
+        kind="inplace_invalidated_saved",
+        saved="laterals = [conv(inputs[i]) for i, conv in enumerate(lateral_convs)]",
+        mutations=[("laterals[i - 1] += F.interpolate(", 1)], matches=True,
+        fix="`laterals[i - 1] = laterals[i - 1] + (F.interpolate(", apply=True,
+        alt=("laterals[i - 1] = laterals[i - 1].clone()", "before",
+             "laterals[i - 1] += F.interpolate("),
+        fixed="fpn_laterals_4_fixed"),
+    # a sum of losses carried into the second pass: `loss += ...` adds onto
+    # the sum the first backward() freed; the fix starts a new sum
+    "sam_loss_accum_10": dict(
+        kind="backward_twice", saved="return F.mse_loss(output[:, t], target[:, t])",
+        freed_by="loss.backward()", needed_by=("loss.backward()", 2),
+        matches=True, fix="start a new sum for each backward(): `loss = 0` after",
+        fix_at="loss.backward()", apply=True, fixed="sam_loss_accum_10_fixed"),
 }
 
 FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
@@ -240,7 +277,9 @@ FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
               "lstm_repackage_42_fixed", "csb_alias_3_fixed", "dropout_inplace_6_fixed",
               "att_border_9_fixed", "exp_param_init_13_fixed", "conv_outside_loop_109_fixed",
               "reinforce_resample_151_fixed", "maddpg_order_27_fixed",
-              "detach_clip_exp_fixed"]
+              "detach_clip_exp_fixed", "owlvit_norm_div_24525_fixed",
+              "recurrence_slice_36470_fixed", "fpn_laterals_4_fixed",
+              "sam_loss_accum_10_fixed"]
 
 
 def diagnose(trace):
@@ -395,7 +434,8 @@ class RealBugs(unittest.TestCase):
             return json.dumps([f["kind"], f.get("node") and f["node"]["name"],
                                f.get("node") and f["node"]["location"],
                                f.get("saved") and {k: f["saved"][k] for k in (
-                                   "slot", "names", "saved_version", "version_at_backward")},
+                                   "slot", "names", "shape", "saved_version",
+                                   "version_at_backward")},
                                muts, f.get("backward") and f["backward"]["index"],
                                f.get("location"), f.get("suggestion")], sort_keys=True)
         for name in CASES:

@@ -1,0 +1,32 @@
+# Report: https://github.com/davda54/sam/issues/10 -- the fix: start the second pass's
+# sum from zero.
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+model = nn.Linear(6, 3)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+image, target = torch.randn(4, 6), torch.randn(4, 3)
+num_tasks = 3
+
+
+def get_loss(output, target, t):
+    return F.mse_loss(output[:, t], target[:, t])
+
+
+output = model(image)
+loss = 0
+for t in range(num_tasks):
+    loss_t = get_loss(output, target, t)
+    loss += loss_t
+optimizer.zero_grad()
+loss.backward()
+optimizer.step()
+output = model(image)
+loss = 0
+for t in range(num_tasks):
+    loss_t = get_loss(output, target, t)
+    loss += loss_t
+loss.backward()
+optimizer.step()
