@@ -321,18 +321,36 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
  * after "Backward"), the stack of the line that called it: the node's op
  * ran inside MyExp.forward, and the user wants the apply() line. 0 when
  * the node is not one, or no such frame is recorded. */
-static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t stack)
+/* The name of node `node` when it is a custom autograd Function's
+ * ("MyExpBackward", no digit after "Backward"), malloc'd; else NULL. */
+static char *custom_function_name(qdb *db, int *rc, int64_t node)
 {
     char *name = qtext(db, rc,
                        "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
                        "WHERE n.id = ?1",
                        "i", node);
     size_t n = name ? strlen(name) : 0;
-    int64_t out = 0;
     if (n <= 8 || strcmp(name + n - 8, "Backward") != 0) {
         free(name);
-        return 0;
+        return NULL;
     }
+    return name;
+}
+
+static int custom_function_node(qdb *db, int *rc, int64_t node)
+{
+    char *name = custom_function_name(db, rc, node);
+    free(name);
+    return name != NULL;
+}
+
+static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t stack)
+{
+    char *name = custom_function_name(db, rc, node);
+    size_t n = name ? strlen(name) : 0;
+    int64_t out = 0;
+    if (!name)
+        return 0;
     /* "NameBackward" -> "Name.forward" in place (both suffixes are 8 bytes),
      * as long as the class name is */
     char *fwd = name;
@@ -360,6 +378,32 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
         }
     }
     free(fwd);
+    return out;
+}
+
+/* For the node of a custom autograd Function whose forward ran an op at
+ * `inner`: the location of the one `save_for_backward(` line of the
+ * function `inner` is in, read from the source file while it still holds
+ * the recorded line (trace.h's gt_loc_find_in_function): save_for_backward
+ * is no op, so the trace does not have it. As loc_json gives one; NULL
+ * when no such line is found. */
+static char *save_call_json(qdb *db, int *rc, int64_t inner)
+{
+    gt_loc l;
+    int r = gt_trace_loc(db->t, inner, &l);
+    if (r < 0) {
+        *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+        return NULL;
+    }
+    char *code = NULL, *out = NULL;
+    int64_t line = r == 1 ? gt_loc_find_in_function(&l, "save_for_backward(", &code) : 0;
+    if (line < 0)
+        *rc = GT_ENOMEM;
+    else if (line > 0)
+        out = qtext(db, rc, "SELECT json_set(?1, '$.line', ?2, '$.code', ?3)", "sis",
+                    l.json, line, code);
+    free(code);
+    gt_loc_release(&l);
     return out;
 }
 
@@ -490,6 +534,7 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
     char *bw_stack = NULL, *bw_loc = NULL, *node_stack = NULL, *node_loc = NULL;
     char *saved_names = NULL, *muts = NULL, *other_loc = NULL, *other_stack = NULL;
     char *where = NULL, *out = NULL, *inner_loc = NULL;
+    int inner_saves = 0;
 
     if (f->backward) {
         bw_stack = qtext(db, rc, "SELECT stack FROM backward_calls WHERE id = ?1", "i",
@@ -509,13 +554,12 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         int64_t ns = node_stack ? strtoll(node_stack, NULL, 10) : 0;
         int64_t caller = custom_function_caller(db, rc, f->node, ns);
         node_loc = ns ? loc_json(db, rc, caller ? caller : ns) : NULL;
-        if (caller) {
-            inner_loc = loc_json(db, rc, ns);
-        } else if (ns) {
-            int64_t in = call_inner_stack(db, rc, f->node, f->tensor);
-            if (in)
-                inner_loc = loc_json(db, rc, in);
-        }
+        int64_t in = caller ? ns : ns ? call_inner_stack(db, rc, f->node, f->tensor) : 0;
+        if (in && custom_function_node(db, rc, f->node))
+            inner_loc = save_call_json(db, rc, in);
+        inner_saves = inner_loc != NULL;
+        if (in && !inner_loc)
+            inner_loc = loc_json(db, rc, in);
     }
     if (f->stack)
         where = loc_json(db, rc, f->stack);
@@ -594,9 +638,10 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         free(msg);
     }
     if (out && inner_loc) {
-        char *with =
-            qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))", "ss",
-                  out, inner_loc);
+        char *with = qtext(db, rc,
+                           "SELECT json_set(?1, '$.node.inner_location', json(?2),"
+                           " '$.node.inner_role', ?3)",
+                           "sss", out, inner_loc, inner_saves ? "saved" : "used");
         if (with) {
             free(out);
             out = with;
@@ -1220,7 +1265,10 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                 shape,
                 sv[0] ? " at version " : ", freed since: the graph holds it no more", sv);
         if (jx(d, "$.node.inner_location")[0])
-            print_loc(o, d, st, cwd, "used inside", "$.node.inner_location");
+            print_loc(o, d, st, cwd,
+                      strcmp(jt(d, "$.node.inner_role"), "saved") ? "used inside"
+                                                                  : "saved inside",
+                      "$.node.inner_location");
     }
 
     /* The writes, grouped by consecutive location (one pass over them). */
