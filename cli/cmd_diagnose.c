@@ -381,6 +381,40 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
     return out;
 }
 
+/* When the innermost user frame of `stack` is a function torch.compile
+ * runs (its caller a frame under torch/_dynamo/) and its recorded line is
+ * the function's first (a decorator or the def: TorchDynamo's code reports
+ * no line of the body, and the trace has none of the generated code's
+ * source comments): {"function", "call_location"} (that of the line that
+ * called it), malloc'd; else NULL. */
+static char *compiled_json(qdb *db, int *rc, int64_t stack)
+{
+    char *hit = qtext(
+        db, rc,
+        "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
+        " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL"
+        " AND up.d < 256)"
+        " SELECT s.parent || ' ' || fn.text FROM up JOIN stacks s ON s.id = up.id"
+        " JOIN frames f ON f.id = s.frame JOIN strings fn ON fn.id = f.function"
+        " JOIN strings sc ON sc.id = f.code JOIN stacks p ON p.id = s.parent"
+        " JOIN frames pf ON pf.id = p.frame JOIN strings sp ON sp.id = pf.file"
+        " WHERE s.frame = (SELECT user_frame FROM stacks WHERE id = ?1)"
+        " AND sp.text LIKE '%/torch/_dynamo/%' AND (ltrim(sc.text) LIKE '@%'"
+        " OR ltrim(sc.text) LIKE 'def %' OR ltrim(sc.text) LIKE 'async def %')"
+        " ORDER BY up.d LIMIT 1",
+        "i", stack);
+    char *out = NULL, *name = hit ? strchr(hit, ' ') : NULL;
+    if (name) {
+        char *call = loc_json(db, rc, strtoll(hit, NULL, 10));
+        out =
+            qtext(db, rc, "SELECT json_object('function', ?1, 'call_location', json(?2))",
+                  "ss", name + 1, call ? call : "null");
+        free(call);
+    }
+    free(hit);
+    return out;
+}
+
 /* For the node of a custom autograd Function whose forward ran an op at
  * `inner`: the location of the one `save_for_backward(` line of the
  * function `inner` is in, read from the source file while it still holds
@@ -535,6 +569,7 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
     char *saved_names = NULL, *muts = NULL, *other_loc = NULL, *other_stack = NULL;
     char *where = NULL, *out = NULL, *inner_loc = NULL;
     int inner_saves = 0;
+    char *compiled = NULL;
 
     if (f->backward) {
         bw_stack = qtext(db, rc, "SELECT stack FROM backward_calls WHERE id = ?1", "i",
@@ -554,6 +589,7 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         int64_t ns = node_stack ? strtoll(node_stack, NULL, 10) : 0;
         int64_t caller = custom_function_caller(db, rc, f->node, ns);
         node_loc = ns ? loc_json(db, rc, caller ? caller : ns) : NULL;
+        compiled = ns ? compiled_json(db, rc, caller ? caller : ns) : NULL;
         int64_t in = caller ? ns : ns ? call_inner_stack(db, rc, f->node, f->tensor) : 0;
         if (in && custom_function_node(db, rc, f->node))
             inner_loc = save_call_json(db, rc, in);
@@ -647,6 +683,14 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
             out = with;
         }
     }
+    if (out && compiled) {
+        char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.compiled', json(?2))",
+                           "ss", out, compiled);
+        if (with) {
+            free(out);
+            out = with;
+        }
+    }
     if (out) {
         char *full = finding_extra(db, rc, f, out);
         free(out);
@@ -660,6 +704,7 @@ out:
     free(node_stack);
     free(node_loc);
     free(inner_loc);
+    free(compiled);
     free(where);
     free(saved_names);
     free(muts);
@@ -1259,7 +1304,16 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         }
     }
     if (!at_op) {
-        print_loc(o, d, st, cwd, "saved at", "$.node.location");
+        const char *cfn = jt(d, "$.node.compiled.function");
+        if (cfn[0]) { /* not the decorator's line: one inside, not recorded */
+            fprintf(o,
+                    "    %-11s %s%s%s, compiled by torch.compile: %sits lines are not in "
+                    "the trace%s\n",
+                    "saved in", st->bold, cfn, st->reset, st->dim, st->reset);
+            print_loc(o, d, st, cwd, "called at", "$.node.compiled.call_location");
+        } else {
+            print_loc(o, d, st, cwd, "saved at", "$.node.location");
+        }
         fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s)%s%s\n", "", node, st->bold,
                 slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names, dtype,
                 shape,

@@ -236,6 +236,44 @@ class CustomFnSaved(unittest.TestCase):
                 f.write(src)
 
 
+class CompiledCall(unittest.TestCase):
+    """scenarios/diag_compile_bug.py: a tensor saved inside a torch.compile'd
+    function is never said to be saved at the decorator's line."""
+
+    SCRIPT = gtutil.scenario("diag_compile_bug.py")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.trace, _ = gtutil.record(cls.SCRIPT, expect_fail=True)
+        r = diagnose(cls.trace, "--json")
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        cls.doc = json.loads(r.stdout)
+        cls.text = diagnose(cls.trace).stdout
+
+    def test_saved_inside_the_compiled_function(self):
+        fs = [f for f in self.doc["findings"] if f["first_to_fail"]]
+        self.assertEqual(len(fs), 1, self.doc["findings"])
+        f = fs[0]
+        self.assertEqual(f["kind"], "inplace_invalidated_saved")
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                         [marker("mut", self.SCRIPT)])
+        self.assertNotIn("@torch.compile", self.text)
+        if "compiled" in f["node"]:  # TorchDynamo compiled it: no line inside is recorded
+            self.assertEqual(f["node"]["compiled"]["function"], "block", f)
+            self.assertEqual(f["node"]["compiled"]["call_location"]["line"],
+                             marker("call", self.SCRIPT), f)
+            self.assertRegex(self.text, r"saved in +block, compiled by torch.compile: its lines"
+                                        r" are not in the trace\n"
+                                        r" +called at +\S*diag_compile_bug.py:%d"
+                             % marker("call", self.SCRIPT))
+        else:  # it ran eagerly (dispatch): the line inside
+            self.assertEqual(f["node"]["location"]["line"], marker("save", self.SCRIPT), f)
+            self.assertRegex(self.text, r"saved at +\S*diag_compile_bug.py:%d +in block"
+                             % marker("save", self.SCRIPT))
+        # the engine adapter records dynamo's compiled frame, dispatch the eager run
+        self.assertEqual("compiled" in f["node"], gtutil.adapter() == "engine", f)
+
+
 class Outside(unittest.TestCase):
     """gradtrace.record() opened between forward and backward."""
 
