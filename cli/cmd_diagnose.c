@@ -768,6 +768,24 @@ static int cmp_keyed(const void *a, const void *b)
  * place, as the one marked first to fail if one of them is, with
  * "repeats" (how many) and "nodes" (their node ids); a finding said once
  * is left as it is. *n shrinks; the docs dropped are freed. */
+/* The groups of docs[0..n) that say the same (gt_finding_key_sql): each
+ * one's key into keys (malloc'd), by sorted by key then place (each run of
+ * one key a group), lead[i] the place of i's group's first. */
+static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, keyed *by,
+                        size_t *lead)
+{
+    for (size_t i = 0; i < n && !*rc; i++)
+        if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
+            *rc = GT_ESQL;
+    for (size_t i = 0; i < n && !*rc; i++)
+        by[i] = (keyed){keys[i], i};
+    if (!*rc)
+        qsort(by, n, sizeof *by, cmp_keyed);
+    for (size_t r = 0, e; r < n && !*rc; r = e)
+        for (e = r; e < n && !strcmp(by[e].key, by[r].key); e++)
+            lead[by[e].at] = by[r].at;
+}
+
 static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
 {
     size_t n0 = *n, kept = 0;
@@ -778,19 +796,11 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
         *rc = GT_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n0 && !*rc; i++)
-        if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
-            *rc = GT_ESQL;
-    /* sorted by key, then place: each run of one key is a group, led by its
-     * first finding */
-    for (size_t i = 0; i < n0 && !*rc; i++)
-        by[i] = (keyed){keys[i], i};
-    if (!*rc)
-        qsort(by, n0, sizeof *by, cmp_keyed);
+    same_groups(db, rc, docs, n0, keys, by, lead);
     for (size_t r = 0, e; r < n0 && !*rc; r = e) {
         size_t i = by[r].at, count = 0, pick = i;
-        for (e = r; e < n0 && !strcmp(by[e].key, by[r].key); e++)
-            lead[by[e].at] = i;
+        for (e = r; e < n0 && lead[by[e].at] == i; e++)
+            ;
         if (e - r == 1)
             continue;
         gt_strbuf ids = GT_STRBUF_INIT;
@@ -834,6 +844,28 @@ out:
     free(keys);
     free(lead);
     free(by);
+}
+
+int gt_findings_same(gt_trace *t, const gt_findings *fs, size_t *lead)
+{
+    qdb db = {.t = t, .db = gt_trace_db(t)};
+    int rc = 0;
+    size_t n = fs ? fs->n : 0;
+    char **docs = n ? findings_docs(&db, &rc, fs) : NULL;
+    char **keys = calloc(n ? n : 1, sizeof *keys);
+    keyed *by = calloc(n ? n : 1, sizeof *by);
+    if (!keys || !by)
+        rc = GT_ENOMEM;
+    if (!rc)
+        same_groups(&db, &rc, docs, n, keys, by, lead);
+    for (size_t i = 0; i < n; i++) {
+        free(docs ? docs[i] : NULL);
+        free(keys ? keys[i] : NULL);
+    }
+    free(docs);
+    free(keys);
+    free(by);
+    return rc;
 }
 
 /* ---- text -------------------------------------------------------------- */
