@@ -48,6 +48,13 @@ void gt_diagnose_notes_free(char **lines, size_t n);
  * with the same identity say the same thing (cmd_common.c). */
 extern const char gt_finding_key_sql[];
 
+/* For each of fs's findings, into lead[i] (fs->n entries), the index of
+ * the first of the findings that say the same thing (gt_finding_key_sql:
+ * diagnose prints them as one, "repeated N times"). 0, or GT_ENOMEM /
+ * GT_ESQL (cmd_diagnose.c). */
+struct gt_findings;
+int gt_findings_same(gt_trace *t, const struct gt_findings *fs, size_t *lead /* OUT */);
+
 /* What a command needs before it can run (gt_command.needs). */
 enum {
     GT_CMD_TRACE = 1 << 0, /* a trace opened with gt_trace_open */

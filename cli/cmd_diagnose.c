@@ -321,18 +321,36 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
  * after "Backward"), the stack of the line that called it: the node's op
  * ran inside MyExp.forward, and the user wants the apply() line. 0 when
  * the node is not one, or no such frame is recorded. */
-static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t stack)
+/* The name of node `node` when it is a custom autograd Function's
+ * ("MyExpBackward", no digit after "Backward"), malloc'd; else NULL. */
+static char *custom_function_name(qdb *db, int *rc, int64_t node)
 {
     char *name = qtext(db, rc,
                        "SELECT s.text FROM nodes n JOIN strings s ON s.id = n.name "
                        "WHERE n.id = ?1",
                        "i", node);
     size_t n = name ? strlen(name) : 0;
-    int64_t out = 0;
     if (n <= 8 || strcmp(name + n - 8, "Backward") != 0) {
         free(name);
-        return 0;
+        return NULL;
     }
+    return name;
+}
+
+static int custom_function_node(qdb *db, int *rc, int64_t node)
+{
+    char *name = custom_function_name(db, rc, node);
+    free(name);
+    return name != NULL;
+}
+
+static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t stack)
+{
+    char *name = custom_function_name(db, rc, node);
+    size_t n = name ? strlen(name) : 0;
+    int64_t out = 0;
+    if (!name)
+        return 0;
     /* "NameBackward" -> "Name.forward" in place (both suffixes are 8 bytes),
      * as long as the class name is */
     char *fwd = name;
@@ -360,6 +378,66 @@ static int64_t custom_function_caller(qdb *db, int *rc, int64_t node, int64_t st
         }
     }
     free(fwd);
+    return out;
+}
+
+/* When the innermost user frame of `stack` is a function torch.compile
+ * runs (its caller a frame under torch/_dynamo/) and its recorded line is
+ * the function's first (a decorator or the def: TorchDynamo's code reports
+ * no line of the body, and the trace has none of the generated code's
+ * source comments): {"function", "call_location"} (that of the line that
+ * called it), malloc'd; else NULL. */
+static char *compiled_json(qdb *db, int *rc, int64_t stack)
+{
+    char *hit = qtext(
+        db, rc,
+        "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
+        " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL"
+        " AND up.d < 256)"
+        " SELECT s.parent || ' ' || fn.text FROM up JOIN stacks s ON s.id = up.id"
+        " JOIN frames f ON f.id = s.frame JOIN strings fn ON fn.id = f.function"
+        " JOIN strings sc ON sc.id = f.code JOIN stacks p ON p.id = s.parent"
+        " JOIN frames pf ON pf.id = p.frame JOIN strings sp ON sp.id = pf.file"
+        " WHERE s.frame = (SELECT user_frame FROM stacks WHERE id = ?1)"
+        " AND sp.text LIKE '%/torch/_dynamo/%' AND (ltrim(sc.text) LIKE '@%'"
+        " OR ltrim(sc.text) LIKE 'def %' OR ltrim(sc.text) LIKE 'async def %')"
+        " ORDER BY up.d LIMIT 1",
+        "i", stack);
+    char *out = NULL, *name = hit ? strchr(hit, ' ') : NULL;
+    if (name) {
+        char *call = loc_json(db, rc, strtoll(hit, NULL, 10));
+        out =
+            qtext(db, rc, "SELECT json_object('function', ?1, 'call_location', json(?2))",
+                  "ss", name + 1, call ? call : "null");
+        free(call);
+    }
+    free(hit);
+    return out;
+}
+
+/* For the node of a custom autograd Function whose forward ran an op at
+ * `inner`: the location of the one `save_for_backward(` line of the
+ * function `inner` is in, read from the source file while it still holds
+ * the recorded line (trace.h's gt_loc_find_in_function): save_for_backward
+ * is no op, so the trace does not have it. As loc_json gives one; NULL
+ * when no such line is found. */
+static char *save_call_json(qdb *db, int *rc, int64_t inner)
+{
+    gt_loc l;
+    int r = gt_trace_loc(db->t, inner, &l);
+    if (r < 0) {
+        *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+        return NULL;
+    }
+    char *code = NULL, *out = NULL;
+    int64_t line = r == 1 ? gt_loc_find_in_function(&l, "save_for_backward(", &code) : 0;
+    if (line < 0)
+        *rc = GT_ENOMEM;
+    else if (line > 0)
+        out = qtext(db, rc, "SELECT json_set(?1, '$.line', ?2, '$.code', ?3)", "sis",
+                    l.json, line, code);
+    free(code);
+    gt_loc_release(&l);
     return out;
 }
 
@@ -490,6 +568,8 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
     char *bw_stack = NULL, *bw_loc = NULL, *node_stack = NULL, *node_loc = NULL;
     char *saved_names = NULL, *muts = NULL, *other_loc = NULL, *other_stack = NULL;
     char *where = NULL, *out = NULL, *inner_loc = NULL;
+    int inner_saves = 0;
+    char *compiled = NULL;
 
     if (f->backward) {
         bw_stack = qtext(db, rc, "SELECT stack FROM backward_calls WHERE id = ?1", "i",
@@ -509,13 +589,13 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         int64_t ns = node_stack ? strtoll(node_stack, NULL, 10) : 0;
         int64_t caller = custom_function_caller(db, rc, f->node, ns);
         node_loc = ns ? loc_json(db, rc, caller ? caller : ns) : NULL;
-        if (caller) {
-            inner_loc = loc_json(db, rc, ns);
-        } else if (ns) {
-            int64_t in = call_inner_stack(db, rc, f->node, f->tensor);
-            if (in)
-                inner_loc = loc_json(db, rc, in);
-        }
+        compiled = ns ? compiled_json(db, rc, caller ? caller : ns) : NULL;
+        int64_t in = caller ? ns : ns ? call_inner_stack(db, rc, f->node, f->tensor) : 0;
+        if (in && custom_function_node(db, rc, f->node))
+            inner_loc = save_call_json(db, rc, in);
+        inner_saves = inner_loc != NULL;
+        if (in && !inner_loc)
+            inner_loc = loc_json(db, rc, in);
     }
     if (f->stack)
         where = loc_json(db, rc, f->stack);
@@ -594,9 +674,18 @@ static char *finding_json(qdb *db, int *rc, const gt_finding *f)
         free(msg);
     }
     if (out && inner_loc) {
-        char *with =
-            qtext(db, rc, "SELECT json_set(?1, '$.node.inner_location', json(?2))", "ss",
-                  out, inner_loc);
+        char *with = qtext(db, rc,
+                           "SELECT json_set(?1, '$.node.inner_location', json(?2),"
+                           " '$.node.inner_role', ?3)",
+                           "sss", out, inner_loc, inner_saves ? "saved" : "used");
+        if (with) {
+            free(out);
+            out = with;
+        }
+    }
+    if (out && compiled) {
+        char *with = qtext(db, rc, "SELECT json_set(?1, '$.node.compiled', json(?2))",
+                           "ss", out, compiled);
         if (with) {
             free(out);
             out = with;
@@ -615,6 +704,7 @@ out:
     free(node_stack);
     free(node_loc);
     free(inner_loc);
+    free(compiled);
     free(where);
     free(saved_names);
     free(muts);
@@ -678,6 +768,24 @@ static int cmp_keyed(const void *a, const void *b)
  * place, as the one marked first to fail if one of them is, with
  * "repeats" (how many) and "nodes" (their node ids); a finding said once
  * is left as it is. *n shrinks; the docs dropped are freed. */
+/* The groups of docs[0..n) that say the same (gt_finding_key_sql): each
+ * one's key into keys (malloc'd), by sorted by key then place (each run of
+ * one key a group), lead[i] the place of i's group's first. */
+static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, keyed *by,
+                        size_t *lead)
+{
+    for (size_t i = 0; i < n && !*rc; i++)
+        if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
+            *rc = GT_ESQL;
+    for (size_t i = 0; i < n && !*rc; i++)
+        by[i] = (keyed){keys[i], i};
+    if (!*rc)
+        qsort(by, n, sizeof *by, cmp_keyed);
+    for (size_t r = 0, e; r < n && !*rc; r = e)
+        for (e = r; e < n && !strcmp(by[e].key, by[r].key); e++)
+            lead[by[e].at] = by[r].at;
+}
+
 static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
 {
     size_t n0 = *n, kept = 0;
@@ -688,19 +796,11 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
         *rc = GT_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n0 && !*rc; i++)
-        if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
-            *rc = GT_ESQL;
-    /* sorted by key, then place: each run of one key is a group, led by its
-     * first finding */
-    for (size_t i = 0; i < n0 && !*rc; i++)
-        by[i] = (keyed){keys[i], i};
-    if (!*rc)
-        qsort(by, n0, sizeof *by, cmp_keyed);
+    same_groups(db, rc, docs, n0, keys, by, lead);
     for (size_t r = 0, e; r < n0 && !*rc; r = e) {
         size_t i = by[r].at, count = 0, pick = i;
-        for (e = r; e < n0 && !strcmp(by[e].key, by[r].key); e++)
-            lead[by[e].at] = i;
+        for (e = r; e < n0 && lead[by[e].at] == i; e++)
+            ;
         if (e - r == 1)
             continue;
         gt_strbuf ids = GT_STRBUF_INIT;
@@ -744,6 +844,28 @@ out:
     free(keys);
     free(lead);
     free(by);
+}
+
+int gt_findings_same(gt_trace *t, const gt_findings *fs, size_t *lead)
+{
+    qdb db = {.t = t, .db = gt_trace_db(t)};
+    int rc = 0;
+    size_t n = fs ? fs->n : 0;
+    char **docs = n ? findings_docs(&db, &rc, fs) : NULL;
+    char **keys = calloc(n ? n : 1, sizeof *keys);
+    keyed *by = calloc(n ? n : 1, sizeof *by);
+    if (!keys || !by)
+        rc = GT_ENOMEM;
+    if (!rc)
+        same_groups(&db, &rc, docs, n, keys, by, lead);
+    for (size_t i = 0; i < n; i++) {
+        free(docs ? docs[i] : NULL);
+        free(keys ? keys[i] : NULL);
+    }
+    free(docs);
+    free(keys);
+    free(by);
+    return rc;
 }
 
 /* ---- text -------------------------------------------------------------- */
@@ -1214,13 +1336,25 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         }
     }
     if (!at_op) {
-        print_loc(o, d, st, cwd, "saved at", "$.node.location");
+        const char *cfn = jt(d, "$.node.compiled.function");
+        if (cfn[0]) { /* not the decorator's line: one inside, not recorded */
+            fprintf(o,
+                    "    %-11s %s%s%s, compiled by torch.compile: %sits lines are not in "
+                    "the trace%s\n",
+                    "saved in", st->bold, cfn, st->reset, st->dim, st->reset);
+            print_loc(o, d, st, cwd, "called at", "$.node.compiled.call_location");
+        } else {
+            print_loc(o, d, st, cwd, "saved at", "$.node.location");
+        }
         fprintf(o, "    %11s %s saved %s%s%s%s%s (%s %s)%s%s\n", "", node, st->bold,
                 slot[0] ? slot : "?", st->reset, names[0] ? " = " : "", names, dtype,
                 shape,
                 sv[0] ? " at version " : ", freed since: the graph holds it no more", sv);
         if (jx(d, "$.node.inner_location")[0])
-            print_loc(o, d, st, cwd, "used inside", "$.node.inner_location");
+            print_loc(o, d, st, cwd,
+                      strcmp(jt(d, "$.node.inner_role"), "saved") ? "used inside"
+                                                                  : "saved inside",
+                      "$.node.inner_location");
     }
 
     /* The writes, grouped by consecutive location (one pass over them). */

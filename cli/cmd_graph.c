@@ -178,7 +178,18 @@ int gt_cmd_graph(int argc, char **argv)
                 "gradtrace: graph: cannot diagnose, drawing without findings: %s\n",
                 gt_trace_errmsg(trace));
     opts.findings = findings;
-    if (gt_graph_build(trace, &opts, &graph) != 0) {
+    /* findings diagnose prints as one ("repeated N times") count once */
+    size_t *lead = findings ? calloc(findings->n ? findings->n : 1, sizeof *lead) : NULL;
+    if (findings && (!lead || gt_findings_same(trace, findings, lead) != 0)) {
+        fprintf(stderr, "gradtrace: graph: %s\n",
+                lead ? "cannot read the findings" : "out of memory");
+        free(lead);
+        goto out;
+    }
+    opts.finding_lead = lead;
+    rc = gt_graph_build(trace, &opts, &graph);
+    free(lead);
+    if (rc != 0) {
         fprintf(stderr, "gradtrace: graph: %s\n", gt_trace_errmsg(trace));
         goto out;
     }

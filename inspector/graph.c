@@ -1955,15 +1955,24 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             return rc;
     }
     *findings = 0;
+    const size_t *lead = b->opts->finding_lead;
+    unsigned char *counted = fs && lead ? calloc(fs->n ? fs->n : 1, 1) : NULL;
+    if (fs && lead && !counted)
+        return oom(b);
     for (size_t i = 0; fs && i < fs->n; i++) {
         const gt_finding *f = &fs->v[i];
         size_t idx = node_index(b, f->node);
         if (!finding_here(b, f) || idx == (size_t)-1 || !b->nodes[idx].visible)
             continue;
-        if ((rc = draw_finding(b, f)) != 0)
+        if ((rc = draw_finding(b, f)) != 0) {
+            free(counted);
             return rc;
-        ++*findings;
+        }
+        /* one that says what a drawn one said is not one more */
+        if (!counted || (lead[i] < fs->n && !counted[lead[i]]++))
+            ++*findings;
     }
+    free(counted);
     int saved_notes = 0;
     for (Agnode_t *n = agfstnode(b->g); n && !saved_notes; n = agnxtnode(b->g, n))
         saved_notes = !strncmp(agget(n, (char *)"class"), "gt-saved", 8);

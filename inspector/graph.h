@@ -90,6 +90,10 @@ typedef struct gt_graph_options {
     int hops;                    /* focus radius; < 0: the default */
     int all;                     /* 1: draw the whole graph, no focus */
     const gt_findings *findings; /* from gt_diagnose, or NULL for none */
+    const size_t *finding_lead;  /* NULL, or for each finding the index of
+                                    the first that says the same (diagnose's
+                                    "repeated N times"): all are highlighted,
+                                    each such group counted once */
     size_t layout_limit;         /* 0: GT_GRAPH_DEFAULT_LAYOUT_LIMIT */
     int no_legend;               /* 1: leave the legend out */
     int saved;                   /* 1: every saved tensor as a note; 0: listed
@@ -118,7 +122,8 @@ int64_t gt_graph_backward(const gt_graph *g);
 size_t gt_graph_nodes_drawn(const gt_graph *g);
 size_t gt_graph_nodes_total(const gt_graph *g);
 
-/* Findings of the backward call that the graph shows. */
+/* Findings of the backward call that the graph shows, those that say the
+ * same (opts->finding_lead) once. */
 size_t gt_graph_findings_shown(const gt_graph *g);
 
 /* The one-line message of the last failed operation on g (rendering, see

@@ -16,6 +16,7 @@
 #include <gradtrace/format.h>
 
 #include "gtmap.h"
+#include "pysrc.h"
 #include "rowlog.h"
 #include "strbuf.h"
 #include "gt_indexes_sql.h"
@@ -839,6 +840,131 @@ void gt_loc_release(gt_loc *l)
     free(l->code);
     free(l->json);
     memset(l, 0, sizeof *l);
+}
+
+int gt_source_line_is(const char *line, const char *code)
+{
+    if (!line || !code)
+        return 0;
+    const char *a = line + strspn(line, " \t"), *b = code + strspn(code, " \t");
+    size_t na = strlen(a), nb = strlen(b);
+    while (na && strchr(" \t\r\n", a[na - 1]))
+        na--;
+    while (nb && strchr(" \t\r\n", b[nb - 1]))
+        nb--;
+    return na == nb && strncmp(a, b, na) == 0;
+}
+
+/* the lines of a file, '\n' cut: lines[i] is line i + 1 */
+typedef struct srclines {
+    char **lines;
+    size_t n;
+} srclines;
+
+static void srclines_release(srclines *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        free(f->lines[i]);
+    free(f->lines);
+    memset(f, 0, sizeof *f);
+}
+
+/* Read `path` into f: 1, 0 if it cannot be opened, GT_ENOMEM. */
+static int srclines_read(const char *path, srclines *f)
+{
+    memset(f, 0, sizeof *f);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 0;
+    char *line = NULL;
+    size_t cap = 0, have = 0;
+    ssize_t len;
+    int rc = 1;
+    while ((len = getline(&line, &cap, fp)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        if (f->n == have) {
+            size_t more = have ? 2 * have : 64;
+            char **grown = realloc(f->lines, more * sizeof *grown);
+            if (!grown) {
+                rc = GT_ENOMEM;
+                break;
+            }
+            f->lines = grown;
+            have = more;
+        }
+        if (!(f->lines[f->n] = strdup(line))) {
+            rc = GT_ENOMEM;
+            break;
+        }
+        f->n++;
+    }
+    free(line);
+    fclose(fp);
+    if (rc != 1)
+        srclines_release(f);
+    return rc;
+}
+
+/* 1 for a line of nothing but blanks or a comment */
+static int blank_line(const char *l)
+{
+    l += strspn(l, " \t");
+    return !*l || *l == '#';
+}
+
+int64_t gt_loc_find_in_function(const gt_loc *l, const char *call, char **code)
+{
+    *code = NULL;
+    if (!l->file || !l->code || l->line <= 0 || !call || !*call)
+        return 0;
+    srclines f;
+    int rc = srclines_read(l->file, &f);
+    if (rc != 1)
+        return rc;
+    int64_t found = 0;
+    size_t at = (size_t)l->line - 1, def = 0, ind = 0;
+    int has_def = 0;
+    if (at < f.n && gt_source_line_is(f.lines[at], l->code)) {
+        /* up to the `def` indented less than every line between */
+        size_t cur = strspn(f.lines[at], " \t");
+        for (size_t i = at; i-- > 0;) {
+            const char *s = f.lines[i];
+            size_t in = strspn(s, " \t");
+            if (blank_line(s) || in >= cur)
+                continue;
+            cur = in;
+            if (!strncmp(s + in, "def ", 4) || !strncmp(s + in, "async def ", 10)) {
+                has_def = 1;
+                def = i;
+                ind = in;
+                break;
+            }
+        }
+    }
+    for (size_t i = def + 1; has_def && i < f.n; i++) {
+        char *s = f.lines[i];
+        if (blank_line(s))
+            continue;
+        if (strspn(s, " \t") <= ind)
+            break; /* the body ended */
+        gt__py_strip_comment(s);
+        const char *p = strstr(s, call);
+        if (!p ||
+            (p > s && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                       (p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'))))
+            continue;
+        if (found) {
+            found = 0; /* two: which one is not known */
+            break;
+        }
+        found = (int64_t)i + 1;
+    }
+    if (found &&
+        !(*code = strdup(f.lines[found - 1] + strspn(f.lines[found - 1], " \t"))))
+        found = GT_ENOMEM;
+    srclines_release(&f);
+    return found;
 }
 
 static int read_loc(gt_trace *t, const char *sql, int64_t stack, gt_loc *out)

@@ -75,7 +75,7 @@ class Checkpoint(unittest.TestCase):
                                    " JOIN frames f ON f.id = s.user_frame WHERE f.line = ?",
                           marker(case + "-bw"))
 
-    def check(self, case, slot, names, node=None, n=1, inner=None, call=None):
+    def check(self, case, slot, names, node=None, n=1, inner=None, call=None, role="used"):
         """The case's findings: n of them, all inplace_invalidated_saved,
         one first to fail that matches PyTorch's message, with its lines."""
         fs = self.findings(case)
@@ -97,6 +97,7 @@ class Checkpoint(unittest.TestCase):
         self.assertEqual(f["node"]["location"]["line"], call or marker(case + "-call"), f)
         self.assertEqual(f["node"]["inner_location"]["line"],
                          inner or marker(case + "-inner"), f)
+        self.assertEqual(f["node"]["inner_role"], role, f)
         with open(SCRIPT) as src:
             has_mut = "# @%s-mut\n" % case in src.read()
         if has_mut:
@@ -156,17 +157,18 @@ class Checkpoint(unittest.TestCase):
         self.assertEqual(calls, [marker("nr_two-call"), marker("nr_two-call2")])
 
     def test_function_saving_output(self):
+        # "saved inside": the ctx.save_for_backward line, read from the file
         f = self.check("fn_out", "saved_tensors[0]", ["act"], "SaveOutBackward",
-                       inner=marker("saveout-inner"))
+                       inner=marker("saveout-save"), role="saved")
         self.assertEqual(f["node"]["inner_location"]["function"], "SaveOut.forward")
 
     def test_function_saving_input(self):
         self.check("fn_in", "saved_tensors[1]", ["k"], "SaveInBackward",
-                   inner=marker("savein-inner"))
+                   inner=marker("savein-save"), role="saved")
 
     def test_function_mark_dirty(self):
         self.check("fn_dirty", "saved_tensors[0]", ["v", "y"], "DirtyBackward",
-                   inner=marker("dirty-inner"))
+                   inner=marker("dirty-save"), role="saved")
 
     def test_no_unexplained(self):
         # a forward recorded whole is never reported as outside the recording
@@ -180,6 +182,96 @@ class Checkpoint(unittest.TestCase):
         self.assertRegex(block, r"saved at +\S*%s:%d" % (base, marker("nr_after-call")))
         self.assertRegex(block, r"used inside +\S*%s:%d +in mlp" % (base, marker("mlp-inner")))
         self.assertRegex(block, r"modified at +\S*%s:%d" % (base, marker("nr_after-mut")))
+
+
+class CustomFnSaved(unittest.TestCase):
+    """scenarios/diag_custom_fn_bug.py: "saved inside" names the forward's
+    ctx.save_for_backward line (no op: read from the source file), and
+    falls back to "used inside" (the op that used the tensor) once the file
+    no longer holds the recorded lines."""
+
+    SCRIPT = gtutil.scenario("diag_custom_fn_bug.py")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(dir=gtutil.tmpdir())
+        cls.copy = os.path.join(cls.dir, "custom_fn_bug.py")
+        shutil.copy(cls.SCRIPT, cls.copy)
+        cls.trace, _ = gtutil.record(cls.copy, expect_fail=True)
+
+    def finding(self):
+        r = diagnose(self.trace, "--json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        fs = json.loads(r.stdout)["findings"]
+        self.assertEqual(len(fs), 1, fs)
+        return fs[0]
+
+    def test_saved_inside_is_the_save_for_backward_line(self):
+        f = self.finding()
+        self.assertEqual(f["node"]["name"], "ClampSTBackward")
+        self.assertEqual(f["node"]["location"]["line"], marker("call", self.SCRIPT))
+        inner = f["node"]["inner_location"]
+        self.assertEqual((inner["line"], inner["function"], f["node"]["inner_role"]),
+                         (marker("save", self.SCRIPT), "ClampST.forward", "saved"), f)
+        self.assertEqual(inner["code"], "ctx.save_for_backward(x)")
+        text = diagnose(self.trace).stdout
+        self.assertRegex(text, r"saved inside +\S*custom_fn_bug.py:%d +in ClampST.forward\n"
+                               r" +%d \| ctx.save_for_backward\(x\)" %
+                         ((marker("save", self.SCRIPT),) * 2))
+        self.assertNotIn("used inside", text)
+
+    def test_changed_file_falls_back_to_used_inside(self):
+        with open(self.SCRIPT) as f:
+            src = f.read()
+        try:
+            with open(self.copy, "w") as f:
+                f.write("# one line more: every recorded line moved down\n" + src)
+            f = self.finding()
+            self.assertEqual(f["node"]["inner_location"]["line"], marker("use", self.SCRIPT))
+            self.assertEqual(f["node"]["inner_role"], "used", f)
+            self.assertRegex(diagnose(self.trace).stdout, r"used inside +\S*custom_fn_bug.py:%d"
+                             % marker("use", self.SCRIPT))
+        finally:
+            with open(self.copy, "w") as f:
+                f.write(src)
+
+
+class CompiledCall(unittest.TestCase):
+    """scenarios/diag_compile_bug.py: a tensor saved inside a torch.compile'd
+    function is never said to be saved at the decorator's line."""
+
+    SCRIPT = gtutil.scenario("diag_compile_bug.py")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.trace, _ = gtutil.record(cls.SCRIPT, expect_fail=True)
+        r = diagnose(cls.trace, "--json")
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        cls.doc = json.loads(r.stdout)
+        cls.text = diagnose(cls.trace).stdout
+
+    def test_saved_inside_the_compiled_function(self):
+        fs = [f for f in self.doc["findings"] if f["first_to_fail"]]
+        self.assertEqual(len(fs), 1, self.doc["findings"])
+        f = fs[0]
+        self.assertEqual(f["kind"], "inplace_invalidated_saved")
+        self.assertEqual([m["location"]["line"] for m in f["mutations"]],
+                         [marker("mut", self.SCRIPT)])
+        self.assertNotIn("@torch.compile", self.text)
+        if "compiled" in f["node"]:  # TorchDynamo compiled it: no line inside is recorded
+            self.assertEqual(f["node"]["compiled"]["function"], "block", f)
+            self.assertEqual(f["node"]["compiled"]["call_location"]["line"],
+                             marker("call", self.SCRIPT), f)
+            self.assertRegex(self.text, r"saved in +block, compiled by torch.compile: its lines"
+                                        r" are not in the trace\n"
+                                        r" +called at +\S*diag_compile_bug.py:%d"
+                             % marker("call", self.SCRIPT))
+        else:  # it ran eagerly (dispatch): the line inside
+            self.assertEqual(f["node"]["location"]["line"], marker("save", self.SCRIPT), f)
+            self.assertRegex(self.text, r"saved at +\S*diag_compile_bug.py:%d +in block"
+                             % marker("save", self.SCRIPT))
+        # the engine adapter records dynamo's compiled frame, dispatch the eager run
+        self.assertEqual("compiled" in f["node"], gtutil.adapter() == "engine", f)
 
 
 class Outside(unittest.TestCase):

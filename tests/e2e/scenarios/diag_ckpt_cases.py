@@ -28,7 +28,7 @@ class SaveOut(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         out = x.sigmoid()  # @saveout-inner
-        ctx.save_for_backward(out)
+        ctx.save_for_backward(out)  # @saveout-save
         return out
 
     @staticmethod
@@ -40,7 +40,7 @@ class SaveOut(torch.autograd.Function):
 class SaveIn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, k):
-        ctx.save_for_backward(x, k)
+        ctx.save_for_backward(x, k)  # @savein-save
         return x * k  # @savein-inner
 
     @staticmethod
@@ -54,7 +54,7 @@ class Dirty(torch.autograd.Function):
     def forward(ctx, x):
         x.mul_(3)  # @dirty-inner
         ctx.mark_dirty(x)
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(x)  # @dirty-save
         return x
 
     @staticmethod
