@@ -23,6 +23,16 @@ int gt__py_mentions(const char *code, const char *name)
     return 0;
 }
 
+const char *gt__py_call(const char *code, const char *call)
+{
+    if (!*call)
+        return NULL;
+    for (const char *p = code; (p = strstr(p, call)) != NULL; p++)
+        if (p == code || !ident_char(p[-1]))
+            return p;
+    return NULL;
+}
+
 static void copy_name(const char *start, const char *end, char *buf, size_t len)
 {
     size_t n = (size_t)(end - start);

@@ -15,6 +15,12 @@
  * longer name, nor as an attribute "x.name"), else 0. */
 int gt__py_mentions(const char *code, const char *name);
 
+/* Where `call` (a name and its parenthesis: "save_for_backward(",
+ * "Dropout(") first occurs in `code` as a whole name: not right after an
+ * identifier character ("nn.Dropout(" holds "Dropout(", "MyDropout(" does
+ * not). NULL if nowhere. */
+const char *gt__py_call(const char *code, const char *call);
+
 /* The variable a line changes in place: "w -= ...", "w[0] = ...",
  * "w.add_(...)", "self.w *= ...", "torch.relu_(w)", "F.relu(w, inplace=True)"
  * give "w" / "self.w". Writes it to buf ("" if the line is not of that

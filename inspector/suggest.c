@@ -235,11 +235,8 @@ static int64_t built_at(gt__dctx *c, int64_t stack, const char *cls, gt_strbuf *
     while (fp && getline(&line, &cap, fp) >= 0) {
         no++;
         gt__py_strip_comment(line); /* a comment builds nothing */
-        const char *p = strstr(line, S(call));
-        if (!p || (p > line && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
-                                (p[-1] >= 'A' && p[-1] <= 'Z'))))
-            continue;
-        if (!strstr(p, "inplace=True"))
+        const char *p = gt__py_call(line, S(call));
+        if (!p || !strstr(p, "inplace=True"))
             continue;
         if (found) {
             found = 0;
@@ -980,13 +977,7 @@ static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
         if (no < l.line)
             continue;
         if (no == l.line) {
-            const char *a = line + indent_len(line), *b = l.code + indent_len(l.code);
-            size_t na = strlen(a), nb = strlen(b);
-            while (na && (a[na - 1] == ' ' || a[na - 1] == '\t'))
-                na--;
-            while (nb && (b[nb - 1] == ' ' || b[nb - 1] == '\t'))
-                nb--;
-            if (na != nb || strncmp(a, b, na) != 0)
+            if (!gt_source_line_is(line, l.code))
                 break; /* the file changed since the run */
             ind = indent_len(line);
             if (!(target = malloc(strlen(line) + 1))) {

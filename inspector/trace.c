@@ -949,10 +949,7 @@ int64_t gt_loc_find_in_function(const gt_loc *l, const char *call, char **code)
         if (strspn(s, " \t") <= ind)
             break; /* the body ended */
         gt__py_strip_comment(s);
-        const char *p = strstr(s, call);
-        if (!p ||
-            (p > s && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
-                       (p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'))))
+        if (!gt__py_call(s, call))
             continue;
         if (found) {
             found = 0; /* two: which one is not known */

@@ -142,6 +142,15 @@ static void test_assigns_mentions_comments(void **state)
     assert_string_equal(code2, "s = '# not a comment'");
     assert_true(gt__py_is_attribute("self.w"));
     assert_false(gt__py_is_attribute("w"));
+    /* a call as a whole name: after a dot or at the start, not inside a
+     * longer name (a digit continues a name too); the first whole one */
+    const char *line = "a = MyDropout(0.1) or nn.Dropout(0.5, inplace=True)";
+    assert_ptr_equal(gt__py_call(line, "Dropout("), strstr(line, "nn.") + 3);
+    assert_non_null(gt__py_call("ctx.save_for_backward(x)", "save_for_backward("));
+    assert_non_null(gt__py_call("Dropout(0.5)", "Dropout("));
+    assert_null(gt__py_call("x = Dropout2(0.5) + v2Dropout(1)", "Dropout("));
+    assert_null(gt__py_call("x = my_save_for_backward(x)", "save_for_backward("));
+    assert_null(gt__py_call("anything", ""));
 }
 
 /* Parse into m, releasing what it held. */
