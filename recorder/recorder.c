@@ -1472,6 +1472,23 @@ static int prepare_cut(gt_recorder *r, const char *sql)
     return 0;
 }
 
+/* path, absolute: the process may change its working directory while it
+ * records (hydra does), and the close renames and reopens files by this
+ * name (the row log, the finished file). Malloc'd; path as given when the
+ * working directory cannot be read; NULL when out of memory. */
+static char *absolute_path(const char *path)
+{
+    char *cwd = path[0] == '/' ? NULL : getcwd(NULL, 0);
+    if (!cwd)
+        return strdup(path);
+    size_t n = strlen(cwd) + strlen(path) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", cwd, path);
+    free(cwd);
+    return p;
+}
+
 int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *errbuf,
                      size_t errlen, gt_recorder **out)
 {
@@ -1511,7 +1528,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     r->pid = getpid();
     r->next_string = r->next_frame = r->next_stack = r->next_thread = 1;
     r->next_backward = 1;
-    r->path = strdup(path);
+    r->path = absolute_path(path);
     if (!r->path) {
         put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
         rc = GT_ENOMEM;
@@ -1659,10 +1676,10 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     if (opts && opts->row_log && !r->keep_last && r->max_bytes <= 0 &&
         !(log_env && !strcmp(log_env, "0"))) {
         /* the row log: created empty (its header), replaced if stale */
-        size_t n = strlen(path);
+        size_t n = strlen(r->path);
         r->log_path = malloc(n + sizeof GT_ROWLOG_SUFFIX);
         if (r->log_path) {
-            memcpy(r->log_path, path, n);
+            memcpy(r->log_path, r->path, n);
             memcpy(r->log_path + n, GT_ROWLOG_SUFFIX, sizeof GT_ROWLOG_SUFFIX);
         }
         if (!r->log_path || gt_rowlog_put_head(&r->log) != 0) {

@@ -4,7 +4,9 @@
  *     with GT_EBUSY and a message saying where the events are;
  *   - at most max_bytes, the indexes close adds included, for caps from
  *     the smallest allowed up, for a mix of every event kind and for rows
- *     of very different sizes; a cap below the smallest trace is refused. */
+ *     of very different sizes; a cap below the smallest trace is refused;
+ *   - finished where it was opened, by a relative path too, whatever the
+ *     working directory is at close. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -494,6 +496,43 @@ static void test_cap_met_at_close(void **state)
     sqlite3_close(db);
 }
 
+/* A trace opened by a relative path while the process then changes its
+ * working directory (hydra does): close still folds the row log into it
+ * and finishes it where it was opened (the row log was reopened by the
+ * relative path: "cannot read row log"). */
+static void test_relative_path_survives_chdir(void **state)
+{
+    (void)state;
+    char *home = getcwd(NULL, 0);
+    assert_non_null(home);
+    assert_int_equal(chdir(tpath("")), 0);
+    gt_recorder_options o = {.row_log = 1, .close_wait_ms = 2000};
+    char err[256] = "";
+    gt_recorder *r = NULL;
+    assert_int_equal(gt_recorder_open("rel.db", &o, err, sizeof err, &r), 0);
+    gt_id op, api, bw;
+    assert_int_equal(gt_intern_string(r, "aten::mul_", 10, &op), 0);
+    assert_int_equal(gt_intern_string(r, "Tensor.backward", 15, &api), 0);
+    gt_backward_info b = {.api = api};
+    assert_int_equal(gt_backward_begin(r, &b, &bw), 0);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(step_events(r, op, i, bw), 0);
+    assert_int_equal(chdir("/"), 0);
+    assert_int_equal(gt_run_end(r, GT_RUN_OK, 0, 0), 0);
+    char msg[512] = "x";
+    int rc = gt_recorder_close_msg(r, msg, sizeof msg);
+    assert_int_equal(chdir(home), 0);
+    free(home);
+    assert_string_equal(msg, "");
+    assert_int_equal(rc, 0);
+    assert_int_equal(file_size(tpath("rel.db-gtlog")), -1);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(tpath("rel.db"), &db), SQLITE_OK);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM ops"), 50);
+    assert_string_equal(q_text(db, "SELECT status FROM run"), "ok");
+    sqlite3_close(db);
+}
+
 static void test_cap_below_smallest_trace_refused(void **state)
 {
     (void)state;
@@ -522,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_cap_counts_close_time_indexes),
         cmocka_unit_test(test_cap_met_at_close),
         cmocka_unit_test(test_cap_below_smallest_trace_refused),
+        cmocka_unit_test(test_relative_path_survives_chdir),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
