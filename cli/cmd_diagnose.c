@@ -762,14 +762,8 @@ static int cmp_keyed(const void *a, const void *b)
     return c ? c : (x->at > y->at) - (x->at < y->at);
 }
 
-/* Identical findings as one: findings that say the same thing (the same
- * identity, gt_finding_key_sql: an RNN's weight saved by the node of every
- * time step, all changed by the same write) are kept once, at the first's
- * place, as the one marked first to fail if one of them is, with
- * "repeats" (how many) and "nodes" (their node ids); a finding said once
- * is left as it is. *n shrinks; the docs dropped are freed. */
 /* The groups of docs[0..n) that say the same (gt_finding_key_sql): each
- * one's key into keys (malloc'd), by sorted by key then place (each run of
+ * one's key into keys (malloc'd), `by` sorted by key then place (each run of
  * one key a group), lead[i] the place of i's group's first. */
 static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, keyed *by,
                         size_t *lead)
@@ -786,6 +780,12 @@ static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, ke
             lead[by[e].at] = by[r].at;
 }
 
+/* Identical findings as one: findings that say the same thing (the same
+ * identity, gt_finding_key_sql: an RNN's weight saved by the node of every
+ * time step, all changed by the same write) are kept once, at the first's
+ * place, as the one marked first to fail if one of them is, with
+ * "repeats" (how many) and "nodes" (their node ids); a finding said once
+ * is left as it is. *n shrinks; the docs dropped are freed. */
 static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
 {
     size_t n0 = *n, kept = 0;
@@ -803,27 +803,28 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
             ;
         if (e - r == 1)
             continue;
-        gt_strbuf ids = GT_STRBUF_INIT;
-        gt_strbuf_add(&ids, "[", 1);
-        for (size_t k = r; k < e && !*rc; k++) {
+        char *ids = qtext(db, rc, "SELECT json_array()", "");
+        for (size_t k = r; k < e && ids && !*rc; k++) {
             size_t j = by[k].at;
             char *ftf = qtext(db, rc, "SELECT ?1 ->> '$.first_to_fail'", "s", docs[j]);
-            char *id = qtext(db, rc, "SELECT ?1 -> '$.node.id'", "s", docs[j]);
+            char *more =
+                qtext(db, rc, "SELECT json_insert(?1, '$[#]', ?2 -> '$.node.id')", "ss",
+                      ids, docs[j]);
             if (ftf && !strcmp(ftf, "1"))
                 pick = j;
-            gt_strbuf_addf(&ids, "%s%s", count++ ? "," : "", id ? id : "null");
+            count++;
             free(ftf);
-            free(id);
+            free(ids);
+            ids = more;
         }
-        gt_strbuf_add(&ids, "]", 1);
         char *one = NULL;
-        if (ids.oom)
-            *rc = GT_ENOMEM;
+        if (!ids && !*rc)
+            *rc = GT_ESQL;
         else if (!*rc)
             one =
                 qtext(db, rc, "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', json(?3))",
-                      "sis", docs[pick], (int64_t)count, gt_strbuf_str(&ids));
-        gt_strbuf_release(&ids);
+                      "sis", docs[pick], (int64_t)count, ids);
+        free(ids);
         if (one) {
             free(docs[i]);
             docs[i] = one;
