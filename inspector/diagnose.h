@@ -44,6 +44,28 @@ enum gt_finding_kind {
     GT_FINDING_SILENT_SAVED_WRITE = 10, /* "silent_saved_write": a saved
                                          * tensor's bytes changed without a
                                          * version bump (--check-saved) */
+    /* In-place ops PyTorch refused for what the written tensor is, raised
+     * at the op (refused.c): */
+    GT_FINDING_INPLACE_OVERLAP = 11,          /* "inplace_overlap": elements of
+                                               * the written tensor share memory
+                                               * (an expand, broadcast_to) */
+    GT_FINDING_INPLACE_INPUT_OVERLAP = 12,    /* "inplace_input_overlap": an
+                                               * input of the op shares memory
+                                               * with the written tensor */
+    GT_FINDING_INPLACE_INFERENCE_TENSOR = 13, /* "inplace_inference_tensor": a
+                                               * tensor made in inference mode,
+                                               * changed outside it */
+    GT_FINDING_INPLACE_DTYPE = 14,            /* "inplace_dtype": the result's
+                                               * dtype does not fit the written
+                                               * tensor's (int *= float) */
+    GT_FINDING_INPLACE_SHAPE = 15,            /* "inplace_shape": the broadcast
+                                               * result is larger than the
+                                               * written tensor */
+    GT_FINDING_DETACH_VIEW_INPLACE = 16,      /* "detach_view_inplace":
+                                               * detach_() on a view */
+    GT_FINDING_RESIZE_REQUIRES_GRAD = 17,     /* "resize_requires_grad":
+                                               * resize_() of a tensor that
+                                               * requires grad */
     /* Kinds added later are appended here, never renumbered. */
 };
 
@@ -108,6 +130,9 @@ typedef struct gt_finding {
                             * the raising line changes in place as the user
                             * wrote it ("v1[0]", "x[:, 1]", "m.weight[0]"),
                             * NULL if the line is not of a known form; owned */
+    int64_t other;         /* inplace_input_overlap: the input sharing the
+                            * written tensor's memory; inplace_shape: the
+                            * operand of the broadcast shape; else 0 */
 } gt_finding;
 
 typedef struct gt_findings {

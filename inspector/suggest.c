@@ -1533,8 +1533,27 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
         return suggest_view(c, f, t);
     case GT_FINDING_UNEXPLAINED:
         return suggest_unexplained(c, f, t);
+    case GT_FINDING_INPLACE_OVERLAP:
+    case GT_FINDING_INPLACE_INPUT_OVERLAP:
+    case GT_FINDING_INPLACE_INFERENCE_TENSOR:
+    case GT_FINDING_INPLACE_DTYPE:
+    case GT_FINDING_INPLACE_SHAPE:
+    case GT_FINDING_DETACH_VIEW_INPLACE:
+    case GT_FINDING_RESIZE_REQUIRES_GRAD:
+        return gt__dx_suggest_refused(c, f);
     }
     return 0;
+}
+
+void gt__dx_out_of_place_line(const char *code, const char *name, gt_strbuf *out)
+{
+    out_of_place_line(code, name, out);
+}
+
+void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code)
+{
+    gt__dx_stack_loc(c, stack, where, code, NULL);
+    trim_code(code);
 }
 
 int gt__dx_suggest(gt__dctx *c, gt_finding *f)
