@@ -560,7 +560,7 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
             view = NULL;
         }
     }
-    if (f->kind == GT_FINDING_UNEXPLAINED) {
+    if (f->kind == GT_FINDING_UNEXPLAINED || f->kind == GT_FINDING_ROOT_WITHOUT_GRAD) {
         char **items = calloc(f->n_candidates ? f->n_candidates : 1, sizeof *items);
         size_t n = 0;
         if (!items) {
@@ -573,6 +573,47 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
         if (!*rc)
             cands = join_array(rc, items, n);
         free_items(items, n);
+    }
+    if (!*rc && f->kind == GT_FINDING_ROOT_WITHOUT_GRAD) {
+        /* where the graph stopped reaching the root, and what it comes from */
+        static const char *reasons[] = {"",        "detach",
+                                        "no_grad", "not_differentiable",
+                                        "item",    "no_input_requires_grad",
+                                        "data"};
+        char *stack = f->view_op ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1",
+                                         "i", f->view_op)
+                                 : NULL;
+        char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
+        char *mstack =
+            f->op ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", f->op)
+                  : NULL;
+        char *mloc = mstack ? loc_json(db, rc, strtoll(mstack, NULL, 10)) : NULL;
+        char *input = f->other ? tensor_json(db, rc, f->other) : NULL;
+        char *root = f->tensor ? tensor_json(db, rc, f->tensor) : NULL;
+        char *cut = qtext(
+            db, rc,
+            "SELECT json_object('reason', ?1, 'seq', CASE WHEN ?2 = 0 THEN NULL ELSE ?2 "
+            "END, "
+            "'op', (SELECT s.text FROM ops o JOIN strings s ON s.id = o.name WHERE o.seq "
+            "= ?2), "
+            "'grad_mode', (SELECT json(CASE o.grad_mode WHEN 0 THEN 'false' ELSE 'true' "
+            "END) "
+            "FROM ops o WHERE o.seq = ?2), 'location', json(?3), 'input', json(?4), "
+            "'made_at', json(?5), 'sources', json(?6))",
+            "sissss", reasons[f->cut >= 0 && f->cut <= GT_CUT_DATA ? f->cut : 0],
+            f->view_op, loc, input, mloc, cands);
+        target = qtext(db, rc,
+                       "SELECT json_set(coalesce(?1, json_object()), '$.cut', json(?2))",
+                       "ss", root, cut);
+        free(cands);
+        cands = NULL;
+        free(stack);
+        free(loc);
+        free(mstack);
+        free(mloc);
+        free(input);
+        free(root);
+        free(cut);
     }
     if (!*rc)
         out = qtext(
@@ -1292,6 +1333,16 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     ex[0]   ? ex
                     : ln[0] ? ln
                             : "a leaf");
+    } else if (!strcmp(kind, "root_without_grad")) {
+        const char *rn = jt(d, "$.target.names[0]"), *why = jx(d, "$.target.cut.reason");
+        fprintf(o, "backward() of %s, which has no grad_fn: %s", rn[0] ? rn : "a tensor",
+                !strcmp(why, "detach")    ? "the graph was cut by detach()"
+                : !strcmp(why, "data")    ? "the graph was cut by .data"
+                : !strcmp(why, "no_grad") ? "the graph was cut where grad mode was off"
+                : !strcmp(why, "item")    ? "it was made from a number .item() gave"
+                : !strcmp(why, "not_differentiable")
+                    ? "the graph was cut by an op with no gradient"
+                    : "nothing it comes from requires grad");
     } else if (refused_name(kind)) {
         /* an in-place op refused for what its tensor is (refused.c) */
         const char *var = jt(d, "$.target.expression");
@@ -1363,7 +1414,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
 
     int refused = refused_name(kind);
     int at_op = strncmp(kind, "view_", 5) == 0 || !strcmp(kind, "leaf_inplace") ||
-                !strcmp(kind, "unexplained") || refused;
+                !strcmp(kind, "unexplained") || refused ||
+                !strcmp(kind, "root_without_grad");
     if (!strcmp(kind, "unexplained")) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
         int n = 0;
@@ -1384,6 +1436,36 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     "    %-11s %sno recorded tensor matches the message's dtype, shape "
                     "and version%s\n",
                     "candidates", st->dim, st->reset);
+    } else if (!strcmp(kind, "root_without_grad")) {
+        const char *why = jx(d, "$.target.cut.reason");
+        print_loc(o, d, st, cwd, "raised at", "$.location");
+        if (jx(d, "$.target.cut.location")[0]) {
+            const char *in = jt(d, "$.target.cut.input.names[0]");
+            print_loc(o, d, st, cwd, !strcmp(why, "item") ? "item() at" : "cut at",
+                      "$.target.cut.location");
+            fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow,
+                    jt(d, "$.target.cut.op"), st->reset, in[0] ? "took " : "", in,
+                    !strcmp(why, "no_grad") ? " with grad mode off"
+                    : in[0]                 ? ", which has a graph"
+                                            : "");
+        }
+        if (jx(d, "$.target.cut.made_at")[0])
+            print_loc(o, d, st, cwd, "made at", "$.target.cut.made_at");
+        if (!strcmp(why, "no_input_requires_grad")) {
+            int n = 0;
+            for (size_t i = 0; i < d->n; i++) {
+                if (strcmp(d->v[i].parent, "$.target.cut.sources") != 0)
+                    continue;
+                char key[96];
+                snprintf(key, sizeof key, "%s", d->v[i].key);
+                const char *tn = jt(d, sub(k, sizeof k, key, ".names[0]"));
+                if (!tn[0]) /* a Python number, a temporary: in the JSON */
+                    continue;
+                fprintf(o, "    %-11s %s (%s %s)\n", n++ ? "" : "comes from", tn,
+                        jt(d, sub(k, sizeof k, key, ".dtype")),
+                        jx(d, sub(k, sizeof k, key, ".shape")));
+            }
+        }
     } else if (refused) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
         /* where the tensor written (or the input overlapping it) was made */
@@ -1477,7 +1559,7 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         print_loc(o, d, st, cwd, "freed by", "$.freed_by.location");
         fprintf(o, "    %11s backward #%s ran without retain_graph=True\n", "", fb);
     }
-    if (bi[0]) {
+    if (bi[0] && strcmp(kind, "root_without_grad") != 0) { /* raised there */
         print_loc(o, d, st, cwd, "needed by", "$.backward.location");
         if (!strcmp(kind, "inplace_invalidated_saved"))
             fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi,

@@ -64,6 +64,8 @@ const char *gt_finding_kind_name(int kind)
         return "detach_view_inplace";
     case GT_FINDING_RESIZE_REQUIRES_GRAD:
         return "resize_requires_grad";
+    case GT_FINDING_ROOT_WITHOUT_GRAD:
+        return "root_without_grad";
     }
     return "unknown";
 }
@@ -1126,6 +1128,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     if (!only && (rc = gt__dx_raised_at_op(&c)) != 0)
         goto out;
     if (!only && (rc = gt__dx_refused(&c)) != 0)
+        goto out;
+    if ((rc = gt__dx_cut(&c)) != 0)
         goto out;
     if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;

@@ -162,6 +162,24 @@ GT_WARN_UNUSED int gt__dx_add_attempt(gt__dctx *c, gt_finding *f, int64_t op,
  * of a tensor that requires grad), appended to c->f (refused.c). */
 GT_WARN_UNUSED int gt__dx_refused(gt__dctx *c);
 
+/* The integer the first column of `sql`'s first row gives with ?1 = a and
+ * ?2 = b (the text b_text instead when not NULL); dflt when there is no
+ * row or it is NULL. A best-effort lookup (refused.c). */
+int64_t gt__dx_int(gt__dctx *c, const char *sql, int64_t a, int64_t b, const char *b_text,
+                   int64_t dflt);
+
+/* Findings for backward calls that raised because a root has no grad_fn:
+ * where the graph was cut, or what it comes from (cut.c); backward call
+ * c->only alone when set. */
+GT_WARN_UNUSED int gt__dx_cut(gt__dctx *c);
+
+/* f->suggestion = what b holds, taken from it (refused.c); GT_ENOMEM
+ * when b ran out of memory. */
+GT_WARN_UNUSED int gt__dx_take_suggestion(gt__dctx *c, gt_finding *f, gt_strbuf *b);
+
+/* Set f->suggestion for a root_without_grad finding (cut.c). */
+GT_WARN_UNUSED int gt__dx_suggest_cut(gt__dctx *c, gt_finding *f);
+
 /* Set f->suggestion for a finding of gt__dx_refused's kinds (refused.c). */
 GT_WARN_UNUSED int gt__dx_suggest_refused(gt__dctx *c, gt_finding *f);
 

@@ -214,6 +214,8 @@ int gt__pymsg_parse(const char *msg, gt_pymsg *e)
         e->kind = GT_PYMSG_DETACH_VIEW;
     } else if (strstr(msg, "cannot resize variables that require grad")) {
         e->kind = GT_PYMSG_RESIZE_GRAD;
+    } else if (strstr(msg, "does not require grad and does not have a grad_fn")) {
+        e->kind = GT_PYMSG_NO_GRAD_FN;
     }
     return keep_spans(e, &sp);
 }

@@ -63,6 +63,11 @@ enum gt_pymsg_kind {
     GT_PYMSG_DETACH_VIEW,   /* "Can't detach views in-place. Use detach()
                              * instead. ..." */
     GT_PYMSG_RESIZE_GRAD,   /* "cannot resize variables that require grad" */
+    /* Not an in-place error, but one every user meets, explained from the
+     * same records: */
+    GT_PYMSG_NO_GRAD_FN, /* "element 0 of tensors does not require grad and
+                          * does not have a grad_fn" (backward of a tensor
+                          * cut from the graph) */
 };
 
 /* A parsed message; what it quotes from the message (any number of sizes,
@@ -124,7 +129,8 @@ int gt__pymsg_refused(int kind);
     " OR message LIKE '%result type % can''t be cast to the desired output type %'"      \
     " OR message LIKE '%output with shape [%] doesn''t match the broadcast shape [%'"    \
     " OR message LIKE '%Can''t detach views in-place%'"                                  \
-    " OR message LIKE '%cannot resize variables that require grad%')"
+    " OR message LIKE '%cannot resize variables that require grad%'"                     \
+    " OR message LIKE '%does not require grad and does not have a grad_fn%')"
 
 /* 1 if a tensor recorded with sizes `recorded` ("3,4") is the tensor a
  * message showing `shown` ("4") names: the same sizes or, for a tensor made

@@ -29,10 +29,8 @@ static int finding_kind(int msg_kind)
     return GT_FINDING_INPLACE_OVERLAP + (msg_kind - GT_PYMSG_OVERLAP);
 }
 
-/* An integer the first column of `sql` gives with ?1 = a and ?2 = b (a
- * text when b_text is not NULL); `dflt` when it gives no row. */
-static int64_t int_query(gt__dctx *c, const char *sql, int64_t a, int64_t b,
-                         const char *b_text, int64_t dflt)
+int64_t gt__dx_int(gt__dctx *c, const char *sql, int64_t a, int64_t b, const char *b_text,
+                   int64_t dflt)
 {
     sqlite3_stmt *st = NULL;
     int64_t out = dflt;
@@ -43,7 +41,8 @@ static int64_t int_query(gt__dctx *c, const char *sql, int64_t a, int64_t b,
             sqlite3_bind_text(st, 2, b_text, -1, SQLITE_STATIC);
         else
             sqlite3_bind_int64(st, 2, b);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        if ((s = sqlite3_step(st)) == SQLITE_ROW &&
+            sqlite3_column_type(st, 0) != SQLITE_NULL)
             out = sqlite3_column_int64(st, 0);
     }
     gt__dx_lookup_nomem(c, s);
@@ -55,33 +54,35 @@ static int64_t int_query(gt__dctx *c, const char *sql, int64_t a, int64_t b,
  * than one element (expand, broadcast_to, expand_as). */
 static int64_t repeats_elements(gt__dctx *c, int64_t t)
 {
-    return int_query(c,
-                     "SELECT EXISTS (SELECT 1 FROM tensors t, json_each(t.strides) s, "
-                     "json_each(t.shape) z WHERE t.id = ?1 AND s.key = z.key "
-                     "AND s.value = 0 AND z.value > 1)",
-                     t, 0, NULL, 0);
+    return gt__dx_int(c,
+                      "SELECT EXISTS (SELECT 1 FROM tensors t, json_each(t.strides) s, "
+                      "json_each(t.shape) z WHERE t.id = ?1 AND s.key = z.key "
+                      "AND s.value = 0 AND z.value > 1)",
+                      t, 0, NULL, 0);
 }
 
 /* The input of op `op` other than `written` on the same storage: the one
  * the kernel found overlapping the written tensor. 0 if none. */
 static int64_t overlapping_input(gt__dctx *c, int64_t op, int64_t written)
 {
-    return int_query(c,
-                     "SELECT a.tensor FROM op_args a JOIN tensors t ON t.id = a.tensor "
-                     "JOIN tensors w ON w.id = ?2 WHERE a.op = ?1 AND a.role = 0 "
-                     "AND a.tensor != ?2 AND t.storage = w.storage ORDER BY a.pos LIMIT 1",
-                     op, written, NULL, 0);
+    return gt__dx_int(
+        c,
+        "SELECT a.tensor FROM op_args a JOIN tensors t ON t.id = a.tensor "
+        "JOIN tensors w ON w.id = ?2 WHERE a.op = ?1 AND a.role = 0 "
+        "AND a.tensor != ?2 AND t.storage = w.storage ORDER BY a.pos LIMIT 1",
+        op, written, NULL, 0);
 }
 
 /* The input of op `op` whose shape is `shape` ("2,3"). 0 if none. */
 static int64_t input_of_shape(gt__dctx *c, int64_t op, const char *shape)
 {
-    return int_query(c,
-                     "SELECT a.tensor FROM op_args a JOIN tensors t ON t.id = a.tensor "
-                     "WHERE a.op = ?1 AND a.role = 0 AND "
-                     "replace(replace(replace(t.shape, '[', ''), ']', ''), ' ', '') = ?2 "
-                     "ORDER BY a.pos LIMIT 1",
-                     op, 0, shape, 0);
+    return gt__dx_int(
+        c,
+        "SELECT a.tensor FROM op_args a JOIN tensors t ON t.id = a.tensor "
+        "WHERE a.op = ?1 AND a.role = 0 AND "
+        "replace(replace(replace(t.shape, '[', ''), ']', ''), ' ', '') = ?2 "
+        "ORDER BY a.pos LIMIT 1",
+        op, 0, shape, 0);
 }
 
 /* The op name of ops.seq `op`, compared with prefix `want`. */
@@ -119,10 +120,12 @@ static int one_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
         return rc;
     /* detach_() and resize_() raise before the dispatcher: an op of the
      * line recorded before them is another write */
-    if (op && ((kind == GT_FINDING_DETACH_VIEW_INPLACE && !op_is(c, op, "aten::detach_")) ||
-               (kind == GT_FINDING_RESIZE_REQUIRES_GRAD && !op_is(c, op, "aten::resize"))))
+    if (op &&
+        ((kind == GT_FINDING_DETACH_VIEW_INPLACE && !op_is(c, op, "aten::detach_")) ||
+         (kind == GT_FINDING_RESIZE_REQUIRES_GRAD && !op_is(c, op, "aten::resize"))))
         op = tensor = 0;
-    if (!tensor && (*target)[0] && (rc = gt__dx_named_tensor(c, *target, seq, &tensor)) != 0)
+    if (!tensor && (*target)[0] &&
+        (rc = gt__dx_named_tensor(c, *target, seq, &tensor)) != 0)
         return rc;
     if (!tensor && (*expr)[0])
         tensor = gt__dx_named_on_line(c, seq, *expr, NULL, any_tensor, NULL);
@@ -177,22 +180,22 @@ static int one_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
         int64_t made = other && kind == GT_FINDING_INPLACE_INPUT_OVERLAP ? other : tensor;
         f->view_op = gt__dx_view_origin(c, made);
         if (!f->view_op) /* torch.tensor(...): lift_fresh gives back its input */
-            f->view_op = int_query(c,
-                                   "SELECT min(op) FROM op_args WHERE tensor = ?1 "
-                                   "AND op < ?2",
-                                   made, seq, NULL, 0);
+            f->view_op = gt__dx_int(c,
+                                    "SELECT min(op) FROM op_args WHERE tensor = ?1 "
+                                    "AND op < ?2",
+                                    made, seq, NULL, 0);
         /* A dispatch mode sees the aten::detach it causes itself (a factory
          * with requires_grad=True): the op the user's line ran is the one
          * that made the detach's input, on the same line. */
         if (f->view_op && op_is(c, f->view_op, "aten::detach") &&
             !op_is(c, f->view_op, "aten::detach_"))
-            f->view_op = int_query(c,
-                                   "SELECT t.created_by FROM op_args a "
-                                   "JOIN tensors t ON t.id = a.tensor "
-                                   "JOIN ops d ON d.seq = a.op JOIN ops m ON m.seq = "
-                                   "t.created_by WHERE a.op = ?1 AND a.role = 0 "
-                                   "AND m.stack IS d.stack ORDER BY a.pos LIMIT 1",
-                                   f->view_op, 0, NULL, f->view_op);
+            f->view_op = gt__dx_int(c,
+                                    "SELECT t.created_by FROM op_args a "
+                                    "JOIN tensors t ON t.id = a.tensor "
+                                    "JOIN ops d ON d.seq = a.op JOIN ops m ON m.seq = "
+                                    "t.created_by WHERE a.op = ?1 AND a.role = 0 "
+                                    "AND m.stack IS d.stack ORDER BY a.pos LIMIT 1",
+                                    f->view_op, 0, NULL, f->view_op);
         if (kind == GT_FINDING_INPLACE_INFERENCE_TENSOR && f->view_op) {
             gt__opinfo o = {0};
             gt__dx_load_op(c, f->view_op, &o);
@@ -206,7 +209,8 @@ static int one_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
     return gt__dx_suggest(c, f);
 }
 
-static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack, int64_t backward)
+static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
+               int64_t backward)
 {
     gt_strbuf where = GT_STRBUF_INIT, code = GT_STRBUF_INIT;
     char *target = NULL, *expr = NULL;
@@ -282,21 +286,22 @@ static int suggest_in(gt__dctx *c, gt_finding *f, fx *x)
         return rc;
     switch (f->kind) {
     case GT_FINDING_INPLACE_OVERLAP:
-        gt_strbuf_addf(b,
-                       "%s repeats its elements in memory (%s%s%s returns a view whose "
-                       "elements share memory), so an in-place write cannot give each its "
-                       "own value: ",
-                       nm, mop[0] ? mop : "an expand", made[0] ? " at " : "", made);
+        gt_strbuf_addf(
+            b,
+            "%s repeats its elements in memory (%s%s%s returns a view whose "
+            "elements share memory), so an in-place write cannot give each its "
+            "own value: ",
+            nm, mop[0] ? mop : "an expand", made[0] ? " at " : "", made);
         if (oop[0])
             gt_strbuf_addf(b, "write out of place, `%s`, or ", oop);
-        gt_strbuf_addf(b, "give it memory of its own first: `%s = %s.clone()`%s%s", nm, nm,
-                       made[0] ? " after " : " before this line", made);
+        gt_strbuf_addf(b, "give it memory of its own first: `%s = %s.clone()`%s%s", nm,
+                       nm, made[0] ? " after " : " before this line", made);
         break;
     case GT_FINDING_INPLACE_INPUT_OVERLAP:
         gt_strbuf_addf(b, "an input of `%s` reads the memory it writes%s%s%s%s%s: ", code,
                        x->b[OTHER].len ? " (" : "", S(x->b[OTHER]),
-                       x->b[OTHER].len && made[0] ? ", made at " : "", x->b[OTHER].len ? made : "",
-                       x->b[OTHER].len ? ")" : "");
+                       x->b[OTHER].len && made[0] ? ", made at " : "",
+                       x->b[OTHER].len ? made : "", x->b[OTHER].len ? ")" : "");
         if (x->b[OTHER].len)
             gt_strbuf_addf(b, "pass a copy, `%s.clone()`, in its place", S(x->b[OTHER]));
         else
@@ -305,13 +310,14 @@ static int suggest_in(gt__dctx *c, gt_finding *f, fx *x)
             gt_strbuf_addf(b, ", or write out of place, `%s`", oop);
         break;
     case GT_FINDING_INPLACE_INFERENCE_TENSOR:
-        gt_strbuf_addf(b,
-                       "%s was made in inference mode%s%s, and a tensor made there can "
-                       "never be changed in place outside it: change a normal copy, "
-                       "`%s = %s.clone()` outside torch.inference_mode() before this line, "
-                       "or make it under torch.no_grad() instead of "
-                       "torch.inference_mode()",
-                       nm, made[0] ? " at " : "", made, nm, nm);
+        gt_strbuf_addf(
+            b,
+            "%s was made in inference mode%s%s, and a tensor made there can "
+            "never be changed in place outside it: change a normal copy, "
+            "`%s = %s.clone()` outside torch.inference_mode() before this line, "
+            "or make it under torch.no_grad() instead of "
+            "torch.inference_mode()",
+            nm, made[0] ? " at " : "", made, nm, nm);
         break;
     case GT_FINDING_INPLACE_DTYPE: {
         gt_pymsg m;
@@ -345,41 +351,50 @@ static int suggest_in(gt__dctx *c, gt_finding *f, fx *x)
         break;
     }
     case GT_FINDING_INPLACE_SHAPE:
-        gt_strbuf_addf(b, "%s has shape [%s], and `%s` broadcasts to a larger shape%s%s%s",
-                       nm, x->t.found ? x->t.shape : "?", code,
-                       x->b[OTHER].len ? " (that of " : "", S(x->b[OTHER]),
-                       x->b[OTHER].len ? ")" : "");
+        gt_strbuf_addf(
+            b, "%s has shape [%s], and `%s` broadcasts to a larger shape%s%s%s", nm,
+            x->t.found ? x->t.shape : "?", code, x->b[OTHER].len ? " (that of " : "",
+            S(x->b[OTHER]), x->b[OTHER].len ? ")" : "");
         gt_strbuf_adds(b, ", which does not fit in it: ");
         if (oop[0])
-            gt_strbuf_addf(b, "write out of place, `%s` (a new tensor of the larger shape), "
-                              "or ",
+            gt_strbuf_addf(b,
+                           "write out of place, `%s` (a new tensor of the larger shape), "
+                           "or ",
                            oop);
-        gt_strbuf_addf(b, "bring %s to shape [%s] first (index or reduce it, e.g. "
-                          ".sum(0) or .mean(0) over the extra dimension)",
+        gt_strbuf_addf(b,
+                       "bring %s to shape [%s] first (index or reduce it, e.g. "
+                       ".sum(0) or .mean(0) over the extra dimension)",
                        x->b[OTHER].len ? S(x->b[OTHER]) : "the other operand",
                        x->t.found ? x->t.shape : "?");
         break;
     case GT_FINDING_DETACH_VIEW_INPLACE:
-        gt_strbuf_addf(b,
-                       "%s is a view%s%s%s%s%s, and detach_() cannot change a view in place: "
-                       "`%s = %s.detach()` makes a detached tensor without changing it",
-                       nm, mop[0] ? " (made by " : "", mop, made[0] ? " at " : "", made,
-                       mop[0] ? ")" : "", nm, nm);
+        gt_strbuf_addf(
+            b,
+            "%s is a view%s%s%s%s%s, and detach_() cannot change a view in place: "
+            "`%s = %s.detach()` makes a detached tensor without changing it",
+            nm, mop[0] ? " (made by " : "", mop, made[0] ? " at " : "", made,
+            mop[0] ? ")" : "", nm, nm);
         break;
     case GT_FINDING_RESIZE_REQUIRES_GRAD:
         call_args(code, "resize_(", &x->b[ARGS]);
-        gt_strbuf_addf(b,
-                       "%s requires grad and autograd cannot follow a resize: if the number "
-                       "of elements stays the same, reshape out of place (`%s = "
-                       "%s.reshape(%s)`); otherwise make a new tensor of the new size (for a "
-                       "parameter, a new nn.Parameter), or resize a detached copy "
-                       "(`%s = %s.detach().resize_(%s)`, which has no history)",
-                       nm, nm, nm, x->b[ARGS].len ? S(x->b[ARGS]) : "...", nm, nm,
-                       x->b[ARGS].len ? S(x->b[ARGS]) : "...");
+        gt_strbuf_addf(
+            b,
+            "%s requires grad and autograd cannot follow a resize: if the number "
+            "of elements stays the same, reshape out of place (`%s = "
+            "%s.reshape(%s)`); otherwise make a new tensor of the new size (for a "
+            "parameter, a new nn.Parameter), or resize a detached copy "
+            "(`%s = %s.detach().resize_(%s)`, which has no history)",
+            nm, nm, nm, x->b[ARGS].len ? S(x->b[ARGS]) : "...", nm, nm,
+            x->b[ARGS].len ? S(x->b[ARGS]) : "...");
         break;
     default:
         return 0;
     }
+    return gt__dx_take_suggestion(c, f, b);
+}
+
+int gt__dx_take_suggestion(gt__dctx *c, gt_finding *f, gt_strbuf *b)
+{
     if (b->oom)
         return gt__dx_nomem(c);
     free(f->suggestion);
