@@ -237,6 +237,22 @@ static const char *tf(int b)
     return b ? "true" : "false";
 }
 
+/* The kinds of an in-place op PyTorch refused for what its tensor is
+ * (refused.c): their "target" is the tensor written and where it was made. */
+static int is_refused_kind(int kind)
+{
+    return kind >= GT_FINDING_INPLACE_OVERLAP && kind <= GT_FINDING_RESIZE_REQUIRES_GRAD;
+}
+
+/* is_refused_kind for a kind's JSON name. */
+static int refused_name(const char *kind)
+{
+    for (int k = GT_FINDING_INPLACE_OVERLAP; k <= GT_FINDING_RESIZE_REQUIRES_GRAD; k++)
+        if (!strcmp(kind, gt_finding_kind_name(k)))
+            return 1;
+    return 0;
+}
+
 /* Join JSON values into one array in a single pass: each element was built
  * by SQLite's JSON functions, so the commas and brackets are all that is
  * added here. Returns a malloc'd string, NULL (with *rc = GT_ENOMEM) when out
@@ -297,12 +313,14 @@ static char *mutations_json(qdb *db, int *rc, const gt_finding *f)
             "'tensor', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, 'bump_seq', CASE "
             "WHEN ?6 = 0 THEN NULL ELSE ?6 END, "
             "'phase', (SELECT p.name FROM ops o JOIN phases p ON p.id = o.phase "
-            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?1 = 0 AND ?7 = 0 THEN "
-            "'true' "
-            "ELSE 'false' END), 'view_of', json(?8))",
-            "iissiiis", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
+            "WHERE o.seq = ?1), 'attempted', json(CASE WHEN ?9 = 1 OR (?1 = 0 AND ?7 = "
+            "0) "
+            "THEN 'true' ELSE 'false' END), 'view_of', json(?8))",
+            "iissiiisi", m->seq, m->version_after, loc, names, m->tensor, m->bump_seq,
             /* a swap recorded at its `.data =` line: a write with no op */
-            (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP), base_names);
+            (int64_t)(f->kind == GT_FINDING_SILENT_STORAGE_SWAP), base_names,
+            /* a refused op raised: its write never happened */
+            (int64_t)is_refused_kind(f->kind));
         free(base);
         free(base_names);
         free(stack);
@@ -507,8 +525,10 @@ static char *tensor_json(qdb *db, int *rc, int64_t tensor)
  * made; unexplained's "candidates"; both added to the finding's doc. */
 static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
 {
-    char *view = NULL, *cands = NULL, *origin = NULL, *out = NULL;
-    if (is_view_kind(f->kind) || (f->kind == GT_FINDING_LEAF_INPLACE && f->view_op)) {
+    char *view = NULL, *cands = NULL, *origin = NULL, *out = NULL, *target = NULL;
+    int refused = is_refused_kind(f->kind);
+    if (is_view_kind(f->kind) || refused ||
+        (f->kind == GT_FINDING_LEAF_INPLACE && f->view_op)) {
         if (f->view_op) {
             char *stack =
                 qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", f->view_op);
@@ -530,8 +550,17 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
                      "'$.variable', ?3, '$.expression', ?4, '$.origin', json(?2))",
                      "ssss", t, origin, f->name, f->written);
         free(t);
+        if (refused) {
+            /* the tensor written, and the operand the error is about */
+            char *other = f->other ? tensor_json(db, rc, f->other) : NULL;
+            target = qtext(db, rc, "SELECT json_set(?1, '$.other', json(?2))", "ss", view,
+                           other);
+            free(other);
+            free(view);
+            view = NULL;
+        }
     }
-    if (f->kind == GT_FINDING_UNEXPLAINED) {
+    if (f->kind == GT_FINDING_UNEXPLAINED || f->kind == GT_FINDING_ROOT_WITHOUT_GRAD) {
         char **items = calloc(f->n_candidates ? f->n_candidates : 1, sizeof *items);
         size_t n = 0;
         if (!items) {
@@ -545,6 +574,47 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
             cands = join_array(rc, items, n);
         free_items(items, n);
     }
+    if (!*rc && f->kind == GT_FINDING_ROOT_WITHOUT_GRAD) {
+        /* where the graph stopped reaching the root, and what it comes from */
+        static const char *reasons[] = {"",        "detach",
+                                        "no_grad", "not_differentiable",
+                                        "item",    "no_input_requires_grad",
+                                        "data"};
+        char *stack = f->view_op ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1",
+                                         "i", f->view_op)
+                                 : NULL;
+        char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
+        char *mstack =
+            f->op ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", f->op)
+                  : NULL;
+        char *mloc = mstack ? loc_json(db, rc, strtoll(mstack, NULL, 10)) : NULL;
+        char *input = f->other ? tensor_json(db, rc, f->other) : NULL;
+        char *root = f->tensor ? tensor_json(db, rc, f->tensor) : NULL;
+        char *cut = qtext(
+            db, rc,
+            "SELECT json_object('reason', ?1, 'seq', CASE WHEN ?2 = 0 THEN NULL ELSE ?2 "
+            "END, "
+            "'op', (SELECT s.text FROM ops o JOIN strings s ON s.id = o.name WHERE o.seq "
+            "= ?2), "
+            "'grad_mode', (SELECT json(CASE o.grad_mode WHEN 0 THEN 'false' ELSE 'true' "
+            "END) "
+            "FROM ops o WHERE o.seq = ?2), 'location', json(?3), 'input', json(?4), "
+            "'made_at', json(?5), 'sources', json(?6))",
+            "sissss", reasons[f->cut >= 0 && f->cut <= GT_CUT_DATA ? f->cut : 0],
+            f->view_op, loc, input, mloc, cands);
+        target = qtext(db, rc,
+                       "SELECT json_set(coalesce(?1, json_object()), '$.cut', json(?2))",
+                       "ss", root, cut);
+        free(cands);
+        cands = NULL;
+        free(stack);
+        free(loc);
+        free(mstack);
+        free(mloc);
+        free(input);
+        free(root);
+        free(cut);
+    }
     if (!*rc)
         out = qtext(
             db, rc,
@@ -552,12 +622,14 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
             "'$.mismatch', json(CASE ?4 WHEN 1 THEN 'true' WHEN 0 THEN 'false' END), "
             "'$.error_seq', CASE WHEN ?5 = 0 THEN NULL ELSE ?5 END, "
             "'$.outside_recording', json(CASE ?6 WHEN 1 THEN 'true' "
-            "WHEN 0 THEN 'false' END))",
-            "sssiii", doc, view, cands,
+            "WHEN 0 THEN 'false' END), '$.target', json(?7))",
+            "sssiiis", doc, view, cands,
             (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->mismatch : -1), f->error_seq,
-            (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->outside_recording : -1));
+            (int64_t)(f->kind == GT_FINDING_UNEXPLAINED ? f->outside_recording : -1),
+            target);
 out:
     free(view);
+    free(target);
     free(cands);
     free(origin);
     return out;
@@ -1261,6 +1333,50 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     ex[0]   ? ex
                     : ln[0] ? ln
                             : "a leaf");
+    } else if (!strcmp(kind, "root_without_grad")) {
+        const char *rn = jt(d, "$.target.names[0]"), *why = jx(d, "$.target.cut.reason");
+        fprintf(o, "backward() of %s, which has no grad_fn: %s", rn[0] ? rn : "a tensor",
+                !strcmp(why, "detach")    ? "the graph was cut by detach()"
+                : !strcmp(why, "data")    ? "the graph was cut by .data"
+                : !strcmp(why, "no_grad") ? "the graph was cut where grad mode was off"
+                : !strcmp(why, "item")    ? "it was made from a number .item() gave"
+                : !strcmp(why, "not_differentiable")
+                    ? "the graph was cut by an op with no gradient"
+                    : "nothing it comes from requires grad");
+    } else if (refused_name(kind)) {
+        /* an in-place op refused for what its tensor is (refused.c) */
+        const char *var = jt(d, "$.target.expression");
+        const char *tn = names_text(d, "$.target.names");
+        const char *vop = jt(d, "$.target.origin.op");
+        const char *on = jt(d, "$.target.other.names[0]");
+        if (!var[0])
+            var = jt(d, "$.target.variable");
+        if (!var[0])
+            var = tn[0] ? tn : "a tensor";
+        if (!strcmp(kind, "inplace_overlap"))
+            fprintf(o, "in-place operation on %s, whose elements share memory%s%s%s", var,
+                    vop[0] ? " (" : "", vop, vop[0] ? ")" : "");
+        else if (!strcmp(kind, "inplace_input_overlap"))
+            fprintf(o, "in-place operation on %s, reading %s%s that shares its memory",
+                    var, on[0] ? on : "an input", on[0] ? ", an input" : "");
+        else if (!strcmp(kind, "inplace_inference_tensor"))
+            fprintf(o,
+                    "in-place operation on %s, a tensor made in torch.inference_mode(), "
+                    "outside it",
+                    var);
+        else if (!strcmp(kind, "inplace_dtype"))
+            fprintf(o,
+                    "in-place operation on %s (%s), whose dtype cannot hold the result",
+                    var, jt(d, "$.target.dtype"));
+        else if (!strcmp(kind, "inplace_shape"))
+            fprintf(o,
+                    "in-place operation on %s (shape %s), smaller than the broadcast "
+                    "result",
+                    var, jx(d, "$.target.shape"));
+        else if (!strcmp(kind, "detach_view_inplace"))
+            fprintf(o, "detach_() on %s, a view", var);
+        else
+            fprintf(o, "resize_() on %s, a tensor that requires grad", var);
     } else if (!strcmp(kind, "unexplained")) {
         if (!strcmp(jx(d, "$.outside_recording"), "1"))
             fprintf(o, "the run raised an in-place error about a graph whose forward ran "
@@ -1296,8 +1412,10 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     rep);
     }
 
+    int refused = refused_name(kind);
     int at_op = strncmp(kind, "view_", 5) == 0 || !strcmp(kind, "leaf_inplace") ||
-                !strcmp(kind, "unexplained");
+                !strcmp(kind, "unexplained") || refused ||
+                !strcmp(kind, "root_without_grad");
     if (!strcmp(kind, "unexplained")) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
         int n = 0;
@@ -1318,6 +1436,53 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     "    %-11s %sno recorded tensor matches the message's dtype, shape "
                     "and version%s\n",
                     "candidates", st->dim, st->reset);
+    } else if (!strcmp(kind, "root_without_grad")) {
+        const char *why = jx(d, "$.target.cut.reason");
+        print_loc(o, d, st, cwd, "raised at", "$.location");
+        if (jx(d, "$.target.cut.location")[0]) {
+            const char *in = jt(d, "$.target.cut.input.names[0]");
+            print_loc(o, d, st, cwd, !strcmp(why, "item") ? "item() at" : "cut at",
+                      "$.target.cut.location");
+            fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow,
+                    jt(d, "$.target.cut.op"), st->reset, in[0] ? "took " : "", in,
+                    !strcmp(why, "no_grad") ? " with grad mode off"
+                    : in[0]                 ? ", which has a graph"
+                                            : "");
+        }
+        if (jx(d, "$.target.cut.made_at")[0])
+            print_loc(o, d, st, cwd, "made at", "$.target.cut.made_at");
+        if (!strcmp(why, "no_input_requires_grad")) {
+            int n = 0;
+            for (size_t i = 0; i < d->n; i++) {
+                if (strcmp(d->v[i].parent, "$.target.cut.sources") != 0)
+                    continue;
+                char key[96];
+                snprintf(key, sizeof key, "%s", d->v[i].key);
+                const char *tn = jt(d, sub(k, sizeof k, key, ".names[0]"));
+                if (!tn[0]) /* a Python number, a temporary: in the JSON */
+                    continue;
+                fprintf(o, "    %-11s %s (%s %s)\n", n++ ? "" : "comes from", tn,
+                        jt(d, sub(k, sizeof k, key, ".dtype")),
+                        jx(d, sub(k, sizeof k, key, ".shape")));
+            }
+        }
+    } else if (refused) {
+        print_loc(o, d, st, cwd, "raised at", "$.location");
+        /* where the tensor written (or the input overlapping it) was made */
+        const char *other = jx(d, "$.target.other.tensor");
+        const char *mn = names_text(d, other[0] && !strcmp(kind, "inplace_input_overlap")
+                                           ? "$.target.other.names"
+                                           : "$.target.names");
+        if (jx(d, "$.target.origin.location")[0]) {
+            const char *gm = jx(d, "$.target.origin.grad_mode");
+            print_loc(o, d, st, cwd, "made at", "$.target.origin.location");
+            fprintf(o, "    %11s %s%-20s%s made %s%s\n", "", st->yellow,
+                    jt(d, "$.target.origin.op"), st->reset, mn[0] ? mn : "it",
+                    !strcmp(gm, "0") ? " with grad mode off" : "");
+        } else if (jx(d, "$.target.tensor")[0]) {
+            fprintf(o, "    %-11s %s(the op that made it is not in the trace)%s\n",
+                    "made at", st->dim, st->reset);
+        }
     } else if (at_op) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
         int show_view = strncmp(kind, "view_", 5) == 0 || jx(d, "$.view.origin.seq")[0];
@@ -1394,7 +1559,7 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         print_loc(o, d, st, cwd, "freed by", "$.freed_by.location");
         fprintf(o, "    %11s backward #%s ran without retain_graph=True\n", "", fb);
     }
-    if (bi[0]) {
+    if (bi[0] && strcmp(kind, "root_without_grad") != 0) { /* raised there */
         print_loc(o, d, st, cwd, "needed by", "$.backward.location");
         if (!strcmp(kind, "inplace_invalidated_saved"))
             fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi,
@@ -1496,11 +1661,16 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         any_outside = nn > 0;
         gt_diagnose_notes_free(notes, nn);
     }
+    int raised = err && strcmp(err, "null") != 0;
     if (rc == 0 && n == 0)
         fprintf(o,
                 "%s: no findings: no saved tensor %s modified before the backward that "
-                "needed it\n",
-                trace, any_outside ? "the recording saw was" : "was");
+                "needed it%s\n",
+                trace, any_outside ? "the recording saw was" : "was",
+                /* every error of the family gets a finding, if only "unexplained" */
+                raised ? ", and the run's error is not one of the in-place errors "
+                         "diagnose explains"
+                       : "");
     else if (rc == 0)
         fprintf(o, "%s: %zu finding%s\n\n", trace, n, n == 1 ? "" : "s");
     for (size_t i = 0; i < n && rc == 0; i++) {

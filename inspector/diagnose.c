@@ -50,6 +50,22 @@ const char *gt_finding_kind_name(int kind)
         return "silent_storage_swap";
     case GT_FINDING_SILENT_SAVED_WRITE:
         return "silent_saved_write";
+    case GT_FINDING_INPLACE_OVERLAP:
+        return "inplace_overlap";
+    case GT_FINDING_INPLACE_INPUT_OVERLAP:
+        return "inplace_input_overlap";
+    case GT_FINDING_INPLACE_INFERENCE_TENSOR:
+        return "inplace_inference_tensor";
+    case GT_FINDING_INPLACE_DTYPE:
+        return "inplace_dtype";
+    case GT_FINDING_INPLACE_SHAPE:
+        return "inplace_shape";
+    case GT_FINDING_DETACH_VIEW_INPLACE:
+        return "detach_view_inplace";
+    case GT_FINDING_RESIZE_REQUIRES_GRAD:
+        return "resize_requires_grad";
+    case GT_FINDING_ROOT_WITHOUT_GRAD:
+        return "root_without_grad";
     }
     return "unknown";
 }
@@ -1110,6 +1126,10 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         goto out;
     }
     if (!only && (rc = gt__dx_raised_at_op(&c)) != 0)
+        goto out;
+    if (!only && (rc = gt__dx_refused(&c)) != 0)
+        goto out;
+    if ((rc = gt__dx_cut(&c)) != 0)
         goto out;
     if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;

@@ -44,7 +44,51 @@ enum gt_finding_kind {
     GT_FINDING_SILENT_SAVED_WRITE = 10, /* "silent_saved_write": a saved
                                          * tensor's bytes changed without a
                                          * version bump (--check-saved) */
+    /* In-place ops PyTorch refused for what the written tensor is, raised
+     * at the op (refused.c): */
+    GT_FINDING_INPLACE_OVERLAP = 11,          /* "inplace_overlap": elements of
+                                               * the written tensor share memory
+                                               * (an expand, broadcast_to) */
+    GT_FINDING_INPLACE_INPUT_OVERLAP = 12,    /* "inplace_input_overlap": an
+                                               * input of the op shares memory
+                                               * with the written tensor */
+    GT_FINDING_INPLACE_INFERENCE_TENSOR = 13, /* "inplace_inference_tensor": a
+                                               * tensor made in inference mode,
+                                               * changed outside it */
+    GT_FINDING_INPLACE_DTYPE = 14,            /* "inplace_dtype": the result's
+                                               * dtype does not fit the written
+                                               * tensor's (int *= float) */
+    GT_FINDING_INPLACE_SHAPE = 15,            /* "inplace_shape": the broadcast
+                                               * result is larger than the
+                                               * written tensor */
+    GT_FINDING_DETACH_VIEW_INPLACE = 16,      /* "detach_view_inplace":
+                                               * detach_() on a view */
+    GT_FINDING_RESIZE_REQUIRES_GRAD = 17,     /* "resize_requires_grad":
+                                               * resize_() of a tensor that
+                                               * requires grad */
+    /* backward() of a tensor with no grad_fn (cut.c): */
+    GT_FINDING_ROOT_WITHOUT_GRAD = 18, /* "root_without_grad": where the
+                                        * graph was cut (detach, no_grad, an
+                                        * op with no gradient, a tensor made
+                                        * from .item()), or the tensors it
+                                        * comes from that never required
+                                        * grad */
     /* Kinds added later are appended here, never renumbered. */
+};
+
+/* root_without_grad: why the graph does not reach the root. */
+enum gt_cut_reason {
+    GT_CUT_NONE = 0,
+    GT_CUT_DETACH,      /* "detach": detach() of a tensor with a graph */
+    GT_CUT_NO_GRAD,     /* "no_grad": an op ran with grad mode off on one */
+    GT_CUT_NO_GRADIENT, /* "not_differentiable": an op with no gradient
+                         * (argmax, a comparison, an integer result) */
+    GT_CUT_ITEM,        /* "item": a Python number from .item() made into
+                         * a new tensor */
+    GT_CUT_NO_SOURCE,   /* "no_input_requires_grad": nothing it comes from
+                         * required grad (frozen parameters, plain data) */
+    GT_CUT_DATA,        /* "data": it comes from `.data` of a tensor with a
+                         * graph (an alias no op made) */
 };
 
 /* The kind's name as printed in JSON ("inplace_invalidated_saved", ...). */
@@ -94,7 +138,9 @@ typedef struct gt_finding {
                           * origin), 0 if unknown */
     size_t n_candidates; /* unexplained: the tensors whose dtype, shape and
                           * versions match PyTorch's message (tensors.id,
-                          * owned); their last writes are in mutations */
+                          * owned); their last writes are in mutations.
+                          * root_without_grad: the tensors without a graph
+                          * the root comes from (at most 8) */
     int64_t *candidates;
     int mismatch;          /* unexplained: 1 if a finding was marked first to
                             * fail for the error's backward call but does not
@@ -108,6 +154,12 @@ typedef struct gt_finding {
                             * the raising line changes in place as the user
                             * wrote it ("v1[0]", "x[:, 1]", "m.weight[0]"),
                             * NULL if the line is not of a known form; owned */
+    int cut;               /* root_without_grad: enum gt_cut_reason */
+    int64_t other;         /* inplace_input_overlap: the input sharing the
+                            * written tensor's memory; inplace_shape: the
+                            * operand of the broadcast shape;
+                            * root_without_grad: the input with a graph the
+                            * cut took; else 0 */
 } gt_finding;
 
 typedef struct gt_findings {

@@ -127,6 +127,72 @@ int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const c
  * errors), appended to c->f (raised.c). */
 GT_WARN_UNUSED int gt__dx_raised_at_op(gt__dctx *c);
 
+/* Call one(c, seq, m, stack, backward) for every error of the in-place
+ * family, in order, whose parsed kind want() accepts (stack and backward 0
+ * when none); stops at its first non-zero result, returned (raised.c). */
+GT_WARN_UNUSED int gt__dx_each_error(gt__dctx *c, int (*want)(int kind),
+                                     int (*one)(gt__dctx *c, int64_t seq,
+                                                const gt_pymsg *m, int64_t stack,
+                                                int64_t backward));
+
+/* The write the line of user frame `frame` made last before error
+ * `err_seq` (an op of that line with a mutated argument, within 10,000
+ * events): *op its ops.seq, *tensor the tensor written; both 0 if none
+ * (raised.c). */
+GT_WARN_UNUSED int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame,
+                                        int64_t *op /* OUT */, int64_t *tensor /* OUT */);
+
+/* The tensor bound to variable `name` in the user's frame at or before
+ * event `seq` (the recorder binds a frame's tensors when it records an
+ * error), 0 if none (raised.c). */
+GT_WARN_UNUSED int gt__dx_named_tensor(gt__dctx *c, const char *name, int64_t seq,
+                                       int64_t *out /* OUT */);
+
+/* The op that made tensor `t`: its own creator, else that of the nearest
+ * base made by a recorded op; 0 if none (raised.c). */
+int64_t gt__dx_view_origin(gt__dctx *c, int64_t t);
+
+/* Give f the write PyTorch refused, like every kind lists its writes: the
+ * recorded op if there is one, else the raising line's stack (raised.c). */
+GT_WARN_UNUSED int gt__dx_add_attempt(gt__dctx *c, gt_finding *f, int64_t op,
+                                      int64_t stack);
+
+/* Findings for in-place ops PyTorch refused for what the written tensor
+ * is (overlap, inference tensor, dtype, shape, detach_ of a view, resize_
+ * of a tensor that requires grad), appended to c->f (refused.c). */
+GT_WARN_UNUSED int gt__dx_refused(gt__dctx *c);
+
+/* The integer the first column of `sql`'s first row gives with ?1 = a and
+ * ?2 = b (the text b_text instead when not NULL); dflt when there is no
+ * row or it is NULL. A best-effort lookup (refused.c). */
+int64_t gt__dx_int(gt__dctx *c, const char *sql, int64_t a, int64_t b, const char *b_text,
+                   int64_t dflt);
+
+/* Findings for backward calls that raised because a root has no grad_fn:
+ * where the graph was cut, or what it comes from (cut.c); backward call
+ * c->only alone when set. */
+GT_WARN_UNUSED int gt__dx_cut(gt__dctx *c);
+
+/* f->suggestion = what b holds, taken from it (refused.c); GT_ENOMEM
+ * when b ran out of memory. */
+GT_WARN_UNUSED int gt__dx_take_suggestion(gt__dctx *c, gt_finding *f, gt_strbuf *b);
+
+/* Set f->suggestion for a root_without_grad finding (cut.c). */
+GT_WARN_UNUSED int gt__dx_suggest_cut(gt__dctx *c, gt_finding *f);
+
+/* Set f->suggestion for a finding of gt__dx_refused's kinds (refused.c). */
+GT_WARN_UNUSED int gt__dx_suggest_refused(gt__dctx *c, gt_finding *f);
+
+/* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
+ * "x = x.clamp(min=0)", "x += y" gives "x = x + (y)"; "" when the line is
+ * of neither form. Into out (emptied first) (suggest.c). */
+void gt__dx_out_of_place_line(const char *code, const char *name, gt_strbuf *out);
+
+/* The code of the line at stack `stack` without its indentation and
+ * comment ("" if unknown) into code, its "file:line" into where
+ * (suggest.c). */
+void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code);
+
 /* Append an `unexplained` finding for every error of the in-place family
  * that no finding from `first` on explains (raised.c). */
 GT_WARN_UNUSED int gt__dx_unexplained(gt__dctx *c, size_t first);

@@ -7,9 +7,73 @@
 
 /* Where in the message the quoted texts are, before they are copied. */
 typedef struct spans {
-    const char *shape, *fn; /* NULL: none */
-    size_t shape_len, fn_len;
+    const char *shape, *fn, *bshape; /* NULL: none */
+    size_t shape_len, fn_len, bshape_len;
 } spans;
+
+/* PyTorch's scalar type names ("Float", as c10::toString prints them and
+ * "[torch.FloatTensor" shows them) and their Python dtype names. */
+static const struct {
+    const char *type;
+    const char *dtype;
+} types[] = {{"Float", "float32"},
+             {"Double", "float64"},
+             {"Half", "float16"},
+             {"BFloat16", "bfloat16"},
+             {"Long", "int64"},
+             {"Int", "int32"},
+             {"Short", "int16"},
+             {"Char", "int8"},
+             {"Byte", "uint8"},
+             {"Bool", "bool"},
+             {"ComplexFloat", "complex64"},
+             {"ComplexDouble", "complex128"},
+             {"ComplexHalf", "complex32"}};
+
+/* The dtype of type name p[0..n) (n bytes, "Float" or, with suffix
+ * "Tensor", "FloatTensor") into out: its Python name, else the name as
+ * written when allow_raw; "" if neither. */
+static void dtype_of(const char *p, size_t n, const char *suffix, int allow_raw,
+                     char *out, size_t len)
+{
+    size_t k = strlen(suffix);
+    out[0] = 0;
+    if (n < k || strncmp(p + n - k, suffix, k) != 0)
+        return;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (n - k == strlen(types[i].type) && !strncmp(p, types[i].type, n - k)) {
+            snprintf(out, len, "%s", types[i].dtype);
+            return;
+        }
+    if (allow_raw && n - k < len)
+        snprintf(out, len, "%.*s", (int)(n - k), p);
+}
+
+/* "result type Float can't be cast to the desired output type Long" */
+static void parse_cast(const char *msg, gt_pymsg *e)
+{
+    const char *p = strstr(msg, "result type ");
+    const char *q = p ? strstr(p, " can't be cast to the desired output type ") : NULL;
+    if (!q)
+        return;
+    p += 12;
+    dtype_of(p, (size_t)(q - p), "", 1, e->result_dtype, sizeof e->result_dtype);
+    q += 42;
+    dtype_of(q, strcspn(q, " .,;\n"), "", 1, e->out_dtype, sizeof e->out_dtype);
+}
+
+/* "output with shape [3] doesn't match the broadcast shape [2, 3]" */
+static void parse_broadcast(const char *msg, spans *sp)
+{
+    const char *p = strstr(msg, "output with shape [");
+    const char *q = p ? strstr(p, "] doesn't match the broadcast shape [") : NULL;
+    if (!q)
+        return;
+    sp->shape = p + 19;
+    sp->shape_len = (size_t)(q - sp->shape);
+    sp->bshape = q + 37;
+    sp->bshape_len = strcspn(sp->bshape, "]");
+}
 
 /* "Output 1 of Split is a view ...": output number and function name. */
 static void parse_output_of(const char *msg, gt_pymsg *e, spans *sp)
@@ -27,23 +91,6 @@ static void parse_output_of(const char *msg, gt_pymsg *e, spans *sp)
 
 static void parse_versions(const char *msg, gt_pymsg *e, spans *sp)
 {
-    static const struct {
-        const char *type;
-        const char *dtype;
-    } types[] = {
-        {"FloatTensor", "float32"},
-        {"DoubleTensor", "float64"},
-        {"HalfTensor", "float16"},
-        {"BFloat16Tensor", "bfloat16"},
-        {"LongTensor", "int64"},
-        {"IntTensor", "int32"},
-        {"ShortTensor", "int16"},
-        {"CharTensor", "int8"},
-        {"ByteTensor", "uint8"},
-        {"BoolTensor", "bool"},
-        {"ComplexFloatTensor", "complex64"},
-        {"ComplexDoubleTensor", "complex128"},
-    };
     const char *p, *q;
     if (!(p = strstr(msg, "[torch.")))
         return;
@@ -53,9 +100,7 @@ static void parse_versions(const char *msg, gt_pymsg *e, spans *sp)
     q = strchr(p, ' ');
     if (!q || q[1] != '[')
         return;
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if ((size_t)(q - p) == strlen(types[i].type) && !strncmp(p, types[i].type, q - p))
-            snprintf(e->dtype, sizeof e->dtype, "%s", types[i].dtype);
+    dtype_of(p, (size_t)(q - p), "Tensor", 0, e->dtype, sizeof e->dtype);
     p = q + 2;
     sp->shape = p;
     sp->shape_len = strcspn(p, "]");
@@ -81,28 +126,34 @@ void gt__pymsg_release(gt_pymsg *m)
 {
     free(m->text);
     memset(m, 0, sizeof *m);
-    m->shape = m->grad_fn = "";
+    m->shape = m->grad_fn = m->bshape = "";
 }
 
-/* Copy the quoted texts out of the message (the shape without spaces). */
+/* Copy the quoted texts out of the message (the shapes without spaces). */
+static char *copy_span(char *t, const char *p, size_t n, int nospace)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!nospace || p[i] != ' ')
+            *t++ = p[i];
+    *t++ = 0;
+    return t;
+}
+
 static int keep_spans(gt_pymsg *e, const spans *sp)
 {
-    if (!sp->shape && !sp->fn)
+    if (!sp->shape && !sp->fn && !sp->bshape)
         return 0;
-    if (!(e->text = malloc(sp->shape_len + sp->fn_len + 2))) {
+    if (!(e->text = malloc(sp->shape_len + sp->fn_len + sp->bshape_len + 3))) {
         gt__pymsg_release(e);
         return -1;
     }
     char *t = e->text;
     e->shape = t;
-    for (size_t i = 0; i < sp->shape_len; i++)
-        if (sp->shape[i] != ' ')
-            *t++ = sp->shape[i];
-    *t++ = 0;
+    t = copy_span(t, sp->shape, sp->shape_len, 1);
     e->grad_fn = t;
-    if (sp->fn_len)
-        memcpy(t, sp->fn, sp->fn_len);
-    t[sp->fn_len] = 0;
+    t = copy_span(t, sp->fn, sp->fn_len, 0);
+    e->bshape = t;
+    copy_span(t, sp->bshape, sp->bshape_len, 1);
     return 0;
 }
 
@@ -110,7 +161,7 @@ int gt__pymsg_parse(const char *msg, gt_pymsg *e)
 {
     spans sp = {0};
     memset(e, 0, sizeof *e);
-    e->shape = e->grad_fn = "";
+    e->shape = e->grad_fn = e->bshape = "";
     if (!msg)
         return 0;
     if (strstr(msg, "modified by an inplace operation")) {
@@ -145,6 +196,26 @@ int gt__pymsg_parse(const char *msg, gt_pymsg *e)
         parse_output_of(msg, e, &sp);
     } else if (strstr(msg, "that would mutate a captured Tensor")) {
         e->kind = GT_PYMSG_CAPTURED;
+    } else if (strstr(msg, "more than one element of the written-to tensor refers to a "
+                           "single memory location")) {
+        e->kind = GT_PYMSG_OVERLAP;
+    } else if (strstr(msg, "some elements of the input tensor and the written-to tensor "
+                           "refer to a single memory location")) {
+        e->kind = GT_PYMSG_OVERLAP_INPUT;
+    } else if (strstr(msg, "Inplace update to inference tensor outside InferenceMode")) {
+        e->kind = GT_PYMSG_INFERENCE;
+    } else if (strstr(msg, "can't be cast to the desired output type")) {
+        e->kind = GT_PYMSG_DTYPE;
+        parse_cast(msg, e);
+    } else if (strstr(msg, "doesn't match the broadcast shape")) {
+        e->kind = GT_PYMSG_SHAPE;
+        parse_broadcast(msg, &sp);
+    } else if (strstr(msg, "Can't detach views in-place")) {
+        e->kind = GT_PYMSG_DETACH_VIEW;
+    } else if (strstr(msg, "cannot resize variables that require grad")) {
+        e->kind = GT_PYMSG_RESIZE_GRAD;
+    } else if (strstr(msg, "does not require grad and does not have a grad_fn")) {
+        e->kind = GT_PYMSG_NO_GRAD_FN;
     }
     return keep_spans(e, &sp);
 }
@@ -154,6 +225,11 @@ int gt__pymsg_at_op(int kind)
     return kind == GT_PYMSG_LEAF || kind == GT_PYMSG_VIEW_OF_LEAF ||
            kind == GT_PYMSG_VIEW_MULTI || kind == GT_PYMSG_VIEW_NO_GRAD ||
            kind == GT_PYMSG_VIEW_INFERENCE || kind == GT_PYMSG_VIEW_CUSTOM;
+}
+
+int gt__pymsg_refused(int kind)
+{
+    return kind >= GT_PYMSG_OVERLAP && kind <= GT_PYMSG_RESIZE_GRAD;
 }
 
 /* The next size of "16,8" from *s on, into *x: 1, 0 at the end, -1 if

@@ -46,6 +46,28 @@ enum gt_pymsg_kind {
                               * etc) transform, the function provided attempted
                               * to call in-place operation (OP) that would
                               * mutate a captured Tensor." */
+    /* In-place ops PyTorch refuses for what the written tensor is, raised
+     * at the op (the kernel's checks, or the autograd layer's): */
+    GT_PYMSG_OVERLAP,       /* "unsupported operation: more than one element
+                             * of the written-to tensor refers to a single
+                             * memory location. ..." (an expanded tensor) */
+    GT_PYMSG_OVERLAP_INPUT, /* "unsupported operation: some elements of the
+                             * input tensor and the written-to tensor refer to
+                             * a single memory location. ..." */
+    GT_PYMSG_INFERENCE,     /* "Inplace update to inference tensor outside
+                             * InferenceMode is not allowed. ..." */
+    GT_PYMSG_DTYPE,         /* "result type Float can't be cast to the
+                             * desired output type Long" */
+    GT_PYMSG_SHAPE,         /* "output with shape [3] doesn't match the
+                             * broadcast shape [2, 3]" */
+    GT_PYMSG_DETACH_VIEW,   /* "Can't detach views in-place. Use detach()
+                             * instead. ..." */
+    GT_PYMSG_RESIZE_GRAD,   /* "cannot resize variables that require grad" */
+    /* Not an in-place error, but one every user meets, explained from the
+     * same records: */
+    GT_PYMSG_NO_GRAD_FN, /* "element 0 of tensors does not require grad and
+                          * does not have a grad_fn" (backward of a tensor
+                          * cut from the graph) */
 };
 
 /* A parsed message; what it quotes from the message (any number of sizes,
@@ -63,7 +85,14 @@ typedef struct gt_pymsg {
      * ("Output N of NAME is a view"): */
     const char *grad_fn; /* NAME, "" if the message names none; inside text */
     int64_t output_nr;
-    char *text; /* owns shape and grad_fn; NULL when both are "" */
+    /* GT_PYMSG_DTYPE: the result's and the written tensor's dtypes as
+     * PyTorch's Python names ("float32", "int64"; the message's own word
+     * when it is none of the known ones, "" if unread). GT_PYMSG_SHAPE:
+     * the written tensor's sizes in shape, the broadcast result's in
+     * bshape ("2,3"; "" if unread, inside text). */
+    char result_dtype[24], out_dtype[24];
+    const char *bshape;
+    char *text; /* owns shape, grad_fn and bshape; NULL when all are "" */
 } gt_pymsg;
 
 /* Parse `msg` (NULL reads as an empty message) into *out: a message of no
@@ -79,6 +108,10 @@ void gt__pymsg_release(gt_pymsg *m);
  * errors), 0 for the others. */
 int gt__pymsg_at_op(int kind);
 
+/* 1 for the kinds of an in-place op refused for what its tensor is
+ * (GT_PYMSG_OVERLAP .. GT_PYMSG_RESIZE_GRAD), 0 for the others. */
+int gt__pymsg_refused(int kind);
+
 /* The SQL LIKE patterns that select the messages of the family (for a
  * query over the errors table), as one "message LIKE ... OR ..." text. */
 #define GT__PYMSG_FAMILY_SQL                                                             \
@@ -90,7 +123,14 @@ int gt__pymsg_at_op(int kind);
     " OR message LIKE '%is a view and is being modified inplace%'"                       \
     " OR message LIKE '%is a view of a view which was created in%'"                      \
     " OR message LIKE '%view was created in%mode and is being modified inplace%'"        \
-    " OR message LIKE '%that would mutate a captured Tensor%')"
+    " OR message LIKE '%that would mutate a captured Tensor%'"                           \
+    " OR message LIKE '%the written-to tensor refer%to a single memory location%'"       \
+    " OR message LIKE '%Inplace update to inference tensor outside InferenceMode%'"      \
+    " OR message LIKE '%result type % can''t be cast to the desired output type %'"      \
+    " OR message LIKE '%output with shape [%] doesn''t match the broadcast shape [%'"    \
+    " OR message LIKE '%Can''t detach views in-place%'"                                  \
+    " OR message LIKE '%cannot resize variables that require grad%'"                     \
+    " OR message LIKE '%does not require grad and does not have a grad_fn%')"
 
 /* 1 if a tensor recorded with sizes `recorded` ("3,4") is the tensor a
  * message showing `shown` ("4") names: the same sizes or, for a tensor made

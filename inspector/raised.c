@@ -21,42 +21,54 @@ static const char sql_family[] =
     "SELECT seq, message, coalesce(stack, 0), coalesce(backward, 0) FROM errors "
     "WHERE " GT__PYMSG_FAMILY_SQL " ORDER BY seq";
 
+int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *op,
+                         int64_t *tensor)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0, s;
+    *op = *tensor = 0;
+    if (!frame)
+        return 0;
+    if (sqlite3_prepare_v2(c->db,
+                           "SELECT o.seq, a.tensor FROM ops o "
+                           "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
+                           "JOIN stacks s ON s.id = o.stack "
+                           "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
+                           "AND " GT_USER_FRAME("s") " = ?2 "
+                                                     "ORDER BY o.seq DESC LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gt__dx_sql_fail(c);
+    sqlite3_bind_int64(st, 1, err_seq);
+    sqlite3_bind_int64(st, 2, frame);
+    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        *op = sqlite3_column_int64(st, 0);
+        *tensor = sqlite3_column_int64(st, 1);
+    } else if (s != SQLITE_DONE) {
+        rc = gt__dx_sql_fail(c);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* written: the expression the line changes ("w[:, pos]" of
  * "w[:, pos] -= e"), "" if none; its variables are looked at before the
  * rest of the line's (e may be a view of another leaf). */
 static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *code,
                      const char *written, int64_t *leaf, int64_t *op)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = 0, s;
+    int64_t wop, wt;
     *leaf = 0;
     *op = 0;
     /* The op itself, if it was recorded: the last op of the same user line
      * before the error, with a mutated argument. */
-    if (frame) {
-        if (sqlite3_prepare_v2(c->db,
-                               "SELECT o.seq, a.tensor FROM ops o "
-                               "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
-                               "JOIN stacks s ON s.id = o.stack "
-                               "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
-                               "AND " GT_USER_FRAME("s") " = ?2 "
-                                                         "ORDER BY o.seq DESC LIMIT 1",
-                               -1, &st, NULL) != SQLITE_OK)
-            return gt__dx_sql_fail(c);
-        sqlite3_bind_int64(st, 1, err_seq);
-        sqlite3_bind_int64(st, 2, frame);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            int64_t l = gt__dx_leaf_of(c, sqlite3_column_int64(st, 1));
-            if (l) {
-                *leaf = l;
-                *op = sqlite3_column_int64(st, 0);
-            }
-        } else if (s != SQLITE_DONE) {
-            rc = gt__dx_sql_fail(c);
-        }
-        sqlite3_finalize(st);
-        if (rc || *leaf)
-            return rc;
+    int rc = gt__dx_write_on_line(c, err_seq, frame, &wop, &wt);
+    if (rc)
+        return rc;
+    int64_t l = wt ? gt__dx_leaf_of(c, wt) : 0;
+    if (l) {
+        *leaf = l;
+        *op = wop;
+        return 0;
     }
     /* Otherwise the latest variable named in the written expression, then
      * on the line, that is (a view of) a leaf requiring grad. */
@@ -105,7 +117,7 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
 /* The tensor bound to variable `name` in the user's frame at or before
  * event `seq` (the recorder binds a frame's tensors when it records an
  * error), 0 if none. */
-static int named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out)
+int gt__dx_named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
@@ -186,7 +198,7 @@ static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t 
 
 /* The op that made view `t`: its own creator, else that of the nearest base
  * made by a recorded op. */
-static int64_t view_origin(gt__dctx *c, int64_t t)
+int64_t gt__dx_view_origin(gt__dctx *c, int64_t t)
 {
     for (int depth = 0; t && depth < 16; depth++) {
         gt__tinfo ti;
@@ -251,7 +263,7 @@ static int finding_kind(int msg_kind)
 
 /* Give f the write PyTorch refused, like every kind lists its writes: the
  * recorded op if there is one, else the raising line's stack. */
-static int add_attempt(gt__dctx *c, gt_finding *f, int64_t op, int64_t stack)
+int gt__dx_add_attempt(gt__dctx *c, gt_finding *f, int64_t op, int64_t stack)
 {
     if (!(f->mutations = calloc(1, sizeof *f->mutations)))
         return gt__dx_nomem(c);
@@ -346,28 +358,28 @@ static int one_raised_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t st
         if (m->kind == GT_PYMSG_VIEW_OF_LEAF && target[0]) {
             /* A view of the leaf: where that view was made. */
             int64_t view = 0, leaf;
-            if ((rc = named_tensor(c, target, seq, &view)) != 0)
+            if ((rc = gt__dx_named_tensor(c, target, seq, &view)) != 0)
                 return rc;
             if (!view)
                 view = tensor;
             if (view && (leaf = gt__dx_leaf_of(c, view)) != 0 && leaf != view) {
-                origin = view_origin(c, view);
+                origin = gt__dx_view_origin(c, view);
                 tensor = leaf;
             }
         }
         if (m->kind == GT_PYMSG_VIEW_OF_LEAF && !origin && tensor && frame) {
             int64_t view = view_on_line(c, seq, frame, gt__dx_leaf_of(c, tensor));
             if (view) {
-                origin = view_origin(c, view);
+                origin = gt__dx_view_origin(c, view);
                 tensor = gt__dx_leaf_of(c, view);
             }
         }
     } else {
-        if (target[0] && (rc = named_tensor(c, target, seq, &tensor)) != 0)
+        if (target[0] && (rc = gt__dx_named_tensor(c, target, seq, &tensor)) != 0)
             return rc;
         if (!tensor && (rc = view_by_message(c, m, seq, &tensor)) != 0)
             return rc;
-        origin = tensor ? view_origin(c, tensor) : 0;
+        origin = tensor ? gt__dx_view_origin(c, tensor) : 0;
     }
     gt_finding *f = gt__dx_add_finding(c, kind, backward);
     if (!f)
@@ -397,7 +409,7 @@ static int one_raised_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t st
                 !strncmp(o.name, want, n) && (o.name[n] == 0 || o.name[n] == '.');
         gt__dx_op_release(&o);
     }
-    if ((rc = add_attempt(c, f, op, stack)) != 0)
+    if ((rc = gt__dx_add_attempt(c, f, op, stack)) != 0)
         return rc;
     return gt__dx_suggest(c, f);
 }
@@ -411,7 +423,9 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
     return rc;
 }
 
-int gt__dx_raised_at_op(gt__dctx *c)
+int gt__dx_each_error(gt__dctx *c, int (*want)(int kind),
+                      int (*one)(gt__dctx *c, int64_t seq, const gt_pymsg *m,
+                                 int64_t stack, int64_t backward))
 {
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
@@ -423,15 +437,20 @@ int gt__dx_raised_at_op(gt__dctx *c)
             rc = gt__dx_nomem(c);
             break;
         }
-        if (gt__pymsg_at_op(m.kind))
-            rc = one_raised(c, sqlite3_column_int64(st, 0), &m,
-                            sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3));
+        if (want(m.kind))
+            rc = one(c, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 2),
+                     sqlite3_column_int64(st, 3));
         gt__pymsg_release(&m);
     }
     if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
         rc = gt__dx_sql_fail(c);
     sqlite3_finalize(st);
     return rc;
+}
+
+int gt__dx_raised_at_op(gt__dctx *c)
+{
+    return gt__dx_each_error(c, gt__pymsg_at_op, one_raised);
 }
 
 /* ---- errors nothing explains ------------------------------------------- */

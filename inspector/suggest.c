@@ -698,18 +698,7 @@ static void read_subscript(const char *code, const char *name, char *buf)
 /* The one integer `sql` gives for ?1 = a and ?2 = b, 0 if none. */
 static int64_t int_of(gt__dctx *c, const char *sql, int64_t a, int64_t b)
 {
-    sqlite3_stmt *st = NULL;
-    int64_t v = 0;
-    int s = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, a);
-        sqlite3_bind_int64(st, 2, b);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            v = sqlite3_column_int64(st, 0);
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
-    return v;
+    return gt__dx_int(c, sql, a, b, NULL, 0);
 }
 
 /* event seq of backward call `id`, 0 if none */
@@ -1533,8 +1522,29 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
         return suggest_view(c, f, t);
     case GT_FINDING_UNEXPLAINED:
         return suggest_unexplained(c, f, t);
+    case GT_FINDING_INPLACE_OVERLAP:
+    case GT_FINDING_INPLACE_INPUT_OVERLAP:
+    case GT_FINDING_INPLACE_INFERENCE_TENSOR:
+    case GT_FINDING_INPLACE_DTYPE:
+    case GT_FINDING_INPLACE_SHAPE:
+    case GT_FINDING_DETACH_VIEW_INPLACE:
+    case GT_FINDING_RESIZE_REQUIRES_GRAD:
+        return gt__dx_suggest_refused(c, f);
+    case GT_FINDING_ROOT_WITHOUT_GRAD:
+        return gt__dx_suggest_cut(c, f);
     }
     return 0;
+}
+
+void gt__dx_out_of_place_line(const char *code, const char *name, gt_strbuf *out)
+{
+    out_of_place_line(code, name, out);
+}
+
+void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code)
+{
+    gt__dx_stack_loc(c, stack, where, code, NULL);
+    trim_code(code);
 }
 
 int gt__dx_suggest(gt__dctx *c, gt_finding *f)

@@ -225,8 +225,70 @@ static void test_messages(void **state)
     assert_int_equal(m.kind, GT_PYMSG_LEAF_MOVED);
     parse("CUDA out of memory", &m);
     assert_int_equal(m.kind, GT_PYMSG_OTHER);
+    assert_false(gt__pymsg_refused(m.kind));
     parse(NULL, &m);
     assert_int_equal(m.kind, GT_PYMSG_OTHER);
+    gt__pymsg_release(&m);
+}
+
+/* The in-place ops refused for what the written tensor is (refused.c):
+ * each message's kind, and the dtypes and shapes it quotes. */
+static void test_messages_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *msg;
+        int kind;
+    } kinds[] = {
+        {"unsupported operation: more than one element of the written-to tensor refers "
+         "to a single memory location. Please clone() the tensor before performing the "
+         "operation.",
+         GT_PYMSG_OVERLAP},
+        {"unsupported operation: some elements of the input tensor and the written-to "
+         "tensor refer to a single memory location. Please clone() the tensor before "
+         "performing the operation.",
+         GT_PYMSG_OVERLAP_INPUT},
+        {"Inplace update to inference tensor outside InferenceMode is not allowed.You "
+         "can "
+         "make a clone to get a normal tensor before doing inplace update.",
+         GT_PYMSG_INFERENCE},
+        {"Can't detach views in-place. Use detach() instead. If you are using "
+         "DistributedDataParallel (DDP) ...",
+         GT_PYMSG_DETACH_VIEW},
+        {"cannot resize variables that require grad", GT_PYMSG_RESIZE_GRAD},
+    };
+    gt_pymsg m = {0};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        parse(kinds[i].msg, &m);
+        assert_int_equal(m.kind, kinds[i].kind);
+        assert_true(gt__pymsg_refused(m.kind));
+        assert_false(gt__pymsg_at_op(m.kind));
+    }
+    parse("result type Float can't be cast to the desired output type Long", &m);
+    assert_int_equal(m.kind, GT_PYMSG_DTYPE);
+    assert_string_equal(m.result_dtype, "float32");
+    assert_string_equal(m.out_dtype, "int64");
+    parse("result type ComplexFloat can't be cast to the desired output type Bool", &m);
+    assert_string_equal(m.result_dtype, "complex64");
+    assert_string_equal(m.out_dtype, "bool");
+    /* a type this parser does not know is kept as PyTorch wrote it */
+    parse("result type Float8_e5m2 can't be cast to the desired output type Byte", &m);
+    assert_string_equal(m.result_dtype, "Float8_e5m2");
+    assert_string_equal(m.out_dtype, "uint8");
+    parse("output with shape [3] doesn't match the broadcast shape [2, 3]", &m);
+    assert_int_equal(m.kind, GT_PYMSG_SHAPE);
+    assert_string_equal(m.shape, "3");
+    assert_string_equal(m.bshape, "2,3");
+    assert_int_equal(m.has_versions, 0);
+    parse("output with shape [] doesn't match the broadcast shape [4]", &m);
+    assert_string_equal(m.shape, "");
+    assert_string_equal(m.bshape, "4");
+    /* cut short: the kind stays, what is missing is "" */
+    parse("output with shape [1, 5", &m);
+    assert_int_equal(m.kind, GT_PYMSG_OTHER);
+    parse("result type Float can't be cast to the desired output type ", &m);
+    assert_int_equal(m.kind, GT_PYMSG_DTYPE);
+    assert_string_equal(m.out_dtype, "");
     gt__pymsg_release(&m);
 }
 
@@ -288,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_shape_fits_many_dims),
         cmocka_unit_test(test_assigns_mentions_comments),
         cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_messages_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

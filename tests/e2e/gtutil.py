@@ -102,6 +102,27 @@ def one(db, sql, *args):
     return r[0][0]
 
 
+def marker(script, tag):
+    """The 1-based line of `script` that ends with the comment `# @tag`
+    (asserted to be one)."""
+    with open(script) as f:
+        hits = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("# @" + tag)]
+    assert len(hits) == 1, (script, tag, hits)
+    return hits[0]
+
+
+def diagnose_both(trace):
+    """`gradtrace diagnose` of trace, as JSON and as text, run from the
+    source tree (paths below it are shown relative): (exit status, the JSON
+    document, the text); both exit alike (asserted)."""
+    r = subprocess.run([GRADTRACE, "diagnose", "--json", trace], capture_output=True,
+                       text=True, timeout=120, cwd=SOURCE)
+    t = subprocess.run([GRADTRACE, "diagnose", trace], capture_output=True, text=True,
+                       timeout=120, cwd=SOURCE)
+    assert r.returncode == t.returncode, (r.returncode, t.returncode)
+    return r.returncode, json.loads(r.stdout), t.stdout
+
+
 def only_finding(test, trace, kind):
     """The one finding of `gradtrace diagnose --json trace`, asserted (on
     test, a TestCase) to be of kind and the command to exit 1."""

@@ -26,10 +26,7 @@ SCRIPT = gtutil.scenario("cap_calls.py")
 
 
 def marker(tag):
-    with open(SCRIPT) as f:
-        hits = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("# @" + tag)]
-    assert len(hits) == 1, (tag, hits)
-    return hits[0]
+    return gtutil.marker(SCRIPT, tag)
 
 
 class Calls(unittest.TestCase):

@@ -31,10 +31,7 @@ ERR_RE = re.compile(r"\[torch\.(\w+) \[([\d, ]*)\]\], which is output \d+ of (\w
 
 
 def marker(tag, script=SCRIPT):
-    with open(script) as f:
-        hits = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("# @" + tag)]
-    assert len(hits) == 1, (tag, hits)
-    return hits[0]
+    return gtutil.marker(script, tag)
 
 
 def diagnose(trace, *opts):

@@ -10,10 +10,8 @@ script (the suggested line replaces the raising one, or the suggested
 
 Env: GRADTRACE (the built command), GT_SOURCE_DIR, GT_BUILD_DIR.
 """
-import json
 import os
 import re
-import subprocess
 import sys
 import unittest
 
@@ -21,21 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gtutil  # noqa: E402
 
 
-def marker(script, tag):
-    with open(script) as f:
-        hits = [i + 1 for i, l in enumerate(f) if l.rstrip().endswith("# @" + tag)]
-    assert len(hits) == 1, (script, tag, hits)
-    return hits[0]
-
-
-def diagnose(trace):
-    """Diagnose from the source tree: paths below it are shown relative."""
-    r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace], capture_output=True,
-                       text=True, timeout=120, cwd=gtutil.SOURCE)
-    t = subprocess.run([gtutil.GRADTRACE, "diagnose", trace], capture_output=True, text=True,
-                       timeout=120, cwd=gtutil.SOURCE)
-    assert r.returncode == t.returncode, (r.returncode, t.returncode)
-    return r.returncode, json.loads(r.stdout), t.stdout
+marker = gtutil.marker
+diagnose = gtutil.diagnose_both
 
 
 def apply_fix(script, line, suggestion, args=()):
