@@ -34,9 +34,9 @@ static const char sql_roots[] =
     "AND tensor IS NOT NULL ORDER BY pos";
 /* The op that made tensor ?1 (a view's own op), else the first op that
  * gave it as an output. */
-static const char sql_made[] =
-    "SELECT coalesce(t.created_by, (SELECT min(a.op) FROM op_args a WHERE a.tensor = t.id "
-    "AND a.role = 1)) FROM tensors t WHERE t.id = ?1";
+static const char sql_made[] = "SELECT coalesce(t.created_by, (SELECT min(a.op) FROM "
+                               "op_args a WHERE a.tensor = t.id "
+                               "AND a.role = 1)) FROM tensors t WHERE t.id = ?1";
 /* An op's inputs: tensor, whether it had a graph (a grad_fn node, or an
  * AccumulateGrad node made before the op), whether it was recorded as
  * requiring grad. */
@@ -76,14 +76,15 @@ static int load(gt__dctx *c, int64_t seq, int64_t out, wop *o)
 /* 1 for a dtype no gradient flows through. */
 static int integral(const char *dtype)
 {
-    return !strncmp(dtype, "int", 3) || !strncmp(dtype, "uint", 4) || !strcmp(dtype, "bool");
+    return !strncmp(dtype, "int", 3) || !strncmp(dtype, "uint", 4) ||
+           !strcmp(dtype, "bool");
 }
 
 /* What the walk found. */
 typedef struct cut {
-    int reason;         /* enum gt_cut_reason */
-    int64_t op, input;  /* the cutting op and the input with a graph */
-    int64_t nodiff;     /* the nearest op with an integral result, 0 none */
+    int reason;        /* enum gt_cut_reason */
+    int64_t op, input; /* the cutting op and the input with a graph */
+    int64_t nodiff;    /* the nearest op with an integral result, 0 none */
     int64_t sources[MAX_SOURCES];
     size_t n_sources;
 } cut;
@@ -200,18 +201,24 @@ out:
  * before event `before`: its ops.seq, 0 if none. */
 static int64_t item_before(gt__dctx *c, int64_t before)
 {
-    return gt__dx_int(c, "SELECT o.seq FROM ops o JOIN strings n ON n.id = o.name "
+    return gt__dx_int(
+        c,
+        "SELECT o.seq FROM ops o JOIN strings n ON n.id = o.name "
         "JOIN op_args a ON a.op = o.seq AND a.role = 0 "
-        "WHERE n.text = 'aten::_local_scalar_dense' AND o.seq < ?1 AND o.seq > ?1 - 1000000 "
+        "WHERE n.text = 'aten::_local_scalar_dense' AND o.seq < ?1 AND o.seq > ?1 - "
+        "1000000 "
         "AND EXISTS (SELECT 1 FROM node_outputs g WHERE g.tensor = a.tensor) "
-        "ORDER BY o.seq DESC LIMIT 1", before, 0, NULL, 0);
+        "ORDER BY o.seq DESC LIMIT 1",
+        before, 0, NULL, 0);
 }
 
 /* The tensor .item() op `item` read. */
 static int64_t item_input(gt__dctx *c, int64_t item)
 {
-    return gt__dx_int(c, "SELECT tensor FROM op_args WHERE op = ?1 AND role = 0 "
-                               "ORDER BY pos LIMIT 1", item, 0, NULL, 0);
+    return gt__dx_int(c,
+                      "SELECT tensor FROM op_args WHERE op = ?1 AND role = 0 "
+                      "ORDER BY pos LIMIT 1",
+                      item, 0, NULL, 0);
 }
 
 /* The op that made source tensor t (a factory: torch.tensor, zeros), 0 if
@@ -249,12 +256,16 @@ static const char *without_alias(const char *code, gt_strbuf *out)
  * (0-d) on it is no `.data`, nor is a tensor of another geometry. */
 static int64_t data_of(gt__dctx *c, int64_t t)
 {
-    return gt__dx_int(c, "SELECT g.id FROM tensors s JOIN tensors g ON g.id = s.alias_of "
-        "WHERE s.id = ?1 AND s.created_by IS NULL AND s.version_counter != g.version_counter "
+    return gt__dx_int(
+        c,
+        "SELECT g.id FROM tensors s JOIN tensors g ON g.id = s.alias_of "
+        "WHERE s.id = ?1 AND s.created_by IS NULL AND s.version_counter != "
+        "g.version_counter "
         "AND s.shape != '[]' AND s.shape = g.shape AND s.strides = g.strides "
         "AND NOT EXISTS (SELECT 1 FROM op_args o WHERE o.tensor = s.id AND o.role = 1) "
         "AND EXISTS (SELECT 1 FROM node_outputs n WHERE n.tensor = g.id) "
-        "ORDER BY g.id DESC LIMIT 1", t, 0, NULL, 0);
+        "ORDER BY g.id DESC LIMIT 1",
+        t, 0, NULL, 0);
 }
 
 static int one_root(gt__dctx *c, int64_t backward, int64_t err_seq, int64_t err_stack,
@@ -326,7 +337,8 @@ static int one_root(gt__dctx *c, int64_t backward, int64_t err_seq, int64_t err_
     return gt__dx_suggest(c, f);
 }
 
-static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack, int64_t backward)
+static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
+               int64_t backward)
 {
     (void)m;
     sqlite3_stmt *st = NULL;
@@ -362,7 +374,6 @@ int gt__dx_cut(gt__dctx *c)
 
 enum { ROOT, INPUT, WHERE, CODE, FIXED, OUT, NBUF };
 
-
 /* "; ... none of the tensors it comes from (a, b) required grad ...": the
  * sources' names and the fix, appended to out. */
 static void sources_text(gt__dctx *c, const gt_finding *f, gt_strbuf *out)
@@ -373,13 +384,14 @@ static void sources_text(gt__dctx *c, const gt_finding *f, gt_strbuf *out)
         if (nm.len)
             gt_strbuf_addf(&list, "%s%s", list.len ? ", " : "", gt_strbuf_str(&nm));
     }
-    gt_strbuf_addf(out,
-                   "; none of the tensors it comes from%s%s%s required grad when the ops "
-                   "used them (plain data, or parameters with requires_grad=False: a frozen "
-                   "model): set requires_grad=True on what should be trained (`for p in "
-                   "model.parameters(): p.requires_grad_(True)`), or do not call backward() "
-                   "when nothing is",
-                   list.len ? " (" : "", gt_strbuf_str(&list), list.len ? ")" : "");
+    gt_strbuf_addf(
+        out,
+        "; none of the tensors it comes from%s%s%s required grad when the ops "
+        "used them (plain data, or parameters with requires_grad=False: a frozen "
+        "model): set requires_grad=True on what should be trained (`for p in "
+        "model.parameters(): p.requires_grad_(True)`), or do not call backward() "
+        "when nothing is",
+        list.len ? " (" : "", gt_strbuf_str(&list), list.len ? ")" : "");
     c->oom |= nm.oom || list.oom;
     gt_strbuf_release(&nm);
     gt_strbuf_release(&list);
@@ -403,35 +415,41 @@ static int suggest_in(gt__dctx *c, gt_finding *f, gt_strbuf *b)
         /* the line without its .detach() or .data */
         const char *how = without_alias(code, &b[FIXED]);
         gt_strbuf_addf(out, "%s is cut from %s's graph by %s at %s", root, in,
-                       how ? how : f->cut == GT_CUT_DATA ? ".data" : "detach()", where);
+                       how                     ? how
+                       : f->cut == GT_CUT_DATA ? ".data"
+                                               : "detach()",
+                       where);
         if (b[FIXED].len)
-            gt_strbuf_addf(out, ": if gradients should flow through it, use %s itself: `%s`",
+            gt_strbuf_addf(out,
+                           ": if gradients should flow through it, use %s itself: `%s`",
                            in, gt_strbuf_str(&b[FIXED]));
         else
-            gt_strbuf_addf(out, ": if gradients should flow through it, use %s itself", in);
+            gt_strbuf_addf(out, ": if gradients should flow through it, use %s itself",
+                           in);
         gt_strbuf_adds(out, "; if not, nothing there needs backward()");
         break;
     }
     case GT_CUT_NO_GRAD:
-        gt_strbuf_addf(out,
-                       "%s at %s ran with grad mode off (inside `torch.no_grad()`, "
-                       "`torch.inference_mode()` or a function decorated with one), so "
-                       "%s has no graph back to %s: compute it with grad mode on, outside "
-                       "that block",
-                       o.name, where, root, in);
+        gt_strbuf_addf(
+            out,
+            "%s at %s ran with grad mode off (inside `torch.no_grad()`, "
+            "`torch.inference_mode()` or a function decorated with one), so "
+            "%s has no graph back to %s: compute it with grad mode on, outside "
+            "that block",
+            o.name, where, root, in);
         break;
     case GT_CUT_NO_GRADIENT:
-        gt_strbuf_addf(out,
-                       "%s at %s has no gradient (%s result), so nothing flows back "
-                       "through it to %s's inputs: compute the loss from a differentiable "
-                       "value instead (probabilities from softmax rather than argmax, a "
-                       "sigmoid rather than a comparison, float rather than integer "
-                       "tensors)",
-                       o.name, where,
-                       strstr(o.name, "argmax") || strstr(o.name, "argmin")
-                           ? "an index"
-                           : "an integer or bool",
-                       root);
+        gt_strbuf_addf(
+            out,
+            "%s at %s has no gradient (%s result), so nothing flows back "
+            "through it to %s's inputs: compute the loss from a differentiable "
+            "value instead (probabilities from softmax rather than argmax, a "
+            "sigmoid rather than a comparison, float rather than integer "
+            "tensors)",
+            o.name, where,
+            strstr(o.name, "argmax") || strstr(o.name, "argmin") ? "an index"
+                                                                 : "an integer or bool",
+            root);
         if (!f->other) /* the walk met no graph before it either */
             sources_text(c, f, out);
         break;
@@ -439,12 +457,13 @@ static int suggest_in(gt__dctx *c, gt_finding *f, gt_strbuf *b)
         gt__opinfo m = {0};
         gt__dx_load_op(c, f->op, &m);
         gt__dx_stack_loc(c, m.stack, &b[FIXED], NULL, NULL);
-        gt_strbuf_addf(out,
-                       ".item() at %s turned a tensor with a graph into a Python number, and "
-                       "%s was made from numbers at %s, with no graph: keep the tensor "
-                       "(add the losses as tensors, e.g. `total = total + loss`, and call "
-                       "backward() on that), and use .item() only for logging",
-                       where, root, gt_strbuf_str(&b[FIXED]));
+        gt_strbuf_addf(
+            out,
+            ".item() at %s turned a tensor with a graph into a Python number, and "
+            "%s was made from numbers at %s, with no graph: keep the tensor "
+            "(add the losses as tensors, e.g. `total = total + loss`, and call "
+            "backward() on that), and use .item() only for logging",
+            where, root, gt_strbuf_str(&b[FIXED]));
         gt__dx_op_release(&m);
         break;
     }

@@ -424,6 +424,32 @@ static int seed_roots(builder *b)
         if (f->node > 0 && f->backward == b->backward && b->backward &&
             (rc = add_node(b, f->node, &idx)) != 0)
             goto out;
+        /* a root with no grad_fn: the graph it was cut from (the grad_fn
+         * of the tensor the cutting op took), drawn from there */
+        if (f->kind == GT_FINDING_ROOT_WITHOUT_GRAD && f->other > 0 &&
+            f->backward == b->backward && b->backward) {
+            int64_t cut_from = 0;
+            sqlite3_stmt *cs = NULL;
+            if (sqlite3_prepare_v2(
+                    b->db, "SELECT node FROM node_outputs WHERE tensor = ?1 LIMIT 1", -1,
+                    &cs, NULL) != SQLITE_OK) {
+                rc = sql_fail(b);
+                goto out;
+            }
+            sqlite3_bind_int64(cs, 1, f->other);
+            if ((step = sqlite3_step(cs)) == SQLITE_ROW)
+                cut_from = sqlite3_column_int64(cs, 0);
+            sqlite3_finalize(cs);
+            if (step != SQLITE_ROW && step != SQLITE_DONE) {
+                rc = sql_fail(b);
+                goto out;
+            }
+            if (cut_from) {
+                if ((rc = add_node(b, cut_from, &idx)) != 0)
+                    goto out;
+                b->nodes[idx].root = 1;
+            }
+        }
     }
     if (b->nnodes == 0) {
         if (b->backward)

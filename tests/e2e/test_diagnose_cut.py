@@ -11,6 +11,7 @@ an edit, must make the script run through.
 Env: GRADTRACE (the built command), GT_SOURCE_DIR, GT_BUILD_DIR.
 """
 import os
+import subprocess
 import sys
 import unittest
 
@@ -39,6 +40,7 @@ def run_fixed(case, old, new):
 class Cut(unittest.TestCase):
     def check(self, case, reason, op=None, took=None, line_tag=None):
         trace, _ = gtutil.record(SCRIPT, case, expect_fail=True)
+        self.trace = trace
         status, doc, text = gtutil.diagnose_both(trace)
         self.assertEqual(status, 1, text)
         self.assertIn("does not require grad", doc["error"]["message"])
@@ -66,6 +68,13 @@ class Cut(unittest.TestCase):
         self.assertIn("`%s`" % fixed, f["suggestion"])
         cp = run_fixed("detach", "probs = F.softmax(out, dim=1).detach()", fixed)
         self.assertEqual(cp.returncode, 0, cp.stderr)
+        # graph draws the graph the loss was cut from: the softmax's
+        dot = os.path.join(gtutil.tmpdir(), "cut.dot")
+        r = subprocess.run([gtutil.GRADTRACE, "graph", self.trace, "-o", dot],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(dot) as fh:
+            self.assertIn("SoftmaxBackward0", fh.read())
 
     def test_data(self):
         f, _ = self.check("data", "data", None, "out")
@@ -85,6 +94,12 @@ class Cut(unittest.TestCase):
         cp = run_fixed("no_grad", "    with torch.no_grad():\n        out = model(x)",
                        "    if True:\n        out = model(x)")
         self.assertEqual(cp.returncode, 0, cp.stderr)
+        # no graph was built at all: graph says so in one line
+        r = subprocess.run([gtutil.GRADTRACE, "graph", self.trace, "-o",
+                            os.path.join(gtutil.tmpdir(), "none.dot")],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("has no recorded graph to draw", r.stderr)
 
     def test_no_grad_decorated_function(self):
         f, _ = self.check("no_grad_fn", "no_grad", ("aten::addmm", "aten::linear"))
