@@ -62,15 +62,17 @@ static int64_t repeats_elements(gt__dctx *c, int64_t t)
 }
 
 /* The input of op `op` other than `written` on the same storage: the one
- * the kernel found overlapping the written tensor. 0 if none. */
+ * the kernel found overlapping the written tensor; or `written` itself
+ * given again as another argument (`m[m] = ...`: the mask indexes the
+ * tensor it is written into). 0 if none. */
 static int64_t overlapping_input(gt__dctx *c, int64_t op, int64_t written)
 {
-    return gt__dx_int(
-        c,
-        "SELECT a.tensor FROM op_args a JOIN tensors t ON t.id = a.tensor "
-        "JOIN tensors w ON w.id = ?2 WHERE a.op = ?1 AND a.role = 0 "
-        "AND a.tensor != ?2 AND t.storage = w.storage ORDER BY a.pos LIMIT 1",
-        op, written, NULL, 0);
+    return gt__dx_int(c,
+                      "SELECT a.tensor FROM op_args a JOIN tensors t ON t.id = a.tensor "
+                      "JOIN tensors w ON w.id = ?2 WHERE a.op = ?1 AND a.role = 0 "
+                      "AND (a.tensor != ?2 OR a.pos > 0) AND t.storage = w.storage "
+                      "ORDER BY a.tensor = ?2, a.pos LIMIT 1",
+                      op, written, NULL, 0);
 }
 
 /* The input of op `op` whose shape is `shape` ("2,3"). 0 if none. */
@@ -296,6 +298,8 @@ static int suggest_in(gt__dctx *c, gt_finding *f, fx *x)
             gt_strbuf_addf(b, "write out of place, `%s`, or ", oop);
         gt_strbuf_addf(b, "give it memory of its own first: `%s = %s.clone()`%s%s", nm,
                        nm, made[0] ? " after " : " before this line", made);
+        if (made[0] && mop[0] && strstr(mop, "expand")) /* or at the expand itself */
+            gt_strbuf_adds(b, " (or add .clone() after the expand on that line)");
         break;
     case GT_FINDING_INPLACE_INPUT_OVERLAP:
         gt_strbuf_addf(b, "an input of `%s` reads the memory it writes%s%s%s%s%s: ", code,

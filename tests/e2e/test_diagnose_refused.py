@@ -134,6 +134,20 @@ class Refused(unittest.TestCase):
         self.check("relu_module", "inplace_overlap", "pos", "aten::expand",
                    "pos = pos.clone()", "after_made")
 
+    def test_expanded_buffer(self):
+        # the module's buffer, written through self.running_wm in forward,
+        # made by the expand in __init__
+        f, _, _ = self.check("buffer", "inplace_overlap", "self.running_wm", "aten::expand",
+                             "self.running_wm = self.running_wm.clone()", "after_made")
+        self.assertEqual(f["target"]["origin"]["location"]["function"], "IterNorm.__init__")
+        self.assertIn("add .clone() after the expand", f["suggestion"])
+
+    def test_mask_indexing_its_own_tensor(self):
+        f, _, _ = self.check("mask_self_index", "inplace_input_overlap", "indices",
+                             "aten::ones", "indices.clone()",
+                             ("indices[indices]", "indices[indices.clone()]"))
+        self.assertEqual(f["target"]["other"]["names"][0], "indices")
+
     def test_input_overlapping_written_tensor(self):
         f, _, text = self.check("input_overlap", "inplace_input_overlap", "x[1:]",
                                 "aten::slice", "shifted.clone()", ("shifted", "shifted.clone()"))

@@ -16,6 +16,18 @@ torch.manual_seed(0)
 case = sys.argv[1]
 
 
+class IterNorm(nn.Module):
+    # huangleiBuaa/IterNorm-pytorch#2: a running buffer registered as an
+    # expanded eye, updated in place in forward
+    def __init__(self, C=4, G=2):
+        super().__init__()
+        self.register_buffer("running_wm", torch.eye(C).expand(G, C, C))  # @buffer_made
+
+    def forward(self, h):
+        self.running_wm.mul_(0.9)  # @buffer
+        return h
+
+
 class Block(nn.Module):
     def __init__(self):
         super().__init__()
@@ -41,6 +53,13 @@ elif case == "input_overlap":
     shifted = x[:-1]  # @input_overlap_made
     x[1:] += shifted  # @input_overlap
     print(x.tolist())
+elif case == "buffer":
+    IterNorm()(torch.randn(3, 4))
+elif case == "mask_self_index":
+    # khorrams/IGOS_pp#2: a bool mask indexing the tensor it is written into
+    losses, base = torch.rand(5), torch.rand(5)
+    indices = torch.ones(5, dtype=torch.bool)  # @mask_self_index_made
+    indices[indices] = losses > base[indices]  # @mask_self_index
 elif case == "inference":
     lin = nn.Linear(4, 4)
     with torch.inference_mode():
