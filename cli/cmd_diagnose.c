@@ -1339,7 +1339,7 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                 !strcmp(why, "detach")    ? "the graph was cut by detach()"
                 : !strcmp(why, "data")    ? "the graph was cut by .data"
                 : !strcmp(why, "no_grad") ? "the graph was cut where grad mode was off"
-                : !strcmp(why, "item")    ? "it was made from a number .item() gave"
+                : !strcmp(why, "item")    ? "it was made from values taken out of a graph"
                 : !strcmp(why, "not_differentiable")
                     ? "the graph was cut by an op with no gradient"
                     : "nothing it comes from requires grad");
@@ -1441,7 +1441,11 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         print_loc(o, d, st, cwd, "raised at", "$.location");
         if (jx(d, "$.target.cut.location")[0]) {
             const char *in = jt(d, "$.target.cut.input.names[0]");
-            print_loc(o, d, st, cwd, !strcmp(why, "item") ? "item() at" : "cut at",
+            int detached = !strncmp(jt(d, "$.target.cut.op"), "aten::detach", 12);
+            print_loc(o, d, st, cwd,
+                      strcmp(why, "item") ? "cut at"
+                      : detached          ? "left at"
+                                          : "item() at",
                       "$.target.cut.location");
             fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow,
                     jt(d, "$.target.cut.op"), st->reset, in[0] ? "took " : "", in,

@@ -197,15 +197,18 @@ out:
     return rc;
 }
 
-/* The latest .item() (aten::_local_scalar_dense) of a tensor with a graph
- * before event `before`: its ops.seq, 0 if none. */
+/* The latest op before event `before` that took a tensor with a graph out
+ * of it into Python: an .item() (aten::_local_scalar_dense), or a
+ * detach() (before .numpy() or .tolist(), which are no ops). Its ops.seq,
+ * 0 if none. */
 static int64_t item_before(gt__dctx *c, int64_t before)
 {
     return gt__dx_int(
         c,
         "SELECT o.seq FROM ops o JOIN strings n ON n.id = o.name "
         "JOIN op_args a ON a.op = o.seq AND a.role = 0 "
-        "WHERE n.text = 'aten::_local_scalar_dense' AND o.seq < ?1 AND o.seq > ?1 - "
+        "WHERE n.text IN ('aten::_local_scalar_dense', 'aten::detach') AND o.seq < ?1 "
+        "AND o.seq > ?1 - "
         "1000000 "
         "AND EXISTS (SELECT 1 FROM node_outputs g WHERE g.tensor = a.tensor) "
         "ORDER BY o.seq DESC LIMIT 1",
@@ -457,13 +460,22 @@ static int suggest_in(gt__dctx *c, gt_finding *f, gt_strbuf *b)
         gt__opinfo m = {0};
         gt__dx_load_op(c, f->op, &m);
         gt__dx_stack_loc(c, m.stack, &b[FIXED], NULL, NULL);
-        gt_strbuf_addf(
-            out,
-            ".item() at %s turned a tensor with a graph into a Python number, and "
-            "%s was made from numbers at %s, with no graph: keep the tensor "
-            "(add the losses as tensors, e.g. `total = total + loss`, and call "
-            "backward() on that), and use .item() only for logging",
-            where, root, gt_strbuf_str(&b[FIXED]));
+        if (!strncmp(o.name, "aten::detach", 12))
+            gt_strbuf_addf(out,
+                           "detach() at %s took %s out of the graph (to NumPy or Python "
+                           "values), and %s was made from values at %s, with no graph: "
+                           "compute the loss with torch ops on %s itself (no .detach(), "
+                           ".numpy(), .tolist()), and use NumPy only for metrics",
+                           where, in, root, gt_strbuf_str(&b[FIXED]), in);
+        else
+            gt_strbuf_addf(
+                out,
+                ".item() at %s turned a tensor with a graph into a Python "
+                "number, and %s was made from numbers at %s, with no graph: keep "
+                "the tensor (add the losses as tensors, e.g. `total = total + "
+                "loss`, and call backward() on that), and use .item() only for "
+                "logging",
+                where, root, gt_strbuf_str(&b[FIXED]));
         gt__dx_op_release(&m);
         break;
     }

@@ -126,6 +126,12 @@ class Cut(unittest.TestCase):
         self.assertIn("made at", text)
         self.assertIn("use .item() only for logging", f["suggestion"])
 
+    def test_loss_from_numpy(self):
+        f, text = self.check("numpy", "item", "aten::detach", "probs")
+        self.assertEqual(f["target"]["cut"]["made_at"]["line"], marker("numpy_made"))
+        self.assertIn("left at", text)
+        self.assertIn("compute the loss with torch ops on probs itself", f["suggestion"])
+
     def test_frozen_model(self):
         f, text = self.check("frozen", "no_input_requires_grad")
         names = {s["names"][0] for s in f["target"]["cut"]["sources"] if s["names"]}
