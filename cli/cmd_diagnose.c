@@ -574,12 +574,20 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
             cands = join_array(rc, items, n);
         free_items(items, n);
     }
-    if (!*rc && f->kind == GT_FINDING_ROOT_WITHOUT_GRAD) {
+    if (!*rc && (f->kind == GT_FINDING_ROOT_WITHOUT_GRAD ||
+                 f->kind == GT_FINDING_GRAD_INPUT_UNREACHABLE)) {
         /* where the graph stopped reaching the root, and what it comes from */
-        static const char *reasons[] = {"",        "detach",
-                                        "no_grad", "not_differentiable",
-                                        "item",    "no_input_requires_grad",
-                                        "data"};
+        static const char *reasons[] = {"",
+                                        "detach",
+                                        "no_grad",
+                                        "not_differentiable",
+                                        "item",
+                                        "no_input_requires_grad",
+                                        "data",
+                                        "unused",
+                                        "not_on_path",
+                                        "input_does_not_require_grad",
+                                        "requires_grad_too_late"};
         char *stack = f->view_op ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1",
                                          "i", f->view_op)
                                  : NULL;
@@ -600,7 +608,7 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
             "END) "
             "FROM ops o WHERE o.seq = ?2), 'location', json(?3), 'input', json(?4), "
             "'made_at', json(?5), 'sources', json(?6))",
-            "sissss", reasons[f->cut >= 0 && f->cut <= GT_CUT_DATA ? f->cut : 0],
+            "sissss", reasons[f->cut >= 0 && f->cut <= GT_CUT_LATE ? f->cut : 0],
             f->view_op, loc, input, mloc, cands);
         target = qtext(db, rc,
                        "SELECT json_set(coalesce(?1, json_object()), '$.cut', json(?2))",
@@ -1333,6 +1341,18 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     ex[0]   ? ex
                     : ln[0] ? ln
                             : "a leaf");
+    } else if (!strcmp(kind, "grad_input_unreachable")) {
+        const char *rn = jt(d, "$.target.names[0]"), *why = jx(d, "$.target.cut.reason");
+        fprintf(o, "autograd.grad input %s %s", rn[0] ? rn : "(unnamed)",
+                !strcmp(why, "input_does_not_require_grad") ? "does not require grad"
+                : !strcmp(why, "requires_grad_too_late")
+                    ? "did not require grad yet when the outputs were computed"
+                : !strcmp(why, "no_grad")
+                    ? "reaches the outputs only where grad mode was off"
+                : !strcmp(why, "detach") ? "reaches the outputs only through detach()"
+                : !strcmp(why, "unused")
+                    ? "was used by no op: the outputs do not depend on it"
+                    : "is not on the outputs' graph");
     } else if (!strcmp(kind, "root_without_grad")) {
         const char *rn = jt(d, "$.target.names[0]"), *why = jx(d, "$.target.cut.reason");
         fprintf(o, "backward() of %s, which has no grad_fn: %s", rn[0] ? rn : "a tensor",
@@ -1415,7 +1435,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     int refused = refused_name(kind);
     int at_op = strncmp(kind, "view_", 5) == 0 || !strcmp(kind, "leaf_inplace") ||
                 !strcmp(kind, "unexplained") || refused ||
-                !strcmp(kind, "root_without_grad");
+                !strcmp(kind, "root_without_grad") ||
+                !strcmp(kind, "grad_input_unreachable");
     if (!strcmp(kind, "unexplained")) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
         int n = 0;
@@ -1436,16 +1457,19 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                     "    %-11s %sno recorded tensor matches the message's dtype, shape "
                     "and version%s\n",
                     "candidates", st->dim, st->reset);
-    } else if (!strcmp(kind, "root_without_grad")) {
+    } else if (!strcmp(kind, "root_without_grad") ||
+               !strcmp(kind, "grad_input_unreachable")) {
         const char *why = jx(d, "$.target.cut.reason");
+        int input = !strcmp(kind, "grad_input_unreachable");
         print_loc(o, d, st, cwd, "raised at", "$.location");
         if (jx(d, "$.target.cut.location")[0]) {
             const char *in = jt(d, "$.target.cut.input.names[0]");
             int detached = !strncmp(jt(d, "$.target.cut.op"), "aten::detach", 12);
             print_loc(o, d, st, cwd,
-                      strcmp(why, "item") ? "cut at"
-                      : detached          ? "left at"
-                                          : "item() at",
+                      input                 ? "first read"
+                      : strcmp(why, "item") ? "cut at"
+                      : detached            ? "left at"
+                                            : "item() at",
                       "$.target.cut.location");
             fprintf(o, "    %11s %s%-20s%s %s%s%s\n", "", st->yellow,
                     jt(d, "$.target.cut.op"), st->reset, in[0] ? "took " : "", in,
@@ -1563,7 +1587,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         print_loc(o, d, st, cwd, "freed by", "$.freed_by.location");
         fprintf(o, "    %11s backward #%s ran without retain_graph=True\n", "", fb);
     }
-    if (bi[0] && strcmp(kind, "root_without_grad") != 0) { /* raised there */
+    if (bi[0] && strcmp(kind, "root_without_grad") != 0 &&
+        strcmp(kind, "grad_input_unreachable") != 0) { /* raised there */
         print_loc(o, d, st, cwd, "needed by", "$.backward.location");
         if (!strcmp(kind, "inplace_invalidated_saved"))
             fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi,

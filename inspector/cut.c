@@ -340,16 +340,101 @@ static int one_root(gt__dctx *c, int64_t backward, int64_t err_seq, int64_t err_
     return gt__dx_suggest(c, f);
 }
 
+/* The input of autograd.grad call b (backward_inputs.pos `index`, or with
+ * index < 0 the first) that the outputs' graph does not reach (no node of
+ * it accumulates into it or has it as output): its tensors.id, 0 if none. */
+static int64_t unreached_input(gt__dctx *c, int64_t b, int64_t index)
+{
+    return gt__dx_int(
+        c,
+        "WITH RECURSIVE g(id) AS (SELECT node FROM backward_roots WHERE backward = ?1 "
+        " AND node IS NOT NULL UNION SELECT e.next FROM edges e JOIN g ON e.node = g.id "
+        " WHERE e.next IS NOT NULL) "
+        "SELECT i.tensor FROM backward_inputs i WHERE i.backward = ?1 "
+        "AND (?2 < 0 OR i.pos = ?2) "
+        "AND NOT EXISTS (SELECT 1 FROM g JOIN nodes n ON n.id = g.id "
+        " WHERE n.variable = i.tensor) "
+        "AND NOT EXISTS (SELECT 1 FROM g JOIN node_outputs o ON o.node = g.id "
+        " WHERE o.tensor = i.tensor) ORDER BY i.pos LIMIT 1",
+        b, index, NULL, 0);
+}
+
+/* An input of autograd.grad call b that does not require grad: no node
+ * has it as output or accumulates into it, nor was it recorded requiring
+ * grad. 0 if none. */
+static int64_t input_without_grad(gt__dctx *c, int64_t b)
+{
+    return gt__dx_int(
+        c,
+        "SELECT i.tensor FROM backward_inputs i JOIN tensors t ON t.id = i.tensor "
+        "WHERE i.backward = ?1 AND t.requires_grad = 0 "
+        "AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.variable = i.tensor) "
+        "AND NOT EXISTS (SELECT 1 FROM node_outputs o WHERE o.tensor = i.tensor) "
+        "ORDER BY i.pos LIMIT 1",
+        b, 0, NULL, 0);
+}
+
+/* A finding for input `t` of autograd.grad call b that its outputs' graph
+ * does not reach (no_req: it does not require grad): why, from the first
+ * op that read it before the call. */
+static int one_input(gt__dctx *c, int64_t b, int64_t err_seq, int64_t err_stack,
+                     int64_t t, int no_req)
+{
+    gt_finding *f = gt__dx_add_finding(c, GT_FINDING_GRAD_INPUT_UNREACHABLE, b);
+    if (!f)
+        return gt__dx_nomem(c);
+    f->first_to_fail = 1;
+    f->tensor = t;
+    f->error_seq = err_seq;
+    f->stack = err_stack;
+    /* where it was made, and the first op that read it (not one writing it:
+     * an initializer's uniform_) */
+    f->op = gt__dx_view_origin(c, t);
+    if (!f->op) /* a parameter: the first op that touched it (its init) */
+        f->op = source_op(c, t);
+    int64_t reader =
+        gt__dx_int(c,
+                   "SELECT min(a.op) FROM op_args a WHERE a.tensor = ?1 "
+                   "AND a.role = 0 AND a.op < ?2 AND NOT EXISTS (SELECT 1 FROM "
+                   "op_args w WHERE w.op = a.op AND w.role = 2 AND w.tensor = ?1)",
+                   t, err_seq, NULL, 0);
+    f->view_op = reader;
+    if (no_req) {
+        f->cut = GT_CUT_INPUT_NO_GRAD;
+    } else if (!reader) {
+        f->cut = GT_CUT_UNUSED;
+    } else {
+        gt__opinfo o = {0};
+        gt__dx_load_op(c, reader, &o);
+        gt__tinfo ti;
+        int late = gt__dx_load_tensor(c, t, &ti) == 0 && ti.found && !ti.requires_grad;
+        gt__dx_tinfo_release(&ti);
+        f->cut = late                                   ? GT_CUT_LATE
+                 : !o.grad_mode                         ? GT_CUT_NO_GRAD
+                 : !strncmp(o.name, "aten::detach", 12) ? GT_CUT_DETACH
+                                                        : GT_CUT_OFF_PATH;
+        gt__dx_op_release(&o);
+    }
+    return gt__dx_suggest(c, f);
+}
+
 static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
                int64_t backward)
 {
-    (void)m;
     sqlite3_stmt *st = NULL;
     int64_t roots[16];
     size_t n = 0;
     int s;
     if (!backward || (c->only && backward != c->only))
         return 0;
+    if (m->kind == GT_PYMSG_GRAD_UNUSED || m->kind == GT_PYMSG_GRAD_NO_REQ) {
+        int no_req = m->kind == GT_PYMSG_GRAD_NO_REQ;
+        int64_t t = no_req ? input_without_grad(c, backward)
+                           : unreached_input(c, backward, m->output_nr);
+        if (!t && !no_req && m->output_nr >= 0) /* an index the trace numbers otherwise */
+            t = unreached_input(c, backward, -1);
+        return t ? one_input(c, backward, seq, stack, t, no_req) : 0;
+    }
     if (sqlite3_prepare_v2(c->db, sql_roots, -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);
     sqlite3_bind_int64(st, 1, backward);
@@ -365,7 +450,8 @@ static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
 
 static int is_no_grad_fn(int kind)
 {
-    return kind == GT_PYMSG_NO_GRAD_FN;
+    return kind == GT_PYMSG_NO_GRAD_FN || kind == GT_PYMSG_GRAD_UNUSED ||
+           kind == GT_PYMSG_GRAD_NO_REQ;
 }
 
 int gt__dx_cut(gt__dctx *c)
@@ -412,6 +498,60 @@ static int suggest_in(gt__dctx *c, gt_finding *f, gt_strbuf *b)
     const char *root = b[ROOT].len ? gt_strbuf_str(&b[ROOT]) : "the tensor";
     const char *where = gt_strbuf_str(&b[WHERE]), *code = gt_strbuf_str(&b[CODE]);
     const char *in = b[INPUT].len ? gt_strbuf_str(&b[INPUT]) : "its input";
+    if (f->kind == GT_FINDING_GRAD_INPUT_UNREACHABLE) {
+        gt__opinfo m = {0};
+        gt__dx_load_op(c, f->op, &m);
+        gt__dx_stack_loc(c, m.stack, &b[FIXED], NULL, NULL);
+        gt__dx_op_release(&m);
+        const char *made = gt_strbuf_str(&b[FIXED]);
+        switch (f->cut) {
+        case GT_CUT_LATE:
+            gt_strbuf_addf(
+                out,
+                "%s did not require grad yet when %s at %s read it (requires_grad "
+                "was set later), so the outputs have no graph back to it: call "
+                "`%s.requires_grad_()` before the ops that use it%s%s",
+                root, o.name, where, root, made[0] ? ", right after " : "", made);
+            break;
+        case GT_CUT_INPUT_NO_GRAD:
+            gt_strbuf_addf(
+                out,
+                "%s does not require grad%s%s%s: set it before the ops that use it "
+                "(`%s.requires_grad_()`%s%s), or leave it out of the inputs",
+                root, made[0] ? " (made at " : "", made, made[0] ? ")" : "", root,
+                made[0] ? " after " : "", made);
+            break;
+        case GT_CUT_NO_GRAD:
+            gt_strbuf_addf(out,
+                           "%s reaches the outputs only through %s at %s, which ran with "
+                           "grad mode off: compute that with grad mode on (outside "
+                           "`torch.no_grad()`)",
+                           root, o.name, where);
+            break;
+        case GT_CUT_DETACH:
+            gt_strbuf_addf(out,
+                           "%s reaches the outputs only through detach() at %s: use %s "
+                           "itself there",
+                           root, where, root);
+            break;
+        default:
+            if (f->cut == GT_CUT_UNUSED)
+                gt_strbuf_addf(out, "no op read %s before the call", root);
+            else
+                gt_strbuf_addf(
+                    out, "%s is read (first at %s), but not on the way to the outputs",
+                    root, where);
+            gt_strbuf_adds(
+                out, ", so the outputs do not depend on it: pass allow_unused=True if "
+                     "that is expected (its gradient is then None; "
+                     "materialize_grads=True gives zeros), e.g. a layer this loss does "
+                     "not use, or leave it out of the inputs (for parameters, pass those "
+                     "the loss uses)");
+            break;
+        }
+        gt__dx_op_release(&o);
+        return gt__dx_take_suggestion(c, f, out);
+    }
     switch (f->cut) {
     case GT_CUT_DETACH:
     case GT_CUT_DATA: {

@@ -66,6 +66,8 @@ const char *gt_finding_kind_name(int kind)
         return "resize_requires_grad";
     case GT_FINDING_ROOT_WITHOUT_GRAD:
         return "root_without_grad";
+    case GT_FINDING_GRAD_INPUT_UNREACHABLE:
+        return "grad_input_unreachable";
     }
     return "unknown";
 }

@@ -67,16 +67,24 @@ enum gt_finding_kind {
                                                * resize_() of a tensor that
                                                * requires grad */
     /* backward() of a tensor with no grad_fn (cut.c): */
-    GT_FINDING_ROOT_WITHOUT_GRAD = 18, /* "root_without_grad": where the
-                                        * graph was cut (detach, no_grad, an
-                                        * op with no gradient, a tensor made
-                                        * from .item()), or the tensors it
-                                        * comes from that never required
-                                        * grad */
+    GT_FINDING_ROOT_WITHOUT_GRAD = 18,      /* "root_without_grad": where the
+                                             * graph was cut (detach, no_grad, an
+                                             * op with no gradient, a tensor made
+                                             * from .item()), or the tensors it
+                                             * comes from that never required
+                                             * grad */
+    GT_FINDING_GRAD_INPUT_UNREACHABLE = 19, /* "grad_input_unreachable":
+                                             * an input of autograd.grad the
+                                             * outputs' graph does not reach
+                                             * (never used, used elsewhere,
+                                             * detached, under no_grad), or
+                                             * one that does not require
+                                             * grad */
     /* Kinds added later are appended here, never renumbered. */
 };
 
-/* root_without_grad: why the graph does not reach the root. */
+/* root_without_grad, grad_input_unreachable: why the graph does not reach
+ * the root (the input). */
 enum gt_cut_reason {
     GT_CUT_NONE = 0,
     GT_CUT_DETACH,      /* "detach": detach() of a tensor with a graph */
@@ -89,6 +97,14 @@ enum gt_cut_reason {
                          * required grad (frozen parameters, plain data) */
     GT_CUT_DATA,        /* "data": it comes from `.data` of a tensor with a
                          * graph (an alias no op made) */
+    /* grad_input_unreachable only (detach and no_grad as above, for the
+     * first op that read the input): */
+    GT_CUT_UNUSED,        /* "unused": no op read the input before the call */
+    GT_CUT_OFF_PATH,      /* "not_on_path": ops read it, none on the way to
+                           * the outputs */
+    GT_CUT_INPUT_NO_GRAD, /* "input_does_not_require_grad" */
+    GT_CUT_LATE,          /* "requires_grad_too_late": requires_grad was set
+                           * after the ops read it */
 };
 
 /* The kind's name as printed in JSON ("inplace_invalidated_saved", ...). */

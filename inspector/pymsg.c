@@ -216,6 +216,14 @@ int gt__pymsg_parse(const char *msg, gt_pymsg *e)
         e->kind = GT_PYMSG_RESIZE_GRAD;
     } else if (strstr(msg, "does not require grad and does not have a grad_fn")) {
         e->kind = GT_PYMSG_NO_GRAD_FN;
+    } else if (strstr(msg, "differentiated Tensor") &&
+               strstr(msg, "appears to not have been used in the graph")) {
+        const char *p = strstr(msg, "differentiated Tensor at index ");
+        e->kind = GT_PYMSG_GRAD_UNUSED;
+        e->output_nr = p ? strtoll(p + 31, NULL, 10) : -1;
+    } else if (strstr(msg, "differentiated Tensor") &&
+               strstr(msg, "does not require grad")) {
+        e->kind = GT_PYMSG_GRAD_NO_REQ;
     }
     return keep_spans(e, &sp);
 }

@@ -65,9 +65,15 @@ enum gt_pymsg_kind {
     GT_PYMSG_RESIZE_GRAD,   /* "cannot resize variables that require grad" */
     /* Not an in-place error, but one every user meets, explained from the
      * same records: */
-    GT_PYMSG_NO_GRAD_FN, /* "element 0 of tensors does not require grad and
-                          * does not have a grad_fn" (backward of a tensor
-                          * cut from the graph) */
+    GT_PYMSG_NO_GRAD_FN,  /* "element 0 of tensors does not require grad and
+                           * does not have a grad_fn" (backward of a tensor
+                           * cut from the graph) */
+    GT_PYMSG_GRAD_UNUSED, /* autograd.grad: "The differentiated Tensor at index
+                           * N appears to not have been used in the graph"
+                           * ("One of the differentiated Tensors ..." before
+                           * 2.x): N in output_nr, -1 if not given */
+    GT_PYMSG_GRAD_NO_REQ, /* autograd.grad: "One of the differentiated Tensors
+                           * does not require grad" */
 };
 
 /* A parsed message; what it quotes from the message (any number of sizes,
@@ -130,7 +136,8 @@ int gt__pymsg_refused(int kind);
     " OR message LIKE '%output with shape [%] doesn''t match the broadcast shape [%'"    \
     " OR message LIKE '%Can''t detach views in-place%'"                                  \
     " OR message LIKE '%cannot resize variables that require grad%'"                     \
-    " OR message LIKE '%does not require grad and does not have a grad_fn%')"
+    " OR message LIKE '%does not require grad and does not have a grad_fn%'"             \
+    " OR message LIKE '%differentiated Tensor%')"
 
 /* 1 if a tensor recorded with sizes `recorded` ("3,4") is the tensor a
  * message showing `shown` ("4") names: the same sizes or, for a tensor made

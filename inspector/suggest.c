@@ -1531,6 +1531,7 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
     case GT_FINDING_RESIZE_REQUIRES_GRAD:
         return gt__dx_suggest_refused(c, f);
     case GT_FINDING_ROOT_WITHOUT_GRAD:
+    case GT_FINDING_GRAD_INPUT_UNREACHABLE:
         return gt__dx_suggest_cut(c, f);
     }
     return 0;

@@ -38,6 +38,45 @@ def run_fixed(case, old, new):
 
 
 class Cut(unittest.TestCase):
+    def check_input(self, case, reason, name):
+        """The one grad_input_unreachable finding of `case`, checked."""
+        trace, _ = gtutil.record(SCRIPT, case, expect_fail=True)
+        status, doc, text = gtutil.diagnose_both(trace)
+        self.assertEqual(status, 1, text)
+        self.assertIn("differentiated Tensor", doc["error"]["message"])
+        self.assertEqual(len(doc["findings"]), 1, text)
+        f = doc["findings"][0]
+        self.assertEqual(f["kind"], "grad_input_unreachable", text)
+        self.assertEqual(f["target"]["names"][0], name, f["target"])
+        self.assertEqual(f["target"]["cut"]["reason"], reason, text)
+        self.assertIn("autograd.grad input %s" % name, text)
+        made = f["target"]["cut"]["made_at"]
+        self.assertEqual(made["line"], marker(case + "_made"), made)
+        return f, text
+
+    def test_grad_input_unused(self):
+        f, _ = self.check_input("grad_unused", "unused", "aux.weight")
+        self.assertIn("allow_unused=True", f["suggestion"])
+        cp = run_fixed("grad_unused", "torch.autograd.grad(loss, params)",
+                       "torch.autograd.grad(loss, params, allow_unused=True)")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+
+    def test_grad_input_without_grad(self):
+        f, _ = self.check_input("grad_no_req", "input_does_not_require_grad", "inp")
+        self.assertIn("`inp.requires_grad_()` after", f["suggestion"])
+        cp = run_fixed("grad_no_req", "    inp = torch.randn(6, 4)  # @grad_no_req_made",
+                       "    inp = torch.randn(6, 4)\n    inp.requires_grad_()")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+
+    def test_grad_input_requires_grad_too_late(self):
+        f, _ = self.check_input("grad_late", "requires_grad_too_late", "interp")
+        self.assertEqual(f["target"]["cut"]["location"]["line"], marker("grad_late_cut"))
+        self.assertIn("`interp.requires_grad_()` before the ops that use it", f["suggestion"])
+        cp = run_fixed("grad_late", "    d = model(interp)  # @grad_late_cut\n"
+                       "    interp.requires_grad_(True)",
+                       "    interp.requires_grad_(True)\n    d = model(interp)")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+
     def check(self, case, reason, op=None, took=None, line_tag=None):
         trace, _ = gtutil.record(SCRIPT, case, expect_fail=True)
         self.trace = trace

@@ -71,6 +71,24 @@ elif case == "numpy":
     p, t = probs.detach().numpy(), onehot.numpy()  # @numpy_cut
     loss = torch.tensor(1 - 2 * (p * t).sum() / (p.sum() + t.sum()))  # @numpy_made
     loss.backward()
+elif case == "grad_unused":
+    # autograd.grad over every parameter, one layer unused by this loss
+    aux = nn.Linear(4, 1)  # @grad_unused_made
+    params = list(model.parameters()) + list(aux.parameters())
+    loss = F.cross_entropy(model(x), target)
+    grads = torch.autograd.grad(loss, params)  # @grad_unused_call
+elif case == "grad_no_req":
+    w = torch.randn(4, 3, requires_grad=True)
+    inp = torch.randn(6, 4)  # @grad_no_req_made
+    out = (inp @ w).sum()
+    g = torch.autograd.grad(out, inp)
+elif case == "grad_late":
+    # a WGAN-GP penalty whose interpolates get requires_grad after D ran
+    alpha = torch.rand(6, 1)
+    interp = alpha * x + (1 - alpha) * torch.randn(6, 4)  # @grad_late_made
+    d = model(interp)  # @grad_late_cut
+    interp.requires_grad_(True)
+    g = torch.autograd.grad(d.sum(), interp, create_graph=True)[0]
 elif case == "frozen":
     for p in model.parameters():
         p.requires_grad = False
