@@ -3222,8 +3222,8 @@ static PyModuleDef_Slot mod_slots[] = {
 };
 
 static PyMethodDef mod_methods[] = {
-    {"exec_bottom", (PyCFunction)(void (*)(void))gt_py_exec_bottom, METH_FASTCALL,
-     "exec_bottom(code, globals): exec with no Python frame under the code's"},
+    {"call_bottom", (PyCFunction)(void (*)(void))gt_py_call_bottom, METH_FASTCALL,
+     "call_bottom(fn, *args): fn(*args) with no Python frame under fn's"},
     {NULL, NULL, 0, NULL},
 };
 

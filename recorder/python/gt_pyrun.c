@@ -314,28 +314,16 @@ int gt_py_bind_names(const gt_py_namer *n, PyObject *locals)
     return errors;
 }
 
-PyObject *gt_py_exec_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+PyObject *gt_py_call_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 2 || !PyCode_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "exec_bottom(code, globals): a code object and a dict");
+    if (nargs < 1 || !PyCallable_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "call_bottom(fn, *args): fn must be callable");
         return NULL;
     }
-    /* exec adds __builtins__ to globals that lack it (code reading
-     * f_globals["__builtins__"] relies on it): the builtins module, as
-     * python3 gives its __main__ */
-    int has = PyDict_GetItemString(args[1], "__builtins__") != NULL;
-    if (!has) {
-        PyObject *b = PyImport_ImportModule("builtins");
-        int bad = !b || PyDict_SetItemString(args[1], "__builtins__", b) < 0;
-        Py_XDECREF(b);
-        if (bad)
-            return NULL;
-    }
     PyThreadState *ts = PyThreadState_Get();
-    /* the frame the script's module frame links back to is the thread's
-     * current one when the eval loop enters it: none, as at python3's start */
+    /* the frame fn's frame links back to is the thread's current one when
+     * the eval loop enters it: none, as at python3's start */
 #if PY_VERSION_HEX >= 0x030D0000
     struct _PyInterpreterFrame *under = ts->current_frame;
     ts->current_frame = NULL;
@@ -346,7 +334,7 @@ PyObject *gt_py_exec_bottom(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyFrameObject *under = ts->frame;
     ts->frame = NULL;
 #endif
-    PyObject *r = PyEval_EvalCode(args[0], args[1], args[1]);
+    PyObject *r = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
 #if PY_VERSION_HEX >= 0x030D0000
     ts->current_frame = under;
 #elif PY_VERSION_HEX >= 0x030B0000

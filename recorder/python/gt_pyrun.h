@@ -59,14 +59,15 @@ typedef struct gt_py_namer {
  * how many were. */
 int gt_py_bind_names(const gt_py_namer *n, PyObject *locals);
 
-/* exec_bottom(code, globals): run code in globals (as exec does) with no
- * Python frame under it, so the script `gradtrace record` runs sees the
- * stack `python3 script.py` gives it: its module frame is the bottom one
- * (f_back None). Without this, traceback.print_stack, inspect.stack,
- * sys._getframe and anomaly mode's forward traces showed the runner's and
- * runpy's frames. The thread's current frame is put back on return.
- * Returns code's result, or NULL with its Python error. */
-PyObject *gt_py_exec_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* call_bottom(fn, *args): fn(*args) with no Python frame under fn's, so
+ * what `gradtrace record` runs sees the stack python3 gives it: under
+ * `python3 script.py` the script's module frame is the bottom one (fn is
+ * exec), under `python3 -m module` runpy's _run_module_as_main is (fn is
+ * that). Without this, traceback.print_stack, inspect.stack, sys._getframe
+ * and anomaly mode's forward traces showed the runner's and runpy's frames.
+ * The thread's current frame is put back on return. Returns fn's result,
+ * or NULL with its Python error. */
+PyObject *gt_py_call_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* The object weak reference wr refers to (a new reference), or NULL if it
  * is gone: PyWeakref_GetRef where it exists (3.13, which deprecates
