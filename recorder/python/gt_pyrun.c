@@ -279,38 +279,138 @@ static void module_names(const gt_py_namer *n, const char *var, PyObject *m)
     module_names_py(n, var, m);
 }
 
+/* A list, tuple or dict with more items is not named: one that grows every
+ * step (losses.append(loss)) would add its whole length at every backward
+ * call. */
+#define MAX_CONTAINER_ITEMS 256
+
+/* What gt_py_bind_names's first pass named (tensor object -> 1): a tensor a
+ * variable or a module names gets no container name. */
+typedef struct {
+    const gt_py_namer *n;
+    gt_map named;
+} gt_bound;
+
+static void name_bound(void *ctx, PyObject *t, const char *name)
+{
+    gt_bound *b = ctx;
+    if (gt_map_put(&b->named, (uintptr_t)t, 0, 0, 1) < 0)
+        PyErr_NoMemory();
+    b->n->name(b->n->ctx, t, name);
+}
+
+static int known_bound(void *ctx, PyObject *t)
+{
+    const gt_bound *b = ctx;
+    return b->n->known(b->n->ctx, t);
+}
+
+/* Names "<var>[<i>]" for t, item i of a list or tuple (key NULL), or
+ * "<var>[<repr(key)>]" for a dict's value; nothing if b named t already. */
+static void name_item(const gt_bound *b, const char *var, Py_ssize_t i, PyObject *key,
+                      PyObject *t)
+{
+    const gt_py_namer *n = b->n;
+    if (!PyObject_TypeCheck(t, (PyTypeObject *)n->tensor_type) ||
+        gt_map_get(&b->named, (uintptr_t)t, 0, 0))
+        return;
+    PyObject *r = key ? PyObject_Repr(key) : NULL;
+    Py_ssize_t rlen = 0;
+    const char *rs = r ? PyUnicode_AsUTF8AndSize(r, &rlen) : NULL;
+    if (key && !rs) {
+        Py_XDECREF(r);
+        return;
+    }
+    gt_strbuf s = {0};
+    gt_strbuf_adds(&s, var);
+    if (rs) {
+        gt_strbuf_adds(&s, "[");
+        gt_strbuf_add(&s, rs, (size_t)rlen);
+        gt_strbuf_adds(&s, "]");
+    } else {
+        gt_strbuf_addf(&s, "[%zd]", i);
+    }
+    if (s.p && !s.oom)
+        n->name(n->ctx, t, s.p);
+    gt_strbuf_release(&s);
+    Py_XDECREF(r);
+}
+
+/* The tensors held by container c bound to `var`, one level deep: a list's
+ * or a tuple's items (laterals[2]), a dict's values under str or int keys
+ * (feats['p3']). Reads the objects' own storage: no user code runs (a
+ * subclass's __iter__ or __getitem__ is not called). */
+static void container_names(const gt_bound *b, const char *var, PyObject *c)
+{
+    if (PyList_Check(c) || PyTuple_Check(c)) {
+        if (Py_SIZE(c) > MAX_CONTAINER_ITEMS)
+            return;
+        /* the size is read again at each item: naming runs no Python code,
+         * but a list cannot be trusted to stay as it was */
+        for (Py_ssize_t i = 0; i < Py_SIZE(c); i++) {
+            PyObject *t = Py_NewRef(PyList_Check(c) ? PyList_GET_ITEM(c, i)
+                                                    : PyTuple_GET_ITEM(c, i));
+            name_item(b, var, i, NULL, t);
+            Py_DECREF(t);
+        }
+    } else if (PyDict_Check(c)) {
+        if (PyDict_GET_SIZE(c) > MAX_CONTAINER_ITEMS)
+            return;
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(c, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k))
+                continue;
+            Py_INCREF(k);
+            Py_INCREF(v);
+            name_item(b, var, 0, k, v);
+            Py_DECREF(k);
+            Py_DECREF(v);
+        }
+    }
+}
+
 int gt_py_bind_names(const gt_py_namer *n, PyObject *locals)
 {
     int errors = 0;
     if (!locals || !PyDict_Check(locals))
         return 0;
+    gt_bound b = {.n = n};
+    const gt_py_namer bn = {n->tensor_type, n->module_type, known_bound, name_bound, &b};
     /* PyDict_Next over a dict that Python code (named_parameters) may run
      * against: iterate a snapshot of the items */
     PyObject *items = PyDict_Items(locals);
-    for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
-        PyObject *kv = PyList_GET_ITEM(items, i);
-        PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
-        if (!PyUnicode_Check(k))
-            continue;
-        const char *var = NULL;
-        if (PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type)) {
-            if ((var = PyUnicode_AsUTF8(k)) != NULL)
-                n->name(n->ctx, v, var);
-        } else if (n->module_type &&
-                   PyObject_TypeCheck(v, (PyTypeObject *)n->module_type)) {
-            if ((var = PyUnicode_AsUTF8(k)) != NULL)
-                module_names(n, var, v);
+    /* first what variables and modules name, then what containers hold */
+    for (int pass = 0; pass < 2; pass++)
+        for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
+            if (!PyUnicode_Check(k))
+                continue;
+            const char *var = NULL;
+            if (pass == 1) {
+                if ((PyList_Check(v) || PyTuple_Check(v) || PyDict_Check(v)) &&
+                    (var = PyUnicode_AsUTF8(k)) != NULL)
+                    container_names(&b, var, v);
+            } else if (PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type)) {
+                if ((var = PyUnicode_AsUTF8(k)) != NULL)
+                    name_bound(&b, v, var);
+            } else if (n->module_type &&
+                       PyObject_TypeCheck(v, (PyTypeObject *)n->module_type)) {
+                if ((var = PyUnicode_AsUTF8(k)) != NULL)
+                    module_names(&bn, var, v);
+            }
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                errors++;
+            }
         }
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            errors++;
-        }
-    }
     if (!items) {
         PyErr_Clear();
         errors++;
     }
     Py_XDECREF(items);
+    gt_map_clear(&b.named);
     return errors;
 }
 
