@@ -284,16 +284,20 @@ static void module_names(const gt_py_namer *n, const char *var, PyObject *m)
  * call. */
 #define MAX_CONTAINER_ITEMS 256
 
-/* What gt_py_bind_names's first pass named (tensor object -> 1): a tensor a
- * variable or a module names gets no container name. */
+/* What gt_py_bind_names named so far (tensor object -> 1): a tensor a local
+ * variable or module names gets no global's name, and one any variable or
+ * module names gets no container's. */
 typedef struct {
     const gt_py_namer *n;
     gt_map named;
+    int skip_named; /* name only what is not named yet */
 } gt_bound;
 
 static void name_bound(void *ctx, PyObject *t, const char *name)
 {
     gt_bound *b = ctx;
+    if (b->skip_named && gt_map_get(&b->named, (uintptr_t)t, 0, 0))
+        return;
     if (gt_map_put(&b->named, (uintptr_t)t, 0, 0, 1) < 0)
         PyErr_NoMemory();
     b->n->name(b->n->ctx, t, name);
@@ -370,25 +374,66 @@ static void container_names(const gt_bound *b, const char *var, PyObject *c)
     }
 }
 
-int gt_py_bind_names(const gt_py_namer *n, PyObject *locals)
+/* The (name, value) pairs a frame's code sees by name: its locals, then the
+ * globals its code names (co_names) that no local shadows (a function that
+ * calls backward() on a model bound at module level: `policy`); for code
+ * run at module level, whose locals are its globals, the locals. A new
+ * list of pairs, *nlocals of them the locals', or NULL with a Python
+ * error. */
+static PyObject *frame_bindings(PyFrameObject *f, Py_ssize_t *nlocals /* OUT */)
+{
+    PyObject *locals = PyFrame_GetLocals(f);
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *globals = PyFrame_GetGlobals(f);
+#else
+    PyObject *globals = Py_XNewRef(f->f_globals);
+#endif
+    PyCodeObject *code = PyFrame_GetCode(f);
+    PyObject *names = code ? PyObject_GetAttrString((PyObject *)code, "co_names") : NULL;
+    PyObject *items = NULL;
+    if (!locals || !globals || !names || !PyDict_Check(globals) || !PyTuple_Check(names))
+        goto out;
+    /* a dict, or (3.13's function frames) a mapping over the fast locals */
+    items = PyMapping_Items(locals);
+    *nlocals = items ? PyList_GET_SIZE(items) : 0;
+    for (Py_ssize_t i = 0; items && globals != locals && i < PyTuple_GET_SIZE(names);
+         i++) {
+        PyObject *k = PyTuple_GET_ITEM(names, i);
+        PyObject *v = PyDict_GetItemWithError(globals, k);
+        if (!v || PySequence_Contains(locals, k) != 0)
+            continue;
+        PyObject *kv = PyTuple_Pack(2, k, v);
+        if (!kv || PyList_Append(items, kv) < 0)
+            Py_CLEAR(items);
+        Py_XDECREF(kv);
+    }
+out:
+    Py_XDECREF(locals);
+    Py_XDECREF(globals);
+    Py_XDECREF((PyObject *)code);
+    Py_XDECREF(names);
+    return items;
+}
+
+int gt_py_bind_names(const gt_py_namer *n, PyFrameObject *f)
 {
     int errors = 0;
-    if (!locals || !PyDict_Check(locals))
-        return 0;
     gt_bound b = {.n = n};
     const gt_py_namer bn = {n->tensor_type, n->module_type, known_bound, name_bound, &b};
-    /* PyDict_Next over a dict that Python code (named_parameters) may run
-     * against: iterate a snapshot of the items */
-    PyObject *items = PyDict_Items(locals);
-    /* first what variables and modules name, then what containers hold */
-    for (int pass = 0; pass < 2; pass++)
+    /* a snapshot of the bindings: Python code (named_parameters) may run
+     * while they are named */
+    Py_ssize_t nlocals = 0;
+    PyObject *items = frame_bindings(f, &nlocals);
+    /* what locals name, then globals, then what containers hold */
+    for (int pass = 0; pass < 3; pass++)
         for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
             PyObject *kv = PyList_GET_ITEM(items, i);
             PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
-            if (!PyUnicode_Check(k))
+            if (!PyUnicode_Check(k) || (pass < 2 && (i < nlocals) != (pass == 0)))
                 continue;
+            b.skip_named = pass > 0;
             const char *var = NULL;
-            if (pass == 1) {
+            if (pass == 2) {
                 if ((PyList_Check(v) || PyTuple_Check(v) || PyDict_Check(v)) &&
                     (var = PyUnicode_AsUTF8(k)) != NULL)
                     container_names(&b, var, v);
