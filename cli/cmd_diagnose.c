@@ -762,14 +762,14 @@ static int cmp_keyed(const void *a, const void *b)
     return c ? c : (x->at > y->at) - (x->at < y->at);
 }
 
-/* The groups of docs[0..n) that say the same (gt_finding_key_sql): each
+/* The groups of docs[0..n) with one site (gt_finding_site_key_sql): each
  * one's key into keys (malloc'd), `by` sorted by key then place (each run of
  * one key a group), lead[i] the place of i's group's first. */
 static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, keyed *by,
                         size_t *lead)
 {
     for (size_t i = 0; i < n && !*rc; i++)
-        if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
+        if (!(keys[i] = qtext(db, rc, gt_finding_site_key_sql, "s", docs[i])) && !*rc)
             *rc = GT_ESQL;
     for (size_t i = 0; i < n && !*rc; i++)
         by[i] = (keyed){keys[i], i};
@@ -780,12 +780,15 @@ static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, ke
             lead[by[e].at] = by[r].at;
 }
 
-/* Identical findings as one: findings that say the same thing (the same
- * identity, gt_finding_key_sql: an RNN's weight saved by the node of every
- * time step, all changed by the same write) are kept once, at the first's
- * place, as the one marked first to fail if one of them is, with
- * "repeats" (how many) and "nodes" (their node ids); a finding said once
- * is left as it is. *n shrinks; the docs dropped are freed. */
+/* Findings at one site as one: findings that say the same thing but for
+ * the versions (the same site, gt_finding_site_key_sql: an RNN's weight
+ * saved by the node of every time step, all changed by the same write; the
+ * node each round of a loop makes, saving the tensor the loop writes at its
+ * version of it) are kept once, at the first's place, as the one marked
+ * first to fail if one of them is, with "repeats" (how many), "nodes"
+ * (their node ids) and "saved_versions" (the version each saved, in the
+ * same order); a finding said once is left as it is. *n shrinks; the docs
+ * dropped are freed. */
 static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
 {
     size_t n0 = *n, kept = 0;
@@ -803,13 +806,15 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
             ;
         if (e - r == 1)
             continue;
-        char *ids = qtext(db, rc, "SELECT json_array()", "");
+        /* [nodes, saved_versions] */
+        char *ids = qtext(db, rc, "SELECT json_array(json_array(), json_array())", "");
         for (size_t k = r; k < e && ids && !*rc; k++) {
             size_t j = by[k].at;
             char *ftf = qtext(db, rc, "SELECT ?1 ->> '$.first_to_fail'", "s", docs[j]);
-            char *more =
-                qtext(db, rc, "SELECT json_insert(?1, '$[#]', ?2 -> '$.node.id')", "ss",
-                      ids, docs[j]);
+            char *more = qtext(db, rc,
+                               "SELECT json_insert(?1, '$[0][#]', ?2 -> '$.node.id',"
+                               " '$[1][#]', ?2 -> '$.saved.saved_version')",
+                               "ss", ids, docs[j]);
             if (ftf && !strcmp(ftf, "1"))
                 pick = j;
             count++;
@@ -821,9 +826,10 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
         if (!ids && !*rc)
             *rc = GT_ESQL;
         else if (!*rc)
-            one =
-                qtext(db, rc, "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', json(?3))",
-                      "sis", docs[pick], (int64_t)count, ids);
+            one = qtext(db, rc,
+                        "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', ?3 -> '$[0]',"
+                        " '$.saved_versions', ?3 -> '$[1]')",
+                        "sis", docs[pick], (int64_t)count, ids);
         free(ids);
         if (one) {
             free(docs[i]);
@@ -1198,6 +1204,22 @@ static void print_loc(FILE *o, jdoc *d, const style *st, const char *cwd,
 
 /* Print finding `index` (its JSON document read into d). Returns 0, or -1
  * when out of memory (o then holds a part: the caller discards it). */
+/* The least and the greatest of the numbers in array `key` (its nulls
+ * skipped) into *lo and *hi; 0 when it holds none. */
+static int versions_range(const jdoc *d, const char *key, long long *lo, long long *hi)
+{
+    int any = 0;
+    for (size_t i = 0; !d->oom && i < d->n; i++) {
+        if (strcmp(d->v[i].parent, key) != 0 || !d->v[i].val)
+            continue;
+        long long v = strtoll(d->v[i].val, NULL, 10);
+        *lo = any && *lo < v ? *lo : v;
+        *hi = any && *hi > v ? *hi : v;
+        any = 1;
+    }
+    return any;
+}
+
 static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, size_t index)
 {
     const char *kind = jt(d, "$.kind"), *ftf = jx(d, "$.first_to_fail");
@@ -1285,7 +1307,14 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     fprintf(o, "%s  %s[%s%s]%s\n", st->reset, st->dim, kind,
             !strcmp(ftf, "1") ? ", first to fail" : "", st->reset);
     const char *rep = jx(d, "$.repeats");
-    if (rep[0] && strcmp(rep, "1") != 0) {
+    long long vmin = 0, vmax = 0;
+    if (rep[0] && strcmp(rep, "1") != 0 && node[0] &&
+        versions_range(d, "$.saved_versions", &vmin, &vmax) && vmin != vmax) {
+        fprintf(o,
+                "    %-11s %s times: %s %s nodes made at this line saved %s at versions "
+                "%lld to %lld, changed later by the same lines (version %s shown)\n",
+                "repeated", rep, rep, node, nm, vmin, vmax, sv);
+    } else if (rep[0] && strcmp(rep, "1") != 0) {
         if (node[0])
             fprintf(o,
                     "    %-11s %s times: %s %s nodes made at this line, the same finding "
