@@ -1202,8 +1202,6 @@ static void print_loc(FILE *o, jdoc *d, const style *st, const char *cwd,
     }
 }
 
-/* Print finding `index` (its JSON document read into d). Returns 0, or -1
- * when out of memory (o then holds a part: the caller discards it). */
 /* The least and the greatest of the numbers in array `key` (its nulls
  * skipped) into *lo and *hi; 0 when it holds none. */
 static int versions_range(const jdoc *d, const char *key, long long *lo, long long *hi)
@@ -1220,6 +1218,8 @@ static int versions_range(const jdoc *d, const char *key, long long *lo, long lo
     return any;
 }
 
+/* Print finding `index` (its JSON document read into d). Returns 0, or -1
+ * when out of memory (o then holds a part: the caller discards it). */
 static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, size_t index)
 {
     const char *kind = jt(d, "$.kind"), *ftf = jx(d, "$.first_to_fail");
@@ -1383,7 +1383,7 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         if (jx(d, "$.node.inner_location")[0])
             print_loc(o, d, st, cwd,
                       strcmp(jt(d, "$.node.inner_role"), "saved") ? "used inside"
-                                                                  : "saved inside",
+                                                                  : "saved by",
                       "$.node.inner_location");
     }
 
