@@ -430,7 +430,8 @@ static char *save_call_json(qdb *db, int *rc, int64_t inner)
         return NULL;
     }
     char *code = NULL, *out = NULL;
-    int64_t line = r == 1 ? gt_loc_find_in_function(&l, "save_for_backward(", &code) : 0;
+    int64_t line =
+        r == 1 ? gt_loc_find_in_function(db->t, &l, "save_for_backward(", &code) : 0;
     if (line < 0)
         *rc = GT_ENOMEM;
     else if (line > 0)
@@ -729,6 +730,22 @@ static char *error_json(qdb *db, int *rc)
                       "s", loc);
     free(stack);
     free(loc);
+    return out;
+}
+
+/* The source files the diagnosis found changed since the run (trace.h's
+ * gt_trace_sources_changed), as a JSON array of their paths. */
+static char *sources_changed_json(qdb *db, int *rc)
+{
+    const char *const *files;
+    size_t n = gt_trace_sources_changed(db->t, &files);
+    char *out = qtext(db, rc, "SELECT json_array()", "");
+    for (size_t i = 0; i < n && out; i++) {
+        char *more =
+            qtext(db, rc, "SELECT json_insert(?1, '$[#]', ?2)", "ss", out, files[i]);
+        free(out);
+        out = more;
+    }
     return out;
 }
 
@@ -1525,6 +1542,14 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         any_outside = nn > 0;
         gt_diagnose_notes_free(notes, nn);
     }
+    const char *const *changed;
+    size_t nchanged = gt_trace_sources_changed(t, &changed);
+    for (size_t i = 0; i < nchanged && rc == 0; i++) {
+        fprintf(o, "%snote:%s ", st->yellow, st->reset);
+        gt_term_puts(o, rel(changed[i], cwd));
+        fprintf(o, " changed since the run: no line is read from it (the lines shown are "
+                   "the recorded ones)\n");
+    }
     if (rc == 0 && n == 0)
         fprintf(o,
                 "%s: no findings: no saved tensor %s modified before the backward that "
@@ -1585,8 +1610,8 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_findings *fs = NULL;
     gt_strbuf broken = GT_STRBUF_INIT; /* what does not fit together, "" if nothing */
     qdb db = {0};
-    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
-         **docs = NULL;
+    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *sjson = NULL,
+         *doc = NULL, **docs = NULL;
     size_t ndocs = 0; /* docs' count: the findings', less the merged ones */
 
     optind = 0;
@@ -1662,6 +1687,8 @@ int gt_cmd_diagnose(int argc, char **argv)
         ojson = outside_json(&db, &rc, (int64_t)backward);
     if (!rc)
         cjson = compiled_eager_json(&db, &rc);
+    if (!rc)
+        sjson = sources_changed_json(&db, &rc);
     if (!rc && fjson)
         doc = qtext(
             &db, &rc,
@@ -1669,10 +1696,11 @@ int gt_cmd_diagnose(int argc, char **argv)
             " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
             " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
             " 'outside_recording', json(coalesce(?8, '[]')),"
-            " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
-            "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
+            " 'compiled_ran_eagerly', json(coalesce(?9, 'false')),"
+            " 'sources_changed', json(?10))",
+            "ssssisssss", path, tf(gt_trace_partial(t)), ejson, fjson,
             (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-            broken.len ? broken.p : NULL, ojson, cjson);
+            broken.len ? broken.p : NULL, ojson, cjson, sjson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -1725,6 +1753,7 @@ out:
     free(ejson);
     free(ojson);
     free(cjson);
+    free(sjson);
     free_items(docs, ndocs);
     gt_findings_free(fs);
     gt_strbuf_release(&broken);

@@ -346,6 +346,15 @@ void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out)
         }
 }
 
+size_t gt__dx_source(gt__dctx *c, const char *file, const char *const **lines)
+{
+    size_t n = 0;
+    int rc = gt_trace_source(c->t, file, lines, &n);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    return rc == 1 ? n : 0;
+}
+
 /* "file:line" of a stack's user frame, and its code line; "" if unknown. */
 void gt__dx_stack_loc(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code,
                       int64_t *frame)

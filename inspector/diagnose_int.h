@@ -97,6 +97,12 @@ void gt__dx_tinfo_release(gt__tinfo *t);
  * (laterals[2]) not counted; "" if none. Out of memory sets c->oom. */
 void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out /* OUT */);
 
+/* The lines of the user's source file `file` (trace.h's gt_trace_source:
+ * only while it holds every line the run recorded of it) at *lines, their
+ * count returned; 0 when it cannot be read or changed since the run. Out
+ * of memory sets c->oom. */
+size_t gt__dx_source(gt__dctx *c, const char *file, const char *const **lines /* OUT */);
+
 /* "file:line" of a stack's innermost user frame (the file relative to the
  * working directory when it lies below it), its code line and frame id;
  * "" / 0 if unknown (where and code are emptied first). code and frame may
