@@ -184,6 +184,25 @@ class ModuleFrames(gtutil.BothAdapters, unittest.TestCase):
         self.assertEqual(_strip_footer(cp.stderr), _strip_footer(plain.stderr))
 
 
+class ModuleRefused(unittest.TestCase):
+    """`record -m pkg` for a package with no __main__ is refused before
+    recording, in python3 -m's words: it started recording and failed with
+    runpy's ImportError traceback and a trace."""
+
+    def test_package_without_main(self):
+        d = os.path.join(gtutil.tmpdir(), "refused")
+        os.makedirs(os.path.join(d, "nomainpkg"), exist_ok=True)
+        open(os.path.join(d, "nomainpkg", "__init__.py"), "w").close()
+        cp = subprocess.run([gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON, "-o",
+                             "r.db", "-m", "nomainpkg"], capture_output=True, text=True,
+                            cwd=d, timeout=300)
+        self.assertEqual(cp.returncode, 2, cp.stderr)
+        self.assertEqual(cp.stderr, "gradtrace: cannot run module nomainpkg: No module named "
+                                    "nomainpkg.__main__; 'nomainpkg' is a package and cannot "
+                                    "be directly executed\n")
+        self.assertFalse(os.path.exists(os.path.join(d, "r.db")))
+
+
 class OsExit(gtutil.BothAdapters, unittest.TestCase):
     """os._exit(5) after three backward calls, a forked child between."""
 
