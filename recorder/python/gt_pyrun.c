@@ -399,10 +399,15 @@ static PyObject *frame_bindings(PyFrameObject *f, Py_ssize_t *nlocals /* OUT */)
     for (Py_ssize_t i = 0; items && globals != locals && i < PyTuple_GET_SIZE(names);
          i++) {
         PyObject *k = PyTuple_GET_ITEM(names, i);
-        PyObject *v = PyDict_GetItemWithError(globals, k);
-        if (!v || PySequence_Contains(locals, k) != 0)
+        PyObject *v = Py_XNewRef(PyDict_GetItemWithError(globals, k));
+        int shadowed = v ? PySequence_Contains(locals, k) : 1;
+        PyErr_Clear(); /* a name not looked up is not named */
+        if (shadowed) {
+            Py_XDECREF(v);
             continue;
+        }
         PyObject *kv = PyTuple_Pack(2, k, v);
+        Py_DECREF(v);
         if (!kv || PyList_Append(items, kv) < 0)
             Py_CLEAR(items);
         Py_XDECREF(kv);
