@@ -48,8 +48,13 @@ void gt_diagnose_notes_free(char **lines, size_t n);
  * with the same identity say the same thing (cmd_common.c). */
 extern const char gt_finding_key_sql[];
 
+/* The same for a finding's site: its identity but for the versions (the
+ * version saved, the writes' versions, the fix's wording). Findings with one
+ * site are one finding repeated, diagnose prints them once (cmd_common.c). */
+extern const char gt_finding_site_key_sql[];
+
 /* For each of fs's findings, into lead[i] (fs->n entries), the index of
- * the first of the findings that say the same thing (gt_finding_key_sql:
+ * the first of the findings with the same site (gt_finding_site_key_sql:
  * diagnose prints them as one, "repeated N times"). 0, or GT_ENOMEM /
  * GT_ESQL (cmd_diagnose.c). */
 struct gt_findings;

@@ -448,7 +448,8 @@ static char *save_call_json(qdb *db, int *rc, int64_t inner)
         return NULL;
     }
     char *code = NULL, *out = NULL;
-    int64_t line = r == 1 ? gt_loc_find_in_function(&l, "save_for_backward(", &code) : 0;
+    int64_t line =
+        r == 1 ? gt_loc_find_in_function(db->t, &l, "save_for_backward(", &code) : 0;
     if (line < 0)
         *rc = GT_ENOMEM;
     else if (line > 0)
@@ -812,6 +813,22 @@ static char *error_json(qdb *db, int *rc)
     return out;
 }
 
+/* The source files the diagnosis found changed since the run (trace.h's
+ * gt_trace_sources_changed), as a JSON array of their paths. */
+static char *sources_changed_json(qdb *db, int *rc)
+{
+    const char *const *files;
+    size_t n = gt_trace_sources_changed(db->t, &files);
+    char *out = qtext(db, rc, "SELECT json_array()", "");
+    for (size_t i = 0; i < n && out; i++) {
+        char *more =
+            qtext(db, rc, "SELECT json_insert(?1, '$[#]', ?2)", "ss", out, files[i]);
+        free(out);
+        out = more;
+    }
+    return out;
+}
+
 /* Every finding as one JSON document each, in the findings' order, into
  * *docs (malloc'd array of fs->n strings; free with free_items). */
 static char **findings_docs(qdb *db, int *rc, const gt_findings *fs)
@@ -842,14 +859,14 @@ static int cmp_keyed(const void *a, const void *b)
     return c ? c : (x->at > y->at) - (x->at < y->at);
 }
 
-/* The groups of docs[0..n) that say the same (gt_finding_key_sql): each
+/* The groups of docs[0..n) with one site (gt_finding_site_key_sql): each
  * one's key into keys (malloc'd), `by` sorted by key then place (each run of
  * one key a group), lead[i] the place of i's group's first. */
 static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, keyed *by,
                         size_t *lead)
 {
     for (size_t i = 0; i < n && !*rc; i++)
-        if (!(keys[i] = qtext(db, rc, gt_finding_key_sql, "s", docs[i])) && !*rc)
+        if (!(keys[i] = qtext(db, rc, gt_finding_site_key_sql, "s", docs[i])) && !*rc)
             *rc = GT_ESQL;
     for (size_t i = 0; i < n && !*rc; i++)
         by[i] = (keyed){keys[i], i};
@@ -860,12 +877,15 @@ static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, ke
             lead[by[e].at] = by[r].at;
 }
 
-/* Identical findings as one: findings that say the same thing (the same
- * identity, gt_finding_key_sql: an RNN's weight saved by the node of every
- * time step, all changed by the same write) are kept once, at the first's
- * place, as the one marked first to fail if one of them is, with
- * "repeats" (how many) and "nodes" (their node ids); a finding said once
- * is left as it is. *n shrinks; the docs dropped are freed. */
+/* Findings at one site as one: findings that say the same thing but for
+ * the versions (the same site, gt_finding_site_key_sql: an RNN's weight
+ * saved by the node of every time step, all changed by the same write; the
+ * node each round of a loop makes, saving the tensor the loop writes at its
+ * version of it) are kept once, at the first's place, as the one marked
+ * first to fail if one of them is, with "repeats" (how many), "nodes"
+ * (their node ids) and "saved_versions" (the version each saved, in the
+ * same order); a finding said once is left as it is. *n shrinks; the docs
+ * dropped are freed. */
 static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
 {
     size_t n0 = *n, kept = 0;
@@ -883,13 +903,15 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
             ;
         if (e - r == 1)
             continue;
-        char *ids = qtext(db, rc, "SELECT json_array()", "");
+        /* [nodes, saved_versions] */
+        char *ids = qtext(db, rc, "SELECT json_array(json_array(), json_array())", "");
         for (size_t k = r; k < e && ids && !*rc; k++) {
             size_t j = by[k].at;
             char *ftf = qtext(db, rc, "SELECT ?1 ->> '$.first_to_fail'", "s", docs[j]);
-            char *more =
-                qtext(db, rc, "SELECT json_insert(?1, '$[#]', ?2 -> '$.node.id')", "ss",
-                      ids, docs[j]);
+            char *more = qtext(db, rc,
+                               "SELECT json_insert(?1, '$[0][#]', ?2 -> '$.node.id',"
+                               " '$[1][#]', ?2 -> '$.saved.saved_version')",
+                               "ss", ids, docs[j]);
             if (ftf && !strcmp(ftf, "1"))
                 pick = j;
             count++;
@@ -901,9 +923,10 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
         if (!ids && !*rc)
             *rc = GT_ESQL;
         else if (!*rc)
-            one =
-                qtext(db, rc, "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', json(?3))",
-                      "sis", docs[pick], (int64_t)count, ids);
+            one = qtext(db, rc,
+                        "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', ?3 -> '$[0]',"
+                        " '$.saved_versions', ?3 -> '$[1]')",
+                        "sis", docs[pick], (int64_t)count, ids);
         free(ids);
         if (one) {
             free(docs[i]);
@@ -1276,6 +1299,22 @@ static void print_loc(FILE *o, jdoc *d, const style *st, const char *cwd,
     }
 }
 
+/* The least and the greatest of the numbers in array `key` (its nulls
+ * skipped) into *lo and *hi; 0 when it holds none. */
+static int versions_range(const jdoc *d, const char *key, long long *lo, long long *hi)
+{
+    int any = 0;
+    for (size_t i = 0; !d->oom && i < d->n; i++) {
+        if (strcmp(d->v[i].parent, key) != 0 || !d->v[i].val)
+            continue;
+        long long v = strtoll(d->v[i].val, NULL, 10);
+        *lo = any && *lo < v ? *lo : v;
+        *hi = any && *hi > v ? *hi : v;
+        any = 1;
+    }
+    return any;
+}
+
 /* Print finding `index` (its JSON document read into d). Returns 0, or -1
  * when out of memory (o then holds a part: the caller discards it). */
 static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, size_t index)
@@ -1421,7 +1460,14 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
     fprintf(o, "%s  %s[%s%s]%s\n", st->reset, st->dim, kind,
             !strcmp(ftf, "1") ? ", first to fail" : "", st->reset);
     const char *rep = jx(d, "$.repeats");
-    if (rep[0] && strcmp(rep, "1") != 0) {
+    long long vmin = 0, vmax = 0;
+    if (rep[0] && strcmp(rep, "1") != 0 && node[0] &&
+        versions_range(d, "$.saved_versions", &vmin, &vmax) && vmin != vmax) {
+        fprintf(o,
+                "    %-11s %s times: %s %s nodes made at this line saved %s at versions "
+                "%lld to %lld, changed later by the same lines (version %s shown)\n",
+                "repeated", rep, rep, node, nm, vmin, vmax, sv);
+    } else if (rep[0] && strcmp(rep, "1") != 0) {
         if (node[0])
             fprintf(o,
                     "    %-11s %s times: %s %s nodes made at this line, the same finding "
@@ -1547,7 +1593,7 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         if (jx(d, "$.node.inner_location")[0])
             print_loc(o, d, st, cwd,
                       strcmp(jt(d, "$.node.inner_role"), "saved") ? "used inside"
-                                                                  : "saved inside",
+                                                                  : "saved by",
                       "$.node.inner_location");
     }
 
@@ -1691,6 +1737,14 @@ static int print_text(FILE *o, qdb *db, const style *st, const char *path_arg,
         gt_diagnose_notes_free(notes, nn);
     }
     int raised = err && strcmp(err, "null") != 0;
+    const char *const *changed;
+    size_t nchanged = gt_trace_sources_changed(t, &changed);
+    for (size_t i = 0; i < nchanged && rc == 0; i++) {
+        fprintf(o, "%snote:%s ", st->yellow, st->reset);
+        gt_term_puts(o, rel(changed[i], cwd));
+        fprintf(o, " changed since the run: no line is read from it (the lines shown are "
+                   "the recorded ones)\n");
+    }
     if (rc == 0 && n == 0)
         fprintf(o,
                 "%s: no findings: no saved tensor %s modified before the backward that "
@@ -1759,8 +1813,8 @@ int gt_cmd_diagnose(int argc, char **argv)
     gt_findings *fs = NULL;
     gt_strbuf broken = GT_STRBUF_INIT; /* what does not fit together, "" if nothing */
     qdb db = {0};
-    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *doc = NULL,
-         **docs = NULL;
+    char *fjson = NULL, *ejson = NULL, *ojson = NULL, *cjson = NULL, *sjson = NULL,
+         *doc = NULL, **docs = NULL;
     size_t ndocs = 0; /* docs' count: the findings', less the merged ones */
 
     optind = 0;
@@ -1836,6 +1890,8 @@ int gt_cmd_diagnose(int argc, char **argv)
         ojson = outside_json(&db, &rc, (int64_t)backward);
     if (!rc)
         cjson = compiled_eager_json(&db, &rc);
+    if (!rc)
+        sjson = sources_changed_json(&db, &rc);
     if (!rc && fjson)
         doc = qtext(
             &db, &rc,
@@ -1843,10 +1899,11 @@ int gt_cmd_diagnose(int argc, char **argv)
             " 'findings', json(?4), 'stopped', CASE WHEN ?5 > 0 THEN"
             " json_object('seq', ?5, 'reason', ?6) END, 'inconsistent', ?7,"
             " 'outside_recording', json(coalesce(?8, '[]')),"
-            " 'compiled_ran_eagerly', json(coalesce(?9, 'false')))",
-            "ssssissss", path, tf(gt_trace_partial(t)), ejson, fjson,
+            " 'compiled_ran_eagerly', json(coalesce(?9, 'false')),"
+            " 'sources_changed', json(?10))",
+            "ssssisssss", path, tf(gt_trace_partial(t)), ejson, fjson,
             (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
-            broken.len ? broken.p : NULL, ojson, cjson);
+            broken.len ? broken.p : NULL, ojson, cjson, sjson);
     if (rc || !doc) {
         fprintf(stderr, "gradtrace: diagnose %s: cannot read trace: %s\n", path,
                 rc == GT_ENOMEM ? "out of memory" : sqlite3_errmsg(db.db));
@@ -1899,6 +1956,7 @@ out:
     free(ejson);
     free(ojson);
     free(cjson);
+    free(sjson);
     free_items(docs, ndocs);
     gt_findings_free(fs);
     gt_strbuf_release(&broken);

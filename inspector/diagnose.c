@@ -344,8 +344,10 @@ static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
 
 /* ---- suggestions ------------------------------------------------------- */
 
-/* The first variable name of `tensor` (its own, its base's, or one
- * sharing its version counter) into out; "" if it has none. */
+/* See diagnose_int.h. A container's item (laterals[2], hidden[0]) is no
+ * variable: the code a suggestion writes with the name would assign into
+ * the container (a tuple's item cannot be) where the source line reads it
+ * as written (laterals[i - 1]). */
 void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out)
 {
     const char *const *v = NULL;
@@ -354,8 +356,21 @@ void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out)
     int rc = gt_trace_names(c->t, tensor, &v, &n);
     if (rc == GT_ENOMEM)
         c->oom = 1;
-    if (rc == 1 && gt_strbuf_adds(out, v[0]) != 0)
+    for (size_t i = 0; rc == 1 && i < n; i++)
+        if (!strchr(v[i], '[')) {
+            if (gt_strbuf_adds(out, v[i]) != 0)
+                c->oom = 1;
+            break;
+        }
+}
+
+size_t gt__dx_source(gt__dctx *c, const char *file, const char *const **lines)
+{
+    size_t n = 0;
+    int rc = gt_trace_source(c->t, file, lines, &n);
+    if (rc == GT_ENOMEM)
         c->oom = 1;
+    return rc == 1 ? n : 0;
 }
 
 /* "file:line" of a stack's user frame, and its code line; "" if unknown. */

@@ -93,9 +93,15 @@ GT_WARN_UNUSED int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t /* O
 void gt__dx_tinfo_release(gt__tinfo *t);
 
 /* The first variable name of `tensor` (its own, its base's, or one sharing
- * its version counter) into out (emptied first); "" if none. Out of memory
- * sets c->oom. */
+ * its version counter) into out (emptied first), a container's item
+ * (laterals[2]) not counted; "" if none. Out of memory sets c->oom. */
 void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out /* OUT */);
+
+/* The lines of the user's source file `file` (trace.h's gt_trace_source:
+ * only while it holds every line the run recorded of it) at *lines, their
+ * count returned; 0 when it cannot be read or changed since the run. Out
+ * of memory sets c->oom. */
+size_t gt__dx_source(gt__dctx *c, const char *file, const char *const **lines /* OUT */);
 
 /* "file:line" of a stack's innermost user frame (the file relative to the
  * working directory when it lies below it), its code line and frame id;

@@ -214,13 +214,14 @@ static int stack_through(gt__dctx *c, int64_t stack, const char *like)
 
 /* The one line of the user's file (that of the innermost user frame of
  * `stack`) that builds an nn.`cls` with inplace=True ("nn.Dropout(0.5,
- * inplace=True)"), read from the source file: its number, and the file
+ * inplace=True)"), read from the source file while it holds what ran
+ * (gt__dx_source): its number, and the file
  * into file (as the trace names it, relative to the working directory
  * below it); 0 if there is none or more than one. */
 static int64_t built_at(gt__dctx *c, int64_t stack, const char *cls, gt_strbuf *file)
 {
     gt_loc l;
-    int64_t found = 0, no = 0;
+    int64_t found = 0;
     gt_strbuf call = GT_STRBUF_INIT;
     gt_strbuf_reset(file);
     int rc = gt_trace_loc(c->t, stack, &l);
@@ -229,24 +230,26 @@ static int64_t built_at(gt__dctx *c, int64_t stack, const char *cls, gt_strbuf *
     if (rc != 1)
         return 0;
     gt_strbuf_addf(&call, "%s(", cls);
-    FILE *fp = l.file && !call.oom ? fopen(l.file, "r") : NULL;
-    char *line = NULL;
-    size_t cap = 0;
-    while (fp && getline(&line, &cap, fp) >= 0) {
-        no++;
+    const char *const *src = NULL; /* as long as it holds what ran */
+    size_t nsrc = call.oom ? 0 : gt__dx_source(c, l.file, &src);
+    for (size_t i = 0; i < nsrc; i++) {
+        char *line = strdup(src[i]);
+        if (!line) {
+            c->oom = 1;
+            break;
+        }
         gt__py_strip_comment(line); /* a comment builds nothing */
         const char *p = gt__py_call(line, S(call));
-        if (!p || !strstr(p, "inplace=True"))
+        int hit = p && strstr(p, "inplace=True");
+        free(line);
+        if (!hit)
             continue;
         if (found) {
             found = 0;
             break; /* two: which one is not known */
         }
-        found = no;
+        found = (int64_t)i + 1;
     }
-    if (fp)
-        fclose(fp);
-    free(line);
     if (found) {
         gt__dx_stack_loc(c, stack, file, NULL, NULL);
         char *colon = file->p ? strrchr(file->p, ':') : NULL;
@@ -954,20 +957,17 @@ static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
         c->oom = 1;
     if (rc != 1)
         return 0;
-    FILE *fp = l.file && l.code && l.line > 0 ? fopen(l.file, "r") : NULL;
+    const char *const *src = NULL; /* as long as it holds what ran */
+    size_t nsrc = l.code && l.line > 0 ? gt__dx_source(c, l.file, &src) : 0;
     char *line = NULL, *target = NULL, *t2 = NULL;
-    size_t cap = 0, ind = 0;
-    int64_t no = 0;
-    ssize_t n;
-    while (fp && (n = getline(&line, &cap, fp)) >= 0) {
-        no++;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = 0;
-        if (no < l.line)
-            continue;
+    size_t ind = 0;
+    int64_t no = l.line - 1;
+    for (; no >= 0 && (size_t)no < nsrc; free(line), line = NULL) {
+        if (!(line = strdup(src[no++]))) {
+            c->oom = 1;
+            break;
+        }
         if (no == l.line) {
-            if (!gt_source_line_is(line, l.code))
-                break; /* the file changed since the run */
             ind = indent_len(line);
             if (!(target = malloc(strlen(line) + 1))) {
                 c->oom = 1;
@@ -995,8 +995,6 @@ static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
     }
     if (more->oom)
         c->oom = 1;
-    if (fp)
-        fclose(fp);
     free(line);
     free(target);
     free(t2);

@@ -50,6 +50,15 @@ struct gt_trace {
         char *json; /* the names as a JSON array */
     } * tnames;
     size_t ntnames, captnames;
+    struct tsource { /* gt_trace_source: each file read once */
+        char *path;
+        char **lines; /* NULL when unreadable or changed */
+        size_t n;
+        int changed; /* it no longer holds a recorded line */
+    } * sources;
+    size_t nsources, capsources;
+    const char **changed; /* the paths of the changed ones, in order found */
+    size_t nchanged;
     gt_strbuf err; /* gt_trace_errmsg; oom: "out of memory" */
     int errcode;   /* the GT_E* code that came with it */
 };
@@ -542,6 +551,14 @@ void gt_trace_close(gt_trace *t)
     }
     free(t->tnames);
     gt_map_clear(&t->names);
+    for (size_t i = 0; i < t->nsources; i++) {
+        for (size_t k = 0; k < t->sources[i].n; k++)
+            free(t->sources[i].lines[k]);
+        free(t->sources[i].lines);
+        free(t->sources[i].path);
+    }
+    free(t->sources);
+    free(t->changed);
     sqlite3_close(t->db);
     free(t->stopped_reason);
     free(t->path);
@@ -842,10 +859,10 @@ void gt_loc_release(gt_loc *l)
     memset(l, 0, sizeof *l);
 }
 
-int gt_source_line_is(const char *line, const char *code)
+/* 1 if `line`, a line read from a source file, is the recorded line
+ * `code` (indentation, trailing blanks and line ending aside). */
+static int source_line_is(const char *line, const char *code)
 {
-    if (!line || !code)
-        return 0;
     const char *a = line + strspn(line, " \t"), *b = code + strspn(code, " \t");
     size_t na = strlen(a), nb = strlen(b);
     while (na && strchr(" \t\r\n", a[na - 1]))
@@ -855,24 +872,10 @@ int gt_source_line_is(const char *line, const char *code)
     return na == nb && strncmp(a, b, na) == 0;
 }
 
-/* the lines of a file, '\n' cut: lines[i] is line i + 1 */
-typedef struct srclines {
-    char **lines;
-    size_t n;
-} srclines;
-
-static void srclines_release(srclines *f)
+/* Read `path` into e->lines ('\n' cut: lines[i] is line i + 1): 1, 0 if it
+ * cannot be opened, GT_ENOMEM. */
+static int source_read(const char *path, struct tsource *e)
 {
-    for (size_t i = 0; i < f->n; i++)
-        free(f->lines[i]);
-    free(f->lines);
-    memset(f, 0, sizeof *f);
-}
-
-/* Read `path` into f: 1, 0 if it cannot be opened, GT_ENOMEM. */
-static int srclines_read(const char *path, srclines *f)
-{
-    memset(f, 0, sizeof *f);
     FILE *fp = fopen(path, "r");
     if (!fp)
         return 0;
@@ -883,27 +886,114 @@ static int srclines_read(const char *path, srclines *f)
     while ((len = getline(&line, &cap, fp)) >= 0) {
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = 0;
-        if (f->n == have) {
+        if (e->n == have) {
             size_t more = have ? 2 * have : 64;
-            char **grown = realloc(f->lines, more * sizeof *grown);
+            char **grown = realloc(e->lines, more * sizeof *grown);
             if (!grown) {
                 rc = GT_ENOMEM;
                 break;
             }
-            f->lines = grown;
+            e->lines = grown;
             have = more;
         }
-        if (!(f->lines[f->n] = strdup(line))) {
+        if (!(e->lines[e->n] = strdup(line))) {
             rc = GT_ENOMEM;
             break;
         }
-        f->n++;
+        e->n++;
     }
     free(line);
     fclose(fp);
-    if (rc != 1)
-        srclines_release(f);
     return rc;
+}
+
+/* Does e (read) still hold every line the trace recorded of its file? 1,
+ * 0, or a negative GT_E* code. */
+static int source_current(gt_trace *t, struct tsource *e)
+{
+    sqlite3_stmt *st = gt_trace_stmt(
+        t, "SELECT f.line, sc.text FROM strings sf JOIN frames f ON f.file = sf.id"
+           " JOIN strings sc ON sc.id = f.code WHERE sf.text = ?1 AND f.line > 0");
+    if (!st)
+        return t->errcode;
+    sqlite3_bind_text(st, 1, e->path, -1, SQLITE_STATIC);
+    int s, same = 1;
+    while (same && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t no = sqlite3_column_int64(st, 0);
+        const char *code = (const char *)sqlite3_column_text(st, 1);
+        if (!code && sqlite3_errcode(t->db) == SQLITE_NOMEM) {
+            sqlite3_reset(st);
+            return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+        }
+        same = code && (uint64_t)no <= e->n && source_line_is(e->lines[no - 1], code);
+    }
+    if (same && s != SQLITE_DONE) {
+        sqlite3_reset(st);
+        return sql_fail(t, s);
+    }
+    sqlite3_reset(st);
+    return same;
+}
+
+/* Drop the lines e holds. */
+static void source_drop(struct tsource *e)
+{
+    for (size_t k = 0; k < e->n; k++)
+        free(e->lines[k]);
+    free(e->lines);
+    e->lines = NULL;
+    e->n = 0;
+}
+
+int gt_trace_source(gt_trace *t, const char *file, const char *const **lines, size_t *n)
+{
+    *lines = NULL;
+    *n = 0;
+    if (!file)
+        return 0;
+    struct tsource *e = NULL;
+    for (size_t i = 0; i < t->nsources && !e; i++)
+        if (!strcmp(t->sources[i].path, file))
+            e = &t->sources[i];
+    if (!e) {
+        if (t->nsources == t->capsources) {
+            size_t cap = t->capsources ? 2 * t->capsources : 8;
+            struct tsource *v = realloc(t->sources, cap * sizeof *v);
+            const char **c = v ? realloc(t->changed, cap * sizeof *c) : NULL;
+            if (v)
+                t->sources = v;
+            if (!c)
+                return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+            t->changed = c;
+            t->capsources = cap;
+        }
+        e = &t->sources[t->nsources];
+        memset(e, 0, sizeof *e);
+        if (!(e->path = strdup(file)))
+            return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+        t->nsources++;
+        int rc = source_read(file, e);
+        if (rc == 1 && (rc = source_current(t, e)) == 0) {
+            e->changed = 1;
+            t->changed[t->nchanged++] = e->path;
+        }
+        if (rc != 1)
+            source_drop(e);
+        if (rc < 0) { /* asked again, it is read again */
+            free(e->path);
+            t->nsources--;
+            return rc == GT_ENOMEM ? gt__trace_fail(t, GT_ENOMEM, "out of memory") : rc;
+        }
+    }
+    *lines = (const char *const *)e->lines;
+    *n = e->n;
+    return e->lines != NULL;
+}
+
+size_t gt_trace_sources_changed(gt_trace *t, const char *const **files)
+{
+    *files = t->changed;
+    return t->nchanged;
 }
 
 /* 1 for a line of nothing but blanks or a comment */
@@ -913,23 +1003,25 @@ static int blank_line(const char *l)
     return !*l || *l == '#';
 }
 
-int64_t gt_loc_find_in_function(const gt_loc *l, const char *call, char **code)
+int64_t gt_loc_find_in_function(gt_trace *t, const gt_loc *l, const char *call,
+                                char **code)
 {
     *code = NULL;
-    if (!l->file || !l->code || l->line <= 0 || !call || !*call)
+    if (!l->file || l->line <= 0 || !call || !*call)
         return 0;
-    srclines f;
-    int rc = srclines_read(l->file, &f);
+    const char *const *lines;
+    size_t nl;
+    int rc = gt_trace_source(t, l->file, &lines, &nl);
     if (rc != 1)
-        return rc;
+        return rc == GT_ENOMEM ? GT_ENOMEM : 0;
     int64_t found = 0;
     size_t at = (size_t)l->line - 1, def = 0, ind = 0;
     int has_def = 0;
-    if (at < f.n && gt_source_line_is(f.lines[at], l->code)) {
+    if (at < nl) {
         /* up to the `def` indented less than every line between */
-        size_t cur = strspn(f.lines[at], " \t");
+        size_t cur = strspn(lines[at], " \t");
         for (size_t i = at; i-- > 0;) {
-            const char *s = f.lines[i];
+            const char *s = lines[i];
             size_t in = strspn(s, " \t");
             if (blank_line(s) || in >= cur)
                 continue;
@@ -942,25 +1034,35 @@ int64_t gt_loc_find_in_function(const gt_loc *l, const char *call, char **code)
             }
         }
     }
-    for (size_t i = def + 1; has_def && i < f.n; i++) {
-        char *s = f.lines[i];
+    char *hit = NULL; /* the line found, comment cut */
+    for (size_t i = def + 1; has_def && i < nl; i++) {
+        const char *s = lines[i];
         if (blank_line(s))
             continue;
         if (strspn(s, " \t") <= ind)
             break; /* the body ended */
-        gt__py_strip_comment(s);
-        if (!gt__py_call(s, call))
+        char *one = strdup(s + strspn(s, " \t"));
+        if (!one) {
+            free(hit);
+            return GT_ENOMEM;
+        }
+        gt__py_strip_comment(one);
+        if (!gt__py_call(one, call)) {
+            free(one);
             continue;
+        }
+        free(hit);
+        hit = one;
         if (found) {
             found = 0; /* two: which one is not known */
             break;
         }
         found = (int64_t)i + 1;
     }
-    if (found &&
-        !(*code = strdup(f.lines[found - 1] + strspn(f.lines[found - 1], " \t"))))
-        found = GT_ENOMEM;
-    srclines_release(&f);
+    if (found)
+        *code = hit;
+    else
+        free(hit);
     return found;
 }
 

@@ -166,20 +166,30 @@ int gt_trace_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUS
  * labels a node with this one: a line of the user's, or none. */
 int gt_trace_user_loc(gt_trace *t, int64_t stack, gt_loc *out /* OUT */) GT_WARN_UNUSED;
 
-/* 1 if `line`, a line read from a source file, is the recorded line
- * `code` (indentation, trailing blanks and line ending aside): the file
- * still holds what ran there. 0 otherwise or for a NULL. Can't fail. */
-int gt_source_line_is(const char *line, const char *code);
+/* The lines of source file `file` as it is now, when it still holds every
+ * line the trace recorded of it (each frame's line and code, indentation
+ * and trailing blanks aside): 1 with *n lines at *lines (lines[i] is line
+ * i + 1, its line ending cut; owned by the trace, read once per file). 0
+ * when it cannot be read, or when it changed since the run: nothing may be
+ * read from it then (a line number found in it would not be the run's);
+ * gt_trace_sources_changed lists it. Every reader of the user's source
+ * files goes through this. A negative GT_E* code on failure. */
+int gt_trace_source(gt_trace *t, const char *file, const char *const **lines /* OUT */,
+                    size_t *n /* OUT */) GT_WARN_UNUSED;
 
-/* In the source file of location `l`, inside the function that holds its
- * line (the nearest `def` above it indented less, to the end of its
- * body), the one line that holds `call` (a text such as
- * "save_for_backward(") outside a comment: its number, and its text
- * (indentation and comment cut) malloc'd into *code. 0 when the file
- * cannot be read, no longer holds the recorded line l->code at l->line
- * (gt_source_line_is), or no line or more than one holds `call`;
- * GT_ENOMEM when out of memory. */
-int64_t gt_loc_find_in_function(const gt_loc *l, const char *call, char **code /* OUT */);
+/* The files gt_trace_source found changed since the run, in the order it
+ * found them: *files (owned by the trace), their count returned. */
+size_t gt_trace_sources_changed(gt_trace *t, const char *const **files /* OUT */);
+
+/* In the source file of location `l` (gt_trace_source: as long as it holds
+ * what ran), inside the function that holds its line (the nearest `def`
+ * above it indented less, to the end of its body), the one line that holds
+ * `call` (a text such as "save_for_backward(") outside a comment: its
+ * number, and its text (indentation and comment cut) malloc'd into *code.
+ * 0 when the file cannot be read or changed, or no line or more than one
+ * holds `call`; GT_ENOMEM when out of memory. */
+int64_t gt_loc_find_in_function(gt_trace *t, const gt_loc *l, const char *call,
+                                char **code /* OUT */);
 
 /* Free what a location owns and zero it; accepts a zeroed one. */
 void gt_loc_release(gt_loc *l);

@@ -776,7 +776,7 @@ static void name_tensor(void *ctx, PyObject *t, const char *name)
 }
 
 /* bind_names(frame): the names of the tensors and nn.Module parameters bound
- * in frame's locals (None: nothing), as the dispatch adapter records them at
+ * in frame (gt_py_bind_names; None: nothing), as the dispatch adapter records them at
  * a backward call */
 static PyObject *eng_bind_names(PyObject *op, PyObject *frame)
 {
@@ -793,11 +793,9 @@ static PyObject *eng_bind_names(PyObject *op, PyObject *frame)
             Py_RETURN_NONE;
         Py_XSETREF(self->module_type, gt_py_type_attr("torch.nn", "Module"));
     }
-    PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
     gt_py_namer n = {self->tensor_type, self->module_type, param_known, name_tensor,
                      NULL};
-    gt_py_bind_names(&n, locals);
-    Py_XDECREF(locals);
+    gt_py_bind_names(&n, (PyFrameObject *)frame);
     PyErr_Clear();
     Py_RETURN_NONE;
 }

@@ -2005,18 +2005,16 @@ static void name_tensor(void *ctx, PyObject *t, const char *name)
 }
 
 /* Names of every recorded tensor (and recorded parameter of an nn.Module)
- * bound in the user frame uf, at event seq: f_locals, which for module-level
- * code are the module's globals. Tensors never recorded get no id here. */
+ * bound in the user frame uf, at event seq (gt_py_bind_names). Tensors never
+ * recorded get no id here. */
 static void bind_names(gt_pyrec *self, PyFrameObject *uf, int64_t seq)
 {
     if (!uf || !seq || !self->r || self->failed || self->forked)
         return;
     lookup_torch(self);
-    PyObject *locals = PyFrame_GetLocals(uf);
     name_ctx c = {self, seq};
     gt_py_namer n = {self->tensor_type, self->module_type, param_known, name_tensor, &c};
-    self->errors += gt_py_bind_names(&n, locals);
-    Py_XDECREF(locals);
+    self->errors += gt_py_bind_names(&n, uf);
     swallow(self);
 }
 
@@ -3222,8 +3220,8 @@ static PyModuleDef_Slot mod_slots[] = {
 };
 
 static PyMethodDef mod_methods[] = {
-    {"exec_bottom", (PyCFunction)(void (*)(void))gt_py_exec_bottom, METH_FASTCALL,
-     "exec_bottom(code, globals): exec with no Python frame under the code's"},
+    {"call_bottom", (PyCFunction)(void (*)(void))gt_py_call_bottom, METH_FASTCALL,
+     "call_bottom(fn, *args): fn(*args) with no Python frame under fn's"},
     {NULL, NULL, 0, NULL},
 };
 

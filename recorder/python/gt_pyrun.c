@@ -279,63 +279,201 @@ static void module_names(const gt_py_namer *n, const char *var, PyObject *m)
     module_names_py(n, var, m);
 }
 
-int gt_py_bind_names(const gt_py_namer *n, PyObject *locals)
+/* A list, tuple or dict with more items is not named: one that grows every
+ * step (losses.append(loss)) would add its whole length at every backward
+ * call. */
+#define MAX_CONTAINER_ITEMS 256
+
+/* What gt_py_bind_names named so far (tensor object -> 1): a tensor a local
+ * variable or module names gets no global's name, and one any variable or
+ * module names gets no container's. */
+typedef struct {
+    const gt_py_namer *n;
+    gt_map named;
+    int skip_named; /* name only what is not named yet */
+} gt_bound;
+
+static void name_bound(void *ctx, PyObject *t, const char *name)
 {
-    int errors = 0;
-    if (!locals || !PyDict_Check(locals))
-        return 0;
-    /* PyDict_Next over a dict that Python code (named_parameters) may run
-     * against: iterate a snapshot of the items */
-    PyObject *items = PyDict_Items(locals);
-    for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
-        PyObject *kv = PyList_GET_ITEM(items, i);
-        PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
-        if (!PyUnicode_Check(k))
-            continue;
-        const char *var = NULL;
-        if (PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type)) {
-            if ((var = PyUnicode_AsUTF8(k)) != NULL)
-                n->name(n->ctx, v, var);
-        } else if (n->module_type &&
-                   PyObject_TypeCheck(v, (PyTypeObject *)n->module_type)) {
-            if ((var = PyUnicode_AsUTF8(k)) != NULL)
-                module_names(n, var, v);
+    gt_bound *b = ctx;
+    if (b->skip_named && gt_map_get(&b->named, (uintptr_t)t, 0, 0))
+        return;
+    if (gt_map_put(&b->named, (uintptr_t)t, 0, 0, 1) < 0)
+        PyErr_NoMemory();
+    b->n->name(b->n->ctx, t, name);
+}
+
+static int known_bound(void *ctx, PyObject *t)
+{
+    const gt_bound *b = ctx;
+    return b->n->known(b->n->ctx, t);
+}
+
+/* Names "<var>[<i>]" for t, item i of a list or tuple (key NULL), or
+ * "<var>[<repr(key)>]" for a dict's value; nothing if b named t already. */
+static void name_item(const gt_bound *b, const char *var, Py_ssize_t i, PyObject *key,
+                      PyObject *t)
+{
+    const gt_py_namer *n = b->n;
+    if (!PyObject_TypeCheck(t, (PyTypeObject *)n->tensor_type) ||
+        gt_map_get(&b->named, (uintptr_t)t, 0, 0))
+        return;
+    PyObject *r = key ? PyObject_Repr(key) : NULL;
+    Py_ssize_t rlen = 0;
+    const char *rs = r ? PyUnicode_AsUTF8AndSize(r, &rlen) : NULL;
+    if (key && !rs) {
+        Py_XDECREF(r);
+        return;
+    }
+    gt_strbuf s = {0};
+    gt_strbuf_adds(&s, var);
+    if (rs) {
+        gt_strbuf_adds(&s, "[");
+        gt_strbuf_add(&s, rs, (size_t)rlen);
+        gt_strbuf_adds(&s, "]");
+    } else {
+        gt_strbuf_addf(&s, "[%zd]", i);
+    }
+    if (s.p && !s.oom)
+        n->name(n->ctx, t, s.p);
+    gt_strbuf_release(&s);
+    Py_XDECREF(r);
+}
+
+/* The tensors held by container c bound to `var`, one level deep: a list's
+ * or a tuple's items (laterals[2]), a dict's values under str or int keys
+ * (feats['p3']). Reads the objects' own storage: no user code runs (a
+ * subclass's __iter__ or __getitem__ is not called). */
+static void container_names(const gt_bound *b, const char *var, PyObject *c)
+{
+    if (PyList_Check(c) || PyTuple_Check(c)) {
+        if (Py_SIZE(c) > MAX_CONTAINER_ITEMS)
+            return;
+        /* the size is read again at each item: naming runs no Python code,
+         * but a list cannot be trusted to stay as it was */
+        for (Py_ssize_t i = 0; i < Py_SIZE(c); i++) {
+            PyObject *t = Py_NewRef(PyList_Check(c) ? PyList_GET_ITEM(c, i)
+                                                    : PyTuple_GET_ITEM(c, i));
+            name_item(b, var, i, NULL, t);
+            Py_DECREF(t);
         }
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            errors++;
+    } else if (PyDict_Check(c)) {
+        if (PyDict_GET_SIZE(c) > MAX_CONTAINER_ITEMS)
+            return;
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(c, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k))
+                continue;
+            Py_INCREF(k);
+            Py_INCREF(v);
+            name_item(b, var, 0, k, v);
+            Py_DECREF(k);
+            Py_DECREF(v);
         }
     }
+}
+
+/* The (name, value) pairs a frame's code sees by name: its locals, then the
+ * globals its code names (co_names) that no local shadows (a function that
+ * calls backward() on a model bound at module level: `policy`); for code
+ * run at module level, whose locals are its globals, the locals. A new
+ * list of pairs, *nlocals of them the locals', or NULL with a Python
+ * error. */
+static PyObject *frame_bindings(PyFrameObject *f, Py_ssize_t *nlocals /* OUT */)
+{
+    PyObject *locals = PyFrame_GetLocals(f);
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *globals = PyFrame_GetGlobals(f);
+#else
+    PyObject *globals = Py_XNewRef(f->f_globals);
+#endif
+    PyCodeObject *code = PyFrame_GetCode(f);
+    PyObject *names = code ? PyObject_GetAttrString((PyObject *)code, "co_names") : NULL;
+    PyObject *items = NULL;
+    if (!locals || !globals || !names || !PyDict_Check(globals) || !PyTuple_Check(names))
+        goto out;
+    /* a dict, or (3.13's function frames) a mapping over the fast locals */
+    items = PyMapping_Items(locals);
+    *nlocals = items ? PyList_GET_SIZE(items) : 0;
+    for (Py_ssize_t i = 0; items && globals != locals && i < PyTuple_GET_SIZE(names);
+         i++) {
+        PyObject *k = PyTuple_GET_ITEM(names, i);
+        PyObject *v = Py_XNewRef(PyDict_GetItemWithError(globals, k));
+        int shadowed = v ? PySequence_Contains(locals, k) : 1;
+        PyErr_Clear(); /* a name not looked up is not named */
+        if (shadowed) {
+            Py_XDECREF(v);
+            continue;
+        }
+        PyObject *kv = PyTuple_Pack(2, k, v);
+        Py_DECREF(v);
+        if (!kv || PyList_Append(items, kv) < 0)
+            Py_CLEAR(items);
+        Py_XDECREF(kv);
+    }
+out:
+    Py_XDECREF(locals);
+    Py_XDECREF(globals);
+    Py_XDECREF((PyObject *)code);
+    Py_XDECREF(names);
+    return items;
+}
+
+int gt_py_bind_names(const gt_py_namer *n, PyFrameObject *f)
+{
+    int errors = 0;
+    gt_bound b = {.n = n};
+    const gt_py_namer bn = {n->tensor_type, n->module_type, known_bound, name_bound, &b};
+    /* a snapshot of the bindings: Python code (named_parameters) may run
+     * while they are named */
+    Py_ssize_t nlocals = 0;
+    PyObject *items = frame_bindings(f, &nlocals);
+    /* what locals name, then globals, then what containers hold */
+    for (int pass = 0; pass < 3; pass++)
+        for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items); i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            PyObject *k = PyTuple_GET_ITEM(kv, 0), *v = PyTuple_GET_ITEM(kv, 1);
+            if (!PyUnicode_Check(k) || (pass < 2 && (i < nlocals) != (pass == 0)))
+                continue;
+            b.skip_named = pass > 0;
+            const char *var = NULL;
+            if (pass == 2) {
+                if ((PyList_Check(v) || PyTuple_Check(v) || PyDict_Check(v)) &&
+                    (var = PyUnicode_AsUTF8(k)) != NULL)
+                    container_names(&b, var, v);
+            } else if (PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type)) {
+                if ((var = PyUnicode_AsUTF8(k)) != NULL)
+                    name_bound(&b, v, var);
+            } else if (n->module_type &&
+                       PyObject_TypeCheck(v, (PyTypeObject *)n->module_type)) {
+                if ((var = PyUnicode_AsUTF8(k)) != NULL)
+                    module_names(&bn, var, v);
+            }
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                errors++;
+            }
+        }
     if (!items) {
         PyErr_Clear();
         errors++;
     }
     Py_XDECREF(items);
+    gt_map_clear(&b.named);
     return errors;
 }
 
-PyObject *gt_py_exec_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+PyObject *gt_py_call_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 2 || !PyCode_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "exec_bottom(code, globals): a code object and a dict");
+    if (nargs < 1 || !PyCallable_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "call_bottom(fn, *args): fn must be callable");
         return NULL;
     }
-    /* exec adds __builtins__ to globals that lack it (code reading
-     * f_globals["__builtins__"] relies on it): the builtins module, as
-     * python3 gives its __main__ */
-    int has = PyDict_GetItemString(args[1], "__builtins__") != NULL;
-    if (!has) {
-        PyObject *b = PyImport_ImportModule("builtins");
-        int bad = !b || PyDict_SetItemString(args[1], "__builtins__", b) < 0;
-        Py_XDECREF(b);
-        if (bad)
-            return NULL;
-    }
     PyThreadState *ts = PyThreadState_Get();
-    /* the frame the script's module frame links back to is the thread's
-     * current one when the eval loop enters it: none, as at python3's start */
+    /* the frame fn's frame links back to is the thread's current one when
+     * the eval loop enters it: none, as at python3's start */
 #if PY_VERSION_HEX >= 0x030D0000
     struct _PyInterpreterFrame *under = ts->current_frame;
     ts->current_frame = NULL;
@@ -346,7 +484,7 @@ PyObject *gt_py_exec_bottom(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyFrameObject *under = ts->frame;
     ts->frame = NULL;
 #endif
-    PyObject *r = PyEval_EvalCode(args[0], args[1], args[1]);
+    PyObject *r = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), NULL);
 #if PY_VERSION_HEX >= 0x030D0000
     ts->current_frame = under;
 #elif PY_VERSION_HEX >= 0x030B0000

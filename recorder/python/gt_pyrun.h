@@ -50,23 +50,30 @@ typedef struct gt_py_namer {
     void *ctx;
 } gt_py_namer;
 
-/* The names bound in a frame's locals (a dict), as both adapters record them
- * at a backward call: each tensor under its variable's name, and each
- * nn.Module's parameters as "<var>.<name>" in the order and with the
- * duplicate rules of m.named_parameters() (walked in C unless the module
- * overrides how it lists them; a module with more than 10,000 parameters
- * is not named, every backward call). Python errors are cleared; returns
- * how many were. */
-int gt_py_bind_names(const gt_py_namer *n, PyObject *locals);
+/* The names bound in frame f, as both adapters record them at a backward
+ * call: each tensor under its variable's name, and each nn.Module's
+ * parameters as "<var>.<name>" in the order and with the duplicate rules of
+ * m.named_parameters() (walked in C unless the module overrides how it
+ * lists them; a module with more than 10,000 parameters is not named, every
+ * backward call); first the frame's locals, then the globals its code names
+ * that no local shadows, for what the locals did not name (`policy` bound at
+ * module level, used by the function that calls backward()); then the
+ * tensors that no variable or module names here but a list, tuple or dict
+ * bound to a variable holds, one level deep: "<var>[<i>]" (laterals[2]),
+ * "<var>[<repr(key)>]" for a str or int key (feats['p3']); a container of
+ * more than 256 items is not named. Python errors are cleared; returns how
+ * many were. */
+int gt_py_bind_names(const gt_py_namer *n, PyFrameObject *f);
 
-/* exec_bottom(code, globals): run code in globals (as exec does) with no
- * Python frame under it, so the script `gradtrace record` runs sees the
- * stack `python3 script.py` gives it: its module frame is the bottom one
- * (f_back None). Without this, traceback.print_stack, inspect.stack,
- * sys._getframe and anomaly mode's forward traces showed the runner's and
- * runpy's frames. The thread's current frame is put back on return.
- * Returns code's result, or NULL with its Python error. */
-PyObject *gt_py_exec_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+/* call_bottom(fn, *args): fn(*args) with no Python frame under fn's, so
+ * what `gradtrace record` runs sees the stack python3 gives it: under
+ * `python3 script.py` the script's module frame is the bottom one (fn is
+ * exec), under `python3 -m module` runpy's _run_module_as_main is (fn is
+ * that). Without this, traceback.print_stack, inspect.stack, sys._getframe
+ * and anomaly mode's forward traces showed the runner's and runpy's frames.
+ * The thread's current frame is put back on return. Returns fn's result,
+ * or NULL with its Python error. */
+PyObject *gt_py_call_bottom(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* The object weak reference wr refers to (a new reference), or NULL if it
  * is gone: PyWeakref_GetRef where it exists (3.13, which deprecates

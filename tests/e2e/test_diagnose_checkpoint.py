@@ -154,7 +154,7 @@ class Checkpoint(unittest.TestCase):
         self.assertEqual(calls, [marker("nr_two-call"), marker("nr_two-call2")])
 
     def test_function_saving_output(self):
-        # "saved inside": the ctx.save_for_backward line, read from the file
+        # "saved by": the ctx.save_for_backward line, read from the file
         f = self.check("fn_out", "saved_tensors[0]", ["act"], "SaveOutBackward",
                        inner=marker("saveout-save"), role="saved")
         self.assertEqual(f["node"]["inner_location"]["function"], "SaveOut.forward")
@@ -182,8 +182,9 @@ class Checkpoint(unittest.TestCase):
 
 
 class CustomFnSaved(unittest.TestCase):
-    """scenarios/diag_custom_fn_bug.py: "saved inside" names the forward's
-    ctx.save_for_backward line (no op: read from the source file), and
+    """scenarios/diag_custom_fn_bug.py: "saved by" names the forward's
+    ctx.save_for_backward line (no op: read from the source file), in the
+    column of the other labels ("saved inside" was one wider), and
     falls back to "used inside" (the op that used the tensor) once the file
     no longer holds the recorded lines."""
 
@@ -212,10 +213,14 @@ class CustomFnSaved(unittest.TestCase):
                          (marker("save", self.SCRIPT), "ClampST.forward", "saved"), f)
         self.assertEqual(inner["code"], "ctx.save_for_backward(x)")
         text = diagnose(self.trace).stdout
-        self.assertRegex(text, r"saved inside +\S*custom_fn_bug.py:%d +in ClampST.forward\n"
+        self.assertRegex(text, r"\n    saved by    \S*custom_fn_bug.py:%d +in ClampST.forward\n"
                                r" +%d \| ctx.save_for_backward\(x\)" %
                          ((marker("save", self.SCRIPT),) * 2))
         self.assertNotIn("used inside", text)
+        # every label's location starts in one column
+        cols = {len(m.group(1)) for m in re.finditer(r"\n(    [a-z][a-z ]*[a-z] +)\S+\.py:\d",
+                                                     text)}
+        self.assertEqual(cols, {16}, text)
 
     def test_changed_file_falls_back_to_used_inside(self):
         with open(self.SCRIPT) as f:

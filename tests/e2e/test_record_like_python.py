@@ -8,6 +8,10 @@ PyTorch's in-place error gives). Each adapter's stdout and stderr must equal
 the plain run's; __builtins__ is the builtins module, as python3 gives
 __main__, and sys.argv[0] the script as given (it was made absolute).
 
+`record -m module` runs it as `python3 -m module` would: under runpy's
+two frames (_run_module_as_main, _run_code) and nothing else, in a fresh
+__main__.
+
 Its end: a run that ends with os._exit(n) (training scripts do, to skip
 hanging DataLoader or process-group teardown) leaves a finished trace with
 its backward calls and exit code n: os._exit skips atexit and finally
@@ -33,6 +37,7 @@ the trace quotes its path for a shell.
 Env: GRADTRACE, GT_SOURCE_DIR (set by ctest).
 """
 import os
+import subprocess
 import unittest
 import zipfile
 
@@ -47,8 +52,11 @@ import torch
 
 torch.autograd.set_detect_anomaly(True)
 print("builtins", type(__builtins__).__name__)
-print("module frame's caller", sys._getframe().f_back)
-print("argv", sys.argv, "__file__", __file__)
+caller = sys._getframe().f_back
+print("module frame's caller", caller and (caller.f_code.co_filename, caller.f_code.co_name))
+print("argv", sys.argv, "__file__", __file__, "path0", sys.path[0])
+print("globals", sorted(k for k in globals() if k.startswith("__")), __spec__ and __spec__.name)
+print("__main__ is this module", sys.modules["__main__"].__dict__ is globals())
 
 
 def forward(x):
@@ -146,6 +154,53 @@ class Frames(gtutil.BothAdapters, unittest.TestCase):
         # the anomaly warning with the forward's stack, then the traceback
         self.assertIn("Traceback of forward call", cp.stderr)
         self.assertEqual(_strip_footer(cp.stderr), _strip_footer(plain.stderr))
+
+
+class ModuleFrames(gtutil.BothAdapters, unittest.TestCase):
+    """`record -m frames_mod` as `python3 -m frames_mod`: runpy's two frames
+    under the module (_run_module_as_main, _run_code) and no others, in
+    stacks and tracebacks; a fresh __main__ with python3's globals
+    (__builtins__ the builtins module, __annotations__); sys.argv[0] and
+    sys.path[0]. The runner's frames showed (inspect.stack() was 9 deep,
+    not 4), the traceback lost runpy's two, __builtins__ was a dict."""
+
+    def check(self, adapter):
+        d = os.path.join(gtutil.tmpdir(), "modframes")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "frames_mod.py"), "w") as f:
+            f.write(FRAMES_SCRIPT)
+        env = dict(os.environ, GRADTRACE_ADAPTER=adapter)
+        plain = subprocess.run([gtutil.PYTHON, "-m", "frames_mod", "bug"], capture_output=True,
+                               text=True, env=env, cwd=d, timeout=300)
+        cp = subprocess.run([gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON, "-q", "-o",
+                             "m.db", "-f", "-m", "frames_mod", "bug"], capture_output=True,
+                            text=True, env=env, cwd=d, timeout=300)
+        self.assertEqual(cp.returncode, plain.returncode)
+        self.assertNotEqual(plain.returncode, 0)
+        self.assertIn("depth 4", plain.stdout)
+        self.assertIn("path0 %s" % d, plain.stdout)
+        self.assertEqual(cp.stdout, plain.stdout, "stdout differs from python3 -m's")
+        self.assertIn('File "<frozen runpy>", line', plain.stderr)
+        self.assertEqual(_strip_footer(cp.stderr), _strip_footer(plain.stderr))
+
+
+class ModuleRefused(unittest.TestCase):
+    """`record -m pkg` for a package with no __main__ is refused before
+    recording, in python3 -m's words: it started recording and failed with
+    runpy's ImportError traceback and a trace."""
+
+    def test_package_without_main(self):
+        d = os.path.join(gtutil.tmpdir(), "refused")
+        os.makedirs(os.path.join(d, "nomainpkg"), exist_ok=True)
+        open(os.path.join(d, "nomainpkg", "__init__.py"), "w").close()
+        cp = subprocess.run([gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON, "-o",
+                             "r.db", "-m", "nomainpkg"], capture_output=True, text=True,
+                            cwd=d, timeout=300)
+        self.assertEqual(cp.returncode, 2, cp.stderr)
+        self.assertEqual(cp.stderr, "gradtrace: cannot run module nomainpkg: No module named "
+                                    "nomainpkg.__main__; 'nomainpkg' is a package and cannot "
+                                    "be directly executed\n")
+        self.assertFalse(os.path.exists(os.path.join(d, "r.db")))
 
 
 class OsExit(gtutil.BothAdapters, unittest.TestCase):

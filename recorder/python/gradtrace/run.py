@@ -7,16 +7,19 @@ Used by `gradtrace record` (which validates its input first):
         [--module] -- script.py|module args...
 
 The script gets the same sys.argv, sys.path[0], __main__, working
-directory, stdout/stderr, traceback (gradtrace's and runpy's frames are
-removed from it), stack (a script's module frame is the bottom one, as under
-python3; a module's sits on gradtrace's frames) and exit status as without recording; with --module, as
-`python3 -m module args...`. When the run failed and the trace explains why,
+directory, stdout/stderr, traceback and stack (its module frame is the
+bottom one, as under python3; gradtrace's and runpy's frames are in
+neither) and exit status as without recording; with --module, as
+`python3 -m module args...` gives them (the module runs in a fresh
+__main__ under runpy's two frames, _run_module_as_main and _run_code, and
+nothing else). When the run failed and the trace explains why,
 the diagnosis (`gradtrace diagnose`'s text) follows the traceback on stderr
 unless --quiet. At exit one line on stderr says where the trace is and, if
 the run failed, how to diagnose it.
 """
-import importlib.util
 import atexit
+import builtins
+import importlib.util
 import os
 import runpy
 import signal
@@ -26,6 +29,10 @@ import zipfile
 
 import gradtrace
 from gradtrace import _pin, _report
+
+# python3 puts an empty __annotations__ in __main__ before running it (3.11
+# to 3.13); this module, run as __main__ by `python -m gradtrace.run`, got it
+_MAIN_ANNOTATIONS = "__annotations__" in globals()
 
 
 def _parse(argv):
@@ -65,21 +72,27 @@ def _parse(argv):
     sys.exit(2)
 
 
-def _hidden(filename):
-    return (filename.startswith(gradtrace._PKG_DIR + os.sep) or filename == "<frozen runpy>"
-            or filename == runpy.__file__)
+def _runner_frames():
+    """The frames of the runner's stack, caller's included (those under what
+    call_bottom runs: a traceback passes through them on the way out)."""
+    frames = set()
+    f = sys._getframe(1)
+    while f is not None:
+        frames.add(f)
+        f = f.f_back
+    return frames
 
 
-def _strip(exc):
-    """Drop gradtrace's and runpy's frames from exc's traceback (and from
-    the exceptions chained to it), wherever they are."""
+def _strip(exc, hidden):
+    """Drop the frames hidden(frame) says are the runner's from exc's
+    traceback (and from the exceptions chained to it), wherever they are."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         keep = []
         tb = exc.__traceback__
         while tb is not None:
-            if not _hidden(tb.tb_frame.f_code.co_filename):
+            if not hidden(tb.tb_frame):
                 keep.append(tb)
             tb = tb.tb_next
         new = None
@@ -89,21 +102,30 @@ def _strip(exc):
         exc = exc.__cause__ or exc.__context__
 
 
-def _hook_stripping():
+def _hook_stripping(hidden):
     """Strip at print time: frames re-enter the traceback as the exception
     leaves this module and runpy's -m machinery."""
     orig = sys.excepthook
 
     def hook(etype, value, tb):
-        _strip(value)
+        _strip(value, hidden)
         orig(etype, value, value.__traceback__)
 
     sys.excepthook = hook
 
 
+def _as_python_main(globs):
+    """Give globs what python3 gives __main__'s before running it: the
+    builtins module as __builtins__ (exec with no frame would put the
+    builtins' dict) and an empty __annotations__ where it does."""
+    globs.setdefault("__builtins__", builtins)
+    if _MAIN_ANNOTATIONS:
+        globs.setdefault("__annotations__", {})
+
+
 def _exec_at_bottom(argv0):
     """Make runpy's next exec run the script with no frame under it, as
-    `python3 script.py` does (see _gradtrace.exec_bottom): runpy's
+    `python3 script.py` does (see _gradtrace.call_bottom): runpy's
     _run_code calls `exec`, looked up in runpy's globals before builtins.
     Once: a runpy call of the script's own runs as it would. sys.argv[0]
     becomes argv0, the script as given (run_path set it to the absolute path
@@ -113,9 +135,23 @@ def _exec_at_bottom(argv0):
     def once(code, globs):
         runpy.__dict__.pop("exec", None)
         sys.argv[0] = argv0
-        return _gradtrace.exec_bottom(code, globs)
+        _as_python_main(globs)
+        return _gradtrace.call_bottom(exec, code, globs)
 
     runpy.exec = once
+
+
+def _run_module_as_python_m(name):
+    """Run module `name` as `python3 -m name` does: runpy's
+    _run_module_as_main (what the interpreter calls for -m) with no frame
+    under it, in a fresh __main__ that stays (the runner's module, this one,
+    is kept alive by its functions)."""
+    import _gradtrace
+
+    main = types.ModuleType("__main__")
+    _as_python_main(vars(main))
+    sys.modules["__main__"] = main
+    _gradtrace.call_bottom(runpy._run_module_as_main, name, True)
 
 
 def main(argv):
@@ -181,6 +217,13 @@ def main(argv):
             spec, why = None, "%s: %s" % (type(e).__name__, e)
         else:
             why = "no module named %s" % script
+        if spec is not None:
+            # what python3 -m refuses (a package with no __main__) is
+            # refused before recording starts
+            try:
+                runpy._get_module_details(script)
+            except Exception as e:
+                spec, why = None, str(e)
         if spec is None:
             atexit.unregister(footer)
             sys.stderr.write("gradtrace: cannot run module %s: %s\n" % (script, why))
@@ -207,13 +250,21 @@ def main(argv):
         atexit.unregister(footer)
         sys.stderr.write("%s\n" % e)
         return 2
+    # a traceback's frames the script did not run: the runner's stack, and
+    # gradtrace's (the dispatch adapter's mode) and, for a script, runpy's
+    # (run_path's; under python3 -m runpy's two frames are the module's)
+    runner = _runner_frames()
+    runpys = () if opts["module"] else ("<frozen runpy>", runpy.__file__)
+
+    def hidden(frame):
+        name = frame.f_code.co_filename
+        return frame in runner or name.startswith(gradtrace._PKG_DIR + os.sep) or name in runpys
+
     if not opts["module"]:
-        # (python3 -m runs the module under runpy's two frames; these runs
-        # show gradtrace's too)
         _exec_at_bottom(script)
     try:
         if opts["module"]:
-            runpy.run_module(script, run_name="__main__", alter_sys=True)
+            _run_module_as_python_m(script)
         else:
             runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
@@ -226,12 +277,12 @@ def main(argv):
     except KeyboardInterrupt as e:
         failed[0] = True
         rec.stop("signal", -1, signal.SIGINT)
-        _hook_stripping()
+        _hook_stripping(hidden)
         raise
     except BaseException as e:
         failed[0] = True
         rec.stop("exception", 1, 0, e)
-        _hook_stripping()
+        _hook_stripping(hidden)
         raise
     finally:
         runpy.__dict__.pop("exec", None)  # left set when runpy failed before the exec

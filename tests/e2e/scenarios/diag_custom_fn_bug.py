@@ -1,5 +1,5 @@
 """A custom autograd.Function (a straight-through clamp) saves its input; the caller normalises that input
-in place afterwards (realcode4's custom_fn_bug). diagnose's "saved inside" is the ctx.save_for_backward
+in place afterwards (realcode4's custom_fn_bug). diagnose's "saved by" is the ctx.save_for_backward
 line, which is no op (not in the trace): read from this file."""
 import torch
 
