@@ -118,6 +118,13 @@ int gt_map_del(gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3)
     return 1;
 }
 
+void gt_map_reset(gt_map *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        m->slots[i].used = 0;
+    m->len = 0;
+}
+
 void gt_map_clear(gt_map *m)
 {
     free(m->slots);
