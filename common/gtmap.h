@@ -46,4 +46,8 @@ int gt_map_del(gt_map *m, uint64_t k1, uint64_t k2, uint64_t k3);
 /* Free the slots; the map is empty and reusable afterwards. */
 void gt_map_clear(gt_map *m);
 
+/* Empty the map but keep its slots (no allocation when it is filled
+ * again to the same size). */
+void gt_map_reset(gt_map *m);
+
 #endif

@@ -686,8 +686,11 @@ int gt__cut_held(gt_strbuf *held, gt__cut_in *in, gt_map *storage_seq)
         x.groups[k].n = 0;
         x.groups[k].text = (gt_strbuf){0};
     }
-    if (!x.groups || index_rows(&x) != 0 || keep_nodes(&x, in) != 0 ||
-        keep_old_bumps(&x) != 0 || keep_tensors(&x, in) != 0 ||
+    /* the kept rows' buffer becomes *held: room for as much as it holds
+     * now, so neither it nor the window growing again after the cut moves
+     * its bytes (each doubling copied them, every cut) */
+    if (!x.groups || gt_strbuf_reserve(&x.out, held->len) != 0 || index_rows(&x) != 0 ||
+        keep_nodes(&x, in) != 0 || keep_old_bumps(&x) != 0 || keep_tensors(&x, in) != 0 ||
         keep_rows(&x, in, storage_seq) != 0)
         goto oom;
     for (size_t i = 0; i < x.drop_storages.n; i++)

@@ -195,6 +195,20 @@ static void test_gtmap(void **state)
         uint64_t *v = gt_map_get(&m, (uint64_t)k << 20, k % 3, k % 5 == 0);
         assert_int_equal(v != NULL, has[k]);
     }
+    /* reset empties it and keeps the slots: filled again, it does not grow */
+    size_t cap = m.cap, n = m.len;
+    gt_map_entry *slots = m.slots;
+    gt_map_reset(&m);
+    assert_int_equal(m.len, 0);
+    assert_int_equal(m.cap, cap);
+    for (size_t k = 0; k < KEYS; k++)
+        assert_null(gt_map_get(&m, (uint64_t)k << 20, k % 3, k % 5 == 0));
+    for (size_t k = 0; k < n; k++)
+        assert_int_equal(gt_map_put(&m, (uint64_t)k, 0, 0, k + 1), 0);
+    assert_ptr_equal(m.slots, slots);
+    assert_int_equal(m.len, n);
+    for (size_t k = 0; k < n; k++)
+        assert_true(*gt_map_get(&m, (uint64_t)k, 0, 0) == k + 1);
     gt_map_clear(&m);
     assert_null(gt_map_get(&m, 1, 0, 0));
 }

@@ -1423,15 +1423,26 @@ static const gt_cap_hdr *peek(gt_cap_lane *lane)
 static int drain_locked(gt_fold *f)
 {
     unsigned folded = 0;
+    /* lanes are only appended: a lane made during the drain is one the
+     * first lane's next_lane shows (or the first) */
+    gt_cap_lane *first = NULL;
     for (;;) {
         gt_cap_lane *best = NULL;
         const gt_cap_hdr *bh = NULL;
-        for (gt_cap_lane *l = gt_capture_lanes(); l;
-             l = __atomic_load_n(&l->next_lane, __ATOMIC_ACQUIRE)) {
-            const gt_cap_hdr *h = peek(l);
-            if (h && (!bh || h->stamp < bh->stamp)) {
-                best = l;
-                bh = h;
+        if (!first)
+            first = gt_capture_lanes();
+        if (first && !__atomic_load_n(&first->next_lane, __ATOMIC_ACQUIRE)) {
+            /* one lane: its next record, no stamps to compare */
+            bh = peek(first);
+            best = bh ? first : NULL;
+        } else {
+            for (gt_cap_lane *l = first; l;
+                 l = __atomic_load_n(&l->next_lane, __ATOMIC_ACQUIRE)) {
+                const gt_cap_hdr *h = peek(l);
+                if (h && (!bh || h->stamp < bh->stamp)) {
+                    best = l;
+                    bh = h;
+                }
             }
         }
         if (!best)

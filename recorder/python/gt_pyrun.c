@@ -192,24 +192,23 @@ out:
  * the strings' UTF-8 (no Python object made: this runs for every parameter
  * at every backward call). */
 static void name_param(const gt_py_namer *n, const char *var, PyObject *prefix,
-                       PyObject *key, PyObject *t)
+                       PyObject *key, PyObject *t, gt_strbuf *b)
 {
     Py_ssize_t plen = 0, klen = 0;
     const char *p = prefix ? PyUnicode_AsUTF8AndSize(prefix, &plen) : "";
     const char *k = p ? PyUnicode_AsUTF8AndSize(key, &klen) : NULL;
     if (!k)
         return;
-    gt_strbuf b = {0};
-    gt_strbuf_add(&b, var, strlen(var));
+    gt_strbuf_reset(b); /* the caller's, reused from one name to the next */
+    gt_strbuf_add(b, var, strlen(var));
     if (plen) {
-        gt_strbuf_add(&b, ".", 1);
-        gt_strbuf_add(&b, p, (size_t)plen);
+        gt_strbuf_add(b, ".", 1);
+        gt_strbuf_add(b, p, (size_t)plen);
     }
-    gt_strbuf_add(&b, ".", 1);
-    gt_strbuf_add(&b, k, (size_t)klen);
-    if (b.p && !b.oom)
-        n->name(n->ctx, t, b.p);
-    gt_strbuf_release(&b);
+    gt_strbuf_add(b, ".", 1);
+    gt_strbuf_add(b, k, (size_t)klen);
+    if (b->p && !b->oom)
+        n->name(n->ctx, t, b->p);
 }
 
 /* module_names through m.named_parameters() itself (a module that
@@ -228,6 +227,7 @@ static void module_names_py(const gt_py_namer *n, const char *var, PyObject *m)
             Py_CLEAR(all); /* too big to name on every backward call */
     }
     Py_XDECREF(it);
+    gt_strbuf b = {0};
     if (!all || PyErr_Occurred())
         goto out;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++) {
@@ -239,10 +239,11 @@ static void module_names_py(const gt_py_namer *n, const char *var, PyObject *m)
         if (!PyObject_TypeCheck(t, (PyTypeObject *)n->tensor_type) ||
             !n->known(n->ctx, t))
             continue;
-        name_param(n, var, NULL, PyTuple_GET_ITEM(pair, 0), t);
+        name_param(n, var, NULL, PyTuple_GET_ITEM(pair, 0), t, &b);
         PyErr_Clear();
     }
 out:
+    gt_strbuf_release(&b);
     Py_XDECREF(all);
 }
 
@@ -254,27 +255,50 @@ static void module_names(const gt_py_namer *n, const char *var, PyObject *m)
     if (!s_named_parameters &&
         !(s_named_parameters = PyUnicode_InternFromString("named_parameters")))
         return;
-    gt_walk w = {.n = n};
+    /* The walk's list, memo maps and name buffer are kept from one call to
+     * the next (this runs at every backward call: allocated each time, the
+     * maps' slots alone cost 9 k instructions a step on the MLP). Taken with
+     * the GIL; a walk that starts while another has them (Python code the
+     * walk runs may name again) uses its own. */
+    static gt_walk s_w;
+    static gt_strbuf s_b;
+    static int s_busy;
+    gt_walk mine = {0};
+    gt_strbuf mine_b = {0};
+    int kept = !s_busy;
+    gt_walk *w = kept ? &s_w : &mine;
+    gt_strbuf *b = kept ? &s_b : &mine_b;
+    s_busy = 1;
+    w->n = n;
+    w->len = w->total = 0;
     PyObject *empty = PyUnicode_FromString("");
     int walked = empty && inherits(n, Py_TYPE(m), s_named_parameters)
-                     ? walk_params(&w, m, empty, 0)
+                     ? walk_params(w, m, empty, 0)
                      : -1;
     Py_XDECREF(empty);
     if (walked == 0)
-        for (size_t i = 0; i < w.len; i++) {
-            name_param(n, var, w.v[i].prefix, w.v[i].key, w.v[i].param);
+        for (size_t i = 0; i < w->len; i++) {
+            name_param(n, var, w->v[i].prefix, w->v[i].key, w->v[i].param, b);
             PyErr_Clear();
         }
-    for (size_t i = 0; i < w.len; i++) {
-        Py_DECREF(w.v[i].prefix);
-        Py_DECREF(w.v[i].key);
-        Py_DECREF(w.v[i].param);
+    for (size_t i = 0; i < w->len; i++) {
+        Py_DECREF(w->v[i].prefix);
+        Py_DECREF(w->v[i].key);
+        Py_DECREF(w->v[i].param);
     }
-    free(w.v);
-    gt_map_clear(&w.mods);
-    gt_map_clear(&w.params);
+    size_t total = w->total;
+    if (kept) {
+        gt_map_reset(&w->mods);
+        gt_map_reset(&w->params);
+        s_busy = 0;
+    } else {
+        free(w->v);
+        gt_map_clear(&w->mods);
+        gt_map_clear(&w->params);
+        gt_strbuf_release(b);
+    }
     PyErr_Clear();
-    if (walked == 0 || w.total > MAX_MODULE_PARAMS)
+    if (walked == 0 || total > MAX_MODULE_PARAMS)
         return;
     module_names_py(n, var, m);
 }
