@@ -125,6 +125,7 @@ typedef struct {
     PyObject *wnames; /* tuple of written argument names (for kwargs) */
     int view_arg;     /* schema position an output aliases, -1 for none */
     int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
+    int is_query;     /* a size/stride/layout query (is_metadata_query) */
     PyObject *call;   /* what func(*args, **kwargs) calls: its C++ op, or func */
 } gt_opmeta;
 
@@ -1182,6 +1183,36 @@ static gt_tensor_ent *see_inner(gt_pyrec *self, PyObject *t, int64_t *version)
 
 /* ---- op metadata --------------------------------------------------------- */
 
+/* The ops a tensor subclass's Python dispatch answers PyTorch's own
+ * questions about its geometry with (PyInterpreter's sizes, strides, dim,
+ * layout, ...): autograd asks some of them with the tensor's autograd
+ * lock held (a jagged nested tensor's sym_sizes, as its AccumulateGrad is
+ * made), so reading any pending output's grad_fn then deadlocked. */
+static int is_metadata_query(const char *name)
+{
+    static const char *const names[] = {
+        "aten::sym_size",
+        "aten::sym_stride",
+        "aten::sym_numel",
+        "aten::sym_storage_offset",
+        "aten::size",
+        "aten::stride",
+        "aten::numel",
+        "aten::dim",
+        "aten::storage_offset",
+        "aten::is_contiguous",
+        "aten::is_strides_like_format",
+        "aten::is_non_overlapping_and_dense",
+        "prim::layout",
+        "prim::device",
+    };
+    size_t n = strcspn(name, ".");
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i]) == n && !strncmp(name, names[i], n))
+            return 1;
+    return 0;
+}
+
 static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
 {
     uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
@@ -1228,6 +1259,7 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
     m->wnames = Py_NewRef(wnames);
     m->view_arg = view_arg;
     m->is_detach = !strcmp(name, "aten::detach");
+    m->is_query = is_metadata_query(name);
     m->call = Py_NewRef(call);
     Py_DECREF(res);
     if (keep(self, func) < 0 || keep(self, m->wnames) < 0 ||
@@ -2160,6 +2192,13 @@ static PyObject *rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t ar
     int lasti = -1;
     PyFrameObject *site = current_site(self, &lasti);
     int shallow = 0;
+    if (meta && meta->is_query) {
+        /* nothing to record, and no tensor's grad_fn may be read: autograd
+         * can be asking with a tensor's autograd lock held */
+        Py_XDECREF(site);
+        exc_restore(saved_exc);
+        return PyObject_Call(meta->call, args, kwargs);
+    }
     if (meta && meta->is_detach && self->via_autograd != Py_None) {
         /* `.data` (and SavedVariable's tensor_data) reach us as a detach
          * that did not come through the autograd kernels: .data gets a

@@ -245,6 +245,37 @@ class BackwardPatch:
         self._wrap_calls()
         self._watch_data()
         self._wrap_swap()
+        self._wrap_jit_trace()
+
+    def _wrap_jit_trace(self):
+        """torch.jit.trace under a TorchDispatchMode traces wrong: a Conv2d
+        module's input is left out of its call in the traced graph (its
+        output a constant), so the traced model's parameters got no
+        gradient and training went another way. The dispatch adapter's mode
+        is popped while torch.jit traces (the tracing run's ops are not
+        recorded; the traced module's later calls are)."""
+        if not hasattr(self._recording._rec, "call_begin"):
+            return  # the engine adapter has no dispatch mode
+        try:
+            import torch.jit._trace as jit_trace
+            from torch.utils._python_dispatch import (_get_current_dispatch_mode,
+                                                      _pop_mode_temporarily)
+        except ImportError:  # pragma: no cover
+            return
+        for owner, attr in ((jit_trace, "_trace_impl"), (jit_trace, "trace_module"),
+                            (torch.jit, "trace_module")):
+            orig = owner.__dict__.get(attr)
+            if orig is None:
+                continue
+
+            def wrapped(*args, __orig=orig, **kwargs):
+                if not isinstance(_get_current_dispatch_mode(), DispatchMode):
+                    return __orig(*args, **kwargs)
+                with _pop_mode_temporarily():
+                    return __orig(*args, **kwargs)
+
+            self._saved.append((owner, attr, orig))
+            setattr(owner, attr, functools.wraps(orig)(wrapped))
 
     def _wrap_swap(self):
         """torch.utils.swap_tensors (nn.Module.to and load_state_dict(assign=)
