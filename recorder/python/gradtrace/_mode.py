@@ -246,6 +246,34 @@ class BackwardPatch:
         self._watch_data()
         self._wrap_swap()
         self._wrap_jit_trace()
+        self._wrap_set_version()
+
+    def _wrap_set_version(self):
+        """torch.autograd._unsafe_preserve_version_counter sets a counter
+        back (torch._C._autograd._unsafe_set_version_counter) after writes it
+        hides from autograd: FSDP2 refills a parameter the forward saved,
+        before the backward needs it. Without the set, the trace showed the
+        write's version at the backward and diagnose reported the saved
+        tensor modified; each tensor's version is recorded as it is set."""
+        mod = getattr(torch._C, "_autograd", None)
+        orig = getattr(mod, "_unsafe_set_version_counter", None)
+        if orig is None:
+            return
+        rec = self._recording
+
+        @functools.wraps(orig)
+        def _unsafe_set_version_counter(tensors, versions):
+            out = orig(tensors, versions)
+            r = rec._rec
+            observe = getattr(r, "observe_version", None)
+            if observe is not None and r.recording:
+                for t in (tensors,) if isinstance(tensors, torch.Tensor) else tensors:
+                    if isinstance(t, torch.Tensor):
+                        observe(t)
+            return out
+
+        self._saved.append((mod, "_unsafe_set_version_counter", orig))
+        mod._unsafe_set_version_counter = _unsafe_set_version_counter
 
     def _wrap_jit_trace(self):
         """torch.jit.trace under a TorchDispatchMode traces wrong: a Conv2d
