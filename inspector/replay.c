@@ -773,8 +773,10 @@ int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
         const vobs *o = &c->v[i];
         if (o->seq <= from_seq || o->seq >= to_seq)
             continue;
-        if (o->version > cur)
-            cur = o->version;
+        /* the counter's value is its last bump's: one set back
+         * (torch.autograd._unsafe_preserve_version_counter, which FSDP2
+         * wraps its all-gather copies in) is observed lower */
+        cur = o->version;
         if (!o->bump)
             continue;
         if (len == cap) {

@@ -1509,6 +1509,17 @@ void gt_fold_forget_tensor(gt_fold *f, const void *impl)
     pthread_mutex_unlock(&f->mu);
 }
 
+void gt_fold_observe_version(gt_fold *f, const void *impl, const void *vc,
+                             uint32_t version)
+{
+    pthread_mutex_lock(&f->mu);
+    (void)drain_locked(f); /* the ops before it first */
+    ftensor *t = vc ? tensor_known(f, impl, vc) : NULL;
+    if (t)
+        observe(f, t, version);
+    pthread_mutex_unlock(&f->mu);
+}
+
 int gt_fold_drain(gt_fold *f)
 {
     pthread_mutex_lock(&f->mu);

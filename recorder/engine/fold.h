@@ -42,6 +42,12 @@ int gt_fold_drain(gt_fold *f);
  * with one): it is recorded anew when next seen. */
 void gt_fold_forget_tensor(gt_fold *f, const void *impl);
 
+/* The version counter vc of the tensor at impl was set, not bumped
+ * (torch._C._autograd._unsafe_set_version_counter): record the value it
+ * has now as an observed bump, after what was captured before it. */
+void gt_fold_observe_version(gt_fold *f, const void *impl, const void *vc,
+                             uint32_t version);
+
 /* Stop the background thread (if any), drain, and free. Accepts NULL. */
 void gt_fold_free(gt_fold *f);
 

@@ -800,17 +800,39 @@ static PyObject *eng_bind_names(PyObject *op, PyObject *frame)
     Py_RETURN_NONE;
 }
 
+/* While capturing, describe tensor t in ct and commit what this thread
+ * captured before (what the fold then does to t comes after it): 1, or 0
+ * if not capturing or t is no defined tensor. */
+static int tensor_now(gt_engine *self, PyObject *t, gt_cap_tensor *ct)
+{
+    if (!self->on || !self->fold || gt_capture_pytensor(t, ct, NULL) < 0 ||
+        (ct->flags & GT_CAPT_UNDEF))
+        return 0;
+    gt_capture_commit();
+    return 1;
+}
+
 static PyObject *eng_forget(PyObject *op, PyObject *t)
 {
     gt_engine *self = (gt_engine *)op;
     gt_cap_tensor ct;
-    if (!self->on || !self->fold || gt_capture_pytensor(t, &ct, NULL) < 0 ||
-        (ct.flags & GT_CAPT_UNDEF))
+    if (!tensor_now(self, t, &ct))
         Py_RETURN_NONE;
-    gt_capture_commit();
     const void *impl = ct.impl;
     gt_capture_forget(impl);
     Py_BEGIN_ALLOW_THREADS gt_fold_forget_tensor(self->fold, impl);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+/* observe_version(tensor): its counter was set to the value it has now. */
+static PyObject *eng_observe_version(PyObject *op, PyObject *t)
+{
+    gt_engine *self = (gt_engine *)op;
+    gt_cap_tensor ct;
+    if (!tensor_now(self, t, &ct))
+        Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS gt_fold_observe_version(self->fold, ct.impl, ct.vc,
+                                                   ct.version);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
@@ -1003,6 +1025,8 @@ static PyMethodDef eng_methods[] = {
      "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
     {"set_active", eng_set_active, METH_O, "record ops (True) or not"},
     {"forget", eng_forget, METH_O, "let go of a tensor (before swap_tensors)"},
+    {"observe_version", eng_observe_version, METH_O,
+     "record the version a counter was set to"},
     {"flush", eng_flush, METH_NOARGS, "fold and commit what was captured"},
     {"close", eng_close, METH_VARARGS, "stop and close the trace"},
     {"forked", eng_forked, METH_NOARGS, "in a forked child: let go"},

@@ -77,6 +77,7 @@ struct gt_tensor_ent;
 typedef struct gt_storage_ent {
     gt_id id;
     uint64_t key;
+    int64_t impl; /* its StorageImpl's address (UntypedStorage._cdata), 0 if unknown */
     int refs;
     int64_t nbytes; /* its row, to write it again after a window cut */
     gt_id device;
@@ -125,6 +126,7 @@ typedef struct {
     PyObject *wnames; /* tuple of written argument names (for kwargs) */
     int view_arg;     /* schema position an output aliases, -1 for none */
     int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
+    int is_query;     /* a size/stride/layout query (is_metadata_query) */
     PyObject *call;   /* what func(*args, **kwargs) calls: its C++ op, or func */
 } gt_opmeta;
 
@@ -247,8 +249,8 @@ typedef struct {
     PyObject *s_version, *s_grad_fn, *s_metadata, *s_next_functions, *s_output_nr,
         *s_data_ptr, *s_storage_offset, *s_shape, *s_stride, *s_dtype, *s_requires_grad,
         *s_is_leaf, *s_is_view, *s_base, *s_variable, *s_sequence_nr, *s_untyped_storage,
-        *s_storage, *s_nbytes, *s_device, *s_element_size, *s_strip, *s_get_device,
-        *s_functorch_dir, *s_functorch_src;
+        *s_storage, *s_cdata, *s_nbytes, *s_device, *s_element_size, *s_strip,
+        *s_get_device, *s_functorch_dir, *s_functorch_src;
 } modstate;
 
 static modstate *state_of_type(PyTypeObject *tp)
@@ -905,6 +907,24 @@ static uint64_t storage_key(gt_pyrec *self, PyObject *t, int64_t offset, int ite
     return (uint64_t)(dp - offset * itemsize);
 }
 
+/* t's storage object (new reference), NULL if none. */
+static PyObject *storage_of_tensor(gt_pyrec *self, PyObject *t)
+{
+    modstate *ms = STATE(self);
+    return PyObject_CallMethodNoArgs(t, self->has_untyped ? ms->s_untyped_storage
+                                                          : ms->s_storage);
+}
+
+/* The address of t's StorageImpl, 0 if unknown. */
+static int64_t storage_impl(gt_pyrec *self, PyObject *t)
+{
+    PyObject *s = storage_of_tensor(self, t);
+    int64_t impl = s ? long_attr(s, STATE(self)->s_cdata, 0, self) : 0;
+    Py_XDECREF(s);
+    swallow(self);
+    return impl;
+}
+
 static gt_storage_ent *storage_for(gt_pyrec *self, PyObject *t, uint64_t key)
 {
     uint64_t *v = gt_map_get(&self->storages, key, 0, 0);
@@ -916,9 +936,9 @@ static gt_storage_ent *storage_for(gt_pyrec *self, PyObject *t, uint64_t key)
         return NULL;
     st->id = ++self->next_storage;
     st->key = key;
-    PyObject *s = PyObject_CallMethodNoArgs(t, self->has_untyped ? ms->s_untyped_storage
-                                                                 : ms->s_storage);
+    PyObject *s = storage_of_tensor(self, t);
     int64_t nbytes = s ? long_call(s, ms->s_nbytes, 0, self) : 0;
+    st->impl = s ? long_attr(s, ms->s_cdata, 0, self) : 0;
     Py_XDECREF(s);
     swallow(self);
     /* device name, cached by get_device() (-1: cpu) */
@@ -1182,6 +1202,36 @@ static gt_tensor_ent *see_inner(gt_pyrec *self, PyObject *t, int64_t *version)
 
 /* ---- op metadata --------------------------------------------------------- */
 
+/* The ops a tensor subclass's Python dispatch answers PyTorch's own
+ * questions about its geometry with (PyInterpreter's sizes, strides, dim,
+ * layout, ...): autograd asks some of them with the tensor's autograd
+ * lock held (a jagged nested tensor's sym_sizes, as its AccumulateGrad is
+ * made), so reading any pending output's grad_fn then deadlocked. */
+static int is_metadata_query(const char *name)
+{
+    static const char *const names[] = {
+        "aten::sym_size",
+        "aten::sym_stride",
+        "aten::sym_numel",
+        "aten::sym_storage_offset",
+        "aten::size",
+        "aten::stride",
+        "aten::numel",
+        "aten::dim",
+        "aten::storage_offset",
+        "aten::is_contiguous",
+        "aten::is_strides_like_format",
+        "aten::is_non_overlapping_and_dense",
+        "prim::layout",
+        "prim::device",
+    };
+    size_t n = strcspn(name, ".");
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i]) == n && !strncmp(name, names[i], n))
+            return 1;
+    return 0;
+}
+
 static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
 {
     uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
@@ -1228,6 +1278,7 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
     m->wnames = Py_NewRef(wnames);
     m->view_arg = view_arg;
     m->is_detach = !strcmp(name, "aten::detach");
+    m->is_query = is_metadata_query(name);
     m->call = Py_NewRef(call);
     Py_DECREF(res);
     if (keep(self, func) < 0 || keep(self, m->wnames) < 0 ||
@@ -1316,6 +1367,10 @@ static void check_storage(gt_pyrec *self, gt_tensor_ent *e, PyObject *t, int64_t
         return;
     }
     gt_storage_ent *st = key ? storage_for(self, t, key) : NULL;
+    if (report && e->st && e->st->impl && storage_impl(self, t) == e->st->impl)
+        report = 0; /* the same storage resized (FSDP2 frees and refills a
+                     * parameter's with resize_): its memory moved, the
+                     * tensor did not; autograd reads it where it is */
     if (report) {
         gt_swap_info si = {.tensor = e->id,
                            .old_storage = e->st ? e->st->id : 0,
@@ -2158,6 +2213,13 @@ static PyObject *rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t ar
     int lasti = -1;
     PyFrameObject *site = current_site(self, &lasti);
     int shallow = 0;
+    if (meta && meta->is_query) {
+        /* nothing to record, and no tensor's grad_fn may be read: autograd
+         * can be asking with a tensor's autograd lock held */
+        Py_XDECREF(site);
+        exc_restore(saved_exc);
+        return PyObject_Call(meta->call, args, kwargs);
+    }
     if (meta && meta->is_detach && self->via_autograd != Py_None) {
         /* `.data` (and SavedVariable's tensor_data) reach us as a detach
          * that did not come through the autograd kernels: .data gets a
@@ -2912,6 +2974,23 @@ static PyObject *rec_forget(PyObject *op, PyObject *t)
     Py_RETURN_NONE;
 }
 
+/* observe_version(tensor): its version counter was set (not bumped) by
+ * torch._C._autograd._unsafe_set_version_counter; record the value it has
+ * now, before any node runs that checks it. */
+static PyObject *rec_observe_version(PyObject *op, PyObject *t)
+{
+    gt_pyrec *self = (gt_pyrec *)op;
+    if (!recording(self))
+        Py_RETURN_NONE;
+    excsave saved_exc = exc_save();
+    flush_pending(self);
+    gt_tensor_ent *e = lookup(self, t);
+    if (e)
+        observe(self, e, read_version(self, t));
+    exc_restore(saved_exc);
+    Py_RETURN_NONE;
+}
+
 /* watch_data(descriptor): the `data` getset descriptor of torch's tensor base
  * class, which data_set forwards to. */
 static PyObject *rec_watch_data(PyObject *op, PyObject *descr)
@@ -3095,6 +3174,8 @@ static PyMethodDef rec_methods[] = {
      "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
     {"forget", rec_forget, METH_O,
      "forget(tensor): drop its entry and weak reference (before swap_tensors)"},
+    {"observe_version", rec_observe_version, METH_O,
+     "observe_version(tensor): record the version its counter was set to"},
     {"forked", rec_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},
 };
@@ -3160,6 +3241,7 @@ static int mod_exec(PyObject *m)
     INTERN(s_untyped_storage, "untyped_storage")
     INTERN(s_storage, "storage")
     INTERN(s_nbytes, "nbytes")
+    INTERN(s_cdata, "_cdata")
     INTERN(s_device, "device")
     INTERN(s_element_size, "element_size")
     INTERN(s_strip, "strip")
@@ -3199,10 +3281,10 @@ static int mod_clear(PyObject *m)
         &ms->s_is_view,         &ms->s_base,
         &ms->s_variable,        &ms->s_sequence_nr,
         &ms->s_untyped_storage, &ms->s_storage,
-        &ms->s_nbytes,          &ms->s_device,
-        &ms->s_element_size,    &ms->s_strip,
-        &ms->s_get_device,      &ms->s_functorch_dir,
-        &ms->s_functorch_src,
+        &ms->s_nbytes,          &ms->s_cdata,
+        &ms->s_device,          &ms->s_element_size,
+        &ms->s_strip,           &ms->s_get_device,
+        &ms->s_functorch_dir,   &ms->s_functorch_src,
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         Py_CLEAR(*names[i]);

@@ -179,13 +179,21 @@ class Dist(unittest.TestCase):
                           for r in lines], [(0, 2, "gloo", "ok"), (1, 2, "gloo", "ok")])
         self.check_sql_matches(traces)
 
-    def test_spawn_ddp_four_ranks(self):
+    def spawn_like_plain(self, mode, steps, world):
+        """Run `mode steps` on `world` spawned ranks, unrecorded and
+        recorded; each rank's output must be bit-identical. Returns the
+        directory of the traces (run.db, run.rank<R>.db)."""
         plain, recorded, d = new_dir(), new_dir(), new_dir()
-        baseline([gtutil.PYTHON, SCRIPT, "ddp", plain, 2, "--spawn", 4, "--port", free_port()])
-        run(record_cmd(os.path.join(d, "run.db"), "ddp", recorded, 2, "--spawn", 4,
+        baseline([gtutil.PYTHON, SCRIPT, mode, plain, steps, "--spawn", world,
+                  "--port", free_port()])
+        run(record_cmd(os.path.join(d, "run.db"), mode, recorded, steps, "--spawn", world,
                        "--port", free_port()))
-        self.assertEqual(len(outputs(plain)), 4)
-        self.assertEqual(outputs(plain), outputs(recorded))  # bit-identical
+        self.assertEqual(len(outputs(plain)), world)
+        self.assertEqual(outputs(plain), outputs(recorded))
+        return d
+
+    def test_spawn_ddp_four_ranks(self):
+        d = self.spawn_like_plain("ddp", 2, 4)
         names = sorted(os.path.basename(t) for t in glob.glob(os.path.join(d, "*.db")))
         self.assertEqual(names, ["run.db"] + ["run.rank%d.db" % r for r in range(4)])
         for rank in range(4):
@@ -198,6 +206,24 @@ class Dist(unittest.TestCase):
         info = gradtrace("info", *glob.glob(os.path.join(d, "run.rank*.db")))
         self.assertEqual(info.returncode, 0, info.stderr)
         self.assertEqual(len(info.stdout.strip().splitlines()), 2 + 4)  # header, rule, ranks
+
+    def test_spawn_fsdp2_is_clean(self):
+        # FSDP2 refills a layer's parameters before its backward: a copy
+        # under torch.autograd._unsafe_preserve_version_counter into their
+        # storage, resized from 0. Both were findings on every step (the
+        # copy's version bump, or the storage's new memory as a swap).
+        d = self.spawn_like_plain("fsdp", 2, 2)
+        for rank in range(2):
+            db = gtutil.connect(os.path.join(d, "run.rank%d.db" % rank))
+            self.assertEqual(one(db, "SELECT count(*) FROM backward_calls"), 2)
+            # the refill is in the trace: a write to a tensor a node saved
+            self.assertGreater(one(db, "SELECT count(*) FROM op_args a JOIN ops o"
+                                       " ON o.seq = a.op JOIN strings s ON s.id = o.name"
+                                       " WHERE a.role = 2 AND s.text LIKE 'fsdp::%'"), 0)
+            db.close()
+        diag = gradtrace("diagnose", d)
+        self.assertEqual(diag.returncode, 0, diag.stdout + diag.stderr)
+        self.assertIn("3 traces", diag.stdout)
 
     def test_all_reduce_on_saved_tensor_is_a_silent_write_on_every_rank(self):
         plain, recorded, d = new_dir(), new_dir(), new_dir()

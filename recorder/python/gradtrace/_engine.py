@@ -153,6 +153,9 @@ class EngineRecorder:
     def forget(self, t):
         self._eng.forget(t)
 
+    def observe_version(self, t):
+        self._eng.observe_version(t)
+
     def close(self, code, exit_code, sig):
         return self._eng.close(code, exit_code, sig)
 

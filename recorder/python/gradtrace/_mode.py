@@ -245,6 +245,65 @@ class BackwardPatch:
         self._wrap_calls()
         self._watch_data()
         self._wrap_swap()
+        self._wrap_jit_trace()
+        self._wrap_set_version()
+
+    def _wrap_set_version(self):
+        """torch.autograd._unsafe_preserve_version_counter sets a counter
+        back (torch._C._autograd._unsafe_set_version_counter) after writes it
+        hides from autograd: FSDP2 refills a parameter the forward saved,
+        before the backward needs it. Without the set, the trace showed the
+        write's version at the backward and diagnose reported the saved
+        tensor modified; each tensor's version is recorded as it is set."""
+        mod = getattr(torch._C, "_autograd", None)
+        orig = getattr(mod, "_unsafe_set_version_counter", None)
+        if orig is None:
+            return
+        rec = self._recording
+
+        @functools.wraps(orig)
+        def _unsafe_set_version_counter(tensors, versions):
+            out = orig(tensors, versions)
+            r = rec._rec
+            observe = getattr(r, "observe_version", None)
+            if observe is not None and r.recording:
+                for t in (tensors,) if isinstance(tensors, torch.Tensor) else tensors:
+                    if isinstance(t, torch.Tensor):
+                        observe(t)
+            return out
+
+        self._saved.append((mod, "_unsafe_set_version_counter", orig))
+        mod._unsafe_set_version_counter = _unsafe_set_version_counter
+
+    def _wrap_jit_trace(self):
+        """torch.jit.trace under a TorchDispatchMode traces wrong: a Conv2d
+        module's input is left out of its call in the traced graph (its
+        output a constant), so the traced model's parameters got no
+        gradient and training went another way. The dispatch adapter's mode
+        is popped while torch.jit traces (the tracing run's ops are not
+        recorded; the traced module's later calls are)."""
+        if not hasattr(self._recording._rec, "call_begin"):
+            return  # the engine adapter has no dispatch mode
+        try:
+            import torch.jit._trace as jit_trace
+            from torch.utils._python_dispatch import (_get_current_dispatch_mode,
+                                                      _pop_mode_temporarily)
+        except ImportError:  # pragma: no cover
+            return
+        for owner, attr in ((jit_trace, "_trace_impl"), (jit_trace, "trace_module"),
+                            (torch.jit, "trace_module")):
+            orig = owner.__dict__.get(attr)
+            if orig is None:
+                continue
+
+            def wrapped(*args, __orig=orig, **kwargs):
+                if not isinstance(_get_current_dispatch_mode(), DispatchMode):
+                    return __orig(*args, **kwargs)
+                with _pop_mode_temporarily():
+                    return __orig(*args, **kwargs)
+
+            self._saved.append((owner, attr, orig))
+            setattr(owner, attr, functools.wraps(orig)(wrapped))
 
     def _wrap_swap(self):
         """torch.utils.swap_tensors (nn.Module.to and load_state_dict(assign=)

@@ -10,6 +10,10 @@ compared bit for bit.
 
 Modes
     ddp STEPS          a correct DistributedDataParallel loop (SGD)
+    fsdp STEPS         a correct FSDP2 (fully_shard) loop (Adam): it frees each
+                       layer's gathered parameters after the forward and
+                       refills them before the backward (resize_ of their
+                       storage, a copy hidden from autograd's version counter)
     silent             dist.all_reduce(stats) on a tensor that w * stats saved
                        for backward: no error, gradients silently wrong
     kill RANK STEP     the ddp loop, but rank RANK SIGKILLs itself in step STEP
@@ -64,6 +68,28 @@ def ddp(rank, outdir, steps, die=None):
     write(outdir, rank, lines + params_hex(model))
 
 
+def fsdp(rank, outdir, steps):
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(100 + rank)
+    lines = []
+    for step in range(steps):
+        x = torch.randn(8, 4, generator=gen)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lines.append("%d %s" % (step, loss.item().hex()))
+    write(outdir, rank, lines + ["%s %s" % (n, [v.hex() for v in p.to_local().flatten().tolist()])
+                                 for n, p in model.named_parameters()])
+
+
 def silent(rank, outdir):
     w = torch.ones(3, requires_grad=True)
     stats = torch.full((3,), float(rank + 1))
@@ -116,6 +142,8 @@ def collectives(rank, outdir):
 def run(rank, mode, outdir, args):
     if mode == "ddp":
         ddp(rank, outdir, int(args[0]))
+    elif mode == "fsdp":
+        fsdp(rank, outdir, int(args[0]))
     elif mode == "kill":
         ddp(rank, outdir, 4, die=(int(args[0]), int(args[1])))
     elif mode == "silent":
