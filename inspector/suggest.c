@@ -322,6 +322,71 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
     gt__dx_op_release(&o);
 }
 
+/* The line a statement ends on, for a fix said "after" it: a call whose
+ * arguments go on over more lines (`out = out.scatter_reduce(0, i, m,\n
+ * reduce="amax")`) ends where its brackets close. Read from the source
+ * file, as long as it still holds the recorded line; the recorded line
+ * when it does not. */
+static int64_t statement_end(gt__dctx *c, int64_t stack)
+{
+    gt_loc l;
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return 0;
+    int64_t end = l.line, no = 0;
+    FILE *fp = l.file && l.code && l.line > 0 ? fopen(l.file, "r") : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    int depth = 0;
+    while (fp && getline(&line, &cap, fp) >= 0) {
+        if (++no < l.line)
+            continue;
+        if (no == l.line && !gt_source_line_is(line, l.code))
+            break; /* the file changed since the run */
+        const char *e = gt__py_brackets(line, &depth, 0);
+        end = no;
+        int cont = 0;
+        if (!*e) { /* no comment: a backslash at its end goes on */
+            while (e > line && isspace((unsigned char)e[-1]))
+                e--;
+            cont = e > line && e[-1] == '\\';
+        }
+        if (depth <= 0 && !cont)
+            break;
+    }
+    if (fp)
+        fclose(fp);
+    free(line);
+    gt_loc_release(&l);
+    return end;
+}
+
+/* The dotted name whose in-place method op `op` ("aten::normal_") the line
+ * calls inside an expression ("b = m.b + n * self.eps.normal_()" gives
+ * "self.eps"), into buf (room: strlen(code) + 1); "" if none. */
+static void method_receiver(const char *code, const char *op, char *buf, size_t room)
+{
+    const char *m = strstr(op, "::");
+    m = m ? m + 2 : op;
+    size_t mlen = strcspn(m, ".");
+    buf[0] = 0;
+    for (const char *p = strchr(code, '.'); p; p = strchr(p + 1, '.')) {
+        if (strncmp(p + 1, m, mlen) || p[1 + mlen] != '(')
+            continue;
+        const char *b = p;
+        while (b > code &&
+               (isalnum((unsigned char)b[-1]) || b[-1] == '_' || b[-1] == '.'))
+            b--;
+        if (b < p && (size_t)(p - b) < room && !isdigit((unsigned char)*b) && *b != '.') {
+            memcpy(buf, b, (size_t)(p - b));
+            buf[p - b] = 0;
+            return;
+        }
+    }
+}
+
 /* The clone() alternative to an out-of-place rewrite, said with where it
  * goes, into out: "`x = x.clone()` after f.py:16" when the line that
  * saved x assigns it (a clone there leaves the saved tensor alone, and
@@ -340,15 +405,22 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
                                      "JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
                                      -1, &st, NULL)
                 : SQLITE_DONE;
+    int64_t stack = 0;
     if (st) {
         sqlite3_bind_int64(st, 1, f->node);
         if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &where, &code, NULL);
+            gt__dx_stack_loc(c, stack = sqlite3_column_int64(st, 0), &where, &code, NULL);
     }
     gt__dx_lookup_nomem(c, s);
     sqlite3_finalize(st);
     if (S(where)[0] && gt__py_assigns(S(code), name)) {
-        gt_strbuf_addf(out, "`%s = %s.clone()` after %s", name, name, S(where));
+        /* after the statement's last line: "path:N" of its first, N moved */
+        int64_t end = statement_end(c, stack);
+        char *colon = strrchr(S(where), ':');
+        int at = colon ? (int)(colon - S(where)) : (int)where.len;
+        gt_strbuf_addf(out, "`%s = %s.clone()` after %.*s", name, name, at, S(where));
+        if (colon)
+            gt_strbuf_addf(out, ":%lld", (long long)(end > 0 ? end : atoll(colon + 1)));
     } else if (mn[0] && f->n_mutations) {
         int one = 1;
         gt__opinfo o;
@@ -373,6 +445,11 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
             gt__py_written(S(line), written, strlen(S(line)) + 1);
         else
             written[0] = 0;
+        /* the clone goes before that line: of the name the line writes
+         * when mn is not in it (a function's argument: `token += pos` in
+         * forward(token), where the caller's name was quant) */
+        if (written && !written[0] && !gt__py_mentions(S(line), mn))
+            gt__py_target(S(line), written, strlen(S(line)) + 1);
         const char *cn = written && written[0] ? written : mn;
         if (one)
             gt_strbuf_addf(out, "`%s = %s.clone()` before %s", cn, cn, S(where));
@@ -845,13 +922,32 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
     }
     /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
      * op saved, then updated in place. */
-    if (name[0] && !has_autograd(c, f->tensor))
-        return set_suggestion(
-            c, f,
-            "update a copy: %s = %s.clone().detach() before changing it, "
-            "or move the update after backward()",
-            name, name);
     gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
+    if (name[0] && !has_autograd(c, f->tensor)) {
+        /* the line that changes it calls it by another name (a module's
+         * buffer, self.buf in forward(), mod.buf where backward() ran):
+         * the copy is of that name, said before that line */
+        gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
+        size_t room = strlen(S(t->mcode)) + 1;
+        char *target = malloc(room);
+        if (!target)
+            return gt__dx_nomem(c);
+        gt__py_target(S(t->mcode), target, room);
+        if (!target[0])
+            method_receiver(S(t->mcode), o->name, target, room);
+        rc = target[0] && S(t->mwhere)[0] && !gt__py_mentions(S(t->mcode), name)
+                 ? set_suggestion(c, f,
+                                  "update a copy: `%s = %s.clone()` before %s, the line "
+                                  "that changes %s in place (%s), or move the update "
+                                  "after backward()",
+                                  target, target, S(t->mwhere), name, o->name)
+                 : set_suggestion(c, f,
+                                  "update a copy: %s = %s.clone().detach() before "
+                                  "changing it, or move the update after backward()",
+                                  name, name);
+        free(target);
+        return rc;
+    }
     if (o->name[0]) {
         out_of_place(o->name, &t->act);
         const char *meth = S(t->act);
