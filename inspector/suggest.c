@@ -905,19 +905,37 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                                     "n.op WHERE n.id = ?1",
                                     f->node, 0),
                              &t->mwhere, NULL, NULL);
+            gt_strbuf bwcode = GT_STRBUF_INIT;
             gt__dx_stack_loc(c,
                              int_of(c, "SELECT stack FROM backward_calls WHERE id = ?1",
                                     f->backward, 0),
-                             &t->mcode, NULL, NULL);
+                             &t->mcode, &bwcode, NULL);
+            trim_code(&t->code);
+            trim_code(&bwcode);
             const char *fwd = S(t->mwhere), *bw = S(t->mcode);
-            return set_suggestion(
+            /* with an optimizer per loss, the order of the updates: the
+             * loss that needs these weights is backpropagated (and its
+             * step taken) before the step that changes them */
+            int order = bw[0] && where[0] && S(bwcode)[0] && S(t->code)[0];
+            rc = set_suggestion(
                 c, f,
                 "move optimizer.step() after the last backward() that uses "
                 "this graph, or recompute the forward after the step: the "
-                "step%s%s updated %s in place after the forward%s%s saved it%s%s%s",
+                "step%s%s updated %s in place after the forward%s%s saved it%s%s%s"
+                "%s%s%s%s%s%s%s%s",
                 where[0] ? " at " : "", where, name[0] ? name : "a parameter",
                 fwd[0] ? " at " : "", fwd, bw[0] ? ", and the backward() at " : "", bw,
-                bw[0] ? " needs it" : "");
+                bw[0] ? " needs it" : "",
+                order ? "; with an optimizer per loss (an actor's and a critic's), "
+                        "order the updates: `"
+                      : "",
+                order ? S(bwcode) : "", order ? "` at " : "", order ? bw : "",
+                order ? " and its step first, then `" : "", order ? S(t->code) : "",
+                order ? "` at " : "", order ? where : "");
+            if (bwcode.oom)
+                c->oom = 1;
+            gt_strbuf_release(&bwcode);
+            return rc;
         }
     }
     /* The seed story: a plain tensor (no grad_fn, not a parameter) that an

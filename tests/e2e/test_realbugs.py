@@ -221,13 +221,16 @@ CASES = {
         freed_by="policy_loss.backward()", needed_by="policy_loss.backward()", matches=True,
         fix="make it again for each backward()", fixed="reinforce_resample_151_fixed"),
     # an actor's loss runs the critic; the critic's step comes first: the
-    # fix names the forward that saved it and the backward that needs it
+    # fix names the forward that saved it and the backward that needs it,
+    # and orders the updates: the actor's backward (and step) first
     "maddpg_order_27": dict(
         kind="inplace_invalidated_saved", names=["critic.2.weight"],
         saved="actor_loss = -critic(", mutations=[("critic_optim.step()", 2)], matches=True,
         fix="move optimizer.step() after the last backward()",
         fix_lines=[("after the forward at", "actor_loss = -critic("),
-                   ("and the backward() at", "actor_loss.backward()")],
+                   ("and the backward() at", "actor_loss.backward()"),
+                   ("order the updates: `actor_loss.backward()` at", "actor_loss.backward()"),
+                   ("its step first, then `critic_optim.step()` at", "critic_optim.step()")],
         fixed="maddpg_order_27_fixed"),
     # detach() shares y's storage and version counter: written through it
     "detach_clip_exp": dict(
