@@ -652,9 +652,16 @@ out:
 /* 1 if node `name` is the one PyTorch's message calls `said`: the name
  * itself, or its start ("Relu" for ReluBackward0), or the name without
  * "Backward" ("LeakyRelu1" for LeakyReluBackward1, the node of the
- * in-place leaky_relu_). */
+ * in-place leaky_relu_), past a namespace. */
 static int grad_fn_named(const char *name, const char *said)
 {
+    /* a C++ node is said with its namespace (torch::autograd::CopyBackwards
+     * of copy_), the trace names it without */
+    const char *ns = strstr(said, "::");
+    while (ns) {
+        said = ns + 2;
+        ns = strstr(said, "::");
+    }
     size_t n = strlen(said);
     if (!strncmp(name, said, n))
         return 1;

@@ -322,6 +322,16 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
     gt__dx_op_release(&o);
 }
 
+/* "path:N" in where, N replaced by line (kept when line is 0). */
+static void where_line(gt_strbuf *where, int64_t line)
+{
+    char *colon = where->p ? strrchr(where->p, ':') : NULL;
+    if (!colon || line <= 0)
+        return;
+    where->len = (size_t)(colon - where->p);
+    gt_strbuf_addf(where, ":%lld", (long long)line);
+}
+
 /* The line a statement ends on, for a fix said "after" it: a call whose
  * arguments go on over more lines (`out = out.scatter_reduce(0, i, m,\n
  * reduce="amax")`) ends where its brackets close. Read from the source
@@ -415,12 +425,8 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
     sqlite3_finalize(st);
     if (S(where)[0] && gt__py_assigns(S(code), name)) {
         /* after the statement's last line: "path:N" of its first, N moved */
-        int64_t end = statement_end(c, stack);
-        char *colon = strrchr(S(where), ':');
-        int at = colon ? (int)(colon - S(where)) : (int)where.len;
-        gt_strbuf_addf(out, "`%s = %s.clone()` after %.*s", name, name, at, S(where));
-        if (colon)
-            gt_strbuf_addf(out, ":%lld", (long long)(end > 0 ? end : atoll(colon + 1)));
+        where_line(&where, statement_end(c, stack));
+        gt_strbuf_addf(out, "`%s = %s.clone()` after %s", name, name, S(where));
     } else if (mn[0] && f->n_mutations) {
         int one = 1;
         gt__opinfo o;
@@ -795,6 +801,79 @@ static int64_t backward_seq(gt__dctx *c, int64_t id)
     return int_of(c, "SELECT seq FROM backward_calls WHERE id = ?1", id, 0);
 }
 
+/* The first line before the writing line at `stack`, in its block (same
+ * indentation, back to the line that opens the block), that changes `name`
+ * in place too, after the op of node `node` saved it: a loop that writes
+ * a tensor again on each pass (`x.detach_()` then `x.copy_(v)`; detach_
+ * moves no version) needs its copy before the first of them. Read from the
+ * source file, as long as it still holds the recorded line; 0 if none. */
+static int64_t earlier_write(gt__dctx *c, int64_t stack, int64_t node, const char *name)
+{
+    gt_loc l, sl;
+    memset(&sl, 0, sizeof sl);
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return 0;
+    int64_t sstack = int_of(c,
+                            "SELECT o.stack FROM nodes n JOIN ops o ON o.seq = n.op "
+                            "WHERE n.id = ?1",
+                            node, 0);
+    int src = sstack ? gt_trace_loc(c->t, sstack, &sl) : 0;
+    if (src == GT_ENOMEM)
+        c->oom = 1;
+    /* saved on an earlier line of the file: only the lines after it are
+     * later; saved below (or elsewhere): an earlier pass saved it */
+    int64_t lo =
+        src == 1 && sl.file && l.file && !strcmp(sl.file, l.file) && sl.line < l.line
+            ? sl.line
+            : 0;
+    char **lines = NULL, *line = NULL;
+    size_t cap = 0, n = 0;
+    int64_t first = 0;
+    FILE *fp = l.file && l.code && l.line > 1 ? fopen(l.file, "r") : NULL;
+    while (fp && (int64_t)n < l.line && getline(&line, &cap, fp) >= 0) {
+        char **grown = realloc(lines, (n + 1) * sizeof *lines);
+        if (!grown || !(grown[n] = strdup(line))) {
+            if (grown)
+                lines = grown;
+            c->oom = 1;
+            break;
+        }
+        lines = grown;
+        n++;
+    }
+    if ((int64_t)n == l.line && gt_source_line_is(lines[n - 1], l.code)) {
+        size_t ind = strspn(lines[n - 1], " \t");
+        char *t = malloc(cap + 1);
+        for (int64_t k = l.line - 1; t && k > lo; k--) {
+            const char *x = lines[k - 1];
+            size_t xi = strspn(x, " \t");
+            if (!x[xi] || x[xi] == '\n' || x[xi] == '#' || xi > ind)
+                continue; /* blank, comment, nested */
+            if (xi < ind)
+                break;                          /* the line that opens the block */
+            gt__py_target(x, t, strlen(x) + 1); /* getline's cap holds any line */
+            if (!strcmp(t, name))
+                first = k;
+        }
+        if (!t)
+            c->oom = 1;
+        free(t);
+    }
+    if (fp)
+        fclose(fp);
+    for (size_t k = 0; k < n; k++)
+        free(lines[k]);
+    free(lines);
+    free(line);
+    gt_loc_release(&l);
+    if (src == 1)
+        gt_loc_release(&sl);
+    return first;
+}
+
 /* The last backward call that ran after node `node` was made and before
  * backward call `id` (a call with retain_graph=True that went through the
  * graph before): its event seq, 0 if none. */
@@ -1007,13 +1086,22 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
             if (!target)
                 return gt__dx_nomem(c);
             gt__py_target(S(t->mcode), target, room);
+            int64_t first =
+                mwhere[0] ? earlier_write(c, o->stack, f->node, target[0] ? target : mn)
+                          : 0;
+            where_line(&t->mwhere, first);
+            mwhere = S(t->mwhere);
             rc = mwhere[0]
                      ? set_suggestion(c, f,
                                       "modify a copy: %s = %s.clone() before %s, the "
-                                      "first line that writes it (%s), or build the "
-                                      "new value out of place (e.g. torch.where)",
+                                      "first line that %s%s%s, or build the new value "
+                                      "out of place (e.g. torch.where)",
                                       target[0] ? target : mn, target[0] ? target : mn,
-                                      mwhere, o->name)
+                                      mwhere,
+                                      first ? "changes it in place after the op that "
+                                              "saved it"
+                                            : "writes it (",
+                                      first ? "" : o->name, first ? "" : ")")
                      : set_suggestion(c, f,
                                       "modify a copy: %s = %s.clone() before the "
                                       "assignment (%s), or build the new value out of "

@@ -315,6 +315,15 @@ CASES = {
         saved="x = self.norm(token)", mutations=[("token += self.de_pos_embedding", 2)],
         matches=True, fix="`token = token + (self.de_pos_embedding)`", apply=True,
         alt=("token = token.clone()", "before", "token += self.de_pos_embedding")),
+    # one tensor rewritten on each pass (detach_() then copy_()): the copy
+    # goes before the pass's first in-place line, the detach_() (a clone
+    # before the copy_() would be detached in place by the next pass)
+    "copy_into_reused_15115": dict(
+        kind="inplace_invalidated_saved", names=["x"], saved="loss += (x * x).sum()",
+        mutations=[("x.copy_(new_calc)", 3)], matches=True,
+        fix="modify a copy: x = x.clone() before",
+        alt=("x = x.clone()", "before", "x.detach_()"),
+        fixed="copy_into_reused_15115_fixed"),
 }
 
 FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
@@ -329,7 +338,7 @@ FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
               "recurrence_slice_36470_fixed", "fpn_laterals_4_fixed",
               "sam_loss_accum_10_fixed", "gnn_max_bias_8953_fixed",
               "buffer_sync_twice_22095_fixed", "noisy_buffer_normal_11742_fixed",
-              "wgan_gp_dropout_1_fixed"]
+              "wgan_gp_dropout_1_fixed", "copy_into_reused_15115_fixed"]
 
 
 def diagnose(trace):
