@@ -324,6 +324,12 @@ CASES = {
         fix="modify a copy: x = x.clone() before",
         alt=("x = x.clone()", "before", "x.detach_()"),
         fixed="copy_into_reused_15115_fixed"),
+    # a slice written with its own product: the product saved the slice
+    "slice_times_view_55980": dict(
+        kind="inplace_invalidated_saved", names=["x"], saved="x[0, :, 0, 0] = x[0, :, 0, 0] * var",
+        mutations=[("x[0, :, 0, 0] = x[0, :, 0, 0] * var", 1)], matches=True,
+        fix="append .clone() to the argument it reads (`x[0, :, 0, 0].clone()`)",
+        fixed="slice_times_view_55980_fixed"),
 }
 
 FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
@@ -338,7 +344,8 @@ FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
               "recurrence_slice_36470_fixed", "fpn_laterals_4_fixed",
               "sam_loss_accum_10_fixed", "gnn_max_bias_8953_fixed",
               "buffer_sync_twice_22095_fixed", "noisy_buffer_normal_11742_fixed",
-              "wgan_gp_dropout_1_fixed", "copy_into_reused_15115_fixed"]
+              "wgan_gp_dropout_1_fixed", "copy_into_reused_15115_fixed",
+              "slice_times_view_55980_fixed"]
 
 
 def diagnose(trace):
