@@ -1005,9 +1005,7 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                 where[0] ? " at " : "", where, name[0] ? name : "a parameter",
                 fwd[0] ? " at " : "", fwd, bw[0] ? ", and the backward() at " : "", bw,
                 bw[0] ? " needs it" : "",
-                order ? "; with an optimizer per loss (an actor's and a critic's), "
-                        "order the updates: `"
-                      : "",
+                order ? "; with an optimizer per loss, order the updates: `" : "",
                 order ? S(bwcode) : "", order ? "` at " : "", order ? bw : "",
                 order ? " and its step first, then `" : "", order ? S(t->code) : "",
                 order ? "` at " : "", order ? where : "");
