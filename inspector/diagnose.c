@@ -682,6 +682,27 @@ out:
     return rc;
 }
 
+/* 1 if node `name` is the one PyTorch's message calls `said`: the name
+ * itself, or its start ("Relu" for ReluBackward0), or the name without
+ * "Backward" ("LeakyRelu1" for LeakyReluBackward1, the node of the
+ * in-place leaky_relu_), past a namespace. */
+static int grad_fn_named(const char *name, const char *said)
+{
+    /* a C++ node is said with its namespace (torch::autograd::CopyBackwards
+     * of copy_), the trace names it without */
+    const char *ns = strstr(said, "::");
+    while (ns) {
+        said = ns + 2;
+        ns = strstr(said, "::");
+    }
+    size_t n = strlen(said);
+    if (!strncmp(name, said, n))
+        return 1;
+    const char *b = strstr(name, "Backward");
+    return b && (size_t)(b - name) <= n && !strncmp(name, said, (size_t)(b - name)) &&
+           !strcmp(b + 8, said + (b - name));
+}
+
 /* When PyTorch's message names the tensor's grad_fn (", which is output N
  * of NAME,"; PyTorch drops the "Backward0" suffix), 1 if it is the one the
  * engine sees at unpack, else 0; 1 as well when the trace cannot tell.
@@ -716,7 +737,7 @@ static int grad_fn_matches(gt__dctx *c, const srec *x, int64_t node, int64_t bef
         sqlite3_bind_int64(st, 3, x->is_output ? node : 0);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             const char *name = gt_column_text(st, 0, &c->oom);
-            ok = name && !strncmp(name, e->m.grad_fn, strlen(e->m.grad_fn)) &&
+            ok = name && grad_fn_named(name, e->m.grad_fn) &&
                  sqlite3_column_int64(st, 1) == e->m.output_nr;
         }
     }

@@ -42,6 +42,28 @@ static void copy_name(const char *start, const char *end, char *buf, size_t len)
     buf[n] = 0;
 }
 
+const char *gt__py_brackets(const char *q, int *depth, int stop)
+{
+    char quote = 0;
+    for (; *q; q++) {
+        if (quote) {
+            if (*q == '\\' && q[1])
+                q++;
+            else if (*q == quote)
+                quote = 0;
+        } else if (*q == '\'' || *q == '"') {
+            quote = *q;
+        } else if (*q == '#') {
+            break;
+        } else if (strchr("([{", *q)) {
+            ++*depth;
+        } else if (strchr(")]}", *q) && --*depth == 0 && stop) {
+            break;
+        }
+    }
+    return q;
+}
+
 /* A dotted name at p: its end. */
 static const char *dotted(const char *p)
 {
@@ -135,22 +157,7 @@ static const char *trailed(const char *p, const char **last_dot)
                 p++;
         } else if (*p == '[') {
             int depth = 0;
-            char quote = 0;
-            const char *q = p;
-            for (; *q; q++) {
-                if (quote) {
-                    if (*q == '\\' && q[1])
-                        q++;
-                    else if (*q == quote)
-                        quote = 0;
-                } else if (*q == '\'' || *q == '"') {
-                    quote = *q;
-                } else if (*q == '[' || *q == '(') {
-                    depth++;
-                } else if ((*q == ']' || *q == ')') && --depth == 0) {
-                    break;
-                }
-            }
+            const char *q = gt__py_brackets(p, &depth, 1);
             if (*q != ']')
                 return p; /* unbalanced: the expression ends before it */
             p = q + 1;

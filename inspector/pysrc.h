@@ -35,6 +35,12 @@ void gt__py_target(const char *code, char *buf /* OUT */, size_t len);
  * in len bytes). */
 void gt__py_written(const char *code, char *buf /* OUT */, size_t len);
 
+/* Read Python source from q, counting brackets into *depth (string
+ * literals' do not count): up to the bracket that brings *depth back to 0
+ * when stop is set, else up to the end of the text or its comment ('#').
+ * Returns where it stopped. */
+const char *gt__py_brackets(const char *q, int *depth, int stop);
+
 /* 1 if the line assigns `name` as a whole ("name = ...", also as one of
  * the targets of "a, name = ..."), else 0. */
 int gt__py_assigns(const char *code, const char *name);

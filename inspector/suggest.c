@@ -325,6 +325,81 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
     gt__dx_op_release(&o);
 }
 
+/* "path:N" in where, N replaced by line (kept when line is 0). */
+static void where_line(gt_strbuf *where, int64_t line)
+{
+    char *colon = where->p ? strrchr(where->p, ':') : NULL;
+    if (!colon || line <= 0)
+        return;
+    where->len = (size_t)(colon - where->p);
+    gt_strbuf_addf(where, ":%lld", (long long)line);
+}
+
+/* The line a statement ends on, for a fix said "after" it: a call whose
+ * arguments go on over more lines (`out = out.scatter_reduce(0, i, m,\n
+ * reduce="amax")`) ends where its brackets close. Read from the source
+ * file, as long as it still holds the recorded line; the recorded line
+ * when it does not. */
+static int64_t statement_end(gt__dctx *c, int64_t stack)
+{
+    gt_loc l;
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return 0;
+    int64_t end = l.line, no = 0;
+    FILE *fp = l.file && l.code && l.line > 0 ? fopen(l.file, "r") : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    int depth = 0;
+    while (fp && getline(&line, &cap, fp) >= 0) {
+        if (++no < l.line)
+            continue;
+        if (no == l.line && !gt_source_line_is(line, l.code))
+            break; /* the file changed since the run */
+        const char *e = gt__py_brackets(line, &depth, 0);
+        end = no;
+        int cont = 0;
+        if (!*e) { /* no comment: a backslash at its end goes on */
+            while (e > line && isspace((unsigned char)e[-1]))
+                e--;
+            cont = e > line && e[-1] == '\\';
+        }
+        if (depth <= 0 && !cont)
+            break;
+    }
+    if (fp)
+        fclose(fp);
+    free(line);
+    gt_loc_release(&l);
+    return end;
+}
+
+/* The dotted name whose in-place method op `op` ("aten::normal_") the line
+ * calls inside an expression ("b = m.b + n * self.eps.normal_()" gives
+ * "self.eps"), into buf (room: strlen(code) + 1); "" if none. */
+static void method_receiver(const char *code, const char *op, char *buf, size_t room)
+{
+    const char *m = strstr(op, "::");
+    m = m ? m + 2 : op;
+    size_t mlen = strcspn(m, ".");
+    buf[0] = 0;
+    for (const char *p = strchr(code, '.'); p; p = strchr(p + 1, '.')) {
+        if (strncmp(p + 1, m, mlen) || p[1 + mlen] != '(')
+            continue;
+        const char *b = p;
+        while (b > code &&
+               (isalnum((unsigned char)b[-1]) || b[-1] == '_' || b[-1] == '.'))
+            b--;
+        if (b < p && (size_t)(p - b) < room && !isdigit((unsigned char)*b) && *b != '.') {
+            memcpy(buf, b, (size_t)(p - b));
+            buf[p - b] = 0;
+            return;
+        }
+    }
+}
+
 /* The clone() alternative to an out-of-place rewrite, said with where it
  * goes, into out: "`x = x.clone()` after f.py:16" when the line that
  * saved x assigns it (a clone there leaves the saved tensor alone, and
@@ -343,14 +418,17 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
                                      "JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
                                      -1, &st, NULL)
                 : SQLITE_DONE;
+    int64_t stack = 0;
     if (st) {
         sqlite3_bind_int64(st, 1, f->node);
         if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &where, &code, NULL);
+            gt__dx_stack_loc(c, stack = sqlite3_column_int64(st, 0), &where, &code, NULL);
     }
     gt__dx_lookup_nomem(c, s);
     sqlite3_finalize(st);
     if (S(where)[0] && gt__py_assigns(S(code), name)) {
+        /* after the statement's last line: "path:N" of its first, N moved */
+        where_line(&where, statement_end(c, stack));
         gt_strbuf_addf(out, "`%s = %s.clone()` after %s", name, name, S(where));
     } else if (mn[0] && f->n_mutations) {
         int one = 1;
@@ -376,6 +454,11 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
             gt__py_written(S(line), written, strlen(S(line)) + 1);
         else
             written[0] = 0;
+        /* the clone goes before that line: of the name the line writes
+         * when mn is not in it (a function's argument: `token += pos` in
+         * forward(token), where the caller's name was quant) */
+        if (written && !written[0] && !gt__py_mentions(S(line), mn))
+            gt__py_target(S(line), written, strlen(S(line)) + 1);
         const char *cn = written && written[0] ? written : mn;
         if (one)
             gt_strbuf_addf(out, "`%s = %s.clone()` before %s", cn, cn, S(where));
@@ -710,6 +793,79 @@ static int64_t backward_seq(gt__dctx *c, int64_t id)
     return int_of(c, "SELECT seq FROM backward_calls WHERE id = ?1", id, 0);
 }
 
+/* The first line before the writing line at `stack`, in its block (same
+ * indentation, back to the line that opens the block), that changes `name`
+ * in place too, after the op of node `node` saved it: a loop that writes
+ * a tensor again on each pass (`x.detach_()` then `x.copy_(v)`; detach_
+ * moves no version) needs its copy before the first of them. Read from the
+ * source file, as long as it still holds the recorded line; 0 if none. */
+static int64_t earlier_write(gt__dctx *c, int64_t stack, int64_t node, const char *name)
+{
+    gt_loc l, sl;
+    memset(&sl, 0, sizeof sl);
+    int rc = gt_trace_loc(c->t, stack, &l);
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
+    if (rc != 1)
+        return 0;
+    int64_t sstack = int_of(c,
+                            "SELECT o.stack FROM nodes n JOIN ops o ON o.seq = n.op "
+                            "WHERE n.id = ?1",
+                            node, 0);
+    int src = sstack ? gt_trace_loc(c->t, sstack, &sl) : 0;
+    if (src == GT_ENOMEM)
+        c->oom = 1;
+    /* saved on an earlier line of the file: only the lines after it are
+     * later; saved below (or elsewhere): an earlier pass saved it */
+    int64_t lo =
+        src == 1 && sl.file && l.file && !strcmp(sl.file, l.file) && sl.line < l.line
+            ? sl.line
+            : 0;
+    char **lines = NULL, *line = NULL;
+    size_t cap = 0, n = 0;
+    int64_t first = 0;
+    FILE *fp = l.file && l.code && l.line > 1 ? fopen(l.file, "r") : NULL;
+    while (fp && (int64_t)n < l.line && getline(&line, &cap, fp) >= 0) {
+        char **grown = realloc(lines, (n + 1) * sizeof *lines);
+        if (!grown || !(grown[n] = strdup(line))) {
+            if (grown)
+                lines = grown;
+            c->oom = 1;
+            break;
+        }
+        lines = grown;
+        n++;
+    }
+    if ((int64_t)n == l.line && gt_source_line_is(lines[n - 1], l.code)) {
+        size_t ind = strspn(lines[n - 1], " \t");
+        char *t = malloc(cap + 1);
+        for (int64_t k = l.line - 1; t && k > lo; k--) {
+            const char *x = lines[k - 1];
+            size_t xi = strspn(x, " \t");
+            if (!x[xi] || x[xi] == '\n' || x[xi] == '#' || xi > ind)
+                continue; /* blank, comment, nested */
+            if (xi < ind)
+                break;                          /* the line that opens the block */
+            gt__py_target(x, t, strlen(x) + 1); /* getline's cap holds any line */
+            if (!strcmp(t, name))
+                first = k;
+        }
+        if (!t)
+            c->oom = 1;
+        free(t);
+    }
+    if (fp)
+        fclose(fp);
+    for (size_t k = 0; k < n; k++)
+        free(lines[k]);
+    free(lines);
+    free(line);
+    gt_loc_release(&l);
+    if (src == 1)
+        gt_loc_release(&sl);
+    return first;
+}
+
 /* The last backward call that ran after node `node` was made and before
  * backward call `id` (a call with retain_graph=True that went through the
  * graph before): its event seq, 0 if none. */
@@ -820,30 +976,65 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                                     "n.op WHERE n.id = ?1",
                                     f->node, 0),
                              &t->mwhere, NULL, NULL);
+            gt_strbuf bwcode = GT_STRBUF_INIT;
             gt__dx_stack_loc(c,
                              int_of(c, "SELECT stack FROM backward_calls WHERE id = ?1",
                                     f->backward, 0),
-                             &t->mcode, NULL, NULL);
+                             &t->mcode, &bwcode, NULL);
+            trim_code(&t->code);
+            trim_code(&bwcode);
             const char *fwd = S(t->mwhere), *bw = S(t->mcode);
-            return set_suggestion(
+            /* with an optimizer per loss, the order of the updates: the
+             * loss that needs these weights is backpropagated (and its
+             * step taken) before the step that changes them */
+            int order = bw[0] && where[0] && S(bwcode)[0] && S(t->code)[0];
+            rc = set_suggestion(
                 c, f,
                 "move optimizer.step() after the last backward() that uses "
                 "this graph, or recompute the forward after the step: the "
-                "step%s%s updated %s in place after the forward%s%s saved it%s%s%s",
+                "step%s%s updated %s in place after the forward%s%s saved it%s%s%s"
+                "%s%s%s%s%s%s%s%s",
                 where[0] ? " at " : "", where, name[0] ? name : "a parameter",
                 fwd[0] ? " at " : "", fwd, bw[0] ? ", and the backward() at " : "", bw,
-                bw[0] ? " needs it" : "");
+                bw[0] ? " needs it" : "",
+                order ? "; with an optimizer per loss, order the updates: `" : "",
+                order ? S(bwcode) : "", order ? "` at " : "", order ? bw : "",
+                order ? " and its step first, then `" : "", order ? S(t->code) : "",
+                order ? "` at " : "", order ? where : "");
+            if (bwcode.oom)
+                c->oom = 1;
+            gt_strbuf_release(&bwcode);
+            return rc;
         }
     }
     /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
      * op saved, then updated in place. */
-    if (name[0] && !has_autograd(c, f->tensor))
-        return set_suggestion(
-            c, f,
-            "update a copy: %s = %s.clone().detach() before changing it, "
-            "or move the update after backward()",
-            name, name);
     gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
+    if (name[0] && !has_autograd(c, f->tensor)) {
+        /* the line that changes it calls it by another name (a module's
+         * buffer, self.buf in forward(), mod.buf where backward() ran):
+         * the copy is of that name, said before that line */
+        gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
+        size_t room = strlen(S(t->mcode)) + 1;
+        char *target = malloc(room);
+        if (!target)
+            return gt__dx_nomem(c);
+        gt__py_target(S(t->mcode), target, room);
+        if (!target[0])
+            method_receiver(S(t->mcode), o->name, target, room);
+        rc = target[0] && S(t->mwhere)[0] && !gt__py_mentions(S(t->mcode), name)
+                 ? set_suggestion(c, f,
+                                  "update a copy: `%s = %s.clone()` before %s, the line "
+                                  "that changes %s in place (%s), or move the update "
+                                  "after backward()",
+                                  target, target, S(t->mwhere), name, o->name)
+                 : set_suggestion(c, f,
+                                  "update a copy: %s = %s.clone().detach() before "
+                                  "changing it, or move the update after backward()",
+                                  name, name);
+        free(target);
+        return rc;
+    }
     if (o->name[0]) {
         out_of_place(o->name, &t->act);
         const char *meth = S(t->act);
@@ -885,13 +1076,22 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
             if (!target)
                 return gt__dx_nomem(c);
             gt__py_target(S(t->mcode), target, room);
+            int64_t first =
+                mwhere[0] ? earlier_write(c, o->stack, f->node, target[0] ? target : mn)
+                          : 0;
+            where_line(&t->mwhere, first);
+            mwhere = S(t->mwhere);
             rc = mwhere[0]
                      ? set_suggestion(c, f,
                                       "modify a copy: %s = %s.clone() before %s, the "
-                                      "first line that writes it (%s), or build the "
-                                      "new value out of place (e.g. torch.where)",
+                                      "first line that %s%s%s, or build the new value "
+                                      "out of place (e.g. torch.where)",
                                       target[0] ? target : mn, target[0] ? target : mn,
-                                      mwhere, o->name)
+                                      mwhere,
+                                      first ? "changes it in place after the op that "
+                                              "saved it"
+                                            : "writes it (",
+                                      first ? "" : o->name, first ? "" : ")")
                      : set_suggestion(c, f,
                                       "modify a copy: %s = %s.clone() before the "
                                       "assignment (%s), or build the new value out of "

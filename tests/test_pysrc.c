@@ -151,6 +151,17 @@ static void test_assigns_mentions_comments(void **state)
     assert_null(gt__py_call("x = Dropout2(0.5) + v2Dropout(1)", "Dropout("));
     assert_null(gt__py_call("x = my_save_for_backward(x)", "save_for_backward("));
     assert_null(gt__py_call("anything", ""));
+    /* brackets: a string's and a comment's do not count; stop: at the one
+     * that closes the first */
+    int depth = 0;
+    const char *open = "out = f(0, m, reduce=\"(amax\",  # (";
+    assert_ptr_equal(gt__py_brackets(open, &depth, 0), strchr(open, '#'));
+    assert_int_equal(depth, 1);
+    assert_int_equal(*gt__py_brackets("    include_self=False)", &depth, 0), 0);
+    assert_int_equal(depth, 0);
+    const char *sub = "w[i, ']'][0] = 1";
+    depth = 0;
+    assert_ptr_equal(gt__py_brackets(sub + 1, &depth, 1), strchr(sub, ']') + 2);
 }
 
 /* Parse into m, releasing what it held. */

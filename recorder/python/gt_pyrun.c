@@ -120,16 +120,49 @@ static int inherits(const gt_py_namer *n, PyTypeObject *tp, PyObject *name)
     return mine && mine == base;
 }
 
-/* module.named_parameters() of nn.Module, in C: the same order and the same
- * duplicate rules (a module or parameter reached twice counts once), without
+/* The known tensors of one of a module's dicts (_parameters, _buffers),
+ * under prefix, into w: -1 when the walk cannot go on. */
+static int walk_dict(gt_walk *w, PyObject *d, PyObject *prefix)
+{
+    const gt_py_namer *n = w->n;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (v == Py_None || gt_map_get(&w->params, (uintptr_t)v, 0, 0))
+            continue;
+        if (!PyUnicode_Check(k) || gt_map_put(&w->params, (uintptr_t)v, 0, 0, 1) < 0)
+            return -1;
+        if (++w->total > MAX_MODULE_PARAMS)
+            return -1;
+        if (!PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type) ||
+            !n->known(n->ctx, v))
+            continue;
+        if (w->len == w->cap) {
+            size_t ncap = w->cap ? w->cap * 2 : 16;
+            gt_param *nv = realloc(w->v, sizeof *nv * ncap);
+            if (!nv)
+                return -1;
+            w->v = nv;
+            w->cap = ncap;
+        }
+        w->v[w->len++] = (gt_param){Py_NewRef(prefix), Py_NewRef(k), Py_NewRef(v)};
+    }
+    return 0;
+}
+
+/* module.named_parameters() of nn.Module, in C, and its buffers (a
+ * buffer an op saved is named as one: model.bn.running_mean): the same
+ * order and the same duplicate rules (a module or parameter reached twice
+ * counts once), without
  * running a Python generator per module. Returns 0, or -1 when it cannot
  * follow Python's walk exactly (overridden named_modules, attributes that are
  * not plain dicts, too deep): then the caller asks Python. */
 static int walk_params(gt_walk *w, PyObject *m, PyObject *prefix, int depth)
 {
-    static PyObject *s_modules, *s_parameters, *s_named_modules;
+    static PyObject *s_modules, *s_parameters, *s_buffers, *s_named_modules;
     if (!s_modules && (!(s_modules = PyUnicode_InternFromString("_modules")) ||
                        !(s_parameters = PyUnicode_InternFromString("_parameters")) ||
+                       !(s_buffers = PyUnicode_InternFromString("_buffers")) ||
                        !(s_named_modules = PyUnicode_InternFromString("named_modules"))))
         return -1;
     const gt_py_namer *n = w->n;
@@ -142,32 +175,14 @@ static int walk_params(gt_walk *w, PyObject *m, PyObject *prefix, int depth)
         return -1;
     int rc = -1;
     PyObject *params = PyObject_GetAttr(m, s_parameters);
-    PyObject *mods = params ? PyObject_GetAttr(m, s_modules) : NULL;
-    if (!mods || !PyDict_CheckExact(params) || !PyDict_CheckExact(mods))
+    PyObject *bufs = params ? PyObject_GetAttr(m, s_buffers) : NULL;
+    PyObject *mods = bufs ? PyObject_GetAttr(m, s_modules) : NULL;
+    if (!mods || !PyDict_CheckExact(params) || !PyDict_CheckExact(bufs) ||
+        !PyDict_CheckExact(mods) || walk_dict(w, params, prefix) < 0 ||
+        walk_dict(w, bufs, prefix) < 0)
         goto out;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
-    while (PyDict_Next(params, &pos, &k, &v)) {
-        if (v == Py_None || gt_map_get(&w->params, (uintptr_t)v, 0, 0))
-            continue;
-        if (!PyUnicode_Check(k) || gt_map_put(&w->params, (uintptr_t)v, 0, 0, 1) < 0)
-            goto out;
-        if (++w->total > MAX_MODULE_PARAMS)
-            goto out;
-        if (!PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type) ||
-            !n->known(n->ctx, v))
-            continue;
-        if (w->len == w->cap) {
-            size_t ncap = w->cap ? w->cap * 2 : 16;
-            gt_param *nv = realloc(w->v, sizeof *nv * ncap);
-            if (!nv)
-                goto out;
-            w->v = nv;
-            w->cap = ncap;
-        }
-        w->v[w->len++] = (gt_param){Py_NewRef(prefix), Py_NewRef(k), Py_NewRef(v)};
-    }
-    pos = 0;
     while (PyDict_Next(mods, &pos, &k, &v)) {
         if (v == Py_None)
             continue;
@@ -184,6 +199,7 @@ static int walk_params(gt_walk *w, PyObject *m, PyObject *prefix, int depth)
     rc = 0;
 out:
     Py_XDECREF(params);
+    Py_XDECREF(bufs);
     Py_XDECREF(mods);
     return rc;
 }

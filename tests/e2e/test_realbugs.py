@@ -46,7 +46,8 @@ def line_of(name, code):
 # code of the raising line (kinds raised at the op); fix: a piece the
 # suggestion must contain; fixed: the *_fixed.py variant that applies it,
 # or apply=True: the suggestion's `code` replaces the line it names (or
-# goes after it); fix_at: code of the line the suggestion names.
+# goes after it); fix_at: code of the line the suggestion names; needed_at:
+# code of the line of the backward() (or autograd.grad) that needed it.
 CASES = {
     "gan_step_39141": dict(
         kind="inplace_invalidated_saved", names=["D.2.weight"],
@@ -220,13 +221,16 @@ CASES = {
         freed_by="policy_loss.backward()", needed_by="policy_loss.backward()", matches=True,
         fix="make it again for each backward()", fixed="reinforce_resample_151_fixed"),
     # an actor's loss runs the critic; the critic's step comes first: the
-    # fix names the forward that saved it and the backward that needs it
+    # fix names the forward that saved it and the backward that needs it,
+    # and orders the updates: the actor's backward (and step) first
     "maddpg_order_27": dict(
         kind="inplace_invalidated_saved", names=["critic.2.weight"],
         saved="actor_loss = -critic(", mutations=[("critic_optim.step()", 2)], matches=True,
         fix="move optimizer.step() after the last backward()",
         fix_lines=[("after the forward at", "actor_loss = -critic("),
-                   ("and the backward() at", "actor_loss.backward()")],
+                   ("and the backward() at", "actor_loss.backward()"),
+                   ("order the updates: `actor_loss.backward()` at", "actor_loss.backward()"),
+                   ("its step first, then `critic_optim.step()` at", "critic_optim.step()")],
         fixed="maddpg_order_27_fixed"),
     # detach() shares y's storage and version counter: written through it
     "detach_clip_exp": dict(
@@ -267,6 +271,65 @@ CASES = {
         freed_by="loss.backward()", needed_by=("loss.backward()", 2),
         matches=True, fix="start a new sum for each backward(): `loss = 0` after",
         fix_at="loss.backward()", apply=True, fixed="sam_loss_accum_10_fixed"),
+    # --- reports added by realbugs6 ---
+    # GNN max aggregation: scatter_reduce(amax) saves its result, the bias
+    # is added to it in place; the clone goes after the call's last line
+    "gnn_max_bias_8953": dict(
+        kind="inplace_invalidated_saved", names=["out"], saved="out = out.scatter_reduce(",
+        mutations=[("out += self.bias", 1)], matches=True, fix="`out = out + (self.bias)`",
+        apply=True, alt=("out = out.clone()", "after", "include_self=False)",
+                         "out = out.scatter_reduce("),
+        fixed="gnn_max_bias_8953_fixed"),
+    # a module's buffer, written in forward, saved by the product of the
+    # call before: named as the buffer; the copy is of the name forward()
+    # uses (self.buf), before the line that writes it
+    "buffer_sync_twice_22095": dict(
+        kind="inplace_invalidated_saved", names=["mod.buf"],
+        saved="return (self.lin(z) * self.buf).sum()",
+        mutations=[("self.buf.copy_(self.synced)", 2)], matches=True,
+        fix="update a copy: `self.buf = self.buf.clone()` before",
+        alt=("self.buf = self.buf.clone()", "before", "self.buf.copy_(self.synced)"),
+        fixed="buffer_sync_twice_22095_fixed"),
+    # the same with the buffer redrawn by normal_() inside the expression
+    # that saves it; two buffers, one finding each
+    "noisy_buffer_normal_11742": dict(
+        findings=2, kind="inplace_invalidated_saved", names=["layer.eps_bias"],
+        saved="bias = self.bias + self.noise2", matches=True,
+        mutations=[("bias = self.bias + self.noise2", 2)],
+        fix="update a copy: `self.eps_bias = self.eps_bias.clone()` before",
+        fix_at="bias = self.bias + self.noise2", fixed="noisy_buffer_normal_11742_fixed"),
+    # WGAN-GP: the gradient penalty's autograd.grad(create_graph=True) is
+    # the backward that needs the in-place LeakyReLU's output, which the
+    # in-place Dropout scaled (PyTorch calls the node LeakyRelu1)
+    "wgan_gp_dropout_1": dict(
+        kind="inplace_invalidated_saved", saved="x = self.first_conv(x)",
+        mutations=[("x = self.first_conv(x)", 2)], matches=True,
+        needed_at="gradients = autograd.grad(",
+        fix="use inplace=False: the nn.Dropout called at",
+        fix_lines=[("built with inplace=True at", "nn.Dropout(p=0.5, inplace=True)")],
+        fixed="wgan_gp_dropout_1_fixed"),
+    # forward(token) adds in place to its argument, which another module
+    # saved: the clone is of the argument's name there, not the caller's
+    "vit_decoder_pos_11": dict(
+        kind="inplace_invalidated_saved", names=["quant", "token"],
+        saved="x = self.norm(token)", mutations=[("token += self.de_pos_embedding", 2)],
+        matches=True, fix="`token = token + (self.de_pos_embedding)`", apply=True,
+        alt=("token = token.clone()", "before", "token += self.de_pos_embedding")),
+    # one tensor rewritten on each pass (detach_() then copy_()): the copy
+    # goes before the pass's first in-place line, the detach_() (a clone
+    # before the copy_() would be detached in place by the next pass)
+    "copy_into_reused_15115": dict(
+        kind="inplace_invalidated_saved", names=["x"], saved="loss += (x * x).sum()",
+        mutations=[("x.copy_(new_calc)", 3)], matches=True,
+        fix="modify a copy: x = x.clone() before",
+        alt=("x = x.clone()", "before", "x.detach_()"),
+        fixed="copy_into_reused_15115_fixed"),
+    # a slice written with its own product: the product saved the slice
+    "slice_times_view_55980": dict(
+        kind="inplace_invalidated_saved", names=["x"], saved="x[0, :, 0, 0] = x[0, :, 0, 0] * var",
+        mutations=[("x[0, :, 0, 0] = x[0, :, 0, 0] * var", 1)], matches=True,
+        fix="append .clone() to the argument it reads (`x[0, :, 0, 0].clone()`)",
+        fixed="slice_times_view_55980_fixed"),
 }
 
 FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
@@ -279,7 +342,10 @@ FIXED_ONLY = ["gan_step_39141_fixed", "resnet_residual_807_fixed",
               "reinforce_resample_151_fixed", "maddpg_order_27_fixed",
               "detach_clip_exp_fixed", "owlvit_norm_div_24525_fixed",
               "recurrence_slice_36470_fixed", "fpn_laterals_4_fixed",
-              "sam_loss_accum_10_fixed"]
+              "sam_loss_accum_10_fixed", "gnn_max_bias_8953_fixed",
+              "buffer_sync_twice_22095_fixed", "noisy_buffer_normal_11742_fixed",
+              "wgan_gp_dropout_1_fixed", "copy_into_reused_15115_fixed",
+              "slice_times_view_55980_fixed"]
 
 
 def diagnose(trace):
@@ -343,7 +409,10 @@ class RealBugs(unittest.TestCase):
         if f["kind"] == "backward_twice":  # a freed graph's version is not read
             self.assertIsNone(f["saved"]["saved_version"], name)
         if "alt" in c:  # the other fix: `code` after/before path:N, applied
-            code, how, at = c["alt"]
+            code, how, at = c["alt"][:3]
+            # (the indentation of the statement's first line, when N is a
+            # later line of it)
+            first = c["alt"][3] if len(c["alt"]) > 3 else at
             m = re.search("`?" + re.escape(code) + "`? " + how + r" \S*" + re.escape(name) +
                           r"\.py:(\d+)", f["suggestion"])
             self.assertTrue(m, f["suggestion"])
@@ -351,7 +420,7 @@ class RealBugs(unittest.TestCase):
             self.assertEqual(line, line_of(name, at), f["suggestion"])
             with open(path(name)) as fh:
                 lines = fh.read().split("\n")
-            old = lines[line - 1]
+            old = lines[line_of(name, first) - 1]
             lines.insert(line if how == "after" else line - 1,
                          old[:len(old) - len(old.lstrip())] + code)
             self.run_applied(name, lines, code)
@@ -361,6 +430,8 @@ class RealBugs(unittest.TestCase):
             got = [(m["location"]["line"], m["version_after"]) for m in f["mutations"]]
             want = [(line_of(name, code), v) for code, v in c["mutations"]]
             self.assertEqual(got, want, name)
+        if "needed_at" in c:  # the backward (or autograd.grad) that needs it
+            self.assertEqual(f["backward"]["location"]["line"], line_of(name, c["needed_at"]))
         if "raised" in c:
             self.assertEqual(f["location"]["line"], line_of(name, c["raised"]), name)
         if "view_origin" in c:

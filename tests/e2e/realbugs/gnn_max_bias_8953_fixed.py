@@ -1,0 +1,29 @@
+# The fix of https://github.com/pyg-team/pytorch_geometric/issues/8953
+# (gnn_max_bias_8953.py): the bias added out of place, out = out + self.bias.
+import torch
+import torch.nn as nn
+
+
+class MaxConv(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.lin = nn.Linear(in_channels, out_channels, bias=False)
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    def forward(self, x, edge_index):
+        x = self.lin(x)
+        row, col = edge_index
+        msg = x[row]
+        out = torch.zeros(x.size(0), x.size(1))
+        out = out.scatter_reduce(0, col.unsqueeze(-1).expand_as(msg), msg, reduce="amax",
+                                 include_self=False)
+        out = out + self.bias
+        return out
+
+
+torch.manual_seed(0)
+conv = MaxConv(3, 4)
+x = torch.randn(5, 3)
+edge_index = torch.tensor([[0, 1, 2, 3, 4, 0], [1, 2, 3, 4, 0, 2]])
+loss = conv(x, edge_index).relu().sum()
+loss.backward()
