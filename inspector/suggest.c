@@ -348,18 +348,18 @@ static int64_t statement_end(gt__dctx *c, int64_t stack)
         c->oom = 1;
     if (rc != 1)
         return 0;
-    int64_t end = l.line, no = 0;
-    FILE *fp = l.file && l.code && l.line > 0 ? fopen(l.file, "r") : NULL;
-    char *line = NULL;
-    size_t cap = 0;
+    int64_t end = l.line;
+    const char *const *lines = NULL;
+    size_t n = 0;
+    /* the shared reader: 0 lines when the file changed since the run */
+    rc = l.file && l.line > 0 ? gt_trace_source(c->t, l.file, &lines, &n) : 0;
+    if (rc == GT_ENOMEM)
+        c->oom = 1;
     int depth = 0;
-    while (fp && getline(&line, &cap, fp) >= 0) {
-        if (++no < l.line)
-            continue;
-        if (no == l.line && !gt_source_line_is(line, l.code))
-            break; /* the file changed since the run */
+    for (size_t i = (size_t)l.line - 1; rc > 0 && i < n; i++) {
+        const char *line = lines[i];
         const char *e = gt__py_brackets(line, &depth, 0);
-        end = no;
+        end = (int64_t)i + 1;
         int cont = 0;
         if (!*e) { /* no comment: a backslash at its end goes on */
             while (e > line && isspace((unsigned char)e[-1]))
@@ -369,9 +369,6 @@ static int64_t statement_end(gt__dctx *c, int64_t stack)
         if (depth <= 0 && !cont)
             break;
     }
-    if (fp)
-        fclose(fp);
-    free(line);
     gt_loc_release(&l);
     return end;
 }
@@ -798,7 +795,7 @@ static int64_t backward_seq(gt__dctx *c, int64_t id)
  * in place too, after the op of node `node` saved it: a loop that writes
  * a tensor again on each pass (`x.detach_()` then `x.copy_(v)`; detach_
  * moves no version) needs its copy before the first of them. Read from the
- * source file, as long as it still holds the recorded line; 0 if none. */
+ * source file (gt_trace_source: as long as it holds what ran); 0 if none. */
 static int64_t earlier_write(gt__dctx *c, int64_t stack, int64_t node, const char *name)
 {
     gt_loc l, sl;
@@ -821,45 +818,34 @@ static int64_t earlier_write(gt__dctx *c, int64_t stack, int64_t node, const cha
         src == 1 && sl.file && l.file && !strcmp(sl.file, l.file) && sl.line < l.line
             ? sl.line
             : 0;
-    char **lines = NULL, *line = NULL;
-    size_t cap = 0, n = 0;
+    const char *const *lines = NULL;
+    size_t n = 0;
     int64_t first = 0;
-    FILE *fp = l.file && l.code && l.line > 1 ? fopen(l.file, "r") : NULL;
-    while (fp && (int64_t)n < l.line && getline(&line, &cap, fp) >= 0) {
-        char **grown = realloc(lines, (n + 1) * sizeof *lines);
-        if (!grown || !(grown[n] = strdup(line))) {
-            if (grown)
-                lines = grown;
-            c->oom = 1;
-            break;
-        }
-        lines = grown;
-        n++;
-    }
-    if ((int64_t)n == l.line && gt_source_line_is(lines[n - 1], l.code)) {
-        size_t ind = strspn(lines[n - 1], " \t");
-        char *t = malloc(cap + 1);
-        for (int64_t k = l.line - 1; t && k > lo; k--) {
+    /* the shared reader: 0 lines when the file changed since the run */
+    int got = l.file && l.line > 1 ? gt_trace_source(c->t, l.file, &lines, &n) : 0;
+    if (got == GT_ENOMEM)
+        c->oom = 1;
+    if (got > 0 && (int64_t)n >= l.line) {
+        size_t ind = strspn(lines[l.line - 1], " \t");
+        char *t = NULL;
+        for (int64_t k = l.line - 1; k > lo; k--) {
             const char *x = lines[k - 1];
             size_t xi = strspn(x, " \t");
-            if (!x[xi] || x[xi] == '\n' || x[xi] == '#' || xi > ind)
+            if (!x[xi] || x[xi] == '#' || xi > ind)
                 continue; /* blank, comment, nested */
             if (xi < ind)
-                break;                          /* the line that opens the block */
-            gt__py_target(x, t, strlen(x) + 1); /* getline's cap holds any line */
+                break; /* the line that opens the block */
+            free(t);
+            if (!(t = malloc(strlen(x) + 1))) {
+                c->oom = 1;
+                break;
+            }
+            gt__py_target(x, t, strlen(x) + 1);
             if (!strcmp(t, name))
                 first = k;
         }
-        if (!t)
-            c->oom = 1;
         free(t);
     }
-    if (fp)
-        fclose(fp);
-    for (size_t k = 0; k < n; k++)
-        free(lines[k]);
-    free(lines);
-    free(line);
     gt_loc_release(&l);
     if (src == 1)
         gt_loc_release(&sl);
