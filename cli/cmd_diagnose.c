@@ -96,6 +96,16 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
     return out;
 }
 
+/* loc_json of the stack of op `seq` (ops.seq), NULL for none or 0. */
+static char *op_loc_json(qdb *db, int *rc, int64_t seq)
+{
+    char *stack =
+        seq ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", seq) : NULL;
+    char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
+    free(stack);
+    return loc;
+}
+
 /* The backward calls (all, or only `bw`) that ran nodes whose forward ran
  * before recording started: nodes no recorded op made (not accumulators),
  * first seen once the call began; not a torch.func transform's own call
@@ -531,16 +541,13 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
     if (is_view_kind(f->kind) || refused ||
         (f->kind == GT_FINDING_LEAF_INPLACE && f->view_op)) {
         if (f->view_op) {
-            char *stack =
-                qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", f->view_op);
-            char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
+            char *loc = op_loc_json(db, rc, f->view_op);
             origin = qtext(db, rc,
                            "SELECT json_object('seq', o.seq, 'op', s.text, 'grad_mode', "
                            "json(CASE o.grad_mode WHEN 0 THEN 'false' ELSE 'true' END), "
                            "'location', json(?2)) FROM ops o LEFT JOIN strings s "
                            "ON s.id = o.name WHERE o.seq = ?1",
                            "is", f->view_op, loc);
-            free(stack);
             free(loc);
         }
         char *t = f->tensor && f->kind != GT_FINDING_LEAF_INPLACE
@@ -578,25 +585,8 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
     if (!*rc && (f->kind == GT_FINDING_ROOT_WITHOUT_GRAD ||
                  f->kind == GT_FINDING_GRAD_INPUT_UNREACHABLE)) {
         /* where the graph stopped reaching the root, and what it comes from */
-        static const char *reasons[] = {"",
-                                        "detach",
-                                        "no_grad",
-                                        "not_differentiable",
-                                        "item",
-                                        "no_input_requires_grad",
-                                        "data",
-                                        "unused",
-                                        "not_on_path",
-                                        "input_does_not_require_grad",
-                                        "requires_grad_too_late"};
-        char *stack = f->view_op ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1",
-                                         "i", f->view_op)
-                                 : NULL;
-        char *loc = stack ? loc_json(db, rc, strtoll(stack, NULL, 10)) : NULL;
-        char *mstack =
-            f->op ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", f->op)
-                  : NULL;
-        char *mloc = mstack ? loc_json(db, rc, strtoll(mstack, NULL, 10)) : NULL;
+        char *loc = op_loc_json(db, rc, f->view_op);
+        char *mloc = op_loc_json(db, rc, f->op);
         char *input = f->other ? tensor_json(db, rc, f->other) : NULL;
         char *root = f->tensor ? tensor_json(db, rc, f->tensor) : NULL;
         char *cut = qtext(
@@ -609,16 +599,13 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
             "END) "
             "FROM ops o WHERE o.seq = ?2), 'location', json(?3), 'input', json(?4), "
             "'made_at', json(?5), 'sources', json(?6))",
-            "sissss", reasons[f->cut >= 0 && f->cut <= GT_CUT_LATE ? f->cut : 0],
-            f->view_op, loc, input, mloc, cands);
+            "sissss", gt_cut_reason_name(f->cut), f->view_op, loc, input, mloc, cands);
         target = qtext(db, rc,
                        "SELECT json_set(coalesce(?1, json_object()), '$.cut', json(?2))",
                        "ss", root, cut);
         free(cands);
         cands = NULL;
-        free(stack);
         free(loc);
-        free(mstack);
         free(mloc);
         free(input);
         free(root);

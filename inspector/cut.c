@@ -28,10 +28,10 @@
 #define MAX_WALK    20000 /* tensors looked at from one root */
 #define MAX_SOURCES 8
 
-/* The root tensors of backward call b without a grad_fn node. */
+/* The first root tensor of backward call ?1 without a grad_fn node. */
 static const char sql_roots[] =
     "SELECT tensor FROM backward_roots WHERE backward = ?1 AND node IS NULL "
-    "AND tensor IS NOT NULL ORDER BY pos";
+    "AND tensor IS NOT NULL ORDER BY pos LIMIT 1";
 /* The op that made tensor ?1 (a view's own op), else the first op that
  * gave it as an output. */
 static const char sql_made[] = "SELECT coalesce(t.created_by, (SELECT min(a.op) FROM "
@@ -224,13 +224,6 @@ static int64_t item_input(gt__dctx *c, int64_t item)
                       item, 0, NULL, 0);
 }
 
-/* The op that made source tensor t (a factory: torch.tensor, zeros), 0 if
- * none is recorded. */
-static int64_t source_op(gt__dctx *c, int64_t t)
-{
-    return gt__dx_int(c, "SELECT min(op) FROM op_args WHERE tensor = ?1", t, 0, NULL, 0);
-}
-
 /* The line without its ".detach()" (or ".data", not ".data_ptr") into out;
  * returns which it dropped, NULL (out empty) if neither is there. */
 static const char *without_alias(const char *code, gt_strbuf *out)
@@ -296,7 +289,7 @@ static int one_root(gt__dctx *c, int64_t backward, int64_t err_seq, int64_t err_
         int64_t g = data_of(c, k.sources[i]);
         if (g) {
             f->cut = GT_CUT_DATA;
-            f->view_op = source_op(c, k.sources[i]);
+            f->view_op = gt__dx_first_op(c, k.sources[i], INT64_MAX);
             f->other = g;
         }
     }
@@ -304,7 +297,7 @@ static int one_root(gt__dctx *c, int64_t backward, int64_t err_seq, int64_t err_
         /* a tensor made from Python numbers after an .item() of one with
          * a graph: the first such source */
         for (size_t i = 0; i < k.n_sources && !f->cut; i++) {
-            int64_t by = source_op(c, k.sources[i]);
+            int64_t by = gt__dx_first_op(c, k.sources[i], INT64_MAX);
             int64_t item = by ? item_before(c, by) : 0;
             if (item) {
                 f->cut = GT_CUT_ITEM;
@@ -389,9 +382,7 @@ static int one_input(gt__dctx *c, int64_t b, int64_t err_seq, int64_t err_stack,
     f->stack = err_stack;
     /* where it was made, and the first op that read it (not one writing it:
      * an initializer's uniform_) */
-    f->op = gt__dx_view_origin(c, t);
-    if (!f->op) /* a parameter: the first op that touched it (its init) */
-        f->op = source_op(c, t);
+    f->op = gt__dx_made_at(c, t, err_seq); /* a parameter: its init */
     int64_t reader =
         gt__dx_int(c,
                    "SELECT min(a.op) FROM op_args a WHERE a.tensor = ?1 "
@@ -421,10 +412,6 @@ static int one_input(gt__dctx *c, int64_t b, int64_t err_seq, int64_t err_stack,
 static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
                int64_t backward)
 {
-    sqlite3_stmt *st = NULL;
-    int64_t roots[16];
-    size_t n = 0;
-    int s;
     if (!backward || (c->only && backward != c->only))
         return 0;
     if (m->kind == GT_PYMSG_GRAD_UNUSED || m->kind == GT_PYMSG_GRAD_NO_REQ) {
@@ -435,17 +422,9 @@ static int one(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
             t = unreached_input(c, backward, -1);
         return t ? one_input(c, backward, seq, stack, t, no_req) : 0;
     }
-    if (sqlite3_prepare_v2(c->db, sql_roots, -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
-    sqlite3_bind_int64(st, 1, backward);
     /* PyTorch names the first root without one ("element 0"): that one */
-    while (n < 1 && (s = sqlite3_step(st)) == SQLITE_ROW)
-        roots[n++] = sqlite3_column_int64(st, 0);
-    int bad = n < 1 && s != SQLITE_DONE;
-    sqlite3_finalize(st);
-    if (bad)
-        return gt__dx_sql_fail(c);
-    return n ? one_root(c, backward, seq, stack, roots[0]) : 0;
+    int64_t root = gt__dx_int(c, sql_roots, backward, 0, NULL, 0);
+    return root ? one_root(c, backward, seq, stack, root) : 0;
 }
 
 static int is_no_grad_fn(int kind)

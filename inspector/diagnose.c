@@ -72,6 +72,24 @@ const char *gt_finding_kind_name(int kind)
     return "unknown";
 }
 
+const char *gt_cut_reason_name(int reason)
+{
+    static const char *const names[] = {"",
+                                        "detach",
+                                        "no_grad",
+                                        "not_differentiable",
+                                        "item",
+                                        "no_input_requires_grad",
+                                        "data",
+                                        "unused",
+                                        "not_on_path",
+                                        "input_does_not_require_grad",
+                                        "requires_grad_too_late"};
+    _Static_assert(sizeof names / sizeof names[0] == GT_CUT_LATE + 1,
+                   "a name for every enum gt_cut_reason");
+    return reason >= 0 && reason <= GT_CUT_LATE ? names[reason] : "";
+}
+
 /* ---- SQL --------------------------------------------------------------- */
 
 static const char sql_calls[] = "SELECT id, seq FROM backward_calls ORDER BY id";

@@ -107,6 +107,10 @@ enum gt_cut_reason {
                            * after the ops read it */
 };
 
+/* A cut reason's name as printed in JSON (target.cut.reason: "detach",
+ * ...); "" for GT_CUT_NONE or an unknown value. */
+const char *gt_cut_reason_name(int reason);
+
 /* The kind's name as printed in JSON ("inplace_invalidated_saved", ...). */
 const char *gt_finding_kind_name(int kind);
 

@@ -174,6 +174,16 @@ GT_WARN_UNUSED int gt__dx_refused(gt__dctx *c);
 int64_t gt__dx_int(gt__dctx *c, const char *sql, int64_t a, int64_t b, const char *b_text,
                    int64_t dflt);
 
+/* The first op before event `before` that had tensor t as an argument,
+ * 0 if none (refused.c). */
+int64_t gt__dx_first_op(gt__dctx *c, int64_t t, int64_t before);
+
+/* The op that made tensor t as the user sees it: gt__dx_view_origin, else
+ * the first op before `before` that took it (torch.tensor's lift_fresh),
+ * and not a dispatch mode's own aten::detach after a factory but the op
+ * whose output it detached (refused.c). 0 if none. */
+int64_t gt__dx_made_at(gt__dctx *c, int64_t t, int64_t before);
+
 /* Findings for backward calls that raised because a root has no grad_fn:
  * where the graph was cut, or what it comes from (cut.c); backward call
  * c->only alone when set. */

@@ -99,6 +99,31 @@ static int op_is(gt__dctx *c, int64_t op, const char *want)
 
 /* The tensor a line writes that no recorded op shows: the variable it
  * names, whatever that tensor is. */
+int64_t gt__dx_first_op(gt__dctx *c, int64_t t, int64_t before)
+{
+    return gt__dx_int(c, "SELECT min(op) FROM op_args WHERE tensor = ?1 AND op < ?2", t,
+                      before, NULL, 0);
+}
+
+int64_t gt__dx_made_at(gt__dctx *c, int64_t t, int64_t before)
+{
+    int64_t by = gt__dx_view_origin(c, t);
+    if (!by) /* torch.tensor(...): lift_fresh gives back its input */
+        by = gt__dx_first_op(c, t, before);
+    /* A dispatch mode sees the aten::detach it causes itself (a factory
+     * with requires_grad=True): the op the user's line ran is the one that
+     * made the detach's input, on the same line. */
+    if (by && op_is(c, by, "aten::detach") && !op_is(c, by, "aten::detach_"))
+        by = gt__dx_int(
+            c,
+            "SELECT t.created_by FROM op_args a JOIN tensors t ON t.id = a.tensor "
+            "JOIN ops d ON d.seq = a.op JOIN ops m ON m.seq = t.created_by "
+            "WHERE a.op = ?1 AND a.role = 0 AND m.stack IS d.stack "
+            "ORDER BY a.pos LIMIT 1",
+            by, 0, NULL, by);
+    return by;
+}
+
 static int64_t any_tensor(gt__dctx *c, int64_t t)
 {
     (void)c;
@@ -179,25 +204,8 @@ static int one_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
         }
         gt__dx_tinfo_release(&ti);
         /* where the tensor written (or the input overlapping it) was made */
-        int64_t made = other && kind == GT_FINDING_INPLACE_INPUT_OVERLAP ? other : tensor;
-        f->view_op = gt__dx_view_origin(c, made);
-        if (!f->view_op) /* torch.tensor(...): lift_fresh gives back its input */
-            f->view_op = gt__dx_int(c,
-                                    "SELECT min(op) FROM op_args WHERE tensor = ?1 "
-                                    "AND op < ?2",
-                                    made, seq, NULL, 0);
-        /* A dispatch mode sees the aten::detach it causes itself (a factory
-         * with requires_grad=True): the op the user's line ran is the one
-         * that made the detach's input, on the same line. */
-        if (f->view_op && op_is(c, f->view_op, "aten::detach") &&
-            !op_is(c, f->view_op, "aten::detach_"))
-            f->view_op = gt__dx_int(c,
-                                    "SELECT t.created_by FROM op_args a "
-                                    "JOIN tensors t ON t.id = a.tensor "
-                                    "JOIN ops d ON d.seq = a.op JOIN ops m ON m.seq = "
-                                    "t.created_by WHERE a.op = ?1 AND a.role = 0 "
-                                    "AND m.stack IS d.stack ORDER BY a.pos LIMIT 1",
-                                    f->view_op, 0, NULL, f->view_op);
+        f->view_op = gt__dx_made_at(
+            c, other && kind == GT_FINDING_INPLACE_INPUT_OVERLAP ? other : tensor, seq);
         if (kind == GT_FINDING_INPLACE_INFERENCE_TENSOR && f->view_op) {
             gt__opinfo o = {0};
             gt__dx_load_op(c, f->view_op, &o);
