@@ -191,8 +191,8 @@ struct gt__rowbuf {
     X(STRING, "INSERT INTO strings (id, text) VALUES (?1, ?2)")                          \
     X(FRAME, "INSERT INTO frames (id, file, line, function, code)"                       \
              " VALUES (?1, ?2, ?3, ?4, ?5)")                                             \
-    X(STACK, "INSERT INTO stacks (id, parent, frame, user_frame)"                        \
-             " VALUES (?1, ?2, ?3, ?4)")                                                 \
+    X(STACK, "INSERT INTO stacks (id, parent, frame, user_frame, module)"                \
+             " VALUES (?1, ?2, ?3, ?4, ?5)")                                             \
     X(THREAD, "INSERT INTO threads (id, os_tid, name) VALUES (?1, ?2, ?3)")              \
     X(BW_BEGIN, "INSERT INTO backward_calls (id, seq, api, retain_graph,"                \
                 " create_graph, thread, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")     \
@@ -308,7 +308,7 @@ struct gt_recorder {
 
     gt__strtab strings;
     gt__inttab frames;  /* (file, line, function, code) */
-    gt__inttab stacks;  /* (parent, frame) -> id, aux = user_frame */
+    gt__inttab stacks;  /* (parent, frame, module) -> id, aux = user_frame */
     gt__inttab threads; /* (os_tid) */
 };
 
@@ -1514,7 +1514,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     }
     gt__strtab_init(&r->strings);
     gt__inttab_init(&r->frames, 4);
-    gt__inttab_init(&r->stacks, 2);
+    gt__inttab_init(&r->stacks, 3);
     gt__inttab_init(&r->threads, 1);
     r->batch_events =
         opts && opts->batch_events ? opts->batch_events : GT__DEFAULT_BATCH_EVENTS;
@@ -2319,16 +2319,29 @@ out:
 int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
                     gt_id *out)
 {
+    return gt_intern_stack_in(r, parent, frame, user_frame, NULL, out);
+}
+
+int gt_intern_stack_in(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
+                       const char *module, gt_id *out)
+{
     if (!r || !out || frame <= 0 || parent < 0 || user_frame < 0)
         return GT_EINVAL;
-    int64_t key[2] = {parent, frame};
     lock(r);
+    gt_id mid = -1; /* key: -1 for no module ("" is a module path) */
     int rc = usable(r);
+    if (rc == 0 && module)
+        rc = intern_string_locked(r, module, strlen(module), &mid);
+    int64_t key[3] = {parent, frame, mid};
     if (rc == 0 && !intern_found(&r->stacks, key, out)) {
         sqlite3_stmt *st = r->st[ST_STACK];
         bind_id(st, 2, parent);
         sqlite3_bind_int64(st, 3, frame);
         bind_id(st, 4, user_frame);
+        if (module)
+            sqlite3_bind_int64(st, 5, mid);
+        else
+            sqlite3_bind_null(st, 5);
         rc = intern_insert(r, ST_STACK, "intern stack", &r->stacks, key, user_frame,
                            &r->next_stack, out);
     }

@@ -1,4 +1,4 @@
--- gradtrace trace schema, version 4 (schema/CHANGES.md says what each
+-- gradtrace trace schema, version 5 (schema/CHANGES.md says what each
 -- version added).
 --
 -- This file is the single source of the trace format. It is compiled into the
@@ -94,7 +94,11 @@ CREATE TABLE stacks (
     id         INTEGER PRIMARY KEY,
     parent     INTEGER,          -- stacks.id, NULL for an outermost frame
     frame      INTEGER NOT NULL, -- frames.id
-    user_frame INTEGER           -- frames.id, NULL if no user frame
+    user_frame INTEGER,          -- frames.id, NULL if no user frame
+    module     INTEGER           -- v5: strings.id of the module path of the
+                                 -- frame's `self` when it is an nn.Module
+                                 -- ('layer3.1', '' for the outermost
+                                 -- module called), NULL otherwise
 );
 
 CREATE TABLE ops (

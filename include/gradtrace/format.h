@@ -18,7 +18,7 @@ extern "C" {
 
 /* Schema version written by this release (PRAGMA user_version and
  * run.schema_version of the trace); readers open this version and older. */
-#define GT_SCHEMA_VERSION 4
+#define GT_SCHEMA_VERSION 5
 /* The gradtrace release (run.gradtrace_version). */
 #define GT_VERSION_STRING "0.2.0"
 

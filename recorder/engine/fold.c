@@ -1127,12 +1127,22 @@ static void on_stack(gt_fold *f, const gt_cap_stack *r)
             break;
         const char *stop =
             code + strnlen(code, (size_t)(end - (const unsigned char *)code)) + 1;
+        const char *module = NULL;
+        if (kind & GT_CAP_FRAME_MODULE) {
+            if ((const unsigned char *)stop >= end)
+                break;
+            module = stop;
+            stop = module +
+                   strnlen(module, (size_t)(end - (const unsigned char *)module)) + 1;
+            if ((const unsigned char *)stop > end)
+                break;
+        }
         gt_id fr = 0, sid = 0;
         if (ck(f, gt_intern_frame(f->r, file, line, func, *code ? code : NULL, &fr)) < 0)
             break;
-        if (kind == 0)
+        if ((kind & ~GT_CAP_FRAME_MODULE) == 0)
             user = fr;
-        if (ck(f, gt_intern_stack(f->r, parent, fr, user, &sid)) < 0)
+        if (ck(f, gt_intern_stack_in(f->r, parent, fr, user, module, &sid)) < 0)
             break;
         parent = sid;
         p = (const unsigned char *)stop;

@@ -222,14 +222,17 @@ typedef struct gt_cap_exec {
 
 /* A stack seen for the first time: its frames first..first + nframes - 1,
  * counted from the outermost, follow the record, outermost first, each:
- * int32 line, int32 kind (0 user, 1 engine), then three NUL-terminated
- * strings file, function, code (may be empty), padded so the next frame
- * starts 4-aligned. A stack of any depth: one whose frames take more than
+ * int32 line, int32 kind (0 user, 1 engine; GT_CAP_FRAME_MODULE added when
+ * the frame's `self` is an nn.Module), then three NUL-terminated strings
+ * file, function, code (may be empty), and with GT_CAP_FRAME_MODULE a
+ * fourth, the module's path (stacks.module, may be empty), padded so the
+ * next frame starts 4-aligned. A stack of any depth: one whose frames take more than
  * GT_CAP_STACK_BYTES comes in several records of the same id, written one
  * after the other on its lane (first 0, then where the previous ended),
  * each but the last flagged GT_CAP_STACKF_MORE. One frame takes at most
  * GT_CAP_STACK_BYTES (its strings are cut to fit, code first). */
 enum { GT_CAP_STACKF_MORE = 1 };
+enum { GT_CAP_FRAME_MODULE = 0x100 };
 
 typedef struct gt_cap_stack {
     gt_cap_hdr h;

@@ -46,8 +46,10 @@ typedef struct {
     PyObject *getline;     /* linecache.getline */
     PyObject *callnames;   /* call names: their UTF-8 lives as long as the gt_engine */
     PyObject *data_orig;   /* torch's own `data` descriptor (watch_data) */
-    PyObject *tensor_type; /* torch.Tensor, torch.nn.Module: looked up by */
-    PyObject *module_type; /* bind_names, once */
+    PyObject *tensor_type; /* torch.Tensor: looked up by bind_names, once */
+    PyObject *module_type; /* torch.nn.Module: looked up at start, never
+                            * replaced (stack_key reads it without the GIL) */
+    PyObject *s_self;      /* "self", interned: as code objects hold it */
     pthread_mutex_t smu;
     gt_map skeys; /* stack hash -> key id */
     uint32_t next_key;
@@ -152,16 +154,21 @@ static size_t cut_len(const char *s, size_t max)
 }
 
 /* Add one frame to the stack's records: a record full before it is
- * written first, flagged as followed by more. */
+ * written first, flagged as followed by more. module: the path of the
+ * frame's `self` (GT_CAP_FRAME_MODULE), or NULL. */
 static void stack_frame(stack_out *o, int32_t line, int32_t kind, const char *file,
-                        const char *func, const char *code)
+                        const char *func, const char *code, const char *module)
 {
     static const char zero[4] = {0};
-    size_t room = GT_CAP_STACK_BYTES - 16; /* line, kind, three NULs, padding */
+    size_t room = GT_CAP_STACK_BYTES - 17; /* line, kind, four NULs, padding */
+    size_t lm = module ? cut_len(module, room / 4) : 0;
+    if (module)
+        kind |= GT_CAP_FRAME_MODULE;
+    room -= lm;
     size_t lf = cut_len(file, room);
     size_t lfn = cut_len(func, room - lf);
     size_t lc = cut_len(code, room - lf - lfn);
-    size_t size = (8 + lf + lfn + lc + 3 + 3) & ~(size_t)3;
+    size_t size = (8 + lf + lfn + lc + 3 + (module ? lm + 1 : 0) + 3) & ~(size_t)3;
     if (o->n && o->b.len + size > GT_CAP_STACK_BYTES)
         stack_emit(o, 1);
     put(&o->b, &line, 4);
@@ -172,8 +179,22 @@ static void stack_frame(stack_out *o, int32_t line, int32_t kind, const char *fi
     put(&o->b, zero, 1);
     put(&o->b, code, lc);
     put(&o->b, zero, 1);
+    if (module) {
+        put(&o->b, module, lm);
+        put(&o->b, zero, 1);
+    }
     put(&o->b, zero, (4 - (o->b.len & 3)) & 3);
     o->n++;
+}
+
+/* The nn.Module that is `self` in frame f of code co (borrowed), or NULL
+ * (GIL held); the frames stack_key tells apart by their module. */
+static PyObject *frame_module(gt_engine *e, PyFrameObject *f, PyCodeObject *co)
+{
+    if (!e->module_type || !gt_py_code_self(co))
+        return NULL;
+    PyObject *o = gt_py_frame_self(f);
+    return o && PyObject_TypeCheck(o, (PyTypeObject *)e->module_type) ? o : NULL;
 }
 
 /* Describe the stack from frame start outwards (GIL held), every frame of
@@ -203,8 +224,20 @@ static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
         f = back;
     }
     stack_out o = {.id = id};
+    /* the innermost module called so far, and its path (stacks.module) */
+    PyObject *outer = NULL;
+    gt_strbuf outer_path = {0}, mpath = {0};
     for (size_t i = n; i-- > 0;) {
         PyCodeObject *co = PyFrame_GetCode(frames[i]);
+        PyObject *mod = frame_module(e, frames[i], co);
+        const char *module = NULL;
+        if (mod &&
+            gt_py_module_path(outer, gt_strbuf_str(&outer_path), mod, &mpath) >= 0) {
+            module = gt_strbuf_str(&mpath);
+            gt_strbuf_reset(&outer_path);
+            gt_strbuf_adds(&outer_path, module);
+            outer = mod; /* borrowed: frames[j], j > i, hold it */
+        }
         int32_t line = PyFrame_GetLineNumber(frames[i]);
         int32_t kind = code_kind(e, co);
         PyObject *qual = PyObject_GetAttrString((PyObject *)co, "co_qualname");
@@ -219,7 +252,8 @@ static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
         const char *file = gt_py_text(co->co_filename, &fb);
         const char *func = gt_py_text(qual, &qb);
         PyErr_Clear();
-        stack_frame(&o, line, kind, file ? file : "", func ? func : "", code ? code : "");
+        stack_frame(&o, line, kind, file ? file : "", func ? func : "", code ? code : "",
+                    module);
         gt_strbuf_release(&cb);
         gt_strbuf_release(&fb);
         gt_strbuf_release(&qb);
@@ -230,6 +264,8 @@ static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
         Py_DECREF(frames[i]);
     }
     stack_emit(&o, 0);
+    gt_strbuf_release(&outer_path);
+    gt_strbuf_release(&mpath);
     free(o.b.buf);
     free(frames);
 }
@@ -284,6 +320,16 @@ static uint32_t stack_key(void)
             continue;
         h = (h ^ (uintptr_t)f->f_code) * 1099511628211ull;
         h = (h ^ (uintptr_t)f->prev_instr) * 1099511628211ull;
+        /* a method of an nn.Module: which module (each block its stack) */
+        PyCodeObject *co = f->f_code;
+        if (co->co_argcount > 0 && e->s_self && e->module_type &&
+            PyTuple_GET_ITEM(co->co_localsplusnames, 0) == e->s_self) {
+            PyObject *o = f->localsplus[0];
+            if (o && PyCell_Check(o))
+                o = PyCell_GET(o);
+            if (o && PyObject_TypeCheck(o, (PyTypeObject *)e->module_type))
+                h = (h ^ (uintptr_t)o) * 1099511628211ull;
+        }
         depth++;
     }
     if (!depth)
@@ -297,6 +343,9 @@ static uint32_t stack_key(void)
         PyCodeObject *co = PyFrame_GetCode(f);
         h = (h ^ (uintptr_t)co) * 1099511628211ull;
         h = (h ^ (uint64_t)PyFrame_GetLasti(f)) * 1099511628211ull;
+        PyObject *m = frame_module(e, f, co);
+        if (m)
+            h = (h ^ (uintptr_t)m) * 1099511628211ull;
         Py_DECREF(co);
         PyFrameObject *b = PyFrame_GetBack(f);
         Py_DECREF(f);
@@ -547,6 +596,11 @@ static PyObject *eng_start(PyObject *op, PyObject *Py_UNUSED(a))
                          .names = names_hook,
                          .check_saved = self->check_saved};
     memset(t_names_miss, 0, sizeof t_names_miss);
+    /* what stacks need to tell the frames of one module from another's */
+    if (!self->module_type)
+        self->module_type = gt_py_type_attr("torch.nn", "Module");
+    if (!self->s_self && !(self->s_self = PyUnicode_InternFromString("self")))
+        PyErr_Clear();
     g_engine = self;
     g_cache_gen++;
     if (gt_capture_start(&o, err, sizeof err) < 0) {
@@ -791,7 +845,8 @@ static PyObject *eng_bind_names(PyObject *op, PyObject *frame)
         self->tensor_type = gt_py_type_attr("torch", "Tensor");
         if (!self->tensor_type)
             Py_RETURN_NONE;
-        Py_XSETREF(self->module_type, gt_py_type_attr("torch.nn", "Module"));
+        if (!self->module_type)
+            self->module_type = gt_py_type_attr("torch.nn", "Module");
     }
     gt_py_namer n = {self->tensor_type, self->module_type, param_known, name_tensor,
                      NULL};
@@ -1006,6 +1061,7 @@ static void eng_dealloc(PyObject *op)
     Py_XDECREF(self->data_orig);
     Py_XDECREF(self->tensor_type);
     Py_XDECREF(self->module_type);
+    Py_XDECREF(self->s_self);
     tp->tp_free(op);
     Py_DECREF(tp);
 }

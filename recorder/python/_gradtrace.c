@@ -206,6 +206,9 @@ typedef struct gt_pyrec {
     gt_id last_exec_id;     /* its last node_execs row's node */
     gt_map byid; /* tensor id -> gt_tensor_ent* (the entries alive, borrowed) */
     gt_map tensors, storages, ops, stacks, frames, codes, dtypes, threads, types;
+    gt_map modpaths;         /* (outer module, its modpath, module) -> modpath* */
+    struct modpath *modroot; /* "": a module under no other (not cached) */
+    uint32_t next_modpath;
     gt_id next_tensor, next_storage, next_node;
     PyFrameObject *last_site, *last_user; /* capture_stack's last answer, held
                                            * only while the frame surely runs */
@@ -510,8 +513,10 @@ static int starts_with_any(PyObject *s, PyObject *prefixes)
 }
 
 /* CODE_FUNC flags the code of torch.func's transforms (torch/_functorch/;
- * functorch/_src/ in 1.13): a user frame they call runs under a transform. */
-enum { CODE_KIND = 0xf, CODE_FUNC = 0x10 };
+ * functorch/_src/ in 1.13): a user frame they call runs under a transform.
+ * CODE_SELF: the code's first argument is `self` (a method: its frame may
+ * run an nn.Module's code, stacks.module). */
+enum { CODE_KIND = 0xf, CODE_FUNC = 0x10, CODE_SELF = 0x20 };
 
 /* The CODE_* kind of co, with CODE_FUNC (cached per code object). */
 static int code_flags(gt_pyrec *self, PyCodeObject *co)
@@ -538,6 +543,8 @@ static int code_flags(gt_pyrec *self, PyCodeObject *co)
                 PyErr_Clear();
         }
     }
+    if (kind != CODE_HIDDEN && gt_py_code_self(co))
+        kind |= CODE_SELF;
     if (keep(self, (PyObject *)co) < 0 ||
         gt_map_put(&self->codes, (uintptr_t)co, 0, 0, (uint64_t)kind) < 0)
         swallow(self);
@@ -591,6 +598,55 @@ out:
     return id;
 }
 
+/* The module path (stacks.module) of a frame whose `self` is module `mod`,
+ * called under module `outer` whose path is `op` (NULL, NULL: under none):
+ * gt_py_module_path's answer. A path found below outer is cached by the
+ * three's addresses for the recorder's life (a module's address is taken
+ * as its identity while it lives; one made at the address of a dead one
+ * with another place in its model would get the dead one's path); one not
+ * found (a module being built, not yet in its parent) is looked for again
+ * next time, and is the root's, "". n numbers the paths for the stacks
+ * map's key. NULL when out of memory. */
+typedef struct modpath {
+    uint32_t n;
+    char path[]; /* NUL-terminated */
+} modpath;
+
+static void lookup_torch(gt_pyrec *self);
+
+static const modpath *module_path(gt_pyrec *self, PyObject *outer, const modpath *op,
+                                  PyObject *mod)
+{
+    uint64_t *v =
+        gt_map_get(&self->modpaths, (uintptr_t)outer, (uintptr_t)op, (uintptr_t)mod);
+    if (v)
+        return (const modpath *)(uintptr_t)*v;
+    if (!self->modroot && (self->modroot = malloc(sizeof(modpath) + 1)) != NULL) {
+        self->modroot->n = ++self->next_modpath;
+        self->modroot->path[0] = 0;
+    }
+    gt_strbuf b = {0};
+    modpath *m = NULL;
+    int found = gt_py_module_path(outer, op ? op->path : NULL, mod, &b);
+    if (found == 0)
+        m = self->modroot;
+    else if (found > 0) {
+        const char *s = gt_strbuf_str(&b);
+        size_t len = strlen(s);
+        if ((m = malloc(sizeof *m + len + 1)) != NULL) {
+            m->n = ++self->next_modpath;
+            memcpy(m->path, s, len + 1);
+            if (gt_map_put(&self->modpaths, (uintptr_t)outer, (uintptr_t)op,
+                           (uintptr_t)mod, (uint64_t)(uintptr_t)m) < 0) {
+                free(m);
+                m = NULL;
+            }
+        }
+    }
+    gt_strbuf_release(&b);
+    return m;
+}
+
 /* Intern the current Python stack (without gradtrace's and runpy's frames).
  * Returns the stack id (0 if none); *user gets a new reference to the
  * innermost user frame if user is not NULL. */
@@ -626,14 +682,27 @@ static gt_id capture_stack_from(gt_pyrec *self, PyFrameObject *start,
     gt_id parent = 0;
     uint64_t ufr = 0;
     int user_index = -1;
+    lookup_torch(self);
+    PyObject *outer = NULL;    /* the innermost module called so far */
+    const modpath *omp = NULL; /* its path */
     for (int i = n - 1; i >= 0; i--) {
         PyCodeObject *co = PyFrame_GetCode(frames[i]);
         int lasti = PyFrame_GetLasti(frames[i]);
-        int kind = code_kind(self, co);
+        int flags = code_flags(self, co);
+        int kind = flags & CODE_KIND;
         if (kind == CODE_USER)
             user_index = i;
-        uint64_t *v = gt_map_get(&self->stacks, (uint64_t)parent, (uintptr_t)co,
-                                 (uint64_t)(int64_t)lasti);
+        const modpath *mp = NULL; /* the frame's self's, if a module */
+        if ((flags & CODE_SELF) && self->module_type) {
+            PyObject *o = gt_py_frame_self(frames[i]);
+            if (o && PyObject_TypeCheck(o, (PyTypeObject *)self->module_type) &&
+                (mp = o == outer ? omp : module_path(self, outer, omp, o)) != NULL) {
+                outer = o; /* borrowed: frames[j], j >= i, hold it */
+                omp = mp;
+            }
+        }
+        uint64_t k3 = (uint64_t)(uint32_t)lasti | (uint64_t)(mp ? mp->n : 0) << 32;
+        uint64_t *v = gt_map_get(&self->stacks, (uint64_t)parent, (uintptr_t)co, k3);
         if (v) {
             parent = (gt_id)(*v & 0xffffffffu);
             ufr = *v >> 32;
@@ -645,13 +714,14 @@ static gt_id capture_stack_from(gt_pyrec *self, PyFrameObject *start,
         if (kind == CODE_USER)
             ufr = (uint64_t)fr;
         gt_id sid = 0;
-        if (!fr || ck(self, gt_intern_stack(self->r, parent, fr, (gt_id)ufr, &sid)) < 0) {
+        if (!fr || ck(self, gt_intern_stack_in(self->r, parent, fr, (gt_id)ufr,
+                                               mp ? mp->path : NULL, &sid)) < 0) {
             Py_DECREF(co);
             parent = 0;
             break;
         }
-        if (gt_map_put(&self->stacks, (uint64_t)parent, (uintptr_t)co,
-                       (uint64_t)(int64_t)lasti, (uint64_t)sid | (ufr << 32)) < 0)
+        if (gt_map_put(&self->stacks, (uint64_t)parent, (uintptr_t)co, k3,
+                       (uint64_t)sid | (ufr << 32)) < 0)
             PyErr_NoMemory(), swallow(self);
         Py_DECREF(co); /* the code object is kept alive by code_kind's keep */
         parent = sid;
@@ -2493,6 +2563,12 @@ static void free_caches(gt_pyrec *self)
             free(nt);
         }
     gt_map_clear(&self->types);
+    for (size_t i = 0; i < self->modpaths.cap; i++)
+        if (self->modpaths.slots[i].used)
+            free((void *)(uintptr_t)self->modpaths.slots[i].value);
+    gt_map_clear(&self->modpaths);
+    free(self->modroot);
+    self->modroot = NULL;
     gt_map_clear(&self->stacks);
     gt_map_clear(&self->frames);
     gt_map_clear(&self->codes);

@@ -2,6 +2,16 @@
 #define PY_SSIZE_T_CLEAN
 #include "gt_pyrun.h"
 
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+/* 3.11: a frame's fast locals are only reachable through its internal
+ * frame (3.12 has PyFrame_GetVar) */
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+#elif PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h>
+#endif
+
 #include "gtmap.h"
 #include "strbuf.h"
 
@@ -533,4 +543,121 @@ PyObject *gt_py_call_bottom(PyObject *self, PyObject *const *args, Py_ssize_t na
     ts->frame = under;
 #endif
     return r;
+}
+
+/* ---- module paths ------------------------------------------------------- */
+
+int gt_py_code_self(PyCodeObject *co)
+{
+    if (co->co_argcount < 1)
+        return 0;
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *names = PyCode_GetVarnames(co);
+#else
+    PyObject *names = Py_XNewRef(co->co_varnames);
+#endif
+    int is = names && PyTuple_Check(names) && PyTuple_GET_SIZE(names) > 0 &&
+             PyUnicode_Check(PyTuple_GET_ITEM(names, 0)) &&
+             PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(names, 0), "self") == 0;
+    Py_XDECREF(names);
+    PyErr_Clear();
+    return is;
+}
+
+PyObject *gt_py_frame_self(PyFrameObject *f)
+{
+    PyObject *o = NULL;
+#if PY_VERSION_HEX >= 0x030C0000
+    static PyObject *s_self;
+    if (!s_self && !(s_self = PyUnicode_InternFromString("self"))) {
+        PyErr_Clear();
+        return NULL;
+    }
+    o = PyFrame_GetVar(f, s_self); /* a new reference: the frame holds one */
+    if (!o) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_DECREF(o);
+#elif PY_VERSION_HEX >= 0x030B0000
+    o = f->f_frame->localsplus[0];
+    if (o && PyCell_Check(o)) /* a closure inside the method uses self */
+        o = PyCell_GET(o);
+#else
+    o = f->f_localsplus[0]; /* NULL when a closure made it a cell */
+#endif
+    return o;
+}
+
+/* Append to *path the names from `outer` down to `mod` (see
+ * gt_py_module_path): 1 found, 0 not, -1 out of memory. */
+static int child_path(PyObject *outer, PyObject *mod, gt_strbuf *path)
+{
+    enum { MAX_DEPTH = 6, MAX_VISITS = 4096 };
+    static PyObject *s_modules;
+    if (!s_modules && !(s_modules = PyUnicode_InternFromString("_modules")))
+        return -1;
+    /* breadth first: (module, its path below outer) pairs, level by level */
+    PyObject *level = Py_BuildValue("[(Os)]", outer, "");
+    int found = 0, visits = 0;
+    for (int depth = 0; level && !found && depth < MAX_DEPTH; depth++) {
+        PyObject *next = PyList_New(0);
+        for (Py_ssize_t i = 0; next && !found && i < PyList_GET_SIZE(level); i++) {
+            PyObject *m = PyTuple_GET_ITEM(PyList_GET_ITEM(level, i), 0);
+            PyObject *pre = PyTuple_GET_ITEM(PyList_GET_ITEM(level, i), 1);
+            /* the instance's own dict: no __getattr__ of the user's runs */
+            PyObject *mods = PyObject_GenericGetAttr(m, s_modules);
+            if (!mods || !PyDict_Check(mods)) {
+                PyErr_Clear();
+                Py_XDECREF(mods);
+                continue;
+            }
+            PyObject *k, *v;
+            Py_ssize_t pos = 0;
+            while (!found && PyDict_Next(mods, &pos, &k, &v)) {
+                if (v == Py_None || !PyUnicode_Check(k) || ++visits > MAX_VISITS)
+                    continue;
+                PyObject *sub = PyUnicode_GET_LENGTH(pre)
+                                    ? PyUnicode_FromFormat("%U.%U", pre, k)
+                                    : Py_NewRef(k);
+                if (sub && v == mod) {
+                    Py_ssize_t n = 0;
+                    const char *u = PyUnicode_AsUTF8AndSize(sub, &n);
+                    if (u) {
+                        if (path->len)
+                            gt_strbuf_adds(path, ".");
+                        gt_strbuf_add(path, u, (size_t)n);
+                        found = 1;
+                    }
+                } else if (sub) {
+                    PyObject *pair = PyTuple_Pack(2, v, sub);
+                    if (!pair || PyList_Append(next, pair) < 0)
+                        Py_CLEAR(next);
+                    Py_XDECREF(pair);
+                }
+                Py_XDECREF(sub);
+                if (!next)
+                    break;
+            }
+            Py_DECREF(mods);
+        }
+        Py_SETREF(level, next);
+    }
+    Py_XDECREF(level);
+    PyErr_Clear();
+    if (path->oom)
+        return -1;
+    return found;
+}
+
+int gt_py_module_path(PyObject *outer, const char *outer_path, PyObject *mod,
+                      gt_strbuf *path)
+{
+    gt_strbuf_reset(path);
+    if (outer && outer_path)
+        gt_strbuf_adds(path, outer_path);
+    int r = outer != NULL;
+    if (outer && mod != outer && (r = child_path(outer, mod, path)) == 0)
+        gt_strbuf_reset(path); /* not below it: mod starts its own paths */
+    return r < 0 || path->oom ? -1 : r;
 }

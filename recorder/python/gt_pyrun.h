@@ -65,6 +65,34 @@ typedef struct gt_py_namer {
  * many were. */
 int gt_py_bind_names(const gt_py_namer *n, PyFrameObject *f);
 
+/* 1 if code co's first argument is named `self` (a method's frame: an
+ * nn.Module's forward, its _call_impl), else 0; no Python error is left
+ * set. Callers cache the answer per code object. */
+int gt_py_code_self(PyCodeObject *co);
+
+/* The object bound to the first argument of frame f now (borrowed: valid
+ * while f runs and does not rebind it), for a frame whose code
+ * gt_py_code_self says takes `self`; NULL when it is unbound or cannot be
+ * read on this Python. Reads the frame's fast locals (no locals dict is
+ * made); no Python error is left set. */
+PyObject *gt_py_frame_self(PyFrameObject *f);
+
+/* The module path (stacks.module) of a frame whose `self` is module
+ * `mod`, given the innermost module `outer` of the frames that called it
+ * and outer's path `outer_path` (NULL: no module called it): outer_path
+ * when mod is outer; "" when no module called it (mod is the model, the
+ * root of the paths); else outer_path joined by "." to the names that lead
+ * from outer to mod through registered submodules (`_modules` dicts,
+ * breadth first, at most 6 levels and 4096 modules: "layer3" + "1",
+ * "" + "blocks.4"); "" when mod is not below outer (a module called
+ * from another's code without being its child: it starts its own paths).
+ * Written to *path (reset first; read it with gt_strbuf_str). Returns 1
+ * when mod is outer or below it, 0 when it starts its own paths (a module
+ * being built: its parent does not hold it yet), -1 when out of memory; no
+ * Python error is left set. */
+int gt_py_module_path(PyObject *outer, const char *outer_path, PyObject *mod,
+                      gt_strbuf *path /* OUT */);
+
 /* call_bottom(fn, *args): fn(*args) with no Python frame under fn's, so
  * what `gradtrace record` runs sees the stack python3 gives it: under
  * `python3 script.py` the script's module frame is the bottom one (fn is

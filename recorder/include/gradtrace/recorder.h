@@ -304,6 +304,13 @@ int gt_intern_frame(gt_recorder *r, const char *file, int line, const char *func
 int gt_intern_stack(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
                     gt_id *out /* OUT */);
 
+/* gt_intern_stack for a frame whose `self` is an nn.Module: module is its
+ * path (stacks.module: "layer3.1", "" for the outermost module), interned
+ * here; NULL for none, as gt_intern_stack. Stacks that differ only in their
+ * module are different stacks. */
+int gt_intern_stack_in(gt_recorder *r, gt_id parent, gt_id frame, gt_id user_frame,
+                       const char *module, gt_id *out /* OUT */);
+
 /* Intern a thread by OS thread id; name may be NULL. */
 int gt_intern_thread(gt_recorder *r, int64_t os_tid, const char *name,
                      gt_id *out /* OUT */);
