@@ -17,6 +17,7 @@
 #include "multi.h"
 #include "pymsg.h"
 #include "diagnose.h"
+#include "modpath.h"
 #include "replay.h"
 #include "strbuf.h"
 #include "termtext.h"
@@ -93,6 +94,9 @@ static char *loc_json(qdb *db, int *rc, int64_t stack)
     char *out = l.json;
     l.json = NULL;
     gt_loc_release(&l);
+    /* "module": which nn.Module ran the line (modpath.h) */
+    if ((r = gt_loc_json_add_module(db->t, stack, &out)) < 0)
+        *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
     return out;
 }
 
@@ -846,15 +850,40 @@ static int cmp_keyed(const void *a, const void *b)
     return c ? c : (x->at > y->at) - (x->at < y->at);
 }
 
+/* A copy of finding doc without the "module" of its locations: the same
+ * finding in each of six blocks is one site (said once, for blocks.0-5).
+ * The doc is SQLite's compact JSON, in which `,"module":"` can only be a
+ * key (a '"' inside a string is escaped). NULL with *rc set when out of
+ * memory. */
+static char *without_modules(int *rc, const char *doc)
+{
+    static const char key[] = ",\"module\":\"";
+    char *d = doc ? strdup(doc) : NULL;
+    if (doc && !d)
+        *rc = GT_ENOMEM;
+    for (char *at = d ? strstr(d, key) : NULL; at; at = strstr(at, key)) {
+        char *p = at + sizeof key - 1;
+        while (*p && *p != '"')
+            p += p[0] == '\\' && p[1] ? 2 : 1;
+        if (*p)
+            p++;
+        memmove(at, p, strlen(p) + 1);
+    }
+    return d;
+}
+
 /* The groups of docs[0..n) with one site (gt_finding_site_key_sql): each
  * one's key into keys (malloc'd), `by` sorted by key then place (each run of
  * one key a group), lead[i] the place of i's group's first. */
 static void same_groups(qdb *db, int *rc, char **docs, size_t n, char **keys, keyed *by,
                         size_t *lead)
 {
-    for (size_t i = 0; i < n && !*rc; i++)
-        if (!(keys[i] = qtext(db, rc, gt_finding_site_key_sql, "s", docs[i])) && !*rc)
+    for (size_t i = 0; i < n && !*rc; i++) {
+        char *plain = without_modules(rc, docs[i]);
+        if (!(keys[i] = qtext(db, rc, gt_finding_site_key_sql, "s", plain)) && !*rc)
             *rc = GT_ESQL;
+        free(plain);
+    }
     for (size_t i = 0; i < n && !*rc; i++)
         by[i] = (keyed){keys[i], i};
     if (!*rc)
@@ -890,14 +919,16 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
             ;
         if (e - r == 1)
             continue;
-        /* [nodes, saved_versions] */
-        char *ids = qtext(db, rc, "SELECT json_array(json_array(), json_array())", "");
+        /* [nodes, saved_versions, modules] */
+        char *ids = qtext(
+            db, rc, "SELECT json_array(json_array(), json_array(), json_array())", "");
         for (size_t k = r; k < e && ids && !*rc; k++) {
             size_t j = by[k].at;
             char *ftf = qtext(db, rc, "SELECT ?1 ->> '$.first_to_fail'", "s", docs[j]);
             char *more = qtext(db, rc,
                                "SELECT json_insert(?1, '$[0][#]', ?2 -> '$.node.id',"
-                               " '$[1][#]', ?2 -> '$.saved.saved_version')",
+                               " '$[1][#]', ?2 -> '$.saved.saved_version',"
+                               " '$[2][#]', ?2 -> '$.node.location.module')",
                                "ss", ids, docs[j]);
             if (ftf && !strcmp(ftf, "1"))
                 pick = j;
@@ -910,10 +941,12 @@ static void merge_same(qdb *db, int *rc, char **docs, size_t *n)
         if (!ids && !*rc)
             *rc = GT_ESQL;
         else if (!*rc)
-            one = qtext(db, rc,
-                        "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', ?3 -> '$[0]',"
-                        " '$.saved_versions', ?3 -> '$[1]')",
-                        "sis", docs[pick], (int64_t)count, ids);
+            one = qtext(
+                db, rc,
+                "SELECT json_set(?1, '$.repeats', ?2, '$.nodes', ?3 -> '$[0]',"
+                " '$.saved_versions', ?3 -> '$[1]', '$.modules',"
+                " CASE WHEN json_array_length(?3 -> '$[2]') > 0 THEN ?3 -> '$[2]' END)",
+                "sis", docs[pick], (int64_t)count, ids);
         free(ids);
         if (one) {
             free(docs[i]);
@@ -1272,10 +1305,13 @@ static void print_loc(FILE *o, jdoc *d, const style *st, const char *cwd,
     const char *line = jt(d, sub(k, sizeof k, key, ".line"));
     const char *fn = jt(d, sub(k, sizeof k, key, ".function"));
     const char *code = jx(d, sub(k, sizeof k, key, ".code"));
+    const char *mod = jt(d, sub(k, sizeof k, key, ".module"));
     /* a notebook cell (named "In [3]" by the recorder) reads as Jupyter's */
     const char *sep = !strncmp(file, "In [", 4) ? ", line " : ":";
-    fprintf(o, "    %-11s %s%s%s%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), sep, line,
-            st->reset, fn[0] ? "  in " : "", fn, "");
+    /* "in layer3.1 (BasicBlock.forward)" where a module ran it */
+    fprintf(o, "    %-11s %s%s%s%s%s%s%s%s%s%s\n", label, st->cyan, rel(file, cwd), sep,
+            line, st->reset, fn[0] || mod[0] ? "  in " : "", mod,
+            mod[0] && fn[0] ? " (" : "", fn, mod[0] && fn[0] ? ")" : "");
     const char *c = code;
     while (*c == ' ' || *c == '\t')
         c++;
@@ -1284,6 +1320,22 @@ static void print_loc(FILE *o, jdoc *d, const style *st, const char *cwd,
         gt_term_puts(o, c);
         fputc('\n', o);
     }
+}
+
+/* "in modules  blocks.0–5.mlp": the modules (gt_module_span) a repeated
+ * finding's nodes were made in, when the finding has them. */
+static void print_modules(FILE *o, jdoc *d)
+{
+    const char **paths = calloc(d->n ? d->n : 1, sizeof *paths);
+    size_t n = 0;
+    for (size_t i = 0; paths && !d->oom && i < d->n; i++)
+        if (!strcmp(d->v[i].parent, "$.modules") && d->v[i].val)
+            paths[n++] = d->v[i].val;
+    gt_strbuf span = GT_STRBUF_INIT;
+    if (n && gt_module_span(paths, n, &span) && !span.oom)
+        fprintf(o, "    %-11s %s\n", "in modules", jkeep(d, gt_term_text(span.p)));
+    gt_strbuf_release(&span);
+    free(paths);
 }
 
 /* The least and the greatest of the numbers in array `key` (its nulls
@@ -1463,6 +1515,7 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         else
             fprintf(o, "    %-11s %s times, the same each time (one shown)\n", "repeated",
                     rep);
+        print_modules(o, d);
     }
 
     int refused = refused_name(kind);
