@@ -33,8 +33,10 @@ static const char usage_text[] =
     "                      findings, else the last)\n"
     "  -k, --hops K        draw nodes within K edges of a finding (default 2)\n"
     "  -a, --all           draw the whole graph, not just around the findings\n"
-    "      --saved         draw every saved tensor as a note (a large drawing\n"
-    "                      lists them in their node, except around findings)\n"
+    "      --saved, --all-saved\n"
+    "                      draw every saved tensor as a note (by default a\n"
+    "                      drawing with findings notes only the tensors they are\n"
+    "                      about, and a large one lists the others in their node)\n"
     "      --no-legend     leave the legend out\n"
     "  -h, --help          show this help\n";
 
@@ -61,6 +63,7 @@ int gt_cmd_graph(int argc, char **argv)
         {"all", no_argument, NULL, 'a'},
         {"no-legend", no_argument, NULL, OPT_NO_LEGEND},
         {"saved", no_argument, NULL, OPT_SAVED},
+        {"all-saved", no_argument, NULL, OPT_SAVED},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

@@ -13,6 +13,7 @@
 
 #include "graph_int.h"
 #include "gtmap.h"
+#include "modpath.h"
 #include "strbuf.h"
 #include "utf8.h"
 
@@ -210,6 +211,8 @@ typedef struct builder {
     size_t collapsed;    /* nodes they hide */
     int fold_saved;      /* 1: saved tensors listed in their node's label */
     size_t saved_folded; /* saved tensors not drawn as notes */
+    unsigned char *said; /* said[i]: finding i is drawn as one of its group's
+                            (opts->finding_lead), not on its own; or NULL */
 } builder;               /* errors go to the trace's handle (gt_trace_errmsg) */
 
 static int sql_fail(builder *b)
@@ -309,6 +312,8 @@ static int add_edge(builder *b, size_t node, size_t next)
 /* Does finding f belong to the drawn backward call? */
 static int finding_here(const builder *b, const gt_finding *f)
 {
+    if (b->said && b->said[f - b->opts->findings->v])
+        return 0;
     if (f->backward)
         return f->backward == b->backward;
     return f->node && node_index(b, f->node) != (size_t)-1;
@@ -1073,8 +1078,10 @@ static void set_tooltip_site(builder *b, void *obj, const gt_loc *l)
  * is what makes a model's graph wide (a batch norm saves six, a convolution
  * three): as torchviz does by default, a large drawing lists them in their
  * node's label instead ("saves input, weight"), except on the nodes of a
- * finding, whose notes carry the story. Drawn as notes: with opts->saved,
- * or when nodes and notes together fit the screen budget. */
+ * finding, whose notes carry the story (only the tensors the finding is
+ * about: not a batch norm's running statistics). Drawn as notes: with
+ * opts->saved, or when no finding is drawn and nodes and notes together
+ * fit the screen budget. */
 static int plan_saved(builder *b, size_t drawn)
 {
     const gt_findings *fs = b->opts->findings;
@@ -1095,12 +1102,14 @@ static int plan_saved(builder *b, size_t drawn)
         total += b->nodes[i].nsaved;
     }
     sqlite3_reset(st);
+    int found = 0;
     for (size_t i = 0; fs && i < fs->n; i++) {
         size_t idx = node_index(b, fs->v[i].node);
         if (finding_here(b, &fs->v[i]) && idx != (size_t)-1)
-            b->nodes[idx].keep_saved = 1;
+            b->nodes[idx].keep_saved = found = 1;
     }
-    b->fold_saved = !b->opts->saved && drawn + total > GT_GRAPH_SCREEN_NODES;
+    /* with a finding drawn, only what it is about is a note */
+    b->fold_saved = !b->opts->saved && (found || drawn + total > GT_GRAPH_SCREEN_NODES);
     return 0;
 }
 
@@ -1379,6 +1388,54 @@ static int describe_folded(builder *b, size_t i)
     return 0;
 }
 
+/* Is saved tensor `seq` (saved_tensors.seq) one a finding drawn here is
+ * about? A finding's node notes only those unless opts->saved: a batch
+ * norm's running statistics, a convolution's weight are no part of it. */
+static int finding_saved(const builder *b, int64_t seq)
+{
+    const gt_findings *fs = b->opts->findings;
+    for (size_t i = 0; fs && i < fs->n; i++)
+        if (fs->v[i].saved_seq == seq && finding_here(b, &fs->v[i]))
+            return 1;
+    return 0;
+}
+
+/* Does node i save a tensor no finding is about, while one is (the others
+ * are then listed in its label, not drawn)? */
+static int saves_others(builder *b, size_t i)
+{
+    if (b->opts->saved || !b->nodes[i].keep_saved)
+        return 0;
+    sqlite3_stmt *st = b->q[Q_SAVED];
+    int mine = 0, others = 0;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b->nodes[i].id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (finding_saved(b, sqlite3_column_int64(st, 0)))
+            mine = 1;
+        else
+            others = 1;
+    }
+    sqlite3_reset(st);
+    return mine && others;
+}
+
+/* Append a line with the module path of the op's stack (modpath.h: the
+ * innermost module, "layer3.1.conv2") to b->lab, when it has one. */
+static int describe_module(builder *b, int64_t stack)
+{
+    char *m = NULL;
+    int rc = gt_trace_stack_module(b->trace, stack, 1, &m);
+    if (rc)
+        return rc; /* the message is on the trace */
+    if (m && *m) {
+        sb_br(&b->lab);
+        sb_text(&b->lab, m, LABEL_CHARS);
+    }
+    free(m);
+    return 0;
+}
+
 /* Draw autograd node i. */
 static int draw_node(builder *b, size_t i)
 {
@@ -1400,7 +1457,9 @@ static int draw_node(builder *b, size_t i)
     if (step == SQLITE_ROW) {
         sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS);
         variable = sqlite3_column_int64(st, 1);
-        rc = site_of(b, sqlite3_column_int64(st, 2), &l);
+        rc = describe_module(b, sqlite3_column_int64(st, 2));
+        if (rc == 0)
+            rc = site_of(b, sqlite3_column_int64(st, 2), &l);
     }
     if (step == SQLITE_ROW && rc == 0) {
         if (n->grouped) {
@@ -1427,7 +1486,8 @@ static int draw_node(builder *b, size_t i)
         return rc;
     if (variable > 0 && (rc = describe_tensor(b, variable)) != 0)
         return rc;
-    if (b->fold_saved && !n->keep_saved && n->nsaved && (rc = describe_folded(b, i)) != 0)
+    if (((b->fold_saved && !n->keep_saved && n->nsaved) || saves_others(b, i)) &&
+        (rc = describe_folded(b, i)) != 0)
         return rc;
     if (n->root) {
         sb_br(&b->lab);
@@ -1458,8 +1518,13 @@ static int draw_saved(builder *b, size_t i)
     /* Q_SAVED stays stepped while describe_tensor uses other statements. */
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, b->nodes[i].id);
+    int only_found = saves_others(b, i);
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b->nodes[i].id);
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         char name[48];
+        if (only_found && !finding_saved(b, sqlite3_column_int64(st, 0)))
+            continue;
         snprintf(name, sizeof name, "s%lld", (long long)sqlite3_column_int64(st, 0));
         Agnode_t *s = mknode(b->g, name);
         if (!s) {
@@ -1494,6 +1559,85 @@ static int draw_saved(builder *b, size_t i)
     if (!rc && step != SQLITE_DONE)
         rc = sql_fail(b);
     sqlite3_reset(st);
+    return rc;
+}
+
+/* Findings that say the same (opts->finding_lead: the same line in each of
+ * six blocks) are drawn once: b->said marks all of a group but the one
+ * drawn, the first to fail among them, else the group's first. Returns 0,
+ * or GT_ENOMEM with the message on the trace. */
+static int plan_said(builder *b)
+{
+    const gt_findings *fs = b->opts->findings;
+    const size_t *lead = b->opts->finding_lead;
+    if (!fs || !lead || !fs->n)
+        return 0;
+    if (!(b->said = calloc(fs->n, 1)))
+        return gt__trace_fail(b->trace, GT_ENOMEM, "out of memory");
+    for (size_t i = 0; i < fs->n; i++) {
+        if (lead[i] >= fs->n)
+            continue;
+        size_t pick = lead[i];
+        for (size_t j = 0; j < fs->n; j++)
+            if (lead[j] == lead[i] && fs->v[j].first_to_fail) {
+                pick = j;
+                break;
+            }
+        b->said[i] = pick != i;
+    }
+    return 0;
+}
+
+/* Finding i drawn for its group: "×N in blocks.0–5.mlp" (gt_module_span
+ * of the modules that made the group's nodes) added to its node's label
+ * when the group has more than one. */
+static int label_said(builder *b, size_t i)
+{
+    const gt_findings *fs = b->opts->findings;
+    const size_t *lead = b->opts->finding_lead;
+    size_t idx = node_index(b, fs->v[i].node);
+    if (!lead || lead[i] >= fs->n || idx == (size_t)-1 || !b->nodes[idx].an)
+        return 0;
+    const char **paths = calloc(fs->n, sizeof *paths);
+    size_t n = 0, count = 0;
+    int rc = paths ? 0 : gt__trace_fail(b->trace, GT_ENOMEM, "out of memory");
+    sqlite3_stmt *st =
+        rc ? NULL
+           : gt_trace_stmt(b->trace, "SELECT o.stack FROM nodes n JOIN ops o"
+                                     " ON o.seq = n.op WHERE n.id = ?1");
+    if (!rc && !st)
+        rc = GT_ESQL;
+    for (size_t j = 0; !rc && j < fs->n; j++) {
+        if (lead[j] != lead[i] || fs->v[j].backward != fs->v[i].backward)
+            continue;
+        count++;
+        sqlite3_bind_int64(st, 1, fs->v[j].node);
+        int64_t stack = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+        sqlite3_reset(st);
+        char *m = NULL;
+        if ((rc = gt_trace_stack_module(b->trace, stack, 0, &m)) == 0 && m)
+            paths[n++] = m;
+    }
+    if (!rc && count > 1) {
+        Agnode_t *an = b->nodes[idx].an;
+        gt_strbuf_reset(&b->lab);
+        gt_strbuf_adds(&b->lab, agget(an, (char *)"label"));
+        sb_br(&b->lab);
+        gt_strbuf_addf(&b->lab, "\xc3\x97%zu", count);
+        gt_strbuf_reset(&b->tmp);
+        if (n == count && gt_module_span(paths, n, &b->tmp)) {
+            gt_strbuf_adds(&b->lab, " in ");
+            sb_text(&b->lab, gt_strbuf_str(&b->tmp), LABEL_CHARS);
+        }
+        gt_strbuf_adds(&b->lab, ": the same finding in each");
+        if (b->lab.oom || b->tmp.oom)
+            rc = oom(b);
+        else
+            set(an, "label", gt_strbuf_str(&b->lab));
+    }
+    for (size_t j = 0; j < n; j++)
+        free((char *)paths[j]);
+    free(paths);
     return rc;
 }
 
@@ -1990,7 +2134,7 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
         size_t idx = node_index(b, f->node);
         if (!finding_here(b, f) || idx == (size_t)-1 || !b->nodes[idx].visible)
             continue;
-        if ((rc = draw_finding(b, f)) != 0) {
+        if ((rc = draw_finding(b, f)) != 0 || (rc = label_said(b, i)) != 0) {
             free(counted);
             return rc;
         }
@@ -2043,6 +2187,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
     b.trace = t;
     b.db = gt_trace_db(t);
     b.opts = opts ? opts : &defaults;
+    if ((rc = plan_said(&b)) != 0)
+        goto out;
     for (int i = 0; i < Q_COUNT; i++) {
         if (sqlite3_prepare_v2(b.db, queries[i], -1, &b.q[i], NULL) != SQLITE_OK) {
             rc = sql_fail(&b);
@@ -2086,6 +2232,7 @@ out:
     for (size_t i = 0; i < b.nlocs; i++)
         gt_loc_release(&b.locs[i]);
     free(b.locs);
+    free(b.said);
     gt_map_clear(&b.locmap);
     gt_strbuf_release(&b.lab);
     gt_strbuf_release(&b.tmp);

@@ -79,6 +79,11 @@
  * dpi). */
 #define GT_GRAPH_SCREEN_WIDTH  1920
 #define GT_GRAPH_SCREEN_HEIGHT 1200
+/* ... but never scaled below this: the smallest label, 10 pt (13.3 px at
+ * 96 dpi), stays at least GT_GRAPH_MIN_FONT_PX pixels high; a layout that
+ * does not fit at this scale is drawn larger than the screen. */
+#define GT_GRAPH_MIN_FONT_PX 11
+#define GT_GRAPH_MIN_SCALE   (GT_GRAPH_MIN_FONT_PX / (10 * 96.0 / 72))
 /* Graphs with more drawn nodes than this are not laid out (SVG, PNG): the
  * dot layout's time grows much faster than linearly. DOT output has no
  * limit. */

@@ -214,6 +214,27 @@ static void gv_init(void)
     gv.dot = has_plugin(gv.gvc, "layout", "dot");
 }
 
+/* Labels stay legible: a layout larger than the graph's `size` (the
+ * default drawing's screen) is scaled down to fit it, but never below
+ * GT_GRAPH_MIN_SCALE, at which the smallest label (10 pt) is still
+ * GT_GRAPH_MIN_FONT_PX pixels high; a layout that would need more is drawn
+ * larger than the screen instead. Can't fail. */
+static void keep_legible(Agraph_t *g)
+{
+    const char *size = agget(g, (char *)"size");
+    if (!size || !*size || !GD_drawing(g))
+        return;
+    double bw = GD_bb(g).UR.x - GD_bb(g).LL.x, bh = GD_bb(g).UR.y - GD_bb(g).LL.y;
+    pointf *sz = &GD_drawing(g)->size; /* points */
+    if (bw <= 0 || bh <= 0 || sz->x <= 0 || sz->y <= 0)
+        return;
+    double s = sz->x / bw < sz->y / bh ? sz->x / bw : sz->y / bh;
+    if (s >= GT_GRAPH_MIN_SCALE)
+        return;
+    sz->x = bw * GT_GRAPH_MIN_SCALE;
+    sz->y = bh * GT_GRAPH_MIN_SCALE;
+}
+
 /* Check size and plugins and lay g out; *device: the gvc format to render
  * with. */
 static int layout(gt_graph *g, int format, const char **device /* OUT */)
@@ -254,6 +275,7 @@ static int layout(gt_graph *g, int format, const char **device /* OUT */)
     if (gvLayout(gv.gvc, g->g, "dot") != 0)
         return seterr(g, GT_EIO,
                       "cannot lay out the graph: graphviz's dot layout failed");
+    keep_legible(g->g);
     return 0;
 }
 
