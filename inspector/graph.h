@@ -7,6 +7,8 @@
  *   - every autograd node of the backward call [n<nodes.id>] ("gt-node",
  *     plus "gt-leaf" for a node that accumulates into a leaf tensor and
  *     "gt-root" for a backward root): a box labelled with the node's name,
+ *     the module path of the forward op that created it (modpath.h:
+ *     "layer3.1.conv2", on traces of schema 5 on),
  *     the user's file:line (base name) and source of the forward op that
  *     created it, the leaf's variable names, dtype and shape; its tooltip
  *     holds the file's path, relative to run.cwd when below it;
@@ -14,8 +16,12 @@
  *     direction: leaves on top, the root at the bottom);
  *   - each saved tensor of a drawn node [s<saved_tensors.seq>] ("gt-saved"),
  *     a note joined to its node by an undirected edge, labelled with slot,
- *     dtype, shape, variable names and saved version;
- *   - for each finding of the backward: each mutating op [m<ops.seq>]
+ *     dtype, shape, variable names and saved version; with a finding drawn
+ *     (and no `saved`), only the tensors a finding is about, the others
+ *     listed in their node's label ("saves input, running_mean, +3");
+ *   - for each finding of the backward (findings that say the same,
+ *     opts->finding_lead, drawn once: the first to fail among them, its
+ *     node labelled "×N in blocks.0–5.mlp"): each mutating op [m<ops.seq>]
  *     ("gt-mutation"), red, with its line and the version it produced, and a
  *     red edge to the saved tensor it invalidated (to the node when the
  *     finding has no saved tensor); the node PyTorch fails on outlined in red
