@@ -89,7 +89,8 @@
  * 96 dpi), stays at least GT_GRAPH_MIN_FONT_PX pixels high; a layout that
  * does not fit at this scale is drawn larger than the screen. */
 #define GT_GRAPH_MIN_FONT_PX 11
-#define GT_GRAPH_MIN_SCALE   (GT_GRAPH_MIN_FONT_PX / (10 * 96.0 / 72))
+/* (11 / 13.3 = 0.825, rounded up: an SVG states its scale to 2 decimals) */
+#define GT_GRAPH_MIN_SCALE 0.85
 /* Graphs with more drawn nodes than this are not laid out (SVG, PNG): the
  * dot layout's time grows much faster than linearly. DOT output has no
  * limit. */

@@ -68,7 +68,7 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
-MIN_SCALE = 11 / (10 * 4 / 3)  # the smallest label, 10 pt, stays >= 11 px
+MIN_SCALE = 0.85  # graph.h: the smallest label, 10 pt, stays >= 11 px
 
 
 def svg_scale(path):
