@@ -1143,7 +1143,10 @@ int gt_memory_paint(gt_trace *t, Agraph_t *g, int64_t backward)
         " CASE WHEN t.storage IS NULL THEN -s.seq ELSE t.storage END)"
         " GROUP BY node ORDER BY node";
     sqlite3_stmt *st = gt_trace_stmt(t, sql);
-    int64_t *node = NULL, *bytes = NULL, max = 0;
+    struct held {
+        int64_t node, bytes;
+    } *h = NULL;
+    int64_t max = 0;
     size_t n = 0, cap = 0;
     int rc;
     gt_strbuf b = {0};
@@ -1151,18 +1154,15 @@ int gt_memory_paint(gt_trace *t, Agraph_t *g, int64_t backward)
         return gt_trace_errcode(t);
     sqlite3_bind_int64(st, 1, backward);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        size_t c = cap;
-        if (grow(&node, &c, n, sizeof *node) < 0 ||
-            grow(&bytes, &cap, n, sizeof *bytes) < 0) {
-            cap = c > cap ? cap : c;
+        if (grow(&h, &cap, n, sizeof *h) < 0) {
             sqlite3_reset(st);
             rc = oom(t);
             goto out;
         }
-        node[n] = sqlite3_column_int64(st, 0);
-        bytes[n] = sqlite3_column_int64(st, 1);
-        if (bytes[n] > max)
-            max = bytes[n];
+        h[n].node = sqlite3_column_int64(st, 0);
+        h[n].bytes = sqlite3_column_int64(st, 1);
+        if (h[n].bytes > max)
+            max = h[n].bytes;
         n++;
     }
     sqlite3_reset(st);
@@ -1172,12 +1172,12 @@ int gt_memory_paint(gt_trace *t, Agraph_t *g, int64_t backward)
     }
     rc = 0;
     for (size_t i = 0; i < n; i++) {
-        char name[32], h[24], color[8], pen[16];
-        snprintf(name, sizeof name, "n%" PRId64, node[i]);
+        char name[32], hb[24], color[8], pen[16];
+        snprintf(name, sizeof name, "n%" PRId64, h[i].node);
         Agnode_t *an = agnode(g, name, 0);
-        if (!an || bytes[i] <= 0)
+        if (!an || h[i].bytes <= 0)
             continue;
-        double f = max ? (double)bytes[i] / (double)max : 0;
+        double f = max ? (double)h[i].bytes / (double)max : 0;
         int gb = 255 - (int)(f * (255 - 77));
         snprintf(color, sizeof color, "#ff%02x%02x", gb, gb);
         snprintf(pen, sizeof pen, "%.1f", 1 + 4 * f);
@@ -1185,7 +1185,7 @@ int gt_memory_paint(gt_trace *t, Agraph_t *g, int64_t backward)
         const char *style = agget(an, (char *)"style");
         gt_strbuf_reset(&b);
         gt_strbuf_addf(&b, "%s\\nholds %s", label && *label ? label : "\\N",
-                       gt_mem_human(bytes[i], h, sizeof h));
+                       gt_mem_human(h[i].bytes, hb, sizeof hb));
         if (b.oom) {
             rc = oom(t);
             goto out;
@@ -1205,7 +1205,6 @@ int gt_memory_paint(gt_trace *t, Agraph_t *g, int64_t backward)
     }
 out:
     gt_strbuf_release(&b);
-    free(node);
-    free(bytes);
+    free(h);
     return rc;
 }

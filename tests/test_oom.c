@@ -774,6 +774,7 @@ static void command(const char *mode)
     const char *text[] = {"diagnose", "--color", "never", path};
     const char *json[] = {"diagnose", "--json", path};
     const char *info[] = {"info", "--all", path};
+    const char *memory[] = {"memory", "--json", path};
     c.fn = gt_cmd_diagnose;
     c.name = "diagnose";
     c.ok = 1;
@@ -785,6 +786,13 @@ static void command(const char *mode)
         c.ok = 0;
         c.argc = 3;
         c.args = info;
+    }
+    if (!strcmp(mode, "memory")) {
+        c.fn = gt_cmd_memory;
+        c.name = "memory";
+        c.ok = 0;
+        c.argc = 3;
+        c.args = memory;
     }
     assert_int_equal(run_cmd(c.fn, c.argc, c.args, c.out, c.errf), c.ok);
     c.want = slurp(c.out);
@@ -814,6 +822,14 @@ static void test_info_command(void **state)
 {
     (void)state;
     command("info");
+}
+
+/* `gradtrace memory --json`: module paths, breakdowns and the document
+ * built under a countdown exit 2 with one line, or print it whole. */
+static void test_memory_command(void **state)
+{
+    (void)state;
+    command("memory");
 }
 
 static int setup(void **state)
@@ -867,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_diagnose_command_text),
         cmocka_unit_test(test_diagnose_command_json),
         cmocka_unit_test(test_info_command),
+        cmocka_unit_test(test_memory_command),
     };
     /* GT_OOM_TEST=PATTERN: only the tests it names (cmocka's filter) */
     if (getenv("GT_OOM_TEST"))
