@@ -53,6 +53,7 @@ typedef struct table {
     char **cell; /* rows x ncol */
     size_t rows, cap;
     int oom;
+    int first; /* the output's first section: no blank line before it */
 } table;
 
 static void cell_row(table *t, const char *const *v)
@@ -124,15 +125,15 @@ static void table_release(table *t)
     free(t->cell);
 }
 
-/* Print table t under title, with "(N more: --top 0)" when cut. 0, or -1
- * when out of memory. */
+/* Print table t under title (after a blank line but for the output's
+ * first), with "... N more" when cut. 0, or -1 when out of memory. */
 static int section(table *t, const char *title, size_t total, size_t shown)
 {
     if (t->oom) {
         table_release(t);
         return -1;
     }
-    printf("\n%s\n", title);
+    printf("%s%s\n", t->first ? "" : "\n", title);
     table_print(t, "  ");
     if (shown < total)
         printf("  ... %zu more (--top 0 shows every row)\n", total - shown);
@@ -582,7 +583,8 @@ int gt_cmd_memory(int argc, char **argv)
         if (opts.all) {
             table tb = {.ncol = 5,
                         .head = {"call", "held", "saved", "with other graphs", "line"},
-                        .right = {1, 1, 1, 1, 0}};
+                        .right = {1, 1, 1, 1, 0},
+                        .first = 1};
             for (size_t i = 0; i < m->n; i++) {
                 const gt_mem_call *k = &m->calls[i];
                 char a[32], b[32], d[32], e[32], loc[4096];

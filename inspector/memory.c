@@ -63,6 +63,7 @@ typedef struct inv {
     const char *cls;  /* the frame's function, "BasicBlock.forward" */
     const char *call; /* the caller's source line */
     char *path;       /* named by a parameter, or derived, NULL before */
+    int64_t last;     /* the number that ends its latest child's path, -1 */
 } inv;
 
 typedef struct frame {
@@ -264,6 +265,7 @@ static int64_t new_inv(walker *w, int64_t parent, int64_t s)
     v->cls = f ? f->function : NULL;
     v->call = caller_code(w, s);
     v->path = NULL;
+    v->last = -1;
     return (int64_t)w->ninvs++;
 }
 
@@ -447,25 +449,35 @@ static int walk_ops(walker *w)
         rc = read_fail(t, s != SQLITE_DONE ? s : prc);
         goto out;
     }
-    /* paths no parameter gave: the parent's and the caller's attribute */
+    /* paths no parameter gave: the parent's and the caller's attribute, or
+     * in a container called by index (nn.Sequential) the number after the
+     * previous child's */
     for (size_t i = 0; i < w->ninvs; i++) {
         inv *v = &w->invs[i];
-        if (v->path)
-            continue;
-        const char *pp = v->parent >= 0 ? w->invs[v->parent].path : NULL;
-        char attr[64], cls[64];
-        int have = call_attr(v->call, v->cls, attr, sizeof attr);
-        if (!have || !pp) {
-            size_t cl = v->cls ? strcspn(v->cls, ".") : 0;
-            if (cl >= sizeof cls - 2)
-                cl = sizeof cls - 3;
-            snprintf(cls, sizeof cls, "<%.*s>", (int)cl, v->cls ? v->cls : "");
+        inv *up = v->parent >= 0 ? &w->invs[v->parent] : NULL;
+        const char *pp = up ? up->path : NULL;
+        if (!v->path) {
+            char part[72];
+            if (pp && call_attr(v->call, v->cls, part, sizeof part))
+                ;
+            else if (pp && up->last >= 0)
+                snprintf(part, sizeof part, "%" PRId64, up->last + 1);
+            else
+                snprintf(part, sizeof part, "<%.*s>",
+                         (int)(v->cls ? strcspn(v->cls, ".") : 0) % 64,
+                         v->cls ? v->cls : "");
+            size_t len = (pp ? strlen(pp) + 1 : 0) + strlen(part) + 1;
+            if (!(v->path = malloc(len)))
+                goto nomem;
+            snprintf(v->path, len, "%s%s%s", pp ? pp : "", pp ? "." : "", part);
         }
-        size_t len = (pp ? strlen(pp) + 1 : 0) + 66;
-        if (!(v->path = malloc(len)))
-            goto nomem;
-        snprintf(v->path, len, "%s%s%s", pp ? pp : "", pp ? "." : "",
-                 have && pp ? attr : cls);
+        /* a child numbered under its parent: the next may follow it */
+        const char *dot = strrchr(v->path, '.'), *end = NULL;
+        if (up && dot && dot[1] >= '0' && dot[1] <= '9') {
+            long long k = strtoll(dot + 1, (char **)&end, 10);
+            if (end && *end == '\0')
+                up->last = k;
+        }
     }
     goto out;
 nomem:

@@ -377,6 +377,62 @@ static void test_modules_and_checkpointing(void **state)
     unlink(path);
 }
 
+/* nn.Sequential(Linear, ReLU, Linear): the ReLU, called by index with no
+ * parameter, is the number after the Linear before it. */
+static void test_sequential_numbering(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "sequential");
+    gt_id fmod, fseq;
+    gt_id smod = frame(&b, 0, 0, "<module>", 5, "loss = model(x).sum()", 0, &fmod);
+    gt_id scall = frame(&b, smod, fmod, "Module._call_impl", 1789,
+                        "return forward_call(*args, **kwargs)", 1, NULL);
+    gt_id sseq = frame(&b, scall, fmod, "Sequential.forward", 253,
+                       "input = module(input)", 1, &fseq);
+    gt_id scall2 = frame(&b, sseq, fmod, "Module._call_impl", 1789,
+                         "return forward_call(*args, **kwargs)", 1, NULL);
+    gt_id slin = frame(&b, scall2, fmod, "Linear.forward", 125,
+                       "return F.linear(input, self.weight, self.bias)", 1, NULL);
+    gt_id srelu =
+        frame(&b, scall2, fmod, "ReLU.forward", 143, "return F.relu(input)", 1, NULL);
+    gt_id ids[] = {1, 2, 3}, weights[] = {11, 0, 13};
+    const char *names[] = {"model.0.weight", NULL, "model.2.weight"};
+    for (int i = 0; i < 3; i++) {
+        storage(&b, 20 + i, 64);
+        if (weights[i]) {
+            storage(&b, 30 + i, 16);
+            tensor(&b, weights[i], 30 + i, 4, 0, 1, 1, 0);
+        }
+        int64_t o =
+            op(&b, weights[i] ? "aten::linear" : "aten::relu", weights[i] ? slin : srelu);
+        if (weights[i])
+            assert_int_equal(gt_op_arg(b.r, o, GT_ROLE_INPUT, 0, weights[i], 0), 0);
+        tensor(&b, ids[i], 20 + i, 16, o, 0, 1, 0);
+        node(&b, 40 + i, weights[i] ? "MmBackward0" : "ReluBackward0", o);
+        save(&b, 40 + i, "result", ids[i], 64);
+        if (i)
+            assert_int_equal(gt_edge(b.r, 40 + i, 0, 40 + i - 1, 0), 0);
+    }
+    gt_id bw = backward(&b, 42, 0);
+    for (int i = 0; i < 3; i++)
+        if (names[i])
+            assert_int_equal(gt_name(b.r, gt_recorder_seq(b.r), weights[i], names[i]), 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s", b.path);
+    close_trace(&b);
+    gt_memory *m = measure(path, 0, 0);
+    const gt_mem_call *c = &m->calls[0];
+    assert_int_equal(c->n_module, 3);
+    /* equal bytes: in the order they were saved */
+    assert_string_equal(c->by_module[0].key, "model.0");
+    assert_string_equal(c->by_module[1].key, "model.1");
+    assert_string_equal(c->by_module[2].key, "model.2");
+    gt_memory_free(m);
+    unlink(path);
+}
+
 /* Two graphs, two backward calls: the first runs its node without
  * retain_graph (freed), the second holds more and is the default. */
 static void build_calls(const char *name, int retain, char *path, size_t size)
@@ -517,6 +573,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_storage_counted_once),
         cmocka_unit_test(test_modules_and_checkpointing),
+        cmocka_unit_test(test_sequential_numbering),
         cmocka_unit_test(test_backward_calls),
         cmocka_unit_test(test_empty_and_not_a_trace),
         cmocka_unit_test(test_human),

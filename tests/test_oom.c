@@ -771,29 +771,27 @@ static void command(const char *mode)
     path_of(c.out, sizeof c.out, "cmd-out");
     path_of(c.errf, sizeof c.errf, "cmd-err");
     write_trace(path);
-    const char *text[] = {"diagnose", "--color", "never", path};
-    const char *json[] = {"diagnose", "--json", path};
-    const char *info[] = {"info", "--all", path};
-    const char *memory[] = {"memory", "--json", path};
-    c.fn = gt_cmd_diagnose;
-    c.name = "diagnose";
-    c.ok = 1;
-    c.argc = strcmp(mode, "json") ? 4 : 3;
-    c.args = strcmp(mode, "json") ? text : json;
-    if (!strcmp(mode, "info")) {
-        c.fn = gt_cmd_info;
-        c.name = "info";
-        c.ok = 0;
-        c.argc = 3;
-        c.args = info;
-    }
-    if (!strcmp(mode, "memory")) {
-        c.fn = gt_cmd_memory;
-        c.name = "memory";
-        c.ok = 0;
-        c.argc = 3;
-        c.args = memory;
-    }
+    /* each mode: the command, its exit status without a countdown, its
+     * arguments */
+    const struct {
+        const char *mode;
+        int (*fn)(int, char **);
+        int ok, argc;
+        const char *args[4];
+    } modes[] = {
+        {"text", gt_cmd_diagnose, 1, 4, {"diagnose", "--color", "never", path}},
+        {"json", gt_cmd_diagnose, 1, 3, {"diagnose", "--json", path}},
+        {"info", gt_cmd_info, 0, 3, {"info", "--all", path}},
+        {"memory", gt_cmd_memory, 0, 3, {"memory", "--json", path}},
+    };
+    size_t m = 0;
+    while (strcmp(modes[m].mode, mode))
+        m++;
+    c.fn = modes[m].fn;
+    c.name = modes[m].args[0];
+    c.ok = modes[m].ok;
+    c.argc = modes[m].argc;
+    c.args = modes[m].args;
     assert_int_equal(run_cmd(c.fn, c.argc, c.args, c.out, c.errf), c.ok);
     c.want = slurp(c.out);
     snprintf(what, sizeof what, "gradtrace %s (%s)", c.name, mode);
