@@ -25,7 +25,8 @@
  * (`out = self.relu(out)` gives `.relu`), or in a container calling its
  * children by index (nn.Sequential) the number after the previous child's
  * (`model.1` after `model.0`), else its class in angle brackets
- * (`model.<ReLU>`); a module whose path no parameter names is `<Class>`. Ops outside any module's forward have the empty path.
+ * (`model.<ReLU>`); a module whose path no parameter names is `<Class>`. Ops outside any
+ * module's forward have the empty path.
  *
  * Everything is read through the trace's handle; errors follow trace.h (a
  * negative GT_E* code, the message on the trace).
