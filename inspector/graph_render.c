@@ -15,6 +15,7 @@
 
 #include <graphviz/gvc.h>
 #include <graphviz/gvcommon.h>
+#include <graphviz/gvplugin.h>
 
 #include <gradtrace/error.h>
 
@@ -195,9 +196,29 @@ static int has_plugin(GVC_t *gvc, const char *kind, const char *name)
     return found;
 }
 
+#ifdef GT_GRAPHVIZ_BUILTIN_PLUGINS
+/* A self-contained build (the binary wheel, cmake/graphviz_plugins.cmake)
+ * links the plugins it uses (dot layout; core: dot and svg; pango: png
+ * through cairo) and hands them to gvc as built-ins, as Graphviz's own
+ * static `dot` does: no plugin directory, config6 file or GVBINDIR is read. */
+extern gvplugin_library_t gvplugin_dot_layout_LTX_library;
+extern gvplugin_library_t gvplugin_core_LTX_library;
+extern gvplugin_library_t gvplugin_pango_LTX_library;
+static const lt_symlist_t builtin_plugins[] = {
+    {"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library},
+    {"gvplugin_core_LTX_library", &gvplugin_core_LTX_library},
+    {"gvplugin_pango_LTX_library", &gvplugin_pango_LTX_library},
+    {NULL, NULL},
+};
+#endif
+
 static void gv_init(void)
 {
+#ifdef GT_GRAPHVIZ_BUILTIN_PLUGINS
+    gv.gvc = gvContextPlugins(builtin_plugins, 0);
+#else
     gv.gvc = gvContext();
+#endif
     if (!gv.gvc)
         return;
     /* The command name plugins print before the messages they write

@@ -30,20 +30,12 @@ INSTALL_LOG = ""
 
 def clean_env(**extra):
     """The environment minus everything that points into the build tree."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "GRADTRACE", "GRADTRACE_PYTHON", "GT_BUILD_DIR",
-                        "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(extra)
-    return env
+    return gtutil.installed_env(**extra)
 
 
-def run(cmd, check=True, timeout=900, cwd=None, **kw):
-    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                        cwd=cwd or TMP, env=kw.pop("env", clean_env()), **kw)
-    if check and cp.returncode != 0:
-        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
-            " ".join(cmd), cp.returncode, cp.stdout[-4000:], cp.stderr[-4000:]))
-    return cp
+def run(cmd, check=True, timeout=900, cwd=None, env=None):
+    return gtutil.run_checked(cmd, check=check, timeout=timeout, cwd=cwd or TMP,
+                              env=env or clean_env())
 
 
 def bin_(name):
@@ -85,6 +77,9 @@ class Wheel(unittest.TestCase):
         exts = sorted(n.split(".")[0] for n in names if n.endswith(".so") and "/" not in n)
         self.assertIn("_gradtrace", exts)
         self.assertIn("_gtinspect", exts)
+        # pip's isolated build finds the environment's torch 2.13 and builds
+        # the engine adapter for it
+        self.assertIn("_gradtrace_engine", exts)
         # the pytest plugin is registered through the pytest11 entry point
         z = zipfile.ZipFile(WHEEL)
         eps = z.read([n for n in names if n.endswith(".dist-info/entry_points.txt")][0])
@@ -101,6 +96,16 @@ class Wheel(unittest.TestCase):
         self.assertNotIn("Uninstalling torch", INSTALL_LOG)
         v = run([bin_("python"), "-c", "import torch; print(torch.__version__)"]).stdout
         self.assertEqual(v.strip(), "2.13.0+cpu")
+
+    def test_one_version(self):
+        """pip, gradtrace.__version__ and `gradtrace --version` say the
+        wheel's version; --version names the engine's torch."""
+        want = os.path.basename(WHEEL).split("-")[1]
+        got = run([bin_("python"), "-c", "import gradtrace; print(gradtrace.__version__)"])
+        self.assertEqual(got.stdout.strip(), want)
+        out = run([bin_("gradtrace"), "--version"]).stdout.splitlines()
+        self.assertEqual(out[0].split()[:2], ["gradtrace", want])
+        self.assertEqual(out[1], "adapters: engine (torch 2.13.0+cpu), dispatch")
 
     def test_pinned_to_the_build_torch(self):
         pin = run([bin_("python"), "-c",
@@ -156,6 +161,12 @@ class Installed(unittest.TestCase):
         self.assertIn("modified at %s:46" % self.script, err)
         self.assertTrue(err.rstrip().endswith("diagnose it with: gradtrace diagnose %s"
                                               % self.trace), err[-300:])
+        run_row = run([bin_("gradtrace"), "sql", self.trace, "--json",
+                       "SELECT json_extract(options, '$.adapter') AS a, "
+                       "gradtrace_version AS v FROM run"]).stdout
+        row = json.loads(run_row)[0]
+        self.assertEqual(row["a"], "engine")
+        self.assertEqual(row["v"], os.path.basename(WHEEL).split("-")[1])
 
     def test_diagnose_options_after_the_trace(self):
         cp = run([bin_("gradtrace"), "diagnose", self.trace, "--json"], check=False)
