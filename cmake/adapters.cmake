@@ -7,7 +7,7 @@
 #                       ("" when the interpreter has no torch)
 #   GT_BUILD_ENGINE     "engine" when the engine adapter is built, else ""
 #   GT_BUILD_ADAPTERS   e.g. "engine (torch 2.13.0+cpu), dispatch", or
-#                       "dispatch (engine not built: <why>)"
+#                       "dispatch (engine: <why it is not built>)"
 
 set(GT_BUILD_TORCH "${GT_TORCH_VERSION}")
 set(GT_BUILD_ENGINE "")
@@ -22,14 +22,15 @@ else()
     elseif(NOT GT_TORCH_VERSION)
         set(_gt_why "${GT_PYTHON_EXE} does not import torch")
     else()
-        set(_gt_why "no engine for torch ${GT_TORCH_VERSION}")
+        # recorder/engine/ said why in its own "gradtrace engine adapter:" line
+        set(_gt_why "not built for torch ${GT_TORCH_VERSION}")
     endif()
-    set(GT_BUILD_ADAPTERS "dispatch (engine not built: ${_gt_why})")
+    set(GT_BUILD_ADAPTERS "dispatch (engine: ${_gt_why})")
     # pip hides a build's output unless it fails or is run with -v; the
     # warning is in every log (pip -v, pip wheel -v, python -m build,
     # scripts/wheel), and under pip it is also written to the terminal pip
     # runs on, when there is one. `gradtrace --version` says it afterwards.
-    string(CONCAT _gt_msg "gradtrace: engine adapter not built (${_gt_why}): traces "
+    string(CONCAT _gt_msg "gradtrace: no engine adapter (${_gt_why}): traces "
                           "will be recorded through the dispatch adapter, at 2-4x its "
                           "cost; see docs/install.md")
     message(WARNING "${_gt_msg}")
