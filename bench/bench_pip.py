@@ -60,18 +60,24 @@ def pip_python():
     return py
 
 
-def one_round(side, py, args):
-    """{figure name: value} of one bench_overhead.py round on side."""
+def side_run(side, py, argv):
+    """Run py argv for side: the source side with the source tree's
+    package (PYTHONPATH, as bench/run sets it), the pip side outside the
+    tree with no PYTHONPATH (the installed package)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     if side == "source":
-        env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = os.environ.get("PYTHONPATH") or os.pathsep.join(
+            os.path.join(SOURCE, d) for d in ("recorder/python", "build/python"))
     env["OMP_NUM_THREADS"] = "1"
-    # the pip side runs outside the source tree: it imports the installed package
-    cp = subprocess.run([py, os.path.join(HERE, "bench_overhead.py"), "--rounds", "1",
-                         "--steps", str(args.steps), "--models", args.models,
-                         "--modes", "engine"],
-                        capture_output=True, text=True, env=env,
-                        cwd=SOURCE if side == "source" else "/")
+    return subprocess.run([py] + argv, capture_output=True, text=True, env=env,
+                          cwd=SOURCE if side == "source" else "/")
+
+
+def one_round(side, py, args):
+    """{figure name: value} of one bench_overhead.py round on side."""
+    cp = side_run(side, py, [os.path.join(HERE, "bench_overhead.py"), "--rounds", "1",
+                             "--steps", str(args.steps), "--models", args.models,
+                             "--modes", "engine"])
     got = {}
     for line in cp.stdout.splitlines():
         m = re.match(r"^(\w+): ([0-9.]+) ms/step$", line)
@@ -92,6 +98,13 @@ def main():
     if pip_py is None:
         return
     sides = {"source": sys.executable, "pip": pip_py}
+    # what each side imports: the installed package, the source tree's
+    probe = ("import gradtrace, _gradtrace_engine as e; "
+             "print(gradtrace.__version__, gradtrace.__file__, e.__file__)")
+    for side, py in sides.items():
+        cp = side_run(side, py, ["-c", probe])
+        print("%s_package: %s" % (side, cp.stdout.strip() or
+                                  "no engine adapter: " + cp.stderr.strip()[-200:]))
     got = {s: [] for s in sides}
     for r in range(args.rounds):
         for side in (("source", "pip") if r % 2 == 0 else ("pip", "source")):
