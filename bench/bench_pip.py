@@ -99,7 +99,7 @@ def main():
         return
     sides = {"source": sys.executable, "pip": pip_py}
     # what each side imports: the installed package, the source tree's
-    probe = ("import gradtrace, _gradtrace_engine as e; "
+    probe = ("import torch, gradtrace, _gradtrace_engine as e; "
              "print(gradtrace.__version__, gradtrace.__file__, e.__file__)")
     for side, py in sides.items():
         cp = side_run(side, py, ["-c", probe])
