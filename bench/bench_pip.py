@@ -14,6 +14,7 @@ its own process), the sides alternating and their order swapped every round
 rounds. Prints `name: value unit` lines; never fails.
 """
 import argparse
+import hashlib
 import os
 import re
 import statistics
@@ -26,11 +27,15 @@ VENV = os.path.join(SOURCE, "build", "bench-pip-venv")
 
 
 def commit():
-    """The source tree's commit, with -dirty when it has changes (an
-    installed package built from another state is rebuilt)."""
-    cp = subprocess.run(["git", "-C", SOURCE, "describe", "--always", "--dirty"],
-                        capture_output=True, text=True)
-    return cp.stdout.strip() or "unknown"
+    """The source tree's state: its commit, and a hash of its changes when
+    it has any (an installed package built from another state is
+    rebuilt)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", SOURCE] + list(args), capture_output=True,
+                              text=True).stdout
+    head = git("rev-parse", "HEAD").strip() or "unknown"
+    diff = git("diff", "HEAD")
+    return head + ("+" + hashlib.sha1(diff.encode()).hexdigest()[:12] if diff else "")
 
 
 def pip_python():
