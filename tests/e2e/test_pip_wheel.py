@@ -113,6 +113,30 @@ class Wheel(unittest.TestCase):
         self.assertEqual(pin.strip(), "2.13.0+cpu")
 
 
+class EngineNotBuilt(unittest.TestCase):
+    def test_warning_reaches_the_terminal(self):
+        """Configured for an interpreter without torch, as a package build
+        (SKBUILD), the build warns that the engine adapter is not built, on
+        the terminal too (pip hides a successful build's output): run under
+        `script`, which gives it one. The adapters it reports say why."""
+        venv = os.path.join(TMP, "no-torch")
+        run([PY, "-m", "venv", "--without-pip", venv])
+        log = os.path.join(TMP, "tty.log")
+        cmd = ("cmake -S %s -B %s -DSKBUILD=2 -DGT_TESTS=OFF -DGT_PYTHON=%s >%s 2>&1" % (
+            gtutil.SOURCE, os.path.join(TMP, "no-torch-build"),
+            os.path.join(venv, "bin", "python"), os.path.join(TMP, "cmake.log")))
+        run(["script", "-qec", cmd, log])
+        with open(log, errors="replace") as f:
+            tty = f.read()
+        self.assertRegex(tty, r"gradtrace: no engine adapter \(\S+ does not import torch\): "
+                         r"traces will be recorded through the dispatch adapter")
+        with open(os.path.join(TMP, "cmake.log")) as f:
+            out = " ".join(f.read().split())
+        self.assertIn("CMake Warning", out)
+        self.assertRegex(out, r"-- gradtrace adapters: dispatch \(engine: \S+ does not "
+                         r"import torch\)")
+
+
 class MissingLibrary(unittest.TestCase):
     def test_one_line_names_the_debian_package(self):
         """Without SQLite's (or Graphviz's) development files the install
