@@ -11,6 +11,7 @@
 
 #include "cmd.h"
 #include "diagnose.h"
+#include "report.h"
 #include "graph.h"
 #include "graph_render.h"
 #include "trace.h"
@@ -68,7 +69,6 @@ int gt_cmd_graph(int argc, char **argv)
     const char *output = NULL, *format_name = NULL;
     gt_trace *trace = NULL;
     gt_graph *graph = NULL;
-    gt_findings *findings = NULL;
     int format = -1, c, status = 2;
     long long v;
 
@@ -163,32 +163,17 @@ int gt_cmd_graph(int argc, char **argv)
         }
     }
 
-    if (gt_cmd_open("graph", argv[optind], &trace) != 0)
+    if (gt_cmd_open(GT_CMD_TRACE, argv[optind], &trace) != 0)
         return 2;
-    /* The findings decide the default backward call and the focus. A trace
-     * the diagnosis cannot read may still be drawn: say so and go on. */
-    gt_diagnose_options dopts = {.backward = opts.backward};
-    int rc = gt_diagnose(trace, &dopts, &findings);
-    if (rc == GT_EINVAL || rc == GT_ENOMEM) {
-        fprintf(stderr, "gradtrace: graph: %s\n", gt_trace_errmsg(trace));
-        goto out;
+    gt_strbuf notes = GT_STRBUF_INIT;
+    int rc = gt_graph_build_focused(trace, &opts, &graph, &notes);
+    for (const char *w = gt_strbuf_str(&notes); *w;) {
+        const char *nl = strchr(w, '\n');
+        int n = nl ? (int)(nl - w) : (int)strlen(w);
+        fprintf(stderr, "gradtrace: graph: %.*s\n", n, w);
+        w += n + (nl != NULL);
     }
-    if (rc != 0)
-        fprintf(stderr,
-                "gradtrace: graph: cannot diagnose, drawing without findings: %s\n",
-                gt_trace_errmsg(trace));
-    opts.findings = findings;
-    /* findings diagnose prints as one ("repeated N times") count once */
-    size_t *lead = findings ? calloc(findings->n ? findings->n : 1, sizeof *lead) : NULL;
-    if (findings && (!lead || gt_findings_same(trace, findings, lead) != 0)) {
-        fprintf(stderr, "gradtrace: graph: %s\n",
-                lead ? "cannot read the findings" : "out of memory");
-        free(lead);
-        goto out;
-    }
-    opts.finding_lead = lead;
-    rc = gt_graph_build(trace, &opts, &graph);
-    free(lead);
+    gt_strbuf_release(&notes);
     if (rc != 0) {
         fprintf(stderr, "gradtrace: graph: %s\n", gt_trace_errmsg(trace));
         goto out;
@@ -213,7 +198,6 @@ int gt_cmd_graph(int argc, char **argv)
     status = 0;
 out:
     gt_graph_free(graph);
-    gt_findings_free(findings);
     gt_trace_close(trace);
     return status;
 }

@@ -279,3 +279,67 @@ void gt__py_strip_comment(char *code)
         }
     }
 }
+
+/* See pysrc.h. */
+void gt__py_trim_code(gt_strbuf *code)
+{
+    if (!code->p || code->oom)
+        return;
+    char *p = code->p;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    memmove(code->p, p, strlen(p) + 1);
+    gt__py_strip_comment(code->p);
+    code->len = strlen(code->p);
+}
+
+/* See pysrc.h. */
+void gt__py_out_of_place_line(const char *code, const char *name, gt_strbuf *out)
+{
+    size_t n = strlen(name);
+    gt_strbuf_reset(out);
+    if (!n || strncmp(code, name, n) != 0)
+        return;
+    const char *p = code + n;
+    if (*p == '.') {
+        const char *u = strchr(p, '(');
+        if (!u || u[-1] != '_' || u - p < 3)
+            return;
+        gt_strbuf_addf(out, "%s = %s%.*s%s", name, name, (int)(u - 1 - p), p, u);
+        return;
+    }
+    while (*p == ' ')
+        p++;
+    static const char *ops[] = {
+        "**=", "//=", "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@="};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        size_t k = strlen(ops[i]);
+        if (!strncmp(p, ops[i], k)) {
+            const char *rhs = p + k;
+            while (*rhs == ' ')
+                rhs++;
+            gt_strbuf_addf(out, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i],
+                           rhs);
+            return;
+        }
+    }
+}
+
+/* See pysrc.h. */
+const char *gt__py_without_alias(const char *code, gt_strbuf *out)
+{
+    static const char *const cut[] = {".detach()", ".data"};
+    gt_strbuf_reset(out);
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = strlen(cut[i]);
+        for (const char *p = strstr(code, cut[i]); p; p = strstr(p + 1, cut[i])) {
+            char next = p[n];
+            if (i == 1 && (next == '_' || (next >= 'a' && next <= 'z') ||
+                           (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9')))
+                continue;
+            gt_strbuf_addf(out, "%.*s%s", (int)(p - code), code, p + n);
+            return i ? ".data" : "detach()";
+        }
+    }
+    return NULL;
+}

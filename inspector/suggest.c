@@ -13,8 +13,6 @@
 #include "diagnose_int.h"
 #include "pysrc.h"
 
-static void out_of_place_line(const char *code, const char *name, gt_strbuf *out);
-
 /* "aten::add_.Tensor" -> "add" (the out-of-place method name), into out
  * (emptied first). */
 static void out_of_place(const char *op, gt_strbuf *out)
@@ -104,19 +102,6 @@ static void sg_release(gt__dctx *c, sg *t)
 }
 
 #define S(b) gt_strbuf_str(&(b))
-
-/* A code line without its indentation and trailing comment, in place. */
-static void trim_code(gt_strbuf *code)
-{
-    if (!code->p || code->oom)
-        return;
-    char *p = code->p;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    memmove(code->p, p, strlen(p) + 1);
-    gt__py_strip_comment(code->p);
-    code->len = strlen(code->p);
-}
 
 /* 1 if the tensor has (or had) a grad_fn or is a parameter: an output of
  * a node, a view of one, a tensor an AccumulateGrad node accumulates into,
@@ -284,7 +269,7 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
     for (size_t i = 0; ok && i < f->n_mutations; i++) {
         gt__dx_load_op(c, f->mutations[i].seq, &o);
         gt__dx_stack_loc(c, o.stack, &where, &code, NULL);
-        trim_code(&code);
+        gt__py_trim_code(&code);
         gt_strbuf_reset(&one);
         gt_strbuf_addf(&one, "\n%s\n", S(where));
         if (!S(where)[0] || strstr(S(seen), S(one)))
@@ -297,13 +282,13 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
             break;
         }
         gt__py_target(S(code), target, room);
-        out_of_place_line(S(code), target[0] ? target : mn, &one);
+        gt__py_out_of_place_line(S(code), target[0] ? target : mn, &one);
         if (!S(one)[0] && f->mutations[i].tensor == f->tensor) {
             /* `laterals[i - 1] += y` wrote the saved tensor itself, not a
              * view of it: the subscript is a list's (or a dict's), so
              * binding a new tensor to it leaves the saved one alone */
             gt__py_written(S(code), target, room);
-            out_of_place_line(S(code), target, &one);
+            gt__py_out_of_place_line(S(code), target, &one);
         }
         free(target);
         if (!S(one)[0]) {
@@ -939,7 +924,7 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
             gt__dx_leaf_of(c, f->mutations[i].tensor)) {
             /* a parameter changed by hand outside the optimizer (weight
              * clipping, a no_grad renormalisation) */
-            trim_code(&t->code);
+            gt__py_trim_code(&t->code);
             code = S(t->code);
             return set_suggestion(
                 c, f,
@@ -967,8 +952,8 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                              int_of(c, "SELECT stack FROM backward_calls WHERE id = ?1",
                                     f->backward, 0),
                              &t->mcode, &bwcode, NULL);
-            trim_code(&t->code);
-            trim_code(&bwcode);
+            gt__py_trim_code(&t->code);
+            gt__py_trim_code(&bwcode);
             const char *fwd = S(t->mwhere), *bw = S(t->mcode);
             /* with an optimizer per loss, the order of the updates: the
              * loss that needs these weights is backpropagated (and its
@@ -1030,7 +1015,7 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
         int no_method =
             !strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero");
         gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
-        trim_code(&t->mcode);
+        gt__py_trim_code(&t->mcode);
         gt_strbuf_reset(&t->oop);
         if (!no_method)
             oop_of_writes(c, f, mn, t);
@@ -1117,7 +1102,7 @@ static void raising_code(gt__dctx *c, const gt_finding *f, gt_strbuf *where,
                          gt_strbuf *code)
 {
     gt__dx_stack_loc(c, f->stack, where, code, NULL);
-    trim_code(code);
+    gt__py_trim_code(code);
 }
 
 /* Indentation of a line: its leading spaces and tabs. */
@@ -1188,40 +1173,6 @@ static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
     return last;
 }
 
-/* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
- * "x = x.clamp(min=0)", "x += y" gives "x = x + y"; "" when the line is of
- * neither form. Into out (emptied first). */
-static void out_of_place_line(const char *code, const char *name, gt_strbuf *out)
-{
-    size_t n = strlen(name);
-    gt_strbuf_reset(out);
-    if (!n || strncmp(code, name, n) != 0)
-        return;
-    const char *p = code + n;
-    if (*p == '.') {
-        const char *u = strchr(p, '(');
-        if (!u || u[-1] != '_' || u - p < 3)
-            return;
-        gt_strbuf_addf(out, "%s = %s%.*s%s", name, name, (int)(u - 1 - p), p, u);
-        return;
-    }
-    while (*p == ' ')
-        p++;
-    static const char *ops[] = {
-        "**=", "//=", "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@="};
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        size_t k = strlen(ops[i]);
-        if (!strncmp(p, ops[i], k)) {
-            const char *rhs = p + k;
-            while (*rhs == ' ')
-                rhs++;
-            gt_strbuf_addf(out, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i],
-                           rhs);
-            return;
-        }
-    }
-}
-
 /* The in-place activation ("relu_") the innermost frame of `stack` calls
  * (F.relu(x, inplace=True) runs `torch.relu_(input)`), into act (emptied
  * first); 0 if that frame calls none. */
@@ -1289,7 +1240,7 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
         gt__dx_load_op(c, call_op, &t->o);
         gt__dx_stack_loc(c, t->o.stack, &t->mwhere, NULL, NULL);
         const char *nm = name[0] ? name : "x", *call = S(t->mwhere);
-        out_of_place_line(code, nm, &t->oop);
+        gt__py_out_of_place_line(code, nm, &t->oop);
         const char *fix = S(t->oop);
         return set_suggestion(
             c, f,
@@ -1354,7 +1305,7 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
     if (code[0] && f->error_seq &&
         gt__dx_named_on_line(c, f->error_seq, code, f->written ? f->written : nm,
                              carries_grad, &t->mname)) {
-        out_of_place_line(code, nm, &t->oop);
+        gt__py_out_of_place_line(code, nm, &t->oop);
         const char *oop = S(t->oop), *src = S(t->mname);
         if (oop[0])
             return set_suggestion(
@@ -1394,7 +1345,7 @@ static int suggest_view(gt__dctx *c, gt_finding *f, sg *t)
         gt__dx_first_name(c, f->tensor, &t->name);
     raising_code(c, f, &t->where, &t->code);
     const char *name = S(t->name), *code = S(t->code);
-    out_of_place_line(code, name, &t->oop);
+    gt__py_out_of_place_line(code, name, &t->oop);
     gt__dx_load_op(c, f->view_op, vo);
     gt__dx_stack_loc(c, vo->stack, &t->mwhere, NULL, NULL);
     const char *nm = name[0] ? name : "the view", *oop = S(t->oop);
@@ -1649,7 +1600,7 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
             if (where[0] && made[0] && accumulates(S(t->code), rn)) {
                 /* `loss += loss_t` goes on adding onto the sum the earlier
                  * backward() backpropagated: the sum is what is reused */
-                trim_code(&t->code);
+                gt__py_trim_code(&t->code);
                 return set_suggestion(
                     c, f,
                     "start a new sum for each backward(): `%s = 0` after %s, the "
@@ -1719,17 +1670,6 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
         return gt__dx_suggest_cut(c, f);
     }
     return 0;
-}
-
-void gt__dx_out_of_place_line(const char *code, const char *name, gt_strbuf *out)
-{
-    out_of_place_line(code, name, out);
-}
-
-void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code)
-{
-    gt__dx_stack_loc(c, stack, where, code, NULL);
-    trim_code(code);
 }
 
 int gt__dx_suggest(gt__dctx *c, gt_finding *f)
