@@ -17,6 +17,8 @@
  *   info(path) -> str             the `info --json` document
  *   history(path, what, reads=False, all=False) -> str
  *                                 the `history --json` rows
+ *   memory(path, call=0, all=False) -> str
+ *                                 the `memory --json` document
  *   graph(path, format, output=None, backward=0, hops=-1, all=False,
  *         legend=True) -> (bytes | None, notes: str)
  *       the drawing (or None once written to output) and what drawing it
@@ -39,6 +41,7 @@
 #include "graph_render.h"
 #include "history.h"
 #include "info.h"
+#include "memory.h"
 #include "report.h"
 #include "sql_guard.h"
 #include "trace.h"
@@ -183,6 +186,38 @@ static PyObject *gtinspect_history(PyObject *module, PyObject *args, PyObject *k
     }
 out:
     free(buf);
+    gt_trace_close(t);
+    return result;
+}
+
+static PyObject *gtinspect_memory(PyObject *module, PyObject *args, PyObject *kw)
+{
+    (void)module;
+    static char *kwlist[] = {"path", "call", "all", NULL};
+    const char *path;
+    long long call = 0;
+    int all = 0;
+    gt_memory *m = NULL;
+    gt_strbuf out = GT_STRBUF_INIT;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|Lp:memory", kwlist, &path, &call, &all))
+        return NULL;
+    gt_trace *t = open_trace(path, 0);
+    if (!t)
+        return NULL;
+    gt_memory_options opts = {.backward = call, .all = all};
+    if (gt_memory_measure(t, &opts, &m) != 0) {
+        PyErr_Format(PyExc_ValueError, "memory %s: %s", path, gt_trace_errmsg(t));
+        goto out;
+    }
+    if (gt_memory_json(t, m, &out) != 0 || gt_strbuf_add(&out, "\n", 1) != 0) {
+        PyErr_Format(PyExc_ValueError, "memory: %s", gt_trace_errmsg(t));
+        goto out;
+    }
+    result = text_of(gt_strbuf_str(&out), out.len);
+out:
+    gt_strbuf_release(&out);
+    gt_memory_free(m);
     gt_trace_close(t);
     return result;
 }
@@ -475,6 +510,9 @@ static PyMethodDef gtinspect_methods[] = {
     {"history", (PyCFunction)(void (*)(void))gtinspect_history,
      METH_VARARGS | METH_KEYWORDS,
      "history(path, what, reads=False, all=False) -> str: the history --json rows"},
+    {"memory", (PyCFunction)(void (*)(void))gtinspect_memory,
+     METH_VARARGS | METH_KEYWORDS,
+     "memory(path, call=0, all=False) -> str: the memory --json document"},
     {"graph", (PyCFunction)(void (*)(void))gtinspect_graph, METH_VARARGS | METH_KEYWORDS,
      "graph(path, format, output=None, backward=0, hops=-1, all=False, legend=True)"
      " -> (bytes | None, notes)"},

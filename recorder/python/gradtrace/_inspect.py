@@ -5,6 +5,7 @@
     t.sql("SELECT ... WHERE op = ?", ("aten::mul_.Tensor",))   # list of tuples
     t.sql("SELECT * FROM ops", dataframe=True)                  # pandas.DataFrame
     t.history("class_weights")    # list of dicts, as `gradtrace history --json`
+    t.memory()                    # dict, as `gradtrace memory --json`
     t.graph()                     # shown inline by a notebook; .save("g.png")
 
 Everything here calls the C inspector through the _gtinspect extension
@@ -114,6 +115,17 @@ class Trace:
         id's) version counter: the list `gradtrace history --json` prints."""
         return json.loads(_call(_ext().history, self.path, str(name), reads=bool(reads),
                                 all=bool(all)))
+
+    def memory(self, call=None, all=False):
+        """What backward holds in memory, as the dict `gradtrace memory
+        --json` prints (keys trace, backward, calls; docs/memory.md): every
+        backward call's totals, and the breakdowns of the one holding the
+        most (call: that backward call, 1-based; all: every call's)."""
+        if call is not None and int(call) < 1:
+            raise TraceError("memory: --call wants a positive number, not '%s'"
+                             % call)
+        return json.loads(_call(_ext().memory, self.path,
+                                0 if call is None else int(call), all=bool(all)))
 
     def graph(self, backward=None, hops=None, all=False, legend=True):
         """The autograd graph `gradtrace graph` draws (centred on the
