@@ -267,14 +267,16 @@ static void put_indented(FILE *out, const char *msg, const char *indent)
     }
 }
 
-static int print_text(gt_trace *t, FILE *out, int all)
+/* The run: what ran, where, how it ended, what the trace lacks. Returns an
+ * SQLite result code (SQLITE_CORRUPT: no run row); out of memory reading a
+ * text sets *oom. */
+static int print_run(gt_trace *t, FILE *out, int *oomp)
 {
     sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL;
     gt_strbuf broken = GT_STRBUF_INIT;
-    int rc, oom = 0; /* a text read ran out of memory */
+    int rc, oom = 0;
 
-    /* run */
     if ((rc = sqlite3_prepare_v2(db, RUN_SQL, -1, &st, NULL)) != SQLITE_OK)
         goto out;
     if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
@@ -350,10 +352,20 @@ static int print_text(gt_trace *t, FILE *out, int all)
         gt_term_puts(out, gt_strbuf_str(&broken));
         fputs(")\n", out);
     }
-    sqlite3_finalize(st);
-    st = NULL;
 
-    /* events and counts */
+    rc = SQLITE_OK;
+out:
+    sqlite3_finalize(st);
+    gt_strbuf_release(&broken);
+    *oomp |= oom;
+    return rc;
+}
+
+/* The number of events and the rows of each table. */
+static int print_counts(sqlite3 *db, FILE *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
     if ((rc = sqlite3_prepare_v2(db, EVENTS_SQL, -1, &st, NULL)) != SQLITE_OK)
         goto out;
     if ((rc = sqlite3_step(st)) != SQLITE_ROW)
@@ -375,8 +387,18 @@ static int print_text(gt_trace *t, FILE *out, int all)
         st = NULL;
     }
 
-    /* backward calls: counted by outcome, then shown (all, or the ends and
-     * every one that did not return ok) */
+    rc = SQLITE_OK;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The backward calls: counted by outcome, then shown (all, or the ends and
+ * every one that did not return ok). */
+static int print_backward_calls(sqlite3 *db, FILE *out, int all, int *oomp)
+{
+    sqlite3_stmt *st = NULL;
+    int rc, oom = 0;
     if ((rc = sqlite3_prepare_v2(db, BACKWARD_COUNT_SQL, -1, &st, NULL)) != SQLITE_OK)
         goto out;
     if ((rc = sqlite3_step(st)) != SQLITE_ROW)
@@ -439,10 +461,19 @@ static int print_text(gt_trace *t, FILE *out, int all)
     }
     if (rc != SQLITE_DONE)
         goto out;
-    sqlite3_finalize(st);
-    st = NULL;
 
-    /* errors */
+    rc = SQLITE_OK;
+out:
+    sqlite3_finalize(st);
+    *oomp |= oom;
+    return rc;
+}
+
+/* Every error, with its line and message. */
+static int print_errors(sqlite3 *db, FILE *out, int *oomp)
+{
+    sqlite3_stmt *st = NULL;
+    int rc, oom = 0;
     if ((rc = sqlite3_prepare_v2(db, ERRORS_SQL, -1, &st, NULL)) != SQLITE_OK)
         goto out;
     int n = 0;
@@ -475,7 +506,21 @@ static int print_text(gt_trace *t, FILE *out, int all)
     rc = SQLITE_OK;
 out:
     sqlite3_finalize(st);
-    gt_strbuf_release(&broken);
+    *oomp |= oom;
+    return rc;
+}
+
+static int print_text(gt_trace *t, FILE *out, int all)
+{
+    sqlite3 *db = gt_trace_db(t);
+    int oom = 0; /* a text read ran out of memory */
+    int rc = print_run(t, out, &oom);
+    if (rc == SQLITE_OK)
+        rc = print_counts(db, out);
+    if (rc == SQLITE_OK)
+        rc = print_backward_calls(db, out, all, &oom);
+    if (rc == SQLITE_OK)
+        rc = print_errors(db, out, &oom);
     return rc == SQLITE_OK && oom ? SQLITE_NOMEM : rc;
 }
 
