@@ -54,6 +54,41 @@ static int parse_int(const char *s, long long min, long long max, long long *out
     return 0;
 }
 
+/* The arguments after the options (argv[optind...]): one TRACE, an -o
+ * FILE, and a format named or told by FILE's extension (into *format when
+ * not named). 0, or 2 after saying what is wrong. */
+static int check_args(int argc, char **argv, const char *output, const char *format_name,
+                      int *format)
+{
+    if (optind >= argc) {
+        fprintf(stderr, "gradtrace: graph: missing TRACE (usage: gradtrace graph TRACE "
+                        "-o FILE [options])\n");
+        return 2;
+    }
+    if (argc - optind > 1) {
+        fprintf(stderr, "gradtrace: graph: unexpected argument '%s'\n", argv[optind + 1]);
+        return 2;
+    }
+    if (!output) {
+        fprintf(stderr,
+                "gradtrace: graph: missing -o FILE (use '-' for standard output)\n");
+        return 2;
+    }
+    if (!format_name) {
+        if (!strcmp(output, "-")) {
+            *format = GT_GRAPH_DOT;
+        } else if (gt_graph_format_from_path(output, format) != 0) {
+            fprintf(stderr,
+                    "gradtrace: graph: cannot tell the format of %s from its "
+                    "extension: use --format dot, svg or png\n",
+                    output);
+            return 2;
+        }
+    }
+
+    return 0;
+}
+
 int gt_cmd_graph(int argc, char **argv)
 {
     enum { OPT_NO_LEGEND = 256, OPT_SAVED, OPT_BYTES };
@@ -144,32 +179,8 @@ int gt_cmd_graph(int argc, char **argv)
             return 2;
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "gradtrace: graph: missing TRACE (usage: gradtrace graph TRACE "
-                        "-o FILE [options])\n");
+    if (check_args(argc, argv, output, format_name, &format) != 0)
         return 2;
-    }
-    if (argc - optind > 1) {
-        fprintf(stderr, "gradtrace: graph: unexpected argument '%s'\n", argv[optind + 1]);
-        return 2;
-    }
-    if (!output) {
-        fprintf(stderr,
-                "gradtrace: graph: missing -o FILE (use '-' for standard output)\n");
-        return 2;
-    }
-    if (!format_name) {
-        if (!strcmp(output, "-")) {
-            format = GT_GRAPH_DOT;
-        } else if (gt_graph_format_from_path(output, &format) != 0) {
-            fprintf(stderr,
-                    "gradtrace: graph: cannot tell the format of %s from its "
-                    "extension: use --format dot, svg or png\n",
-                    output);
-            return 2;
-        }
-    }
-
     if (gt_cmd_open(GT_CMD_TRACE, argv[optind], &trace) != 0)
         return 2;
     gt_strbuf notes = GT_STRBUF_INIT;

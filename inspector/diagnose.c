@@ -556,70 +556,77 @@ static int raises(const gt_finding *f)
            f->kind == GT_FINDING_BACKWARD_TWICE;
 }
 
-static int diagnose_backward(gt__dctx *c, int64_t b, int report)
+/* One backward call's replay, as the checks of its nodes share it. */
+typedef struct bwrun {
+    gt__dctx *c;
+    int64_t b; /* backward_calls.id */
+    const gt_replay *r;
+    const batch *bt;
+    const bwerr *e;
+    regions *regions;
+    size_t k;     /* the next saved tensor of bt, in replay order */
+    long fail_at; /* the node the engine raised at, -1 if none yet */
+} bwrun;
+
+/* A backward_twice finding for node nd (freed by call `freer`), saved
+ * tensor x. Returns 0 or GT_ENOMEM. */
+static int add_twice(bwrun *w, const gt_replay_node *nd, int64_t freer, const srec *x)
 {
-    gt_replay *r = NULL;
-    bwerr e = {0};
-    batch bt;
-    size_t first = c->f->n, k = 0;
-    long fail_at = -1;
-    regions regions = {0};
-    memset(&bt, 0, sizeof bt);
-    int rc = gt__replay_backward(c->rp, b, &r);
-    if (rc)
-        return rc;
-    if ((rc = load_backward_error(c, b, &e)) != 0)
-        goto out;
-    if ((rc = load_batch(c, r, &bt)) != 0)
-        goto out;
+    gt_finding *f = gt__dx_add_finding(w->c, GT_FINDING_BACKWARD_TWICE, w->b);
+    if (!f)
+        return gt__dx_nomem(w->c);
+    f->other_backward = freer;
+    f->node = nd->id;
+    f->saved_seq = x->seq;
+    f->tensor = x->tensor;
+    f->saved_version = x->version;
+    f->error_seq = w->e->seq;
+    f->matches_error = w->e->seq ? w->e->m.kind == GT_PYMSG_TWICE : -1;
+    return 0;
+}
 
-    for (size_t i = 0; i < r->n && !rc; i++) {
-        const gt_replay_node *nd = &r->order[i];
-        int64_t P = check_point(r, nd), freer = 0;
-        int freed = gt__imap_get(&c->freed, nd->id, &freer);
-        size_t before = c->f->n;
-        while (k < bt.nsaved && bt.saved[k].order < (long)i)
-            k++;
-        for (; k < bt.nsaved && bt.saved[k].order == (long)i && !rc; k++) {
-            const srec *x = &bt.saved[k];
-            if (freed) {
-                if (c->f->n > before)
-                    continue; /* one finding per freed node */
-                gt_finding *f = gt__dx_add_finding(c, GT_FINDING_BACKWARD_TWICE, b);
-                if (!f) {
-                    rc = gt__dx_nomem(c);
-                    break;
-                }
-                f->other_backward = freer;
-                f->node = nd->id;
-                f->saved_seq = x->seq;
-                f->tensor = x->tensor;
-                f->saved_version = x->version;
-                f->error_seq = e.seq;
-                f->matches_error = e.seq ? e.m.kind == GT_PYMSG_TWICE : -1;
-                continue;
-            }
-            if (!x->tensor || !x->has_vc || x->from >= P)
-                continue;
-            /* a checkpoint input sits on every node of its region: the
-             * first node executed speaks for them all */
-            if (x->region && region_seen(&regions, x->tensor, x->region))
-                continue;
-            size_t had = c->f->n;
-            rc = check_saved(c, r, &bt, nd, P, x, &e);
-            if (!rc && x->region && c->f->n > had &&
-                region_add(&regions, x->tensor, x->region) != 0)
-                rc = gt__dx_nomem(c);
+/* Check the saved tensors of node `i` in replay order: freed by an earlier
+ * call, or changed before it ran. Returns 0 or a negative GT_E* code. */
+static int check_node(bwrun *w, size_t i)
+{
+    gt__dctx *c = w->c;
+    const gt_replay_node *nd = &w->r->order[i];
+    int64_t P = check_point(w->r, nd), freer = 0;
+    int freed = gt__imap_get(&c->freed, nd->id, &freer);
+    size_t before = c->f->n;
+    int rc = 0;
+    while (w->k < w->bt->nsaved && w->bt->saved[w->k].order < (long)i)
+        w->k++;
+    for (; w->k < w->bt->nsaved && w->bt->saved[w->k].order == (long)i && !rc; w->k++) {
+        const srec *x = &w->bt->saved[w->k];
+        if (freed) {
+            if (c->f->n == before) /* one finding per freed node */
+                rc = add_twice(w, nd, freer, x);
+            continue;
         }
-        for (size_t j = before; j < c->f->n && fail_at < 0; j++)
-            if (raises(&c->f->v[j]))
-                fail_at = (long)i;
+        if (!x->tensor || !x->has_vc || x->from >= P)
+            continue;
+        /* a checkpoint input sits on every node of its region: the
+         * first node executed speaks for them all */
+        if (x->region && region_seen(w->regions, x->tensor, x->region))
+            continue;
+        size_t had = c->f->n;
+        rc = check_saved(c, w->r, w->bt, nd, P, x, w->e);
+        if (!rc && x->region && c->f->n > had &&
+            region_add(w->regions, x->tensor, x->region) != 0)
+            rc = gt__dx_nomem(c);
     }
-    if (rc)
-        goto out;
+    for (size_t j = before; j < c->f->n && w->fail_at < 0; j++)
+        if (raises(&c->f->v[j]))
+            w->fail_at = (long)i;
+    return rc;
+}
 
-    /* Only the first freed node of a call is worth a finding: the engine
-     * stops there, and the rest repeat it. */
+/* Only the first freed node of a call is worth a finding: the engine stops
+ * there, and the rest repeat it. Drops the others from findings `first`
+ * on. */
+static void keep_first_twice(gt__dctx *c, size_t first)
+{
     int seen_twice = 0;
     size_t keep = first;
     for (size_t k = first; k < c->f->n; k++) {
@@ -633,9 +640,14 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
         c->f->v[keep++] = c->f->v[k];
     }
     c->f->n = keep;
+}
 
-    /* The one the engine raises on: the first in replay order; within its
-     * node (or, failing that, the call), the one the error message names. */
+/* Mark the one the engine raises on: the first in replay order; within its
+ * node (or, failing that, the call), the one the error message names.
+ * Returns the node it raised at (fail_at, or the marked one's). */
+static long mark_first_to_fail(gt__dctx *c, const gt_replay *r, size_t first,
+                               long fail_at)
+{
     gt_finding *ftf = NULL;
     for (size_t k = first; k < c->f->n && !ftf; k++)
         if (raises(&c->f->v[k]))
@@ -656,26 +668,57 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
     }
     if (ftf)
         ftf->first_to_fail = 1;
+    return fail_at;
+}
 
-    /* Without retain_graph the engine frees the saved tensors of every node
-     * it ran: those recorded in node_execs, else all the nodes before the
-     * one that raised (all of them if the call returned). */
-    if (!r->retain_graph && !r->create_graph) {
-        for (size_t i = 0; i < r->n; i++) {
-            const gt_replay_node *nd = &r->order[i];
-            int ran;
-            if (r->status != GT_BACKWARD_OK && fail_at >= 0 && (long)i >= fail_at)
-                ran = (long)i != fail_at && r->has_execs && nd->exec_seq != 0;
-            else
-                ran = r->has_execs ? nd->exec_seq != 0 : 1;
-            int64_t prev;
-            if (ran && !gt__imap_get(&c->freed, nd->id, &prev) &&
-                gt__imap_put(&c->freed, nd->id, b) != 0) {
-                rc = gt__dx_nomem(c);
-                goto out;
-            }
-        }
+/* Without retain_graph the engine frees the saved tensors of every node it
+ * ran: those recorded in node_execs, else all the nodes before the one that
+ * raised (all of them if the call returned). Noted in c->freed. Returns 0
+ * or GT_ENOMEM. */
+static int mark_freed(gt__dctx *c, const gt_replay *r, int64_t b, long fail_at)
+{
+    if (r->retain_graph || r->create_graph)
+        return 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const gt_replay_node *nd = &r->order[i];
+        int ran;
+        if (r->status != GT_BACKWARD_OK && fail_at >= 0 && (long)i >= fail_at)
+            ran = (long)i != fail_at && r->has_execs && nd->exec_seq != 0;
+        else
+            ran = r->has_execs ? nd->exec_seq != 0 : 1;
+        int64_t prev;
+        if (ran && !gt__imap_get(&c->freed, nd->id, &prev) &&
+            gt__imap_put(&c->freed, nd->id, b) != 0)
+            return gt__dx_nomem(c);
     }
+    return 0;
+}
+
+static int diagnose_backward(gt__dctx *c, int64_t b, int report)
+{
+    gt_replay *r = NULL;
+    bwerr e = {0};
+    batch bt;
+    size_t first = c->f->n;
+    regions regions = {0};
+    memset(&bt, 0, sizeof bt);
+    int rc = gt__replay_backward(c->rp, b, &r);
+    if (rc)
+        return rc;
+    if ((rc = load_backward_error(c, b, &e)) != 0)
+        goto out;
+    if ((rc = load_batch(c, r, &bt)) != 0)
+        goto out;
+    bwrun w = {
+        .c = c, .b = b, .r = r, .bt = &bt, .e = &e, .regions = &regions, .fail_at = -1};
+    for (size_t i = 0; i < r->n && !rc; i++)
+        rc = check_node(&w, i);
+    if (rc)
+        goto out;
+    keep_first_twice(c, first);
+    long fail_at = mark_first_to_fail(c, r, first, w.fail_at);
+    if ((rc = mark_freed(c, r, b, fail_at)) != 0)
+        goto out;
     if (!report) {
         for (size_t k = first; k < c->f->n; k++)
             gt_finding_release(&c->f->v[k]);

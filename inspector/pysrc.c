@@ -74,10 +74,36 @@ static const char *dotted(const char *p)
     return p;
 }
 
+/* The first argument of a call whose "(" is at p, when it is a dotted
+ * name followed by one of `stops`, into buf; "" otherwise. */
+static void call_first_arg(const char *p, const char *stops, char *buf, size_t len)
+{
+    const char *a = p + 1, *ae;
+    while (*a == ' ')
+        a++;
+    ae = dotted(a);
+    if (ae > a && *ae && strchr(stops, *ae))
+        copy_name(a, ae, buf, len);
+}
+
+/* 1 if p (past the name written, and its subscript if any) is an augmented
+ * assignment (`+=`, `**=`, ...), or with subscript a plain one (`w[i] =`). */
+static int assigns_at(const char *p, int subscript)
+{
+    while (*p == ' ')
+        p++;
+    if (*p && strchr("+-*/%&|^@<>", *p)) {
+        const char *q = p + 1;
+        if (*q == *p && (*p == '*' || *p == '/' || *p == '<' || *p == '>'))
+            q++; /* **= //= <<= >>= */
+        return *q == '=' && q[1] != '=';
+    }
+    return subscript && *p == '=' && p[1] != '='; /* w[...] = ... */
+}
+
 void gt__py_target(const char *code, char *buf, size_t len)
 {
     const char *p = code, *start, *end, *last_dot = NULL;
-    int ok = 0;
     buf[0] = 0;
     while (*p == ' ' || *p == '\t')
         p++;
@@ -91,29 +117,16 @@ void gt__py_target(const char *code, char *buf, size_t len)
     }
     end = p;
     if (*p == '(' && last_dot && p[-1] == '_') {
-        const char *fn = last_dot + 1;
         /* torch.relu_(w, ...) / torch.nn.init.zeros_(w): the first argument. */
         if (!strncmp(start, "torch.", 6) || !strncmp(start, "F.", 2) ||
-            !strncmp(start, "nn.", 3) || !strncmp(start, "init.", 5)) {
-            const char *a = p + 1, *ae;
-            while (*a == ' ')
-                a++;
-            ae = dotted(a);
-            if (ae > a && (*ae == ',' || *ae == ')' || *ae == ' '))
-                copy_name(a, ae, buf, len);
-            return;
-        }
-        (void)fn;
-        copy_name(start, last_dot, buf, len); /* w.add_(...) */
+            !strncmp(start, "nn.", 3) || !strncmp(start, "init.", 5))
+            call_first_arg(p, ",) ", buf, len);
+        else
+            copy_name(start, last_dot, buf, len); /* w.add_(...) */
         return;
     }
     if (*p == '(' && strstr(p, "inplace=True")) { /* F.relu(w, inplace=True) */
-        const char *a = p + 1, *ae;
-        while (*a == ' ')
-            a++;
-        ae = dotted(a);
-        if (ae > a && (*ae == ',' || *ae == ')'))
-            copy_name(a, ae, buf, len);
+        call_first_arg(p, ",)", buf, len);
         return;
     }
     int subscript = *p == '[';
@@ -125,17 +138,7 @@ void gt__py_target(const char *code, char *buf, size_t len)
             break;
         }
     }
-    while (*p == ' ')
-        p++;
-    if (*p && strchr("+-*/%&|^@<>", *p)) {
-        const char *q = p + 1;
-        if (*q == *p && (*p == '*' || *p == '/' || *p == '<' || *p == '>'))
-            q++; /* **= //= <<= >>= */
-        ok = *q == '=' && q[1] != '=';
-    } else if (subscript && *p == '=' && p[1] != '=') {
-        ok = 1; /* w[...] = ... */
-    }
-    if (ok)
+    if (assigns_at(p, subscript))
         copy_name(start, end, buf, len);
 }
 

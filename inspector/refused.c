@@ -72,11 +72,66 @@ static int64_t any_tensor(gt__dctx *c, int64_t t)
     return t;
 }
 
+/* How finding f (of kind f->kind, tensor f->tensor written by op `op` at
+ * error `seq`) compares with PyTorch's message m: f->matches_error, where
+ * the tensor (or the input overlapping it) was made (f->view_op) and that
+ * input (f->other). Returns 0 or a negative GT_E* code. */
+static int match_message(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t op,
+                         int64_t seq)
+{
+    int64_t tensor = f->tensor, other = 0;
+    int rc, kind = f->kind;
+    gt__tinfo ti;
+    if ((rc = gt__dx_load_tensor(c, tensor, &ti)) != 0)
+        return rc;
+    switch (kind) {
+    case GT_FINDING_INPLACE_OVERLAP:
+        f->matches_error = repeats_elements(c, tensor) ? 1 : -1;
+        break;
+    case GT_FINDING_INPLACE_INPUT_OVERLAP:
+        other = op ? overlapping_input(c, op, tensor) : 0;
+        f->matches_error = other ? 1 : -1;
+        break;
+    case GT_FINDING_INPLACE_DTYPE:
+        if (m->out_dtype[0] && ti.found)
+            f->matches_error = !strcmp(ti.dtype, m->out_dtype);
+        break;
+    case GT_FINDING_INPLACE_SHAPE:
+        other = op && m->bshape[0] ? input_of_shape(c, op, m->bshape) : 0;
+        if (m->bshape[0] && ti.found) /* a 0-d tensor's shape is "" */
+            f->matches_error = !strcmp(ti.shape, m->shape);
+        break;
+    case GT_FINDING_DETACH_VIEW_INPLACE:
+        f->matches_error = ti.found && ti.alias_of ? 1 : -1;
+        break;
+    case GT_FINDING_RESIZE_REQUIRES_GRAD:
+        /* requires_grad=True of a factory is set after the op that the
+         * trace saw: unknown then, unless the graph made it a leaf */
+        f->matches_error =
+            ti.found && (ti.requires_grad || gt__dx_leaf_of(c, tensor)) ? 1 : -1;
+        break;
+    default:
+        break;
+    }
+    gt__dx_tinfo_release(&ti);
+    /* where the tensor written (or the input overlapping it) was made */
+    f->view_op = gt__dx_made_at(
+        c, other && kind == GT_FINDING_INPLACE_INPUT_OVERLAP ? other : tensor, seq);
+    if (kind == GT_FINDING_INPLACE_INFERENCE_TENSOR && f->view_op) {
+        gt__opinfo o = {0};
+        gt__dx_load_op(c, f->view_op, &o);
+        f->matches_error = o.name[0] && !o.grad_mode ? 1 : -1;
+        gt__dx_op_release(&o);
+    }
+    f->other = other;
+    return 0;
+}
+
 static int one_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
                   int64_t backward, gt_strbuf *where, gt_strbuf *code, char **target,
                   char **expr)
 {
-    int64_t frame = 0, op = 0, tensor = 0, other = 0;
+    int64_t frame = 0, op = 0, tensor = 0;
     int rc, kind = finding_kind(m->kind);
     gt__dx_stack_loc(c, stack, where, code, &frame);
     const char *line = gt_strbuf_str(code);
@@ -112,51 +167,8 @@ static int one_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
     f->stack = stack;
     f->op = op;
     f->error_seq = seq;
-    if (tensor) {
-        gt__tinfo ti;
-        if ((rc = gt__dx_load_tensor(c, tensor, &ti)) != 0)
-            return rc;
-        switch (kind) {
-        case GT_FINDING_INPLACE_OVERLAP:
-            f->matches_error = repeats_elements(c, tensor) ? 1 : -1;
-            break;
-        case GT_FINDING_INPLACE_INPUT_OVERLAP:
-            other = op ? overlapping_input(c, op, tensor) : 0;
-            f->matches_error = other ? 1 : -1;
-            break;
-        case GT_FINDING_INPLACE_DTYPE:
-            if (m->out_dtype[0] && ti.found)
-                f->matches_error = !strcmp(ti.dtype, m->out_dtype);
-            break;
-        case GT_FINDING_INPLACE_SHAPE:
-            other = op && m->bshape[0] ? input_of_shape(c, op, m->bshape) : 0;
-            if (m->bshape[0] && ti.found) /* a 0-d tensor's shape is "" */
-                f->matches_error = !strcmp(ti.shape, m->shape);
-            break;
-        case GT_FINDING_DETACH_VIEW_INPLACE:
-            f->matches_error = ti.found && ti.alias_of ? 1 : -1;
-            break;
-        case GT_FINDING_RESIZE_REQUIRES_GRAD:
-            /* requires_grad=True of a factory is set after the op that the
-             * trace saw: unknown then, unless the graph made it a leaf */
-            f->matches_error =
-                ti.found && (ti.requires_grad || gt__dx_leaf_of(c, tensor)) ? 1 : -1;
-            break;
-        default:
-            break;
-        }
-        gt__dx_tinfo_release(&ti);
-        /* where the tensor written (or the input overlapping it) was made */
-        f->view_op = gt__dx_made_at(
-            c, other && kind == GT_FINDING_INPLACE_INPUT_OVERLAP ? other : tensor, seq);
-        if (kind == GT_FINDING_INPLACE_INFERENCE_TENSOR && f->view_op) {
-            gt__opinfo o = {0};
-            gt__dx_load_op(c, f->view_op, &o);
-            f->matches_error = o.name[0] && !o.grad_mode ? 1 : -1;
-            gt__dx_op_release(&o);
-        }
-    }
-    f->other = other;
+    if (tensor && (rc = match_message(c, f, m, op, seq)) != 0)
+        return rc;
     if ((rc = gt__dx_add_attempt(c, f, op, stack)) != 0)
         return rc;
     return 0;

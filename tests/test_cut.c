@@ -146,6 +146,43 @@ static void test_cut_under_no_grad(void **state)
     unlink(b.path);
 }
 
+/* autograd.grad(loss, [w, u]) where u was used by no op: input 1 is
+ * unreachable, the reason "unused". */
+static void test_grad_input_unused(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "grad_unused");
+    made(&b, 1, 0, 1);
+    tb_name(&b, 1, "w");
+    made(&b, 2, 0, 1);
+    tb_name(&b, 2, "u");
+    int64_t mul = op_of(&b, "aten::mul.Tensor", 20, "y = w * 2", 1);
+    made(&b, 3, mul, 1);
+    tb_node(&b, 7, "MulBackward0", mul, 1);
+    assert_int_equal(gt_node_output(b.r, 7, 0, 3), 0);
+    gt_backward_info bi = {.api = tb_str(&b, "torch.autograd.grad"),
+                           .thread = b.thread,
+                           .stack = tb_stack(&b, 30, "torch.autograd.grad(y, [w, u])")};
+    gt_id bw;
+    assert_int_equal(gt_backward_begin(b.r, &bi, &bw), 0);
+    assert_int_equal(gt_backward_root(b.r, bw, 0, 3, 7), 0);
+    assert_int_equal(gt_backward_input(b.r, bw, 0, 1), 0);
+    assert_int_equal(gt_backward_input(b.r, bw, 1, 2), 0);
+    tb_backward_error(&b, bw, 30, "torch.autograd.grad(y, [w, u])",
+                      "The differentiated Tensor at index 1 appears to not have been "
+                      "used in the graph. Set allow_unused=True if this is the desired "
+                      "behavior.");
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_GRAD_INPUT_UNREACHABLE);
+    assert_int_equal(f->v[0].tensor, 2);
+    assert_int_equal(f->v[0].cut, GT_CUT_UNUSED);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
 /* A run whose backward raised nothing of the kind: no finding. */
 static void test_no_error_no_finding(void **state)
 {
@@ -168,6 +205,7 @@ int main(void)
         cmocka_unit_test(test_cut_at_detach),
         cmocka_unit_test(test_no_source_requires_grad),
         cmocka_unit_test(test_cut_under_no_grad),
+        cmocka_unit_test(test_grad_input_unused),
         cmocka_unit_test(test_no_error_no_finding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

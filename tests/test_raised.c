@@ -71,6 +71,46 @@ static void test_view_of_multi_output(void **state)
     unlink(b.path);
 }
 
+/* A view changed in place, raising `msg`: the kind, and the view named. */
+static void view_kind(const char *name, const char *msg, int kind)
+{
+    tb b;
+    tb_open(&b, name);
+    tb_tensor(&b, 10, 1, 4, 0, 1, 1, 0, 0, 0);
+    int64_t op = tb_op(&b, "aten::slice.Tensor", GT_PHASE_FORWARD, 20, "v = x[1:]");
+    tb_tensor(&b, 11, 1, 3, 1, 1, 0, 10, 1, 10);
+    assert_int_equal(gt_op_arg(b.r, op, GT_ROLE_OUTPUT, 0, 11, 0), 0);
+    tb_name(&b, 11, "v");
+    raise_at(&b, 21, "v.zero_()", msg);
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, kind);
+    assert_string_equal(f->v[0].name, "v");
+    assert_int_equal(f->v[0].tensor, 11);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
+static void test_view_kinds(void **state)
+{
+    (void)state;
+    view_kind("nograd",
+              "A view was created in no_grad mode and is being modified inplace with "
+              "grad mode enabled.",
+              GT_FINDING_VIEW_NO_GRAD_INPLACE);
+    view_kind("inference",
+              "A view was created in inference mode and is being modified inplace in "
+              "normal mode.",
+              GT_FINDING_VIEW_INFERENCE_INPLACE);
+    view_kind("custom",
+              "Output 0 of MyFnBackward is a view and is being modified inplace. This "
+              "view was created inside a custom Function (or because an input was "
+              "returned as-is) and the autograd logic to handle view+inplace would "
+              "override the custom backward associated with the custom Function.",
+              GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE);
+}
+
 /* A version error whose backward saved nothing the trace knows: the
  * replay cannot pin it, so it is unexplained, with the message's versions. */
 static void test_unexplained_version_error(void **state)
@@ -114,6 +154,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leaf_written_through_subscript),
         cmocka_unit_test(test_view_of_multi_output),
+        cmocka_unit_test(test_view_kinds),
         cmocka_unit_test(test_unexplained_version_error),
         cmocka_unit_test(test_other_errors_ignored),
     };

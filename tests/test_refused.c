@@ -95,12 +95,64 @@ static void test_resize(void **state)
     unlink(b.path);
 }
 
+/* The other refused kinds, each from its message: the kind, and the
+ * tensor written named. */
+static void one_kind(const char *name, const char *op, const char *code, const char *msg,
+                     int kind)
+{
+    tb b;
+    tb_open(&b, name);
+    refused(&b, "aten::expand", op, code, msg);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, kind);
+    assert_int_equal(f->v[0].tensor, 10);
+    assert_string_equal(f->v[0].name, "x");
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
+static void test_shape(void **state)
+{
+    (void)state;
+    one_kind("shape", "aten::add_.Tensor", "x += y",
+             "output with shape [4] doesn't match the broadcast shape [2, 4]",
+             GT_FINDING_INPLACE_SHAPE);
+}
+
+static void test_input_overlap(void **state)
+{
+    (void)state;
+    one_kind("input_overlap", "aten::add_.Tensor", "x.add_(x.flip(0))",
+             "unsupported operation: some elements of the input tensor and the "
+             "written-to tensor refer to a single memory location. Please clone() the "
+             "tensor before performing the operation.",
+             GT_FINDING_INPLACE_INPUT_OVERLAP);
+}
+
+static void test_inference_tensor(void **state)
+{
+    (void)state;
+    one_kind("inference", "aten::add_.Tensor", "x.add_(1)",
+             "Inplace update to inference tensor outside InferenceMode is not allowed.",
+             GT_FINDING_INPLACE_INFERENCE_TENSOR);
+}
+
+static void test_detach_view(void **state)
+{
+    (void)state;
+    one_kind("detach_view", "aten::detach_", "x.detach_()",
+             "Can't detach views in-place. Use detach() instead.",
+             GT_FINDING_DETACH_VIEW_INPLACE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_overlap),
-        cmocka_unit_test(test_dtype),
-        cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_overlap),       cmocka_unit_test(test_dtype),
+        cmocka_unit_test(test_resize),        cmocka_unit_test(test_shape),
+        cmocka_unit_test(test_input_overlap), cmocka_unit_test(test_inference_tensor),
+        cmocka_unit_test(test_detach_view),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
