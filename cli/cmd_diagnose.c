@@ -611,6 +611,8 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
         free(root);
         free(cut);
     }
+    if (!*rc && f->kind == GT_FINDING_DDP_UNUSED_PARAMETERS)
+        *rc = gt_ddp_unused_json(db->t, f, &target); /* unused.c */
     if (!*rc)
         out = qtext(
             db, rc,
@@ -1302,6 +1304,48 @@ static int versions_range(const jdoc *d, const char *key, long long *lo, long lo
     return any;
 }
 
+/* ddp_unused_parameters: where it raised, the backward, then each run of
+ * parameters with one module, reason and line: why, and the line. */
+static void print_ddp_unused(FILE *o, jdoc *d, const style *st, const char *cwd)
+{
+    char k[256], pk[96], qk[96];
+    print_loc(o, d, st, cwd, "raised at", "$.location");
+    print_loc(o, d, st, cwd, "backward", "$.backward.location");
+    for (size_t i = 0, j;; i = j) {
+        snprintf(pk, sizeof pk, "$.target.parameters[%zu]", i);
+        if (!jx(d, pk)[0])
+            break;
+        const char *why = jx(d, sub(k, sizeof k, pk, ".reason"));
+        const char *mod = jt(d, sub(k, sizeof k, pk, ".module"));
+        const char *at = jx(d, sub(k, sizeof k, pk, ".location"));
+        fprintf(o, "    %-11s %s%s", "parameters", st->bold,
+                jt(d, sub(k, sizeof k, pk, ".name")));
+        for (j = i + 1;; j++) { /* the run with one module, reason and line */
+            snprintf(qk, sizeof qk, "$.target.parameters[%zu]", j);
+            if (!jx(d, qk)[0] || strcmp(jx(d, sub(k, sizeof k, qk, ".reason")), why) ||
+                strcmp(jt(d, sub(k, sizeof k, qk, ".module")), mod) ||
+                strcmp(jx(d, sub(k, sizeof k, qk, ".location")), at))
+                break;
+            fprintf(o, ", %s", jt(d, sub(k, sizeof k, qk, ".name")));
+        }
+        fprintf(o, "%s%s%s%s: %s\n", st->reset, mod[0] ? " (module " : "", mod,
+                mod[0] ? ")" : "",
+                !strcmp(why, "unused")        ? "used by no op in the forward"
+                : !strcmp(why, "not_on_path") ? "used, but their output does not reach "
+                                                "the loss"
+                : !strcmp(why, "detach")      ? "cut from the loss by detach()"
+                : !strcmp(why, "no_grad") ? "cut from the loss where grad mode was off"
+                                          : "not in the trace");
+        if (!strcmp(why, "unused"))
+            print_loc(o, d, st, cwd, "made at", sub(k, sizeof k, pk, ".made_at"));
+        else if (why[0])
+            print_loc(o, d, st, cwd, strcmp(why, "not_on_path") ? "cut at" : "used at",
+                      sub(k, sizeof k, pk, ".location"));
+    }
+    if (jx(d, "$.target.ddp.location")[0])
+        print_loc(o, d, st, cwd, "wrapped at", "$.target.ddp.location");
+}
+
 /* Print finding `index` (its JSON document read into d). Returns 0, or -1
  * when out of memory (o then holds a part: the caller discards it). */
 static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, size_t index)
@@ -1379,6 +1423,18 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                 : !strcmp(why, "unused")
                     ? "was used by no op: the outputs do not depend on it"
                     : "is not on the outputs' graph");
+    } else if (!strcmp(kind, "ddp_unused_parameters")) {
+        fprintf(o, "DistributedDataParallel got no gradient for ");
+        for (size_t i = 0; i < 64; i++) { /* all of them are listed below */
+            snprintf(k, sizeof k, "$.target.parameters[%zu].name", i);
+            const char *pn = jt(d, k);
+            if (!pn[0])
+                break;
+            fprintf(o, "%s%s", i ? ", " : "", pn);
+        }
+        if (bi[0])
+            fprintf(o, " in backward #%s", bi);
+        fprintf(o, ", so its next forward raised");
     } else if (!strcmp(kind, "root_without_grad")) {
         const char *rn = jt(d, "$.target.names[0]"), *why = jx(d, "$.target.cut.reason");
         fprintf(o, "backward() of %s, which has no grad_fn: %s", rn[0] ? rn : "a tensor",
@@ -1467,8 +1523,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
 
     int refused = refused_name(kind);
     int at_op = strncmp(kind, "view_", 5) == 0 || !strcmp(kind, "leaf_inplace") ||
-                !strcmp(kind, "unexplained") || refused ||
-                !strcmp(kind, "root_without_grad") ||
+                !strcmp(kind, "ddp_unused_parameters") || !strcmp(kind, "unexplained") ||
+                refused || !strcmp(kind, "root_without_grad") ||
                 !strcmp(kind, "grad_input_unreachable");
     if (!strcmp(kind, "unexplained")) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
@@ -1527,6 +1583,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
                         jx(d, sub(k, sizeof k, key, ".shape")));
             }
         }
+    } else if (!strcmp(kind, "ddp_unused_parameters")) {
+        print_ddp_unused(o, d, st, cwd);
     } else if (refused) {
         print_loc(o, d, st, cwd, "raised at", "$.location");
         /* where the tensor written (or the input overlapping it) was made */
@@ -1621,7 +1679,8 @@ static int print_finding(FILE *o, jdoc *d, const style *st, const char *cwd, siz
         fprintf(o, "    %11s backward #%s ran without retain_graph=True\n", "", fb);
     }
     if (bi[0] && strcmp(kind, "root_without_grad") != 0 &&
-        strcmp(kind, "grad_input_unreachable") != 0) { /* raised there */
+        strcmp(kind, "grad_input_unreachable") != 0 &&
+        strcmp(kind, "ddp_unused_parameters") != 0) { /* raised there */
         print_loc(o, d, st, cwd, "needed by", "$.backward.location");
         if (!strcmp(kind, "inplace_invalidated_saved"))
             fprintf(o, "    %11s backward #%s found version %s, expected %s\n", "", bi,

@@ -224,9 +224,8 @@ static int64_t item_input(gt__dctx *c, int64_t item)
                       item, 0, NULL, 0);
 }
 
-/* The line without its ".detach()" (or ".data", not ".data_ptr") into out;
- * returns which it dropped, NULL (out empty) if neither is there. */
-static const char *without_alias(const char *code, gt_strbuf *out)
+/* See diagnose_int.h. */
+const char *gt__dx_without_alias(const char *code, gt_strbuf *out)
 {
     static const char *const cut[] = {".detach()", ".data"};
     gt_strbuf_reset(out);
@@ -315,7 +314,7 @@ static int one_root(gt__dctx *c, int64_t backward, int64_t err_seq, int64_t err_
         gt__opinfo o = {0};
         gt__dx_load_op(c, f->view_op, &o);
         gt__dx_raising_code(c, o.stack, &where, &code);
-        const char *how = without_alias(gt_strbuf_str(&code), &rest);
+        const char *how = gt__dx_without_alias(gt_strbuf_str(&code), &rest);
         if (how && !strcmp(how, ".data"))
             f->cut = GT_CUT_DATA;
         c->oom |= where.oom || code.oom || rest.oom;
@@ -535,7 +534,7 @@ static int suggest_in(gt__dctx *c, gt_finding *f, gt_strbuf *b)
     case GT_CUT_DETACH:
     case GT_CUT_DATA: {
         /* the line without its .detach() or .data */
-        const char *how = without_alias(code, &b[FIXED]);
+        const char *how = gt__dx_without_alias(code, &b[FIXED]);
         gt_strbuf_addf(out, "%s is cut from %s's graph by %s at %s", root, in,
                        how                     ? how
                        : f->cut == GT_CUT_DATA ? ".data"

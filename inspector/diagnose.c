@@ -68,6 +68,8 @@ const char *gt_finding_kind_name(int kind)
         return "root_without_grad";
     case GT_FINDING_GRAD_INPUT_UNREACHABLE:
         return "grad_input_unreachable";
+    case GT_FINDING_DDP_UNUSED_PARAMETERS:
+        return "ddp_unused_parameters";
     }
     return "unknown";
 }
@@ -165,6 +167,7 @@ void gt__dx_finding_release(gt_finding *f)
     free(f->name);
     free(f->written);
     free(f->candidates);
+    gt__dx_ddp_params_free(f);
 }
 
 void gt_findings_free(gt_findings *f)
@@ -1186,6 +1189,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     if (!only && (rc = gt__dx_refused(&c)) != 0)
         goto out;
     if ((rc = gt__dx_cut(&c)) != 0)
+        goto out;
+    if ((rc = gt__dx_ddp_unused(&c)) != 0)
         goto out;
     if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;

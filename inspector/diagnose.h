@@ -80,6 +80,10 @@ enum gt_finding_kind {
                                              * detached, under no_grad), or
                                              * one that does not require
                                              * grad */
+    /* DistributedDataParallel's "Expected to have finished reduction in the
+     * prior iteration": the parameters the backward before did not reach,
+     * each with why (unused.c; gt_finding.params): */
+    GT_FINDING_DDP_UNUSED_PARAMETERS = 20, /* "ddp_unused_parameters" */
     /* Kinds added later are appended here, never renumbered. */
 };
 
@@ -124,6 +128,22 @@ typedef struct gt_mutation {
                     * an in-place op PyTorch refused before running
                     * it; 0 otherwise */
 } gt_mutation;
+
+/* ddp_unused_parameters: one parameter DDP got no gradient for. */
+typedef struct gt_ddp_param {
+    int64_t tensor; /* tensors.id, 0 if the index is none of DDP's list */
+    int64_t index;  /* its index in DDP's parameter list, as the message
+                     * numbers it */
+    int reason;     /* enum gt_cut_reason: GT_CUT_UNUSED (no op read it in
+                     * the forward), GT_CUT_OFF_PATH (read, but nothing
+                     * from it reached the loss), GT_CUT_DETACH,
+                     * GT_CUT_NO_GRAD (cut on the way); GT_CUT_NONE unknown */
+    int64_t op;     /* ops.seq of the op that cut it, or (not_on_path) the
+                     * first op that read it; 0 if none */
+    int64_t made;   /* ops.seq of the op that made it (its module's line) */
+    char *name;     /* DDP's name for it ("aux.weight"), NULL if unknown;
+                     * owned */
+} gt_ddp_param;
 
 typedef struct gt_finding {
     int kind;                    /* enum gt_finding_kind */
@@ -179,7 +199,12 @@ typedef struct gt_finding {
                             * written tensor's memory; inplace_shape: the
                             * operand of the broadcast shape;
                             * root_without_grad: the input with a graph the
-                            * cut took; else 0 */
+                            * cut took; ddp_unused_parameters: the rank the
+                            * message names, -1 if none; else 0 */
+    size_t n_params;       /* ddp_unused_parameters: the parameters, in the
+                            * message's order (owned); op is the
+                            * DistributedDataParallel(...) call's first op */
+    gt_ddp_param *params;
 } gt_finding;
 
 typedef struct gt_findings {
@@ -213,6 +238,15 @@ int gt__dx_slot_unread(struct sqlite3 *db, int64_t saved_seq);
 /* 1 if tensor `tensor` (tensors.id) was made under torch.func's vmap, whose
  * messages show one sample's shape (silent.c). */
 int gt__dx_under_vmap(struct sqlite3 *db, int64_t tensor);
+
+/* The `target` of a ddp_unused_parameters finding as JSON (SQLite's json
+ * functions), malloc'd into *out: {"rank", "ddp": {"location",
+ * "fixed_code"}, "parameters": [{"index", "name", "module", "tensor",
+ * "dtype", "shape", "names", "reason", "seq", "op", "location",
+ * "made_at", "fixed_code"}]} (docs/diagnose.md). Returns 0 or a negative
+ * GT_E* code with the message on t (unused.c). */
+GT_WARN_UNUSED int gt_ddp_unused_json(gt_trace *t, const gt_finding *f,
+                                      char **out /* OUT */);
 
 /* Free findings; accepts NULL. */
 void gt_findings_free(gt_findings *f);

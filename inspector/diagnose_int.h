@@ -213,6 +213,22 @@ void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf
  * that no finding from `first` on explains (raised.c). */
 GT_WARN_UNUSED int gt__dx_unexplained(gt__dctx *c, size_t first);
 
+/* Findings for DistributedDataParallel's unused-parameter errors,
+ * appended to c->f (unused.c). */
+GT_WARN_UNUSED int gt__dx_ddp_unused(gt__dctx *c);
+
+/* Free f->params (unused.c). Can't fail. */
+void gt__dx_ddp_params_free(gt_finding *f);
+
+/* `code` (a DistributedDataParallel(...) or DDP(...) line ending in its
+ * ')') with find_unused_parameters=True added, into out (emptied first);
+ * -1 (out empty) when the line is not of that form (unused.c). */
+int gt__ddp_fixed_line(const char *code, gt_strbuf *out /* OUT */);
+
+/* The line without its ".detach()" (or ".data", not ".data_ptr") into
+ * out; returns which it dropped, NULL (out empty) if neither (cut.c). */
+const char *gt__dx_without_alias(const char *code, gt_strbuf *out /* OUT */);
+
 /* Set f->suggestion: the fix for the finding (suggest.c). */
 GT_WARN_UNUSED int gt__dx_suggest(gt__dctx *c, gt_finding *f);
 
