@@ -768,7 +768,13 @@ static int op_code(gt_trace *t, int64_t seq, gt_strbuf *out)
     const char *c = l.code ? l.code : "";
     while (*c == ' ' || *c == '\t')
         c++;
-    gt_strbuf_adds(out, c);
+    /* without its comment: a '#' outside quotes */
+    size_t n = 0;
+    for (char q = 0; c[n] && (q || c[n] != '#'); n++)
+        q = q ? (c[n] == q ? 0 : q) : (c[n] == '\'' || c[n] == '"') ? c[n] : 0;
+    while (n && (c[n - 1] == ' ' || c[n - 1] == '\t'))
+        n--;
+    gt_strbuf_add(out, c, n);
     gt_loc_release(&l);
     return out->oom ? gt__trace_fail(t, GT_ENOMEM, "out of memory") : 0;
 }
