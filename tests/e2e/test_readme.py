@@ -35,7 +35,8 @@ def blocks():
     """[(language, text, the heading above it, the paragraph before it)] of
     README.md's fenced blocks, in order."""
     out, heading, para = [], "", []
-    lines = open(README, encoding="utf-8").read().split("\n")
+    with open(README, encoding="utf-8") as f:
+        lines = f.read().split("\n")
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -156,7 +157,8 @@ class NewcomerInstall(unittest.TestCase):
             assert cp.returncode == 0, (cmd, cp.stdout[-3000:], cp.stderr[-3000:])
 
     def test_apt_line_names_what_setup_installs(self):
-        setup = open(os.path.join(SOURCE, "scripts", "setup"), encoding="utf-8").read()
+        with open(os.path.join(SOURCE, "scripts", "setup"), encoding="utf-8") as f:
+            setup = f.read()
         apt = [c for c in commands(self.pip_block) if "apt-get install" in c]
         self.assertEqual(len(apt), 1)
         for pkg in apt[0].split("install", 1)[1].split():
