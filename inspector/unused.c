@@ -443,7 +443,8 @@ static int suggest(gt__dctx *c, gt_finding *f)
                            m ? m : "the layer");
             break;
         case GT_CUT_DETACH:
-            gt_strbuf_addf(&b, " reach the loss only through detach() at %s", at);
+            gt_strbuf_addf(&b, " reach%s the loss only through detach() at %s",
+                           j - i > 1 ? "" : "es", at);
             if (gt__dx_without_alias(line, &fixed))
                 gt_strbuf_addf(&b, ": `%s` if they should train", gt_strbuf_str(&fixed));
             else
@@ -451,13 +452,19 @@ static int suggest(gt__dctx *c, gt_finding *f)
             gt_strbuf_adds(&b, ", else freeze them (requires_grad_(False)) before "
                                "DistributedDataParallel(...)");
             break;
-        default: /* GT_CUT_NO_GRAD */
+        case GT_CUT_NO_GRAD:
             gt_strbuf_addf(&b,
-                           " reach the loss only through %s at %s, which ran with grad "
+                           " reach%s the loss only through %s at %s, which ran with grad "
                            "mode off: compute it outside torch.no_grad() if they should "
                            "train, else freeze them (requires_grad_(False)) before "
                            "DistributedDataParallel(...)",
-                           o.name[0] ? o.name : "an op", at);
+                           j - i > 1 ? "" : "es", o.name[0] ? o.name : "an op", at);
+            break;
+        case GT_CUT_NONE:
+            gt_strbuf_addf(&b,
+                           " (the trace has backward #%lld reaching %s, or no such "
+                           "parameter: not explained)",
+                           (long long)f->backward, j - i > 1 ? "them" : "it");
             break;
         }
     }
@@ -630,8 +637,8 @@ static int one_in(gt__dctx *c, ctx1 *x, int64_t seq, int64_t stack, const char *
         return rc;
     for (size_t i = 0; i < x->nps && !rc; i++) {
         gt_ddp_param *p = &x->ps[i];
-        if (!p->tensor) {
-            p->reason = GT_CUT_NONE;
+        if (!p->tensor || (bw && gt__imap_get(&x->reached, p->tensor, &v))) {
+            p->reason = GT_CUT_NONE; /* none of DDP's, or one the backward reached */
             continue;
         }
         rc = why(c, &x->w, p->tensor, &p->reason, &p->op);
