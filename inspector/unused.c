@@ -585,6 +585,8 @@ static int one_in(gt__dctx *c, ctx1 *x, int64_t seq, int64_t stack, const char *
             return rc;
         list = &x->named;
     }
+    if (!list->n)
+        return 0; /* no DDP module in this process (a launcher relaying it) */
     int64_t ddp_at = list->at;
 
     /* which: the indices, else the names, else every one not reached */
@@ -680,7 +682,8 @@ int gt__dx_ddp_unused(gt__dctx *c)
         return 0; /* raised at a forward, in no backward call */
     if (sqlite3_prepare_v2(c->db,
                            "SELECT seq, coalesce(stack, 0), message FROM errors WHERE "
-                           "message LIKE '%" REDUCTION_MSG "%' ORDER BY seq",
+                           "message LIKE '%" REDUCTION_MSG "%' AND message NOT LIKE "
+                           "'%Traceback (most recent call last)%' ORDER BY seq",
                            -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {

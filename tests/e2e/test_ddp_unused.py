@@ -45,6 +45,7 @@ CASES = {
 
 class DdpUnused(unittest.TestCase):
     traces = {}
+    dirs = {}
 
     @classmethod
     def record(cls, case):
@@ -66,6 +67,7 @@ class DdpUnused(unittest.TestCase):
                     got.append((t, js.returncode, doc))
             assert got, "no rank recorded DDP's error"
             cls.traces[case] = got
+            cls.dirs[case] = d
         return cls.traces[case]
 
     def check(self, case):
@@ -111,6 +113,13 @@ class DdpUnused(unittest.TestCase):
                              % (label, line_of(mark),
                                 "__init__" if reason == "unused" else "forward"))
             self.assertIn("find_unused_parameters=True", f["suggestion"])
+        # the ranks read together: one finding, with the ranks that raised it
+        both = gradtrace("diagnose", self.dirs[case])
+        ranks = sorted(int(t.rsplit("rank", 1)[1].split(".")[0]) for t, _, _ in
+                       self.record(case))
+        self.assertIn("%s %s: DistributedDataParallel got no gradient for %s in backward #1"
+                      % ("ranks" if len(ranks) > 1 else "rank",
+                         "-".join(map(str, ranks)), ", ".join(names)), both.stdout)
         return f
 
     def run_fixed(self, old, new):
