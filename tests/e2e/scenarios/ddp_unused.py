@@ -81,6 +81,9 @@ def main(rank, world, port, case):
         loss.backward()  # @backward
         opt.step()
     print("rank %d done" % rank)
+    # leave together: a rank tearing gloo down while its peer still talks
+    # to it can abort ("terminate called without an active exception")
+    dist.barrier()
     dist.destroy_process_group()
 
 
