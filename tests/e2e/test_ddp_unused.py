@@ -48,15 +48,17 @@ class DdpUnused(unittest.TestCase):
     dirs = {}
 
     @classmethod
-    def record(cls, case):
-        """The rank traces of `case` that recorded DDP's error (a rank the
-        launcher stopped first may have none): [(path, diagnose --json)]."""
-        if case not in cls.traces:
+    def record(cls, case, env=None, key=None):
+        """The rank traces of `case` (recorded once per key, default the
+        case) that recorded DDP's error (a rank the launcher stopped first
+        may have none): [(path, exit status, diagnose --json)]."""
+        key = key or case
+        if key not in cls.traces:
             d = tempfile.mkdtemp(dir=gtutil.tmpdir())
             cp = subprocess.run([gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON,
                                  "-o", os.path.join(d, "run.db"), "--", SCRIPT, case,
                                  str(free_port())], capture_output=True, text=True,
-                                timeout=TIMEOUT)
+                                timeout=TIMEOUT, env=env)
             assert cp.returncode != 0, cp.stderr
             assert "Expected to have finished reduction" in cp.stderr, cp.stderr
             got = []
@@ -66,9 +68,9 @@ class DdpUnused(unittest.TestCase):
                 if doc.get("error") and "finished reduction" in doc["error"]["message"]:
                     got.append((t, js.returncode, doc))
             assert got, "no rank recorded DDP's error"
-            cls.traces[case] = got
-            cls.dirs[case] = d
-        return cls.traces[case]
+            cls.traces[key] = got
+            cls.dirs[key] = d
+        return cls.traces[key]
 
     def check(self, case):
         names, indices, module, reason, mark = CASES[case]
@@ -164,6 +166,17 @@ class DdpUnused(unittest.TestCase):
         cp = baseline([gtutil.PYTHON, copy, "detach", free_port()])  # exits 0
         self.assertIn("rank 0 done", cp.stdout)
         self.check_fix("detach", f)
+
+    def test_debug_names(self):
+        # TORCH_DISTRIBUTED_DEBUG=INFO: the message names them as well
+        env = dict(os.environ, TORCH_DISTRIBUTED_DEBUG="INFO")
+        for trace, rc, doc in self.record("branch", env, "branch-info"):
+            msg = doc["error"]["message"]
+            self.assertIn("Parameters which did not receive grad for rank", msg)
+            f = [f for f in doc["findings"] if f["kind"] == "ddp_unused_parameters"][0]
+            self.assertEqual(f["matches_error"], True)
+            self.assertEqual([p["name"] for p in f["target"]["parameters"]],
+                             ["aux.weight", "aux.bias"])
 
     def test_no_grad(self):
         f = self.check("nograd")
