@@ -17,6 +17,8 @@
 #include <gradtrace/recorder.h>
 
 #include "diagnose.h"
+#include "report.h"
+#include "strbuf.h"
 #include "trace.h"
 
 #define TB_PATH_PREFIX "gt_test_unused"
@@ -162,7 +164,8 @@ static void build(tb *b, const char *name, const char *tail, int64_t *aux, int64
     b->r = NULL;
 }
 
-/* The one ddp_unused_parameters finding of b's trace, and its JSON. */
+/* The one ddp_unused_parameters finding of b's trace, and the trace's
+ * `diagnose --json` document (report.c's JSON of that finding). */
 static gt_findings *diagnose(tb *b, const gt_finding **f, char **json)
 {
     gt_trace *t;
@@ -176,7 +179,13 @@ static gt_findings *diagnose(tb *b, const gt_finding **f, char **json)
             *f = &fs->v[i];
         }
     assert_non_null(*f);
-    assert_int_equal(gt_ddp_unused_json(t, *f, json), 0);
+    gt_strbuf doc = GT_STRBUF_INIT;
+    int status = 0;
+    assert_int_equal(gt_diagnose_json(t, b->path, NULL, &doc, &status), 0);
+    assert_non_null(strstr(gt_strbuf_str(&doc), "\"kind\":\"ddp_unused_parameters\""));
+    *json = strdup(gt_strbuf_str(&doc));
+    assert_non_null(*json);
+    gt_strbuf_release(&doc);
     printf("  %s\n  %s\n", (*f)->suggestion, *json);
     gt_trace_close(t);
     return fs;
