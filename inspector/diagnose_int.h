@@ -3,11 +3,13 @@
  * only the layers below it (tests/check-cycles checks the files):
  *
  *   gt_diagnose (diagnose.c)    runs the finders, then the suggester
- *   the suggester               suggest.c, suggest_cut.c, suggest_refused.c:
+ *   the suggester               suggest.c, suggest_cut.c, suggest_refused.c,
+ *                               suggest_ddp.c:
  *                               reads a finding and the trace, writes
  *                               its fix (f->suggestion) and nothing else
  *   the finders                 diagnose.c's replay, raised.c, refused.c,
- *                               cut.c, silent.c: append findings to c->f
+ *                               cut.c, unused.c, silent.c: append findings
+ *                               to c->f
  *   the reading module          dx_read.c: tensors, ops, names, locations,
  *                               errors; the findings' memory
  *
