@@ -164,9 +164,10 @@ static void build(tb *b, const char *name, const char *tail, int64_t *aux, int64
     b->r = NULL;
 }
 
-/* The one ddp_unused_parameters finding of b's trace, and the trace's
- * `diagnose --json` document (report.c's JSON of that finding). */
-static gt_findings *diagnose(tb *b, const gt_finding **f, char **json)
+/* The one ddp_unused_parameters finding of b's trace, the trace's
+ * `diagnose --json` document (report.c's JSON of that finding) and its
+ * text report (report_text.c's). */
+static gt_findings *diagnose(tb *b, const gt_finding **f, char **json, char **text)
 {
     gt_trace *t;
     gt_findings *fs = NULL;
@@ -186,7 +187,15 @@ static gt_findings *diagnose(tb *b, const gt_finding **f, char **json)
     *json = strdup(gt_strbuf_str(&doc));
     assert_non_null(*json);
     gt_strbuf_release(&doc);
-    printf("  %s\n  %s\n", (*f)->suggestion, *json);
+    gt_report r;
+    gt_strbuf out = GT_STRBUF_INIT;
+    assert_int_equal(gt_report_build(t, b->path, NULL, &r), 0);
+    assert_int_equal(gt_report_text(t, &r, b->path, 0, &out), 0);
+    *text = strdup(gt_strbuf_str(&out));
+    assert_non_null(*text);
+    gt_strbuf_release(&out);
+    gt_report_release(&r);
+    printf("  %s\n  %s\n%s", (*f)->suggestion, *json, *text);
     gt_trace_close(t);
     return fs;
 }
@@ -199,8 +208,8 @@ static void test_indices(void **state)
     build(&b, "indices",
           "Parameter indices which did not receive grad for rank 1: 1 2 3\n", &aux, &cut);
     const gt_finding *f;
-    char *json;
-    gt_findings *fs = diagnose(&b, &f, &json);
+    char *json, *text;
+    gt_findings *fs = diagnose(&b, &f, &json, &text);
     assert_string_equal(gt_finding_kind_name(f->kind), "ddp_unused_parameters");
     assert_int_equal(f->matches_error, 1);
     assert_int_equal(f->other, 1); /* the rank */
@@ -230,7 +239,19 @@ static void test_indices(void **state)
     assert_non_null(strstr(json, "\"reason\":\"detach\""));
     assert_non_null(strstr(json, "\"fixed_code\":\"e = self.enc(x)\""));
     assert_non_null(strstr(json, "\"rank\":1"));
+    assert_non_null(strstr(text,
+                           "DistributedDataParallel got no gradient for aux.weight, "
+                           "enc.weight, extra.weight in backward #1, so its next "
+                           "forward raised  [ddp_unused_parameters"));
+    assert_non_null(strstr(text, "    parameters  enc.weight (module enc): cut from the "
+                                 "loss by detach()\n    cut at      /src/train.py:5 "));
+    assert_non_null(strstr(text,
+                           "    parameters  extra.weight (module extra): used by no "
+                           "op in the forward\n    made at     /src/train.py:10 "));
+    assert_non_null(strstr(text, "    wrapped at  /src/train.py:10 "));
+    assert_null(strstr(text, "needed by")); /* raised at the forward, not backward */
     free(json);
+    free(text);
     gt_findings_free(fs);
     unlink(b.path);
 }
@@ -247,8 +268,8 @@ static void test_names_and_mismatch(void **state)
           "Parameter indices which did not receive grad for rank 0: 0 1\n",
           &aux, &cut);
     const gt_finding *f;
-    char *json;
-    gt_findings *fs = diagnose(&b, &f, &json);
+    char *json, *text;
+    gt_findings *fs = diagnose(&b, &f, &json, &text);
     assert_int_equal(f->n_params, 2);
     assert_string_equal(f->params[0].name, "fc.weight");
     assert_string_equal(f->params[1].name, "aux.weight");
@@ -257,17 +278,19 @@ static void test_names_and_mismatch(void **state)
     assert_int_equal(f->params[1].reason, GT_CUT_OFF_PATH);
     assert_non_null(strstr(json, "\"name\":\"fc.weight\",\"module\":\"fc\""));
     free(json);
+    free(text);
     gt_findings_free(fs);
     unlink(b.path);
 
     /* no list at all: the parameters the backward did not reach */
     build(&b, "nolist", "", &aux, &cut);
-    fs = diagnose(&b, &f, &json);
+    fs = diagnose(&b, &f, &json, &text);
     assert_int_equal(f->n_params, 3);
     assert_int_equal(f->matches_error, -1);
     assert_int_equal(f->other, -1);
     assert_string_equal(f->params[2].name, "extra.weight");
     free(json);
+    free(text);
     gt_findings_free(fs);
     unlink(b.path);
 }
