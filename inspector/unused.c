@@ -1,6 +1,6 @@
 /* DistributedDataParallel's "Expected to have finished reduction in the
  * prior iteration before starting a new one ... parameters that were not
- * used in producing loss" (diagnose.h, ddp_unused_parameters): which
+ * used in producing loss" (finding.h, ddp_unused_parameters): which
  * parameters backward did not reach, and why.
  *
  * DDP raises it at the forward after a backward that left some of its
