@@ -832,6 +832,8 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         goto out;
     if ((rc = gt__dx_cut(&c)) != 0)
         goto out;
+    if ((rc = gt__dx_ddp_unused(&c)) != 0)
+        goto out;
     size_t silent_from = c.f->n;
     if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;

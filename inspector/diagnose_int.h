@@ -3,11 +3,13 @@
  * only the layers below it (tests/check-cycles checks the files):
  *
  *   gt_diagnose (diagnose.c)    runs the finders, then the suggester
- *   the suggester               suggest.c, suggest_cut.c, suggest_refused.c:
+ *   the suggester               suggest.c, suggest_cut.c, suggest_refused.c,
+ *                               suggest_ddp.c:
  *                               reads a finding and the trace, writes
  *                               its fix (f->suggestion) and nothing else
  *   the finders                 diagnose.c's replay, raised.c, refused.c,
- *                               cut.c, silent.c: append findings to c->f
+ *                               cut.c, unused.c, silent.c: append findings
+ *                               to c->f
  *   the reading module          dx_read.c: tensors, ops, names, locations,
  *                               errors; the findings' memory
  *
@@ -224,6 +226,13 @@ void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf
 /* Append an `unexplained` finding for every error of the in-place family
  * that no finding from `first` on explains (raised.c). */
 GT_WARN_UNUSED int gt__dx_unexplained(gt__dctx *c, size_t first);
+
+/* Findings for DistributedDataParallel's unused-parameter errors,
+ * appended to c->f (unused.c). */
+GT_WARN_UNUSED int gt__dx_ddp_unused(gt__dctx *c);
+
+/* Set f->suggestion for a ddp_unused_parameters finding (suggest_ddp.c). */
+GT_WARN_UNUSED int gt__dx_suggest_ddp(gt__dctx *c, gt_finding *f);
 
 /* Set f->suggestion: the fix for the finding (suggest.c). */
 GT_WARN_UNUSED int gt__dx_suggest(gt__dctx *c, gt_finding *f);

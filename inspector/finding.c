@@ -62,6 +62,11 @@ void gt_finding_release(gt_finding *f)
     free(f->name);
     free(f->written);
     free(f->candidates);
+    for (size_t i = 0; i < f->n_params; i++)
+        free(f->params[i].name);
+    free(f->params);
+    f->params = NULL;
+    f->n_params = 0;
 }
 
 void gt_findings_free(gt_findings *f)

@@ -51,7 +51,12 @@
  *   grad_input_unreachable     an input of autograd.grad the outputs' graph
  *                              does not reach (never used, used elsewhere,
  *                              detached, under no_grad), or one that does not
- *                              require grad (cut.c) */
+ *                              require grad (cut.c)
+ *   ddp_unused_parameters      DistributedDataParallel's "Expected to have
+ *                              finished reduction in the prior iteration":
+ *                              the parameters the backward before did not
+ *                              reach, each with why (unused.c; gt_finding's
+ *                              params) */
 #define GT_FINDING_KINDS(X)                                                              \
     X(INPLACE_INVALIDATED_SAVED, 0, "inplace_invalidated_saved", SAVED, invalidated)     \
     X(SILENT_STORAGE_WRITE, 1, "silent_storage_write", SAVED, silent_write)              \
@@ -72,7 +77,8 @@
     X(DETACH_VIEW_INPLACE, 16, "detach_view_inplace", REFUSED, detach_view)              \
     X(RESIZE_REQUIRES_GRAD, 17, "resize_requires_grad", REFUSED, resize)                 \
     X(ROOT_WITHOUT_GRAD, 18, "root_without_grad", CUT, root)                             \
-    X(GRAD_INPUT_UNREACHABLE, 19, "grad_input_unreachable", CUT, input)
+    X(GRAD_INPUT_UNREACHABLE, 19, "grad_input_unreachable", CUT, input)                  \
+    X(DDP_UNUSED_PARAMETERS, 20, "ddp_unused_parameters", DDP, ddp_unused)
 
 #define GT__FINDING_ENUM(name, value, json, family, printer) GT_FINDING_##name = value,
 enum gt_finding_kind { GT_FINDING_KINDS(GT__FINDING_ENUM) };
@@ -87,6 +93,9 @@ enum gt_finding_family {
     GT_FAMILY_REFUSED,     /* an in-place op refused for what its tensor is */
     GT_FAMILY_CUT,         /* a graph that does not reach the root (input) */
     GT_FAMILY_UNEXPLAINED, /* an error no finding explains */
+    GT_FAMILY_DDP,         /* parameters a backward left without a gradient,
+                            * raised at DistributedDataParallel's next
+                            * forward */
 };
 
 /* The kind's family (enum gt_finding_family); -1 for an unknown kind. */
@@ -136,6 +145,22 @@ typedef struct gt_mutation {
                     * an in-place op PyTorch refused before running
                     * it; 0 otherwise */
 } gt_mutation;
+
+/* ddp_unused_parameters: one parameter DDP got no gradient for. */
+typedef struct gt_ddp_param {
+    int64_t tensor; /* tensors.id, 0 if the index is none of DDP's list */
+    int64_t index;  /* its index in DDP's parameter list, as the message
+                     * numbers it */
+    int reason;     /* enum gt_cut_reason: GT_CUT_UNUSED (no op read it in
+                     * the forward), GT_CUT_OFF_PATH (read, but nothing
+                     * from it reached the loss), GT_CUT_DETACH,
+                     * GT_CUT_NO_GRAD (cut on the way); GT_CUT_NONE unknown */
+    int64_t op;     /* ops.seq of the op that cut it, or (not_on_path) the
+                     * first op that read it; 0 if none */
+    int64_t made;   /* ops.seq of the op that made it (its module's line) */
+    char *name;     /* DDP's name for it ("aux.weight"), NULL if unknown;
+                     * owned */
+} gt_ddp_param;
 
 typedef struct gt_finding {
     int kind;                    /* enum gt_finding_kind */
@@ -191,7 +216,12 @@ typedef struct gt_finding {
                             * written tensor's memory; inplace_shape: the
                             * operand of the broadcast shape;
                             * root_without_grad: the input with a graph the
-                            * cut took; else 0 */
+                            * cut took; ddp_unused_parameters: the rank the
+                            * message names, -1 if none; else 0 */
+    size_t n_params;       /* ddp_unused_parameters: the parameters, in the
+                            * message's order (owned); op is the
+                            * DistributedDataParallel(...) call's first op */
+    gt_ddp_param *params;
 } gt_finding;
 
 typedef struct gt_findings {

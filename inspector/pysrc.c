@@ -346,3 +346,28 @@ const char *gt__py_without_alias(const char *code, gt_strbuf *out)
     }
     return NULL;
 }
+
+/* See pysrc.h. */
+int gt__py_ddp_fixed_line(const char *code, gt_strbuf *out)
+{
+    gt_strbuf_reset(out);
+    const char *call = strstr(code, "DistributedDataParallel(");
+    if (!call)
+        call = strstr(code, "DDP(");
+    size_t n = strlen(code);
+    while (n && (code[n - 1] == ' ' || code[n - 1] == '\t'))
+        n--;
+    if (!call || !n || code[n - 1] != ')' || strstr(code, "find_unused_parameters"))
+        return -1;
+    gt_strbuf_addf(out, "%.*s, find_unused_parameters=True)", (int)(n - 1), code);
+    return out->oom ? -1 : 0;
+}
+
+/* See pysrc.h. */
+void gt__py_module_of(const char *name, gt_strbuf *out)
+{
+    const char *dot = name ? strrchr(name, '.') : NULL;
+    gt_strbuf_reset(out);
+    if (dot)
+        gt_strbuf_add(out, name, (size_t)(dot - name));
+}

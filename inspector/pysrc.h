@@ -70,4 +70,14 @@ void gt__py_out_of_place_line(const char *code, const char *name, gt_strbuf *out
  * (out empty) if neither is there. */
 const char *gt__py_without_alias(const char *code, gt_strbuf *out);
 
+/* `code` (a DistributedDataParallel(...) or DDP(...) line ending in its
+ * ')') with find_unused_parameters=True added, into out (emptied first);
+ * -1 (out empty) when the line is not of that form or out ran out of
+ * memory. */
+int gt__py_ddp_fixed_line(const char *code, gt_strbuf *out);
+
+/* The module path of a dotted parameter name ("aux" of "aux.weight", ""
+ * for the root module's own or NULL) into out (emptied first). */
+void gt__py_module_of(const char *name, gt_strbuf *out);
+
 #endif

@@ -13,6 +13,7 @@
 #include <gradtrace/format.h>
 
 #include "pymsg.h"
+#include "pysrc.h"
 #include "report.h"
 #include "strbuf.h"
 #include "termtext.h"
@@ -546,6 +547,108 @@ static char *tensor_json(qdb *db, int *rc, int64_t tensor)
     return out;
 }
 
+/* ---- ddp_unused_parameters -------------------------------------------- */
+
+/* The code of op `seq`'s line without its indentation and comment into out
+ * ("" if none). */
+static void op_code(qdb *db, int *rc, int64_t seq, gt_strbuf *out)
+{
+    gt_strbuf_reset(out);
+    char *stack =
+        seq ? qtext(db, rc, "SELECT stack FROM ops WHERE seq = ?1", "i", seq) : NULL;
+    if (!stack)
+        return;
+    gt_loc l;
+    int r = gt_trace_loc(db->t, strtoll(stack, NULL, 10), &l);
+    free(stack);
+    if (r < 0) {
+        *rc = r == GT_ENOMEM ? GT_ENOMEM : GT_ESQL;
+        return;
+    }
+    gt_strbuf_adds(out, l.code ? l.code : "");
+    gt_loc_release(&l);
+    gt__py_trim_code(out);
+    if (out->oom)
+        *rc = GT_ENOMEM;
+}
+
+/* One parameter DDP got no gradient for: {"index", "name", "module",
+ * "tensor", "dtype", "shape", "names", "reason", "seq", "op", "location",
+ * "made_at", "fixed_code"} (docs/diagnose.md). */
+static char *ddp_param_json(qdb *db, int *rc, const gt_ddp_param *p)
+{
+    gt_strbuf mod = GT_STRBUF_INIT, code = GT_STRBUF_INIT, fixed = GT_STRBUF_INIT;
+    char *names = p->tensor ? names_json(db, rc, p->tensor) : NULL;
+    char *loc = op_loc_json(db, rc, p->op);
+    char *made = op_loc_json(db, rc, p->made);
+    char *out = NULL;
+    if (p->reason == GT_CUT_DETACH) {
+        op_code(db, rc, p->op, &code);
+        gt__py_without_alias(gt_strbuf_str(&code), &fixed);
+    }
+    gt__py_module_of(p->name, &mod);
+    if (mod.oom || fixed.oom)
+        *rc = GT_ENOMEM;
+    if (!*rc)
+        out = qtext(
+            db, rc,
+            "SELECT json_object('index', ?1, 'name', ?2, 'module', ?3, 'tensor', "
+            "CASE WHEN ?4 = 0 THEN NULL ELSE ?4 END, "
+            "'dtype', (SELECT s.text FROM tensors x JOIN strings s ON s.id = x.dtype "
+            "WHERE x.id = ?4), 'shape', json((SELECT shape FROM tensors WHERE id = ?4)),"
+            " 'names', json(coalesce(?5, '[]')), 'reason', ?6, "
+            "'seq', CASE WHEN ?7 = 0 THEN NULL ELSE ?7 END, "
+            "'op', (SELECT s.text FROM ops o JOIN strings s ON s.id = o.name "
+            "WHERE o.seq = ?7), 'location', json(?8), 'made_at', json(?9), "
+            "'fixed_code', ?10)",
+            "issississs", p->index, p->name, p->name ? gt_strbuf_str(&mod) : NULL,
+            p->tensor, names, p->reason ? gt_cut_reason_name(p->reason) : NULL, p->op,
+            loc, made, fixed.len ? gt_strbuf_str(&fixed) : NULL);
+    free(names);
+    free(loc);
+    free(made);
+    gt_strbuf_release(&mod);
+    gt_strbuf_release(&code);
+    gt_strbuf_release(&fixed);
+    return out;
+}
+
+/* The target of a ddp_unused_parameters finding: {"rank", "ddp":
+ * {"location", "fixed_code"}, "parameters": [ddp_param_json...]}. */
+static char *ddp_target_json(qdb *db, int *rc, const gt_finding *f)
+{
+    gt_strbuf code = GT_STRBUF_INIT, fixed = GT_STRBUF_INIT;
+    char **items = calloc(f->n_params ? f->n_params : 1, sizeof *items);
+    char *arr = NULL, *loc = NULL, *out = NULL;
+    size_t n = 0;
+    if (!items) {
+        *rc = GT_ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < f->n_params && !*rc; i++)
+        if ((items[n] = ddp_param_json(db, rc, &f->params[i])) != NULL)
+            n++;
+    if (!*rc)
+        arr = join_array(rc, items, n);
+    free_items(items, n);
+    loc = op_loc_json(db, rc, f->op);
+    op_code(db, rc, f->op, &code);
+    gt__py_ddp_fixed_line(gt_strbuf_str(&code), &fixed);
+    if (fixed.oom)
+        *rc = GT_ENOMEM;
+    if (!*rc)
+        out = qtext(db, rc,
+                    "SELECT json_object('rank', CASE WHEN ?1 < 0 THEN NULL ELSE ?1 END, "
+                    "'ddp', json_object('location', json(?2), 'fixed_code', ?3), "
+                    "'parameters', json(?4))",
+                    "isss", f->other, loc, fixed.len ? gt_strbuf_str(&fixed) : NULL, arr);
+    free(arr);
+    free(loc);
+    gt_strbuf_release(&code);
+    gt_strbuf_release(&fixed);
+    return out;
+}
+
 /* The view kinds' "view": the view changed in place and where it was
  * made; unexplained's "candidates"; both added to the finding's doc. */
 static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
@@ -625,6 +728,8 @@ static char *finding_extra(qdb *db, int *rc, const gt_finding *f, char *doc)
         free(root);
         free(cut);
     }
+    if (!*rc && f->kind == GT_FINDING_DDP_UNUSED_PARAMETERS)
+        target = ddp_target_json(db, rc, f);
     if (!*rc)
         out = qtext(
             db, rc,

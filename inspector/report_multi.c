@@ -240,6 +240,10 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
         " WHEN 'backward_twice' THEN 'backward #' || (?1 ->> '$.backward.index') ||"
         "  ' reached ' || (?1 ->> '$.node.name') || ', whose saved tensors backward #' ||"
         "  (?1 ->> '$.freed_by.index') || ' already freed'"
+        " WHEN 'ddp_unused_parameters' THEN 'DistributedDataParallel got no gradient'"
+        "  || ' for ' || (SELECT group_concat(value ->> '$.name', ', ') FROM"
+        "  json_each(?1, '$.target.parameters')) || coalesce(' in backward #' ||"
+        "  (?1 ->> '$.backward.index'), '') || ', so its next forward raised'"
         " ELSE 'in-place operation on ' || coalesce((SELECT group_concat(value, ', ')"
         "  FROM json_each(?1, '$.leaf.names')), 'a leaf') ||"
         "  ', a leaf tensor that requires grad' END || '  [' || (?1 ->> '$.kind') || ']'",

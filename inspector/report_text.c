@@ -464,6 +464,24 @@ static void head_view(const ftext *x)
             vop[0] ? " (" : "", vop, vop[0] ? ")" : "");
 }
 
+/* DDP got no gradient for its parameters (all named: they are listed
+ * below), so its next forward raised. */
+static void head_ddp_unused(const ftext *x)
+{
+    char k[96];
+    fprintf(x->o, "DistributedDataParallel got no gradient for ");
+    for (size_t i = 0; i < 64; i++) {
+        snprintf(k, sizeof k, "$.target.parameters[%zu].name", i);
+        const char *pn = jt(x->d, k);
+        if (!pn[0])
+            break;
+        fprintf(x->o, "%s%s", i ? ", " : "", pn);
+    }
+    if (x->bi[0])
+        fprintf(x->o, " in backward #%s", x->bi);
+    fprintf(x->o, ", so its next forward raised");
+}
+
 /* The headline printer of a kind named `kind`; a view's for a kind this
  * gradtrace does not know. */
 static void (*headline(const char *kind))(const ftext *)
@@ -619,6 +637,61 @@ static void print_view(const ftext *x)
     }
 }
 
+/* Why DDP got no gradient for a parameter, by its reason. */
+static const char *ddp_why(const char *why)
+{
+    static const struct {
+        const char *reason, *text;
+    } v[] = {
+        {"unused", "used by no op in the forward"},
+        {"not_on_path", "used, but their output does not reach the loss"},
+        {"detach", "cut from the loss by detach()"},
+        {"no_grad", "cut from the loss where grad mode was off"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (!strcmp(why, v[i].reason))
+            return v[i].text;
+    return "not in the trace";
+}
+
+/* ddp_unused_parameters: the backward, then each run of parameters with one
+ * module, reason and line: why, and the line; where DDP wrapped the model. */
+static void print_ddp(const ftext *x)
+{
+    jdoc *d = x->d;
+    char k[256], pk[96], qk[96];
+    print_loc(x->o, d, x->st, x->cwd, "backward", "$.backward.location");
+    for (size_t i = 0, j;; i = j) {
+        snprintf(pk, sizeof pk, "$.target.parameters[%zu]", i);
+        if (!jx(d, pk)[0])
+            break;
+        const char *why = jx(d, sub(k, sizeof k, pk, ".reason"));
+        const char *mod = jt(d, sub(k, sizeof k, pk, ".module"));
+        const char *at = jx(d, sub(k, sizeof k, pk, ".location"));
+        fprintf(x->o, "    %-11s %s%s", "parameters", x->st->bold,
+                jt(d, sub(k, sizeof k, pk, ".name")));
+        for (j = i + 1;; j++) { /* the run with one module, reason and line */
+            snprintf(qk, sizeof qk, "$.target.parameters[%zu]", j);
+            if (!jx(d, qk)[0] || strcmp(jx(d, sub(k, sizeof k, qk, ".reason")), why) ||
+                strcmp(jt(d, sub(k, sizeof k, qk, ".module")), mod) ||
+                strcmp(jx(d, sub(k, sizeof k, qk, ".location")), at))
+                break;
+            fprintf(x->o, ", %s", jt(d, sub(k, sizeof k, qk, ".name")));
+        }
+        fprintf(x->o, "%s%s%s%s: %s\n", x->st->reset, mod[0] ? " (module " : "", mod,
+                mod[0] ? ")" : "", ddp_why(why));
+        if (!strcmp(why, "unused"))
+            print_loc(x->o, d, x->st, x->cwd, "made at",
+                      sub(k, sizeof k, pk, ".made_at"));
+        else if (why[0])
+            print_loc(x->o, d, x->st, x->cwd,
+                      strcmp(why, "not_on_path") ? "cut at" : "used at",
+                      sub(k, sizeof k, pk, ".location"));
+    }
+    if (jx(d, "$.target.ddp.location")[0])
+        print_loc(x->o, d, x->st, x->cwd, "wrapped at", "$.target.ddp.location");
+}
+
 /* Where the error was raised at the op and what the kind's family adds;
  * 0 when the kind is about a saved tensor (nothing raised at an op). */
 static int print_raised(const ftext *x)
@@ -633,6 +706,8 @@ static int print_raised(const ftext *x)
         print_cut(x);
     else if (family == GT_FAMILY_REFUSED)
         print_refused(x);
+    else if (family == GT_FAMILY_DDP)
+        print_ddp(x);
     else
         print_view(x);
     return 1;
@@ -712,8 +787,9 @@ static void print_backward(const ftext *x)
         print_loc(x->o, x->d, x->st, x->cwd, "freed by", "$.freed_by.location");
         fprintf(x->o, "    %11s backward #%s ran without retain_graph=True\n", "", x->fb);
     }
-    if (x->bi[0] && strcmp(x->kind, "root_without_grad") != 0 &&
-        strcmp(x->kind, "grad_input_unreachable") != 0) { /* raised there */
+    int family = gt_finding_family(gt_finding_kind_of(x->kind));
+    if (x->bi[0] && family != GT_FAMILY_CUT &&
+        family != GT_FAMILY_DDP) { /* raised there */
         print_loc(x->o, x->d, x->st, x->cwd, "needed by", "$.backward.location");
         if (!strcmp(x->kind, "inplace_invalidated_saved"))
             fprintf(x->o, "    %11s backward #%s found version %s, expected %s\n", "",

@@ -1705,6 +1705,8 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
     case GT_FINDING_ROOT_WITHOUT_GRAD:
     case GT_FINDING_GRAD_INPUT_UNREACHABLE:
         return gt__dx_suggest_cut(c, f);
+    case GT_FINDING_DDP_UNUSED_PARAMETERS:
+        return gt__dx_suggest_ddp(c, f);
     }
     return 0;
 }
