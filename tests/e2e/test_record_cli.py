@@ -48,6 +48,14 @@ class BadInput(unittest.TestCase):
         with open(out) as f:
             self.assertEqual(f.read(), "precious")
 
+    def test_empty_file_is_replaced(self):
+        out = os.path.join(self.dir, "empty.db")
+        open(out, "w").close()
+        trace, cp = gtutil.record(self.script, 1, out=out)
+        self.assertEqual(one(gtutil.connect(trace), "SELECT status FROM run"), "ok")
+        self.assertFalse(os.path.exists(out + ".old"))
+        self.assertNotIn("kept", cp.stderr)
+
     def test_output_directory_missing(self):
         out = os.path.join(self.dir, "no", "such", "dir", "x.db")
         cp = gradtrace("record", "-o", out, "--", self.script)
@@ -107,6 +115,37 @@ class BadInput(unittest.TestCase):
         self.assertEqual(cp.returncode, 0)
         for opt in ("--output", "--force", "--python", "--backward-calls", "--max-size"):
             self.assertIn(opt, cp.stdout)
+
+
+class Again(unittest.TestCase):
+    """Recording again to a path that holds a trace keeps the previous one
+    as PATH.old (the one before is replaced) and records, as perf record
+    keeps perf.data.old."""
+
+    def test_previous_trace_kept(self):
+        out = os.path.join(gtutil.tmpdir(), "again.db")
+        script = gtutil.scenario("rec_window.py")
+        for steps in (1, 2, 3):
+            trace, cp = gtutil.record(script, steps, out=out)
+            self.assertEqual(cp.stdout, "done %d\n" % steps)
+            kept = [l for l in cp.stderr.splitlines() if "kept" in l]
+            self.assertEqual(kept, [] if steps == 1 else
+                             ["gradtrace: kept the previous trace as %s.old" % out])
+            self.assertEqual(one(gtutil.connect(out), "SELECT count(*) FROM backward_calls"),
+                             steps)
+            if steps > 1:
+                self.assertEqual(one(gtutil.connect(out + ".old"),
+                                     "SELECT count(*) FROM backward_calls"), steps - 1)
+        self.assertEqual(sorted(f for f in os.listdir(os.path.dirname(out))
+                                if f.startswith("again")), ["again.db", "again.db.old"])
+
+    def test_force_replaces_without_keeping(self):
+        out = os.path.join(gtutil.tmpdir(), "forced.db")
+        script = gtutil.scenario("rec_window.py")
+        gtutil.record(script, 1, out=out)
+        trace, cp = gtutil.record(script, 2, out=out, options=("--force",))
+        self.assertNotIn("kept", cp.stderr)
+        self.assertFalse(os.path.exists(out + ".old"))
 
 
 class Window(unittest.TestCase):

@@ -28,7 +28,7 @@ import types
 import zipfile
 
 import gradtrace
-from gradtrace import _pin, _report
+from gradtrace import _pin, _recording, _report
 
 # python3 puts an empty __annotations__ in __main__ before running it (3.11
 # to 3.13); this module, run as __main__ by `python -m gradtrace.run`, got it
@@ -193,8 +193,8 @@ def main(argv):
 
     # registered before the script's own atexit handlers, so it runs last
     atexit.register(footer)
-    gradtrace._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
-    gradtrace._exit_hooks.append(lambda path, status: (failed.__setitem__(0, status != 0),
+    _recording._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
+    _recording._exit_hooks.append(lambda path, status: (failed.__setitem__(0, status != 0),
                                                        footer()))
 
     # `gradtrace record` put gradtrace on PYTHONPATH: the script's children
@@ -244,6 +244,7 @@ def main(argv):
     recs.append(rec)
     out = rec.path  # rank N of a launched job writes out.rankN (gradtrace/_dist.py)
     rec.announce = True
+    rec.overwrite_option = "--force"
     try:
         rec.start()
     except OSError as e:
@@ -258,7 +259,7 @@ def main(argv):
 
     def hidden(frame):
         name = frame.f_code.co_filename
-        return frame in runner or name.startswith(gradtrace._PKG_DIR + os.sep) or name in runpys
+        return frame in runner or name.startswith(_recording._PKG_DIR + os.sep) or name in runpys
 
     if not opts["module"]:
         _exec_at_bottom(script)
@@ -268,7 +269,7 @@ def main(argv):
         else:
             runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
-        code = gradtrace._exit_code(e)
+        code = _recording._exit_code(e)
         failed[0] = code != 0
         rec.stop("ok", code)
         if code == 0 and not rec.finished:
