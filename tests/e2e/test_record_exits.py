@@ -37,7 +37,8 @@ class Exits(unittest.TestCase):
         self.assertEqual(rows(db, "SELECT status, signal FROM run"),
                          [("signal", signal.SIGTERM)])
         self.assertIsNotNone(one(db, "SELECT end_ns FROM run"))
-        self.assertTrue(footer(cp).startswith("gradtrace: trace written to"))
+        self.assertEqual(footer(cp), "gradtrace: stopped by SIGTERM; the trace holds "
+                                     "everything up to it: %s" % trace)
 
     def test_sigint(self):
         trace, cp = gtutil.record(SCRIPT, "sigint", expect_fail=True)
@@ -45,6 +46,8 @@ class Exits(unittest.TestCase):
         self.assertEqual(cp.returncode, plain.returncode)
         self.assertEqual(cp.returncode, -signal.SIGINT)
         self.assertIn("KeyboardInterrupt", cp.stderr)
+        self.assertEqual(footer(cp), "gradtrace: stopped by SIGINT; the trace holds "
+                                     "everything up to it: %s" % trace)
         db = gtutil.connect(trace)
         self.assertEqual(rows(db, "SELECT status, signal FROM run"),
                          [("signal", signal.SIGINT)])

@@ -110,6 +110,11 @@ class EngineRecorder:
     def recording(self):
         return self._eng.recording
 
+    @property
+    def seq(self):
+        """Events recorded so far (the status line's count)."""
+        return getattr(self._eng, "seq", None)
+
     def _user_frame(self):
         f = sys._getframe(1)
         while f is not None and f.f_code.co_filename.startswith(self._hidden):

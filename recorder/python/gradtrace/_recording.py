@@ -43,6 +43,7 @@ class Recording:
         # spells it (`gradtrace record` says --force)
         self.overwrite_option = "overwrite=True"
         self.kept = None  # where start() kept the trace that was at path
+        self.status = None  # the terminal's status line (_status.StatusLine), if shown
         self.max_size = int(max_size) if max_size else 0
         if backward_calls is not None:
             first, last = backward_calls
@@ -223,6 +224,9 @@ class Recording:
         global _current
         if self._rec is None:
             return self.error
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
         import _gradtrace
         if self._mode is not None:
             mode, self._mode = self._mode, None
@@ -247,8 +251,10 @@ class Recording:
             status = "exception" if exc is not None else "ok"
         code = {"ok": _gradtrace.RUN_OK, "exception": _gradtrace.RUN_EXCEPTION,
                 "signal": _gradtrace.RUN_SIGNAL}[status]
+        from . import _status
         try:
-            self.error = self._rec.close(code, exit_code, sig)
+            with _status.CloseNote(getattr(self._rec, "seq", 0), self.path_now()):
+                self.error = self._rec.close(code, exit_code, sig)
         except OSError as e:
             # the trace could not be made one finished file: say so, once,
             # without changing whether the user's run raises

@@ -4,6 +4,7 @@ when the run failed and the trace explains it (diagnose found something).
 """
 import os
 import shlex
+import signal
 import sys
 
 
@@ -16,6 +17,16 @@ def written_line(path, failed, command="gradtrace"):
     if failed:
         line += "; the run failed, diagnose it with: %s diagnose %s" % (command, shlex.quote(path))
     return line
+
+
+def stopped_line(path, signum):
+    """The line `gradtrace record` ends with when a signal (SIGINT, SIGTERM)
+    stopped the run: the run did not fail, the trace is complete up to it."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = "signal %d" % signum
+    return "gradtrace: stopped by %s; the trace holds everything up to it: %s" % (name, path)
 
 
 def _color(stream):

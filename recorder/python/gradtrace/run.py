@@ -15,7 +15,9 @@ __main__ under runpy's two frames, _run_module_as_main and _run_code, and
 nothing else). When the run failed and the trace explains why,
 the diagnosis (`gradtrace diagnose`'s text) follows the traceback on stderr
 unless --quiet. At exit one line on stderr says where the trace is and, if
-the run failed, how to diagnose it.
+the run failed, how to diagnose it; after SIGINT or SIGTERM, that the trace
+holds the run up to the signal. While the script runs, a status line on a
+terminal's stderr (gradtrace/_status.py), unless --quiet.
 """
 import atexit
 import builtins
@@ -154,6 +156,13 @@ def _run_module_as_python_m(name):
     _gradtrace.call_bottom(runpy._run_module_as_main, name, True)
 
 
+def _stderr_is_terminal():
+    try:
+        return sys.stderr.isatty() and os.isatty(2)
+    except Exception:
+        return False
+
+
 def main(argv):
     opts, rest = _parse(argv)
     if not rest:
@@ -181,11 +190,16 @@ def main(argv):
                          % (sys.executable, e, sys.executable))
         return 2
     failed = [False]
+    stopped_by = [0]  # the signal that stopped the run, if one did
     recs = []
 
     def footer():
         if recs and not recs[0].finished:
             return  # stop() said why the trace is not finished
+        if stopped_by[0]:
+            sys.stderr.write(_report.stopped_line(out, stopped_by[0]) + "\n")
+            sys.stderr.flush()
+            return
         if failed[0] and not opts["quiet"]:
             _report.print_diagnosis(recs[0].path_now() if recs else out)
         sys.stderr.write(_report.written_line(out, failed[0], opts["command"]) + "\n")
@@ -193,7 +207,8 @@ def main(argv):
 
     # registered before the script's own atexit handlers, so it runs last
     atexit.register(footer)
-    _recording._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
+    _recording._signal_hooks.append(lambda path, signum: (stopped_by.__setitem__(0, signum),
+                                                          footer()))
     _recording._exit_hooks.append(lambda path, status: (failed.__setitem__(0, status != 0),
                                                        footer()))
 
@@ -263,6 +278,10 @@ def main(argv):
 
     if not opts["module"]:
         _exec_at_bottom(script)
+    if not opts["quiet"] and _stderr_is_terminal():
+        from gradtrace import _status
+        rec.status = _status.StatusLine(rec)
+        rec.status.start()
     try:
         if opts["module"]:
             _run_module_as_python_m(script)
@@ -277,6 +296,7 @@ def main(argv):
         raise
     except KeyboardInterrupt as e:
         failed[0] = True
+        stopped_by[0] = signal.SIGINT
         rec.stop("signal", -1, signal.SIGINT)
         _hook_stripping(hidden)
         raise
