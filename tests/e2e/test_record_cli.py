@@ -148,6 +148,30 @@ class Again(unittest.TestCase):
         self.assertFalse(os.path.exists(out + ".old"))
 
 
+class StartUp(unittest.TestCase):
+    """Starting to record imports nothing a script does not: torch.func.grad
+    (the engine adapter's wrapper check once used it) imports torch._dynamo,
+    about 800 modules and a second of CPU before the script's first line.
+    Measured with `time gradtrace record -o t.db -- s.py` against `time
+    python3 s.py` for s.py = `import torch`."""
+
+    def test_no_dynamo_at_start(self):
+        script = os.path.join(gtutil.tmpdir(), "dynamo_loaded.py")
+        with open(script, "w") as f:
+            f.write("import sys\nimport torch\n"
+                    "print('torch._dynamo' in sys.modules)\n"
+                    "if len(sys.argv) > 1:\n"
+                    "    import gradtrace\n"
+                    "    with gradtrace.record(sys.argv[1]):\n"
+                    "        print('torch._dynamo' in sys.modules)\n")
+        trace, cp = gtutil.record(script)
+        self.assertEqual(cp.stdout, "False\n")
+        api = subprocess.run([gtutil.PYTHON, script, os.path.join(gtutil.tmpdir(), "su.db")],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(api.returncode, 0, api.stderr)
+        self.assertEqual(api.stdout, "False\nFalse\n")
+
+
 class Window(unittest.TestCase):
     def test_backward_calls_2_to_3_with_force(self):
         out = os.path.join(gtutil.tmpdir(), "window.db")
