@@ -304,7 +304,7 @@ int gt_cmd_record(int argc, char **argv)
     optind = 0;
     /* '+': stop at the script, so its own options are left alone; -m MODULE
      * ends the options the same way */
-    while (!module && (c = getopt_long(argc, argv, "+o:fm:qh", longopts, NULL)) != -1) {
+    while (!module && (c = getopt_long(argc, argv, "+:o:fm:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
             out = optarg;
@@ -362,9 +362,14 @@ int gt_cmd_record(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            return gt_usage_error("record", usage, "option '%s' needs a value",
+                                  argv[optind - 1]);
         default:
-            usage(stderr);
-            return 2;
+            if (optopt > 0 && optopt < 256)
+                return gt_usage_error("record", usage, "unknown option '-%c'", optopt);
+            return gt_usage_error("record", usage, "unknown option '%s'",
+                                  argv[optind - 1]);
         }
     }
     if (keep_last && window)

@@ -117,6 +117,25 @@ class BadInput(unittest.TestCase):
             self.assertIn(opt, cp.stdout)
 
 
+class UnknownOption(unittest.TestCase):
+    """Every command answers an option it does not know with one line that
+    names it and points at its --help (not the whole help)."""
+
+    def test_every_command(self):
+        for cmd in ("record", "diagnose", "graph", "sql", "info", "history"):
+            for opt in ("--bogus", "-Z"):
+                cp = gradtrace(cmd, opt, "x.db")
+                self.assertEqual(cp.returncode, 2, cp.stderr)
+                self.assertEqual(cp.stderr, "gradtrace: %s: unknown option '%s' (see "
+                                            "gradtrace %s --help)\n" % (cmd, opt, cmd))
+        cp = gradtrace("--bogus")
+        self.assertEqual((cp.returncode, cp.stderr),
+                         (2, "gradtrace: unknown option '--bogus' (see gradtrace --help)\n"))
+        cp = gradtrace("record", "-o")
+        self.assertEqual(cp.stderr, "gradtrace: record: option '-o' needs a value (see "
+                                    "gradtrace record --help)\n")
+
+
 class Again(unittest.TestCase):
     """Recording again to a path that holds a trace keeps the previous one
     as PATH.old (the one before is replaced) and records, as perf record
