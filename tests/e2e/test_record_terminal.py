@@ -140,6 +140,48 @@ class Signals(unittest.TestCase):
         self.check(signal.SIGTERM, "SIGTERM")
 
 
+class SqlPrompt(unittest.TestCase):
+    """`gradtrace sql TRACE` with no query, on a terminal: a prompt that runs
+    statements as they end (';'), and sqlite3's .tables, .schema, .help and
+    .quit; an error is said and the prompt goes on."""
+
+    def test_prompt(self):
+        trace, _ = gtutil.record(SLOW, 2)
+        master, slave = pty.openpty()
+        p = subprocess.Popen([gtutil.GRADTRACE, "sql", trace], stdin=slave, stdout=slave,
+                             stderr=slave, close_fds=True)
+        os.close(slave)
+        lines = [".tables", "SELECT status,", "  exit_code FROM run;", ".schema run",
+                 "SELECT nope;", ".bogus", "SELECT count(*) AS calls FROM backward_calls;",
+                 ".quit"]
+        os.write(master, ("\n".join(lines) + "\n").encode())
+        out = b""
+        while True:
+            r, _, _ = select.select([master], [], [], 60)
+            if not r:
+                break
+            try:
+                d = os.read(master, 65536)
+            except OSError:
+                break
+            if not d:
+                break
+            out += d
+        os.close(master)
+        self.assertEqual(p.wait(timeout=60), 0)
+        text = out.decode().replace("\r\n", "\n")
+        self.assertIn("gradtrace> ", text)
+        self.assertIn("      ...> ", text)  # the statement's second line
+        names = re.findall(r"\b(backward_calls|op_log|mutations|run|saved)\b", text)
+        for name in ("backward_calls", "op_log", "mutations", "run", "saved"):
+            self.assertIn(name, names)
+        self.assertRegex(text, r"status\s+exit_code\n-+\s+-+\nok\s+0\n")
+        self.assertIn("CREATE TABLE run (", text)
+        self.assertIn("gradtrace: sql: no such column: nope\n", text)
+        self.assertIn("gradtrace: sql: unknown command .bogus (see .help)\n", text)
+        self.assertRegex(text, r"calls\n-+\n\s*2\n")
+
+
 class CloseNote(unittest.TestCase):
     """The note on a close that takes more than a second, and none on a
     quick one (gradtrace/_status.py's CloseNote, around a stand-in close)."""
