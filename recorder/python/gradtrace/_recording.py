@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 import threading
+import types
 from typing import Optional, Sequence, Tuple
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -278,6 +279,10 @@ class Recording:
         return self.start()
 
     def __exit__(self, etype, exc, tb):
+        if exc is not None:
+            # the traceback shows the user's frames and torch's, not the
+            # backward wrappers' (as under `gradtrace record`)
+            strip_frames(exc, own_frame)
         if exc is None:
             self.stop("ok")
         elif isinstance(exc, SystemExit):
@@ -366,6 +371,30 @@ class Recording:
         if self._dist_patch is not None:
             self._dist_patch.remove()
             self._dist_patch = None
+
+
+def strip_frames(exc, hidden):
+    """Drop the frames hidden(frame) says are the runner's from exc's
+    traceback (and from the exceptions chained to it), wherever they are."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        keep = []
+        tb = exc.__traceback__
+        while tb is not None:
+            if not hidden(tb.tb_frame):
+                keep.append(tb)
+            tb = tb.tb_next
+        new = None
+        for tb in reversed(keep):
+            new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+        exc.__traceback__ = new
+        exc = exc.__cause__ or exc.__context__
+
+
+def own_frame(frame):
+    """True for a frame of gradtrace's own code (this package's files)."""
+    return frame.f_code.co_filename.startswith(_PKG_DIR + os.sep)
 
 
 def _wrapper_files():

@@ -85,32 +85,13 @@ def _runner_frames():
     return frames
 
 
-def _strip(exc, hidden):
-    """Drop the frames hidden(frame) says are the runner's from exc's
-    traceback (and from the exceptions chained to it), wherever they are."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        keep = []
-        tb = exc.__traceback__
-        while tb is not None:
-            if not hidden(tb.tb_frame):
-                keep.append(tb)
-            tb = tb.tb_next
-        new = None
-        for tb in reversed(keep):
-            new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
-        exc.__traceback__ = new
-        exc = exc.__cause__ or exc.__context__
-
-
 def _hook_stripping(hidden):
     """Strip at print time: frames re-enter the traceback as the exception
     leaves this module and runpy's -m machinery."""
     orig = sys.excepthook
 
     def hook(etype, value, tb):
-        _strip(value, hidden)
+        _recording.strip_frames(value, hidden)
         orig(etype, value, value.__traceback__)
 
     sys.excepthook = hook
