@@ -9,7 +9,7 @@ _gradtrace()
     cur=${COMP_WORDS[COMP_CWORD]}
     prev=${COMP_WORDS[COMP_CWORD-1]}
     if [[ $COMP_CWORD -eq 1 ]]; then
-        COMPREPLY=($(compgen -W "record diagnose graph sql info history --help --version" \
+        COMPREPLY=($(compgen -W "record diagnose graph sql info history memory --help --version" \
             -- "$cur"))
         return
     fi
@@ -39,7 +39,7 @@ _gradtrace()
         return ;;
     diagnose) opts="--json -b --backward --color -h --help" ;;
     graph) opts="-o --output -f --format -b --backward -k --hops -a --all --no-legend
-                 --saved -h --help"
+                 --saved --bytes -h --help"
         case $prev in
         -f|--format) COMPREPLY=($(compgen -W "dot svg png" -- "$cur")); return ;;
         -o|--output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -48,11 +48,12 @@ _gradtrace()
                -h --help" ;;
     info) opts="--json --all -h --help" ;;
     history) opts="--reads --all --json -h --help" ;;
+    memory) opts="-c --call -a --all -n --top --json -h --help" ;;
     *) return ;;
     esac
     case $prev in
     --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
-    -b|--backward|-k|--hops|--max-width|-p|--param) return ;;
+    -b|--backward|-k|--hops|--max-width|-p|--param|-c|--call|-n|--top) return ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))

@@ -16,7 +16,9 @@ import gtutil
 DIR = os.path.join(gtutil.SOURCE, "completions")
 BASH = os.path.join(DIR, "gradtrace.bash")
 ZSH = os.path.join(DIR, "_gradtrace")
-COMMANDS = ("record", "diagnose", "graph", "sql", "info", "history")
+# the commands `gradtrace --help` lists
+COMMANDS = tuple(re.findall(r"^  (\w+) ", subprocess.run(
+    [gtutil.GRADTRACE, "--help"], capture_output=True, text=True, timeout=60).stdout, re.M))
 
 
 def complete(*words):
@@ -57,6 +59,15 @@ class Bash(unittest.TestCase):
 
 
 class EveryOption(unittest.TestCase):
+    def test_scripts_know_every_command(self):
+        self.assertIn("memory", COMMANDS)
+        with open(ZSH) as f:
+            zsh = f.read()
+        self.assertEqual(complete(""), sorted(COMMANDS + ("--help", "--version")))
+        for cmd in COMMANDS:
+            self.assertIn("'%s:" % cmd, zsh)
+            self.assertIn("    %s)" % cmd, zsh)
+
     def test_scripts_know_every_option(self):
         with open(BASH) as f:
             bash = f.read()

@@ -122,7 +122,7 @@ class UnknownOption(unittest.TestCase):
     names it and points at its --help (not the whole help)."""
 
     def test_every_command(self):
-        for cmd in ("record", "diagnose", "graph", "sql", "info", "history"):
+        for cmd in ("record", "diagnose", "graph", "sql", "info", "history", "memory"):
             for opt in ("--bogus", "-Z"):
                 cp = gradtrace(cmd, opt, "x.db")
                 self.assertEqual(cp.returncode, 2, cp.stderr)
