@@ -74,7 +74,8 @@ static void usage(FILE *out)
         "                           a trace is refused)\n"
         "  -m MODULE                run MODULE as a script, like python -m (the rest of\n"
         "                           the line is its arguments)\n"
-        "  -q, --quiet              do not print the diagnosis when the run fails\n"
+        "  -q, --quiet              no status line on a terminal, and no diagnosis when\n"
+        "                           the run fails\n"
         "  --python PY              interpreter that imports torch (default: "
         "$GRADTRACE_PYTHON,\n"
         "                           else %s)\n"
@@ -105,8 +106,10 @@ static void usage(FILE *out)
         "When the run fails with an error gradtrace explains (a saved tensor modified\n"
         "in place, backward through a freed graph, an in-place op on a leaf), the\n"
         "diagnosis follows the script's traceback on stderr, as `gradtrace diagnose`\n"
-        "prints it. At the end one line on stderr says where the trace is. The exit\n"
-        "status is the script's.\n",
+        "prints it. At the end one line on stderr says where the trace is (after\n"
+        "SIGINT or SIGTERM: that it holds the run up to the signal). While the script\n"
+        "runs, a status line on stderr, when it is a terminal, shows the elapsed time,\n"
+        "backward calls, events and the trace's size. The exit status is the script's.\n",
         GT_DEFAULT_PYTHON);
 }
 
