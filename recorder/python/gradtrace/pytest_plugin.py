@@ -129,11 +129,11 @@ def pytest_runtest_makereport(item, call):
     text = ""
     try:
         import _gtinspect
-        status, out, _ = _gtinspect.run(["diagnose", "--color", "never", path])
+        status, out = _gtinspect.diagnose(path, text=True)
         if status == 1:
             # pytest's report shows the error's message already
             from gradtrace._report import without_message
-            text = without_message(out.decode("utf-8", "replace"))
+            text = without_message(out)
     except Exception:
         pass
     text += "trace: %s (gradtrace diagnose %s)\n" % (path, path)
