@@ -48,8 +48,9 @@ const gt_command *gt_command_find(const char *name);
 GT_WARN_UNUSED int gt_cmd_open(unsigned needs, const char *path,
                                gt_trace **out /* OUT */);
 
-/* A usage error: print "gradtrace: <cmd>: <message>" and then the command's
- * usage to stderr; returns 2, the exit status for it (cmd_util.c). */
+/* A usage error: print one line, "gradtrace: <cmd>: <message> (see gradtrace
+ * <cmd> --help)", to stderr (usage is what --help prints; not printed here);
+ * returns 2, the exit status for it (cmd_util.c). */
 int gt_usage_error(const char *cmd, void (*usage)(FILE *), const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -24,11 +24,11 @@ int gt_cmd_open(unsigned needs, const char *path, gt_trace **out)
 int gt_usage_error(const char *cmd, void (*usage)(FILE *), const char *fmt, ...)
 {
     va_list ap;
+    (void)usage; /* `gradtrace CMD --help` prints it */
     fprintf(stderr, "gradtrace: %s: ", cmd);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    usage(stderr);
+    fprintf(stderr, " (see gradtrace %s --help)\n", cmd);
     return 2;
 }

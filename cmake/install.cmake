@@ -60,3 +60,18 @@ install(TARGETS gradtrace RUNTIME DESTINATION gradtrace/_bin)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/_build.py.in
                ${CMAKE_BINARY_DIR}/package/_build.py @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/package/_build.py DESTINATION gradtrace)
+
+# Shell completion (completions/), into the environment's data directory
+# (scikit-build-core's SKBUILD_DATA_DIR is the venv or prefix itself):
+#   <prefix>/share/bash-completion/completions/gradtrace
+#   <prefix>/share/zsh/site-functions/_gradtrace
+# bash-completion and zsh read these where <prefix> is /usr or /usr/local;
+# from a venv, `source <venv>/share/bash-completion/completions/gradtrace`
+# (bash) or add <venv>/share/zsh/site-functions to fpath (zsh).
+if(DEFINED SKBUILD_DATA_DIR)
+    install(FILES ${CMAKE_SOURCE_DIR}/completions/gradtrace.bash
+            DESTINATION ${SKBUILD_DATA_DIR}/share/bash-completion/completions
+            RENAME gradtrace)
+    install(FILES ${CMAKE_SOURCE_DIR}/completions/_gradtrace
+            DESTINATION ${SKBUILD_DATA_DIR}/share/zsh/site-functions)
+endif()

@@ -404,8 +404,9 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
 }
 
 /* 1 if the graph of backward call `bw` holds nodes made before recording
- * started: no recorded op made them (nodes.op NULL, not an accumulator)
- * and they were first seen after the call began (found from its roots). */
+ * started: no recorded op made them (nodes.op NULL, not an accumulator),
+ * whether first seen from the call's roots or earlier, through an op that
+ * took a tensor one made (a saved tensor changed while recording). */
 static int built_before_recording(gt__dctx *c, int64_t bw)
 {
     gt_replay *r = NULL;
@@ -414,7 +415,7 @@ static int built_before_recording(gt__dctx *c, int64_t bw)
         return 0; /* unknown: read as "recorded" (the message stays on c->t) */
     for (size_t i = 0; i < r->n && !out; i++) {
         const gt_replay_node *nd = &r->order[i];
-        out = !nd->accumulate_grad && !nd->op && nd->seq > r->seq;
+        out = !nd->accumulate_grad && !nd->op;
     }
     gt__replay_free(r);
     return out;

@@ -135,10 +135,12 @@ static char *op_loc_json(qdb *db, int *rc, int64_t seq)
 
 /* The backward calls (all, or only `bw`) that ran nodes whose forward ran
  * before recording started: nodes no recorded op made (not accumulators),
- * first seen once the call began; not a torch.func transform's own call
- * (its forward ran inside the same transform call, whose nodes the ops
- * under it do not make). What changed their saved tensors before
- * recording started cannot be in the trace, so a run diagnosed clean is
+ * first seen once the call began (or before, below); not a torch.func transform's own
+ * call (its forward ran inside the same transform call, whose nodes the ops under it do
+ * not make). A node no recorded op made, seen before any call began (an op while
+ * recording took a tensor it made: a saved tensor made before recording started, changed
+ * while recording), counts for the first call after it was seen. What changed their saved
+ * tensors before recording started cannot be in the trace, so a run diagnosed clean is
  * only clean for what the recording saw: a JSON array of {backward,
  * location, nodes, first}, for a note in the text. */
 static char *outside_json(qdb *db, int *rc, int64_t bw)
@@ -147,8 +149,10 @@ static char *outside_json(qdb *db, int *rc, int64_t bw)
         "SELECT id, stack, n, (SELECT t.text FROM nodes x JOIN strings t ON t.id = x.name"
         " WHERE x.id = m) FROM ("
         " SELECT b.id, b.stack, count(*) AS n, min(n.id) AS m"
-        " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND n.seq > b.seq"
-        "  AND n.seq <= coalesce(b.end_seq, n.seq) AND n.variable IS NULL"
+        " FROM backward_calls b JOIN nodes n ON n.op IS NULL AND (n.seq > b.seq"
+        "  AND n.seq <= coalesce(b.end_seq, n.seq) OR n.seq < b.seq AND b.id ="
+        "  (SELECT min(c.id) FROM backward_calls c WHERE c.seq > n.seq))"
+        "  AND n.variable IS NULL"
         "  AND n.name != (SELECT id FROM strings WHERE text = 'AccumulateGrad')"
         " WHERE (?1 = 0 OR b.id = ?1) AND NOT EXISTS (SELECT 1 FROM stacks k"
         "  JOIN frames f ON f.id = k.frame JOIN strings sf ON sf.id = f.file"

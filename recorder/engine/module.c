@@ -1033,7 +1033,15 @@ static PyMethodDef eng_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *eng_get_seq(PyObject *op, void *c)
+{
+    (void)c;
+    gt_engine *self = (gt_engine *)op;
+    return PyLong_FromLongLong(self->r ? gt_recorder_seq(self->r) : 0);
+}
+
 static PyGetSetDef eng_getset[] = {
+    {"seq", eng_get_seq, NULL, "events recorded so far", NULL},
     {"recording", eng_get_recording, NULL, "capturing and not failed", NULL},
     {"failed", eng_get_failed, NULL, "a write error stopped recording", NULL},
     {"errmsg", eng_get_errmsg, NULL, "the recorder's last message", NULL},

@@ -57,19 +57,7 @@ def _check_wrappers(mod):
     _wrappers_checked = True
     try:
         import torch
-        from torch.func import grad
-        unwrap = torch._C._functorch.get_unwrapped
-
-        def probe(x):
-            mod.wrapper_check(x, unwrap(x))
-            return x.sum()
-
-        def run():
-            try:
-                grad(probe)(torch.ones(1))
-            except Exception:
-                pass
-
+        run = _wrap_probe(torch, mod)
         # on a thread of its own: torch.func leaves the thread it ran on
         # with a functorch state, which every thread-local-state switch of
         # the autograd engine then copies (two allocations each, 34 switches
@@ -79,6 +67,43 @@ def _check_wrappers(mod):
         t.join()
     except Exception:
         pass
+
+
+def _wrap_probe(torch, mod):
+    """A function that makes one GradTrackingTensor and lets the shim check
+    it. torch.func.grad would import torch._dynamo (about 800 modules, 1.2 s
+    of CPU at every recorded run's start): the wrapper is made with the
+    functorch primitives grad() itself uses, which import nothing. Where
+    they are missing, grad() is the fallback."""
+    f = torch._C._functorch
+    unwrap = f.get_unwrapped
+    if all(hasattr(f, n) for n in ("_grad_increment_nesting", "_grad_decrement_nesting",
+                                   "_wrap_for_grad")):
+        def run():
+            x = torch.ones(1)  # made outside the level, as grad()'s arguments are
+            level = f._grad_increment_nesting()
+            try:
+                w = f._wrap_for_grad(x, level)
+                mod.wrapper_check(w, unwrap(w))
+            except Exception:
+                pass
+            finally:
+                f._grad_decrement_nesting()
+
+        return run
+    from torch.func import grad
+
+    def probe(x):
+        mod.wrapper_check(x, unwrap(x))
+        return x.sum()
+
+    def run():
+        try:
+            grad(probe)(torch.ones(1))
+        except Exception:
+            pass
+
+    return run
 
 
 class EngineRecorder:
@@ -109,6 +134,11 @@ class EngineRecorder:
     @property
     def recording(self):
         return self._eng.recording
+
+    @property
+    def seq(self):
+        """Events recorded so far (the status line's count)."""
+        return getattr(self._eng, "seq", None)
 
     def _user_frame(self):
         f = sys._getframe(1)

@@ -2,7 +2,7 @@
 
     t = gradtrace.open("run.db")
     t.diagnose()                  # dict, as `gradtrace diagnose --json`
-    t.sql("SELECT ... WHERE op = ?", ("aten::mul_.Tensor",))   # list of tuples
+    t.sql("SELECT ... WHERE op = ?", ("aten::mul_.Tensor",))   # rows, named
     t.sql("SELECT * FROM ops", dataframe=True)                  # pandas.DataFrame
     t.history("class_weights")    # list of dicts, as `gradtrace history --json`
     t.memory()                    # dict, as `gradtrace memory --json`
@@ -12,15 +12,41 @@ Everything here calls the C inspector through the _gtinspect extension
 (inspector/python/_gtinspect.c): the same code, guards and output as the
 `gradtrace` command, run in this process. Nothing is computed in Python.
 """
+import collections
 import json
 import os
 
-__all__ = ["open", "Trace", "Graph", "TraceError"]
+__all__ = ["open", "Trace", "Graph", "TraceError", "Result"]
 
 
 class TraceError(Exception):
     """The inspector refused: the file is not a readable trace, or the
     arguments are wrong. The message is the command's one line."""
+
+
+class Result(list):
+    """The rows Trace.sql() returns: a list of named tuples, one a row
+    (row.name or row[0]; a column whose name is no Python identifier is
+    _0, _1, ... by position), with .columns, the column names in order."""
+
+    def __init__(self, columns, rows):
+        self.columns = tuple(columns)
+        row = collections.namedtuple("Row", self.columns, rename=True)
+        super().__init__(row._make(r) for r in rows)
+
+    def __repr__(self):
+        return "Result(columns=%r, rows=%s)" % (self.columns, list.__repr__(self))
+
+
+def _pandas():
+    """The pandas module, or ModuleNotFoundError naming it and the way out."""
+    try:
+        import pandas
+    except ImportError:
+        raise ModuleNotFoundError("Trace.sql(dataframe=True) needs pandas, which is not "
+                                  "installed: pip install pandas, or call sql() without "
+                                  "dataframe=True for a list of rows", name="pandas") from None
+    return pandas
 
 
 def _ext():
@@ -97,14 +123,16 @@ class Trace:
     def sql(self, query, params=None, *, dataframe=False):
         """Run one read-only SQL statement (tables and views of
         schema/SCHEMA.md) with parameters bound from params (a sequence for
-        ?, a mapping for :name). Returns a list of tuples, or a
-        pandas.DataFrame with dataframe=True (ImportError without pandas).
+        ?, a mapping for :name). Returns a Result: a list of named tuples
+        with .columns; or a pandas.DataFrame with dataframe=True
+        (ModuleNotFoundError naming pandas when it is not installed).
         Writes, ATTACH and setting pragmas are refused (ValueError)."""
+        if dataframe:
+            pandas = _pandas()
         columns, rows = _ext().query(self.path, query, params)
         if dataframe:
-            import pandas
             return pandas.DataFrame.from_records(rows, columns=list(columns))
-        return rows
+        return Result(columns, rows)
 
     def columns(self, query, params=None):
         """The column names query would return."""

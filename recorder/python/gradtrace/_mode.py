@@ -428,6 +428,7 @@ class BackwardPatch:
 
         @functools.wraps(orig)
         def wrapper(*args, **kwargs):
+            __tracebackhide__ = True  # pytest leaves this frame out of its report
             if getattr(_tls, "depth", 0) or not recording.is_on():
                 return orig(*args, **kwargs)
             if notice is not None:
