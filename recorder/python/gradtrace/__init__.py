@@ -39,6 +39,10 @@ Options
                     autograd cannot see (NumPy views, DLPack, custom kernels)
                     are found (saved_fingerprints); costs a hash of each
                     saved tensor twice
+    quiet           no line on stderr when the recording goes through the
+                    dispatch adapter (where the engine adapter is not built
+                    for this torch, fails its self-test, or
+                    GRADTRACE_ADAPTER=dispatch asks for it)
 
 Distributed training: the run row records rank, local rank, world size,
 backend and the launcher's run id (gradtrace/_dist.py), and workers that
@@ -84,7 +88,7 @@ class Recording:
     """One trace being recorded; see the module docstring for options."""
 
     def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
-                 argv=None, per_rank=None, check_saved=False, keep_last=None):
+                 argv=None, per_rank=None, check_saved=False, keep_last=None, quiet=False):
         from . import _dist
         self.template = os.fspath(path)
         self.path = _dist.trace_path(self.template, per_rank)
@@ -107,6 +111,7 @@ class Recording:
             raise ValueError("keep_last and backward_calls cannot be combined")
         self.argv = list(sys.argv if argv is None else argv)
         self.check_saved = bool(check_saved)
+        self.quiet = bool(quiet)  # no line saying it records through the dispatch adapter
         self._rec = None
         self._mode = None
         self._patch = None
@@ -146,7 +151,7 @@ class Recording:
                   os.path.join(os.path.dirname(os.__file__), "runpy.py"))
         # adapter selection (GRADTRACE_ADAPTER=dispatch|engine): see _engine.py
         from . import _engine
-        engine_mod = _engine.choose(torch.__version__)
+        engine_mod, fallback = _engine.choose(torch.__version__)
         self.adapter = "engine" if engine_mod is not None else "dispatch"
         if engine_mod is not None:
             self._rec = _engine.EngineRecorder(
@@ -178,6 +183,8 @@ class Recording:
                 check_saved=self.check_saved,
                 keep_last=self.keep_last,
             )
+        if fallback and not self.quiet:
+            _engine.announce(fallback)  # once the trace is created
         options = {"adapter": self.adapter,
                    "max_size": self.max_size or None, "check_saved": self.check_saved,
                    "keep_last": self.keep_last or None,
