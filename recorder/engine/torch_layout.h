@@ -15,7 +15,8 @@
  * offset and type come from the header, and a release that renames or
  * retypes one fails to compile. The static_asserts below state what the
  * shim relies on of each. Node ownership (std::shared_ptr up to 2.12,
- * c10::intrusive_ptr from 2.13) is read off torch::autograd::Edge.
+ * c10::intrusive_ptr from 2.13) is read off torch::autograd::Edge, and how
+ * a custom Function's node holds its Python object off PyNode.
  *
  * CMakeLists.txt compiles this header alone (layout_probe.cpp) before it
  * builds the adapter: a torch whose layouts fail here is not built, with one
@@ -131,20 +132,20 @@ static_assert(std::is_same_v<NodePtr, std::shared_ptr<Node>> ||
                   std::is_same_v<NodePtr, c10::intrusive_ptr<Node>>,
               "autograd::Edge::function is a shared_ptr or an intrusive_ptr of Node");
 
-/* A custom autograd.Function's node: its Python object (pyobj() from 2.13,
- * the public `obj` before) */
-template <class P, class = void> struct has_pyobj : std::false_type {
+/* A custom autograd.Function's node: its THPFunction (the public `obj` up to
+ * 2.12, where Node::pyobj() is another object, the wrapper of a C++ node;
+ * PyNode::pyobj() from 2.13) */
+template <class P, class = void> struct has_obj : std::false_type {
 };
 template <class P>
-struct has_pyobj<P, std::void_t<decltype(std::declval<const P &>().pyobj())>>
-    : std::true_type {
+struct has_obj<P, std::void_t<decltype(std::declval<const P &>().obj)>> : std::true_type {
 };
 template <class P> PyObject *pynode_object(const P *pn)
 {
-    if constexpr (has_pyobj<P>::value)
-        return pn->pyobj();
-    else
+    if constexpr (has_obj<P>::value)
         return pn->obj;
+    else
+        return pn->pyobj();
 }
 static_assert(std::is_same_v<decltype(pynode_object(
                                  static_cast<const torch::autograd::PyNode *>(nullptr))),

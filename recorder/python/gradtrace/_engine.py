@@ -39,7 +39,7 @@ def choose(torch_version):
         import _gradtrace_engine
     except ImportError as e:
         why = "the engine adapter is not built for torch %s" % torch_version
-        if getattr(e, "name", None) != "_gradtrace_engine":
+        if not isinstance(e, ModuleNotFoundError):
             why += " (it does not load: %s)" % e  # built, for another libtorch
         return None, why
     built = _gradtrace_engine.built_for()
