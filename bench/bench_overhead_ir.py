@@ -4,7 +4,7 @@
                                       [--modes plain,engine,keep2] [--keep DIR]
 
 CPU time on a shared machine moves with the load (bench_overhead.py's ratios
-move by about 0.15 between runs here); instruction counts do not. Each
+move by about 0.15 between runs on a loaded 2-core host); instruction counts do not. Each
 model is trained (SGD, one thread) under valgrind --tool=callgrind with
 instrumentation off while Python and torch start and the loop warms up
 (3 steps, then --warm steps recorded, all from the same line); it
@@ -127,8 +127,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gtbench-ir-") as tmp:
         for model in args.models.split(","):
             got = {}
-            # two at a time (this machine has two cores): counts do not
-            # depend on what runs beside them
+            # two at a time: counts do not depend on what runs beside
+            # them
             for i in range(0, len(modes), 2):
                 runs = [(m,) + start(tmp, m, model, args.steps, args.warm)
                         for m in modes[i:i + 2]]

@@ -18,6 +18,7 @@ int gt_cmd_graph(int argc, char **argv);    /* cmd_graph.c */
 int gt_cmd_sql(int argc, char **argv);      /* cmd_sql.c */
 int gt_cmd_info(int argc, char **argv);     /* cmd_info.c */
 int gt_cmd_history(int argc, char **argv);  /* cmd_history.c */
+int gt_cmd_memory(int argc, char **argv);   /* cmd_memory.c */
 
 /* `gradtrace info` over several traces: one line per trace, ordered by rank
  * (a table, or JSON with json set). Returns the exit status. */

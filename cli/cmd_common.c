@@ -46,6 +46,8 @@ const gt_command gt_commands[] = {
      "summarise a trace: run, counts, backward calls, errors"},
     {"history", gt_cmd_history, GT_CMD_TRACE | GT_CMD_VIEWS,
      "every write, save and use of one variable's versions"},
+    {"memory", gt_cmd_memory, GT_CMD_TRACE,
+     "what backward holds in memory, by module, line and node type"},
 };
 const size_t gt_ncommands = sizeof gt_commands / sizeof gt_commands[0];
 

@@ -13,11 +13,12 @@
 #include "diagnose.h"
 #include "graph.h"
 #include "graph_render.h"
+#include "memory.h"
 #include "trace.h"
 
 static const char usage_text[] =
     "usage: gradtrace graph TRACE -o FILE [--format dot|svg|png] [--backward N]\n"
-    "                       [--hops K] [--all] [--saved] [--no-legend]\n"
+    "                       [--hops K] [--all] [--saved] [--bytes] [--no-legend]\n"
     "\n"
     "Draw the autograd graph of one backward call: its nodes with the user's\n"
     "lines, saved tensors, and for each finding the in-place ops that changed a\n"
@@ -35,6 +36,8 @@ static const char usage_text[] =
     "  -a, --all           draw the whole graph, not just around the findings\n"
     "      --saved         draw every saved tensor as a note (a large drawing\n"
     "                      lists them in their node, except around findings)\n"
+    "      --bytes         colour and thicken each node by the bytes its saved\n"
+    "                      tensors hold (gradtrace memory), and say them\n"
     "      --no-legend     leave the legend out\n"
     "  -h, --help          show this help\n";
 
@@ -52,7 +55,7 @@ static int parse_int(const char *s, long long min, long long max, long long *out
 
 int gt_cmd_graph(int argc, char **argv)
 {
-    enum { OPT_NO_LEGEND = 256, OPT_SAVED };
+    enum { OPT_NO_LEGEND = 256, OPT_SAVED, OPT_BYTES };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"format", required_argument, NULL, 'f'},
@@ -61,6 +64,7 @@ int gt_cmd_graph(int argc, char **argv)
         {"all", no_argument, NULL, 'a'},
         {"no-legend", no_argument, NULL, OPT_NO_LEGEND},
         {"saved", no_argument, NULL, OPT_SAVED},
+        {"bytes", no_argument, NULL, OPT_BYTES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -69,7 +73,7 @@ int gt_cmd_graph(int argc, char **argv)
     gt_trace *trace = NULL;
     gt_graph *graph = NULL;
     gt_findings *findings = NULL;
-    int format = -1, c, status = 2;
+    int format = -1, c, status = 2, bytes = 0;
     long long v;
 
     optind = 0; /* reset: main may have parsed before */
@@ -115,6 +119,9 @@ int gt_cmd_graph(int argc, char **argv)
             break;
         case OPT_SAVED:
             opts.saved = 1;
+            break;
+        case OPT_BYTES:
+            bytes = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);
@@ -189,6 +196,8 @@ int gt_cmd_graph(int argc, char **argv)
     opts.finding_lead = lead;
     rc = gt_graph_build(trace, &opts, &graph);
     free(lead);
+    if (rc == 0 && bytes)
+        rc = gt_memory_paint(trace, gt_graph_agraph(graph), gt_graph_backward(graph));
     if (rc != 0) {
         fprintf(stderr, "gradtrace: graph: %s\n", gt_trace_errmsg(trace));
         goto out;

@@ -825,9 +825,7 @@ const char *gt_column_text(sqlite3_stmt *st, int i, int *oom)
     return v;
 }
 
-/* A malloc'd copy of column i, NULL for SQL NULL; *oom set when out of
- * memory. */
-static char *column_dup(sqlite3_stmt *st, int i, int *oom)
+char *gt_column_dup(sqlite3_stmt *st, int i, int *oom)
 {
     const char *v = gt_column_text(st, i, oom);
     if (!v)
@@ -1079,10 +1077,10 @@ static int read_loc(gt_trace *t, const char *sql, int64_t stack, gt_loc *out)
     if (s == SQLITE_ROW) {
         out->frame = sqlite3_column_int64(st, 0);
         out->line = sqlite3_column_int64(st, 1);
-        out->file = column_dup(st, 2, &oom);
-        out->function = column_dup(st, 3, &oom);
-        out->code = column_dup(st, 4, &oom);
-        out->json = column_dup(st, 5, &oom);
+        out->file = gt_column_dup(st, 2, &oom);
+        out->function = gt_column_dup(st, 3, &oom);
+        out->code = gt_column_dup(st, 4, &oom);
+        out->json = gt_column_dup(st, 5, &oom);
         rc = 1;
         if (oom || !out->json) {
             gt_loc_release(out);
@@ -1207,7 +1205,7 @@ static int read_names(gt_trace *t, int64_t tensor, struct tnames *e)
         }
         gt_strbuf_adds(&json, json.len > 1 ? "," : "");
         gt_strbuf_adds(&json, q);
-        char *one = column_dup(st, 0, &oom);
+        char *one = gt_column_dup(st, 0, &oom);
         if (oom)
             break;
         if (one) {

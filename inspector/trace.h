@@ -118,6 +118,10 @@ sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql);
  * is never read as "no value". *oom is left alone otherwise. */
 const char *gt_column_text(sqlite3_stmt *st, int i, int *oom);
 
+/* A malloc'd copy of column i's text (gt_column_text), NULL for SQL NULL;
+ * *oom set when out of memory. */
+char *gt_column_dup(sqlite3_stmt *st, int i, int *oom);
+
 /* The error model of the inspector library (SQLite's sqlite3_errmsg): a
  * call on a trace, or on anything built on it (gt_diagnose, gt_graph_build,
  * the replayer), that returns a negative GT_E* code keeps its one-line

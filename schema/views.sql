@@ -577,3 +577,56 @@ LEFT JOIN tensors t ON t.id = a.tensor
 LEFT JOIN version_bumps b ON b.op = a.op AND b.tensor = a.tensor
 LEFT JOIN locations l ON l.stack = o.stack
 WHERE a.role = 2;
+
+-- One row per saved tensor with what it holds in memory: its own bytes,
+-- its storage's, how many saved tensors hold that storage, and whether it
+-- is the first of them (by seq). counted_bytes counts each storage once,
+-- with its first saved tensor (a saved tensor with no recorded storage
+-- counts its own bytes): sum(counted_bytes) is what every saved tensor of
+-- the trace holds together. gradtrace memory reads the same per backward
+-- call (the nodes it reaches, each storage once within them).
+CREATE VIEW IF NOT EXISTS saved_bytes AS
+SELECT u.seq,
+       u.node,
+       u.node_name,
+       u.slot,
+       u.tensor,
+       u.storage,
+       u.nbytes,
+       u.storage_nbytes,
+       u.storage_saved,
+       u.first_on_storage,
+       CASE WHEN u.first_on_storage = 1
+            THEN coalesce(u.storage_nbytes, u.nbytes, 0) ELSE 0 END AS counted_bytes,
+       l.file,
+       l.line,
+       l.function,
+       l.code
+FROM (
+SELECT s.seq,
+       s.node,
+       sn.text AS node_name,
+       ss.text AS slot,
+       s.tensor,
+       t.storage,
+       s.nbytes,
+       sg.nbytes AS storage_nbytes,
+       CASE WHEN t.storage IS NULL THEN 1
+            ELSE (SELECT count(*) FROM tensors t2
+                  JOIN saved_tensors s2 ON s2.tensor = t2.id
+                  WHERE t2.storage = t.storage) END AS storage_saved,
+       CASE WHEN t.storage IS NULL THEN 1
+            WHEN EXISTS (SELECT 1 FROM tensors t2
+                         JOIN saved_tensors s2 ON s2.tensor = t2.id
+                         WHERE t2.storage = t.storage AND s2.seq < s.seq) THEN 0
+            ELSE 1 END AS first_on_storage,
+       o.stack
+FROM saved_tensors s
+JOIN nodes nd ON nd.id = s.node
+JOIN strings sn ON sn.id = nd.name
+JOIN strings ss ON ss.id = s.slot
+LEFT JOIN tensors t ON t.id = s.tensor
+LEFT JOIN storages sg ON sg.id = t.storage
+LEFT JOIN ops o ON o.seq = nd.op
+) u
+LEFT JOIN locations l ON l.stack = u.stack;

@@ -771,21 +771,27 @@ static void command(const char *mode)
     path_of(c.out, sizeof c.out, "cmd-out");
     path_of(c.errf, sizeof c.errf, "cmd-err");
     write_trace(path);
-    const char *text[] = {"diagnose", "--color", "never", path};
-    const char *json[] = {"diagnose", "--json", path};
-    const char *info[] = {"info", "--all", path};
-    c.fn = gt_cmd_diagnose;
-    c.name = "diagnose";
-    c.ok = 1;
-    c.argc = strcmp(mode, "json") ? 4 : 3;
-    c.args = strcmp(mode, "json") ? text : json;
-    if (!strcmp(mode, "info")) {
-        c.fn = gt_cmd_info;
-        c.name = "info";
-        c.ok = 0;
-        c.argc = 3;
-        c.args = info;
-    }
+    /* each mode: the command, its exit status without a countdown, its
+     * arguments */
+    const struct {
+        const char *mode;
+        int (*fn)(int, char **);
+        int ok, argc;
+        const char *args[4];
+    } modes[] = {
+        {"text", gt_cmd_diagnose, 1, 4, {"diagnose", "--color", "never", path}},
+        {"json", gt_cmd_diagnose, 1, 3, {"diagnose", "--json", path}},
+        {"info", gt_cmd_info, 0, 3, {"info", "--all", path}},
+        {"memory", gt_cmd_memory, 0, 3, {"memory", "--json", path}},
+    };
+    size_t m = 0;
+    while (strcmp(modes[m].mode, mode))
+        m++;
+    c.fn = modes[m].fn;
+    c.name = modes[m].args[0];
+    c.ok = modes[m].ok;
+    c.argc = modes[m].argc;
+    c.args = modes[m].args;
     assert_int_equal(run_cmd(c.fn, c.argc, c.args, c.out, c.errf), c.ok);
     c.want = slurp(c.out);
     snprintf(what, sizeof what, "gradtrace %s (%s)", c.name, mode);
@@ -814,6 +820,14 @@ static void test_info_command(void **state)
 {
     (void)state;
     command("info");
+}
+
+/* `gradtrace memory --json`: module paths, breakdowns and the document
+ * built under a countdown exit 2 with one line, or print it whole. */
+static void test_memory_command(void **state)
+{
+    (void)state;
+    command("memory");
 }
 
 static int setup(void **state)
@@ -867,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_diagnose_command_text),
         cmocka_unit_test(test_diagnose_command_json),
         cmocka_unit_test(test_info_command),
+        cmocka_unit_test(test_memory_command),
     };
     /* GT_OOM_TEST=PATTERN: only the tests it names (cmocka's filter) */
     if (getenv("GT_OOM_TEST"))

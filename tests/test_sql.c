@@ -164,7 +164,8 @@ static void test_views_exist(void **state)
     assert_rows(
         f->db, "SELECT name FROM sqlite_schema WHERE type = 'view' ORDER BY name",
         "backward_log\nbackward_reach\nerror_log\nevents\ngraph_edges\n"
-        "invalidations\nlocations\nmutations\nop_log\nsaved\nsaved_memory\nstack_frames\n"
+        "invalidations\nlocations\nmutations\nop_log\nsaved\nsaved_bytes\nsaved_memory\n"
+        "stack_frames\n"
         "tensor_history\ntensor_info\nvariables\nwrites\n");
     /* v3's writes: the seed's six in-place writes, each with its bump */
     assert_rows(f->db,
@@ -1018,6 +1019,8 @@ static void test_cookbook(void **state)
          "NllLossBackward0\tweight\t1\tfloat32\t[3]\t12\t38\n"},
         {"Memory held by saved tensors, per node type",
          "NllLossBackward0\t1\t3\t332\nLogSoftmaxBackward0\t1\t1\t192\n"},
+        /* LogSoftmaxBackward0's result is NllLossBackward0's self: once */
+        {"Bytes a backward call holds for backward, each storage once", "332\n"},
         {"How many ops ran in each phase?", "forward\t11\t5\n"},
         {"The full stack of one event",
          "0\ttorch/_tensor.py\t626\tbackward\t0\n1\texamples/seed.py\t47\t<module>\t1\n"},

@@ -9,7 +9,8 @@
  * Python should get, byte for byte the same as the command line's.
  *
  *   run(args) -> (status, stdout: bytes, stderr: bytes)
- *       runs one reading subcommand (diagnose, graph, sql, info, history)
+ *       runs one reading subcommand (diagnose, graph, sql, info, history,
+ *       memory)
  *       in this process, as `gradtrace ARGS...` would, with its stdout and
  *       stderr captured in memory. The GIL is held throughout: the commands
  *       use getopt's globals and write to the C library's stdout/stderr,
@@ -39,7 +40,7 @@ static const struct {
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"diagnose", gt_cmd_diagnose}, {"graph", gt_cmd_graph},     {"sql", gt_cmd_sql},
-    {"info", gt_cmd_info},         {"history", gt_cmd_history},
+    {"info", gt_cmd_info},         {"history", gt_cmd_history}, {"memory", gt_cmd_memory},
 };
 
 /* Free argv[0..argc) and argv; accepts NULL. */

@@ -368,7 +368,9 @@ inline size_t pad8(size_t n)
 /* dtype_name's and device_name's names, interned on first sight (zero
  * initialised, no guard) */
 std::atomic<const char *> g_dtype_names[256];
-std::atomic<const char *> g_device_names[64];
+/* by device type (64) and index + 1 (0: none, as the CPU's; 1..16: 0..15) */
+constexpr int GT_DEV_INDEXES = 17;
+std::atomic<const char *> g_device_names[64 * GT_DEV_INDEXES];
 
 C10_NOINLINE const char *dtype_name_slow(at::ScalarType st)
 {
@@ -433,19 +435,31 @@ inline const char *dtype_name(at::ScalarType st)
     return C10_LIKELY(s) ? s : dtype_name_slow(st);
 }
 
-C10_NOINLINE const char *device_name_slow(c10::DeviceType d)
+/* The slot of a device in g_device_names, or -1 past the table (an index
+ * above 15: named each time). */
+inline int device_slot(c10::Device d)
+{
+    int ix = (int)d.index() + 1;
+    return ix < GT_DEV_INDEXES ? ((int)d.type() & 63) * GT_DEV_INDEXES + ix : -1;
+}
+
+C10_NOINLINE const char *device_name_slow(c10::Device d)
 {
     std::lock_guard<std::mutex> g(C->mu);
-    C->names.push_back(c10::DeviceTypeName(d, true));
+    C->names.push_back(d.str());
     const char *s = C->names.back().c_str();
-    g_device_names[(int)d & 63].store(s, std::memory_order_release);
+    int slot = device_slot(d);
+    if (slot >= 0)
+        g_device_names[slot].store(s, std::memory_order_release);
     return s;
 }
 
-/* "cpu", ... */
-inline const char *device_name(c10::DeviceType d)
+/* "cpu", "cuda:0", ...: the device as torch prints it, with its index */
+inline const char *device_name(c10::Device d)
 {
-    const char *s = g_device_names[(int)d & 63].load(std::memory_order_acquire);
+    int slot = device_slot(d);
+    const char *s =
+        slot >= 0 ? g_device_names[slot].load(std::memory_order_acquire) : nullptr;
     return C10_LIKELY(s) ? s : device_name_slow(d);
 }
 
@@ -524,7 +538,7 @@ C10_ALWAYS_INLINE int facts(const at::TensorBase &x, gt_cap_tensor &f)
     else
         f.flags |= GT_CAPT_NOVC;
     f.dtype = dtype_name(impl->dtype().toScalarType());
-    f.device = device_name(impl->device_type());
+    f.device = device_name(impl->device());
     int nd = 0;
     const c10::TensorImpl *d = data_of(impl);
     if (d->has_storage() && geom_ok(d)) {

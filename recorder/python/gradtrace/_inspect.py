@@ -5,6 +5,7 @@
     t.sql("SELECT ... WHERE op = ?", ("aten::mul_.Tensor",))   # list of tuples
     t.sql("SELECT * FROM ops", dataframe=True)                  # pandas.DataFrame
     t.history("class_weights")    # list of dicts, as `gradtrace history --json`
+    t.memory()                    # dict, as `gradtrace memory --json`
     t.graph()                     # shown inline by a notebook; .save("g.png")
 
 Everything here calls the C inspector through the _gtinspect extension
@@ -114,6 +115,18 @@ class Trace:
         args = ["history", "--json", self.path, str(name)]
         if reads:
             args.append("--reads")
+        if all:
+            args.append("--all")
+        return json.loads(_run(args)[1])
+
+    def memory(self, call=None, all=False):
+        """What backward holds in memory, as the dict `gradtrace memory
+        --json` prints (keys trace, backward, calls; docs/memory.md): every
+        backward call's totals, and the breakdowns of the one holding the
+        most (call: that backward call, 1-based; all: every call's)."""
+        args = ["memory", "--json", self.path]
+        if call is not None:
+            args += ["--call", int(call)]
         if all:
             args.append("--all")
         return json.loads(_run(args)[1])

@@ -1,0 +1,621 @@
+/*
+ * gradtrace memory TRACE: the bytes a backward call holds for backward when
+ * it starts (memory.h), by module, by line and by node type, the largest
+ * saved tensors, how the held bytes grew over the forward, and what
+ * recomputing each module (activation checkpointing) would free. Text
+ * tables, or one JSON document (--json) built with SQLite's JSON functions.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gradtrace/error.h>
+
+#include "cmd.h"
+#include "memory.h"
+#include "strbuf.h"
+#include "termtext.h"
+#include "trace.h"
+
+static void usage(FILE *o)
+{
+    fprintf(o,
+            "usage: gradtrace memory [options] TRACE\n"
+            "\n"
+            "Show the memory a backward call holds for backward when it starts: the\n"
+            "tensors its nodes saved, each storage counted once, by module, by source\n"
+            "line and by node type; the largest saved tensors; how the held bytes\n"
+            "grew as the forward ran; and for each module what recomputing it in\n"
+            "backward (activation checkpointing) would free.\n"
+            "\n"
+            "options:\n"
+            "  -c, --call N   the backward call to show (default: the one holding\n"
+            "                 the most bytes)\n"
+            "  -a, --all      list every backward call, and show each one\n"
+            "  -n, --top N    rows of each table (default %d; 0: every row)\n"
+            "      --json     print one JSON document (every row of every table)\n"
+            "  -h, --help     show this help\n"
+            "\n"
+            "exit status: 0 shown, 2 usage or input error\n",
+            GT_MEMORY_DEFAULT_TOP);
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+/* An aligned table: cells are sanitized copies; numeric columns right-aligned. */
+typedef struct table {
+    int ncol;
+    const char *head[8];
+    int right[8];
+    char **cell; /* rows x ncol */
+    size_t rows, cap;
+    int oom;
+    int first; /* the output's first section: no blank line before it */
+} table;
+
+static void cell_row(table *t, const char *const *v)
+{
+    if (t->oom)
+        return;
+    if (t->rows == t->cap) {
+        size_t c = t->cap ? 2 * t->cap : 16;
+        char **p = realloc(t->cell, c * (size_t)t->ncol * sizeof *p);
+        if (!p) {
+            t->oom = 1;
+            return;
+        }
+        t->cell = p;
+        t->cap = c;
+    }
+    for (int i = 0; i < t->ncol; i++) {
+        char *s = gt_term_text(v[i] ? v[i] : "");
+        if (s && strlen(s) > 60) /* long source lines and paths: cut */
+            strcpy(s + 57, "...");
+        t->cell[t->rows * (size_t)t->ncol + (size_t)i] = s;
+        t->oom |= !s;
+    }
+    t->rows++;
+}
+
+/* Columns counted in characters (UTF-8 continuation bytes aside). */
+static size_t width(const char *s)
+{
+    size_t n = 0;
+    for (; s && *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static void table_print(table *t, const char *indent)
+{
+    size_t w[8] = {0};
+    for (int i = 0; i < t->ncol; i++)
+        w[i] = width(t->head[i]);
+    for (size_t r = 0; r < t->rows; r++)
+        for (int i = 0; i < t->ncol; i++) {
+            size_t n = width(t->cell[r * (size_t)t->ncol + (size_t)i]);
+            if (n > w[i])
+                w[i] = n;
+        }
+    for (size_t r = 0; r <= t->rows; r++) {
+        fputs(indent, stdout);
+        for (int i = 0; i < t->ncol; i++) {
+            const char *s =
+                r ? t->cell[(r - 1) * (size_t)t->ncol + (size_t)i] : t->head[i];
+            size_t pad = w[i] - width(s);
+            int last = i == t->ncol - 1;
+            if (t->right[i])
+                printf("%*s%s", (int)pad, "", s ? s : "");
+            else
+                printf("%s%*s", s ? s : "", last ? 0 : (int)pad, "");
+            if (!last)
+                fputs("  ", stdout);
+        }
+        fputc('\n', stdout);
+    }
+}
+
+static void table_release(table *t)
+{
+    for (size_t i = 0; i < t->rows * (size_t)t->ncol; i++)
+        free(t->cell[i]);
+    free(t->cell);
+}
+
+/* Print table t under title (after a blank line but for the output's
+ * first), with "... N more" when cut. 0, or -1 when out of memory. */
+static int section(table *t, const char *title, size_t total, size_t shown)
+{
+    if (t->oom) {
+        table_release(t);
+        return -1;
+    }
+    printf("%s%s\n", t->first ? "" : "\n", title);
+    table_print(t, "  ");
+    if (shown < total)
+        printf("  ... %zu more (--top 0 shows every row)\n", total - shown);
+    table_release(t);
+    return 0;
+}
+
+static const char *pct(int64_t part, int64_t whole, char *buf, size_t size)
+{
+    snprintf(buf, size, "%.1f%%", whole > 0 ? 100.0 * (double)part / (double)whole : 0.0);
+    return buf;
+}
+
+static const char *num(int64_t v, char *buf, size_t size)
+{
+    snprintf(buf, size, "%" PRId64, v);
+    return buf;
+}
+
+static const char *module_name(const char *m)
+{
+    return *m ? m : "(outside modules)";
+}
+
+static int print_call(const gt_mem_call *c, size_t top, size_t ncalls)
+{
+    char a[32], b[32], d[32], e[32], loc[4096];
+    size_t lim;
+    printf("backward call %" PRId64 " (%s", c->id, c->api ? c->api : "?");
+    if (c->file) {
+        printf(" at ");
+        gt_term_puts(stdout, c->file);
+        printf(":%" PRId64, c->line);
+    }
+    printf("): %s held for backward at its start\n", gt_mem_human(c->bytes, a, sizeof a));
+    printf("  %" PRId64 " saved tensors on %" PRId64
+           " storages, each storage counted once; parameters %s, the rest %s\n",
+           c->saved, c->storages, gt_mem_human(c->param_bytes, a, sizeof a),
+           gt_mem_human(c->bytes - c->param_bytes, b, sizeof b));
+    if (c->live_bytes != c->bytes)
+        printf("  with the other graphs not yet freed: %s held at its start\n",
+               gt_mem_human(c->live_bytes, a, sizeof a));
+    if (ncalls > 1)
+        printf("  (%zu backward calls; --call N shows another, --all each)\n", ncalls);
+    if (!c->detailed || c->saved == 0)
+        return 0;
+
+    table t = {
+        .ncol = 4, .head = {"module", "bytes", "share", "saved"}, .right = {0, 1, 1, 1}};
+    lim = top && top < c->n_module ? top : c->n_module;
+    for (size_t i = 0; i < lim; i++) {
+        const gt_mem_group *g = &c->by_module[i];
+        const char *v[] = {module_name(g->key), gt_mem_human(g->bytes, a, sizeof a),
+                           pct(g->bytes, c->bytes, b, sizeof b),
+                           num(g->saved, d, sizeof d)};
+        cell_row(&t, v);
+    }
+    if (section(&t, "by module (each storage with the first module that saved it)",
+                c->n_module, lim) < 0)
+        return -1;
+
+    t = (table){.ncol = 5,
+                .head = {"line", "bytes", "share", "saved", "code"},
+                .right = {0, 1, 1, 1, 0}};
+    lim = top && top < c->n_line ? top : c->n_line;
+    for (size_t i = 0; i < lim; i++) {
+        const gt_mem_group *g = &c->by_line[i];
+        const char *v[] = {
+            *g->key ? g->key : "(no line)", gt_mem_human(g->bytes, a, sizeof a),
+            pct(g->bytes, c->bytes, b, sizeof b), num(g->saved, d, sizeof d), g->code};
+        cell_row(&t, v);
+    }
+    if (section(&t, "by line", c->n_line, lim) < 0)
+        return -1;
+
+    t = (table){
+        .ncol = 4, .head = {"node", "bytes", "share", "saved"}, .right = {0, 1, 1, 1}};
+    lim = top && top < c->n_node ? top : c->n_node;
+    for (size_t i = 0; i < lim; i++) {
+        const gt_mem_group *g = &c->by_node[i];
+        const char *v[] = {g->key, gt_mem_human(g->bytes, a, sizeof a),
+                           pct(g->bytes, c->bytes, b, sizeof b),
+                           num(g->saved, d, sizeof d)};
+        cell_row(&t, v);
+    }
+    if (section(&t, "by node type", c->n_node, lim) < 0)
+        return -1;
+
+    t = (table){
+        .ncol = 7,
+        .head = {"bytes", "saved as", "dtype", "shape", "held by", "module", "line"},
+        .right = {1, 0, 0, 0, 1, 0, 0}};
+    lim = top && top < c->n_tensors ? top : c->n_tensors;
+    for (size_t i = 0; i < lim; i++) {
+        const gt_mem_tensor *x = &c->tensors[i];
+        char as[256];
+        snprintf(as, sizeof as, "%s.%s", x->node_name ? x->node_name : "?",
+                 x->slot ? x->slot : "?");
+        if (x->file)
+            snprintf(loc, sizeof loc, "%s:%" PRId64, x->file, x->line);
+        const char *v[] = {gt_mem_human(x->bytes, a, sizeof a),
+                           as,
+                           x->dtype,
+                           x->shape,
+                           num(x->holders, d, sizeof d),
+                           module_name(x->module),
+                           x->file ? loc : ""};
+        cell_row(&t, v);
+    }
+    if (section(&t,
+                "largest saved tensors (a storage once; held by: how many saved tensors "
+                "hold it)",
+                c->n_tensors, lim) < 0)
+        return -1;
+
+    /* the forward: held bytes at the end of each run of one module's saves,
+     * at most `top` of them evenly spread (the last always) */
+    size_t runs = 0;
+    for (size_t i = 0; i < c->n_points; i++)
+        runs += i + 1 == c->n_points || c->timeline[i + 1].group != c->timeline[i].group;
+    size_t want = top && top < runs ? top : runs;
+    t = (table){.ncol = 3, .head = {"seq", "held", "after module"}, .right = {1, 1, 0}};
+    for (size_t i = 0, k = 0; i < c->n_points; i++) {
+        if (!(i + 1 == c->n_points || c->timeline[i + 1].group != c->timeline[i].group))
+            continue;
+        /* run k of runs; show it when it is the last of its share */
+        if (k == runs - 1 || (k + 1) * want / runs != (k + 2) * want / runs) {
+            const gt_mem_point *p = &c->timeline[i];
+            const char *v[] = {num(p->seq, d, sizeof d),
+                               gt_mem_human(p->bytes, a, sizeof a),
+                               module_name(c->by_module[p->group].key)};
+            cell_row(&t, v);
+        }
+        k++;
+    }
+    char title[160];
+    snprintf(title, sizeof title,
+             "held for this call as the forward ran: after %zu of its %zu module runs%s",
+             t.rows, runs, t.rows < runs ? " (--top 0 shows each)" : "");
+    if (section(&t, title, 0, 0) < 0)
+        return -1;
+
+    t = (table){.ncol = 5,
+                .head = {"module", "frees", "held", "kept (inputs, params)", "shared"},
+                .right = {0, 1, 1, 1, 1}};
+    lim = top && top < c->n_modules ? top : c->n_modules;
+    for (size_t i = 0; i < lim; i++) {
+        const gt_mem_module *m = &c->modules[i];
+        const char *v[] = {m->path, gt_mem_human(m->frees, a, sizeof a),
+                           gt_mem_human(m->held, b, sizeof b),
+                           gt_mem_human(m->kept, d, sizeof d),
+                           gt_mem_human(m->shared, e, sizeof e)};
+        cell_row(&t, v);
+    }
+    return section(
+        &t,
+        "checkpointing: recomputing a module in backward frees what it made and "
+        "only it holds",
+        c->n_modules, lim);
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+typedef struct jw {
+    gt_strbuf b;
+    sqlite3_stmt *quote; /* SELECT json_quote(?1) */
+    sqlite3_stmt *value; /* ?1 as JSON when it is JSON, else as a string */
+    int bad;
+} jw;
+
+/* Append s through statement st (json_quote, or json): null for NULL. */
+static void jput(jw *j, sqlite3_stmt *st, const char *s)
+{
+    if (!s) {
+        gt_strbuf_adds(&j->b, "null");
+        return;
+    }
+    sqlite3_bind_text(st, 1, s, -1, SQLITE_STATIC);
+    const char *v;
+    if (sqlite3_step(st) == SQLITE_ROW && (v = (const char *)sqlite3_column_text(st, 0)))
+        gt_strbuf_adds(&j->b, v);
+    else
+        j->bad = 1;
+    sqlite3_reset(st);
+}
+
+/* Append s as a JSON string (null for NULL). */
+static void jstr(jw *j, const char *s)
+{
+    jput(j, j->quote, s);
+}
+
+static void jkey(jw *j, const char *k, int first)
+{
+    gt_strbuf_adds(&j->b, first ? "\"" : ",\"");
+    gt_strbuf_adds(&j->b, k);
+    gt_strbuf_adds(&j->b, "\":");
+}
+
+static void jint(jw *j, const char *k, int64_t v)
+{
+    jkey(j, k, 0);
+    gt_strbuf_addf(&j->b, "%" PRId64, v);
+}
+
+static void jtext(jw *j, const char *k, const char *v)
+{
+    jkey(j, k, 0);
+    jstr(j, v);
+}
+
+static void jloc(jw *j, const char *file, int64_t line, const char *code)
+{
+    jkey(j, "location", 0);
+    if (!file) {
+        gt_strbuf_adds(&j->b, "null");
+        return;
+    }
+    gt_strbuf_adds(&j->b, "{\"file\":");
+    jstr(j, file);
+    jint(j, "line", line);
+    jtext(j, "code", code);
+    gt_strbuf_adds(&j->b, "}");
+}
+
+static void json_call(jw *j, const gt_mem_call *c, int chosen)
+{
+    jkey(j, "id", 1);
+    gt_strbuf_addf(&j->b, "%" PRId64, c->id);
+    jint(j, "seq", c->seq);
+    jtext(j, "api", c->api);
+    jtext(j, "status", c->status);
+    jloc(j, c->file, c->line, c->code);
+    jkey(j, "chosen", 0);
+    gt_strbuf_adds(&j->b, chosen ? "true" : "false");
+    jint(j, "bytes", c->bytes);
+    jint(j, "param_bytes", c->param_bytes);
+    jint(j, "saved", c->saved);
+    jint(j, "storages", c->storages);
+    jint(j, "live_bytes", c->live_bytes);
+    if (!c->detailed)
+        return;
+    static const char *names[] = {"by_module", "by_line", "by_node"};
+    static const char *keys[] = {"module", "line", "node"};
+    const gt_mem_group *gs[] = {c->by_module, c->by_line, c->by_node};
+    size_t ns[] = {c->n_module, c->n_line, c->n_node};
+    for (int k = 0; k < 3; k++) {
+        jkey(j, names[k], 0);
+        gt_strbuf_adds(&j->b, "[");
+        for (size_t i = 0; i < ns[k]; i++) {
+            gt_strbuf_adds(&j->b, i ? ",{" : "{");
+            jkey(j, keys[k], 1);
+            jstr(j, k == 1 && !*gs[k][i].key ? NULL : gs[k][i].key);
+            if (k == 1)
+                jtext(j, "code", gs[k][i].code);
+            jint(j, "bytes", gs[k][i].bytes);
+            jint(j, "saved", gs[k][i].saved);
+            jint(j, "first_seq", gs[k][i].first_seq);
+            gt_strbuf_adds(&j->b, "}");
+        }
+        gt_strbuf_adds(&j->b, "]");
+    }
+    jkey(j, "tensors", 0);
+    gt_strbuf_adds(&j->b, "[");
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        const gt_mem_tensor *x = &c->tensors[i];
+        gt_strbuf_adds(&j->b, i ? ",{" : "{");
+        jkey(j, "seq", 1);
+        gt_strbuf_addf(&j->b, "%" PRId64, x->seq);
+        jint(j, "node", x->node);
+        jtext(j, "node_name", x->node_name);
+        jtext(j, "slot", x->slot);
+        jkey(j, "tensor", 0);
+        x->tensor ? gt_strbuf_addf(&j->b, "%" PRId64, x->tensor)
+                  : gt_strbuf_adds(&j->b, "null");
+        jkey(j, "storage", 0);
+        x->storage ? gt_strbuf_addf(&j->b, "%" PRId64, x->storage)
+                   : gt_strbuf_adds(&j->b, "null");
+        jint(j, "bytes", x->bytes);
+        jkey(j, "nbytes", 0);
+        x->nbytes >= 0 ? gt_strbuf_addf(&j->b, "%" PRId64, x->nbytes)
+                       : gt_strbuf_adds(&j->b, "null");
+        jint(j, "holders", x->holders);
+        jtext(j, "dtype", x->dtype);
+        jkey(j, "shape", 0);
+        jput(j, j->value, x->shape); /* the trace's JSON array */
+        jtext(j, "module", x->module);
+        jloc(j, x->file, x->line, x->code);
+        gt_strbuf_adds(&j->b, "}");
+    }
+    gt_strbuf_adds(&j->b, "]");
+    jkey(j, "checkpoint", 0);
+    gt_strbuf_adds(&j->b, "[");
+    for (size_t i = 0; i < c->n_modules; i++) {
+        const gt_mem_module *m = &c->modules[i];
+        gt_strbuf_adds(&j->b, i ? ",{" : "{");
+        jkey(j, "module", 1);
+        jstr(j, m->path);
+        jint(j, "frees", m->frees);
+        jint(j, "held", m->held);
+        jint(j, "kept", m->kept);
+        jint(j, "shared", m->shared);
+        gt_strbuf_adds(&j->b, "}");
+    }
+    gt_strbuf_adds(&j->b, "]");
+    jkey(j, "timeline", 0);
+    gt_strbuf_adds(&j->b, "[");
+    for (size_t i = 0; i < c->n_points; i++) {
+        gt_strbuf_addf(&j->b, "%s{\"seq\":%" PRId64 ",\"bytes\":%" PRId64 ",\"module\":",
+                       i ? "," : "", c->timeline[i].seq, c->timeline[i].bytes);
+        jstr(j, c->by_module[c->timeline[i].group].key);
+        gt_strbuf_adds(&j->b, "}");
+    }
+    gt_strbuf_adds(&j->b, "]");
+}
+
+/* The whole document, checked and minified by SQLite's json(). 0, or -1
+ * with the message printed. */
+static int print_json(gt_trace *t, const gt_memory *m)
+{
+    sqlite3 *db = gt_trace_db(t);
+    sqlite3_stmt *st = NULL;
+    jw j = {0};
+    int rc = -1;
+    if (sqlite3_prepare_v2(db, "SELECT json_quote(?1)", -1, &j.quote, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT CASE WHEN json_valid(?1) THEN json(?1)"
+                           " ELSE json_quote(?1) END",
+                           -1, &j.value, NULL) != SQLITE_OK)
+        goto out;
+    gt_strbuf_adds(&j.b, "{\"trace\":");
+    jstr(&j, gt_trace_path(t));
+    jkey(&j, "backward", 0);
+    if (m->n)
+        gt_strbuf_addf(&j.b, "%" PRId64, m->calls[m->chosen].id);
+    else
+        gt_strbuf_adds(&j.b, "null");
+    jkey(&j, "calls", 0);
+    gt_strbuf_adds(&j.b, "[");
+    for (size_t i = 0; i < m->n; i++) {
+        gt_strbuf_adds(&j.b, i ? ",{" : "{");
+        json_call(&j, &m->calls[i], i == m->chosen);
+        gt_strbuf_adds(&j.b, "}");
+    }
+    gt_strbuf_adds(&j.b, "]}");
+    if (j.bad || j.b.oom ||
+        sqlite3_prepare_v2(db, "SELECT json(?1)", -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_text(st, 1, gt_strbuf_str(&j.b), -1, SQLITE_STATIC);
+    const char *doc;
+    if (sqlite3_step(st) == SQLITE_ROW &&
+        (doc = (const char *)sqlite3_column_text(st, 0))) {
+        puts(doc);
+        rc = 0;
+    }
+out:
+    if (rc != 0)
+        fprintf(stderr, "gradtrace: memory: cannot write JSON: %s\n",
+                j.b.oom ? "out of memory" : sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    sqlite3_finalize(j.quote);
+    sqlite3_finalize(j.value);
+    gt_strbuf_release(&j.b);
+    return rc;
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+static int parse_count(const char *s, long long min, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int gt_cmd_memory(int argc, char **argv)
+{
+    enum { OPT_JSON = 256 };
+    static const struct option longopts[] = {
+        {"call", required_argument, NULL, 'c'}, {"all", no_argument, NULL, 'a'},
+        {"top", required_argument, NULL, 'n'},  {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+    };
+    gt_memory_options opts = {0};
+    long long v, top = GT_MEMORY_DEFAULT_TOP;
+    int json = 0, c, status = 2;
+    gt_trace *t = NULL;
+    gt_memory *m = NULL;
+
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":c:an:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            if (parse_count(optarg, 1, &v) != 0)
+                return gt_usage_error("memory", usage,
+                                      "--call wants a positive number, not '%s'", optarg);
+            opts.backward = v;
+            break;
+        case 'a':
+            opts.all = 1;
+            break;
+        case 'n':
+            if (parse_count(optarg, 0, &v) != 0)
+                return gt_usage_error("memory", usage,
+                                      "--top wants a number >= 0, not '%s'", optarg);
+            top = v;
+            break;
+        case OPT_JSON:
+            json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+            return gt_usage_error("memory", usage, "option '%s' needs a value",
+                                  argv[optind - 1]);
+        default:
+            return gt_usage_error("memory", usage, "unknown option '%s'",
+                                  argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 1)
+        return gt_usage_error("memory", usage,
+                              argc - optind ? "want one trace" : "missing TRACE");
+    const char *path = argv[optind];
+    if (gt_cmd_open("memory", path, &t) != 0)
+        return 2;
+    if (gt_memory_measure(t, &opts, &m) != 0) {
+        fprintf(stderr, "gradtrace: memory %s: %s\n", path, gt_trace_errmsg(t));
+        goto out;
+    }
+    if (json) {
+        if (print_json(t, m) != 0)
+            goto out;
+    } else if (m->n == 0) {
+        printf("no backward call in ");
+        gt_term_puts(stdout, path);
+        printf(": nothing is held for backward\n");
+    } else {
+        int bad = 0;
+        if (opts.all) {
+            table tb = {.ncol = 5,
+                        .head = {"call", "held", "saved", "with other graphs", "line"},
+                        .right = {1, 1, 1, 1, 0},
+                        .first = 1};
+            for (size_t i = 0; i < m->n; i++) {
+                const gt_mem_call *k = &m->calls[i];
+                char a[32], b[32], d[32], e[32], loc[4096];
+                if (k->file)
+                    snprintf(loc, sizeof loc, "%s:%" PRId64, k->file, k->line);
+                const char *row[] = {
+                    num(k->id, a, sizeof a), gt_mem_human(k->bytes, b, sizeof b),
+                    num(k->saved, d, sizeof d), gt_mem_human(k->live_bytes, e, sizeof e),
+                    k->file ? loc : ""};
+                cell_row(&tb, row);
+            }
+            bad = section(&tb, "backward calls", m->n, m->n) < 0;
+        }
+        for (size_t i = 0; !bad && i < m->n; i++) {
+            if (!opts.all && i != m->chosen)
+                continue;
+            fputs(opts.all || i ? "\n" : "", stdout);
+            bad = print_call(&m->calls[i], (size_t)top, opts.all ? 1 : m->n) < 0;
+        }
+        if (bad) {
+            fprintf(stderr, "gradtrace: memory: out of memory\n");
+            goto out;
+        }
+    }
+    status = 0;
+out:
+    if (fflush(stdout) != 0 && status == 0) {
+        fprintf(stderr, "gradtrace: memory: cannot write output\n");
+        status = 2;
+    }
+    gt_memory_free(m);
+    gt_trace_close(t);
+    return status;
+}
