@@ -250,7 +250,7 @@ int gt_cmd_sql(int argc, char **argv)
         if (mrc != 0)
             goto out;
         db = mdb;
-    } else if (gt_cmd_open("sql", path, &t) != 0) {
+    } else if (gt_cmd_open(GT_CMD_TRACE | GT_CMD_VIEWS, path, &t) != 0) {
         goto out;
     } else {
         db = gt_trace_db(t);

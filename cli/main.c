@@ -6,6 +6,7 @@
 #include <gradtrace/format.h>
 
 #include "cmd.h"
+#include "gt_build.h"
 
 static void usage(FILE *out)
 {
@@ -27,7 +28,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("gradtrace %s (trace schema %d)\n", GT_VERSION_STRING, GT_SCHEMA_VERSION);
+        printf("gradtrace %s (trace schema %d)\nadapters: %s\n", GT_VERSION_STRING,
+               GT_SCHEMA_VERSION, GT_BUILD_ADAPTERS);
         return 0;
     }
     const gt_command *cmd = gt_command_find(argv[1]);

@@ -41,7 +41,18 @@ if(NOT GT_INSTALL_LIBS)
                         "(is GT_PYTHON_ADAPTER off?)")
 endif()
 message(STATUS "gradtrace: installing extension modules: ${GT_INSTALL_LIBS}")
-set_target_properties(${GT_INSTALL_LIBS} PROPERTIES INSTALL_RPATH "$ORIGIN;$ORIGIN/torch/lib")
+# After $ORIGIN/torch/lib, the torch library directory of the environment
+# the build found: a venv that sees torch through --system-site-packages, or
+# a --user install, has no torch/ beside the modules. (auditwheel drops that
+# absolute entry from a binary wheel, scripts/wheel.)
+set(GT_INSTALL_RPATH "$ORIGIN;$ORIGIN/torch/lib")
+if(GT_TORCH_CMAKE_PREFIX)
+    # torch.utils.cmake_prefix_path is <torch>/share/cmake
+    get_filename_component(_gt_torch_dir ${GT_TORCH_CMAKE_PREFIX} DIRECTORY)
+    get_filename_component(_gt_torch_dir ${_gt_torch_dir} DIRECTORY)
+    list(APPEND GT_INSTALL_RPATH ${_gt_torch_dir}/lib)
+endif()
+set_target_properties(${GT_INSTALL_LIBS} PROPERTIES INSTALL_RPATH "${GT_INSTALL_RPATH}")
 install(TARGETS ${GT_INSTALL_LIBS} LIBRARY DESTINATION . RUNTIME DESTINATION .)
 
 install(TARGETS gradtrace RUNTIME DESTINATION gradtrace/_bin)

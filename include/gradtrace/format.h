@@ -19,8 +19,12 @@ extern "C" {
 /* Schema version written by this release (PRAGMA user_version and
  * run.schema_version of the trace); readers open this version and older. */
 #define GT_SCHEMA_VERSION 4
-/* The gradtrace release (run.gradtrace_version). */
-#define GT_VERSION_STRING "0.2.0"
+/* The gradtrace release (run.gradtrace_version), GT_VERSION_STRING: the
+ * build defines it from CMakeLists.txt's project(VERSION), the version the
+ * Python package has too. */
+#ifndef GT_VERSION_STRING
+#error "GT_VERSION_STRING comes from the build (CMakeLists.txt, add_compile_definitions)"
+#endif
 
 /* Roles of an op's tensor argument: op_args.role, table roles. */
 #define GT_ROLE_MAP(X)                                                                   \

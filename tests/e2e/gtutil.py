@@ -106,6 +106,30 @@ def run_plain(script, *args, env=None, timeout=300, cwd=None):
                           env=env, timeout=timeout, cwd=cwd)
 
 
+def installed_env(venv=None, drop=(), **extra):
+    """The environment an installed package runs in (the pip and wheel
+    tests): this one minus everything that points into the build tree and
+    the names in drop, with venv/bin first on PATH if venv is given."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "GRADTRACE", "GRADTRACE_PYTHON", "GT_BUILD_DIR",
+                        "PYTHONHOME", "VIRTUAL_ENV") + tuple(drop)}
+    if venv:
+        env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    return env
+
+
+def run_checked(cmd, check=True, timeout=900, cwd=None, env=None):
+    """Run cmd (text, output captured); if check, raise AssertionError with
+    both outputs' ends when it exits non-zero."""
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                        env=env)
+    if check and cp.returncode != 0:
+        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
+            " ".join(cmd), cp.returncode, cp.stdout[-4000:], cp.stderr[-4000:]))
+    return cp
+
+
 def connect(trace):
     """Open a trace read-only-ish with sqlite3 (rows as sqlite3.Row)."""
     db = sqlite3.connect("file:%s?mode=ro" % trace, uri=True)

@@ -448,3 +448,22 @@ def record(path="gradtrace.db", **options):
 
 # Reading traces (gradtrace.open): the C inspector through _gtinspect.
 from ._inspect import open, Trace, TraceError  # noqa: E402
+
+
+def __getattr__(name):
+    """gradtrace.__version__, looked up on first use: the installed
+    distribution's version (importlib.metadata) where pip installed this
+    package, else the version the build compiled into the adapter (a source
+    tree, where PYTHONPATH names build/python)."""
+    if name != "__version__":
+        raise AttributeError("module 'gradtrace' has no attribute %r" % name)
+    try:
+        from . import _build
+    except ImportError:
+        import _gradtrace
+        return _gradtrace.version
+    from importlib import metadata
+    try:
+        return metadata.version("gradtrace")
+    except metadata.PackageNotFoundError:
+        return _build.VERSION

@@ -33,15 +33,15 @@ def print_diagnosis(path, stream=None):
     stream = sys.stderr if stream is None else stream
     try:
         import _gtinspect
-        status, out, err = _gtinspect.run(["diagnose", "--color", _color(stream),
-                                           os.fspath(path)])
+        status, out = _gtinspect.diagnose(os.fspath(path), text=True,
+                                          color=_color(stream) == "always")
     except Exception:
         return False
     if status != 1 or not out:
         return False
     try:
         stream.flush()
-        stream.write("\n" + out.decode("utf-8", "replace"))
+        stream.write("\n" + out)
         stream.flush()
     except Exception:
         return False

@@ -89,9 +89,9 @@ def pytest_runtest_makereport(item, call):
     text = ""
     try:
         import _gtinspect
-        status, out, _ = _gtinspect.run(["diagnose", "--color", "never", path])
+        status, out = _gtinspect.diagnose(path, text=True)
         if status == 1:
-            text = out.decode("utf-8", "replace")
+            text = out
     except Exception:
         pass
     text += "trace: %s (gradtrace diagnose %s)\n" % (path, path)
