@@ -74,8 +74,12 @@ static void usage(FILE *out)
         "                           a trace is refused)\n"
         "  -m MODULE                run MODULE as a script, like python -m (the rest of\n"
         "                           the line is its arguments)\n"
-        "  -q, --quiet              no status line on a terminal, and no diagnosis when\n"
-        "                           the run fails\n"
+        "  -q, --quiet              no status line on a terminal, no diagnosis when the
+"
+        "                           run fails, and no line saying it records through
+"
+        "                           the dispatch adapter
+"
         "  --python PY              interpreter that imports torch (default: "
         "$GRADTRACE_PYTHON,\n"
         "                           else %s)\n"

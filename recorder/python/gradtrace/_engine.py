@@ -1,13 +1,15 @@
 """The engine adapter's Python side: choosing it, and the little it needs
 Python for (variable names; the backward wrappers are _mode.BackwardPatch).
 
-The C++ shim (_gradtrace_engine) is built only for the torch found at build
-time. choose() loads it, checks the running torch and runs the shim's
-self-test; on any failure gradtrace records through the dispatch adapter and
-says so in one line on stderr. GRADTRACE_ADAPTER=dispatch|engine overrides
-the default: the engine adapter wherever it is built and passes its
-self-test (it records the same facts as the dispatch adapter at a fraction
-of its cost), else the dispatch adapter, silently unless asked for.
+The C++ shim (_gradtrace_engine) is built for the torch release found at
+build time, from its headers (recorder/engine/torch_layout.h), and only
+where that release passes the build's layout check. choose() loads it, checks
+the running torch against the one it was built for and runs the shim's
+self-test. GRADTRACE_ADAPTER=dispatch|engine overrides the default, the
+engine adapter (it records the same facts as the dispatch adapter at a
+fraction of its cost). Whenever gradtrace records through the dispatch
+adapter, one line on stderr says so and why (announce), unless the
+recording is quiet.
 """
 import os
 import sys
@@ -16,31 +18,39 @@ import threading
 DEFAULT = "engine"
 
 
+def announce(why):
+    """Say in one line on stderr that the recording goes through the
+    dispatch adapter, and why (choose's second value)."""
+    sys.stderr.write("gradtrace: recording through the dispatch adapter: %s\n" % why)
+    sys.stderr.flush()
+
+
 def choose(torch_version):
-    """The _gradtrace_engine module to record with, or None for the
-    dispatch adapter (after printing one line saying why, unless the user
-    asked for dispatch)."""
-    want = os.environ.get("GRADTRACE_ADAPTER", "").strip().lower() or DEFAULT
+    """(module, why): the _gradtrace_engine module to record with and None,
+    or None and why the recording goes through the dispatch adapter (for
+    announce)."""
+    asked = os.environ.get("GRADTRACE_ADAPTER", "").strip().lower()
+    want = asked or DEFAULT
     if want == "dispatch":
-        return None
+        return None, "GRADTRACE_ADAPTER=dispatch asked for it"
     if want != "engine":
-        sys.stderr.write("gradtrace: unknown GRADTRACE_ADAPTER=%r, using the dispatch "
-                         "adapter\n" % want)
-        return None
+        return None, "unknown GRADTRACE_ADAPTER=%r" % asked
     try:
         import _gradtrace_engine
-    except ImportError:
-        if os.environ.get("GRADTRACE_ADAPTER"):
-            sys.stderr.write("gradtrace: engine adapter not built for this torch (%s); "
-                             "recording through the dispatch adapter\n" % torch_version)
-        return None
+    except ImportError as e:
+        why = "the engine adapter is not built for torch %s" % torch_version
+        if not isinstance(e, ModuleNotFoundError):
+            why += " (it does not load: %s)" % e  # built, for another libtorch
+        return None, why
+    built = _gradtrace_engine.built_for()
+    if torch_version.split("+")[0] != built:
+        return None, "the engine adapter is built for torch %s, not %s" % (built,
+                                                                           torch_version)
     why = _gradtrace_engine.selftest(torch_version)
     if why is not None:
-        sys.stderr.write("gradtrace: engine adapter self-test failed (%s); recording "
-                         "through the dispatch adapter\n" % why)
-        return None
+        return None, "the engine adapter's self-test failed: %s" % why
     _check_wrappers(_gradtrace_engine)
-    return _gradtrace_engine
+    return _gradtrace_engine, None
 
 
 _wrappers_checked = False

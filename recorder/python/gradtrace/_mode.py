@@ -368,6 +368,13 @@ class BackwardPatch:
         apply = fn_cls.__dict__.get("apply")
         if isinstance(apply, classmethod):
             orig_apply = apply.__func__
+        elif apply is not None and hasattr(apply, "__get__"):
+            # torch 2.14: _C._FunctionBase's own apply, a C classmethod
+            def orig_apply(cls, *args, **kwargs):
+                return apply.__get__(None, cls)(*args, **kwargs)
+        else:  # pragma: no cover
+            orig_apply = None
+        if orig_apply is not None:
 
             @functools.wraps(orig_apply)
             def wrapped_apply(cls, *args, **kwargs):
@@ -390,7 +397,19 @@ class BackwardPatch:
             import torch.utils.checkpoint as ckpt
         except ImportError:  # pragma: no cover
             return
-        gen = getattr(ckpt, "_checkpoint_without_reentrant_generator", None)
+        # torch 2.14 checkpoint() calls the generator's _impl(fn, args,
+        # kwargs, ...); before, the generator(fn, options..., *args, **kwargs)
+        name = "_checkpoint_without_reentrant_generator_impl"
+        gen = getattr(ckpt, name, None)
+        if gen is not None:
+            def call_args(args, kwargs):
+                return (args[1:2], tuple((args[2] if len(args) > 2 else {}).values()))
+        else:
+            name = "_checkpoint_without_reentrant_generator"
+            gen = getattr(ckpt, name, None)
+
+            def call_args(args, kwargs):
+                return (args, tuple(kwargs.values()))
         if gen is None:
             return
 
@@ -399,16 +418,15 @@ class BackwardPatch:
             r = rec._rec
             seq = 0
             if r is not None and r.recording:
-                seq = r.call_begin("torch.utils.checkpoint", (args, tuple(kwargs.values())),
-                                   True)
+                seq = r.call_begin("torch.utils.checkpoint", call_args(args, kwargs), True)
             try:
                 yield from gen(*args, **kwargs)
             finally:
                 if r is not None:
                     r.call_end(seq, None)
 
-        self._saved.append((ckpt, "_checkpoint_without_reentrant_generator", gen))
-        ckpt._checkpoint_without_reentrant_generator = wrapped_gen
+        self._saved.append((ckpt, name, gen))
+        setattr(ckpt, name, wrapped_gen)
 
     def remove(self):
         if self.compile_notice is not None:

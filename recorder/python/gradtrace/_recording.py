@@ -31,7 +31,7 @@ class Recording:
     """One trace being recorded; gradtrace.record() describes the options."""
 
     def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
-                 argv=None, per_rank=None, check_saved=False, keep_last=None):
+                 argv=None, per_rank=None, check_saved=False, keep_last=None, quiet=False):
         from . import _dist
         self.template = os.fspath(path)
         self.path = _dist.trace_path(self.template, per_rank)
@@ -59,6 +59,7 @@ class Recording:
             raise ValueError("keep_last and backward_calls cannot be combined")
         self.argv = list(sys.argv if argv is None else argv)
         self.check_saved = bool(check_saved)
+        self.quiet = bool(quiet)  # no line saying it records through the dispatch adapter
         self._rec = None
         self._mode = None
         self._patch = None
@@ -105,7 +106,7 @@ class Recording:
                   os.path.join(os.path.dirname(os.__file__), "runpy.py"))
         # adapter selection (GRADTRACE_ADAPTER=dispatch|engine): see _engine.py
         from . import _engine
-        engine_mod = _engine.choose(torch.__version__)
+        engine_mod, fallback = _engine.choose(torch.__version__)
         self.adapter = "engine" if engine_mod is not None else "dispatch"
         if engine_mod is not None:
             self._rec = _engine.EngineRecorder(
@@ -137,6 +138,8 @@ class Recording:
                 check_saved=self.check_saved,
                 keep_last=self.keep_last,
             )
+        if fallback and not self.quiet:
+            _engine.announce(fallback)  # once the trace is created
         options = {"adapter": self.adapter,
                    "max_size": self.max_size or None, "check_saved": self.check_saved,
                    "keep_last": self.keep_last or None,
@@ -430,7 +433,7 @@ def record(path: "str | os.PathLike[str]" = "gradtrace.db", *, overwrite: bool =
            backward_calls: Optional[Tuple[int, int]] = None,
            keep_last: Optional[int] = None, check_saved: bool = False,
            per_rank: Optional[bool] = None,
-           argv: Optional[Sequence[str]] = None) -> "Recording":
+           argv: Optional[Sequence[str]] = None, quiet: bool = False) -> "Recording":
     """A Recording of everything autograd does, into the trace at path.
     Use it as a context manager (``with gradtrace.record("run.db"):``), or
     call start() and stop().
@@ -454,9 +457,12 @@ def record(path: "str | os.PathLike[str]" = "gradtrace.db", *, overwrite: bool =
     per_rank: in a distributed run, write rank N's trace to path with
         ".rankN" before the extension (None: when a rank is known).
     argv: the command line kept in the trace's run row (default sys.argv).
+    quiet: no line on stderr when the recording goes through the dispatch
+        adapter (the engine adapter not built for this torch, failing its
+        self-test, or GRADTRACE_ADAPTER=dispatch asking for it).
 
     Raises ValueError for option values out of range; start() raises
     FileExistsError, OSError or RuntimeError as Recording.start says."""
     return Recording(path, overwrite=overwrite, max_size=max_size,
                      backward_calls=backward_calls, keep_last=keep_last,
-                     check_saved=check_saved, per_rank=per_rank, argv=argv)
+                     check_saved=check_saved, per_rank=per_rank, argv=argv, quiet=quiet)

@@ -236,7 +236,7 @@ def main(argv):
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest,
                               keep_last=opts["keep_last"],
-                              check_saved=opts["check_saved"])
+                              check_saved=opts["check_saved"], quiet=opts["quiet"])
     recs.append(rec)
     out = rec.path  # rank N of a launched job writes out.rankN (gradtrace/_dist.py)
     rec.announce = True
