@@ -74,12 +74,9 @@ static void usage(FILE *out)
         "                           a trace is refused)\n"
         "  -m MODULE                run MODULE as a script, like python -m (the rest of\n"
         "                           the line is its arguments)\n"
-        "  -q, --quiet              no status line on a terminal, no diagnosis when the
-"
-        "                           run fails, and no line saying it records through
-"
-        "                           the dispatch adapter
-"
+        "  -q, --quiet              no status line on a terminal, no diagnosis when the\n"
+        "                           run fails, and no line saying it records through\n"
+        "                           the dispatch adapter\n"
         "  --python PY              interpreter that imports torch (default: "
         "$GRADTRACE_PYTHON,\n"
         "                           else %s)\n"
