@@ -54,4 +54,12 @@ GT_WARN_UNUSED int gt_cmd_open(unsigned needs, const char *path,
 int gt_usage_error(const char *cmd, void (*usage)(FILE *), const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Where the document `name` (SCHEMA.md, guide.md, ...) is on this machine:
+ * the installed package's copy (gradtrace/docs/ beside the _bin/ folder of
+ * the running command) when it is there, else the source tree's (the
+ * command built in a build tree), else `name` under "docs/" or "schema/"
+ * as the repository names it. Writes at most n bytes into buf (always
+ * terminated) and returns buf; can't fail (cmd_util.c). */
+const char *gt_doc_path(const char *name, char *buf, size_t n);
+
 #endif

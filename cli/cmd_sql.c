@@ -278,17 +278,19 @@ static int prompt_loop(sqlite3 *db, gt_sql_guard *g, const param *ps, size_t nps
 
 static void usage(FILE *out)
 {
+    char schema[4096];
     fprintf(out,
             "usage: gradtrace sql [options] TRACE... | DIR [QUERY]\n"
             "\n"
             "Run SQL on a trace, read-only. Without QUERY (or with '-') the\n"
             "statements are read from stdin; without QUERY on a terminal, at a\n"
             "prompt that also takes .tables, .schema [NAME], .help and .quit.\n"
-            "Views such as op_log, mutations,\n"
-            "saved, invalidations and tensor_history are described in\n"
-            "schema/SCHEMA.md, with a cookbook of queries. Several traces (the ranks\n"
-            "of a distributed run) or a directory: every table and view across them,\n"
-            "with a leading rank column (table traces lists them).\n"
+            "Several traces (the ranks of a distributed run) or a directory: every\n"
+            "table and view across them, with a leading rank column (table traces\n"
+            "lists them). The tables and views (op_log, mutations, saved,\n"
+            "invalidations, tensor_history, ...) are described, with a cookbook of\n"
+            "queries, in\n"
+            "  %s\n"
             "\n"
             "options:\n"
             "  --table             aligned columns (default when stdout is a terminal)\n"
@@ -304,7 +306,8 @@ static void usage(FILE *out)
             "  -h, --help          show this help\n"
             "\n"
             "exit status: 0 success, 2 bad usage, unreadable trace, SQL error or\n"
-            "a statement refused because it would write\n");
+            "a statement refused because it would write\n",
+            gt_doc_path("SCHEMA.md", schema, sizeof schema));
 }
 
 int gt_cmd_sql(int argc, char **argv)

@@ -57,6 +57,12 @@ install(TARGETS ${GT_INSTALL_LIBS} LIBRARY DESTINATION . RUNTIME DESTINATION .)
 
 install(TARGETS gradtrace RUNTIME DESTINATION gradtrace/_bin)
 
+# The trace format and the user guide, beside the package: `gradtrace sql
+# --help` names the installed SCHEMA.md (gt_doc_path, cli/cmd_util.c).
+install(FILES ${CMAKE_SOURCE_DIR}/schema/SCHEMA.md DESTINATION gradtrace/docs)
+file(GLOB GT_DOCS ${CMAKE_SOURCE_DIR}/docs/*.md)
+install(FILES ${GT_DOCS} DESTINATION gradtrace/docs)
+
 configure_file(${CMAKE_SOURCE_DIR}/cmake/_build.py.in
                ${CMAKE_BINARY_DIR}/package/_build.py @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/package/_build.py DESTINATION gradtrace)

@@ -176,6 +176,16 @@ class Installed(unittest.TestCase):
         self.assertEqual(doc["findings"][0]["kind"], "inplace_invalidated_saved")
         self.assertEqual(doc["findings"][0]["saved"]["names"], ["class_weights"])
 
+    def test_schema_and_guide_installed(self):
+        """sql --help names the installed SCHEMA.md, and the user guide is
+        beside it."""
+        out = run([bin_("gradtrace"), "sql", "--help"]).stdout
+        path = out.split("queries, in\n", 1)[1].split("\n", 1)[0].strip()
+        self.assertTrue(path.startswith(SITE), path)
+        with open(path, encoding="utf-8") as f:
+            self.assertIn("saved_tensors", f.read())
+        self.assertTrue(os.path.exists(os.path.join(os.path.dirname(path), "guide.md")))
+
     def render(self, fmt, **env):
         out = os.path.join(self.dir, "seed-%s-%d.%s" % (fmt, len(env), fmt))
         cp = run([bin_("gradtrace"), "graph", self.trace, "--format", fmt, "-o", out],
