@@ -90,15 +90,20 @@ static const char *const counted[] = {
 
 #define BACKWARD_SQL                                                                     \
     "SELECT id, api, status, file, line, code, error_type, error, roots,"                \
-    " nodes_run FROM (" BACKWARD_ROWS ") ORDER BY id"
+    " nodes_run FROM (" BACKWARD_ROWS ") WHERE NOT " BY_COMPILER("api") " ORDER BY id"
 
-/* How many backward calls, and how many of each outcome. */
+/* Whether the api text `col` names a call torch.compile made while compiling. */
+#define BY_COMPILER(col) "(" col " LIKE '" GT_API_BY_COMPILER "%')"
+
+/* How many backward calls the user made, how many of each outcome, and how
+ * many torch.compile made while compiling (not listed). */
 #define BACKWARD_COUNT_SQL                                                               \
-    "SELECT count(*), total(status = '" GT_BACKWARD_STATUS_OK "'),"                      \
-    " total(status = '" GT_BACKWARD_STATUS_ERROR "'),"                                   \
-    " total(status NOT IN ('" GT_BACKWARD_STATUS_OK "', '" GT_BACKWARD_STATUS_ERROR      \
-    "'))"                                                                                \
-    " FROM backward_calls"
+    "SELECT total(NOT c), total(NOT c AND status = '" GT_BACKWARD_STATUS_OK "'),"        \
+    " total(NOT c AND status = '" GT_BACKWARD_STATUS_ERROR "'),"                         \
+    " total(NOT c AND status NOT IN ('" GT_BACKWARD_STATUS_OK                            \
+    "', '" GT_BACKWARD_STATUS_ERROR "')), total(c)"                                      \
+    " FROM (SELECT b.status, " BY_COMPILER("s.text") " AS c FROM backward_calls b"       \
+    "  JOIN strings s ON s.id = b.api)"
 
 /* The text shows every call of a run with at most this many, else the
  * first and last SHOWN_AT_ENDS and every call that did not return ok. */
@@ -136,13 +141,17 @@ static const char json_head[] =
     "   'ok', coalesce(sum(status = '" GT_BACKWARD_STATUS_OK "'), 0),"
     "   'error', coalesce(sum(status = '" GT_BACKWARD_STATUS_ERROR "'), 0),"
     "   'running', coalesce(sum(status NOT IN ('" GT_BACKWARD_STATUS_OK
-    "', '" GT_BACKWARD_STATUS_ERROR "')), 0)) FROM backward_calls),"
+    "', '" GT_BACKWARD_STATUS_ERROR "')), 0),"
+    "   'by_compiler', (SELECT count(*) FROM backward_calls b JOIN strings s"
+    "    ON s.id = b.api WHERE " BY_COMPILER("s.text") ")) FROM backward_calls),"
     " 'backward_calls', (SELECT json_group_array(json(o)) FROM ("
     "   SELECT json_object('id', id, 'api', api, 'status', status,"
     "    'retain_graph', retain_graph, 'create_graph', create_graph,"
     "    'roots', roots, 'nodes_run', nodes_run,"
     "    'file', file, 'line', line, 'code', code,"
-    "    'error_type', error_type, 'error', error) AS o"
+    "    'error_type', error_type, 'error', error,"
+    "    'by_compiler', json(CASE WHEN " BY_COMPILER("api") " THEN 'true'"
+    "     ELSE 'false' END)) AS o"
     "   FROM (" BACKWARD_ROWS ") ORDER BY id)),"
     " 'errors', (SELECT json_group_array(json(o)) FROM ("
     "   SELECT json_object('seq', seq, 'type', type, 'message', message,"
@@ -403,10 +412,11 @@ static int print_backward_calls(sqlite3 *db, FILE *out, int all, int *oomp)
         goto out;
     if ((rc = sqlite3_step(st)) != SQLITE_ROW)
         goto out;
-    int64_t total = sqlite3_column_int64(st, 0);
+    int64_t total = (int64_t)sqlite3_column_double(st, 0);
     int64_t n_ok = (int64_t)sqlite3_column_double(st, 1);
     int64_t n_err = (int64_t)sqlite3_column_double(st, 2);
     int64_t n_run = (int64_t)sqlite3_column_double(st, 3);
+    int64_t n_compiler = (int64_t)sqlite3_column_double(st, 4);
     sqlite3_finalize(st);
     st = NULL;
     if (total == 0) {
@@ -426,6 +436,11 @@ static int print_backward_calls(sqlite3 *db, FILE *out, int all, int *oomp)
             fprintf(out, "%s%" PRId64 " running", sep, n_run);
         fputs(")\n", out);
     }
+    if (n_compiler)
+        fprintf(out,
+                "  (and %" PRId64 " torch.compile made while compiling the backward"
+                " graph, not listed)\n",
+                n_compiler);
     int every = all || total <= SHOW_ALL_UP_TO;
     if ((rc = sqlite3_prepare_v2(db, BACKWARD_SQL, -1, &st, NULL)) != SQLITE_OK)
         goto out;

@@ -65,7 +65,7 @@ void gt__imap_clear(gt_imap *m)
 
 static const char sql_call[] =
     "SELECT b.seq, b.end_seq, b.stack, b.retain_graph, b.create_graph, b.status, "
-    "s.text = 'torch.autograd.grad', "
+    "s.text IN ('torch.autograd.grad', '" GT_API_BY_COMPILER "torch.autograd.grad'), "
     "EXISTS (SELECT 1 FROM backward_inputs i WHERE i.backward = b.id) "
     "FROM backward_calls b LEFT JOIN strings s ON s.id = b.api WHERE b.id = ?1";
 /* The graph nodes in JSON array ?1 whose output is an input (inputs=) of

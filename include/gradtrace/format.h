@@ -63,6 +63,12 @@ extern "C" {
 #define GT_BACKWARD_STATUS_OK      "ok"
 #define GT_BACKWARD_STATUS_ERROR   "error"
 
+/* backward_calls.api of a call torch.compile made while compiling (its
+ * AOTAutograd tracing the backward graph), not the user: this prefix, then
+ * the API ("torch.compile: torch.autograd.grad"). Left out of the calls
+ * `info` and `diagnose` list. */
+#define GT_API_BY_COMPILER "torch.compile: "
+
 #define GT__FORMAT_ENUM(name, value, text) name = value,
 enum gt_role { GT_ROLE_MAP(GT__FORMAT_ENUM) };
 enum gt_phase { GT_PHASE_MAP(GT__FORMAT_ENUM) };

@@ -22,6 +22,8 @@
 #undef Py_BUILD_CORE
 #endif
 
+#include <gradtrace/format.h>
+
 #include "fold.h"
 #include "gt_pyrun.h"
 #include "gt_capture.h"
@@ -588,10 +590,18 @@ static PyObject *eng_backward_begin(PyObject *op, PyObject *args)
         return NULL;
     if (!self->on || !self->active || gt_recorder_failed(self->r))
         return PyLong_FromLong(0);
-    static const char *apis[] = {"Tensor.backward", "torch.autograd.backward",
-                                 "torch.autograd.grad"};
+    /* static: the capture record keeps the pointer; the last three are the
+     * calls torch.compile makes while compiling (gradtrace/_mode.py) */
+    static const char *apis[] = {
+        "Tensor.backward",
+        "torch.autograd.backward",
+        "torch.autograd.grad",
+        GT_API_BY_COMPILER "Tensor.backward",
+        GT_API_BY_COMPILER "torch.autograd.backward",
+        GT_API_BY_COMPILER "torch.autograd.grad",
+    };
     const char *sapi = NULL;
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
         if (!strcmp(api, apis[i]))
             sapi = apis[i];
     if (!sapi) {

@@ -10,6 +10,7 @@ the recorded run must fail exactly where the unrecorded one does.
 """
 import functools
 import inspect
+import os
 import sys
 import threading
 import types
@@ -214,6 +215,29 @@ class CompileNotice:
             return
         self._said = True
         print(self.MESSAGE, file=sys.stderr)
+
+
+# backward_calls.api of a call torch.compile made while compiling (AOTAutograd
+# tracing the backward graph), not the user: the prefix, then the API
+# (include/gradtrace/format.h GT_API_BY_COMPILER, schema/SCHEMA.md)
+COMPILER_PREFIX = "torch.compile: "
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_COMPILER_DIRS = tuple(_TORCH_DIR + d + os.sep for d in (
+    "_dynamo", "_functorch", "_inductor", "fx", "_subclasses", "_higher_order_ops",
+    "export"))
+
+
+def _made_by_compiler():
+    """True when the backward entry point was called from torch.compile's
+    own code (the frames from the wrapper's caller outward are torch's, one
+    of them a compiler's) rather than from the user's or another library's
+    code: torch's frames up to the first that is not."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_TORCH_DIR):
+        if f.f_code.co_filename.startswith(_COMPILER_DIRS):
+            return True
+        f = f.f_back
+    return False
 
 
 class BackwardPatch:
@@ -462,7 +486,9 @@ class BackwardPatch:
                 return orig(*args, **kwargs)  # let PyTorch report the bad call
             _tls.depth = 1
             try:
-                bid = recording.backward_begin(api, roots or [], retain, create, inputs)
+                bid = recording.backward_begin(
+                    COMPILER_PREFIX + api if _made_by_compiler() else api, roots or [],
+                    retain, create, inputs)
                 try:
                     result = orig(*args, **kwargs)
                 except BaseException as exc:
