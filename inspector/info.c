@@ -103,7 +103,7 @@ static const char *const counted[] = {
     " total(NOT c AND status NOT IN ('" GT_BACKWARD_STATUS_OK                            \
     "', '" GT_BACKWARD_STATUS_ERROR "')), total(c)"                                      \
     " FROM (SELECT b.status, " BY_COMPILER("s.text") " AS c FROM backward_calls b"       \
-    "  JOIN strings s ON s.id = b.api)"
+                                                     "  JOIN strings s ON s.id = b.api)"
 
 /* The text shows every call of a run with at most this many, else the
  * first and last SHOWN_AT_ENDS and every call that did not return ok. */
@@ -143,22 +143,25 @@ static const char json_head[] =
     "   'running', coalesce(sum(status NOT IN ('" GT_BACKWARD_STATUS_OK
     "', '" GT_BACKWARD_STATUS_ERROR "')), 0),"
     "   'by_compiler', (SELECT count(*) FROM backward_calls b JOIN strings s"
-    "    ON s.id = b.api WHERE " BY_COMPILER("s.text") ")) FROM backward_calls),"
-    " 'backward_calls', (SELECT json_group_array(json(o)) FROM ("
-    "   SELECT json_object('id', id, 'api', api, 'status', status,"
-    "    'retain_graph', retain_graph, 'create_graph', create_graph,"
-    "    'roots', roots, 'nodes_run', nodes_run,"
-    "    'file', file, 'line', line, 'code', code,"
-    "    'error_type', error_type, 'error', error,"
-    "    'by_compiler', json(CASE WHEN " BY_COMPILER("api") " THEN 'true'"
-    "     ELSE 'false' END)) AS o"
-    "   FROM (" BACKWARD_ROWS ") ORDER BY id)),"
-    " 'errors', (SELECT json_group_array(json(o)) FROM ("
-    "   SELECT json_object('seq', seq, 'type', type, 'message', message,"
-    "    'backward', backward, 'file', file, 'line', line,"
-    "    'function', function, 'code', code) AS o"
-    "   FROM error_log ORDER BY seq)),"
-    " 'counts', json_object(";
+    "    ON s.id = b.api WHERE " BY_COMPILER(
+        "s.text") ")) FROM backward_calls),"
+                  " 'backward_calls', (SELECT json_group_array(json(o)) FROM ("
+                  "   SELECT json_object('id', id, 'api', api, 'status', status,"
+                  "    'retain_graph', retain_graph, 'create_graph', create_graph,"
+                  "    'roots', roots, 'nodes_run', nodes_run,"
+                  "    'file', file, 'line', line, 'code', code,"
+                  "    'error_type', error_type, 'error', error,"
+                  "    'by_compiler', json(CASE WHEN " BY_COMPILER(
+                      "api") " THEN 'true'"
+                             "     ELSE 'false' END)) AS o"
+                             "   FROM (" BACKWARD_ROWS ") ORDER BY id)),"
+                             " 'errors', (SELECT json_group_array(json(o)) FROM ("
+                             "   SELECT json_object('seq', seq, 'type', type, 'message', "
+                             "message,"
+                             "    'backward', backward, 'file', file, 'line', line,"
+                             "    'function', function, 'code', code) AS o"
+                             "   FROM error_log ORDER BY seq)),"
+                             " 'counts', json_object(";
 
 /* Build the JSON query: json_head, then 'name', (SELECT count(*) FROM name)
  * for every counted table. Returns a malloc'd string or NULL. */
