@@ -11,6 +11,7 @@
 
 #include "cmd.h"
 #include "diagnose.h"
+#include "report.h"
 #include "graph.h"
 #include "graph_render.h"
 #include "memory.h"
@@ -61,6 +62,41 @@ static int parse_int(const char *s, long long min, long long max, long long *out
     return 0;
 }
 
+/* The arguments after the options (argv[optind...]): one TRACE, an -o
+ * FILE, and a format named or told by FILE's extension (into *format when
+ * not named). 0, or 2 after saying what is wrong. */
+static int check_args(int argc, char **argv, const char *output, const char *format_name,
+                      int *format)
+{
+    if (optind >= argc) {
+        fprintf(stderr, "gradtrace: graph: missing TRACE (usage: gradtrace graph TRACE "
+                        "-o FILE [options])\n");
+        return 2;
+    }
+    if (argc - optind > 1) {
+        fprintf(stderr, "gradtrace: graph: unexpected argument '%s'\n", argv[optind + 1]);
+        return 2;
+    }
+    if (!output) {
+        fprintf(stderr,
+                "gradtrace: graph: missing -o FILE (use '-' for standard output)\n");
+        return 2;
+    }
+    if (!format_name) {
+        if (!strcmp(output, "-")) {
+            *format = GT_GRAPH_DOT;
+        } else if (gt_graph_format_from_path(output, format) != 0) {
+            fprintf(stderr,
+                    "gradtrace: graph: cannot tell the format of %s from its "
+                    "extension: use --format dot, svg or png\n",
+                    output);
+            return 2;
+        }
+    }
+
+    return 0;
+}
+
 int gt_cmd_graph(int argc, char **argv)
 {
     enum { OPT_NO_LEGEND = 256, OPT_SAVED, OPT_BYTES };
@@ -81,7 +117,6 @@ int gt_cmd_graph(int argc, char **argv)
     const char *output = NULL, *format_name = NULL;
     gt_trace *trace = NULL;
     gt_graph *graph = NULL;
-    gt_findings *findings = NULL;
     int format = -1, c, status = 2, bytes = 0;
     long long v;
 
@@ -153,58 +188,19 @@ int gt_cmd_graph(int argc, char **argv)
             return 2;
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "gradtrace: graph: missing TRACE (usage: gradtrace graph TRACE "
-                        "-o FILE [options])\n");
+    if (check_args(argc, argv, output, format_name, &format) != 0)
         return 2;
-    }
-    if (argc - optind > 1) {
-        fprintf(stderr, "gradtrace: graph: unexpected argument '%s'\n", argv[optind + 1]);
+    if (gt_cmd_open(GT_CMD_TRACE, argv[optind], &trace) != 0)
         return 2;
+    gt_strbuf notes = GT_STRBUF_INIT;
+    int rc = gt_graph_build_focused(trace, &opts, &graph, &notes);
+    for (const char *w = gt_strbuf_str(&notes); *w;) {
+        const char *nl = strchr(w, '\n');
+        int n = nl ? (int)(nl - w) : (int)strlen(w);
+        fprintf(stderr, "gradtrace: graph: %.*s\n", n, w);
+        w += n + (nl != NULL);
     }
-    if (!output) {
-        fprintf(stderr,
-                "gradtrace: graph: missing -o FILE (use '-' for standard output)\n");
-        return 2;
-    }
-    if (!format_name) {
-        if (!strcmp(output, "-")) {
-            format = GT_GRAPH_DOT;
-        } else if (gt_graph_format_from_path(output, &format) != 0) {
-            fprintf(stderr,
-                    "gradtrace: graph: cannot tell the format of %s from its "
-                    "extension: use --format dot, svg or png\n",
-                    output);
-            return 2;
-        }
-    }
-
-    if (gt_cmd_open("graph", argv[optind], &trace) != 0)
-        return 2;
-    /* The findings decide the default backward call and the focus. A trace
-     * the diagnosis cannot read may still be drawn: say so and go on. */
-    gt_diagnose_options dopts = {.backward = opts.backward};
-    int rc = gt_diagnose(trace, &dopts, &findings);
-    if (rc == GT_EINVAL || rc == GT_ENOMEM) {
-        fprintf(stderr, "gradtrace: graph: %s\n", gt_trace_errmsg(trace));
-        goto out;
-    }
-    if (rc != 0)
-        fprintf(stderr,
-                "gradtrace: graph: cannot diagnose, drawing without findings: %s\n",
-                gt_trace_errmsg(trace));
-    opts.findings = findings;
-    /* findings diagnose prints as one ("repeated N times") count once */
-    size_t *lead = findings ? calloc(findings->n ? findings->n : 1, sizeof *lead) : NULL;
-    if (findings && (!lead || gt_findings_same(trace, findings, lead) != 0)) {
-        fprintf(stderr, "gradtrace: graph: %s\n",
-                lead ? "cannot read the findings" : "out of memory");
-        free(lead);
-        goto out;
-    }
-    opts.finding_lead = lead;
-    rc = gt_graph_build(trace, &opts, &graph);
-    free(lead);
+    gt_strbuf_release(&notes);
     if (rc == 0 && bytes)
         rc = gt_memory_paint(trace, gt_graph_agraph(graph), gt_graph_backward(graph));
     if (rc != 0) {
@@ -231,7 +227,6 @@ int gt_cmd_graph(int argc, char **argv)
     status = 0;
 out:
     gt_graph_free(graph);
-    gt_findings_free(findings);
     gt_trace_close(trace);
     return status;
 }

@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "cmd.h"
 #include "multi.h"
 
@@ -67,10 +69,14 @@ static void usage(FILE *out)
         "\n"
         "options:\n"
         "  -o, --output TRACE       trace file to write (default " DEFAULT_OUTPUT ")\n"
-        "  -f, --force              overwrite TRACE if it exists\n"
+        "  -f, --force              replace TRACE whatever it is (by default a trace\n"
+        "                           there is kept as TRACE.old, and a file that is not\n"
+        "                           a trace is refused)\n"
         "  -m MODULE                run MODULE as a script, like python -m (the rest of\n"
         "                           the line is its arguments)\n"
-        "  -q, --quiet              do not print the diagnosis when the run fails\n"
+        "  -q, --quiet              no status line on a terminal, no diagnosis when the\n"
+        "                           run fails, and no line saying it records through\n"
+        "                           the dispatch adapter\n"
         "  --python PY              interpreter that imports torch (default: "
         "$GRADTRACE_PYTHON,\n"
         "                           else %s)\n"
@@ -101,8 +107,10 @@ static void usage(FILE *out)
         "When the run fails with an error gradtrace explains (a saved tensor modified\n"
         "in place, backward through a freed graph, an in-place op on a leaf), the\n"
         "diagnosis follows the script's traceback on stderr, as `gradtrace diagnose`\n"
-        "prints it. At the end one line on stderr says where the trace is. The exit\n"
-        "status is the script's.\n",
+        "prints it. At the end one line on stderr says where the trace is (after\n"
+        "SIGINT or SIGTERM: that it holds the run up to the signal). While the script\n"
+        "runs, a status line on stderr, when it is a terminal, shows the elapsed time,\n"
+        "backward calls, events and the trace's size. The exit status is the script's.\n",
         GT_DEFAULT_PYTHON);
 }
 
@@ -171,7 +179,33 @@ static int executable(const char *name)
     return 0;
 }
 
-/* Check that `out` can be created: 0, or -1 after printing why not. */
+/* 1 if the file at path is a gradtrace trace (an SQLite database with a
+ * schema version and a run table), 0 if it is anything else or cannot be
+ * read. gradtrace/_previous.py's is_trace is the runner's same test. */
+static int is_trace(const char *path)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int yes = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        goto out;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT (SELECT user_version FROM pragma_user_version) > 0"
+                           " AND EXISTS (SELECT 1 FROM sqlite_master"
+                           "  WHERE type = 'table' AND name = 'run')",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        yes = sqlite3_column_int(st, 0);
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return yes;
+}
+
+/* Check that `out` can be created: 0, or -1 after printing why not. A
+ * trace already there is the runner's to keep as OUT.old (as perf record
+ * keeps perf.data.old); an empty file is replaced; any other file only
+ * with --force. */
 static int check_output(const char *out, int force)
 {
     struct stat st;
@@ -180,15 +214,14 @@ static int check_output(const char *out, int force)
             fprintf(stderr, "gradtrace: cannot write trace %s: is a directory\n", out);
             return -1;
         }
-        if (!force) {
-            fprintf(
-                stderr,
-                "gradtrace: trace %s exists: use --force to overwrite it or -o to choose "
-                "another file\n",
-                out);
+        if (!force && st.st_size > 0 && !is_trace(out)) {
+            fprintf(stderr,
+                    "gradtrace: cannot write trace %s: the file exists and is not a "
+                    "gradtrace trace; --force replaces it, or -o chooses another file\n",
+                    out);
             return -1;
         }
-        if (access(out, W_OK) != 0) {
+        if (force && access(out, W_OK) != 0) {
             fprintf(stderr, "gradtrace: cannot write trace %s: %s\n", out,
                     strerror(errno));
             return -1;
@@ -275,7 +308,7 @@ int gt_cmd_record(int argc, char **argv)
     optind = 0;
     /* '+': stop at the script, so its own options are left alone; -m MODULE
      * ends the options the same way */
-    while (!module && (c = getopt_long(argc, argv, "+o:fm:qh", longopts, NULL)) != -1) {
+    while (!module && (c = getopt_long(argc, argv, "+:o:fm:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
             out = optarg;
@@ -333,9 +366,14 @@ int gt_cmd_record(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            return gt_usage_error("record", usage, "option '%s' needs a value",
+                                  argv[optind - 1]);
         default:
-            usage(stderr);
-            return 2;
+            if (optopt > 0 && optopt < 256)
+                return gt_usage_error("record", usage, "unknown option '-%c'", optopt);
+            return gt_usage_error("record", usage, "unknown option '%s'",
+                                  argv[optind - 1]);
         }
     }
     if (keep_last && window)

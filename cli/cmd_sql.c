@@ -7,7 +7,9 @@
  * (with a message naming what was refused), SQLITE_DBCONFIG_DEFENSIVE, and
  * a check that each prepared statement is read-only (which also stops
  * VACUUM INTO). Queries come from argv or, without one, from stdin, where
- * they are split into statements with sqlite3_prepare's tail.
+ * they are split into statements with sqlite3_prepare's tail; without one
+ * on a terminal, at a prompt (prompt_loop) that takes sqlite3's .tables,
+ * .schema, .help and .quit too.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -86,17 +88,209 @@ static char *read_stdin(void)
     return gt_strbuf_detach(&b);
 }
 
+/* Run the statements of `sql` (several, split with sqlite3_prepare's
+ * tail) on db, guarded by g, with the -p parameters, printing their rows
+ * to stdout as o says; *printed tells whether a statement before printed
+ * rows (a blank line goes between tables). Returns 0, or -1 after printing
+ * one line on stderr for the first statement that failed or was refused
+ * (the ones after it are not run). */
+static int run_sql(sqlite3 *db, gt_sql_guard *g, const char *sql, const param *ps,
+                   size_t nps, const gt_table_opts *o, int *printed)
+{
+    sqlite3_stmt *st = NULL;
+    int ret = -1;
+    const char *tail = sql;
+    while (*tail) {
+        const char *next = NULL;
+        gt_sql_guard_clear(g);
+        int rc = sqlite3_prepare_v2(db, tail, -1, &st, &next);
+        if (rc != SQLITE_OK) {
+            if (gt_sql_guard_why(g)[0])
+                fprintf(stderr, "gradtrace: sql: refused: %s\n", gt_sql_guard_why(g));
+            else
+                fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
+            goto out;
+        }
+        tail = next;
+        if (!st) /* only blanks or a comment */
+            continue;
+        if (!sqlite3_stmt_readonly(st)) {
+            fprintf(stderr,
+                    "gradtrace: sql: refused: the trace is read-only and "
+                    "this statement would write: %s\n",
+                    sqlite3_sql(st));
+            goto out;
+        }
+        const char *missing;
+        if (bind_params(st, ps, nps, &missing) != 0) {
+            fprintf(stderr,
+                    "gradtrace: sql: no value for parameter %s: "
+                    "give it with -p %s=VALUE\n",
+                    missing, missing + (strchr(":@$", missing[0]) ? 1 : 0));
+            goto out;
+        }
+        if (*printed && sqlite3_column_count(st) && o->mode == GT_OUT_TABLE)
+            fputc('\n', stdout);
+        rc = gt_table_print(st, o, stdout, NULL);
+        if (rc != SQLITE_OK) {
+            fflush(stdout);
+            fprintf(stderr, "gradtrace: sql: %s\n",
+                    rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
+            goto out;
+        }
+        if (sqlite3_column_count(st))
+            *printed = 1;
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    ret = 0;
+out:
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* The tables and views of the trace (its own and gradtrace's TEMP views,
+ * which shadow the file's of the same name), and the SQL that made them:
+ * what .tables and .schema read. */
+#define SCHEMA_SQL                                                                       \
+    "SELECT name, sql, min(ord) FROM (SELECT name, type, sql, 0 AS ord"                  \
+    " FROM sqlite_temp_schema UNION ALL SELECT name, type, sql, 1 FROM sqlite_schema)"   \
+    " WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+
+/* .tables: the names, in columns as wide as the longest (80 a line).
+ * .schema [NAME]: the CREATE statements (of NAME only, if given). Returns
+ * 0, or -1 after printing why on stderr. */
+static int dot_schema(sqlite3 *db, const char *name, int names_only)
+{
+    sqlite3_stmt *st = NULL;
+    /* a TEMP view shadows the file's view of its name, as in queries */
+    const char *sql = name ? SCHEMA_SQL " AND name = ?1 GROUP BY name"
+                           : SCHEMA_SQL " GROUP BY name ORDER BY name";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
+        return -1;
+    }
+    if (name)
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    size_t width = 0, prev = 0;
+    int n = 0, rc;
+    while (names_only && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        size_t w = strlen((const char *)sqlite3_column_text(st, 0));
+        width = w > width ? w : width;
+    }
+    sqlite3_reset(st);
+    int per_line = names_only ? (int)(80 / (width + 2)) : 1;
+    per_line = per_line < 1 ? 1 : per_line;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *what = (const char *)sqlite3_column_text(st, names_only ? 0 : 1);
+        if (names_only) {
+            what = what ? what : "";
+            if (n % per_line) /* pad the name before to the column's width */
+                printf("%*s", (int)(width + 2 - prev), "");
+            else if (n)
+                putchar('\n');
+            fputs(what, stdout);
+            prev = strlen(what);
+            n++;
+        } else {
+            printf("%s;\n", what ? what : "");
+            n++;
+        }
+    }
+    if (names_only && n)
+        putchar('\n');
+    if (rc != SQLITE_DONE)
+        fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
+    else if (name && !n)
+        fprintf(stderr, "gradtrace: sql: no table or view named %s\n", name);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE && (n || !name) ? 0 : -1;
+}
+
+static const char prompt_help[] =
+    "Enter SQL statements ending in ';' (read-only), or:\n"
+    "  .tables           the tables and views\n"
+    "  .schema [NAME]    the CREATE statement of each (or of NAME)\n"
+    "  .help             this help\n"
+    "  .quit             leave (or end of input: Ctrl-D)\n"
+    "The tables and views are described in SCHEMA.md (see gradtrace sql --help).\n";
+
+/* One dot command (line, without its newline): 1 to go on, 0 to quit. */
+static int dot_command(sqlite3 *db, char *line)
+{
+    char *cmd = strtok(line, " \t\r");
+    char *arg = strtok(NULL, " \t\r");
+    if (!strcmp(cmd, ".quit") || !strcmp(cmd, ".exit"))
+        return 0;
+    if (!strcmp(cmd, ".tables"))
+        dot_schema(db, NULL, 1);
+    else if (!strcmp(cmd, ".schema"))
+        dot_schema(db, arg, 0);
+    else if (!strcmp(cmd, ".help"))
+        fputs(prompt_help, stdout);
+    else
+        fprintf(stderr, "gradtrace: sql: unknown command %s (see .help)\n", cmd);
+    return 1;
+}
+
+/* The prompt of `gradtrace sql TRACE` on a terminal: lines from stdin are
+ * gathered until they end a statement (sqlite3_complete), which then runs
+ * as a QUERY argument would; a line starting with '.' at the start of a
+ * statement is a dot command. An error is said and the prompt goes on.
+ * Returns the exit status: 0, or 2 when reading stdin failed. */
+static int prompt_loop(sqlite3 *db, gt_sql_guard *g, const param *ps, size_t nps,
+                       const gt_table_opts *o, const char *path)
+{
+    gt_strbuf stmt = GT_STRBUF_INIT;
+    char line[4096];
+    int go = 1, printed = 0;
+    fprintf(stderr,
+            "gradtrace sql on %s (read-only): end statements with ';', .help for "
+            "help, .quit to leave\n",
+            path);
+    while (go) {
+        fputs(stmt.len ? "      ...> " : "gradtrace> ", stdout);
+        fflush(stdout);
+        if (!fgets(line, sizeof line, stdin))
+            break;
+        if (!stmt.len && line[strspn(line, " \t")] == '.') {
+            line[strcspn(line, "\n")] = 0;
+            go = dot_command(db, line + strspn(line, " \t"));
+            continue;
+        }
+        if (gt_strbuf_add(&stmt, line, strlen(line)) != 0) {
+            fprintf(stderr, "gradtrace: sql: out of memory\n");
+            break;
+        }
+        if (!sqlite3_complete(stmt.p))
+            continue;
+        printed = 0;
+        run_sql(db, g, stmt.p, ps, nps, o, &printed);
+        fflush(stdout);
+        gt_strbuf_reset(&stmt);
+    }
+    if (go)
+        putchar('\n'); /* after the prompt Ctrl-D left */
+    int status = ferror(stdin) ? 2 : 0;
+    gt_strbuf_release(&stmt);
+    return status;
+}
+
 static void usage(FILE *out)
 {
+    char schema[4096];
     fprintf(out,
             "usage: gradtrace sql [options] TRACE... | DIR [QUERY]\n"
             "\n"
             "Run SQL on a trace, read-only. Without QUERY (or with '-') the\n"
-            "statements are read from stdin. Views such as op_log, mutations,\n"
-            "saved, invalidations and tensor_history are described in\n"
-            "schema/SCHEMA.md, with a cookbook of queries. Several traces (the ranks\n"
-            "of a distributed run) or a directory: every table and view across them,\n"
-            "with a leading rank column (table traces lists them).\n"
+            "statements are read from stdin; without QUERY on a terminal, at a\n"
+            "prompt that also takes .tables, .schema [NAME], .help and .quit.\n"
+            "Several traces (the ranks of a distributed run) or a directory: every\n"
+            "table and view across them, with a leading rank column (table traces\n"
+            "lists them). The tables and views (op_log, mutations, saved,\n"
+            "invalidations, tensor_history, ...) are described, with a cookbook of\n"
+            "queries, in\n"
+            "  %s\n"
             "\n"
             "options:\n"
             "  --table             aligned columns (default when stdout is a terminal)\n"
@@ -112,7 +306,8 @@ static void usage(FILE *out)
             "  -h, --help          show this help\n"
             "\n"
             "exit status: 0 success, 2 bad usage, unreadable trace, SQL error or\n"
-            "a statement refused because it would write\n");
+            "a statement refused because it would write\n",
+            gt_doc_path("SCHEMA.md", schema, sizeof schema));
 }
 
 int gt_cmd_sql(int argc, char **argv)
@@ -145,7 +340,6 @@ int gt_cmd_sql(int argc, char **argv)
     gt_trace *t = NULL;
     sqlite3 *mdb = NULL; /* several traces joined (multi.c) */
     char *input = NULL;
-    sqlite3_stmt *st = NULL;
     gt_sql_guard g = GT_SQL_GUARD_INIT;
     int status = 2, c;
 
@@ -229,7 +423,9 @@ int gt_cmd_sql(int argc, char **argv)
     }
     const char *path = argv[optind];
     const char *sql = argc - optind > ntraces ? argv[argc - 1] : "-";
-    if (!strcmp(sql, "-")) {
+    /* no query, on a terminal: a prompt, as sqlite3 gives */
+    int interactive = argc - optind == ntraces && isatty(STDIN_FILENO);
+    if (!interactive && !strcmp(sql, "-")) {
         if (!(input = read_stdin())) {
             fprintf(stderr, "gradtrace: sql: cannot read queries from stdin: %s\n",
                     strerror(errno ? errno : EIO));
@@ -250,7 +446,7 @@ int gt_cmd_sql(int argc, char **argv)
         if (mrc != 0)
             goto out;
         db = mdb;
-    } else if (gt_cmd_open("sql", path, &t) != 0) {
+    } else if (gt_cmd_open(GT_CMD_TRACE | GT_CMD_VIEWS, path, &t) != 0) {
         goto out;
     } else {
         db = gt_trace_db(t);
@@ -261,58 +457,19 @@ int gt_cmd_sql(int argc, char **argv)
         goto out;
     }
 
-    int printed = 0;
-    const char *tail = sql;
-    while (*tail) {
-        const char *next = NULL;
-        gt_sql_guard_clear(&g);
-        int rc = sqlite3_prepare_v2(db, tail, -1, &st, &next);
-        if (rc != SQLITE_OK) {
-            if (gt_sql_guard_why(&g)[0])
-                fprintf(stderr, "gradtrace: sql: refused: %s\n", gt_sql_guard_why(&g));
-            else
-                fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
-            goto out;
-        }
-        tail = next;
-        if (!st) /* only blanks or a comment */
-            continue;
-        if (!sqlite3_stmt_readonly(st)) {
-            fprintf(stderr,
-                    "gradtrace: sql: refused: the trace is read-only and "
-                    "this statement would write: %s\n",
-                    sqlite3_sql(st));
-            goto out;
-        }
-        const char *missing;
-        if (bind_params(st, ps, nps, &missing) != 0) {
-            fprintf(stderr,
-                    "gradtrace: sql: no value for parameter %s: "
-                    "give it with -p %s=VALUE\n",
-                    missing, missing + (strchr(":@$", missing[0]) ? 1 : 0));
-            goto out;
-        }
-        if (printed && sqlite3_column_count(st) && o.mode == GT_OUT_TABLE)
-            fputc('\n', stdout);
-        rc = gt_table_print(st, &o, stdout, NULL);
-        if (rc != SQLITE_OK) {
-            fflush(stdout);
-            fprintf(stderr, "gradtrace: sql: %s\n",
-                    rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
-            goto out;
-        }
-        if (sqlite3_column_count(st))
-            printed = 1;
-        sqlite3_finalize(st);
-        st = NULL;
+    if (interactive) {
+        status = prompt_loop(db, &g, ps, nps, &o, path);
+        goto out;
     }
+    int printed = 0;
+    if (run_sql(db, &g, sql, ps, nps, &o, &printed) != 0)
+        goto out;
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "gradtrace: sql: cannot write the result: %s\n", strerror(errno));
         goto out;
     }
     status = 0;
 out:
-    sqlite3_finalize(st);
     gt_trace_close(t);
     sqlite3_close(mdb);
     gt_sql_guard_release(&g);

@@ -1,4 +1,5 @@
 /* gradtrace: record PyTorch runs into a trace and inspect traces. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 #include <gradtrace/format.h>
 
 #include "cmd.h"
+#include "gt_build.h"
 
 static void usage(FILE *out)
 {
@@ -27,13 +29,16 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("gradtrace %s (trace schema %d)\n", GT_VERSION_STRING, GT_SCHEMA_VERSION);
+        printf("gradtrace %s (trace schema %d)\nadapters: %s\n", GT_VERSION_STRING,
+               GT_SCHEMA_VERSION, GT_BUILD_ADAPTERS);
         return 0;
     }
+    /* the commands word their own option errors (one line each) */
+    opterr = 0;
     const gt_command *cmd = gt_command_find(argv[1]);
     if (cmd) /* the command opens its trace with gt_cmd_open, as cmd->needs says */
         return cmd->run(argc - 1, argv + 1);
-    fprintf(stderr, "gradtrace: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "gradtrace: unknown %s '%s' (see gradtrace --help)\n",
+            argv[1][0] == '-' ? "option" : "command", argv[1]);
     return 2;
 }

@@ -41,11 +41,43 @@ if(NOT GT_INSTALL_LIBS)
                         "(is GT_PYTHON_ADAPTER off?)")
 endif()
 message(STATUS "gradtrace: installing extension modules: ${GT_INSTALL_LIBS}")
-set_target_properties(${GT_INSTALL_LIBS} PROPERTIES INSTALL_RPATH "$ORIGIN;$ORIGIN/torch/lib")
+# After $ORIGIN/torch/lib, the torch library directory of the environment
+# the build found: a venv that sees torch through --system-site-packages, or
+# a --user install, has no torch/ beside the modules. (auditwheel drops that
+# absolute entry from a binary wheel, scripts/wheel.)
+set(GT_INSTALL_RPATH "$ORIGIN;$ORIGIN/torch/lib")
+if(GT_TORCH_CMAKE_PREFIX)
+    # torch.utils.cmake_prefix_path is <torch>/share/cmake
+    get_filename_component(_gt_torch_dir ${GT_TORCH_CMAKE_PREFIX} DIRECTORY)
+    get_filename_component(_gt_torch_dir ${_gt_torch_dir} DIRECTORY)
+    list(APPEND GT_INSTALL_RPATH ${_gt_torch_dir}/lib)
+endif()
+set_target_properties(${GT_INSTALL_LIBS} PROPERTIES INSTALL_RPATH "${GT_INSTALL_RPATH}")
 install(TARGETS ${GT_INSTALL_LIBS} LIBRARY DESTINATION . RUNTIME DESTINATION .)
 
 install(TARGETS gradtrace RUNTIME DESTINATION gradtrace/_bin)
 
+# The trace format and the user guide, beside the package: `gradtrace sql
+# --help` names the installed SCHEMA.md (gt_doc_path, cli/cmd_util.c).
+install(FILES ${CMAKE_SOURCE_DIR}/schema/SCHEMA.md DESTINATION gradtrace/docs)
+file(GLOB GT_DOCS ${CMAKE_SOURCE_DIR}/docs/*.md)
+install(FILES ${GT_DOCS} DESTINATION gradtrace/docs)
+
 configure_file(${CMAKE_SOURCE_DIR}/cmake/_build.py.in
                ${CMAKE_BINARY_DIR}/package/_build.py @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/package/_build.py DESTINATION gradtrace)
+
+# Shell completion (completions/), into the environment's data directory
+# (scikit-build-core's SKBUILD_DATA_DIR is the venv or prefix itself):
+#   <prefix>/share/bash-completion/completions/gradtrace
+#   <prefix>/share/zsh/site-functions/_gradtrace
+# bash-completion and zsh read these where <prefix> is /usr or /usr/local;
+# from a venv, `source <venv>/share/bash-completion/completions/gradtrace`
+# (bash) or add <venv>/share/zsh/site-functions to fpath (zsh).
+if(DEFINED SKBUILD_DATA_DIR)
+    install(FILES ${CMAKE_SOURCE_DIR}/completions/gradtrace.bash
+            DESTINATION ${SKBUILD_DATA_DIR}/share/bash-completion/completions
+            RENAME gradtrace)
+    install(FILES ${CMAKE_SOURCE_DIR}/completions/_gradtrace
+            DESTINATION ${SKBUILD_DATA_DIR}/share/zsh/site-functions)
+endif()

@@ -22,73 +22,9 @@
 #include <gradtrace/format.h>
 
 #include "extent.h"
+#include "grow.h"
 #include "intlist.h"
 #include "replay.h"
-
-const char *gt_finding_kind_name(int kind)
-{
-    switch (kind) {
-    case GT_FINDING_INPLACE_INVALIDATED_SAVED:
-        return "inplace_invalidated_saved";
-    case GT_FINDING_SILENT_STORAGE_WRITE:
-        return "silent_storage_write";
-    case GT_FINDING_BACKWARD_TWICE:
-        return "backward_twice";
-    case GT_FINDING_LEAF_INPLACE:
-        return "leaf_inplace";
-    case GT_FINDING_UNEXPLAINED:
-        return "unexplained";
-    case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE:
-        return "view_multi_output_inplace";
-    case GT_FINDING_VIEW_NO_GRAD_INPLACE:
-        return "view_no_grad_inplace";
-    case GT_FINDING_VIEW_INFERENCE_INPLACE:
-        return "view_inference_inplace";
-    case GT_FINDING_VIEW_CUSTOM_FUNCTION_INPLACE:
-        return "view_custom_function_inplace";
-    case GT_FINDING_SILENT_STORAGE_SWAP:
-        return "silent_storage_swap";
-    case GT_FINDING_SILENT_SAVED_WRITE:
-        return "silent_saved_write";
-    case GT_FINDING_INPLACE_OVERLAP:
-        return "inplace_overlap";
-    case GT_FINDING_INPLACE_INPUT_OVERLAP:
-        return "inplace_input_overlap";
-    case GT_FINDING_INPLACE_INFERENCE_TENSOR:
-        return "inplace_inference_tensor";
-    case GT_FINDING_INPLACE_DTYPE:
-        return "inplace_dtype";
-    case GT_FINDING_INPLACE_SHAPE:
-        return "inplace_shape";
-    case GT_FINDING_DETACH_VIEW_INPLACE:
-        return "detach_view_inplace";
-    case GT_FINDING_RESIZE_REQUIRES_GRAD:
-        return "resize_requires_grad";
-    case GT_FINDING_ROOT_WITHOUT_GRAD:
-        return "root_without_grad";
-    case GT_FINDING_GRAD_INPUT_UNREACHABLE:
-        return "grad_input_unreachable";
-    }
-    return "unknown";
-}
-
-const char *gt_cut_reason_name(int reason)
-{
-    static const char *const names[] = {"",
-                                        "detach",
-                                        "no_grad",
-                                        "not_differentiable",
-                                        "item",
-                                        "no_input_requires_grad",
-                                        "data",
-                                        "unused",
-                                        "not_on_path",
-                                        "input_does_not_require_grad",
-                                        "requires_grad_too_late"};
-    _Static_assert(sizeof names / sizeof names[0] == GT_CUT_LATE + 1,
-                   "a name for every enum gt_cut_reason");
-    return reason >= 0 && reason <= GT_CUT_LATE ? names[reason] : "";
-}
 
 /* ---- SQL --------------------------------------------------------------- */
 
@@ -141,164 +77,7 @@ static const char sql_op[] =
 
 /* ---- context ----------------------------------------------------------- */
 
-int gt__dx_sql_fail(gt__dctx *c)
-{
-    return gt__trace_fail(c->t, GT_ECORRUPT, "cannot read trace: %s",
-                          sqlite3_errmsg(c->db));
-}
-
-int gt__dx_nomem(gt__dctx *c)
-{
-    return gt__trace_fail(c->t, GT_ENOMEM, "out of memory");
-}
-
-void gt__dx_lookup_nomem(gt__dctx *c, int s)
-{
-    if ((s & 0xff) == SQLITE_NOMEM)
-        c->oom = 1;
-}
-
-void gt__dx_finding_release(gt_finding *f)
-{
-    free(f->mutations);
-    free(f->suggestion);
-    free(f->name);
-    free(f->written);
-    free(f->candidates);
-}
-
-void gt_findings_free(gt_findings *f)
-{
-    if (!f)
-        return;
-    for (size_t i = 0; i < f->n; i++)
-        gt__dx_finding_release(&f->v[i]);
-    free(f->v);
-    free(f);
-}
-
-/* Append a zeroed finding; NULL on ENOMEM. */
-gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward)
-{
-    if (c->f->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8;
-        gt_finding *v = realloc(c->f->v, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        c->f->v = v;
-        c->cap = cap;
-    }
-    gt_finding *f = &c->f->v[c->f->n++];
-    memset(f, 0, sizeof *f);
-    f->kind = kind;
-    f->backward = backward;
-    f->saved_version = -1;
-    f->version_at_backward = -1;
-    f->matches_error = -1;
-    return f;
-}
-
 /* ---- small helpers ----------------------------------------------------- */
-
-static int64_t dtype_size(const char *d)
-{
-    static const struct {
-        const char *name;
-        int64_t size;
-    } sizes[] = {
-        {"float64", 8},   {"float32", 4}, {"float16", 2},   {"bfloat16", 2},
-        {"int64", 8},     {"int32", 4},   {"int16", 2},     {"int8", 1},
-        {"uint8", 1},     {"bool", 1},    {"complex64", 8}, {"complex128", 16},
-        {"complex32", 4}, {"uint16", 2},  {"uint32", 4},    {"uint64", 8},
-    };
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if (!strcmp(d, sizes[i].name))
-            return sizes[i].size;
-    return 1;
-}
-
-/* The JSON integer list s ("[16,8]") into a malloc'd *v of *n values: 0;
- * 0 with *n = -1 when s is no such list; -1 when out of memory. */
-static int parse_ints(const char *s, int64_t **v, int *n)
-{
-    size_t max = 1;
-    *v = NULL;
-    *n = -1;
-    if (!s)
-        return 0;
-    for (const char *p = s; (p = strchr(p, ',')) != NULL; p++)
-        max++;
-    if (max > INT_MAX)
-        return 0;
-    if (!(*v = malloc(max * sizeof **v)))
-        return -1;
-    *n = gt_ints_parse(s, *v, (int)max);
-    return 0;
-}
-
-void gt__dx_tinfo_release(gt__tinfo *t)
-{
-    gt__extent_release(&t->ext);
-    free(t->text);
-    memset(t, 0, sizeof *t);
-    t->dtype = t->shape = "";
-}
-
-int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
-{
-    memset(t, 0, sizeof *t);
-    t->dtype = t->shape = "";
-    sqlite3_stmt *st = c->tensor;
-    sqlite3_bind_int64(st, 1, id);
-    int s = sqlite3_step(st), nomem = 0;
-    if (s == SQLITE_ROW) {
-        int64_t *shape = NULL, *strides = NULL;
-        int nd, ns;
-        int64_t off = sqlite3_column_int64(st, 0);
-        nomem = parse_ints(gt_column_text(st, 1, &c->oom), &shape, &nd) != 0 ||
-                parse_ints(gt_column_text(st, 2, &c->oom), &strides, &ns) != 0;
-        const char *dtype = gt_column_text(st, 3, &c->oom);
-        if (!dtype)
-            dtype = "?";
-        /* "dtype\0" then the sizes, written as "[16,8]" and read as "16,8" */
-        size_t dl = strlen(dtype) + 1;
-        if (!nomem && (t->text = malloc(dl + GT_INTS_ROOM(nd > 0 ? nd : 0))) == NULL)
-            nomem = 1;
-        if (!nomem) {
-            memcpy(t->text, dtype, dl);
-            t->dtype = t->text;
-            char *sh = t->text + dl;
-            size_t n = nd > 0 ? gt_ints_format(sh, shape, (size_t)nd) : 0;
-            if (n >= 2) {
-                memmove(sh, sh + 1, n - 2);
-                sh[n - 2] = 0;
-            } else {
-                sh[0] = 0;
-            }
-            t->shape = sh;
-        }
-        /* A damaged or hostile trace may hold any numbers here: an extent
-         * that cannot be represented is unknown, and overlaps nothing. */
-        if (!nomem && nd >= 0 && nd == ns &&
-            gt__extent_init(&t->ext, off, shape, strides, nd, dtype_size(t->dtype)) != 0)
-            nomem = 1;
-        free(shape);
-        free(strides);
-        t->requires_grad = sqlite3_column_int(st, 4);
-        t->is_leaf = sqlite3_column_int(st, 5);
-        t->alias_of = sqlite3_column_int64(st, 6);
-        t->created_by = sqlite3_column_int64(st, 7);
-        t->found = 1;
-    }
-    sqlite3_reset(st);
-    if (nomem) {
-        gt__dx_tinfo_release(t);
-        c->oom = 1; /* a caller reading failure as "not found" still fails */
-        return gt__dx_nomem(c);
-    }
-    gt__dx_lookup_nomem(c, s);
-    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
-}
 
 /* gt__dx_load_tensor through the per-backward cache: *out points into the cache,
  * valid until the next call. */
@@ -309,14 +88,8 @@ static int cached_tensor(gt__dctx *c, int64_t id, const gt__tinfo **out)
         *out = &c->tv[at];
         return 0;
     }
-    if (c->tn == c->tcap) {
-        size_t cap = c->tcap ? c->tcap * 2 : 64;
-        gt__tinfo *v = realloc(c->tv, cap * sizeof *v);
-        if (!v)
-            return gt__dx_nomem(c);
-        c->tv = v;
-        c->tcap = cap;
-    }
+    if (GT_ALLOC_GROW(c->tv, c->tn + 1, c->tcap, 64) != 0)
+        return gt__dx_nomem(c);
     int rc = gt__dx_load_tensor(c, id, &c->tv[c->tn]);
     if (rc)
         return rc;
@@ -361,151 +134,6 @@ static int load_backward_error(gt__dctx *c, int64_t b, bwerr *e)
 }
 
 /* ---- suggestions ------------------------------------------------------- */
-
-/* See diagnose_int.h. A container's item (laterals[2], hidden[0]) is no
- * variable: the code a suggestion writes with the name would assign into
- * the container (a tuple's item cannot be) where the source line reads it
- * as written (laterals[i - 1]). */
-void gt__dx_first_name(gt__dctx *c, int64_t tensor, gt_strbuf *out)
-{
-    const char *const *v = NULL;
-    size_t n = 0;
-    gt_strbuf_reset(out);
-    int rc = gt_trace_names(c->t, tensor, &v, &n);
-    if (rc == GT_ENOMEM)
-        c->oom = 1;
-    for (size_t i = 0; rc == 1 && i < n; i++)
-        if (!strchr(v[i], '[')) {
-            if (gt_strbuf_adds(out, v[i]) != 0)
-                c->oom = 1;
-            break;
-        }
-}
-
-size_t gt__dx_source(gt__dctx *c, const char *file, const char *const **lines)
-{
-    size_t n = 0;
-    int rc = gt_trace_source(c->t, file, lines, &n);
-    if (rc == GT_ENOMEM)
-        c->oom = 1;
-    return rc == 1 ? n : 0;
-}
-
-/* "file:line" of a stack's user frame, and its code line; "" if unknown. */
-void gt__dx_stack_loc(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code,
-                      int64_t *frame)
-{
-    gt_loc l;
-    gt_strbuf_reset(where);
-    if (code)
-        gt_strbuf_reset(code);
-    if (frame)
-        *frame = 0;
-    int rc = gt_trace_loc(c->t, stack, &l);
-    if (rc == GT_ENOMEM)
-        c->oom = 1;
-    if (rc != 1)
-        return;
-    /* Shown like every other path of the output: relative to the working
-     * directory when it lies below it. */
-    const char *file = l.file;
-    size_t n;
-    if (file && !c->cwd_read) { /* the process's, not the trace's */
-        c->cwd = getcwd(NULL, 0);
-        c->cwd_read = 1;
-    }
-    if (file && c->cwd && (n = strlen(c->cwd)) > 1 && !strncmp(file, c->cwd, n) &&
-        file[n] == '/')
-        file += n + 1;
-    if (gt_strbuf_addf(where, "%s:%d", file ? file : "", (int)l.line) != 0)
-        c->oom = 1;
-    if (code && gt_strbuf_adds(code, l.code ? l.code : "") != 0)
-        c->oom = 1;
-    if (frame)
-        *frame = l.frame;
-    gt_loc_release(&l);
-}
-
-void gt__dx_load_op(gt__dctx *c, int64_t seq, gt__opinfo *o)
-{
-    gt_strbuf buf = o->buf;
-    memset(o, 0, sizeof *o);
-    o->buf = buf;
-    gt_strbuf_reset(&o->buf);
-    sqlite3_stmt *st = c->op;
-    sqlite3_bind_int64(st, 1, seq);
-    int s = seq ? sqlite3_step(st) : SQLITE_DONE;
-    gt__dx_lookup_nomem(c, s);
-    if (s == SQLITE_ROW) {
-        const char *name = gt_column_text(st, 0, &c->oom);
-        if (name && gt_strbuf_adds(&o->buf, name) != 0)
-            c->oom = 1;
-        o->phase = sqlite3_column_int(st, 1);
-        o->stack = sqlite3_column_int64(st, 2);
-        o->grad_mode = sqlite3_column_int(st, 3);
-    }
-    o->name = gt_strbuf_str(&o->buf);
-    sqlite3_reset(st);
-}
-
-void gt__dx_op_release(gt__opinfo *o)
-{
-    gt_strbuf_release(&o->buf);
-    memset(o, 0, sizeof *o);
-    o->name = "";
-}
-
-/* The leaf that requires grad behind tensor `t` (itself or a base it
- * views, at most 16 views deep), 0 if none or unreadable: for a tensor an
- * optimizer changed, the parameter. */
-int64_t gt__dx_leaf_of(gt__dctx *c, int64_t t)
-{
-    for (int depth = 0; t && depth < 16; depth++) {
-        gt__tinfo ti;
-        if (gt__dx_load_tensor(c, t, &ti) != 0)
-            return 0;
-        int found = ti.found, leaf = ti.is_leaf && ti.requires_grad;
-        int64_t base = ti.alias_of;
-        gt__dx_tinfo_release(&ti);
-        if (!found)
-            return 0;
-        if (leaf)
-            return t;
-        t = base;
-    }
-    return 0;
-}
-
-int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const char *skip,
-                             int64_t (*pick)(gt__dctx *c, int64_t tensor),
-                             gt_strbuf *name)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t got = 0;
-    if (name)
-        gt_strbuf_reset(name);
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT n.tensor, s.text FROM names n "
-                               "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
-                               "ORDER BY n.seq DESC LIMIT 20000",
-                               -1, &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, seq);
-        while (!got && (s = sqlite3_step(st)) == SQLITE_ROW) {
-            const char *nm = gt_column_text(st, 1, &c->oom);
-            if (!nm || !gt__py_mentions(code, nm) || (skip && gt__py_mentions(skip, nm)))
-                continue;
-            if ((got = pick(c, sqlite3_column_int64(st, 0))) != 0 && name &&
-                gt_strbuf_adds(name, nm) != 0)
-                c->oom = 1;
-        }
-        if (s == SQLITE_DONE || s == SQLITE_ROW)
-            s = SQLITE_OK;
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
-    return got;
-}
 
 /* ---- one backward call ------------------------------------------------- */
 
@@ -598,14 +226,9 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         goto gt__dx_nomem;
     sqlite3_bind_text(st, 1, list, -1, SQLITE_STATIC);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (bt->nsaved == cap) {
-            cap = cap ? cap * 2 : 64;
-            srec *v = realloc(bt->saved, cap * sizeof *v);
-            if (!v) {
-                sqlite3_reset(st);
-                goto gt__dx_nomem;
-            }
-            bt->saved = v;
+        if (GT_ALLOC_GROW(bt->saved, bt->nsaved + 1, cap, 64) != 0) {
+            sqlite3_reset(st);
+            goto gt__dx_nomem;
         }
         srec *x = &bt->saved[bt->nsaved++];
         int64_t order = 0;
@@ -667,14 +290,9 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
     sqlite3_bind_int64(st, 3, hi);
     cap = 0;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (bt->nwrites == cap) {
-            cap = cap ? cap * 2 : 16;
-            wrec *v = realloc(bt->writes, cap * sizeof *v);
-            if (!v) {
-                sqlite3_reset(st);
-                goto gt__dx_nomem;
-            }
-            bt->writes = v;
+        if (GT_ALLOC_GROW(bt->writes, bt->nwrites + 1, cap, 16) != 0) {
+            sqlite3_reset(st);
+            goto gt__dx_nomem;
         }
         wrec *w = &bt->writes[bt->nwrites++];
         w->storage = sqlite3_column_int64(st, 0);
@@ -887,14 +505,9 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
          * of one buffer (unsafe_split, as LSTM cells use) are independent. */
         if (!gt__extent_overlap(&wi->ext, &ti.ext))
             continue;
-        if (nw == wcap) {
-            wcap = wcap ? wcap * 2 : 4;
-            gt_mutation *nv = realloc(w, wcap * sizeof *nv);
-            if (!nv) {
-                rc = gt__dx_nomem(c);
-                break;
-            }
-            w = nv;
+        if (GT_ALLOC_GROW(w, nw + 1, wcap, 4) != 0) {
+            rc = gt__dx_nomem(c);
+            break;
         }
         w[nw].seq = wr->op;
         w[nw].bump_seq = 0;
@@ -929,14 +542,8 @@ static int region_seen(const regions *g, int64_t tensor, int64_t region)
 
 static int region_add(regions *g, int64_t tensor, int64_t region)
 {
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 8;
-        int64_t(*v)[2] = realloc(g->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        g->v = v;
-        g->cap = cap;
-    }
+    if (GT_ALLOC_GROW(g->v, g->n + 1, g->cap, 8) != 0)
+        return -1;
     g->v[g->n][0] = tensor;
     g->v[g->n][1] = region;
     g->n++;
@@ -949,76 +556,83 @@ static int raises(const gt_finding *f)
            f->kind == GT_FINDING_BACKWARD_TWICE;
 }
 
-static int diagnose_backward(gt__dctx *c, int64_t b, int report)
+/* One backward call's replay, as the checks of its nodes share it. */
+typedef struct bwrun {
+    gt__dctx *c;
+    int64_t b; /* backward_calls.id */
+    const gt_replay *r;
+    const batch *bt;
+    const bwerr *e;
+    regions *regions;
+    size_t k;     /* the next saved tensor of bt, in replay order */
+    long fail_at; /* the node the engine raised at, -1 if none yet */
+} bwrun;
+
+/* A backward_twice finding for node nd (freed by call `freer`), saved
+ * tensor x. Returns 0 or GT_ENOMEM. */
+static int add_twice(bwrun *w, const gt_replay_node *nd, int64_t freer, const srec *x)
 {
-    gt_replay *r = NULL;
-    bwerr e = {0};
-    batch bt;
-    size_t first = c->f->n, k = 0;
-    long fail_at = -1;
-    regions regions = {0};
-    memset(&bt, 0, sizeof bt);
-    int rc = gt__replay_backward(c->rp, b, &r);
-    if (rc)
-        return rc;
-    if ((rc = load_backward_error(c, b, &e)) != 0)
-        goto out;
-    if ((rc = load_batch(c, r, &bt)) != 0)
-        goto out;
+    gt_finding *f = gt__dx_add_finding(w->c, GT_FINDING_BACKWARD_TWICE, w->b);
+    if (!f)
+        return gt__dx_nomem(w->c);
+    f->other_backward = freer;
+    f->node = nd->id;
+    f->saved_seq = x->seq;
+    f->tensor = x->tensor;
+    f->saved_version = x->version;
+    f->error_seq = w->e->seq;
+    f->matches_error = w->e->seq ? w->e->m.kind == GT_PYMSG_TWICE : -1;
+    return 0;
+}
 
-    for (size_t i = 0; i < r->n && !rc; i++) {
-        const gt_replay_node *nd = &r->order[i];
-        int64_t P = check_point(r, nd), freer = 0;
-        int freed = gt__imap_get(&c->freed, nd->id, &freer);
-        size_t before = c->f->n;
-        while (k < bt.nsaved && bt.saved[k].order < (long)i)
-            k++;
-        for (; k < bt.nsaved && bt.saved[k].order == (long)i && !rc; k++) {
-            const srec *x = &bt.saved[k];
-            if (freed) {
-                if (c->f->n > before)
-                    continue; /* one finding per freed node */
-                gt_finding *f = gt__dx_add_finding(c, GT_FINDING_BACKWARD_TWICE, b);
-                if (!f) {
-                    rc = gt__dx_nomem(c);
-                    break;
-                }
-                f->other_backward = freer;
-                f->node = nd->id;
-                f->saved_seq = x->seq;
-                f->tensor = x->tensor;
-                f->saved_version = x->version;
-                f->error_seq = e.seq;
-                f->matches_error = e.seq ? e.m.kind == GT_PYMSG_TWICE : -1;
-                continue;
-            }
-            if (!x->tensor || !x->has_vc || x->from >= P)
-                continue;
-            /* a checkpoint input sits on every node of its region: the
-             * first node executed speaks for them all */
-            if (x->region && region_seen(&regions, x->tensor, x->region))
-                continue;
-            size_t had = c->f->n;
-            rc = check_saved(c, r, &bt, nd, P, x, &e);
-            if (!rc && x->region && c->f->n > had &&
-                region_add(&regions, x->tensor, x->region) != 0)
-                rc = gt__dx_nomem(c);
+/* Check the saved tensors of node `i` in replay order: freed by an earlier
+ * call, or changed before it ran. Returns 0 or a negative GT_E* code. */
+static int check_node(bwrun *w, size_t i)
+{
+    gt__dctx *c = w->c;
+    const gt_replay_node *nd = &w->r->order[i];
+    int64_t P = check_point(w->r, nd), freer = 0;
+    int freed = gt__imap_get(&c->freed, nd->id, &freer);
+    size_t before = c->f->n;
+    int rc = 0;
+    while (w->k < w->bt->nsaved && w->bt->saved[w->k].order < (long)i)
+        w->k++;
+    for (; w->k < w->bt->nsaved && w->bt->saved[w->k].order == (long)i && !rc; w->k++) {
+        const srec *x = &w->bt->saved[w->k];
+        if (freed) {
+            if (c->f->n == before) /* one finding per freed node */
+                rc = add_twice(w, nd, freer, x);
+            continue;
         }
-        for (size_t j = before; j < c->f->n && fail_at < 0; j++)
-            if (raises(&c->f->v[j]))
-                fail_at = (long)i;
+        if (!x->tensor || !x->has_vc || x->from >= P)
+            continue;
+        /* a checkpoint input sits on every node of its region: the
+         * first node executed speaks for them all */
+        if (x->region && region_seen(w->regions, x->tensor, x->region))
+            continue;
+        size_t had = c->f->n;
+        rc = check_saved(c, w->r, w->bt, nd, P, x, w->e);
+        if (!rc && x->region && c->f->n > had &&
+            region_add(w->regions, x->tensor, x->region) != 0)
+            rc = gt__dx_nomem(c);
     }
-    if (rc)
-        goto out;
+    for (size_t j = before; j < c->f->n && w->fail_at < 0; j++)
+        if (raises(&c->f->v[j]))
+            w->fail_at = (long)i;
+    return rc;
+}
 
-    /* Only the first freed node of a call is worth a finding: the engine
-     * stops there, and the rest repeat it. */
+/* Only the first freed node of a call is worth a finding: the engine stops
+ * there, and the rest repeat it. Drops the others from findings `first`
+ * on. */
+static void keep_first_twice(gt__dctx *c, size_t first)
+{
     int seen_twice = 0;
     size_t keep = first;
     for (size_t k = first; k < c->f->n; k++) {
         if (c->f->v[k].kind == GT_FINDING_BACKWARD_TWICE) {
             if (seen_twice) {
-                gt__dx_finding_release(&c->f->v[k]);
+                gt_finding_release(&c->f->v[k]);
                 continue;
             }
             seen_twice = 1;
@@ -1026,9 +640,14 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
         c->f->v[keep++] = c->f->v[k];
     }
     c->f->n = keep;
+}
 
-    /* The one the engine raises on: the first in replay order; within its
-     * node (or, failing that, the call), the one the error message names. */
+/* Mark the one the engine raises on: the first in replay order; within its
+ * node (or, failing that, the call), the one the error message names.
+ * Returns the node it raised at (fail_at, or the marked one's). */
+static long mark_first_to_fail(gt__dctx *c, const gt_replay *r, size_t first,
+                               long fail_at)
+{
     gt_finding *ftf = NULL;
     for (size_t k = first; k < c->f->n && !ftf; k++)
         if (raises(&c->f->v[k]))
@@ -1049,34 +668,60 @@ static int diagnose_backward(gt__dctx *c, int64_t b, int report)
     }
     if (ftf)
         ftf->first_to_fail = 1;
+    return fail_at;
+}
 
-    for (size_t k = first; k < c->f->n && !rc; k++)
-        rc = gt__dx_suggest(c, &c->f->v[k]);
+/* Without retain_graph the engine frees the saved tensors of every node it
+ * ran: those recorded in node_execs, else all the nodes before the one that
+ * raised (all of them if the call returned). Noted in c->freed. Returns 0
+ * or GT_ENOMEM. */
+static int mark_freed(gt__dctx *c, const gt_replay *r, int64_t b, long fail_at)
+{
+    if (r->retain_graph || r->create_graph)
+        return 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const gt_replay_node *nd = &r->order[i];
+        int ran;
+        if (r->status != GT_BACKWARD_OK && fail_at >= 0 && (long)i >= fail_at)
+            ran = (long)i != fail_at && r->has_execs && nd->exec_seq != 0;
+        else
+            ran = r->has_execs ? nd->exec_seq != 0 : 1;
+        int64_t prev;
+        if (ran && !gt__imap_get(&c->freed, nd->id, &prev) &&
+            gt__imap_put(&c->freed, nd->id, b) != 0)
+            return gt__dx_nomem(c);
+    }
+    return 0;
+}
+
+static int diagnose_backward(gt__dctx *c, int64_t b, int report)
+{
+    gt_replay *r = NULL;
+    bwerr e = {0};
+    batch bt;
+    size_t first = c->f->n;
+    regions regions = {0};
+    memset(&bt, 0, sizeof bt);
+    int rc = gt__replay_backward(c->rp, b, &r);
+    if (rc)
+        return rc;
+    if ((rc = load_backward_error(c, b, &e)) != 0)
+        goto out;
+    if ((rc = load_batch(c, r, &bt)) != 0)
+        goto out;
+    bwrun w = {
+        .c = c, .b = b, .r = r, .bt = &bt, .e = &e, .regions = &regions, .fail_at = -1};
+    for (size_t i = 0; i < r->n && !rc; i++)
+        rc = check_node(&w, i);
     if (rc)
         goto out;
-
-    /* Without retain_graph the engine frees the saved tensors of every node
-     * it ran: those recorded in node_execs, else all the nodes before the
-     * one that raised (all of them if the call returned). */
-    if (!r->retain_graph && !r->create_graph) {
-        for (size_t i = 0; i < r->n; i++) {
-            const gt_replay_node *nd = &r->order[i];
-            int ran;
-            if (r->status != GT_BACKWARD_OK && fail_at >= 0 && (long)i >= fail_at)
-                ran = (long)i != fail_at && r->has_execs && nd->exec_seq != 0;
-            else
-                ran = r->has_execs ? nd->exec_seq != 0 : 1;
-            int64_t prev;
-            if (ran && !gt__imap_get(&c->freed, nd->id, &prev) &&
-                gt__imap_put(&c->freed, nd->id, b) != 0) {
-                rc = gt__dx_nomem(c);
-                goto out;
-            }
-        }
-    }
+    keep_first_twice(c, first);
+    long fail_at = mark_first_to_fail(c, r, first, w.fail_at);
+    if ((rc = mark_freed(c, r, b, fail_at)) != 0)
+        goto out;
     if (!report) {
         for (size_t k = first; k < c->f->n; k++)
-            gt__dx_finding_release(&c->f->v[k]);
+            gt_finding_release(&c->f->v[k]);
         c->f->n = first;
     }
 out:
@@ -1187,11 +832,23 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         goto out;
     if ((rc = gt__dx_cut(&c)) != 0)
         goto out;
+    if ((rc = gt__dx_ddp_unused(&c)) != 0)
+        goto out;
+    size_t silent_from = c.f->n;
     if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;
+    size_t silent_to = c.f->n;
     /* Never silent when PyTorch raised: an error of the family that no
      * finding explains is a finding of its own. */
     if ((rc = gt__dx_unexplained(&c, 0)) != 0)
+        goto out;
+    /* The finders have found; the suggester reads each finding (but the
+     * writes PyTorch cannot see, whose fix is in their kind's text) and
+     * writes its fix. */
+    for (size_t k = 0; k < c.f->n && !rc; k++)
+        if (k < silent_from || k >= silent_to)
+            rc = gt__dx_suggest(&c, &c.f->v[k]);
+    if (rc)
         goto out;
     /* A lookup that ran out of memory read as "not found": the findings
      * may name or suggest the wrong thing. */

@@ -1,8 +1,19 @@
 /*
- * What the parts of the diagnosis share (diagnose.c: the replay verdicts
- * and the trace readers; raised.c: errors PyTorch raises at the op itself
- * and errors nothing explains; suggest.c: the fixes). Internal to the
- * inspector: the public contract is diagnose.h.
+ * What the parts of the diagnosis share, in three layers, each calling
+ * only the layers below it (tests/check-cycles checks the files):
+ *
+ *   gt_diagnose (diagnose.c)    runs the finders, then the suggester
+ *   the suggester               suggest.c, suggest_cut.c, suggest_refused.c,
+ *                               suggest_ddp.c:
+ *                               reads a finding and the trace, writes
+ *                               its fix (f->suggestion) and nothing else
+ *   the finders                 diagnose.c's replay, raised.c, refused.c,
+ *                               cut.c, unused.c, silent.c: append findings
+ *                               to c->f
+ *   the reading module          dx_read.c: tensors, ops, names, locations,
+ *                               errors; the findings' memory
+ *
+ * Internal to the inspector: the public contract is diagnose.h.
  *
  * Every function returning int returns 0 or a negative GT_E* code with a
  * one-line message kept on the trace handle (gt_trace_errmsg(c->t)); functions returning
@@ -19,7 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diagnose.h"
+#include "finding.h"
+#include "trace.h"
 #include "strbuf.h"
 #include "extent.h"
 #include "pymsg.h"
@@ -81,9 +93,6 @@ void gt__dx_lookup_nomem(gt__dctx *c, int s);
  * when out of memory (the findings are unchanged). */
 gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward);
 
-/* Free what a finding owns (not the finding). */
-void gt__dx_finding_release(gt_finding *f);
-
 /* Read tensor `id` into *t (t->found = 0 if there is no such row); t is
  * overwritten, not released: release it with gt__dx_tinfo_release. On
  * failure t holds no memory. */
@@ -133,9 +142,13 @@ int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const c
  * errors), appended to c->f (raised.c). */
 GT_WARN_UNUSED int gt__dx_raised_at_op(gt__dctx *c);
 
+/* The errors of the in-place family, in order: seq, message, stack (0 if
+ * none), backward (0 if none) (dx_read.c). */
+extern const char gt__dx_sql_family[];
+
 /* Call one(c, seq, m, stack, backward) for every error of the in-place
  * family, in order, whose parsed kind want() accepts (stack and backward 0
- * when none); stops at its first non-zero result, returned (raised.c). */
+ * when none); stops at its first non-zero result, returned (dx_read.c). */
 GT_WARN_UNUSED int gt__dx_each_error(gt__dctx *c, int (*want)(int kind),
                                      int (*one)(gt__dctx *c, int64_t seq,
                                                 const gt_pymsg *m, int64_t stack,
@@ -144,22 +157,22 @@ GT_WARN_UNUSED int gt__dx_each_error(gt__dctx *c, int (*want)(int kind),
 /* The write the line of user frame `frame` made last before error
  * `err_seq` (an op of that line with a mutated argument, within 10,000
  * events): *op its ops.seq, *tensor the tensor written; both 0 if none
- * (raised.c). */
+ * (dx_read.c). */
 GT_WARN_UNUSED int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame,
                                         int64_t *op /* OUT */, int64_t *tensor /* OUT */);
 
 /* The tensor bound to variable `name` in the user's frame at or before
  * event `seq` (the recorder binds a frame's tensors when it records an
- * error), 0 if none (raised.c). */
+ * error), 0 if none (dx_read.c). */
 GT_WARN_UNUSED int gt__dx_named_tensor(gt__dctx *c, const char *name, int64_t seq,
                                        int64_t *out /* OUT */);
 
 /* The op that made tensor `t`: its own creator, else that of the nearest
- * base made by a recorded op; 0 if none (raised.c). */
+ * base made by a recorded op; 0 if none (dx_read.c). */
 int64_t gt__dx_view_origin(gt__dctx *c, int64_t t);
 
 /* Give f the write PyTorch refused, like every kind lists its writes: the
- * recorded op if there is one, else the raising line's stack (raised.c). */
+ * recorded op if there is one, else the raising line's stack (dx_read.c). */
 GT_WARN_UNUSED int gt__dx_add_attempt(gt__dctx *c, gt_finding *f, int64_t op,
                                       int64_t stack);
 
@@ -170,18 +183,22 @@ GT_WARN_UNUSED int gt__dx_refused(gt__dctx *c);
 
 /* The integer the first column of `sql`'s first row gives with ?1 = a and
  * ?2 = b (the text b_text instead when not NULL); dflt when there is no
- * row or it is NULL. A best-effort lookup (refused.c). */
+ * row or it is NULL. A best-effort lookup (dx_read.c). */
 int64_t gt__dx_int(gt__dctx *c, const char *sql, int64_t a, int64_t b, const char *b_text,
                    int64_t dflt);
 
+/* 1 if op `op`'s name (ops.seq) starts with `want` ("aten::detach"); 0
+ * for none. A best-effort lookup (dx_read.c). */
+int gt__dx_op_is(gt__dctx *c, int64_t op, const char *want);
+
 /* The first op before event `before` that had tensor t as an argument,
- * 0 if none (refused.c). */
+ * 0 if none (dx_read.c). */
 int64_t gt__dx_first_op(gt__dctx *c, int64_t t, int64_t before);
 
 /* The op that made tensor t as the user sees it: gt__dx_view_origin, else
  * the first op before `before` that took it (torch.tensor's lift_fresh),
  * and not a dispatch mode's own aten::detach after a factory but the op
- * whose output it detached (refused.c). 0 if none. */
+ * whose output it detached (dx_read.c). 0 if none. */
 int64_t gt__dx_made_at(gt__dctx *c, int64_t t, int64_t before);
 
 /* Findings for backward calls that raised because a root has no grad_fn:
@@ -189,31 +206,50 @@ int64_t gt__dx_made_at(gt__dctx *c, int64_t t, int64_t before);
  * c->only alone when set. */
 GT_WARN_UNUSED int gt__dx_cut(gt__dctx *c);
 
-/* f->suggestion = what b holds, taken from it (refused.c); GT_ENOMEM
+/* f->suggestion = what b holds, taken from it (dx_read.c); GT_ENOMEM
  * when b ran out of memory. */
 GT_WARN_UNUSED int gt__dx_take_suggestion(gt__dctx *c, gt_finding *f, gt_strbuf *b);
 
-/* Set f->suggestion for a root_without_grad finding (cut.c). */
+/* Set f->suggestion for a root_without_grad or grad_input_unreachable
+ * finding (suggest_cut.c). */
 GT_WARN_UNUSED int gt__dx_suggest_cut(gt__dctx *c, gt_finding *f);
 
-/* Set f->suggestion for a finding of gt__dx_refused's kinds (refused.c). */
+/* Set f->suggestion for a finding of gt__dx_refused's kinds
+ * (suggest_refused.c). */
 GT_WARN_UNUSED int gt__dx_suggest_refused(gt__dctx *c, gt_finding *f);
-
-/* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
- * "x = x.clamp(min=0)", "x += y" gives "x = x + (y)"; "" when the line is
- * of neither form. Into out (emptied first) (suggest.c). */
-void gt__dx_out_of_place_line(const char *code, const char *name, gt_strbuf *out);
 
 /* The code of the line at stack `stack` without its indentation and
  * comment ("" if unknown) into code, its "file:line" into where
- * (suggest.c). */
+ * (dx_read.c). */
 void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code);
 
 /* Append an `unexplained` finding for every error of the in-place family
  * that no finding from `first` on explains (raised.c). */
 GT_WARN_UNUSED int gt__dx_unexplained(gt__dctx *c, size_t first);
 
+/* Findings for DistributedDataParallel's unused-parameter errors,
+ * appended to c->f (unused.c). */
+GT_WARN_UNUSED int gt__dx_ddp_unused(gt__dctx *c);
+
+/* Set f->suggestion for a ddp_unused_parameters finding (suggest_ddp.c). */
+GT_WARN_UNUSED int gt__dx_suggest_ddp(gt__dctx *c, gt_finding *f);
+
 /* Set f->suggestion: the fix for the finding (suggest.c). */
 GT_WARN_UNUSED int gt__dx_suggest(gt__dctx *c, gt_finding *f);
+
+/* silent.c: append the findings of writes PyTorch cannot see (storage
+ * swaps) for backward call `only` (0: all) to f, growing f->v to exactly its
+ * new size: call it after every other finding is added. Returns 0 or a
+ * negative GT_E* code with the message on t (f then holds what was added). */
+GT_WARN_UNUSED int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f);
+
+/* 1 if the node that saved row `saved_seq` (saved_tensors.seq) never reads
+ * it in its backward (BatchNorm's running statistics in training mode), so
+ * a write to it is no silent write (silent.c). */
+int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq);
+
+/* 1 if tensor `tensor` (tensors.id) was made under torch.func's vmap, whose
+ * messages show one sample's shape (silent.c). */
+int gt__dx_under_vmap(sqlite3 *db, int64_t tensor);
 
 #endif

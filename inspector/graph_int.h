@@ -25,7 +25,7 @@ struct gt_graph {
 
 /* Graphviz's messages (agerr) of this thread from now on into *to, one a
  * line without their level; NULL: to the handler the program set before
- * gradtrace's, or nowhere (graph_render.c). Installs gradtrace's handler on
+ * gradtrace's, or nowhere (graph_msg.c). Installs gradtrace's handler on
  * first use; prints nothing; can't fail (a message that does not fit sets
  * to->oom). */
 void gt__graph_messages(gt_strbuf *to);

@@ -41,6 +41,7 @@
 
 #include <gradtrace/error.h>
 
+#include "strbuf.h"
 #include "trace.h"
 
 /* Rows of each table the text output shows by default (--top). */
@@ -147,5 +148,11 @@ const char *gt_mem_human(int64_t bytes, char *buf, size_t size);
  * border thickens with the share of the largest node. Returns 0 or a
  * negative GT_E* code with the message on t. */
 GT_WARN_UNUSED int gt_memory_paint(gt_trace *t, Agraph_t *g, int64_t backward);
+
+/* m as one JSON object ({"trace", "backward", "calls"}: docs/memory.md),
+ * built with SQLite's JSON functions on t's connection, appended to out.
+ * Returns 0, or a negative GT_E* code with "cannot write JSON: <why>" on t
+ * (memory_json.c). */
+GT_WARN_UNUSED int gt_memory_json(gt_trace *t, const gt_memory *m, gt_strbuf *out);
 
 #endif

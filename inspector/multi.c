@@ -11,6 +11,7 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
+#include "grow.h"
 #include "multi.h"
 #include "trace.h"
 #include "strbuf.h"
@@ -100,14 +101,8 @@ const char *gt_rank_set_errmsg(const gt_rank_set *s)
 
 static int add(gt_rank_set *s, size_t *cap, const char *path)
 {
-    if (s->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        gt_rank_trace *v = realloc(s->v, nc * sizeof *v);
-        if (!v)
-            return -1;
-        s->v = v;
-        *cap = nc;
-    }
+    if (GT_ALLOC_GROW(s->v, s->n + 1, *cap, 8) != 0)
+        return -1;
     gt_rank_trace *t = &s->v[s->n];
     memset(t, 0, sizeof *t);
     t->rank = -1;
@@ -163,15 +158,10 @@ static int add_dir(gt_rank_set *s, size_t *cap, const char *dir, gt_rank_set *ha
             free(p);
             continue;
         }
-        if (n == ncap) {
-            ncap = ncap ? ncap * 2 : 16;
-            char **v = realloc(names, ncap * sizeof *v);
-            if (!v) {
-                free(p);
-                rc = -1;
-                break;
-            }
-            names = v;
+        if (GT_ALLOC_GROW(names, n + 1, ncap, 16) != 0) {
+            free(p);
+            rc = -1;
+            break;
         }
         names[n++] = p;
     }

@@ -6,7 +6,7 @@
  * `run.rankN.db` (`.rankN` before the file name's extension), or `{rank}`
  * in the path replaced by N.
  *
- * The multi-trace commands (cli/cmd_multi.c) take trace files and directories;
+ * The multi-trace commands (info, diagnose, sql) take trace files and directories;
  * a directory stands for the gradtrace traces directly in it. Traces are
  * ordered by run.rank (traces without a rank last, by name).
  */
@@ -84,6 +84,15 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len);
  * negative GT_E* code with the message on s (gt_rank_set_errmsg): GT_EINVAL
  * for more traces than SQLite can attach. Prints nothing. */
 GT_WARN_UNUSED int gt_multi_connect(gt_rank_set *s, sqlite3 **out /* OUT */);
+
+/* The summary `gradtrace info A B...` prints: an in-memory database, into
+ * *out, whose table `ranks` holds one row per trace of s, in s's order
+ * (rank, local_rank, world_size, backend, host, pid, status, ops,
+ * backward_calls, errors, first_error, bytes, launcher_run_id, trace).
+ * Returns 0, or a negative GT_E* code with the whole line after
+ * "gradtrace: " on s (gt_rank_set_errmsg): a trace that cannot be opened
+ * or read (report_multi.c). */
+GT_WARN_UNUSED int gt_multi_info_db(gt_rank_set *s, sqlite3 **out /* OUT */);
 
 /* How many traces gt_multi_connect can join (SQLite's attach limit + 1). */
 int gt_multi_max_traces(void);

@@ -74,10 +74,36 @@ static const char *dotted(const char *p)
     return p;
 }
 
+/* The first argument of a call whose "(" is at p, when it is a dotted
+ * name followed by one of `stops`, into buf; "" otherwise. */
+static void call_first_arg(const char *p, const char *stops, char *buf, size_t len)
+{
+    const char *a = p + 1, *ae;
+    while (*a == ' ')
+        a++;
+    ae = dotted(a);
+    if (ae > a && *ae && strchr(stops, *ae))
+        copy_name(a, ae, buf, len);
+}
+
+/* 1 if p (past the name written, and its subscript if any) is an augmented
+ * assignment (`+=`, `**=`, ...), or with subscript a plain one (`w[i] =`). */
+static int assigns_at(const char *p, int subscript)
+{
+    while (*p == ' ')
+        p++;
+    if (*p && strchr("+-*/%&|^@<>", *p)) {
+        const char *q = p + 1;
+        if (*q == *p && (*p == '*' || *p == '/' || *p == '<' || *p == '>'))
+            q++; /* **= //= <<= >>= */
+        return *q == '=' && q[1] != '=';
+    }
+    return subscript && *p == '=' && p[1] != '='; /* w[...] = ... */
+}
+
 void gt__py_target(const char *code, char *buf, size_t len)
 {
     const char *p = code, *start, *end, *last_dot = NULL;
-    int ok = 0;
     buf[0] = 0;
     while (*p == ' ' || *p == '\t')
         p++;
@@ -91,29 +117,16 @@ void gt__py_target(const char *code, char *buf, size_t len)
     }
     end = p;
     if (*p == '(' && last_dot && p[-1] == '_') {
-        const char *fn = last_dot + 1;
         /* torch.relu_(w, ...) / torch.nn.init.zeros_(w): the first argument. */
         if (!strncmp(start, "torch.", 6) || !strncmp(start, "F.", 2) ||
-            !strncmp(start, "nn.", 3) || !strncmp(start, "init.", 5)) {
-            const char *a = p + 1, *ae;
-            while (*a == ' ')
-                a++;
-            ae = dotted(a);
-            if (ae > a && (*ae == ',' || *ae == ')' || *ae == ' '))
-                copy_name(a, ae, buf, len);
-            return;
-        }
-        (void)fn;
-        copy_name(start, last_dot, buf, len); /* w.add_(...) */
+            !strncmp(start, "nn.", 3) || !strncmp(start, "init.", 5))
+            call_first_arg(p, ",) ", buf, len);
+        else
+            copy_name(start, last_dot, buf, len); /* w.add_(...) */
         return;
     }
     if (*p == '(' && strstr(p, "inplace=True")) { /* F.relu(w, inplace=True) */
-        const char *a = p + 1, *ae;
-        while (*a == ' ')
-            a++;
-        ae = dotted(a);
-        if (ae > a && (*ae == ',' || *ae == ')'))
-            copy_name(a, ae, buf, len);
+        call_first_arg(p, ",)", buf, len);
         return;
     }
     int subscript = *p == '[';
@@ -125,17 +138,7 @@ void gt__py_target(const char *code, char *buf, size_t len)
             break;
         }
     }
-    while (*p == ' ')
-        p++;
-    if (*p && strchr("+-*/%&|^@<>", *p)) {
-        const char *q = p + 1;
-        if (*q == *p && (*p == '*' || *p == '/' || *p == '<' || *p == '>'))
-            q++; /* **= //= <<= >>= */
-        ok = *q == '=' && q[1] != '=';
-    } else if (subscript && *p == '=' && p[1] != '=') {
-        ok = 1; /* w[...] = ... */
-    }
-    if (ok)
+    if (assigns_at(p, subscript))
         copy_name(start, end, buf, len);
 }
 
@@ -278,4 +281,93 @@ void gt__py_strip_comment(char *code)
             return;
         }
     }
+}
+
+/* See pysrc.h. */
+void gt__py_trim_code(gt_strbuf *code)
+{
+    if (!code->p || code->oom)
+        return;
+    char *p = code->p;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    memmove(code->p, p, strlen(p) + 1);
+    gt__py_strip_comment(code->p);
+    code->len = strlen(code->p);
+}
+
+/* See pysrc.h. */
+void gt__py_out_of_place_line(const char *code, const char *name, gt_strbuf *out)
+{
+    size_t n = strlen(name);
+    gt_strbuf_reset(out);
+    if (!n || strncmp(code, name, n) != 0)
+        return;
+    const char *p = code + n;
+    if (*p == '.') {
+        const char *u = strchr(p, '(');
+        if (!u || u[-1] != '_' || u - p < 3)
+            return;
+        gt_strbuf_addf(out, "%s = %s%.*s%s", name, name, (int)(u - 1 - p), p, u);
+        return;
+    }
+    while (*p == ' ')
+        p++;
+    static const char *ops[] = {
+        "**=", "//=", "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@="};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        size_t k = strlen(ops[i]);
+        if (!strncmp(p, ops[i], k)) {
+            const char *rhs = p + k;
+            while (*rhs == ' ')
+                rhs++;
+            gt_strbuf_addf(out, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i],
+                           rhs);
+            return;
+        }
+    }
+}
+
+/* See pysrc.h. */
+const char *gt__py_without_alias(const char *code, gt_strbuf *out)
+{
+    static const char *const cut[] = {".detach()", ".data"};
+    gt_strbuf_reset(out);
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = strlen(cut[i]);
+        for (const char *p = strstr(code, cut[i]); p; p = strstr(p + 1, cut[i])) {
+            char next = p[n];
+            if (i == 1 && (next == '_' || (next >= 'a' && next <= 'z') ||
+                           (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9')))
+                continue;
+            gt_strbuf_addf(out, "%.*s%s", (int)(p - code), code, p + n);
+            return i ? ".data" : "detach()";
+        }
+    }
+    return NULL;
+}
+
+/* See pysrc.h. */
+int gt__py_ddp_fixed_line(const char *code, gt_strbuf *out)
+{
+    gt_strbuf_reset(out);
+    const char *call = strstr(code, "DistributedDataParallel(");
+    if (!call)
+        call = strstr(code, "DDP(");
+    size_t n = strlen(code);
+    while (n && (code[n - 1] == ' ' || code[n - 1] == '\t'))
+        n--;
+    if (!call || !n || code[n - 1] != ')' || strstr(code, "find_unused_parameters"))
+        return -1;
+    gt_strbuf_addf(out, "%.*s, find_unused_parameters=True)", (int)(n - 1), code);
+    return out->oom ? -1 : 0;
+}
+
+/* See pysrc.h. */
+void gt__py_module_of(const char *name, gt_strbuf *out)
+{
+    const char *dot = name ? strrchr(name, '.') : NULL;
+    gt_strbuf_reset(out);
+    if (dot)
+        gt_strbuf_add(out, name, (size_t)(dot - name));
 }

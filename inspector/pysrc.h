@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "strbuf.h"
+
 /* 1 if `name` occurs in `code` as a whole identifier (not as part of a
  * longer name, nor as an attribute "x.name"), else 0. */
 int gt__py_mentions(const char *code, const char *name);
@@ -52,5 +54,30 @@ int gt__py_is_attribute(const char *name);
 /* Cut a trailing comment ("x.add_(1)  # note" -> "x.add_(1)") in place,
  * with the spaces before it; '#' inside a string literal is kept. */
 void gt__py_strip_comment(char *code);
+
+/* A code line without its indentation and trailing comment, in place.
+ * Can't fail. */
+void gt__py_trim_code(gt_strbuf *code);
+
+/* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
+ * "x = x.clamp(min=0)", "x += y" gives "x = x + (y)"; "" when the line is
+ * of neither form. Into out (emptied first); out of memory sets out's
+ * sticky flag. */
+void gt__py_out_of_place_line(const char *code, const char *name, gt_strbuf *out);
+
+/* The line without its ".detach()" (or ".data", not ".data_ptr") into out
+ * (emptied first); returns which it dropped ("detach()", ".data"), NULL
+ * (out empty) if neither is there. */
+const char *gt__py_without_alias(const char *code, gt_strbuf *out);
+
+/* `code` (a DistributedDataParallel(...) or DDP(...) line ending in its
+ * ')') with find_unused_parameters=True added, into out (emptied first);
+ * -1 (out empty) when the line is not of that form or out ran out of
+ * memory. */
+int gt__py_ddp_fixed_line(const char *code, gt_strbuf *out);
+
+/* The module path of a dotted parameter name ("aux" of "aux.weight", ""
+ * for the root module's own or NULL) into out (emptied first). */
+void gt__py_module_of(const char *name, gt_strbuf *out);
 
 #endif

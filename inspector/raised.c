@@ -17,39 +17,6 @@
 #include "diagnose_int.h"
 #include "pysrc.h"
 
-static const char sql_family[] =
-    "SELECT seq, message, coalesce(stack, 0), coalesce(backward, 0) FROM errors "
-    "WHERE " GT__PYMSG_FAMILY_SQL " ORDER BY seq";
-
-int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *op,
-                         int64_t *tensor)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = 0, s;
-    *op = *tensor = 0;
-    if (!frame)
-        return 0;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT o.seq, a.tensor FROM ops o "
-                           "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
-                           "JOIN stacks s ON s.id = o.stack "
-                           "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
-                           "AND " GT_USER_FRAME("s") " = ?2 "
-                                                     "ORDER BY o.seq DESC LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
-    sqlite3_bind_int64(st, 1, err_seq);
-    sqlite3_bind_int64(st, 2, frame);
-    if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        *op = sqlite3_column_int64(st, 0);
-        *tensor = sqlite3_column_int64(st, 1);
-    } else if (s != SQLITE_DONE) {
-        rc = gt__dx_sql_fail(c);
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* written: the expression the line changes ("w[:, pos]" of
  * "w[:, pos] -= e"), "" if none; its variables are looked at before the
  * rest of the line's (e may be a view of another leaf). */
@@ -114,30 +81,6 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
     return t;
 }
 
-/* The tensor bound to variable `name` in the user's frame at or before
- * event `seq` (the recorder binds a frame's tensors when it records an
- * error), 0 if none. */
-int gt__dx_named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = 0, s;
-    *out = 0;
-    if (sqlite3_prepare_v2(
-            c->db,
-            "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
-            "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1",
-            -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, seq);
-    if ((s = sqlite3_step(st)) == SQLITE_ROW)
-        *out = sqlite3_column_int64(st, 0);
-    else if (s != SQLITE_DONE)
-        rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* "SplitWithSizes" -> "aten::split_with_sizes": the aten op of a backward
  * node's forward function, as PyTorch 2.13 prints it ("Output 1 of Split");
  * older releases append "Backward0", dropped here. Written to out
@@ -196,26 +139,6 @@ static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t 
     return rc;
 }
 
-/* The op that made view `t`: its own creator, else that of the nearest base
- * made by a recorded op. */
-int64_t gt__dx_view_origin(gt__dctx *c, int64_t t)
-{
-    for (int depth = 0; t && depth < 16; depth++) {
-        gt__tinfo ti;
-        if (gt__dx_load_tensor(c, t, &ti) != 0)
-            return 0;
-        int found = ti.found;
-        int64_t by = ti.created_by, base = ti.alias_of;
-        gt__dx_tinfo_release(&ti);
-        if (!found)
-            return 0;
-        if (by)
-            return by;
-        t = base;
-    }
-    return 0;
-}
-
 /* The view of leaf `leaf` the raising line wrote through, when the line
  * named no variable for it (`x[:, 1].mul_(2)`): the latest output of an op
  * of the same user frame, before the error, that is a view of the leaf. */
@@ -259,20 +182,6 @@ static int finding_kind(int msg_kind)
     default:
         return GT_FINDING_LEAF_INPLACE;
     }
-}
-
-/* Give f the write PyTorch refused, like every kind lists its writes: the
- * recorded op if there is one, else the raising line's stack. */
-int gt__dx_add_attempt(gt__dctx *c, gt_finding *f, int64_t op, int64_t stack)
-{
-    if (!(f->mutations = calloc(1, sizeof *f->mutations)))
-        return gt__dx_nomem(c);
-    f->n_mutations = 1;
-    f->mutations[0].seq = op;
-    f->mutations[0].tensor = f->tensor;
-    f->mutations[0].version_after = -1;
-    f->mutations[0].stack = op ? 0 : stack;
-    return 0;
 }
 
 /* A leaf error raised inside backward call `backward` by a reentrant
@@ -411,7 +320,7 @@ static int one_raised_in(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t st
     }
     if ((rc = gt__dx_add_attempt(c, f, op, stack)) != 0)
         return rc;
-    return gt__dx_suggest(c, f);
+    return 0;
 }
 
 static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack,
@@ -420,31 +329,6 @@ static int one_raised(gt__dctx *c, int64_t seq, const gt_pymsg *m, int64_t stack
     raising l = {GT_STRBUF_INIT, GT_STRBUF_INIT, GT_STRBUF_INIT, NULL, NULL};
     int rc = one_raised_in(c, seq, m, stack, backward, &l);
     raising_release(&l);
-    return rc;
-}
-
-int gt__dx_each_error(gt__dctx *c, int (*want)(int kind),
-                      int (*one)(gt__dctx *c, int64_t seq, const gt_pymsg *m,
-                                 int64_t stack, int64_t backward))
-{
-    sqlite3_stmt *st = NULL;
-    int rc = 0, s;
-    if (sqlite3_prepare_v2(c->db, sql_family, -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
-    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
-        gt_pymsg m;
-        if (gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m) != 0) {
-            rc = gt__dx_nomem(c);
-            break;
-        }
-        if (want(m.kind))
-            rc = one(c, sqlite3_column_int64(st, 0), &m, sqlite3_column_int64(st, 2),
-                     sqlite3_column_int64(st, 3));
-        gt__pymsg_release(&m);
-    }
-    if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
-        rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
     return rc;
 }
 
@@ -520,8 +404,9 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
 }
 
 /* 1 if the graph of backward call `bw` holds nodes made before recording
- * started: no recorded op made them (nodes.op NULL, not an accumulator)
- * and they were first seen after the call began (found from its roots). */
+ * started: no recorded op made them (nodes.op NULL, not an accumulator),
+ * whether first seen from the call's roots or earlier, through an op that
+ * took a tensor one made (a saved tensor changed while recording). */
 static int built_before_recording(gt__dctx *c, int64_t bw)
 {
     gt_replay *r = NULL;
@@ -530,7 +415,7 @@ static int built_before_recording(gt__dctx *c, int64_t bw)
         return 0; /* unknown: read as "recorded" (the message stays on c->t) */
     for (size_t i = 0; i < r->n && !out; i++) {
         const gt_replay_node *nd = &r->order[i];
-        out = !nd->accumulate_grad && !nd->op && nd->seq > r->seq;
+        out = !nd->accumulate_grad && !nd->op;
     }
     gt__replay_free(r);
     return out;
@@ -541,7 +426,7 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
     gt_pymsg m;
-    if (sqlite3_prepare_v2(c->db, sql_family, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(c->db, gt__dx_sql_family, -1, &st, NULL) != SQLITE_OK)
         return gt__dx_sql_fail(c);
     gt__pymsg_parse(NULL, &m); /* holds nothing */
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -585,8 +470,6 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
             f->version_at_backward = m.version;
             rc = candidates(c, f, &m, seq);
         }
-        if (!rc)
-            rc = gt__dx_suggest(c, f);
     }
     gt__pymsg_release(&m);
     if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)

@@ -9,6 +9,7 @@
 #include <gradtrace/format.h>
 
 #include "intlist.h"
+#include "grow.h"
 
 #define REPLAY_KEEP       64
 #define REPLAY_KEEP_NODES 65536
@@ -64,7 +65,7 @@ void gt__imap_clear(gt_imap *m)
 
 static const char sql_call[] =
     "SELECT b.seq, b.end_seq, b.stack, b.retain_graph, b.create_graph, b.status, "
-    "s.text = 'torch.autograd.grad', "
+    "s.text IN ('torch.autograd.grad', '" GT_API_BY_COMPILER "torch.autograd.grad'), "
     "EXISTS (SELECT 1 FROM backward_inputs i WHERE i.backward = b.id) "
     "FROM backward_calls b LEFT JOIN strings s ON s.id = b.api WHERE b.id = ?1";
 /* The graph nodes in JSON array ?1 whose output is an input (inputs=) of
@@ -227,14 +228,8 @@ static long graph_add(graph *g, int64_t id, int *added)
     *added = 0;
     if (gt__imap_get(&g->index, id, &pos))
         return (long)pos;
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 64;
-        gt_replay_node *nodes = realloc(g->nodes, cap * sizeof *nodes);
-        if (!nodes)
-            return -1;
-        g->nodes = nodes;
-        g->cap = cap;
-    }
+    if (GT_ALLOC_GROW(g->nodes, g->n + 1, g->cap, 64) != 0)
+        return -1;
     if (gt__imap_put(&g->index, id, (int64_t)g->n) != 0)
         return -1;
     memset(&g->nodes[g->n], 0, sizeof g->nodes[g->n]);
@@ -579,14 +574,9 @@ int gt__replay_backward(gt_replayer *rp, int64_t backward, gt_replay **out)
     sqlite3_bind_int64(st, 1, backward);
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (nroots == rcap) {
-            rcap = rcap ? rcap * 2 : 8;
-            int64_t *nr = realloc(roots, rcap * sizeof *nr);
-            if (!nr) {
-                sqlite3_reset(st);
-                goto nomem;
-            }
-            roots = nr;
+        if (GT_ALLOC_GROW(roots, nroots + 1, rcap, 8) != 0) {
+            sqlite3_reset(st);
+            goto nomem;
         }
         roots[nroots++] = sqlite3_column_int64(st, 0);
     }
@@ -719,14 +709,8 @@ int gt__counters_load(gt_replayer *rp, const int64_t *vcs, size_t n, int64_t fro
     sqlite3_bind_int64(st, 2, from_seq);
     sqlite3_bind_int64(st, 3, to_seq);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (c->n == c->cap) {
-            size_t cap = c->cap ? c->cap * 2 : 64;
-            vobs *v = realloc(c->v, cap * sizeof *v);
-            if (!v)
-                goto nomem;
-            c->v = v;
-            c->cap = cap;
-        }
+        if (GT_ALLOC_GROW(c->v, c->n + 1, c->cap, 64) != 0)
+            goto nomem;
         int64_t vc = sqlite3_column_int64(st, 0), dummy;
         vobs *o = &c->v[c->n];
         o->seq = sqlite3_column_int64(st, 1);
@@ -779,14 +763,9 @@ int gt__counters_window(const gt_counters *c, int64_t vc, int64_t from_seq,
         cur = o->version;
         if (!o->bump)
             continue;
-        if (len == cap) {
-            cap = cap ? cap * 2 : 8;
-            gt_mutation *nv = realloc(v, cap * sizeof *nv);
-            if (!nv) {
-                free(v);
-                return GT_ENOMEM;
-            }
-            v = nv;
+        if (GT_ALLOC_GROW(v, len + 1, cap, 8) != 0) {
+            free(v);
+            return GT_ENOMEM;
         }
         v[len].seq = o->op;
         v[len].bump_seq = o->seq;

@@ -35,7 +35,8 @@
 
 #include <gradtrace/format.h> /* enum gt_backward_status */
 
-#include "diagnose.h"
+#include "finding.h"
+#include "trace.h"
 #include "gtmap.h"
 
 typedef struct gt_replay_node {

@@ -17,7 +17,7 @@
  * (a NumPy view, DLPack, __array_interface__, a custom kernel). Listed with
  * it: the recorded ops between save and use that took a tensor on the same
  * storage (the events that could reach that memory). */
-#include "diagnose.h"
+#include "diagnose_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

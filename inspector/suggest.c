@@ -13,8 +13,6 @@
 #include "diagnose_int.h"
 #include "pysrc.h"
 
-static void out_of_place_line(const char *code, const char *name, gt_strbuf *out);
-
 /* "aten::add_.Tensor" -> "add" (the out-of-place method name), into out
  * (emptied first). */
 static void out_of_place(const char *op, gt_strbuf *out)
@@ -104,19 +102,6 @@ static void sg_release(gt__dctx *c, sg *t)
 }
 
 #define S(b) gt_strbuf_str(&(b))
-
-/* A code line without its indentation and trailing comment, in place. */
-static void trim_code(gt_strbuf *code)
-{
-    if (!code->p || code->oom)
-        return;
-    char *p = code->p;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    memmove(code->p, p, strlen(p) + 1);
-    gt__py_strip_comment(code->p);
-    code->len = strlen(code->p);
-}
 
 /* 1 if the tensor has (or had) a grad_fn or is a parameter: an output of
  * a node, a view of one, a tensor an AccumulateGrad node accumulates into,
@@ -284,7 +269,7 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
     for (size_t i = 0; ok && i < f->n_mutations; i++) {
         gt__dx_load_op(c, f->mutations[i].seq, &o);
         gt__dx_stack_loc(c, o.stack, &where, &code, NULL);
-        trim_code(&code);
+        gt__py_trim_code(&code);
         gt_strbuf_reset(&one);
         gt_strbuf_addf(&one, "\n%s\n", S(where));
         if (!S(where)[0] || strstr(S(seen), S(one)))
@@ -297,13 +282,13 @@ static void oop_of_writes(gt__dctx *c, const gt_finding *f, const char *mn, sg *
             break;
         }
         gt__py_target(S(code), target, room);
-        out_of_place_line(S(code), target[0] ? target : mn, &one);
+        gt__py_out_of_place_line(S(code), target[0] ? target : mn, &one);
         if (!S(one)[0] && f->mutations[i].tensor == f->tensor) {
             /* `laterals[i - 1] += y` wrote the saved tensor itself, not a
              * view of it: the subscript is a list's (or a dict's), so
              * binding a new tensor to it leaves the saved one alone */
             gt__py_written(S(code), target, room);
-            out_of_place_line(S(code), target, &one);
+            gt__py_out_of_place_line(S(code), target, &one);
         }
         free(target);
         if (!S(one)[0]) {
@@ -863,30 +848,17 @@ static int64_t backward_between(gt__dctx *c, int64_t node, int64_t id)
                   node, id);
 }
 
-static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
+/* Returned by a part of suggest_inplace that has no fix for the finding:
+ * the next part tries. */
+#define NOT_HERE 1
+
+/* An in-place activation (or a module built with inplace=True) overwrote
+ * the saved tensor: inplace=False. */
+static int inplace_activation(gt__dctx *c, gt_finding *f, sg *t, const char *name,
+                              const char *nm)
 {
-    int rc = 0;
     gt__opinfo *o = &t->o;
-    gt__dx_first_name(c, f->tensor, &t->name);
-    gt_strbuf_reset(&t->mname);
-    if (f->n_mutations)
-        gt__dx_first_name(c, f->mutations[0].tensor, &t->mname);
-    const char *name = S(t->name), *where = S(t->where), *code = S(t->code);
-    const char *nm = name[0] ? name : "the tensor";
-    const char *mn = S(t->mname)[0] ? S(t->mname) : nm;
-
-    /* A graph an earlier backward(retain_graph=True) went through, reached
-     * again by a new loss through a state the loop fed back. */
-    int64_t before =
-        f->node && f->backward ? backward_between(c, f->node, f->backward) : 0;
-    if (before &&
-        carried_state(c, before, backward_seq(c, f->backward), &t->oop, &t->mwhere))
-        return suggest_detach_carried(
-            c, f, S(t->oop), S(t->mwhere),
-            "whose saved tensors have changed since (retain_graph=True only keeps that "
-            "graph alive); with the detach, drop retain_graph=True too");
-
-    /* In-place activations first, then optimizer-like parameter updates. */
+    const char *where;
     for (size_t i = 0; i < f->n_mutations; i++) {
         gt__dx_load_op(c, f->mutations[i].seq, o);
         gt__dx_stack_loc(c, o->stack, &t->where, NULL, NULL);
@@ -923,6 +895,16 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                 at ? ":" : "", (long long)at, S(t->act));
         }
     }
+    return NOT_HERE;
+}
+
+/* An optimizer's step, or a parameter changed by hand outside it: move the
+ * update after the backward() that needs the graph. */
+static int inplace_update(gt__dctx *c, gt_finding *f, sg *t, const char *name)
+{
+    gt__opinfo *o = &t->o;
+    const char *where, *code;
+    int rc;
     for (size_t i = 0; i < f->n_mutations; i++) {
         gt__dx_load_op(c, f->mutations[i].seq, o);
         gt__dx_stack_loc(c, o->stack, &t->where, &t->code, NULL);
@@ -939,7 +921,7 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
             gt__dx_leaf_of(c, f->mutations[i].tensor)) {
             /* a parameter changed by hand outside the optimizer (weight
              * clipping, a no_grad renormalisation) */
-            trim_code(&t->code);
+            gt__py_trim_code(&t->code);
             code = S(t->code);
             return set_suggestion(
                 c, f,
@@ -967,8 +949,8 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
                              int_of(c, "SELECT stack FROM backward_calls WHERE id = ?1",
                                     f->backward, 0),
                              &t->mcode, &bwcode, NULL);
-            trim_code(&t->code);
-            trim_code(&bwcode);
+            gt__py_trim_code(&t->code);
+            gt__py_trim_code(&bwcode);
             const char *fwd = S(t->mwhere), *bw = S(t->mcode);
             /* with an optimizer per loss, the order of the updates: the
              * loss that needs these weights is backpropagated (and its
@@ -993,122 +975,160 @@ static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
             return rc;
         }
     }
-    /* The seed story: a plain tensor (no grad_fn, not a parameter) that an
-     * op saved, then updated in place. */
-    gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
-    if (name[0] && !has_autograd(c, f->tensor)) {
-        /* the line that changes it calls it by another name (a module's
-         * buffer, self.buf in forward(), mod.buf where backward() ran):
-         * the copy is of that name, said before that line */
-        gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
+    return NOT_HERE;
+}
+
+/* The seed story: a plain tensor (no grad_fn, not a parameter) that an op
+ * saved, then updated in place (o: its first write): update a copy. */
+static int inplace_plain(gt__dctx *c, gt_finding *f, sg *t, const char *name)
+{
+    gt__opinfo *o = &t->o;
+    int rc;
+    /* the line that changes it calls it by another name (a module's
+     * buffer, self.buf in forward(), mod.buf where backward() ran):
+     * the copy is of that name, said before that line */
+    gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
+    size_t room = strlen(S(t->mcode)) + 1;
+    char *target = malloc(room);
+    if (!target)
+        return gt__dx_nomem(c);
+    gt__py_target(S(t->mcode), target, room);
+    if (!target[0])
+        method_receiver(S(t->mcode), o->name, target, room);
+    rc = target[0] && S(t->mwhere)[0] && !gt__py_mentions(S(t->mcode), name)
+             ? set_suggestion(c, f,
+                              "update a copy: `%s = %s.clone()` before %s, the line "
+                              "that changes %s in place (%s), or move the update "
+                              "after backward()",
+                              target, target, S(t->mwhere), name, o->name)
+             : set_suggestion(c, f,
+                              "update a copy: %s = %s.clone().detach() before "
+                              "changing it, or move the update after backward()",
+                              name, name);
+    free(target);
+    return rc;
+}
+
+/* Any other in-place op o (the first write): its out-of-place form, or a
+ * copy of the tensor written (mn, as the line names it). */
+static int inplace_op(gt__dctx *c, gt_finding *f, sg *t, const char *name, const char *mn)
+{
+    gt__opinfo *o = &t->o;
+    int rc;
+    out_of_place(o->name, &t->act);
+    const char *meth = S(t->act);
+    /* copy_, fill_ and zero_ have no out-of-place method (x.copy(y)
+     * does not exist); index_put_ and masked_fill_ have one, but they
+     * are mostly written as an assignment (x[mask] = 0) */
+    int no_method =
+        !strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero");
+    gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
+    gt__py_trim_code(&t->mcode);
+    gt_strbuf_reset(&t->oop);
+    if (!no_method)
+        oop_of_writes(c, f, mn, t);
+    const char *mwhere = S(t->mwhere), *oop = S(t->oop);
+    if (no_method && f->node && mwhere[0] && same_line_as_node(c, f->node, mwhere)) {
+        /* `b[:, 1] = f(b[:, 0])`: the op saves a view of b and the
+         * assignment writes b on one line, so no clone of b fits
+         * between them: the op must read a copy. */
+        char *view = malloc(strlen(S(t->mcode)) + 1);
+        if (!view)
+            return gt__dx_nomem(c);
+        read_subscript(S(t->mcode), mn, view);
+        rc = set_suggestion(c, f,
+                            "give the op that saved %s a copy: the line at %s passes "
+                            "it a view of %s and writes its result into %s (%s), so "
+                            "append .clone() to the argument it reads (`%s%s.clone()`), "
+                            "or write the result into a new tensor",
+                            mn, mwhere, mn, mn, o->name, view[0] ? view : mn,
+                            view[0] ? "" : "[...]");
+        free(view);
+        return rc;
+    }
+    if (no_method ||
+        (!oop[0] && (!strcmp(meth, "index_put") || !strcmp(meth, "masked_fill")))) {
+        /* the copy is of the variable the first writing line changes,
+         * bound before that line: every later write then goes to it */
         size_t room = strlen(S(t->mcode)) + 1;
         char *target = malloc(room);
         if (!target)
             return gt__dx_nomem(c);
         gt__py_target(S(t->mcode), target, room);
-        if (!target[0])
-            method_receiver(S(t->mcode), o->name, target, room);
-        rc = target[0] && S(t->mwhere)[0] && !gt__py_mentions(S(t->mcode), name)
-                 ? set_suggestion(c, f,
-                                  "update a copy: `%s = %s.clone()` before %s, the line "
-                                  "that changes %s in place (%s), or move the update "
-                                  "after backward()",
-                                  target, target, S(t->mwhere), name, o->name)
-                 : set_suggestion(c, f,
-                                  "update a copy: %s = %s.clone().detach() before "
-                                  "changing it, or move the update after backward()",
-                                  name, name);
+        int64_t first =
+            mwhere[0] ? earlier_write(c, o->stack, f->node, target[0] ? target : mn) : 0;
+        where_line(&t->mwhere, first);
+        mwhere = S(t->mwhere);
+        rc = mwhere[0] ? set_suggestion(c, f,
+                                        "modify a copy: %s = %s.clone() before %s, the "
+                                        "first line that %s%s%s, or build the new value "
+                                        "out of place (e.g. torch.where)",
+                                        target[0] ? target : mn, target[0] ? target : mn,
+                                        mwhere,
+                                        first ? "changes it in place after the op that "
+                                                "saved it"
+                                              : "writes it (",
+                                        first ? "" : o->name, first ? "" : ")")
+                       : set_suggestion(c, f,
+                                        "modify a copy: %s = %s.clone() before the "
+                                        "assignment (%s), or build the new value out of "
+                                        "place (e.g. torch.where)",
+                                        mn, mn, o->name);
         free(target);
         return rc;
     }
-    if (o->name[0]) {
-        out_of_place(o->name, &t->act);
-        const char *meth = S(t->act);
-        /* copy_, fill_ and zero_ have no out-of-place method (x.copy(y)
-         * does not exist); index_put_ and masked_fill_ have one, but they
-         * are mostly written as an assignment (x[mask] = 0) */
-        int no_method =
-            !strcmp(meth, "copy") || !strcmp(meth, "fill") || !strcmp(meth, "zero");
-        gt__dx_stack_loc(c, o->stack, &t->mwhere, &t->mcode, NULL);
-        trim_code(&t->mcode);
-        gt_strbuf_reset(&t->oop);
-        if (!no_method)
-            oop_of_writes(c, f, mn, t);
-        const char *mwhere = S(t->mwhere), *oop = S(t->oop);
-        if (no_method && f->node && mwhere[0] && same_line_as_node(c, f->node, mwhere)) {
-            /* `b[:, 1] = f(b[:, 0])`: the op saves a view of b and the
-             * assignment writes b on one line, so no clone of b fits
-             * between them: the op must read a copy. */
-            char *view = malloc(strlen(S(t->mcode)) + 1);
-            if (!view)
-                return gt__dx_nomem(c);
-            read_subscript(S(t->mcode), mn, view);
-            rc = set_suggestion(
-                c, f,
-                "give the op that saved %s a copy: the line at %s passes "
-                "it a view of %s and writes its result into %s (%s), so "
-                "append .clone() to the argument it reads (`%s%s.clone()`), "
-                "or write the result into a new tensor",
-                mn, mwhere, mn, mn, o->name, view[0] ? view : mn, view[0] ? "" : "[...]");
-            free(view);
-            return rc;
-        }
-        if (no_method ||
-            (!oop[0] && (!strcmp(meth, "index_put") || !strcmp(meth, "masked_fill")))) {
-            /* the copy is of the variable the first writing line changes,
-             * bound before that line: every later write then goes to it */
-            size_t room = strlen(S(t->mcode)) + 1;
-            char *target = malloc(room);
-            if (!target)
-                return gt__dx_nomem(c);
-            gt__py_target(S(t->mcode), target, room);
-            int64_t first =
-                mwhere[0] ? earlier_write(c, o->stack, f->node, target[0] ? target : mn)
-                          : 0;
-            where_line(&t->mwhere, first);
-            mwhere = S(t->mwhere);
-            rc = mwhere[0]
-                     ? set_suggestion(c, f,
-                                      "modify a copy: %s = %s.clone() before %s, the "
-                                      "first line that %s%s%s, or build the new value "
-                                      "out of place (e.g. torch.where)",
-                                      target[0] ? target : mn, target[0] ? target : mn,
-                                      mwhere,
-                                      first ? "changes it in place after the op that "
-                                              "saved it"
-                                            : "writes it (",
-                                      first ? "" : o->name, first ? "" : ")")
-                     : set_suggestion(c, f,
-                                      "modify a copy: %s = %s.clone() before the "
-                                      "assignment (%s), or build the new value out of "
-                                      "place (e.g. torch.where)",
-                                      mn, mn, o->name);
-            free(target);
-            return rc;
-        }
-        clone_at(c, f, name, mn, &t->clone);
-        if (oop[0] && t->clone.len)
-            return set_suggestion(c, f,
-                                  "replace the in-place %s%s%s by its out-of-place form: "
-                                  "`%s`, or clone it once: %s",
-                                  o->name, mwhere[0] ? " at " : "", mwhere, oop,
-                                  S(t->clone));
-        if (oop[0])
-            return set_suggestion(c, f,
-                                  "replace the in-place %s%s%s by its out-of-place form: "
-                                  "`%s`, or clone() %s before modifying it",
-                                  o->name, mwhere[0] ? " at " : "", mwhere, oop, mn);
+    clone_at(c, f, name, mn, &t->clone);
+    if (oop[0] && t->clone.len)
         return set_suggestion(c, f,
-                              "replace the in-place %s with an out-of-place version "
-                              "(%s = %s.%s(...)), or clone() %s before modifying it",
-                              o->name, mn, mn, meth, mn);
-    }
-    return rc ? rc
-              : set_suggestion(
-                    c, f,
-                    "replace the in-place change of %s with an out-of-place "
-                    "version (x = x.op(...)), or clone() it before modifying it",
-                    nm);
+                              "replace the in-place %s%s%s by its out-of-place form: "
+                              "`%s`, or clone it once: %s",
+                              o->name, mwhere[0] ? " at " : "", mwhere, oop, S(t->clone));
+    if (oop[0])
+        return set_suggestion(c, f,
+                              "replace the in-place %s%s%s by its out-of-place form: "
+                              "`%s`, or clone() %s before modifying it",
+                              o->name, mwhere[0] ? " at " : "", mwhere, oop, mn);
+    return set_suggestion(c, f,
+                          "replace the in-place %s with an out-of-place version "
+                          "(%s = %s.%s(...)), or clone() %s before modifying it",
+                          o->name, mn, mn, meth, mn);
+}
+
+static int suggest_inplace(gt__dctx *c, gt_finding *f, sg *t)
+{
+    int rc;
+    gt__opinfo *o = &t->o;
+    gt__dx_first_name(c, f->tensor, &t->name);
+    gt_strbuf_reset(&t->mname);
+    if (f->n_mutations)
+        gt__dx_first_name(c, f->mutations[0].tensor, &t->mname);
+    const char *name = S(t->name);
+    const char *nm = name[0] ? name : "the tensor";
+    const char *mn = S(t->mname)[0] ? S(t->mname) : nm;
+
+    /* A graph an earlier backward(retain_graph=True) went through, reached
+     * again by a new loss through a state the loop fed back. */
+    int64_t before =
+        f->node && f->backward ? backward_between(c, f->node, f->backward) : 0;
+    if (before &&
+        carried_state(c, before, backward_seq(c, f->backward), &t->oop, &t->mwhere))
+        return suggest_detach_carried(
+            c, f, S(t->oop), S(t->mwhere),
+            "whose saved tensors have changed since (retain_graph=True only keeps that "
+            "graph alive); with the detach, drop retain_graph=True too");
+
+    if ((rc = inplace_activation(c, f, t, name, nm)) != NOT_HERE ||
+        (rc = inplace_update(c, f, t, name)) != NOT_HERE)
+        return rc;
+    gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
+    if (name[0] && !has_autograd(c, f->tensor))
+        return inplace_plain(c, f, t, name);
+    if (o->name[0])
+        return inplace_op(c, f, t, name, mn);
+    return set_suggestion(c, f,
+                          "replace the in-place change of %s with an out-of-place "
+                          "version (x = x.op(...)), or clone() it before modifying it",
+                          nm);
 }
 
 /* The code of the line that raised, without its indentation and comment
@@ -1117,7 +1137,7 @@ static void raising_code(gt__dctx *c, const gt_finding *f, gt_strbuf *where,
                          gt_strbuf *code)
 {
     gt__dx_stack_loc(c, f->stack, where, code, NULL);
-    trim_code(code);
+    gt__py_trim_code(code);
 }
 
 /* Indentation of a line: its leading spaces and tabs. */
@@ -1188,40 +1208,6 @@ static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
     return last;
 }
 
-/* The out-of-place form of an in-place line: "x.clamp_(min=0)" gives
- * "x = x.clamp(min=0)", "x += y" gives "x = x + y"; "" when the line is of
- * neither form. Into out (emptied first). */
-static void out_of_place_line(const char *code, const char *name, gt_strbuf *out)
-{
-    size_t n = strlen(name);
-    gt_strbuf_reset(out);
-    if (!n || strncmp(code, name, n) != 0)
-        return;
-    const char *p = code + n;
-    if (*p == '.') {
-        const char *u = strchr(p, '(');
-        if (!u || u[-1] != '_' || u - p < 3)
-            return;
-        gt_strbuf_addf(out, "%s = %s%.*s%s", name, name, (int)(u - 1 - p), p, u);
-        return;
-    }
-    while (*p == ' ')
-        p++;
-    static const char *ops[] = {
-        "**=", "//=", "<<=", ">>=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@="};
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        size_t k = strlen(ops[i]);
-        if (!strncmp(p, ops[i], k)) {
-            const char *rhs = p + k;
-            while (*rhs == ' ')
-                rhs++;
-            gt_strbuf_addf(out, "%s = %s %.*s (%s)", name, name, (int)(k - 1), ops[i],
-                           rhs);
-            return;
-        }
-    }
-}
-
 /* The in-place activation ("relu_") the innermost frame of `stack` calls
  * (F.relu(x, inplace=True) runs `torch.relu_(input)`), into act (emptied
  * first); 0 if that frame calls none. */
@@ -1263,6 +1249,65 @@ static int64_t carries_grad(gt__dctx *c, int64_t tensor)
     return has_autograd(c, tensor);
 }
 
+/* leaf_inplace raised by a reentrant checkpoint's recomputation: the
+ * function changes its own input, a detached leaf when backward reruns it. */
+static int leaf_in_checkpoint(gt__dctx *c, gt_finding *f, sg *t, const char *name,
+                              const char *code)
+{
+    int64_t call_op = 0;
+    sqlite3_stmt *st = NULL;
+    int s =
+        sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st, NULL);
+    if (s == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, f->node);
+        if ((s = sqlite3_step(st)) == SQLITE_ROW)
+            call_op = sqlite3_column_int64(st, 0);
+    }
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_finalize(st);
+    gt__dx_load_op(c, call_op, &t->o);
+    gt__dx_stack_loc(c, t->o.stack, &t->mwhere, NULL, NULL);
+    const char *nm = name[0] ? name : "x", *call = S(t->mwhere);
+    gt__py_out_of_place_line(code, nm, &t->oop);
+    const char *fix = S(t->oop);
+    return set_suggestion(c, f,
+                          "the checkpointed function%s%s changes its input %s in place; "
+                          "backward reruns it on a detached copy of %s (a leaf that "
+                          "requires grad), where that is refused: use the out-of-place "
+                          "form inside the function%s%s%s, or %s = %s.clone() at its "
+                          "start",
+                          call[0] ? " called at " : "", call, nm, nm, fix[0] ? " (`" : "",
+                          fix, fix[0] ? "`)" : "", nm, nm);
+}
+
+/* A module's parameter: the attribute cannot be rebound to a plain
+ * tensor (a Parameter attribute only takes a Parameter), so the fix is
+ * to make the update invisible to autograd. */
+static int leaf_parameter(gt__dctx *c, gt_finding *f, sg *t, const char *name,
+                          const char *code)
+{
+    int64_t last = code[0] ? writes_after(c, f->stack, &t->mcode) : 0;
+    if (strstr(name, "embed") && strchr(code, '['))
+        return set_suggestion(
+            c, f,
+            "initialise the parameter under torch.no_grad(): `with "
+            "torch.no_grad(): %s%s`%s%s%s%.0lld; for a padding row, nn.Embedding("
+            "..., padding_idx=PAD) zeroes it and keeps its gradient "
+            "at zero",
+            code[0] ? code : "...", S(t->mcode), last ? " in place of lines " : "",
+            last ? S(t->where) : "", last ? "-" : "", (long long)last);
+    if (last)
+        return set_suggestion(c, f,
+                              "change the parameter under torch.no_grad(), as "
+                              "optimizers and nn.init do, on every line that writes it: "
+                              "`with torch.no_grad(): %s%s` in place of lines %s-%lld",
+                              code, S(t->mcode), S(t->where), (long long)last);
+    return set_suggestion(c, f,
+                          "change the parameter under torch.no_grad(), as optimizers "
+                          "and nn.init do: `with torch.no_grad(): %s`",
+                          code[0] ? code : "...");
+}
+
 static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
 {
     gt__dx_first_name(c, f->tensor, &t->name);
@@ -1272,35 +1317,8 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
     }
     raising_code(c, f, &t->where, &t->code);
     const char *name = S(t->name), *code = S(t->code);
-    if (f->node) {
-        /* Raised by a reentrant checkpoint's recomputation: the function
-         * changes its own input, a detached leaf when backward reruns it. */
-        int64_t call_op = 0;
-        sqlite3_stmt *st = NULL;
-        int s = sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st,
-                                   NULL);
-        if (s == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, f->node);
-            if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                call_op = sqlite3_column_int64(st, 0);
-        }
-        gt__dx_lookup_nomem(c, s);
-        sqlite3_finalize(st);
-        gt__dx_load_op(c, call_op, &t->o);
-        gt__dx_stack_loc(c, t->o.stack, &t->mwhere, NULL, NULL);
-        const char *nm = name[0] ? name : "x", *call = S(t->mwhere);
-        out_of_place_line(code, nm, &t->oop);
-        const char *fix = S(t->oop);
-        return set_suggestion(
-            c, f,
-            "the checkpointed function%s%s changes its input %s in place; "
-            "backward reruns it on a detached copy of %s (a leaf that "
-            "requires grad), where that is refused: use the out-of-place "
-            "form inside the function%s%s%s, or %s = %s.clone() at its "
-            "start",
-            call[0] ? " called at " : "", call, nm, nm, fix[0] ? " (`" : "", fix,
-            fix[0] ? "`)" : "", nm, nm);
-    }
+    if (f->node)
+        return leaf_in_checkpoint(c, f, t, name, code);
     /* An in-place activation applied to the leaf itself (nn.ReLU(inplace=
      * True) on a parameter): under no_grad the parameter would be clipped
      * and get no gradient, so the fix is the out-of-place activation. */
@@ -1314,33 +1332,9 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
             f->written ? f->written
             : name[0]  ? name
                        : "x");
-    /* A module's parameter: the attribute cannot be rebound to a plain
-     * tensor (a Parameter attribute only takes a Parameter), so the fix is
-     * to make the update invisible to autograd. */
     if (gt__py_is_attribute(name) || (f->written && gt__py_is_attribute(f->written)) ||
-        strstr(code, "self.")) {
-        int64_t last = code[0] ? writes_after(c, f->stack, &t->mcode) : 0;
-        if (strstr(name, "embed") && strchr(code, '['))
-            return set_suggestion(
-                c, f,
-                "initialise the parameter under torch.no_grad(): `with "
-                "torch.no_grad(): %s%s`%s%s%s%.0lld; for a padding row, nn.Embedding("
-                "..., padding_idx=PAD) zeroes it and keeps its gradient "
-                "at zero",
-                code[0] ? code : "...", S(t->mcode), last ? " in place of lines " : "",
-                last ? S(t->where) : "", last ? "-" : "", (long long)last);
-        if (last)
-            return set_suggestion(
-                c, f,
-                "change the parameter under torch.no_grad(), as "
-                "optimizers and nn.init do, on every line that writes it: "
-                "`with torch.no_grad(): %s%s` in place of lines %s-%lld",
-                code, S(t->mcode), S(t->where), (long long)last);
-        return set_suggestion(c, f,
-                              "change the parameter under torch.no_grad(), as optimizers "
-                              "and nn.init do: `with torch.no_grad(): %s`",
-                              code[0] ? code : "...");
-    }
+        strstr(code, "self."))
+        return leaf_parameter(c, f, t, name, code);
     /* A view of the leaf: the copy to change is the view's. */
     /* Otherwise the expression the line writes, as written: rebinding it
      * (`v1[0] = v1[0].clone()`) is what the line then changes. */
@@ -1354,7 +1348,7 @@ static int suggest_leaf(gt__dctx *c, gt_finding *f, sg *t)
     if (code[0] && f->error_seq &&
         gt__dx_named_on_line(c, f->error_seq, code, f->written ? f->written : nm,
                              carries_grad, &t->mname)) {
-        out_of_place_line(code, nm, &t->oop);
+        gt__py_out_of_place_line(code, nm, &t->oop);
         const char *oop = S(t->oop), *src = S(t->mname);
         if (oop[0])
             return set_suggestion(
@@ -1394,7 +1388,7 @@ static int suggest_view(gt__dctx *c, gt_finding *f, sg *t)
         gt__dx_first_name(c, f->tensor, &t->name);
     raising_code(c, f, &t->where, &t->code);
     const char *name = S(t->name), *code = S(t->code);
-    out_of_place_line(code, name, &t->oop);
+    gt__py_out_of_place_line(code, name, &t->oop);
     gt__dx_load_op(c, f->view_op, vo);
     gt__dx_stack_loc(c, vo->stack, &t->mwhere, NULL, NULL);
     const char *nm = name[0] ? name : "the view", *oop = S(t->oop);
@@ -1571,132 +1565,126 @@ static int suggest_unexplained(gt__dctx *c, gt_finding *f, sg *t)
                           "--max-size) and diagnose again");
 }
 
-static int suggest(gt__dctx *c, gt_finding *f, sg *t)
+/* silent_storage_write: write a copy, or after backward. */
+static int suggest_silent_write(gt__dctx *c, gt_finding *f, sg *t)
 {
     gt__opinfo *o = &t->o;
-    const char *name, *where;
+    const char *name;
+    gt__dx_first_name(c, f->tensor, &t->name);
+    name = S(t->name);
+    gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
+    if (!strncmp(o->name, "c10d::", 6)) {
+        const char *nm = name[0] ? name : "the tensor", *v = name[0] ? name : "t";
+        const char *verb = strstr(o->name, "reduce") ? "reduce" : "communicate";
+        return set_suggestion(c, f,
+                              "%s wrote %s in place without bumping its version, so "
+                              "backward used the collective's result instead of the "
+                              "saved value: %s a copy (%s_synced = %s.clone(), then pass "
+                              "%s_synced to the collective), or %s %s before the forward "
+                              "that saves it",
+                              o->name, nm, verb, v, v, v, verb, nm);
+    }
+    return set_suggestion(c, f,
+                          "this write bypasses autograd (an alias with its own version "
+                          "counter, such as .data), so the gradients are silently wrong: "
+                          "modify %s only after backward(), under torch.no_grad() on the "
+                          "tensor itself, or write to a clone()",
+                          name[0] ? name : "the tensor");
+}
+
+/* backward_twice where the new loss reuses a value made before the earlier
+ * backward() (reused_graph has filled t): make it again, or without a
+ * graph. `where` is that backward()'s line. */
+static int suggest_reused(gt__dctx *c, gt_finding *f, sg *t, const char *where)
+{
+    /* a new loss, through a value made before the earlier backward */
+    const char *rn = S(t->name), *made = S(t->mcode), *mfn = S(t->act);
+    const char *lv = S(t->clone);
+    if (where[0] && made[0] && accumulates(S(t->code), rn)) {
+        /* `loss += loss_t` goes on adding onto the sum the earlier
+         * backward() backpropagated: the sum is what is reused */
+        gt__py_trim_code(&t->code);
+        return set_suggestion(
+            c, f,
+            "start a new sum for each backward(): `%s = 0` after %s, the "
+            "backward() that freed its graph; `%s` at %s adds each new "
+            "loss onto the sum of the losses before it, so the next "
+            "backward() goes back into their freed graph too "
+            "(retain_graph=True would backpropagate those old losses again)",
+            rn, where, S(t->code), made);
+    }
+    size_t k = strlen(mfn);
+    int init = k >= 9 && !strcmp(mfn + k - 9, ".__init__");
+    gt_strbuf_reset(&t->oop);
+    if (rn[0] && made[0])
+        gt_strbuf_addf(&t->oop, "`%s = %s.detach()` after %s, or ", rn, rn, made);
+    gt_strbuf_reset(&t->mwhere);
+    if (init)
+        gt_strbuf_adds(&t->mwhere, "compute it in forward(), not in __init__()");
+    else if (made[0])
+        gt_strbuf_addf(&t->mwhere, "move %s into the loop", made);
+    return set_suggestion(
+        c, f,
+        "the new loss reuses %s, made%s%s before the backward()%s%s freed its "
+        "graph: make it again for each backward()%s%s%s or, if no gradient "
+        "should "
+        "flow back through it%s%s, make it without a graph (%sunder "
+        "torch.no_grad()); retain_graph=True would backpropagate into the old "
+        "graph again, and fail once the optimizer changes what it saved",
+        rn[0] ? rn : "a value with a graph", made[0] ? " at " : "", made,
+        where[0] ? " at " : "", where, t->mwhere.len ? " (" : "", S(t->mwhere),
+        t->mwhere.len ? ")" : "", lv[0] ? " to " : "", lv, S(t->oop));
+}
+
+/* backward_twice: recompute the forward, keep the graph, or detach what a
+ * loop carries from one backward() to the next. */
+static int suggest_twice(gt__dctx *c, gt_finding *f, sg *t)
+{
+    static const char stack_sql[] =
+        "SELECT coalesce(stack, 0) FROM backward_calls WHERE id = ?1";
+    const char *where;
+    gt__dx_stack_loc(c, gt__dx_int(c, stack_sql, f->other_backward, 0, NULL, 0),
+                     &t->where, NULL, NULL);
+    /* The same backward() line twice: a loop calls backward() on a loss
+     * whose forward ran once, before the loop. */
+    gt__dx_stack_loc(c, gt__dx_int(c, stack_sql, f->backward, 0, NULL, 0), &t->mwhere,
+                     NULL, NULL);
+    where = S(t->where);
+    if (carried_state(c, backward_seq(c, f->other_backward), backward_seq(c, f->backward),
+                      &t->oop, &t->code))
+        return suggest_detach_carried(
+            c, f, S(t->oop), S(t->code),
+            "which the earlier backward() freed (retain_graph=True would keep every "
+            "earlier "
+            "iteration's graph alive and fail once the optimizer changes the "
+            "weights it saved)");
+    if (reused_graph(c, backward_seq(c, f->other_backward), backward_seq(c, f->backward),
+                     f->node, &t->name, &t->mcode, &t->act, &t->clone, &t->code))
+        return suggest_reused(c, f, t, where);
+    if (where[0] && !strcmp(where, S(t->mwhere)))
+        return set_suggestion(c, f,
+                              "recompute the forward pass before each backward(): the "
+                              "backward() at %s runs again (in a loop) on a graph its "
+                              "first run freed, so move the lines that compute the loss "
+                              "inside the loop (retain_graph=True would only "
+                              "backpropagate the same old loss again)",
+                              where);
+    return set_suggestion(c, f,
+                          "pass retain_graph=True to the earlier backward()%s%s if the "
+                          "graph must be backpropagated twice, or recompute the forward "
+                          "pass before the second backward()",
+                          where[0] ? " at " : "", where);
+}
+
+static int suggest(gt__dctx *c, gt_finding *f, sg *t)
+{
     switch (f->kind) {
     case GT_FINDING_INPLACE_INVALIDATED_SAVED:
         return suggest_inplace(c, f, t);
-    case GT_FINDING_SILENT_STORAGE_WRITE: {
-        gt__dx_first_name(c, f->tensor, &t->name);
-        name = S(t->name);
-        gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
-        if (!strncmp(o->name, "c10d::", 6)) {
-            const char *nm = name[0] ? name : "the tensor", *v = name[0] ? name : "t";
-            const char *verb = strstr(o->name, "reduce") ? "reduce" : "communicate";
-            return set_suggestion(
-                c, f,
-                "%s wrote %s in place without bumping its version, so "
-                "backward used the collective's result instead of the "
-                "saved value: %s a copy (%s_synced = %s.clone(), then pass "
-                "%s_synced to the collective), or %s %s before the forward "
-                "that saves it",
-                o->name, nm, verb, v, v, v, verb, nm);
-        }
-    }
-        return set_suggestion(
-            c, f,
-            "this write bypasses autograd (an alias with its own version "
-            "counter, such as .data), so the gradients are silently wrong: "
-            "modify %s only after backward(), under torch.no_grad() on the "
-            "tensor itself, or write to a clone()",
-            name[0] ? name : "the tensor");
-    case GT_FINDING_BACKWARD_TWICE: {
-        sqlite3_stmt *st = NULL;
-        int64_t stack = 0;
-        int s = sqlite3_prepare_v2(c->db,
-                                   "SELECT coalesce(stack, 0) FROM backward_calls "
-                                   "WHERE id = ?1",
-                                   -1, &st, NULL);
-        if (s == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, f->other_backward);
-            if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                stack = sqlite3_column_int64(st, 0);
-        }
-        gt__dx_lookup_nomem(c, s);
-        sqlite3_finalize(st);
-        gt__dx_stack_loc(c, stack, &t->where, NULL, NULL);
-        /* The same backward() line twice: a loop calls backward() on a loss
-         * whose forward ran once, before the loop. */
-        gt_strbuf_reset(&t->mwhere);
-        s = sqlite3_prepare_v2(c->db,
-                               "SELECT coalesce(stack, 0) FROM backward_calls "
-                               "WHERE id = ?1",
-                               -1, &st, NULL);
-        if (s == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, f->backward);
-            if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &t->mwhere, NULL, NULL);
-        }
-        gt__dx_lookup_nomem(c, s);
-        sqlite3_finalize(st);
-        where = S(t->where);
-        if (carried_state(c, backward_seq(c, f->other_backward),
-                          backward_seq(c, f->backward), &t->oop, &t->code))
-            return suggest_detach_carried(
-                c, f, S(t->oop), S(t->code),
-                "which the earlier backward() freed (retain_graph=True would keep every "
-                "earlier "
-                "iteration's graph alive and fail once the optimizer changes the "
-                "weights it saved)");
-        if (reused_graph(c, backward_seq(c, f->other_backward),
-                         backward_seq(c, f->backward), f->node, &t->name, &t->mcode,
-                         &t->act, &t->clone, &t->code)) {
-            /* a new loss, through a value made before the earlier backward */
-            const char *rn = S(t->name), *made = S(t->mcode), *mfn = S(t->act);
-            const char *lv = S(t->clone);
-            if (where[0] && made[0] && accumulates(S(t->code), rn)) {
-                /* `loss += loss_t` goes on adding onto the sum the earlier
-                 * backward() backpropagated: the sum is what is reused */
-                trim_code(&t->code);
-                return set_suggestion(
-                    c, f,
-                    "start a new sum for each backward(): `%s = 0` after %s, the "
-                    "backward() that freed its graph; `%s` at %s adds each new "
-                    "loss onto the sum of the losses before it, so the next "
-                    "backward() goes back into their freed graph too "
-                    "(retain_graph=True would backpropagate those old losses again)",
-                    rn, where, S(t->code), made);
-            }
-            size_t k = strlen(mfn);
-            int init = k >= 9 && !strcmp(mfn + k - 9, ".__init__");
-            gt_strbuf_reset(&t->oop);
-            if (rn[0] && made[0])
-                gt_strbuf_addf(&t->oop, "`%s = %s.detach()` after %s, or ", rn, rn, made);
-            gt_strbuf_reset(&t->mwhere);
-            if (init)
-                gt_strbuf_adds(&t->mwhere, "compute it in forward(), not in __init__()");
-            else if (made[0])
-                gt_strbuf_addf(&t->mwhere, "move %s into the loop", made);
-            return set_suggestion(
-                c, f,
-                "the new loss reuses %s, made%s%s before the backward()%s%s freed its "
-                "graph: make it again for each backward()%s%s%s or, if no gradient "
-                "should "
-                "flow back through it%s%s, make it without a graph (%sunder "
-                "torch.no_grad()); retain_graph=True would backpropagate into the old "
-                "graph again, and fail once the optimizer changes what it saved",
-                rn[0] ? rn : "a value with a graph", made[0] ? " at " : "", made,
-                where[0] ? " at " : "", where, t->mwhere.len ? " (" : "", S(t->mwhere),
-                t->mwhere.len ? ")" : "", lv[0] ? " to " : "", lv, S(t->oop));
-        }
-        if (where[0] && !strcmp(where, S(t->mwhere)))
-            return set_suggestion(
-                c, f,
-                "recompute the forward pass before each backward(): the "
-                "backward() at %s runs again (in a loop) on a graph its "
-                "first run freed, so move the lines that compute the loss "
-                "inside the loop (retain_graph=True would only "
-                "backpropagate the same old loss again)",
-                where);
-        return set_suggestion(
-            c, f,
-            "pass retain_graph=True to the earlier backward()%s%s if the "
-            "graph must be backpropagated twice, or recompute the forward "
-            "pass before the second backward()",
-            where[0] ? " at " : "", where);
-    }
+    case GT_FINDING_SILENT_STORAGE_WRITE:
+        return suggest_silent_write(c, f, t);
+    case GT_FINDING_BACKWARD_TWICE:
+        return suggest_twice(c, f, t);
     case GT_FINDING_LEAF_INPLACE:
         return suggest_leaf(c, f, t);
     case GT_FINDING_VIEW_MULTI_OUTPUT_INPLACE:
@@ -1717,19 +1705,10 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
     case GT_FINDING_ROOT_WITHOUT_GRAD:
     case GT_FINDING_GRAD_INPUT_UNREACHABLE:
         return gt__dx_suggest_cut(c, f);
+    case GT_FINDING_DDP_UNUSED_PARAMETERS:
+        return gt__dx_suggest_ddp(c, f);
     }
     return 0;
-}
-
-void gt__dx_out_of_place_line(const char *code, const char *name, gt_strbuf *out)
-{
-    out_of_place_line(code, name, out);
-}
-
-void gt__dx_raising_code(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *code)
-{
-    gt__dx_stack_loc(c, stack, where, code, NULL);
-    trim_code(code);
 }
 
 int gt__dx_suggest(gt__dctx *c, gt_finding *f)

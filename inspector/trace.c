@@ -19,6 +19,7 @@
 #include "pysrc.h"
 #include "rowlog.h"
 #include "strbuf.h"
+#include "tracelock.h"
 #include "gt_indexes_sql.h"
 #include "gt_views_sql.h"
 
@@ -290,19 +291,6 @@ out:
     return rc;
 }
 
-/* 1 if a recording holds the trace at `path` (its flock, recorder.c), else
- * 0. Probed before SQLite opens the file: closing a descriptor of a file
- * drops this process's POSIX locks on it, SQLite's included. */
-static int trace_is_live(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd);
-    return live;
-}
-
 /* Finish a trace its recording left without the close-time indexes (it was
  * killed): create them in the file, as gt_recorder_close would have, and
  * leave WAL mode. Returns SQLITE_OK or the error; the file is unchanged on
@@ -403,7 +391,7 @@ static int open_trace(gt_trace *t, const char *path)
 
     /* a live trace's log is the recorder's to fold in; a killed one's is
      * folded in here */
-    int live = trace_is_live(path);
+    int live = gt_trace_is_live(path);
     int64_t logged = -1; /* bytes of a row log to read into a copy (rowlog.h) */
     size_t errlen = 2 * strlen(path) + 1024; /* names the trace and its log */
     char *err = malloc(errlen);

@@ -1,6 +1,7 @@
 /* The flight recorder's cut of its held row blocks (keepcut.h). */
 #include "keepcut.h"
 
+#include "grow.h"
 #include "rowlog.h"
 
 #include <gradtrace/error.h>
@@ -10,14 +11,8 @@
 
 int gt__i64v_push(gt__i64v *v, int64_t x)
 {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        int64_t *p = realloc(v->p, cap * sizeof *p);
-        if (!p)
-            return -1;
-        v->p = p;
-        v->cap = cap;
-    }
+    if (GT_ALLOC_GROW(v->p, v->n + 1, v->cap, 64) != 0)
+        return -1;
     v->p[v->n++] = x;
     return 0;
 }

@@ -81,6 +81,7 @@
 #include "keepcut.h"
 #include "rowlog.h"
 #include "strbuf.h"
+#include "tracelock.h"
 
 #include <gradtrace/recorder.h>
 
@@ -1439,18 +1440,6 @@ static void release(gt_recorder *r)
     free(r);
 }
 
-/* 1 if another open file (another recording) holds the flock of the trace
- * at `path`, else 0. */
-static int trace_is_live(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    int live = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd);
-    return live;
-}
-
 /* Prepare the statements of `sql` (several, ';'-separated) into
  * r->cut_st after those there. Returns 0, or -1 (the error in r->db, or
  * more than GT__CUT_MAX statements). */
@@ -1549,7 +1538,7 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
             rc = GT_EIO;
             goto fail_alloc;
         }
-        if (trace_is_live(path)) {
+        if (gt_trace_is_live(path)) {
             put_err(errbuf, errlen,
                     "cannot replace trace %s: another recording "
                     "is writing it",

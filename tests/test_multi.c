@@ -1,4 +1,4 @@
-/* Several traces at once (inspector/multi.c, cmd_multi.c): rank naming, the
+/* Several traces at once (inspector/multi.c, report_multi.c): rank naming, the
  * rank list, and diagnose, info and sql over two hand-built seed traces. */
 #include <errno.h>
 #include <setjmp.h>

@@ -19,8 +19,12 @@ extern "C" {
 /* Schema version written by this release (PRAGMA user_version and
  * run.schema_version of the trace); readers open this version and older. */
 #define GT_SCHEMA_VERSION 5
-/* The gradtrace release (run.gradtrace_version). */
-#define GT_VERSION_STRING "0.2.0"
+/* The gradtrace release (run.gradtrace_version), GT_VERSION_STRING: the
+ * build defines it from CMakeLists.txt's project(VERSION), the version the
+ * Python package has too. */
+#ifndef GT_VERSION_STRING
+#error "GT_VERSION_STRING comes from the build (CMakeLists.txt, add_compile_definitions)"
+#endif
 
 /* Roles of an op's tensor argument: op_args.role, table roles. */
 #define GT_ROLE_MAP(X)                                                                   \
@@ -58,6 +62,12 @@ extern "C" {
 #define GT_BACKWARD_STATUS_RUNNING "running"
 #define GT_BACKWARD_STATUS_OK      "ok"
 #define GT_BACKWARD_STATUS_ERROR   "error"
+
+/* backward_calls.api of a call torch.compile made while compiling (its
+ * AOTAutograd tracing the backward graph), not the user: this prefix, then
+ * the API ("torch.compile: torch.autograd.grad"). Left out of the calls
+ * `info` and `diagnose` list. */
+#define GT_API_BY_COMPILER "torch.compile: "
 
 #define GT__FORMAT_ENUM(name, value, text) name = value,
 enum gt_role { GT_ROLE_MAP(GT__FORMAT_ENUM) };

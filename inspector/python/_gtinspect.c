@@ -3,19 +3,26 @@
  * diagnosis printed after a failed run, the pytest plugin, notebooks).
  *
  * Why an extension over the inspector library rather than ctypes: the
- * library is static and internal (no stable ABI to dlopen), the adapter is
- * already a CPython extension built the same way, and the commands' JSON
- * (diagnose --json, history --json, info --json) is the documented output
- * Python should get, byte for byte the same as the command line's.
+ * library is static and internal (no stable ABI to dlopen), and the adapter
+ * is already a CPython extension built the same way. Each function calls
+ * the library the `gradtrace` command calls (report.h, info.h, history.h,
+ * graph.h) and returns what it builds, byte for byte what the command
+ * prints. Failures raise OSError (the trace cannot be opened) or ValueError
+ * (it cannot be read, or names nothing asked for), the message the
+ * command's one line without "gradtrace: ". The GIL is held throughout.
  *
- *   run(args) -> (status, stdout: bytes, stderr: bytes)
- *       runs one reading subcommand (diagnose, graph, sql, info, history,
- *       memory)
- *       in this process, as `gradtrace ARGS...` would, with its stdout and
- *       stderr captured in memory. The GIL is held throughout: the commands
- *       use getopt's globals and write to the C library's stdout/stderr,
- *       which are pointed at memory streams for the call. `record` is not
- *       available (it replaces the process).
+ *   diagnose(path, backward=0, text=False, color=False) -> (status, str)
+ *       the `diagnose --json` document (or with text the report a person
+ *       reads) and the exit status the command gives (0, 1, 2)
+ *   info(path) -> str             the `info --json` document
+ *   history(path, what, reads=False, all=False) -> str
+ *                                 the `history --json` rows
+ *   memory(path, call=0, all=False) -> str
+ *                                 the `memory --json` document
+ *   graph(path, format, output=None, backward=0, hops=-1, all=False,
+ *         legend=True) -> (bytes | None, notes: str)
+ *       the drawing (or None once written to output) and what drawing it
+ *       noted (Graphviz's messages, a diagnosis that could not run)
  *   query(path, sql, params) -> (columns: tuple[str], rows: list[tuple])
  *       one read-only statement on the trace, through the same guard as
  *       `gradtrace sql`; params is a sequence (?, ?NNN) or a mapping
@@ -31,120 +38,256 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
-#include "cmd.h"
+#include "graph_render.h"
+#include "history.h"
+#include "info.h"
+#include "memory.h"
+#include "report.h"
 #include "sql_guard.h"
 #include "trace.h"
 
-static const struct {
-    const char *name;
-    int (*run)(int argc, char **argv);
-} commands[] = {
-    {"diagnose", gt_cmd_diagnose}, {"graph", gt_cmd_graph},     {"sql", gt_cmd_sql},
-    {"info", gt_cmd_info},         {"history", gt_cmd_history}, {"memory", gt_cmd_memory},
-};
-
-/* Free argv[0..argc) and argv; accepts NULL. */
-static void argv_free(char **argv, Py_ssize_t argc)
+/* Open the trace at path as the commands do (with gradtrace's views when
+ * views is set); NULL with OSError set when it cannot be. */
+static gt_trace *open_trace(const char *path, int views)
 {
-    if (!argv)
-        return;
-    for (Py_ssize_t i = 0; i < argc; i++)
-        free(argv[i]);
-    free(argv);
-}
-
-/* A NULL-terminated, writable copy of a sequence of str (getopt permutes
- * argv and `sql -p` writes into it). NULL with an exception set on error. */
-static char **argv_from(PyObject *seq, Py_ssize_t *argc /* OUT */)
-{
-    PyObject *fast = PySequence_Fast(seq, "args must be a sequence of str");
-    if (!fast)
+    gt_trace *t = NULL;
+    if (gt_trace_open(path, &t) != GT_OK || (views && gt_trace_use_views(t) != GT_OK)) {
+        PyErr_Format(PyExc_OSError, "%s", gt_trace_errmsg(t));
+        gt_trace_close(t);
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    char **argv = calloc((size_t)n + 1, sizeof *argv);
-    Py_ssize_t i = 0;
-    if (!argv) {
-        PyErr_NoMemory();
-        goto fail;
     }
-    for (; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
-        Py_ssize_t len;
-        const char *s;
-        if (PyUnicode_Check(item)) {
-            s = PyUnicode_AsUTF8AndSize(item, &len);
-        } else {
-            PyErr_SetString(PyExc_TypeError, "args must be a sequence of str");
-            goto fail;
-        }
-        if (!s)
-            goto fail;
-        if ((Py_ssize_t)strlen(s) != len) {
-            PyErr_SetString(PyExc_ValueError, "embedded null character in args");
-            goto fail;
-        }
-        if (!(argv[i] = strdup(s))) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-    }
-    Py_DECREF(fast);
-    *argc = n;
-    return argv;
-fail:
-    argv_free(argv, i);
-    Py_DECREF(fast);
-    return NULL;
+    return t;
 }
 
-static PyObject *gtinspect_run(PyObject *module, PyObject *args_obj)
+/* A str of text[0..len) (a damaged trace may hold invalid UTF-8: shown,
+ * never failing). */
+static PyObject *text_of(const char *text, size_t len)
+{
+    return PyUnicode_DecodeUTF8(text ? text : "", (Py_ssize_t)len, "replace");
+}
+
+static PyObject *gtinspect_diagnose(PyObject *module, PyObject *args, PyObject *kw)
 {
     (void)module;
-    Py_ssize_t argc = 0;
-    char **argv = argv_from(args_obj, &argc);
+    static char *kwlist[] = {"path", "backward", "text", "color", NULL};
+    const char *path;
+    long long backward = 0;
+    int text = 0, color = 0;
+    gt_report r = {0};
+    gt_strbuf out = GT_STRBUF_INIT;
     PyObject *result = NULL;
-    char *out = NULL, *err = NULL;
-    size_t nout = 0, nerr = 0;
-    FILE *fout = NULL, *ferr = NULL;
-    int (*fn)(int, char **) = NULL;
-
-    if (!argv)
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|Lpp:diagnose", kwlist, &path, &backward,
+                                     &text, &color))
         return NULL;
-    for (size_t i = 0; argc > 0 && i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[0], commands[i].name))
-            fn = commands[i].run;
-    if (!fn) {
-        PyErr_Format(PyExc_ValueError, "not a reading gradtrace command: %s",
-                     argc > 0 ? argv[0] : "(none)");
+    if (backward < 0) {
+        PyErr_SetString(PyExc_ValueError, "backward wants a call number (1, 2, ...)");
+        return NULL;
+    }
+    gt_trace *t = open_trace(path, 0);
+    if (!t)
+        return NULL;
+    gt_diagnose_options opts = {.backward = backward};
+    if (gt_report_build(t, path, &opts, &r) != 0 ||
+        (text && gt_report_text(t, &r, path, color, &out) != 0)) {
+        PyErr_Format(PyExc_ValueError, "diagnose %s: %s", path, gt_trace_errmsg(t));
         goto out;
     }
-    if (!(fout = open_memstream(&out, &nout)) || !(ferr = open_memstream(&err, &nerr))) {
+    if (!text &&
+        (gt_strbuf_adds(&out, r.doc) != 0 || gt_strbuf_add(&out, "\n", 1) != 0)) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    PyObject *str = text_of(gt_strbuf_str(&out), out.len);
+    if (str) {
+        result = Py_BuildValue("(iN)", r.status, str);
+    }
+out:
+    gt_strbuf_release(&out);
+    gt_report_release(&r);
+    gt_trace_close(t);
+    return result;
+}
+
+/* What a library call wrote to a memory stream, as str; f is closed. NULL
+ * with an exception set when the stream could not be written. */
+static PyObject *stream_text(FILE *f, char **buf, size_t *len)
+{
+    if (fclose(f) != 0) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return text_of(*buf, *len);
+}
+
+static PyObject *gtinspect_info(PyObject *module, PyObject *args)
+{
+    (void)module;
+    const char *path;
+    char *buf = NULL;
+    size_t len = 0;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "s:info", &path))
+        return NULL;
+    gt_trace *t = open_trace(path, 1);
+    if (!t)
+        return NULL;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto out;
     }
-    fflush(stdout);
-    fflush(stderr);
-    FILE *saved_out = stdout, *saved_err = stderr;
-    stdout = fout;
-    stderr = ferr;
-    optind = 0; /* getopt starts over, with its permutation state */
-    int status = fn((int)argc, argv);
-    stdout = saved_out;
-    stderr = saved_err;
-    /* closing writes the buffers' final size; out and err stay ours */
-    fclose(fout);
-    fclose(ferr);
-    fout = ferr = NULL;
-    result = Py_BuildValue("(iy#y#)", status, out ? out : "", (Py_ssize_t)nout,
-                           err ? err : "", (Py_ssize_t)nerr);
+    int rc = gt_info_print(t, 1, 0, f);
+    PyObject *str = stream_text(f, &buf, &len);
+    if (str && rc == SQLITE_OK) {
+        result = str;
+    } else if (str) {
+        Py_DECREF(str);
+        PyErr_Format(PyExc_ValueError, "info: cannot read %s: %s", path,
+                     rc == SQLITE_CORRUPT ? "no run row"
+                     : rc == SQLITE_NOMEM ? "out of memory"
+                                          : sqlite3_errmsg(gt_trace_db(t)));
+    }
 out:
-    if (fout)
-        fclose(fout);
-    if (ferr)
-        fclose(ferr);
-    free(out);
-    free(err);
-    argv_free(argv, argc);
+    free(buf);
+    gt_trace_close(t);
+    return result;
+}
+
+static PyObject *gtinspect_history(PyObject *module, PyObject *args, PyObject *kw)
+{
+    (void)module;
+    static char *kwlist[] = {"path", "what", "reads", "all", NULL};
+    const char *path, *what;
+    int reads = 0, all = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|pp:history", kwlist, &path, &what,
+                                     &reads, &all))
+        return NULL;
+    gt_trace *t = open_trace(path, 1);
+    if (!t)
+        return NULL;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto out;
+    }
+    int rc = gt_history_print(t, path, what, reads, all, 1, f);
+    PyObject *str = stream_text(f, &buf, &len);
+    if (str && rc == 0) {
+        result = str;
+    } else if (str) {
+        Py_DECREF(str);
+        if (rc == 1)
+            PyErr_Format(PyExc_ValueError, "history: %s", gt_trace_errmsg(t));
+        else
+            PyErr_Format(PyExc_ValueError, "history %s: %s", path, gt_trace_errmsg(t));
+    }
+out:
+    free(buf);
+    gt_trace_close(t);
+    return result;
+}
+
+static PyObject *gtinspect_memory(PyObject *module, PyObject *args, PyObject *kw)
+{
+    (void)module;
+    static char *kwlist[] = {"path", "call", "all", NULL};
+    const char *path;
+    long long call = 0;
+    int all = 0;
+    gt_memory *m = NULL;
+    gt_strbuf out = GT_STRBUF_INIT;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|Lp:memory", kwlist, &path, &call, &all))
+        return NULL;
+    gt_trace *t = open_trace(path, 0);
+    if (!t)
+        return NULL;
+    gt_memory_options opts = {.backward = call, .all = all};
+    if (gt_memory_measure(t, &opts, &m) != 0) {
+        PyErr_Format(PyExc_ValueError, "memory %s: %s", path, gt_trace_errmsg(t));
+        goto out;
+    }
+    if (gt_memory_json(t, m, &out) != 0 || gt_strbuf_add(&out, "\n", 1) != 0) {
+        PyErr_Format(PyExc_ValueError, "memory: %s", gt_trace_errmsg(t));
+        goto out;
+    }
+    result = text_of(gt_strbuf_str(&out), out.len);
+out:
+    gt_strbuf_release(&out);
+    gt_memory_free(m);
+    gt_trace_close(t);
+    return result;
+}
+
+/* Graphviz's messages, one "graphviz: <line>" line each, appended to b. */
+static void add_warnings(gt_strbuf *b, const char *w)
+{
+    while (*w) {
+        const char *nl = strchr(w, '\n');
+        int n = nl ? (int)(nl - w) : (int)strlen(w);
+        gt_strbuf_addf(b, "graphviz: %.*s\n", n, w);
+        w += n + (nl != NULL);
+    }
+}
+
+static PyObject *gtinspect_graph(PyObject *module, PyObject *args, PyObject *kw)
+{
+    (void)module;
+    static char *kwlist[] = {"path", "format", "output", "backward",
+                             "hops", "all",    "legend", NULL};
+    const char *path, *format_name, *output = NULL;
+    long long backward = 0;
+    int hops = -1, all = 0, legend = 1, format;
+    gt_graph *g = NULL;
+    gt_strbuf notes = GT_STRBUF_INIT;
+    char *data = NULL;
+    size_t len = 0;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|zLipp:graph", kwlist, &path,
+                                     &format_name, &output, &backward, &hops, &all,
+                                     &legend))
+        return NULL;
+    if (gt_graph_format_parse(format_name, &format) != 0) {
+        PyErr_Format(PyExc_ValueError, "graph: unknown format '%s' (use dot, svg or png)",
+                     format_name);
+        return NULL;
+    }
+    gt_trace *t = open_trace(path, 0);
+    if (!t)
+        return NULL;
+    gt_graph_options opts = {
+        .backward = backward, .hops = hops, .all = all, .no_legend = !legend};
+    if (gt_graph_build_focused(t, &opts, &g, &notes) != 0) {
+        PyErr_Format(PyExc_ValueError, "graph: %s", gt_trace_errmsg(t));
+        goto out;
+    }
+    int rc = output ? gt_graph_render(g, format, output)
+                    : gt_graph_render_data(g, format, &data, &len);
+    add_warnings(&notes, gt_graph_warnings(g));
+    if (rc != 0) {
+        PyErr_Format(PyExc_ValueError, "graph: %s", gt_graph_errmsg(g));
+        goto out;
+    }
+    if (notes.oom) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    PyObject *drawing =
+        output ? Py_NewRef(Py_None)
+               : PyBytes_FromStringAndSize(data ? data : "", (Py_ssize_t)len);
+    PyObject *said = drawing ? text_of(gt_strbuf_str(&notes), notes.len) : NULL;
+    if (said)
+        result = PyTuple_Pack(2, drawing, said);
+    Py_XDECREF(drawing);
+    Py_XDECREF(said);
+out:
+    free(data);
+    gt_strbuf_release(&notes);
+    gt_graph_free(g);
+    gt_trace_close(t);
     return result;
 }
 
@@ -360,8 +503,19 @@ out:
 }
 
 static PyMethodDef gtinspect_methods[] = {
-    {"run", gtinspect_run, METH_O,
-     "run(args) -> (status, stdout, stderr): run a reading gradtrace command in process"},
+    {"diagnose", (PyCFunction)(void (*)(void))gtinspect_diagnose,
+     METH_VARARGS | METH_KEYWORDS,
+     "diagnose(path, backward=0, text=False, color=False) -> (status, str)"},
+    {"info", gtinspect_info, METH_VARARGS, "info(path) -> str: the info --json document"},
+    {"history", (PyCFunction)(void (*)(void))gtinspect_history,
+     METH_VARARGS | METH_KEYWORDS,
+     "history(path, what, reads=False, all=False) -> str: the history --json rows"},
+    {"memory", (PyCFunction)(void (*)(void))gtinspect_memory,
+     METH_VARARGS | METH_KEYWORDS,
+     "memory(path, call=0, all=False) -> str: the memory --json document"},
+    {"graph", (PyCFunction)(void (*)(void))gtinspect_graph, METH_VARARGS | METH_KEYWORDS,
+     "graph(path, format, output=None, backward=0, hops=-1, all=False, legend=True)"
+     " -> (bytes | None, notes)"},
     {"query", gtinspect_query, METH_VARARGS,
      "query(path, sql, params=None) -> (columns, rows): one read-only statement"},
     {NULL, NULL, 0, NULL},

@@ -16,11 +16,14 @@
  * with their saved tensors read through visitors generated at build time
  * from this torch's generated/Functions.h.
  *
- * Built with -DNDEBUG for the exact torch release found at build time (C++
- * layouts: RecordFunction, SavedVariable); gt_capture_selftest checks both at
- * start-up and the Python side falls back to the dispatch adapter if not.
+ * Built with -DNDEBUG for the exact torch release found at build time, from
+ * that release's headers: the private members it reads are named in
+ * torch_layout.h, which checks them as it compiles; gt_capture_selftest
+ * checks what they read at start-up, and the Python side falls back to the
+ * dispatch adapter if not.
  */
 #include "gt_capture.h"
+#include "torch_layout.h"
 
 #include <ATen/SequenceNumber.h>
 #include <ATen/functorch/BatchedTensorImpl.h>
@@ -66,41 +69,41 @@
 namespace
 {
 
+using c10::impl::TorchDispatchModeTLS;
 using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 
-/* Same members in the same order as torch/csrc/autograd/saved_variable.h of
- * the torch this is built for: the only way to read saved_version_ and
- * is_output_ without unpacking (which would throw on a stale tensor). */
-struct SVMirror {
-    at::Tensor data_;
-    std::shared_ptr<torch::autograd::ForwardGrad> fw_grad_;
-    c10::weak_intrusive_ptr<Node> weak_grad_fn_{c10::intrusive_ptr<Node>()};
-    uint32_t saved_version_ = 0;
-    uint32_t output_nr_ = 0;
-    bool was_default_constructed_ = true;
-    bool is_inplace_on_view_ = false;
-    bool saved_original_ = false;
-    bool is_leaf_ = false;
-    bool is_output_ = false;
-    std::unique_ptr<torch::autograd::SavedVariableHooks> hooks_;
-    c10::intrusive_ptr<Node> grad_fn_;
-    c10::intrusive_ptr<Node> grad_accumulator_;
-    bool requires_grad_ = false;
-};
-static_assert(sizeof(SVMirror) == sizeof(SavedVariable), "SavedVariable layout changed");
+/* The private members read (torch_layout.h): a SavedVariable's, without
+ * unpacking it (which would throw on a stale tensor) */
+constexpr auto kSvData = member(gt_layout::SvData{});
+constexpr auto kSvSavedVersion = member(gt_layout::SvSavedVersion{});
+constexpr auto kSvIsOutput = member(gt_layout::SvIsOutput{});
+constexpr auto kSvDefault = member(gt_layout::SvDefault{});
+/* the thread's dispatch modes, read in place (TorchDispatchModeTLS::get_mode
+ * returns a copy, any_modes_set and it cost about 70 instructions each) */
+constexpr auto kModesStack = member(gt_layout::ModesStack{});
+constexpr auto kModesInfra = member(gt_layout::ModesInfra{});
+constexpr auto kVvCounter = member(gt_layout::VvCounter{});
 
-/* Same members in the same order as c10/core/impl/TorchDispatchModeTLS.h:
- * the thread's dispatch modes, read in place (TorchDispatchModeTLS::get_mode
- * returns a copy, any_modes_set and it cost about 70 instructions each). */
-struct ModesMirror {
-    std::vector<std::shared_ptr<c10::impl::PyObject_TorchDispatchMode>> stack_;
-    std::array<std::optional<std::shared_ptr<c10::impl::PyObject_TorchDispatchMode>>,
-               static_cast<size_t>(c10::impl::TorchDispatchModeKey::NUM_MODE_KEYS)>
-        infra_modes_;
+/* A weak reference of a Node, or none (std::weak_ptr up to torch 2.12,
+ * c10::weak_intrusive_ptr from 2.13). */
+struct NodeRef {
+    gt_layout::NodeWeak::type w = gt_layout::NodeWeak::empty();
+    bool held = false;
+
+    void hold(const Node *n)
+    {
+        w = gt_layout::NodeWeak::type(const_cast<Node *>(n)->getptr());
+        held = true;
+    }
+    void clear()
+    {
+        w = gt_layout::NodeWeak::empty();
+        held = false;
+    }
+    /* false only for a reference held to a node since destroyed */
+    bool alive() const { return !held || !w.expired(); }
 };
-static_assert(sizeof(ModesMirror) == sizeof(c10::impl::TorchDispatchModeTLS),
-              "TorchDispatchModeTLS layout changed");
 
 /* What an op does to one of its schema arguments (OpMeta::args). */
 enum : uint8_t {
@@ -147,7 +150,7 @@ struct VisitorInfo {
 struct NodeEnt {
     const Node *key = nullptr;
     uint64_t seqnr = 0, thread = 0, id = 0;
-    c10::weak_intrusive_ptr<Node> weak{c10::intrusive_ptr<Node>()}; /* AccumulateGrad */
+    NodeRef weak; /* AccumulateGrad */
 };
 
 struct Tls;
@@ -214,7 +217,7 @@ struct Tls {
      * instructions, several times per op */
     const c10::AutogradState *autograd = nullptr;
     const c10::impl::PODLocalDispatchKeySet *keys = nullptr;
-    const ModesMirror *modes = nullptr;
+    const TorchDispatchModeTLS *modes = nullptr;
     static constexpr size_t kCache = 1024;
     const char *ckey[kCache] = {};
     const OpMeta *cval[kCache] = {};
@@ -284,8 +287,7 @@ Tls *tls_slow()
     t_cur = &t;
     t.autograd = &c10::AutogradState::get_tls_state();
     t.keys = &c10::impl::raw_local_dispatch_key_set;
-    t.modes = reinterpret_cast<const ModesMirror *>(
-        &c10::impl::TorchDispatchModeTLS::get_state());
+    t.modes = &TorchDispatchModeTLS::get_state();
     if (t.gen == C->gen && t.lane)
         return &t;
     t.gen = C->gen;
@@ -469,8 +471,7 @@ inline bool geom_ok(const c10::TensorImpl *impl)
 
 inline const void *vc_ptr(const c10::VariableVersion &vv)
 {
-    /* VariableVersion's one member: intrusive_ptr<VersionCounter> */
-    return *reinterpret_cast<void *const *>(&vv);
+    return (vv.*kVvCounter).get();
 }
 
 /* The TensorImpl holding the data of impl: impl itself, or under torch.func
@@ -795,12 +796,13 @@ struct SavedVisitor {
     bool use = false; /* check_saved at the node's start: fingerprints only */
     void emit(const char *slot, const SavedVariable &sv)
     {
-        const SVMirror &m = reinterpret_cast<const SVMirror &>(sv);
-        if (m.was_default_constructed_)
+        if (sv.*kSvDefault)
             return; /* an optional slot never filled */
+        const at::Tensor &data = sv.*kSvData;
+        bool is_output = sv.*kSvIsOutput;
         if (use) {
             uint64_t h = 0;
-            int64_t len = fingerprint(m.data_, &h);
+            int64_t len = fingerprint(data, &h);
             if (len < 0)
                 return;
             auto *u = reinterpret_cast<gt_cap_fp_use *>(
@@ -819,19 +821,19 @@ struct SavedVisitor {
             return;
         r->node = node;
         r->slot = slot;
-        r->saved_version = m.saved_version_;
-        r->is_output = m.is_output_;
+        r->saved_version = sv.*kSvSavedVersion;
+        r->is_output = is_output;
         std::memset(r->pad, 0, sizeof r->pad);
-        facts(m.data_, r->t); /* undefined: hooks, or already released */
+        facts(data, r->t); /* undefined: hooks, or already released */
         r->t.ndim = 0;
-        if (r->t.storage && !m.is_output_ && t->watch.size() < (1u << 20))
+        if (r->t.storage && !is_output && t->watch.size() < (1u << 20))
             t->watch.push_back(
                 {c10::weak_intrusive_ptr<c10::TensorImpl>(
-                     c10::intrusive_ptr<c10::TensorImpl>(m.data_.getIntrusivePtr())),
+                     c10::intrusive_ptr<c10::TensorImpl>(data.getIntrusivePtr())),
                  r->t.storage});
-        r->nbytes = m.data_.defined() && r->t.storage ? r->t.nbytes : -1;
+        r->nbytes = data.defined() && r->t.storage ? r->t.nbytes : -1;
         r->hash = 0;
-        r->hashed = C->opts.check_saved ? fingerprint(m.data_, &r->hash) : -1;
+        r->hashed = C->opts.check_saved ? fingerprint(data, &r->hash) : -1;
     }
     void one(const char *slot, const SavedVariable &sv) { emit(slot, sv); }
     void vec(const char *slot, const std::vector<SavedVariable> &v)
@@ -878,7 +880,7 @@ const char *SavedVisitor::slot_at(const char *slot, size_t j)
 const char *pynode_name(const Node *n, const char *dflt)
 {
     const auto *pn = static_cast<const torch::autograd::PyNode *>(n);
-    PyObject *o = pn->pyobj();
+    PyObject *o = gt_layout::pynode_object(pn);
     if (!o)
         return dflt;
     PyTypeObject *tp = Py_TYPE(o);
@@ -941,14 +943,14 @@ uint64_t node_lookup(const Node *n, bool acc, bool insert, bool *is_new)
         old.swap(C->ntab);
         size_t keep = 0;
         for (auto &e : old)
-            keep += e.key && !(e.weak._unsafe_get_target() && e.weak.expired());
+            keep += e.key && e.weak.alive();
         size_t cap = 4096;
         while (cap < keep * 4)
             cap *= 2;
         C->ntab.resize(cap);
         C->nused = 0;
         for (auto &e : old) {
-            if (!e.key || (e.weak._unsafe_get_target() && e.weak.expired()))
+            if (!e.key || !e.weak.alive())
                 continue;
             size_t j = nhash(e.key, cap - 1);
             while (C->ntab[j].key)
@@ -965,8 +967,7 @@ uint64_t node_lookup(const Node *n, bool acc, bool insert, bool *is_new)
     while (C->ntab[j].key) {
         NodeEnt &e = C->ntab[j];
         if (e.key == n) {
-            bool alive = !e.weak._unsafe_get_target() || !e.weak.expired();
-            if (e.seqnr == snr && e.thread == th && alive) {
+            if (e.seqnr == snr && e.thread == th && e.weak.alive()) {
                 if (is_new)
                     *is_new = false;
                 return e.id;
@@ -976,8 +977,10 @@ uint64_t node_lookup(const Node *n, bool acc, bool insert, bool *is_new)
             e.seqnr = snr;
             e.thread = th;
             e.id = ++C->next_node;
-            e.weak = acc ? c10::weak_intrusive_ptr<Node>(const_cast<Node *>(n)->getptr())
-                         : c10::weak_intrusive_ptr<Node>(c10::intrusive_ptr<Node>());
+            if (acc)
+                e.weak.hold(n);
+            else
+                e.weak.clear();
             if (is_new)
                 *is_new = true;
             return e.id;
@@ -992,7 +995,7 @@ uint64_t node_lookup(const Node *n, bool acc, bool insert, bool *is_new)
     e.thread = th;
     e.id = ++C->next_node;
     if (acc)
-        e.weak = c10::weak_intrusive_ptr<Node>(const_cast<Node *>(n)->getptr());
+        e.weak.hold(n);
     C->nused++;
     if (is_new)
         *is_new = true;
@@ -1018,7 +1021,7 @@ void write_saved(Tls &t, const Node *n, VisitorInfo vi, uint64_t id, uint64_t st
         vi.fn(n, sv);
     } else if (vi.kind == V_PYNODE) {
         const auto *pn = static_cast<const torch::autograd::PyNode *>(n);
-        auto *f = reinterpret_cast<THPFunction *>(pn->pyobj());
+        auto *f = reinterpret_cast<THPFunction *>(gt_layout::pynode_object(pn));
         if (f)
             sv.vec("saved_tensors", f->saved_variables);
     }
@@ -1171,7 +1174,7 @@ bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m, bool gra
 inline bool tracing(const Tls &t)
 {
     using c10::impl::TorchDispatchModeKey;
-    const auto &m = t.modes->infra_modes_;
+    const auto &m = t.modes->*kModesInfra;
     return m[static_cast<size_t>(TorchDispatchModeKey::FAKE)].has_value() ||
            m[static_cast<size_t>(TorchDispatchModeKey::PROXY)].has_value();
 }
@@ -1464,15 +1467,13 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
             vc_ptr(a.unsafeGetTensorImpl()->version_counter()) ==
                 vc_ptr(b.unsafeGetTensorImpl()->version_counter()))
             return fail(errbuf, errlen, "version counter layout check failed");
-        /* the dispatch modes as the shim reads them in place (ModesMirror) */
-        using c10::impl::TorchDispatchModeTLS;
-        const auto *modes =
-            reinterpret_cast<const ModesMirror *>(&TorchDispatchModeTLS::get_state());
+        /* the dispatch modes as the shim reads them in place */
+        const TorchDispatchModeTLS &modes = TorchDispatchModeTLS::get_state();
         bool modes_ok =
-            (int64_t)modes->stack_.size() == TorchDispatchModeTLS::stack_len();
-        for (size_t k = 0; k < modes->infra_modes_.size(); k++)
+            (int64_t)(modes.*kModesStack).size() == TorchDispatchModeTLS::stack_len();
+        for (size_t k = 0; k < (modes.*kModesInfra).size(); k++)
             modes_ok =
-                modes_ok && modes->infra_modes_[k].has_value() ==
+                modes_ok && (modes.*kModesInfra)[k].has_value() ==
                                 TorchDispatchModeTLS::get_mode(
                                     static_cast<c10::impl::TorchDispatchModeKey>(k))
                                     .has_value();
@@ -1501,12 +1502,15 @@ int gt_capture_selftest(const char *running, char *errbuf, size_t errlen)
         const auto *eb =
             static_cast<const torch::autograd::generated::ExpBackward0 *>(exp);
         auto rd = [&](const char *slot, const SavedVariable &sv) {
-            const SVMirror &m = reinterpret_cast<const SVMirror &>(sv);
-            got.push_back({slot, m.saved_version_, m.is_output_,
-                           m.data_.defined()
-                               ? vc_ptr(m.data_.unsafeGetTensorImpl()->version_counter())
+            const at::Tensor &data = sv.*kSvData;
+            got.push_back({slot, sv.*kSvSavedVersion, sv.*kSvIsOutput,
+                           data.defined()
+                               ? vc_ptr(data.unsafeGetTensorImpl()->version_counter())
                                : nullptr});
         };
+        SavedVariable unfilled;
+        if (!(unfilled.*kSvDefault) || mb->self_.*kSvDefault || eb->result_.*kSvDefault)
+            return fail(errbuf, errlen, "saved variable layout check failed");
         rd("self", mb->self_);
         rd("other", mb->other_);
         rd("result", eb->result_);

@@ -9,6 +9,9 @@ typeid(*node).name() gives at run time, so no typeinfo symbol of libtorch is
 needed at link time).
 
     python3 gen_saved_visitors.py Functions.h OUT.inc
+
+OUT.inc is left as it is when its content would not change (CMake runs
+this at every configure).
 """
 import re
 import sys
@@ -72,8 +75,15 @@ def main(argv):
     for cls, members in classes:
         w('    {"%s", "%s", %d, &gtv_%s},' % (mangled(cls), cls, len(members), cls))
     w("};")
+    text = "\n".join(out) + "\n"
+    try:
+        with open(argv[2]) as f:
+            if f.read() == text:
+                return 0  # unchanged: keep its time, nothing rebuilds
+    except OSError:
+        pass
     with open(argv[2] + ".tmp", "w") as f:
-        f.write("\n".join(out) + "\n")
+        f.write(text)
     import os
     os.replace(argv[2] + ".tmp", argv[2])
     return 0

@@ -22,6 +22,8 @@
 #undef Py_BUILD_CORE
 #endif
 
+#include <gradtrace/format.h>
+
 #include "fold.h"
 #include "gt_pyrun.h"
 #include "gt_capture.h"
@@ -642,10 +644,18 @@ static PyObject *eng_backward_begin(PyObject *op, PyObject *args)
         return NULL;
     if (!self->on || !self->active || gt_recorder_failed(self->r))
         return PyLong_FromLong(0);
-    static const char *apis[] = {"Tensor.backward", "torch.autograd.backward",
-                                 "torch.autograd.grad"};
+    /* static: the capture record keeps the pointer; the last three are the
+     * calls torch.compile makes while compiling (gradtrace/_mode.py) */
+    static const char *apis[] = {
+        "Tensor.backward",
+        "torch.autograd.backward",
+        "torch.autograd.grad",
+        GT_API_BY_COMPILER "Tensor.backward",
+        GT_API_BY_COMPILER "torch.autograd.backward",
+        GT_API_BY_COMPILER "torch.autograd.grad",
+    };
     const char *sapi = NULL;
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
         if (!strcmp(api, apis[i]))
             sapi = apis[i];
     if (!sapi) {
@@ -1089,7 +1099,15 @@ static PyMethodDef eng_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *eng_get_seq(PyObject *op, void *c)
+{
+    (void)c;
+    gt_engine *self = (gt_engine *)op;
+    return PyLong_FromLongLong(self->r ? gt_recorder_seq(self->r) : 0);
+}
+
 static PyGetSetDef eng_getset[] = {
+    {"seq", eng_get_seq, NULL, "events recorded so far", NULL},
     {"recording", eng_get_recording, NULL, "capturing and not failed", NULL},
     {"failed", eng_get_failed, NULL, "a write error stopped recording", NULL},
     {"errmsg", eng_get_errmsg, NULL, "the recorder's last message", NULL},

@@ -2631,8 +2631,11 @@ static PyObject *rec_close(PyObject *op, PyObject *args)
     if (self->failed)
         snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
     char close_msg[512] = "";
-    rc = gt_recorder_close_msg(r, close_msg, sizeof close_msg);
-    free_caches(self);
+    /* writing the last rows and the indexes can take seconds: other
+     * threads (gradtrace's "closing the trace" note) run meanwhile; self->r
+     * is NULL, so an op they run passes through */
+    Py_BEGIN_ALLOW_THREADS rc = gt_recorder_close_msg(r, close_msg, sizeof close_msg);
+    Py_END_ALLOW_THREADS free_caches(self);
     swallow(self);
     exc_restore(saved_exc);
     if (rc == GT_EFULL && !self->failed) {

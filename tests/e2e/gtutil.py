@@ -37,7 +37,16 @@ def tmpdir():
 def adapter():
     """The adapter a recording made now uses: GRADTRACE_ADAPTER, else the
     engine adapter where it is built (the default), else dispatch."""
-    want = os.environ.get("GRADTRACE_ADAPTER", "").strip().lower()
+    return adapter_of(None)
+
+
+def adapter_of(env):
+    """adapter() for a recording run with the environment env (None: this
+    process's)."""
+    env = os.environ if env is None else env
+    if env.get("GRADTRACE_ENGINE_SELFTEST") == "fail":
+        return "dispatch"
+    want = env.get("GRADTRACE_ADAPTER", "").strip().lower()
     if want in ("dispatch", "engine"):
         return want
     cp = subprocess.run([PYTHON, "-c", "import _gradtrace_engine"], capture_output=True)
@@ -54,11 +63,23 @@ def example(name):
     return os.path.join(SOURCE, "examples", name)
 
 
+# The line a recording through the dispatch adapter prints first on stderr,
+# saying why (gradtrace/_engine.py announce)
+FALLBACK = "gradtrace: recording through the dispatch adapter: "
+
+
+def without_fallback(err):
+    """stderr text err without the dispatch adapter's line."""
+    return "".join(l for l in err.splitlines(True) if not l.startswith(FALLBACK))
+
+
 def record(script, *args, out=None, expect_fail=False, options=(), env=None, timeout=300,
            cwd=None):
     """Record `script args...`; returns (trace_path, completed_process).
     expect_fail: the script's exit status must be non-zero (else zero);
-    options: extra `gradtrace record` options before `--`."""
+    options: extra `gradtrace record` options before `--`. The process's
+    stderr comes without the dispatch adapter's line (FALLBACK), which a
+    recording on the engine adapter must not print (asserted)."""
     if out is None:
         fd, out = tempfile.mkstemp(suffix=".db", dir=tmpdir())
         os.close(fd)
@@ -72,6 +93,10 @@ def record(script, *args, out=None, expect_fail=False, options=(), env=None, tim
         raise AssertionError("%s exited %d (expected %s)\nstdout:\n%s\nstderr:\n%s" % (
             " ".join(cmd), cp.returncode, "failure" if expect_fail else "success",
             cp.stdout, cp.stderr))
+    if FALLBACK in cp.stderr:
+        if adapter_of(env) == "engine":
+            raise AssertionError("the engine adapter's recording says:\n" + cp.stderr)
+        cp.stderr = without_fallback(cp.stderr)
     return out, cp
 
 
@@ -79,6 +104,30 @@ def run_plain(script, *args, env=None, timeout=300, cwd=None):
     """Run `python script args...` without recording (for comparisons)."""
     return subprocess.run([PYTHON, script, *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=cwd)
+
+
+def installed_env(venv=None, drop=(), **extra):
+    """The environment an installed package runs in (the pip and wheel
+    tests): this one minus everything that points into the build tree and
+    the names in drop, with venv/bin first on PATH if venv is given."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "GRADTRACE", "GRADTRACE_PYTHON", "GT_BUILD_DIR",
+                        "PYTHONHOME", "VIRTUAL_ENV") + tuple(drop)}
+    if venv:
+        env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    return env
+
+
+def run_checked(cmd, check=True, timeout=900, cwd=None, env=None):
+    """Run cmd (text, output captured); if check, raise AssertionError with
+    both outputs' ends when it exits non-zero."""
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                        env=env)
+    if check and cp.returncode != 0:
+        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
+            " ".join(cmd), cp.returncode, cp.stdout[-4000:], cp.stderr[-4000:]))
+    return cp
 
 
 def connect(trace):

@@ -112,6 +112,38 @@ class Compile(unittest.TestCase):
         self.assertEqual((r.returncode, t.returncode), (0, 0), r.stdout + r.stderr)
         return json.loads(r.stdout), t.stdout
 
+    @unittest.skipUnless(ENGINE, "the engine adapter's case")
+    def test_calls_the_compiler_makes_are_not_the_users(self):
+        """aot_eager's AOTAutograd calls torch.autograd.grad while compiling:
+        the trace marks that call (its api prefixed 'torch.compile: '),
+        info lists only the user's two calls and says one more was the
+        compiler's, its JSON marks it, and diagnose notes nothing about it."""
+        trace, cp = gtutil.record(SCRIPT, "aot", timeout=600)
+        plain = gtutil.run_plain(SCRIPT, "aot", timeout=600)
+        self.assertEqual(cp.stdout, plain.stdout)
+        db = gtutil.connect(trace)
+        apis = [r[0] for r in db.execute(
+            "SELECT s.text FROM backward_calls b JOIN strings s ON s.id = b.api"
+            " ORDER BY b.id")]
+        self.assertEqual([a for a in apis if not a.startswith("torch.compile: ")],
+                         ["Tensor.backward", "Tensor.backward"], apis)
+        self.assertIn("torch.compile: torch.autograd.grad", apis)
+        info = subprocess.run([gtutil.GRADTRACE, "info", trace], capture_output=True,
+                              text=True, timeout=120).stdout
+        self.assertIn("backward calls: 2 (2 ok)", info)
+        self.assertIn("torch.compile made while compiling the backward graph, not listed",
+                      info)
+        self.assertNotIn("  torch.autograd.grad", info)
+        js = json.loads(subprocess.run([gtutil.GRADTRACE, "info", "--json", trace],
+                                       capture_output=True, text=True, timeout=120).stdout)
+        self.assertEqual(js["backward_counts"]["by_compiler"], apis.count(
+            "torch.compile: torch.autograd.grad"))
+        self.assertEqual([c["by_compiler"] for c in js["backward_calls"]],
+                         [a.startswith("torch.compile: ") for a in apis])
+        doc, text = self.diagnose(trace)
+        self.assertEqual((doc["findings"], doc["outside_recording"]), ([], []))
+        self.assertNotIn("note:", text)
+
     def test_nothing_compiled_no_line(self):
         trace, cp = gtutil.record(SCRIPT, "plain")
         self.assertNotIn(NOTICE, cp.stderr)

@@ -451,7 +451,7 @@ class BufferBroadcast(unittest.TestCase):
 
 class Naming(unittest.TestCase):
     """Where `gradtrace record` under a launcher puts rank N's trace, and
-    that it refuses one that exists, checked before the script starts."""
+    and that recording again keeps the previous one as .old."""
 
     def test_rank_paths(self):
         d = new_dir()
@@ -472,8 +472,10 @@ class Naming(unittest.TestCase):
             r = run_row(os.path.join(d, expected))
             self.assertEqual(r[:3], (3, None, 4))
             again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-            self.assertEqual(again.returncode, 2)
-            self.assertIn("trace %s exists" % os.path.join(d, expected), again.stderr)
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertIn("kept the previous trace as %s.old" % os.path.join(d, expected),
+                          again.stderr)
+            self.assertEqual(run_row(os.path.join(d, expected + ".old"))[:3], (3, None, 4))
 
 
 if __name__ == "__main__":

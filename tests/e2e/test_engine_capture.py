@@ -12,8 +12,9 @@ capture must see, checked from the trace's rows.
   CNN and the seed script (minus the aten::detach the mode itself causes,
   the ops at::RecordFunction never observes, and the gradient clones the
   mode's own references cause in backward);
-- the self-test's fallback: forced to fail, the dispatch adapter records and
-  one line says so;
+- the fallback: with the self-test forced to fail, or the dispatch adapter
+  asked for, the dispatch adapter records and one line says so and why
+  (none with --quiet or quiet=True, none on the engine adapter);
 - training bit-identical with and without recording.
 
 Skipped where the engine adapter is not built (another torch).
@@ -308,24 +309,81 @@ class SameOps(unittest.TestCase):
         self.same(gtutil.example("seed_class_weights.py"), expect_fail=True)
 
 
-@unittest.skipUnless(BUILT, "engine adapter not built for this torch")
+def record_raw(path, *options, **extra):
+    """(trace, completed process) of `gradtrace record options -- path`
+    with extra in the environment, its stderr as it is."""
+    trace = os.path.join(gtutil.tmpdir(), "raw_%s.db" % os.path.basename(path))
+    cp = subprocess.run([gtutil.GRADTRACE, "record", "--python", gtutil.PYTHON, "-f", "-o",
+                         trace, *options, "--", path], capture_output=True, text=True,
+                        env=dict(os.environ, **extra), timeout=300)
+    return trace, cp
+
+
+def fallback_lines(err):
+    return [l for l in err.splitlines() if l.startswith(gtutil.FALLBACK)]
+
+
 class Fallback(unittest.TestCase):
+    """One line on stderr whenever a recording goes through the dispatch
+    adapter, saying why; none with --quiet (or quiet=True), none on the
+    engine adapter."""
+
+    @unittest.skipUnless(BUILT, "engine adapter not built for this torch")
     def test_selftest_fails(self):
         path = script("fb.py", """
             import torch
             a = torch.ones(2)
             a.mul_(2)
         """)
-        trace, cp = record(path, GRADTRACE_ENGINE_SELFTEST="fail")
-        lines = [l for l in cp.stderr.splitlines() if "self-test failed" in l]
-        self.assertEqual(len(lines), 1, cp.stderr)
-        self.assertIn("recording through the dispatch adapter", lines[0])
+        trace, cp = record_raw(path, GRADTRACE_ADAPTER="engine",
+                               GRADTRACE_ENGINE_SELFTEST="fail")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        lines = fallback_lines(cp.stderr)
+        self.assertEqual(lines, [gtutil.FALLBACK + "the engine adapter's self-test failed: "
+                                 "self-test forced to fail (GRADTRACE_ENGINE_SELFTEST=fail)"],
+                         cp.stderr)
         db = gtutil.connect(trace)
         self.assertIn("aten::mul_.Tensor", op_names(db))
+        self.assertEqual(gtutil.one(db, "SELECT json_extract(options, '$.adapter') FROM run"),
+                         "dispatch")
 
+    def test_dispatch_asked(self):
+        path = script("asked.py", "import torch\ntorch.ones(2).mul_(2)\n")
+        trace, cp = record_raw(path, GRADTRACE_ADAPTER="dispatch")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(fallback_lines(cp.stderr),
+                         [gtutil.FALLBACK + "GRADTRACE_ADAPTER=dispatch asked for it"])
+        # first, before the script's own output and the footer
+        self.assertTrue(cp.stderr.startswith(gtutil.FALLBACK), cp.stderr)
+        _, cp = record_raw(path, "--quiet", GRADTRACE_ADAPTER="dispatch")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(fallback_lines(cp.stderr), [], cp.stderr)
+
+    def test_python_api_quiet(self):
+        code = """
+            import sys, torch, gradtrace
+            with gradtrace.record(sys.argv[1], overwrite=True, quiet=sys.argv[2] == "q"):
+                torch.ones(2).mul_(2)
+        """
+        path = script("api_quiet.py", code)
+        trace = os.path.join(gtutil.tmpdir(), "api_quiet.db")
+        for mode, want in (("q", 0), ("loud", 1)):
+            cp = subprocess.run([gtutil.PYTHON, path, trace, mode], capture_output=True,
+                                text=True, timeout=300,
+                                env=dict(os.environ, GRADTRACE_ADAPTER="dispatch"))
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            self.assertEqual(len(fallback_lines(cp.stderr)), want, cp.stderr)
+
+    @unittest.skipUnless(BUILT, "engine adapter not built for this torch")
     def test_engine_says_nothing(self):
-        _, cp = record(script("quiet.py", "import torch\ntorch.ones(2).mul_(2)\n"))
+        trace, cp = record_raw(script("quiet.py", "import torch\ntorch.ones(2).mul_(2)\n"),
+                               GRADTRACE_ADAPTER="engine")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
         self.assertNotIn("gradtrace: engine", cp.stderr)
+        self.assertEqual(fallback_lines(cp.stderr), [], cp.stderr)
+        db = gtutil.connect(trace)
+        self.assertEqual(gtutil.one(db, "SELECT json_extract(options, '$.adapter') FROM run"),
+                         "engine")
 
 
 if __name__ == "__main__":

@@ -30,20 +30,12 @@ INSTALL_LOG = ""
 
 def clean_env(**extra):
     """The environment minus everything that points into the build tree."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "GRADTRACE", "GRADTRACE_PYTHON", "GT_BUILD_DIR",
-                        "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(extra)
-    return env
+    return gtutil.installed_env(**extra)
 
 
-def run(cmd, check=True, timeout=900, cwd=None, **kw):
-    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                        cwd=cwd or TMP, env=kw.pop("env", clean_env()), **kw)
-    if check and cp.returncode != 0:
-        raise AssertionError("%s exited %d\nstdout:\n%s\nstderr:\n%s" % (
-            " ".join(cmd), cp.returncode, cp.stdout[-4000:], cp.stderr[-4000:]))
-    return cp
+def run(cmd, check=True, timeout=900, cwd=None, env=None):
+    return gtutil.run_checked(cmd, check=check, timeout=timeout, cwd=cwd or TMP,
+                              env=env or clean_env())
 
 
 def bin_(name):
@@ -85,6 +77,9 @@ class Wheel(unittest.TestCase):
         exts = sorted(n.split(".")[0] for n in names if n.endswith(".so") and "/" not in n)
         self.assertIn("_gradtrace", exts)
         self.assertIn("_gtinspect", exts)
+        # pip's isolated build finds the environment's torch 2.13 and builds
+        # the engine adapter for it
+        self.assertIn("_gradtrace_engine", exts)
         # the pytest plugin is registered through the pytest11 entry point
         z = zipfile.ZipFile(WHEEL)
         eps = z.read([n for n in names if n.endswith(".dist-info/entry_points.txt")][0])
@@ -102,10 +97,44 @@ class Wheel(unittest.TestCase):
         v = run([bin_("python"), "-c", "import torch; print(torch.__version__)"]).stdout
         self.assertEqual(v.strip(), "2.13.0+cpu")
 
+    def test_one_version(self):
+        """pip, gradtrace.__version__ and `gradtrace --version` say the
+        wheel's version; --version names the engine's torch."""
+        want = os.path.basename(WHEEL).split("-")[1]
+        got = run([bin_("python"), "-c", "import gradtrace; print(gradtrace.__version__)"])
+        self.assertEqual(got.stdout.strip(), want)
+        out = run([bin_("gradtrace"), "--version"]).stdout.splitlines()
+        self.assertEqual(out[0].split()[:2], ["gradtrace", want])
+        self.assertEqual(out[1], "adapters: engine (torch 2.13.0+cpu), dispatch")
+
     def test_pinned_to_the_build_torch(self):
         pin = run([bin_("python"), "-c",
                    "from gradtrace import _build; print(_build.TORCH_VERSION)"]).stdout
         self.assertEqual(pin.strip(), "2.13.0+cpu")
+
+
+class EngineNotBuilt(unittest.TestCase):
+    def test_warning_reaches_the_terminal(self):
+        """Configured for an interpreter without torch, as a package build
+        (SKBUILD), the build warns that the engine adapter is not built, on
+        the terminal too (pip hides a successful build's output): run under
+        `script`, which gives it one. The adapters it reports say why."""
+        venv = os.path.join(TMP, "no-torch")
+        run([PY, "-m", "venv", "--without-pip", venv])
+        log = os.path.join(TMP, "tty.log")
+        cmd = ("cmake -S %s -B %s -DSKBUILD=2 -DGT_TESTS=OFF -DGT_PYTHON=%s >%s 2>&1" % (
+            gtutil.SOURCE, os.path.join(TMP, "no-torch-build"),
+            os.path.join(venv, "bin", "python"), os.path.join(TMP, "cmake.log")))
+        run(["script", "-qec", cmd, log])
+        with open(log, errors="replace") as f:
+            tty = f.read()
+        self.assertRegex(tty, r"gradtrace: no engine adapter \(\S+ does not import torch\): "
+                         r"traces will be recorded through the dispatch adapter")
+        with open(os.path.join(TMP, "cmake.log")) as f:
+            out = " ".join(f.read().split())
+        self.assertIn("CMake Warning", out)
+        self.assertRegex(out, r"-- gradtrace adapters: dispatch \(engine: \S+ does not "
+                         r"import torch\)")
 
 
 class MissingLibrary(unittest.TestCase):
@@ -156,6 +185,12 @@ class Installed(unittest.TestCase):
         self.assertIn("modified at %s:46" % self.script, err)
         self.assertTrue(err.rstrip().endswith("diagnose it with: gradtrace diagnose %s"
                                               % self.trace), err[-300:])
+        run_row = run([bin_("gradtrace"), "sql", self.trace, "--json",
+                       "SELECT json_extract(options, '$.adapter') AS a, "
+                       "gradtrace_version AS v FROM run"]).stdout
+        row = json.loads(run_row)[0]
+        self.assertEqual(row["a"], "engine")
+        self.assertEqual(row["v"], os.path.basename(WHEEL).split("-")[1])
 
     def test_diagnose_options_after_the_trace(self):
         cp = run([bin_("gradtrace"), "diagnose", self.trace, "--json"], check=False)

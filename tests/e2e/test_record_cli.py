@@ -48,6 +48,14 @@ class BadInput(unittest.TestCase):
         with open(out) as f:
             self.assertEqual(f.read(), "precious")
 
+    def test_empty_file_is_replaced(self):
+        out = os.path.join(self.dir, "empty.db")
+        open(out, "w").close()
+        trace, cp = gtutil.record(self.script, 1, out=out)
+        self.assertEqual(one(gtutil.connect(trace), "SELECT status FROM run"), "ok")
+        self.assertFalse(os.path.exists(out + ".old"))
+        self.assertNotIn("kept", cp.stderr)
+
     def test_output_directory_missing(self):
         out = os.path.join(self.dir, "no", "such", "dir", "x.db")
         cp = gradtrace("record", "-o", out, "--", self.script)
@@ -107,6 +115,80 @@ class BadInput(unittest.TestCase):
         self.assertEqual(cp.returncode, 0)
         for opt in ("--output", "--force", "--python", "--backward-calls", "--max-size"):
             self.assertIn(opt, cp.stdout)
+
+
+class UnknownOption(unittest.TestCase):
+    """Every command answers an option it does not know with one line that
+    names it and points at its --help (not the whole help)."""
+
+    def test_every_command(self):
+        for cmd in ("record", "diagnose", "graph", "sql", "info", "history", "memory"):
+            for opt in ("--bogus", "-Z"):
+                cp = gradtrace(cmd, opt, "x.db")
+                self.assertEqual(cp.returncode, 2, cp.stderr)
+                self.assertEqual(cp.stderr, "gradtrace: %s: unknown option '%s' (see "
+                                            "gradtrace %s --help)\n" % (cmd, opt, cmd))
+        cp = gradtrace("--bogus")
+        self.assertEqual((cp.returncode, cp.stderr),
+                         (2, "gradtrace: unknown option '--bogus' (see gradtrace --help)\n"))
+        cp = gradtrace("record", "-o")
+        self.assertEqual(cp.stderr, "gradtrace: record: option '-o' needs a value (see "
+                                    "gradtrace record --help)\n")
+
+
+class Again(unittest.TestCase):
+    """Recording again to a path that holds a trace keeps the previous one
+    as PATH.old (the one before is replaced) and records, as perf record
+    keeps perf.data.old."""
+
+    def test_previous_trace_kept(self):
+        out = os.path.join(gtutil.tmpdir(), "again.db")
+        script = gtutil.scenario("rec_window.py")
+        for steps in (1, 2, 3):
+            trace, cp = gtutil.record(script, steps, out=out)
+            self.assertEqual(cp.stdout, "done %d\n" % steps)
+            kept = [l for l in cp.stderr.splitlines() if "kept" in l]
+            self.assertEqual(kept, [] if steps == 1 else
+                             ["gradtrace: kept the previous trace as %s.old" % out])
+            self.assertEqual(one(gtutil.connect(out), "SELECT count(*) FROM backward_calls"),
+                             steps)
+            if steps > 1:
+                self.assertEqual(one(gtutil.connect(out + ".old"),
+                                     "SELECT count(*) FROM backward_calls"), steps - 1)
+        self.assertEqual(sorted(f for f in os.listdir(os.path.dirname(out))
+                                if f.startswith("again")), ["again.db", "again.db.old"])
+
+    def test_force_replaces_without_keeping(self):
+        out = os.path.join(gtutil.tmpdir(), "forced.db")
+        script = gtutil.scenario("rec_window.py")
+        gtutil.record(script, 1, out=out)
+        trace, cp = gtutil.record(script, 2, out=out, options=("--force",))
+        self.assertNotIn("kept", cp.stderr)
+        self.assertFalse(os.path.exists(out + ".old"))
+
+
+class StartUp(unittest.TestCase):
+    """Starting to record imports nothing a script does not: torch.func.grad
+    (the engine adapter's wrapper check once used it) imports torch._dynamo,
+    about 800 modules and a second of CPU before the script's first line.
+    Measured with `time gradtrace record -o t.db -- s.py` against `time
+    python3 s.py` for s.py = `import torch`."""
+
+    def test_no_dynamo_at_start(self):
+        script = os.path.join(gtutil.tmpdir(), "dynamo_loaded.py")
+        with open(script, "w") as f:
+            f.write("import sys\nimport torch\n"
+                    "print('torch._dynamo' in sys.modules)\n"
+                    "if len(sys.argv) > 1:\n"
+                    "    import gradtrace\n"
+                    "    with gradtrace.record(sys.argv[1]):\n"
+                    "        print('torch._dynamo' in sys.modules)\n")
+        trace, cp = gtutil.record(script)
+        self.assertEqual(cp.stdout, "False\n")
+        api = subprocess.run([gtutil.PYTHON, script, os.path.join(gtutil.tmpdir(), "su.db")],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(api.returncode, 0, api.stderr)
+        self.assertEqual(api.stdout, "False\nFalse\n")
 
 
 class Window(unittest.TestCase):

@@ -37,7 +37,8 @@ class Exits(unittest.TestCase):
         self.assertEqual(rows(db, "SELECT status, signal FROM run"),
                          [("signal", signal.SIGTERM)])
         self.assertIsNotNone(one(db, "SELECT end_ns FROM run"))
-        self.assertTrue(footer(cp).startswith("gradtrace: trace written to"))
+        self.assertEqual(footer(cp), "gradtrace: stopped by SIGTERM; the trace holds "
+                                     "everything up to it: %s" % trace)
 
     def test_sigint(self):
         trace, cp = gtutil.record(SCRIPT, "sigint", expect_fail=True)
@@ -45,6 +46,8 @@ class Exits(unittest.TestCase):
         self.assertEqual(cp.returncode, plain.returncode)
         self.assertEqual(cp.returncode, -signal.SIGINT)
         self.assertIn("KeyboardInterrupt", cp.stderr)
+        self.assertEqual(footer(cp), "gradtrace: stopped by SIGINT; the trace holds "
+                                     "everything up to it: %s" % trace)
         db = gtutil.connect(trace)
         self.assertEqual(rows(db, "SELECT status, signal FROM run"),
                          [("signal", signal.SIGINT)])
@@ -99,13 +102,16 @@ class Api(unittest.TestCase):
                             capture_output=True, text=True, timeout=300)
         self.assertEqual(cp.returncode, 0, cp.stderr)
         self.assertEqual(cp.stdout.splitlines(), [
-            "caught RuntimeError", "propagated KeyError", "refused to overwrite",
-            "backward restored True"])
+            "caught RuntimeError", "propagated KeyError", "refused to overwrite True",
+            "kept True", "backward restored True"])
+        self.assertIn("gradtrace: kept the previous trace as %s.old\n"
+                      % os.path.join(api, "startstop.db"), cp.stderr)
         db = gtutil.connect(os.path.join(api, "with.db"))
         self.assertEqual(rows(db, "SELECT status FROM run"), [("ok",)])
         self.assertEqual(rows(db, "SELECT status FROM backward_calls"), [("error",)])
         self.assertEqual(gtutil.saved(db, "ExpBackward0")[0][2:], (0, 1))
-        db = gtutil.connect(os.path.join(api, "startstop.db"))
+        # the first start/stop trace, kept when the second was recorded
+        db = gtutil.connect(os.path.join(api, "startstop.db.old"))
         self.assertEqual(rows(db, "SELECT status FROM backward_calls"), [("ok",)])
         self.assertEqual(len(gtutil.saved(db, "MulBackward0")), 2)
         db = gtutil.connect(os.path.join(api, "raise.db"))

@@ -129,7 +129,7 @@ def _strip_footer(err):
     """stderr without gradtrace's own lines (the footer) and, after a
     failure, without the diagnosis that follows the traceback."""
     out = []
-    for line in err.splitlines():
+    for line in gtutil.without_fallback(err).splitlines():
         if line.startswith("gradtrace: ") or line.startswith(gtutil.tmpdir()):
             break
         out.append(line)

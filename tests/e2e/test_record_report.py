@@ -70,14 +70,20 @@ class DiagnosisAfterFailure(unittest.TestCase):
                 self.assertEqual(cp.returncode, plain.returncode)
                 self.assertEqual(cp.stdout, plain.stdout)
                 # the script's own stderr first, unchanged, then the
-                # diagnosis exactly as `gradtrace diagnose` prints it, then
+                # diagnosis as `gradtrace diagnose` prints it but for the
+                # error's message, which the traceback printed (once), then
                 # the footer line
                 self.assertTrue(cp.stderr.startswith(plain.stderr), cp.stderr)
                 rest = cp.stderr[len(plain.stderr):]
                 diag = gradtrace("diagnose", "--color", "never", trace)
                 self.assertEqual(diag.returncode, 1, diag.stderr)
                 footer = rest.splitlines(True)[-1]
-                self.assertEqual(rest, "\n" + diag.stdout + footer)
+                head = "%s: the run raised " % trace
+                message = [l for l in diag.stdout.splitlines() if l.startswith(head)][0]
+                etype, text = message[len(head):].split(": ", 1)
+                self.assertEqual(rest, "\n" + diag.stdout.replace(
+                    message, head + etype + " (its message is in the traceback)") + footer)
+                self.assertEqual(cp.stderr.count(text), 1)
                 self.assertTrue(footer.startswith("gradtrace: trace written to " + trace))
                 doc = json.loads(gradtrace("diagnose", trace, "--json").stdout)
                 self.assertEqual(doc["findings"][0]["kind"], kind)

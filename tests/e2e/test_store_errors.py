@@ -45,7 +45,11 @@ class ErrorText(unittest.TestCase):
         kind, msg = self.probe(path)
         self.assertEqual(kind, "FileExistsError")
         self.assert_once(msg)
-        self.assertEqual(msg, "gradtrace: cannot create trace %s: file exists" % path)
+        # a file that is not a trace: the message names the parameter that
+        # replaces it
+        self.assertEqual(msg, "gradtrace: cannot create trace %s: the file exists and is "
+                              "not a gradtrace trace; overwrite=True replaces it, or choose "
+                              "another path" % path)
         self.assertEqual(msg.count("cannot create trace"), 1)
 
     def test_other_failures(self):

@@ -10,7 +10,7 @@ rank (traces/{rank}.db -> traces/0.db). A worker started by
 torch.multiprocessing.spawn / start_processes while a recording is on
 records into the same name with its process index as the rank. Files are
 created exclusively, so two processes never write one trace: the second
-fails to start recording with "file exists".
+fails to start recording ("another recording is writing it").
 
 Run metadata. rank, local_rank, world_size and launcher_run_id come from the
 environment torch.distributed reads (RANK, LOCAL_RANK, WORLD_SIZE,
@@ -242,7 +242,7 @@ class SpawnWorker:
 
     def __call__(self, index, *args):
         import sys
-        import gradtrace
+        from gradtrace import _recording as gradtrace
         if gradtrace._current is not None or not isinstance(index, int):
             return self.fn(index, *args)  # already recording (a fork's parent)
         path = rank_path(self.template, index)

@@ -1,13 +1,15 @@
 """The engine adapter's Python side: choosing it, and the little it needs
 Python for (variable names; the backward wrappers are _mode.BackwardPatch).
 
-The C++ shim (_gradtrace_engine) is built only for the torch found at build
-time. choose() loads it, checks the running torch and runs the shim's
-self-test; on any failure gradtrace records through the dispatch adapter and
-says so in one line on stderr. GRADTRACE_ADAPTER=dispatch|engine overrides
-the default: the engine adapter wherever it is built and passes its
-self-test (it records the same facts as the dispatch adapter at a fraction
-of its cost), else the dispatch adapter, silently unless asked for.
+The C++ shim (_gradtrace_engine) is built for the torch release found at
+build time, from its headers (recorder/engine/torch_layout.h), and only
+where that release passes the build's layout check. choose() loads it, checks
+the running torch against the one it was built for and runs the shim's
+self-test. GRADTRACE_ADAPTER=dispatch|engine overrides the default, the
+engine adapter (it records the same facts as the dispatch adapter at a
+fraction of its cost). Whenever gradtrace records through the dispatch
+adapter, one line on stderr says so and why (announce), unless the
+recording is quiet.
 """
 import os
 import sys
@@ -16,31 +18,39 @@ import threading
 DEFAULT = "engine"
 
 
+def announce(why):
+    """Say in one line on stderr that the recording goes through the
+    dispatch adapter, and why (choose's second value)."""
+    sys.stderr.write("gradtrace: recording through the dispatch adapter: %s\n" % why)
+    sys.stderr.flush()
+
+
 def choose(torch_version):
-    """The _gradtrace_engine module to record with, or None for the
-    dispatch adapter (after printing one line saying why, unless the user
-    asked for dispatch)."""
-    want = os.environ.get("GRADTRACE_ADAPTER", "").strip().lower() or DEFAULT
+    """(module, why): the _gradtrace_engine module to record with and None,
+    or None and why the recording goes through the dispatch adapter (for
+    announce)."""
+    asked = os.environ.get("GRADTRACE_ADAPTER", "").strip().lower()
+    want = asked or DEFAULT
     if want == "dispatch":
-        return None
+        return None, "GRADTRACE_ADAPTER=dispatch asked for it"
     if want != "engine":
-        sys.stderr.write("gradtrace: unknown GRADTRACE_ADAPTER=%r, using the dispatch "
-                         "adapter\n" % want)
-        return None
+        return None, "unknown GRADTRACE_ADAPTER=%r" % asked
     try:
         import _gradtrace_engine
-    except ImportError:
-        if os.environ.get("GRADTRACE_ADAPTER"):
-            sys.stderr.write("gradtrace: engine adapter not built for this torch (%s); "
-                             "recording through the dispatch adapter\n" % torch_version)
-        return None
+    except ImportError as e:
+        why = "the engine adapter is not built for torch %s" % torch_version
+        if not isinstance(e, ModuleNotFoundError):
+            why += " (it does not load: %s)" % e  # built, for another libtorch
+        return None, why
+    built = _gradtrace_engine.built_for()
+    if torch_version.split("+")[0] != built:
+        return None, "the engine adapter is built for torch %s, not %s" % (built,
+                                                                           torch_version)
     why = _gradtrace_engine.selftest(torch_version)
     if why is not None:
-        sys.stderr.write("gradtrace: engine adapter self-test failed (%s); recording "
-                         "through the dispatch adapter\n" % why)
-        return None
+        return None, "the engine adapter's self-test failed: %s" % why
     _check_wrappers(_gradtrace_engine)
-    return _gradtrace_engine
+    return _gradtrace_engine, None
 
 
 _wrappers_checked = False
@@ -57,19 +67,7 @@ def _check_wrappers(mod):
     _wrappers_checked = True
     try:
         import torch
-        from torch.func import grad
-        unwrap = torch._C._functorch.get_unwrapped
-
-        def probe(x):
-            mod.wrapper_check(x, unwrap(x))
-            return x.sum()
-
-        def run():
-            try:
-                grad(probe)(torch.ones(1))
-            except Exception:
-                pass
-
+        run = _wrap_probe(torch, mod)
         # on a thread of its own: torch.func leaves the thread it ran on
         # with a functorch state, which every thread-local-state switch of
         # the autograd engine then copies (two allocations each, 34 switches
@@ -79,6 +77,43 @@ def _check_wrappers(mod):
         t.join()
     except Exception:
         pass
+
+
+def _wrap_probe(torch, mod):
+    """A function that makes one GradTrackingTensor and lets the shim check
+    it. torch.func.grad would import torch._dynamo (about 800 modules, 1.2 s
+    of CPU at every recorded run's start): the wrapper is made with the
+    functorch primitives grad() itself uses, which import nothing. Where
+    they are missing, grad() is the fallback."""
+    f = torch._C._functorch
+    unwrap = f.get_unwrapped
+    if all(hasattr(f, n) for n in ("_grad_increment_nesting", "_grad_decrement_nesting",
+                                   "_wrap_for_grad")):
+        def run():
+            x = torch.ones(1)  # made outside the level, as grad()'s arguments are
+            level = f._grad_increment_nesting()
+            try:
+                w = f._wrap_for_grad(x, level)
+                mod.wrapper_check(w, unwrap(w))
+            except Exception:
+                pass
+            finally:
+                f._grad_decrement_nesting()
+
+        return run
+    from torch.func import grad
+
+    def probe(x):
+        mod.wrapper_check(x, unwrap(x))
+        return x.sum()
+
+    def run():
+        try:
+            grad(probe)(torch.ones(1))
+        except Exception:
+            pass
+
+    return run
 
 
 class EngineRecorder:
@@ -109,6 +144,11 @@ class EngineRecorder:
     @property
     def recording(self):
         return self._eng.recording
+
+    @property
+    def seq(self):
+        """Events recorded so far (the status line's count)."""
+        return getattr(self._eng, "seq", None)
 
     def _user_frame(self):
         f = sys._getframe(1)

@@ -2,7 +2,7 @@
 
     t = gradtrace.open("run.db")
     t.diagnose()                  # dict, as `gradtrace diagnose --json`
-    t.sql("SELECT ... WHERE op = ?", ("aten::mul_.Tensor",))   # list of tuples
+    t.sql("SELECT ... WHERE op = ?", ("aten::mul_.Tensor",))   # rows, named
     t.sql("SELECT * FROM ops", dataframe=True)                  # pandas.DataFrame
     t.history("class_weights")    # list of dicts, as `gradtrace history --json`
     t.memory()                    # dict, as `gradtrace memory --json`
@@ -12,15 +12,41 @@ Everything here calls the C inspector through the _gtinspect extension
 (inspector/python/_gtinspect.c): the same code, guards and output as the
 `gradtrace` command, run in this process. Nothing is computed in Python.
 """
+import collections
 import json
 import os
 
-__all__ = ["open", "Trace", "Graph", "TraceError"]
+__all__ = ["open", "Trace", "Graph", "TraceError", "Result"]
 
 
 class TraceError(Exception):
     """The inspector refused: the file is not a readable trace, or the
     arguments are wrong. The message is the command's one line."""
+
+
+class Result(list):
+    """The rows Trace.sql() returns: a list of named tuples, one a row
+    (row.name or row[0]; a column whose name is no Python identifier is
+    _0, _1, ... by position), with .columns, the column names in order."""
+
+    def __init__(self, columns, rows):
+        self.columns = tuple(columns)
+        row = collections.namedtuple("Row", self.columns, rename=True)
+        super().__init__(row._make(r) for r in rows)
+
+    def __repr__(self):
+        return "Result(columns=%r, rows=%s)" % (self.columns, list.__repr__(self))
+
+
+def _pandas():
+    """The pandas module, or ModuleNotFoundError naming it and the way out."""
+    try:
+        import pandas
+    except ImportError:
+        raise ModuleNotFoundError("Trace.sql(dataframe=True) needs pandas, which is not "
+                                  "installed: pip install pandas, or call sql() without "
+                                  "dataframe=True for a list of rows", name="pandas") from None
+    return pandas
 
 
 def _ext():
@@ -33,16 +59,13 @@ def _ext():
     return _gtinspect
 
 
-def _run(args, ok=(0,)):
-    """Run `gradtrace ARGS` in process; stdout as text, or TraceError."""
-    status, out, err = _ext().run([str(a) for a in args])
-    if status not in ok:
-        lines = err.decode("utf-8", "replace").strip().splitlines()
-        msg = lines[0] if lines else "gradtrace %s failed (status %d)" % (args[0], status)
-        if msg.startswith("gradtrace: "):
-            msg = msg[len("gradtrace: "):]
-        raise TraceError(msg)
-    return status, out.decode("utf-8", "replace")
+def _call(fn, *args, **kw):
+    """Call an _gtinspect function; its OSError or ValueError (the command's
+    one line, without "gradtrace: ") as TraceError."""
+    try:
+        return fn(*args, **kw)
+    except (OSError, ValueError) as e:
+        raise TraceError(str(e)) from None
 
 
 def open(path):  # noqa: A001 - gradtrace.open, like sqlite3.connect / tarfile.open
@@ -59,7 +82,7 @@ class Trace:
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        _run(["info", "--json", self.path])  # fails early on a bad file
+        _call(_ext().info, self.path)  # fails early on a bad file
 
     def __repr__(self):
         return "<gradtrace.Trace %r>" % self.path
@@ -75,35 +98,41 @@ class Trace:
 
     def info(self):
         """The summary `gradtrace info --json` prints, as a dict."""
-        return json.loads(_run(["info", "--json", self.path])[1])
+        return json.loads(_call(_ext().info, self.path))
 
     def diagnose(self, backward=None):
         """The findings, as the dict `gradtrace diagnose --json` prints
         (keys trace, partial, error, findings, stopped, inconsistent).
         backward: only that backward call (1-based)."""
-        args = ["diagnose", "--json", self.path]
-        if backward is not None:
-            args += ["--backward", int(backward)]
-        return json.loads(_run(args, ok=(0, 1))[1])
+        return json.loads(self._diagnose(backward, text=False))
 
     def diagnosis(self, backward=None, color=False):
         """The diagnosis as `gradtrace diagnose` prints it (text)."""
-        args = ["diagnose", "--color", "always" if color else "never", self.path]
-        if backward is not None:
-            args += ["--backward", int(backward)]
-        return _run(args, ok=(0, 1))[1]
+        return self._diagnose(backward, text=True, color=bool(color))
+
+    def _diagnose(self, backward, **kw):
+        if backward is not None and int(backward) < 1:
+            raise TraceError("diagnose: --backward wants a call number (1, 2, ...), "
+                             "not '%s'" % backward)
+        status, out = _call(_ext().diagnose, self.path,
+                            0 if backward is None else int(backward), **kw)
+        if status not in (0, 1):  # no findings in a damaged trace, as the command
+            raise TraceError("gradtrace diagnose failed (status %d)" % status)
+        return out
 
     def sql(self, query, params=None, *, dataframe=False):
         """Run one read-only SQL statement (tables and views of
         schema/SCHEMA.md) with parameters bound from params (a sequence for
-        ?, a mapping for :name). Returns a list of tuples, or a
-        pandas.DataFrame with dataframe=True (ImportError without pandas).
+        ?, a mapping for :name). Returns a Result: a list of named tuples
+        with .columns; or a pandas.DataFrame with dataframe=True
+        (ModuleNotFoundError naming pandas when it is not installed).
         Writes, ATTACH and setting pragmas are refused (ValueError)."""
+        if dataframe:
+            pandas = _pandas()
         columns, rows = _ext().query(self.path, query, params)
         if dataframe:
-            import pandas
             return pandas.DataFrame.from_records(rows, columns=list(columns))
-        return rows
+        return Result(columns, rows)
 
     def columns(self, query, params=None):
         """The column names query would return."""
@@ -112,24 +141,19 @@ class Trace:
     def history(self, name, reads=False, all=False):
         """Every write, save and backward use of a variable's (or tensor
         id's) version counter: the list `gradtrace history --json` prints."""
-        args = ["history", "--json", self.path, str(name)]
-        if reads:
-            args.append("--reads")
-        if all:
-            args.append("--all")
-        return json.loads(_run(args)[1])
+        return json.loads(_call(_ext().history, self.path, str(name), reads=bool(reads),
+                                all=bool(all)))
 
     def memory(self, call=None, all=False):
         """What backward holds in memory, as the dict `gradtrace memory
         --json` prints (keys trace, backward, calls; docs/memory.md): every
         backward call's totals, and the breakdowns of the one holding the
         most (call: that backward call, 1-based; all: every call's)."""
-        args = ["memory", "--json", self.path]
-        if call is not None:
-            args += ["--call", int(call)]
-        if all:
-            args.append("--all")
-        return json.loads(_run(args)[1])
+        if call is not None and int(call) < 1:
+            raise TraceError("memory: --call wants a positive number, not '%s'"
+                             % call)
+        return json.loads(_call(_ext().memory, self.path,
+                                0 if call is None else int(call), all=bool(all)))
 
     def graph(self, backward=None, hops=None, all=False, legend=True):
         """The autograd graph `gradtrace graph` draws (centred on the
@@ -143,28 +167,27 @@ class Graph:
 
     def __init__(self, path, backward=None, hops=None, all=False, legend=True):
         self.path = path
-        self._opts = []
-        if backward is not None:
-            self._opts += ["--backward", int(backward)]
-        if hops is not None:
-            self._opts += ["--hops", int(hops)]
-        if all:
-            self._opts.append("--all")
-        if not legend:
-            self._opts.append("--no-legend")
+        self._opts = {"backward": 0 if backward is None else int(backward),
+                      "hops": -1 if hops is None else int(hops),
+                      "all": bool(all), "legend": bool(legend)}
+        self._bad = None  # checked when drawn, as the command checks them
+        if backward is not None and self._opts["backward"] < 1:
+            self._bad = "graph: --backward wants a positive number, not '%s'" % backward
+        elif hops is not None and not 0 <= self._opts["hops"] <= 1000000:
+            self._bad = "graph: --hops wants a number >= 0, not '%s'" % hops
         self._svg = None
         self.notes = ""
 
+    def _draw(self, fmt, output=None):
+        if self._bad:
+            raise TraceError(self._bad)
+        data, notes = _call(_ext().graph, self.path, fmt, output, **self._opts)
+        self.notes = "".join("gradtrace: graph: %s\n" % line
+                             for line in notes.splitlines())
+        return data
+
     def _render(self, fmt):
-        status, out, err = _ext().run(["graph", self.path, "-o", "-", "--format", fmt]
-                                      + [str(o) for o in self._opts])
-        if status != 0:
-            lines = err.decode("utf-8", "replace").strip().splitlines()
-            raise TraceError(lines[0][len("gradtrace: "):] if lines and
-                             lines[0].startswith("gradtrace: ") else
-                             (lines[0] if lines else "graph failed"))
-        self.notes = err.decode("utf-8", "replace")
-        return out
+        return self._draw(fmt)
 
     def svg(self):
         """The graph as SVG text."""
@@ -187,8 +210,11 @@ class Graph:
         """Write the graph to path; the format is format ('svg', 'png',
         'dot') or path's extension. Returns path."""
         path = os.fspath(path)
-        args = ["graph", self.path, "-o", path] + [str(o) for o in self._opts]
-        if format is not None:
-            args += ["--format", format]
-        _run(args)
+        if format is None:
+            ext = os.path.splitext(path)[1].lower().lstrip(".")
+            format = {"gv": "dot"}.get(ext, ext)
+            if format not in ("dot", "svg", "png"):
+                raise TraceError("graph: cannot tell the format of %s from its extension: "
+                                 "use --format dot, svg or png" % path)
+        self._draw(format, path)
         return path

@@ -10,6 +10,7 @@ the recorded run must fail exactly where the unrecorded one does.
 """
 import functools
 import inspect
+import os
 import sys
 import threading
 import types
@@ -216,6 +217,29 @@ class CompileNotice:
         print(self.MESSAGE, file=sys.stderr)
 
 
+# backward_calls.api of a call torch.compile made while compiling (AOTAutograd
+# tracing the backward graph), not the user: the prefix, then the API
+# (include/gradtrace/format.h GT_API_BY_COMPILER, schema/SCHEMA.md)
+COMPILER_PREFIX = "torch.compile: "
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_COMPILER_DIRS = tuple(_TORCH_DIR + d + os.sep for d in (
+    "_dynamo", "_functorch", "_inductor", "fx", "_subclasses", "_higher_order_ops",
+    "export"))
+
+
+def _made_by_compiler():
+    """True when the backward entry point was called from torch.compile's
+    own code (the frames from the wrapper's caller outward are torch's, one
+    of them a compiler's) rather than from the user's or another library's
+    code: torch's frames up to the first that is not."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_TORCH_DIR):
+        if f.f_code.co_filename.startswith(_COMPILER_DIRS):
+            return True
+        f = f.f_back
+    return False
+
+
 class BackwardPatch:
     """Wraps the backward entry points while a recording is on.
 
@@ -368,6 +392,13 @@ class BackwardPatch:
         apply = fn_cls.__dict__.get("apply")
         if isinstance(apply, classmethod):
             orig_apply = apply.__func__
+        elif apply is not None and hasattr(apply, "__get__"):
+            # torch 2.14: _C._FunctionBase's own apply, a C classmethod
+            def orig_apply(cls, *args, **kwargs):
+                return apply.__get__(None, cls)(*args, **kwargs)
+        else:  # pragma: no cover
+            orig_apply = None
+        if orig_apply is not None:
 
             @functools.wraps(orig_apply)
             def wrapped_apply(cls, *args, **kwargs):
@@ -390,7 +421,19 @@ class BackwardPatch:
             import torch.utils.checkpoint as ckpt
         except ImportError:  # pragma: no cover
             return
-        gen = getattr(ckpt, "_checkpoint_without_reentrant_generator", None)
+        # torch 2.14 checkpoint() calls the generator's _impl(fn, args,
+        # kwargs, ...); before, the generator(fn, options..., *args, **kwargs)
+        name = "_checkpoint_without_reentrant_generator_impl"
+        gen = getattr(ckpt, name, None)
+        if gen is not None:
+            def call_args(args, kwargs):
+                return (args[1:2], tuple((args[2] if len(args) > 2 else {}).values()))
+        else:
+            name = "_checkpoint_without_reentrant_generator"
+            gen = getattr(ckpt, name, None)
+
+            def call_args(args, kwargs):
+                return (args, tuple(kwargs.values()))
         if gen is None:
             return
 
@@ -399,16 +442,15 @@ class BackwardPatch:
             r = rec._rec
             seq = 0
             if r is not None and r.recording:
-                seq = r.call_begin("torch.utils.checkpoint", (args, tuple(kwargs.values())),
-                                   True)
+                seq = r.call_begin("torch.utils.checkpoint", call_args(args, kwargs), True)
             try:
                 yield from gen(*args, **kwargs)
             finally:
                 if r is not None:
                     r.call_end(seq, None)
 
-        self._saved.append((ckpt, "_checkpoint_without_reentrant_generator", gen))
-        ckpt._checkpoint_without_reentrant_generator = wrapped_gen
+        self._saved.append((ckpt, name, gen))
+        setattr(ckpt, name, wrapped_gen)
 
     def remove(self):
         if self.compile_notice is not None:
@@ -428,6 +470,7 @@ class BackwardPatch:
 
         @functools.wraps(orig)
         def wrapper(*args, **kwargs):
+            __tracebackhide__ = True  # pytest leaves this frame out of its report
             if getattr(_tls, "depth", 0) or not recording.is_on():
                 return orig(*args, **kwargs)
             if notice is not None:
@@ -443,7 +486,9 @@ class BackwardPatch:
                 return orig(*args, **kwargs)  # let PyTorch report the bad call
             _tls.depth = 1
             try:
-                bid = recording.backward_begin(api, roots or [], retain, create, inputs)
+                bid = recording.backward_begin(
+                    COMPILER_PREFIX + api if _made_by_compiler() else api, roots or [],
+                    retain, create, inputs)
                 try:
                     result = orig(*args, **kwargs)
                 except BaseException as exc:

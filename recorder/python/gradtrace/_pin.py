@@ -18,11 +18,19 @@ def built_for():
     return _build.TORCH_VERSION or None
 
 
+def _release(version):
+    """The public release of a torch version: 2.13.0 of 2.13.0+cpu."""
+    return version.split("+", 1)[0]
+
+
 def check(torch_version):
     """Raise RuntimeError if torch_version is not the release gradtrace was
-    built for; return None otherwise."""
+    built for; return None otherwise. The local label (+cpu, +cu130) is not
+    compared: the CPU and CUDA builds of one release share libtorch's CPU
+    side, the only part gradtrace's extensions use, so a wheel built against
+    2.13.0+cpu serves PyPI's 2.13.0 too."""
     want = built_for()
-    if want is None or torch_version == want:
+    if want is None or _release(torch_version) == _release(want):
         return
     raise RuntimeError(
         "gradtrace was built for torch %s but this environment has torch %s: rebuild "

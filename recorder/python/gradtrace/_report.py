@@ -3,7 +3,9 @@
 when the run failed and the trace explains it (diagnose found something).
 """
 import os
+import re
 import shlex
+import signal
 import sys
 
 
@@ -16,6 +18,29 @@ def written_line(path, failed, command="gradtrace"):
     if failed:
         line += "; the run failed, diagnose it with: %s diagnose %s" % (command, shlex.quote(path))
     return line
+
+
+def stopped_line(path, signum):
+    """The line `gradtrace record` ends with when a signal (SIGINT, SIGTERM)
+    stopped the run: the run did not fail, the trace is complete up to it."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = "signal %d" % signum
+    return "gradtrace: stopped by %s; the trace holds everything up to it: %s" % (name, path)
+
+
+# diagnose's header line naming the error the run raised, then its message
+_RAISED = re.compile(r"^(?P<head>.*: the run raised (?:\x1b\[[0-9;]*m)?[\w.]+"
+                     r"(?:\x1b\[[0-9;]*m)?): .*$", re.M)
+
+
+def without_message(text):
+    """diagnose's text with the header's copy of the error message left out
+    (where the diagnosis follows the error's traceback, which printed it):
+    "run.db: the run raised RuntimeError (its message is in the traceback)".
+    """
+    return _RAISED.sub(r"\g<head> (its message is in the traceback)", text, count=1)
 
 
 def _color(stream):
@@ -33,15 +58,15 @@ def print_diagnosis(path, stream=None):
     stream = sys.stderr if stream is None else stream
     try:
         import _gtinspect
-        status, out, err = _gtinspect.run(["diagnose", "--color", _color(stream),
-                                           os.fspath(path)])
+        status, out = _gtinspect.diagnose(os.fspath(path), text=True,
+                                          color=_color(stream) == "always")
     except Exception:
         return False
     if status != 1 or not out:
         return False
     try:
         stream.flush()
-        stream.write("\n" + out.decode("utf-8", "replace"))
+        stream.write("\n" + without_message(out))
         stream.flush()
     except Exception:
         return False

@@ -15,7 +15,9 @@ __main__ under runpy's two frames, _run_module_as_main and _run_code, and
 nothing else). When the run failed and the trace explains why,
 the diagnosis (`gradtrace diagnose`'s text) follows the traceback on stderr
 unless --quiet. At exit one line on stderr says where the trace is and, if
-the run failed, how to diagnose it.
+the run failed, how to diagnose it; after SIGINT or SIGTERM, that the trace
+holds the run up to the signal. While the script runs, a status line on a
+terminal's stderr (gradtrace/_status.py), unless --quiet.
 """
 import atexit
 import builtins
@@ -28,7 +30,7 @@ import types
 import zipfile
 
 import gradtrace
-from gradtrace import _pin, _report
+from gradtrace import _pin, _recording, _report
 
 # python3 puts an empty __annotations__ in __main__ before running it (3.11
 # to 3.13); this module, run as __main__ by `python -m gradtrace.run`, got it
@@ -83,32 +85,13 @@ def _runner_frames():
     return frames
 
 
-def _strip(exc, hidden):
-    """Drop the frames hidden(frame) says are the runner's from exc's
-    traceback (and from the exceptions chained to it), wherever they are."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        keep = []
-        tb = exc.__traceback__
-        while tb is not None:
-            if not hidden(tb.tb_frame):
-                keep.append(tb)
-            tb = tb.tb_next
-        new = None
-        for tb in reversed(keep):
-            new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
-        exc.__traceback__ = new
-        exc = exc.__cause__ or exc.__context__
-
-
 def _hook_stripping(hidden):
     """Strip at print time: frames re-enter the traceback as the exception
     leaves this module and runpy's -m machinery."""
     orig = sys.excepthook
 
     def hook(etype, value, tb):
-        _strip(value, hidden)
+        _recording.strip_frames(value, hidden)
         orig(etype, value, value.__traceback__)
 
     sys.excepthook = hook
@@ -154,6 +137,13 @@ def _run_module_as_python_m(name):
     _gradtrace.call_bottom(runpy._run_module_as_main, name, True)
 
 
+def _stderr_is_terminal():
+    try:
+        return sys.stderr.isatty() and os.isatty(2)
+    except Exception:
+        return False
+
+
 def main(argv):
     opts, rest = _parse(argv)
     if not rest:
@@ -181,11 +171,16 @@ def main(argv):
                          % (sys.executable, e, sys.executable))
         return 2
     failed = [False]
+    stopped_by = [0]  # the signal that stopped the run, if one did
     recs = []
 
     def footer():
         if recs and not recs[0].finished:
             return  # stop() said why the trace is not finished
+        if stopped_by[0]:
+            sys.stderr.write(_report.stopped_line(out, stopped_by[0]) + "\n")
+            sys.stderr.flush()
+            return
         if failed[0] and not opts["quiet"]:
             _report.print_diagnosis(recs[0].path_now() if recs else out)
         sys.stderr.write(_report.written_line(out, failed[0], opts["command"]) + "\n")
@@ -193,8 +188,9 @@ def main(argv):
 
     # registered before the script's own atexit handlers, so it runs last
     atexit.register(footer)
-    gradtrace._signal_hooks.append(lambda path, signum: (failed.__setitem__(0, True), footer()))
-    gradtrace._exit_hooks.append(lambda path, status: (failed.__setitem__(0, status != 0),
+    _recording._signal_hooks.append(lambda path, signum: (stopped_by.__setitem__(0, signum),
+                                                          footer()))
+    _recording._exit_hooks.append(lambda path, status: (failed.__setitem__(0, status != 0),
                                                        footer()))
 
     # `gradtrace record` put gradtrace on PYTHONPATH: the script's children
@@ -240,10 +236,11 @@ def main(argv):
     rec = gradtrace.Recording(out, overwrite=opts["force"], max_size=opts["max_size"],
                               backward_calls=opts["window"], argv=rest,
                               keep_last=opts["keep_last"],
-                              check_saved=opts["check_saved"])
+                              check_saved=opts["check_saved"], quiet=opts["quiet"])
     recs.append(rec)
     out = rec.path  # rank N of a launched job writes out.rankN (gradtrace/_dist.py)
     rec.announce = True
+    rec.overwrite_option = "--force"
     try:
         rec.start()
     except OSError as e:
@@ -258,17 +255,21 @@ def main(argv):
 
     def hidden(frame):
         name = frame.f_code.co_filename
-        return frame in runner or name.startswith(gradtrace._PKG_DIR + os.sep) or name in runpys
+        return frame in runner or name.startswith(_recording._PKG_DIR + os.sep) or name in runpys
 
     if not opts["module"]:
         _exec_at_bottom(script)
+    if not opts["quiet"] and _stderr_is_terminal():
+        from gradtrace import _status
+        rec.status = _status.StatusLine(rec)
+        rec.status.start()
     try:
         if opts["module"]:
             _run_module_as_python_m(script)
         else:
             runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
-        code = gradtrace._exit_code(e)
+        code = _recording._exit_code(e)
         failed[0] = code != 0
         rec.stop("ok", code)
         if code == 0 and not rec.finished:
@@ -276,6 +277,7 @@ def main(argv):
         raise
     except KeyboardInterrupt as e:
         failed[0] = True
+        stopped_by[0] = signal.SIGINT
         rec.stop("signal", -1, signal.SIGINT)
         _hook_stripping(hidden)
         raise

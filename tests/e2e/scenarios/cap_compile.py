@@ -1,7 +1,9 @@
 """A torch.compile'd function (TorchDynamo, eager backend) called while
 recording, twice, with a backward each time; prints what dynamo captured.
+aot: the aot_eager backend, whose AOTAutograd calls torch.autograd.grad
+itself while it compiles (tracing the backward graph).
 
-    cap_compile.py compiled|plain"""
+    cap_compile.py compiled|aot|plain"""
 import sys
 
 import torch
@@ -14,10 +16,11 @@ def body(t):
     return (t.sin() * 2).sum()
 
 
-fn = torch.compile(body, backend="eager") if sys.argv[1] == "compiled" else body
+backend = {"compiled": "eager", "aot": "aot_eager"}.get(sys.argv[1])
+fn = torch.compile(body, backend=backend) if backend else body
 for _ in range(2):
     fn(x).backward()
 print("grad", [round(v, 5) for v in x.grad.tolist()])
-if sys.argv[1] == "compiled":
+if backend:
     from torch._dynamo.utils import counters
     print("captured", counters["stats"].get("calls_captured", 0) > 0)

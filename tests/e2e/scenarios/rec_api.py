@@ -32,9 +32,16 @@ try:
 except KeyError:
     print("propagated KeyError")
 
+notes = os.path.join(out, "notes.txt")
+with open(notes, "w") as f:
+    f.write("not a trace")
 try:
-    gradtrace.record(os.path.join(out, "with.db")).start()
-except FileExistsError:
-    print("refused to overwrite")
+    gradtrace.record(notes).start()
+except FileExistsError as e:
+    print("refused to overwrite", "overwrite=True" in str(e))
+
+with gradtrace.record(os.path.join(out, "startstop.db")):
+    torch.ones(1).add_(1)
+print("kept", os.path.exists(os.path.join(out, "startstop.db.old")))
 
 print("backward restored", torch.Tensor.backward is orig_backward)

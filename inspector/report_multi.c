@@ -1,31 +1,40 @@
-/*
- * info and diagnose over several traces: the ranks of a distributed run
- * (multi.h). `gradtrace info A B...` prints one line per rank;
- * `gradtrace diagnose A B...` (or a directory) diagnoses each trace as
- * `gradtrace diagnose --json` does, in a child process of its own, then
- * prints each rank's outcome and every distinct finding once, with the
- * ranks it was found on ("ranks 0-3").
- */
-#include <errno.h>
+/* The report of several traces (report.h's gt_multi_report): the ranks
+ * of a distributed run, each diagnosed on its own, then every distinct
+ * finding once with the ranks it was found on ("ranks 0-3"), as text or
+ * JSON; and the one-row-per-trace summary `gradtrace info A B...` prints
+ * (multi.h's gt_multi_info_db). */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
-#include "cmd.h"
 #include "multi.h"
+#include "report.h"
 #include "strbuf.h"
-#include "table_out.h"
 #include "termtext.h"
 #include "trace.h"
 
 /* ---- info ------------------------------------------------------------- */
+
+/* Set s's message (printf, the whole line after "gradtrace: "). */
+static void multi_fail(gt_rank_set *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void multi_fail(gt_rank_set *s, const char *fmt, ...)
+{
+    va_list ap;
+    if (s->err.oom)
+        gt_strbuf_release(&s->err); /* the flag sticks otherwise */
+    else
+        gt_strbuf_reset(&s->err);
+    va_start(ap, fmt);
+    gt_strbuf_vaddf(&s->err, fmt, ap);
+    va_end(ap);
+}
 
 /* One row per trace, read from the trace itself. */
 static const char info_row_sql[] =
@@ -53,16 +62,17 @@ static const char info_create_sql[] =
 
 /* Copy trace `path`'s summary row into table ranks of `out`. 0, or 2 after
  * printing why not. */
-static int info_row(sqlite3 *out, const char *path)
+static int info_row(gt_rank_set *set, sqlite3 *out, const char *path)
 {
     gt_trace *t = NULL;
     sqlite3_stmt *st = NULL, *ins = NULL;
-    int rc = 2;
-    if (gt_trace_open(path, &t) != GT_OK) {
-        fprintf(stderr, "gradtrace: %s\n", gt_trace_errmsg(t));
+    int rc = GT_ENOMEM;
+    if ((rc = gt_trace_open(path, &t)) != GT_OK) {
+        multi_fail(set, "%s", gt_trace_errmsg(t));
         gt_trace_close(t);
-        return 2;
+        return rc;
     }
+    rc = GT_ECORRUPT;
     sqlite3 *db = gt_trace_db(t);
     int v3 = gt_trace_schema_version(t) >= 3;
     char sql[sizeof info_row_sql + 128];
@@ -80,8 +90,7 @@ static int info_row(sqlite3 *out, const char *path)
     }
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
-        fprintf(stderr, "gradtrace: info: cannot read %s: %s\n", path,
-                sqlite3_errmsg(db));
+        multi_fail(set, "info: cannot read %s: %s", path, sqlite3_errmsg(db));
         goto out;
     }
     if (sqlite3_prepare_v2(out,
@@ -101,7 +110,8 @@ static int info_row(sqlite3 *out, const char *path)
     rc = 0;
     goto out;
 oom:
-    fprintf(stderr, "gradtrace: info: %s\n", sqlite3_errmsg(out));
+    rc = GT_ENOMEM;
+    multi_fail(set, "info: %s", sqlite3_errmsg(out));
 out:
     sqlite3_finalize(ins);
     sqlite3_finalize(st);
@@ -109,97 +119,26 @@ out:
     return rc;
 }
 
-int gt_multi_info(int npaths, char **paths, int json)
+int gt_multi_info_db(gt_rank_set *set, sqlite3 **out)
 {
-    gt_rank_set set;
     sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    int status = 2;
-    if (gt_rank_set_load(&set, npaths, paths) != 0) {
-        fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
-        gt_rank_set_release(&set);
-        return 2;
-    }
+    int rc = GT_ENOMEM;
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
         sqlite3_exec(db, info_create_sql, NULL, NULL, NULL) != SQLITE_OK) {
-        fprintf(stderr, "gradtrace: info: out of memory\n");
-        goto out;
+        multi_fail(set, "info: out of memory");
+        goto fail;
     }
-    for (size_t i = 0; i < set.n; i++)
-        if (info_row(db, set.v[i].path) != 0)
-            goto out;
-    if (sqlite3_prepare_v2(db, "SELECT * FROM ranks ORDER BY rowid", -1, &st, NULL) !=
-        SQLITE_OK) {
-        fprintf(stderr, "gradtrace: info: %s\n", sqlite3_errmsg(db));
-        goto out;
-    }
-    gt_table_opts o = {json ? GT_OUT_JSON : GT_OUT_TABLE, 1, 0};
-    if (gt_table_print(st, &o, stdout, NULL) != SQLITE_OK || fflush(stdout) != 0) {
-        fprintf(stderr, "gradtrace: info: cannot write the summary\n");
-        goto out;
-    }
-    status = 0;
-out:
-    sqlite3_finalize(st);
+    for (size_t i = 0; i < set->n; i++)
+        if ((rc = info_row(set, db, set->v[i].path)) != 0)
+            goto fail;
+    *out = db;
+    return 0;
+fail:
     sqlite3_close(db);
-    gt_rank_set_release(&set);
-    return status;
+    return rc;
 }
 
 /* ---- diagnose ------------------------------------------------------------ */
-
-/* Run `gradtrace diagnose --json [--backward N] path` in a child process;
- * its stdout into *out (malloc'd), its exit status into *status. 0, or -1
- * if the child could not be run. */
-static int diagnose_child(const char *path, long long backward, char **out, int *status)
-{
-    int fds[2];
-    if (pipe(fds) < 0)
-        return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        if (dup2(fds[1], STDOUT_FILENO) < 0)
-            _exit(2);
-        close(fds[1]);
-        char bw[32];
-        snprintf(bw, sizeof bw, "%lld", backward);
-        char *av[] = {"diagnose", "--json", "--backward", bw, (char *)path, NULL};
-        char *av_all[] = {"diagnose", "--json", (char *)path, NULL};
-        int rc = backward ? gt_cmd_diagnose(5, av) : gt_cmd_diagnose(3, av_all);
-        fflush(NULL);
-        _exit(rc);
-    }
-    close(fds[1]);
-    gt_strbuf b = {0};
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        gt_strbuf_add(&b, buf, (size_t)n);
-    }
-    close(fds[0]);
-    int ws = 0;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-        ;
-    *status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 2;
-    if (b.oom) {
-        free(b.p);
-        return -1;
-    }
-    *out = b.p ? b.p : strdup("");
-    return *out ? 0 : -1;
-}
 
 typedef struct group {
     char *key;
@@ -301,6 +240,10 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
         " WHEN 'backward_twice' THEN 'backward #' || (?1 ->> '$.backward.index') ||"
         "  ' reached ' || (?1 ->> '$.node.name') || ', whose saved tensors backward #' ||"
         "  (?1 ->> '$.freed_by.index') || ' already freed'"
+        " WHEN 'ddp_unused_parameters' THEN 'DistributedDataParallel got no gradient'"
+        "  || ' for ' || (SELECT group_concat(value ->> '$.name', ', ') FROM"
+        "  json_each(?1, '$.target.parameters')) || coalesce(' in backward #' ||"
+        "  (?1 ->> '$.backward.index'), '') || ', so its next forward raised'"
         " ELSE 'in-place operation on ' || coalesce((SELECT group_concat(value, ', ')"
         "  FROM json_each(?1, '$.leaf.names')), 'a leaf') ||"
         "  ', a leaf tensor that requires grad' END || '  [' || (?1 ->> '$.kind') || ']'",
@@ -474,248 +417,259 @@ static int add_ranked(gt_strbuf *b, sqlite3 *db, const char *sql, int first,
     return 0;
 }
 
-int gt_multi_diagnose(int npaths, char **paths, int json, long long backward)
+/* The state of one multi-rank report. */
+typedef struct mreport {
+    FILE *o;
+    sqlite3 *db;
+    sqlite3_stmt *kst, *fst; /* a finding's identity; a document's findings */
+    const gt_rank_set *set;
+    char **docs;
+    const int *codes;
+    group *groups;
+    size_t ngroups;
+    note_group *notes;
+    size_t nnotes;
+} mreport;
+
+/* Group the findings of every diagnosed trace by identity
+ * (gt_finding_key_sql), each group with the ranks it is on. 0, or -1 when
+ * out of memory (m->groups then holds what was grouped). */
+static int group_findings(mreport *m)
 {
-    gt_rank_set set;
-    sqlite3 *db = NULL;
-    sqlite3_stmt *kst = NULL, *fst = NULL;
-    group *groups = NULL;
-    note_group *notes = NULL;
-    size_t ngroups = 0, nnotes = 0;
-    char **docs = NULL;
-    int *codes = NULL;
-    int status = 2, any_findings = 0, any_error = 0;
-    if (gt_rank_set_load(&set, npaths, paths) != 0) {
-        fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
-        gt_rank_set_release(&set);
-        return 2;
-    }
-    docs = calloc(set.n, sizeof *docs);
-    codes = calloc(set.n, sizeof *codes);
-    if (!docs || !codes) {
-        fprintf(stderr, "gradtrace: diagnose: out of memory\n");
-        goto out;
-    }
-    /* every trace first, in children that inherit nothing of ours to free */
-    for (size_t i = 0; i < set.n; i++) {
-        if (diagnose_child(set.v[i].path, backward, &docs[i], &codes[i]) < 0) {
-            fprintf(stderr, "gradtrace: diagnose: cannot run for %s: %s\n", set.v[i].path,
-                    strerror(errno));
-            goto out;
-        }
-        if (codes[i] == 1)
-            any_findings = 1;
-        else if (codes[i] != 0 || !docs[i][0])
-            any_error = 1;
-    }
-    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, gt_finding_key_sql, -1, &kst, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
-                           -1, &fst, NULL) != SQLITE_OK) {
-        fprintf(stderr, "gradtrace: diagnose: out of memory\n");
-        goto out;
-    }
-    for (size_t i = 0; i < set.n; i++) {
-        if (codes[i] > 1 || !docs[i][0])
+    for (size_t i = 0; i < m->set->n; i++) {
+        if (m->codes[i] > 1 || !m->docs[i][0])
             continue;
         /* group its findings */
-        sqlite3_bind_text(fst, 1, docs[i], -1, SQLITE_STATIC);
-        while (sqlite3_step(fst) == SQLITE_ROW) {
+        sqlite3_bind_text(m->fst, 1, m->docs[i], -1, SQLITE_STATIC);
+        while (sqlite3_step(m->fst) == SQLITE_ROW) {
             int oom = 0;
-            const char *f = gt_column_text(fst, 0, &oom);
+            const char *f = gt_column_text(m->fst, 0, &oom);
             if (!f)
-                goto oom; /* a finding is an object, never NULL but out of memory */
-            sqlite3_bind_text(kst, 1, f, -1, SQLITE_STATIC);
-            if (sqlite3_step(kst) != SQLITE_ROW) {
-                sqlite3_reset(kst);
+                return -1; /* a finding is an object, never NULL but out of memory */
+            sqlite3_bind_text(m->kst, 1, f, -1, SQLITE_STATIC);
+            if (sqlite3_step(m->kst) != SQLITE_ROW) {
+                sqlite3_reset(m->kst);
                 continue;
             }
-            const char *key = gt_column_text(kst, 0, &oom);
+            const char *key = gt_column_text(m->kst, 0, &oom);
             if (!key)
-                goto oom; /* a grouping key is never NULL but out of memory */
+                return -1; /* a grouping key is never NULL but out of memory */
             size_t g = 0;
-            while (g < ngroups && strcmp(groups[g].key, key) != 0)
+            while (g < m->ngroups && strcmp(m->groups[g].key, key) != 0)
                 g++;
-            if (g == ngroups) {
-                group *ng = realloc(groups, (ngroups + 1) * sizeof *ng);
+            if (g == m->ngroups) {
+                group *ng = realloc(m->groups, (m->ngroups + 1) * sizeof *ng);
                 if (!ng)
-                    goto oom;
-                groups = ng;
-                memset(&groups[g], 0, sizeof groups[g]);
-                ngroups++;
-                if (!(groups[g].key = strdup(key)) || !(groups[g].doc = strdup(f)))
-                    goto oom;
+                    return -1;
+                m->groups = ng;
+                memset(&m->groups[g], 0, sizeof m->groups[g]);
+                m->ngroups++;
+                if (!(m->groups[g].key = strdup(key)) || !(m->groups[g].doc = strdup(f)))
+                    return -1;
             }
-            int64_t r = set.v[i].has_rank ? set.v[i].rank : (int64_t)i;
-            if (!groups[g].n || groups[g].ranks[groups[g].n - 1] != r) {
-                int64_t *nr = realloc(groups[g].ranks, (groups[g].n + 1) * sizeof *nr);
+            int64_t r = m->set->v[i].has_rank ? m->set->v[i].rank : (int64_t)i;
+            if (!m->groups[g].n || m->groups[g].ranks[m->groups[g].n - 1] != r) {
+                int64_t *nr =
+                    realloc(m->groups[g].ranks, (m->groups[g].n + 1) * sizeof *nr);
                 if (!nr)
-                    goto oom;
-                groups[g].ranks = nr;
-                nr[groups[g].n++] = r;
+                    return -1;
+                m->groups[g].ranks = nr;
+                nr[m->groups[g].n++] = r;
             }
-            sqlite3_reset(kst);
+            sqlite3_reset(m->kst);
         }
-        sqlite3_reset(fst);
+        sqlite3_reset(m->fst);
     }
-    if (group_notes(db, &set, docs, codes, &notes, &nnotes) < 0)
-        goto oom;
-    int any_outside = 0;
-    for (size_t g = 0; g < nnotes; g++)
-        any_outside |= notes[g].kind == GT_NOTE_OUTSIDE;
+    return 0;
+}
 
-    if (json) {
-        /* {"traces": [{rank, path, status, diagnosis}], "groups": [{ranks, finding}],
-         * "notes": [{ranks, kind, text}]} */
-        gt_strbuf b = {0};
-        gt_strbuf_add(&b, "{\"traces\":[", 11);
-        for (size_t i = 0; i < set.n; i++) {
-            char *row = NULL;
-            sqlite3_stmt *st = NULL;
-            if (sqlite3_prepare_v2(db,
-                                   "SELECT json_object('rank', ?1, 'path', ?2, 'status',"
-                                   " ?3, 'diagnosis', json(nullif(?4, '')))",
-                                   -1, &st, NULL) == SQLITE_OK) {
-                if (set.v[i].has_rank)
-                    sqlite3_bind_int64(st, 1, set.v[i].rank);
-                sqlite3_bind_text(st, 2, set.v[i].path, -1, SQLITE_STATIC);
-                sqlite3_bind_int(st, 3, codes[i]);
-                sqlite3_bind_text(st, 4, codes[i] > 1 ? "" : docs[i], -1, SQLITE_STATIC);
-                int oom = 0;
-                const char *j =
-                    sqlite3_step(st) == SQLITE_ROW ? gt_column_text(st, 0, &oom) : NULL;
-                row = j ? strdup(j) : NULL;
-            }
-            sqlite3_finalize(st);
-            if (!row) {
-                free(b.p);
-                goto oom;
-            }
-            if (i)
-                gt_strbuf_add(&b, ",", 1);
-            gt_strbuf_add(&b, row, strlen(row));
-            free(row);
-        }
-        gt_strbuf_add(&b, "],\"groups\":[", 12);
-        for (size_t g = 0; g < ngroups; g++)
-            if (add_ranked(
-                    &b, db, "SELECT json_object('ranks', json(?1), 'finding', json(?2))",
-                    g == 0, groups[g].ranks, groups[g].n, groups[g].doc, NULL) < 0) {
-                free(b.p);
-                goto oom;
-            }
-        gt_strbuf_add(&b, "],\"notes\":[", 11);
-        for (size_t g = 0; g < nnotes; g++)
-            if (add_ranked(
-                    &b, db,
-                    "SELECT json_object('ranks', json(?1), 'kind', ?2, 'text', ?3)",
-                    g == 0, notes[g].ranks, notes[g].n, note_kind_name(notes[g].kind),
-                    notes[g].text) < 0) {
-                free(b.p);
-                goto oom;
-            }
-        gt_strbuf_add(&b, "]}\n", 3);
-        if (b.oom) {
-            free(b.p);
-            goto oom;
-        }
-        fputs(b.p, stdout);
-        free(b.p);
-    } else {
-        int64_t *all = malloc((set.n ? set.n : 1) * sizeof *all);
-        if (!all)
-            goto oom;
-        for (size_t i = 0; i < set.n; i++)
-            all[i] = set.v[i].has_rank ? set.v[i].rank : (int64_t)i;
-        printf("%zu traces\n", set.n);
-        for (size_t i = 0; i < set.n; i++) {
-            printf("  %s %-4" PRId64 " ", set.v[i].has_rank ? "rank" : "#   ", all[i]);
-            gt_term_puts(stdout, set.v[i].path);
-            if (codes[i] > 1 || !docs[i][0]) {
-                printf(": not diagnosed (see the error above)\n");
-                continue;
-            }
+/* The report as JSON: {"traces": [{rank, path, status, diagnosis}],
+ * "groups": [{ranks, finding}], "notes": [{ranks, kind, text}]}. 0, or -1
+ * when out of memory. */
+static int write_json(mreport *m)
+{
+    gt_strbuf b = {0};
+    gt_strbuf_add(&b, "{\"traces\":[", 11);
+    for (size_t i = 0; i < m->set->n; i++) {
+        char *row = NULL;
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(m->db,
+                               "SELECT json_object('rank', ?1, 'path', ?2, 'status',"
+                               " ?3, 'diagnosis', json(nullif(?4, '')))",
+                               -1, &st, NULL) == SQLITE_OK) {
+            if (m->set->v[i].has_rank)
+                sqlite3_bind_int64(st, 1, m->set->v[i].rank);
+            sqlite3_bind_text(st, 2, m->set->v[i].path, -1, SQLITE_STATIC);
+            sqlite3_bind_int(st, 3, m->codes[i]);
+            sqlite3_bind_text(st, 4, m->codes[i] > 1 ? "" : m->docs[i], -1,
+                              SQLITE_STATIC);
             int oom = 0;
-            char *partial = jtext(db, "SELECT ?1 ->> '$.partial'", docs[i], &oom);
-            char *err = jtext(db,
-                              "SELECT (?1 ->> '$.error.type') || ': ' ||"
-                              " substr(?1 ->> '$.error.message', 1, coalesce(nullif("
-                              " instr(?1 ->> '$.error.message', char(10)), 0) - 1, 100))",
-                              docs[i], &oom);
-            char *nf =
-                jtext(db, "SELECT json_array_length(?1, '$.findings')", docs[i], &oom);
-            if (oom) {
-                free(partial);
-                free(err);
-                free(nf);
-                free(all);
-                goto oom;
-            }
-            printf(": %s finding%s", nf, strcmp(nf, "1") ? "s" : "");
-            if (!strcmp(partial, "1"))
-                printf("; partial trace (the process was killed or is still running)");
-            if (*err) {
-                printf("; the run raised ");
-                gt_term_puts(stdout, err);
-            }
-            putchar('\n');
+            const char *j =
+                sqlite3_step(st) == SQLITE_ROW ? gt_column_text(st, 0, &oom) : NULL;
+            row = j ? strdup(j) : NULL;
+        }
+        sqlite3_finalize(st);
+        if (!row) {
+            free(b.p);
+            return -1;
+        }
+        if (i)
+            gt_strbuf_add(&b, ",", 1);
+        gt_strbuf_add(&b, row, strlen(row));
+        free(row);
+    }
+    gt_strbuf_add(&b, "],\"groups\":[", 12);
+    for (size_t g = 0; g < m->ngroups; g++)
+        if (add_ranked(
+                &b, m->db, "SELECT json_object('ranks', json(?1), 'finding', json(?2))",
+                g == 0, m->groups[g].ranks, m->groups[g].n, m->groups[g].doc, NULL) < 0) {
+            free(b.p);
+            return -1;
+        }
+    gt_strbuf_add(&b, "],\"notes\":[", 11);
+    for (size_t g = 0; g < m->nnotes; g++)
+        if (add_ranked(&b, m->db,
+                       "SELECT json_object('ranks', json(?1), 'kind', ?2, 'text', ?3)",
+                       g == 0, m->notes[g].ranks, m->notes[g].n,
+                       note_kind_name(m->notes[g].kind), m->notes[g].text) < 0) {
+            free(b.p);
+            return -1;
+        }
+    gt_strbuf_add(&b, "]}\n", 3);
+    if (b.oom) {
+        free(b.p);
+        return -1;
+    }
+    fputs(b.p, m->o);
+    free(b.p);
+    return 0;
+}
+
+/* The report as text: each rank's outcome, the notes, then every distinct
+ * finding once. 0, or -1 when out of memory. */
+static int write_text(mreport *m, int any_outside)
+{
+    int64_t *all = malloc((m->set->n ? m->set->n : 1) * sizeof *all);
+    if (!all)
+        return -1;
+    for (size_t i = 0; i < m->set->n; i++)
+        all[i] = m->set->v[i].has_rank ? m->set->v[i].rank : (int64_t)i;
+    fprintf(m->o, "%zu traces\n", m->set->n);
+    for (size_t i = 0; i < m->set->n; i++) {
+        fprintf(m->o, "  %s %-4" PRId64 " ", m->set->v[i].has_rank ? "rank" : "#   ",
+                all[i]);
+        gt_term_puts(m->o, m->set->v[i].path);
+        if (m->codes[i] > 1 || !m->docs[i][0]) {
+            fprintf(m->o, ": not diagnosed (see the error above)\n");
+            continue;
+        }
+        int oom = 0;
+        char *partial = jtext(m->db, "SELECT ?1 ->> '$.partial'", m->docs[i], &oom);
+        char *err = jtext(m->db,
+                          "SELECT (?1 ->> '$.error.type') || ': ' ||"
+                          " substr(?1 ->> '$.error.message', 1, coalesce(nullif("
+                          " instr(?1 ->> '$.error.message', char(10)), 0) - 1, 100))",
+                          m->docs[i], &oom);
+        char *nf =
+            jtext(m->db, "SELECT json_array_length(?1, '$.findings')", m->docs[i], &oom);
+        if (oom) {
             free(partial);
             free(err);
             free(nf);
+            free(all);
+            return -1;
         }
-        if (nnotes)
-            putchar('\n');
-        for (size_t g = 0; g < nnotes; g++) {
-            gt_strbuf ranks = GT_STRBUF_INIT;
-            if (gt_format_ranks_buf(notes[g].ranks, notes[g].n, &ranks) != GT_OK) {
-                gt_strbuf_release(&ranks);
-                free(all);
-                goto oom;
-            }
-            printf("note: %s %s: %s\n", notes[g].n == 1 ? "rank" : "ranks",
-                   gt_strbuf_str(&ranks), notes[g].text);
+        fprintf(m->o, ": %s finding%s", nf, strcmp(nf, "1") ? "s" : "");
+        if (!strcmp(partial, "1"))
+            fprintf(m->o, "; partial trace (the process was killed or is still running)");
+        if (*err) {
+            fprintf(m->o, "; the run raised ");
+            gt_term_puts(m->o, err);
+        }
+        fputc('\n', m->o);
+        free(partial);
+        free(err);
+        free(nf);
+    }
+    if (m->nnotes)
+        fputc('\n', m->o);
+    for (size_t g = 0; g < m->nnotes; g++) {
+        gt_strbuf ranks = GT_STRBUF_INIT;
+        if (gt_format_ranks_buf(m->notes[g].ranks, m->notes[g].n, &ranks) != GT_OK) {
             gt_strbuf_release(&ranks);
+            free(all);
+            return -1;
         }
-        if (ngroups == 0) {
-            printf("\nno findings on any rank: no saved tensor %s modified before the "
-                   "backward that needed it\n",
-                   any_outside ? "the recording saw was" : "was");
-        } else {
-            printf("\n%zu distinct finding%s\n\n", ngroups, ngroups == 1 ? "" : "s");
-            int oom = 0;
-            for (size_t g = 0; g < ngroups && !oom; g++)
-                print_group(stdout, db, g + 1, &groups[g], set.n, &oom);
-            if (oom) {
-                free(all);
-                goto oom;
-            }
-        }
-        free(all);
+        fprintf(m->o, "note: %s %s: %s\n", m->notes[g].n == 1 ? "rank" : "ranks",
+                gt_strbuf_str(&ranks), m->notes[g].text);
+        gt_strbuf_release(&ranks);
     }
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "gradtrace: diagnose: cannot write output\n");
+    if (m->ngroups == 0) {
+        fprintf(m->o,
+                "\nno findings on any rank: no saved tensor %s modified before the "
+                "backward that needed it\n",
+                any_outside ? "the recording saw was" : "was");
+    } else {
+        fprintf(m->o, "\n%zu distinct finding%s\n\n", m->ngroups,
+                m->ngroups == 1 ? "" : "s");
+        int oom = 0;
+        for (size_t g = 0; g < m->ngroups && !oom; g++)
+            print_group(m->o, m->db, g + 1, &m->groups[g], m->set->n, &oom);
+        if (oom) {
+            free(all);
+            return -1;
+        }
+    }
+    free(all);
+    return 0;
+}
+
+/* Group the findings and notes of every diagnosed trace and write the
+ * report into o. 0, or GT_ENOMEM (o then holds a part). */
+static int multi_report(FILE *o, const gt_rank_set *set, char **docs, const int *codes,
+                        int json)
+{
+    mreport m = {.o = o, .set = set, .docs = docs, .codes = codes};
+    int rc = GT_ENOMEM;
+    if (sqlite3_open_v2(":memory:", &m.db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(m.db, gt_finding_key_sql, -1, &m.kst, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(m.db,
+                           "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
+                           -1, &m.fst, NULL) != SQLITE_OK)
         goto out;
-    }
-    status = any_findings ? 1 : any_error ? 2 : 0;
-    goto out;
-oom:
-    fprintf(stderr, "gradtrace: diagnose: out of memory\n");
+    if (group_findings(&m) < 0 ||
+        group_notes(m.db, set, docs, codes, &m.notes, &m.nnotes) < 0)
+        goto out;
+    int any_outside = 0;
+    for (size_t g = 0; g < m.nnotes; g++)
+        any_outside |= m.notes[g].kind == GT_NOTE_OUTSIDE;
+    if ((json ? write_json(&m) : write_text(&m, any_outside)) == 0)
+        rc = 0;
 out:
-    for (size_t g = 0; g < ngroups; g++) {
-        free(groups[g].key);
-        free(groups[g].doc);
-        free(groups[g].ranks);
+    for (size_t g = 0; g < m.ngroups; g++) {
+        free(m.groups[g].key);
+        free(m.groups[g].doc);
+        free(m.groups[g].ranks);
     }
-    free(groups);
-    note_groups_free(notes, nnotes);
-    for (size_t i = 0; docs && i < set.n; i++)
-        free(docs[i]);
-    free(docs);
-    free(codes);
-    sqlite3_finalize(kst);
-    sqlite3_finalize(fst);
-    sqlite3_close(db);
-    gt_rank_set_release(&set);
-    return status;
+    free(m.groups);
+    note_groups_free(m.notes, m.nnotes);
+    sqlite3_finalize(m.kst);
+    sqlite3_finalize(m.fst);
+    sqlite3_close(m.db);
+    return rc;
+}
+
+int gt_multi_report(const gt_rank_set *set, char **docs, const int *codes, int json,
+                    gt_strbuf *out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    int rc = m ? multi_report(m, set, docs, codes, json) : GT_ENOMEM;
+    if (m && fclose(m) != 0)
+        rc = GT_ENOMEM;
+    if (rc == 0 && gt_strbuf_add(out, text ? text : "", len) != 0)
+        rc = GT_ENOMEM;
+    free(text);
+    return rc;
 }

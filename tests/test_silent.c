@@ -1,0 +1,99 @@
+/* Unit tests of inspector/silent.c: writes PyTorch cannot see (a saved
+ * tensor swapped to other memory, a saved tensor's bytes changed without a
+ * version bump), on traces built by hand (no torch). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define TB_PATH_PREFIX "gt_test_silent"
+#define TB_SOURCE_FILE "/src/silent.py"
+#include "findertrace.h"
+
+/* w (tensor 10 on storage 1) saved by node 1 (MulBackward0); returns the
+ * save's seq. */
+static int64_t saved_w(tb *b)
+{
+    assert_int_equal(gt_storage(b->r, 1, 12, b->cpu), 0);
+    assert_int_equal(gt_storage(b->r, 2, 12, b->cpu), 0);
+    tb_tensor(b, 10, 1, 3, 0, 0, 1, 0, 0, 0);
+    tb_name(b, 10, "w");
+    int64_t mul = tb_op(b, "aten::mul.Tensor", GT_PHASE_FORWARD, 20, "y = x * w");
+    tb_node(b, 1, "MulBackward0", mul, 1);
+    return tb_save(b, 1, "other", 10, 0);
+}
+
+static void test_storage_swap(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "swap");
+    int64_t saved = saved_w(&b);
+    gt_swap_info sw = {.tensor = 10,
+                       .old_storage = 1,
+                       .new_storage = 2,
+                       .stack = tb_stack(&b, 21, "w.data = other")};
+    assert_int_equal(gt_storage_swap(b.r, &sw), 0);
+    gt_id bw = tb_backward(&b, 1, 0, 22);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, GT_FINDING_SILENT_STORAGE_SWAP);
+    assert_int_equal(f->v[0].tensor, 10);
+    assert_int_equal(f->v[0].node, 1);
+    assert_int_equal(f->v[0].saved_seq, saved);
+    assert_int_equal(f->v[0].backward, bw);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
+/* Fingerprints at save and at use: different bytes with no version bump
+ * are a silent write; equal ones are none. */
+static void fingerprints(uint64_t at_save, uint64_t at_use, size_t want)
+{
+    tb b;
+    tb_open(&b, want ? "prints" : "prints_same");
+    int64_t saved = saved_w(&b);
+    assert_int_equal(gt_fingerprint(b.r, saved, 0, 0, 12, at_save), 0);
+    gt_id bw = tb_backward(&b, 1, 0, 22);
+    assert_int_equal(gt_fingerprint(b.r, saved, 1, bw, 12, at_use), 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, want);
+    if (want) {
+        assert_int_equal(f->v[0].kind, GT_FINDING_SILENT_SAVED_WRITE);
+        assert_int_equal(f->v[0].tensor, 10);
+        assert_int_equal(f->v[0].node, 1);
+    }
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
+static void test_saved_bytes_changed(void **state)
+{
+    (void)state;
+    fingerprints(0x1111, 0x2222, 1);
+}
+
+static void test_saved_bytes_same(void **state)
+{
+    (void)state;
+    fingerprints(0x1111, 0x1111, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_storage_swap),
+        cmocka_unit_test(test_saved_bytes_changed),
+        cmocka_unit_test(test_saved_bytes_same),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
