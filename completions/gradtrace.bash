@@ -39,7 +39,7 @@ _gradtrace()
         return ;;
     diagnose) opts="--json -b --backward --color -h --help" ;;
     graph) opts="-o --output -f --format -b --backward -k --hops -a --all --no-legend
-                 --saved --bytes -h --help"
+                 --saved --all-saved --bytes -h --help"
         case $prev in
         -f|--format) COMPREPLY=($(compgen -W "dot svg png" -- "$cur")); return ;;
         -o|--output) COMPREPLY=($(compgen -f -- "$cur")); return ;;

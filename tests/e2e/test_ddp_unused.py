@@ -111,9 +111,11 @@ class DdpUnused(unittest.TestCase):
                            "no_grad": "cut from the loss where grad mode was off"}[reason],
                           text)
             label = {"unused": "made at", "not_on_path": "used at"}.get(reason, "cut at")
-            self.assertRegex(text, r"\n    %-11s \S*ddp_unused\.py:%d  in \w+\.%s\n"
+            # the forward's lines ran in the wrapped model: DDP's `module`
+            self.assertRegex(text, r"\n    %-11s \S*ddp_unused\.py:%d  in %s\n"
                              % (label, line_of(mark),
-                                "__init__" if reason == "unused" else "forward"))
+                                r"\w+\.__init__" if reason == "unused"
+                                else r"module \(\w+\.forward\)"))
             self.assertIn("find_unused_parameters=True", f["suggestion"])
         # the ranks read together: one finding, with the ranks that raised it
         both = gradtrace("diagnose", self.dirs[case])
