@@ -102,7 +102,9 @@ class Notebook(unittest.TestCase):
     def test_reading_from_the_kernel(self):
         outs = self.outputs(6)
         self.assertEqual(outs[0].text, "inplace_invalidated_saved\n")
-        self.assertEqual(outs[1].data["text/plain"], "[(1,)]")
+        # Trace.sql()'s Result: rows with their column names
+        self.assertEqual(outs[1].data["text/plain"],
+                         "Result(columns=('count(*)',), rows=[Row(_0=1)])")
 
     def test_dataframe(self):
         outs = self.outputs(7)

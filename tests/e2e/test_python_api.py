@@ -38,7 +38,8 @@ class Namespace(unittest.TestCase):
         sig = inspect.signature(gradtrace.record)
         params = sig.parameters
         self.assertEqual(list(params), ["path", "overwrite", "max_size", "backward_calls",
-                                        "keep_last", "check_saved", "per_rank", "argv"])
+                                        "keep_last", "check_saved", "per_rank", "argv",
+                                        "quiet"])
         for name in list(params)[1:]:
             self.assertEqual(params[name].kind, inspect.Parameter.KEYWORD_ONLY, name)
             self.assertIsNot(params[name].annotation, inspect.Parameter.empty, name)
