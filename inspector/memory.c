@@ -824,7 +824,8 @@ static int modules(const row *r, size_t n, gt_mem_module **out, size_t *nout)
                 break;
         }
     }
-    qsort(paths, np, sizeof *paths, str_cmp);
+    if (np) /* paths is NULL when there are none */
+        qsort(paths, np, sizeof *paths, str_cmp);
     if (!(mods = calloc(np + 1, sizeof *mods)) ||
         !(order = malloc((n + 1) * sizeof *order)))
         goto out;
@@ -941,7 +942,8 @@ static int measure(gt_mem_call *c, row *r, size_t n, int detailed)
         }
     }
     gt_map_clear(&holders);
-    qsort(c->tensors, c->n_tensors, sizeof *c->tensors, tensor_desc);
+    if (c->n_tensors)
+        qsort(c->tensors, c->n_tensors, sizeof *c->tensors, tensor_desc);
     return 0;
 }
 
