@@ -81,6 +81,11 @@ def test_changes_saved(h):
 '''
 
 
+HAS_PYTEST = subprocess.run([gtutil.PYTHON, "-c", "import pytest"],
+                            capture_output=True).returncode == 0
+
+
+@unittest.skipUnless(HAS_PYTEST, "pytest is not installed for %s" % gtutil.PYTHON)
 class Pytest(unittest.TestCase):
     def run_pytest(self, *options):
         d = os.path.join(gtutil.tmpdir(), "pt%d" % len(options))
