@@ -27,6 +27,7 @@
 #include <sqlite3.h>
 
 #include "cmd.h"
+#include "fingerprint.h"
 #include "multi.h"
 
 #ifndef GT_PYTHONPATH
@@ -85,11 +86,15 @@ static void usage(FILE *out)
         "                           from the end of call A-1 to the end of call B (so "
         "the\n"
         "                           forward feeding call A is included); 'A' means A-A\n"
-        "  --check-saved            fingerprint (XXH3) the bytes of every saved CPU "
-        "tensor\n"
-        "                           at save and when its node runs, to catch writes "
-        "autograd\n"
-        "                           cannot see (NumPy views, DLPack, custom kernels)\n"
+        "  --check-saved[=MODE]     fingerprint every saved CPU tensor's elements at "
+        "save\n"
+        "                           and when its node runs, to catch writes autograd "
+        "cannot\n"
+        "                           see (NumPy views, DLPack, custom kernels): sampled "
+        "(the\n"
+        "                           default: 4 KB read per tensor), full (every element;"
+        "\n"
+        "                           bare --check-saved) or off\n"
         "  --max-size SIZE          stop recording, with one warning, once the trace "
         "would\n"
         "                           grow past SIZE bytes (suffix K, M or G); the script\n"
@@ -290,7 +295,7 @@ int gt_cmd_record(int argc, char **argv)
         {"python", required_argument, NULL, 'p'},
         {"backward-calls", required_argument, NULL, 'b'},
         {"max-size", required_argument, NULL, 's'},
-        {"check-saved", no_argument, NULL, 'c'},
+        {"check-saved", optional_argument, NULL, 'c'},
         {"keep-last", required_argument, NULL, 'k'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
@@ -300,7 +305,7 @@ int gt_cmd_record(int argc, char **argv)
     const char *python = NULL;
     const char *window = NULL;
     const char *module = NULL;
-    int force = 0, quiet = 0, check_saved = 0;
+    int force = 0, quiet = 0, check_saved = GT_FP_SAMPLED;
     int64_t max_size = 0;
     long first = 0, last = 0, keep_last = 0;
     int c;
@@ -326,7 +331,14 @@ int gt_cmd_record(int argc, char **argv)
             python = optarg;
             break;
         case 'c':
-            check_saved = 1;
+            check_saved = optarg ? gt_fp_mode_parse(optarg) : GT_FP_FULL;
+            if (check_saved < 0) {
+                fprintf(stderr,
+                        "gradtrace: invalid --check-saved '%s': expected sampled, full "
+                        "or off\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'k': {
             char *end;
@@ -459,8 +471,8 @@ int gt_cmd_record(int argc, char **argv)
     av[k++] = (char *)out;
     if (force)
         av[k++] = "--force";
-    if (check_saved)
-        av[k++] = "--check-saved";
+    if (check_saved != GT_FP_SAMPLED) /* gradtrace.run's default */
+        av[k++] = check_saved == GT_FP_FULL ? "--check-saved=full" : "--check-saved=off";
     if (max_size) {
         snprintf(sizebuf, sizeof sizebuf, "%" PRId64, max_size);
         av[k++] = "--max-size";

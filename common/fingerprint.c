@@ -11,15 +11,19 @@
 #define STAGE      4096 /* bytes gathered before a streaming update */
 #define DIRECT     1024 /* a run this long is hashed where it lies */
 
-/* The view with its dimensions of size 1 dropped and each dimension merged
- * into the next where the two walk memory as one (stride = next stride *
- * next size): a contiguous view is one dimension of stride 1. */
+/* The view in memory order: its dimensions of size 1 and of stride 0 (a
+ * broadcast repeats elements already read) dropped, a reversed dimension
+ * turned forward (data moved to its lowest element), the rest sorted by
+ * decreasing stride and each merged into the one before where the two walk
+ * memory as one (stride = next stride * next size). A contiguous view, or
+ * a permutation of one (a transposed weight), is one dimension of stride
+ * 1. */
 typedef struct view {
     const unsigned char *data;
     size_t itemsize;
     int nd;
     int64_t *sizes, *strides; /* nd each; a 0-dim view is one element */
-    int64_t n;                /* elements */
+    int64_t n;                /* elements read */
 } view;
 
 /* Where the bytes go: gathered into buf (a sampled fingerprint, all of it
@@ -88,31 +92,46 @@ static void feed(sink *s, const view *v, int64_t start, int64_t count, int64_t *
     }
 }
 
-/* v from the caller's geometry into the arrays sz, st (ndim each). Returns
- * the number of elements (0: none). */
+/* v from the caller's geometry into the arrays sz, st (ndim each), data
+ * and itemsize set. Returns the number of elements (0: none). */
 static int64_t shape(view *v, int ndim, const int64_t *sizes, const int64_t *strides,
                      int64_t *sz, int64_t *st)
 {
-    int64_t n = 1;
     int nd = 0;
     for (int d = 0; d < ndim; d++) {
         if (sizes[d] == 0)
             return 0;
-        n *= sizes[d];
-        if (sizes[d] == 1)
+        if (sizes[d] == 1 || strides[d] == 0)
             continue;
-        if (nd && st[nd - 1] == strides[d] * sizes[d]) {
-            sz[nd - 1] *= sizes[d];
-            st[nd - 1] = strides[d];
+        int64_t size = sizes[d], stride = strides[d];
+        if (stride < 0) {
+            v->data += (size - 1) * stride * (int64_t)v->itemsize;
+            stride = -stride;
+        }
+        int j = nd++; /* insertion by decreasing stride */
+        for (; j > 0 && st[j - 1] < stride; j--) {
+            sz[j] = sz[j - 1];
+            st[j] = st[j - 1];
+        }
+        sz[j] = size;
+        st[j] = stride;
+    }
+    int64_t n = 1;
+    int m = 0;
+    for (int d = 0; d < nd; d++) {
+        n *= sz[d];
+        if (m && st[m - 1] == st[d] * sz[d]) {
+            sz[m - 1] *= sz[d];
+            st[m - 1] = st[d];
             continue;
         }
-        sz[nd] = sizes[d];
-        st[nd] = strides[d];
-        nd++;
+        sz[m] = sz[d];
+        st[m] = st[d];
+        m++;
     }
     v->sizes = sz;
     v->strides = st;
-    v->nd = nd;
+    v->nd = m;
     v->n = n;
     return n;
 }
@@ -135,19 +154,24 @@ int64_t gt_fp_view(const void *data, size_t itemsize, int ndim, const int64_t *s
     }
     view v = {.data = data, .itemsize = itemsize};
     int64_t out = 0;
-    if (!shape(&v, ndim, sizes, strides, sz, st)) {
-        *hash = 0;
+    if (!data) {
+        for (int d = 0; d < ndim; d++)
+            if (sizes[d] == 0) {
+                *hash = 0;
+                goto out;
+            }
+        out = -1;
         goto out;
     }
-    if (!data) {
-        out = -1;
+    if (!shape(&v, ndim, sizes, strides, sz, st)) {
+        *hash = 0;
         goto out;
     }
     unsigned char stage[STAGE];
     sink s = {.buf = stage, .cap = sizeof stage};
     int64_t bytes = v.n * (int64_t)itemsize;
     if (mode == GT_FP_FULL && v.nd <= 1 && (v.nd == 0 || v.strides[0] == 1)) {
-        *hash = XXH3_64bits(data, (size_t)bytes); /* contiguous: where it lies */
+        *hash = XXH3_64bits(v.data, (size_t)bytes); /* contiguous: where it lies */
         out = bytes;
         goto out;
     }

@@ -1,18 +1,21 @@
 /*
  * The fingerprint of a saved tensor, as both adapters take it (the
  * saved_fingerprints rows): XXH3 (libxxhash) over the bytes of the view's
- * own elements, in the row-major order of its sizes. The bytes between
- * them are never read: a [4,16] chunk with strides [48,1] hashes its 64
- * elements, not the neighbouring chunks a later in-place op may write.
+ * own elements, in memory order (its dimensions sorted by decreasing
+ * stride, a reversed one read forward, a broadcast one read once). The
+ * bytes between them are never read: a [4,16] chunk with strides [48,1]
+ * hashes its 64 elements, not the neighbouring chunks a later in-place op
+ * may write. A contiguous view, or a permutation of one (a transposed
+ * weight), is hashed as the one run of memory it is.
  *
  * GT_FP_FULL reads every element. GT_FP_SAMPLED reads at most
  * GT_FP_BUDGET bytes: every element of a view that small, else GT_FP_RUNS
- * runs of consecutive elements (in the row-major index space) spread
- * evenly from the first element to the last, both included. The elements
- * read depend only on the sizes and the itemsize, so the fingerprint taken
- * at save and the one taken at use of the same view read the same elements
- * and compare. A view of at most GT_FP_BUDGET bytes hashes the same in
- * both modes.
+ * runs of consecutive elements (in that order) spread evenly from the
+ * first element to the last, both included. The elements read depend only
+ * on the geometry and the itemsize, so the fingerprint taken at save and
+ * the one taken at use of the same view read the same elements and
+ * compare. A view of at most GT_FP_BUDGET bytes hashes the same in both
+ * modes.
  *
  * Each adapter calls gt_fp_view with what it reads off the tensor; the
  * function touches no torch or Python object, allocates nothing for views

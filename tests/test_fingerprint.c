@@ -48,26 +48,38 @@ static void test_view_skips_neighbours(void **state)
     }
 }
 
-/* Transposed, broadcast and reversed views: element order, not memory's. */
+/* Transposed, broadcast and reversed views: read in memory order, each
+ * element once. */
 static void test_view_orders(void **state)
 {
     (void)state;
-    int32_t a[6] = {1, 2, 3, 4, 5, 6}, t[6] = {1, 4, 2, 5, 3, 6};
+    int32_t a[6] = {1, 2, 3, 4, 5, 6};
     const int64_t sz[] = {3, 2}, st[] = {1, 3}, csz[] = {6}, cst[] = {1};
     uint64_t h = 0, hc = 0;
+    /* a transposed [2,3]: its memory, one run */
     assert_int_equal(gt_fp_view(a, 4, 2, sz, st, GT_FP_FULL, &h), 24);
-    assert_int_equal(gt_fp_view(t, 4, 1, csz, cst, GT_FP_FULL, &hc), 24);
+    assert_int_equal(gt_fp_view(a, 4, 1, csz, cst, GT_FP_FULL, &hc), 24);
     assert_true(h == hc);
-    /* expand: the element read once per place */
-    int32_t one = 7, seven[3] = {7, 7, 7};
+    assert_true(h == XXH3_64bits(a, sizeof a));
+    /* expand: the element read once */
+    int32_t one = 7;
     const int64_t bsz[] = {3}, bst[] = {0};
-    assert_int_equal(gt_fp_view(&one, 4, 1, bsz, bst, GT_FP_SAMPLED, &h), 12);
-    assert_true(h == XXH3_64bits(seven, sizeof seven));
-    /* flip: from the last byte backwards */
-    int32_t rev[6] = {6, 5, 4, 3, 2, 1};
+    assert_int_equal(gt_fp_view(&one, 4, 1, bsz, bst, GT_FP_SAMPLED, &h), 4);
+    assert_true(h == XXH3_64bits(&one, 4));
+    /* flip: the same elements, read forward from the lowest */
     const int64_t rst[] = {-1};
     assert_int_equal(gt_fp_view(a + 5, 4, 1, csz, rst, GT_FP_FULL, &h), 24);
-    assert_true(h == XXH3_64bits(rev, sizeof rev));
+    assert_true(h == XXH3_64bits(a, sizeof a));
+    /* every other column of a transposed [4,4], reversed: its 8 elements */
+    int32_t m[16], pick[8];
+    for (int i = 0; i < 16; i++)
+        m[i] = i * 10;
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 2; c++)
+            pick[r * 2 + c] = m[r * 4 + c * 2];
+    const int64_t vsz[] = {2, 4}, vst[] = {-2, 4};
+    assert_int_equal(gt_fp_view(m + 2, 4, 2, vsz, vst, GT_FP_FULL, &h), 32);
+    assert_true(h == XXH3_64bits(pick, sizeof pick));
     /* no element: 0 bytes, hash 0; a 0-dim tensor: its one element */
     const int64_t zsz[] = {0, 5}, zst[] = {5, 1};
     h = 9;

@@ -22,6 +22,7 @@
  * checks what they read at start-up, and the Python side falls back to the
  * dispatch adapter if not.
  */
+#include "fingerprint.h"
 #include "gt_capture.h"
 #include "torch_layout.h"
 
@@ -42,8 +43,6 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/jit/frontend/function_schema_parser.h>
 #include <torch/version.h>
-
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -759,10 +758,10 @@ inline const OpMeta *op_meta(Tls &t, const at::RecordFunction &fn)
 
 /* ---- saved tensors -------------------------------------------------------- */
 
-/* The XXH3 of the bytes CPU tensor x spans (from its data pointer over its
- * sizes and strides) into *hash, as the dispatch adapter fingerprints a
- * saved tensor. Returns the number of bytes, -1 for a tensor whose bytes
- * cannot be read here (not on the CPU, no data). */
+/* The fingerprint (common/fingerprint.h, as the dispatch adapter takes
+ * it) of CPU tensor x's own elements, in mode C->opts.check_saved, into
+ * *hash. Returns the number of bytes read, -1 for a tensor whose bytes
+ * cannot be read here (not on the CPU, no data) or with the check off. */
 int64_t fingerprint(const at::TensorBase &x, uint64_t *hash)
 {
     if (!x.defined())
@@ -770,23 +769,13 @@ int64_t fingerprint(const at::TensorBase &x, uint64_t *hash)
     const c10::TensorImpl *d = data_of(x.unsafeGetTensorImpl());
     if (d->device_type() != c10::kCPU || !d->has_storage() || !geom_ok(d))
         return -1;
-    int64_t elems = 1;
+    int64_t item = (int64_t)d->itemsize();
+    const char *base = static_cast<const char *>(d->storage().data());
     auto sizes = d->sizes();
     auto strides = d->strides();
-    for (size_t i = 0; i < sizes.size(); i++) {
-        if (sizes[i] == 0) {
-            elems = 0;
-            break;
-        }
-        elems += (sizes[i] - 1) * (strides[i] < 0 ? -strides[i] : strides[i]);
-    }
-    int64_t len = elems * (int64_t)d->itemsize();
-    const char *base = static_cast<const char *>(d->storage().data());
-    if (len && !base)
-        return -1;
-    const char *p = base + d->storage_offset() * (int64_t)d->itemsize();
-    *hash = len ? XXH3_64bits(p, (size_t)len) : 0;
-    return len;
+    return gt_fp_view(base ? base + d->storage_offset() * item : nullptr, (size_t)item,
+                      (int)sizes.size(), sizes.data(), strides.data(),
+                      C->opts.check_saved, hash);
 }
 
 struct SavedVisitor {

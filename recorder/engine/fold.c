@@ -111,7 +111,7 @@ struct gt_fold {
     gt_map stor_first; /* StorageImpl* -> first tensor id recorded on it */
     gt_map stacks;     /* stack key -> stack id */
     gt_map threads;    /* os tid -> thread id */
-    gt_map fps;        /* (node id, slot) -> saved_tensors.seq fingerprinted */
+    gt_map fps;        /* (node id, slot, FP_*) -> the fingerprint at save */
     gt_id next_tensor, next_storage;
     gt_id *bwd; /* open backward calls, innermost last */
     size_t nbwd, bwd_cap;
@@ -1034,6 +1034,9 @@ static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
         ck(f, gt_node_output(f->r, (gt_id)r->node, (int)r->output_nr, t));
 }
 
+/* What f->fps keeps of a saved tensor's fingerprint, under (node, slot). */
+enum { FP_SEQ, FP_HASH, FP_BYTES };
+
 static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
 {
     ftensor *st = r->t.impl ? tensor_known(f, r->t.impl, r->t.vc) : NULL;
@@ -1064,21 +1067,31 @@ static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
                               r->saved_version, r->is_output, r->nbytes, &sseq)) < 0 ||
         r->hashed < 0 || !sseq)
         return;
-    /* check_saved: its bytes now, and again as its node starts (on_fp_use) */
-    ck(f, gt_fingerprint(f->r, sseq, 0, 0, r->hashed, r->hash));
-    gt_map_put(&f->fps, r->node, (uintptr_t)r->slot, 0, (uint64_t)sseq);
+    /* check_saved: its fingerprint now, kept until its node starts
+     * (on_fp_use) */
+    uintptr_t slot = (uintptr_t)r->slot;
+    if (gt_map_put(&f->fps, r->node, slot, FP_SEQ, (uint64_t)sseq) < 0 ||
+        gt_map_put(&f->fps, r->node, slot, FP_HASH, r->hash) < 0 ||
+        gt_map_put(&f->fps, r->node, slot, FP_BYTES, (uint64_t)r->hashed) < 0)
+        gt_map_del(&f->fps, r->node, slot, FP_SEQ); /* unchecked, as unhashed */
 }
 
-/* check_saved: a saved tensor's bytes as its node starts in backward, once
- * (as the dispatch adapter takes them at the node's first run) */
+/* check_saved: a saved tensor's fingerprint as its node starts in backward,
+ * once (as the dispatch adapter takes it at the node's first run); the
+ * pair is written (saved_fingerprints) only when it differs from the one at
+ * save: what is the same says nothing. */
 static void on_fp_use(gt_fold *f, const gt_cap_fp_use *r)
 {
-    uint64_t *v = gt_map_get(&f->fps, r->node, (uintptr_t)r->slot, 0);
-    if (!v)
-        return;
-    if (cur_backward(f))
+    uintptr_t slot = (uintptr_t)r->slot;
+    uint64_t *v = gt_map_get(&f->fps, r->node, slot, FP_SEQ);
+    uint64_t *h = gt_map_get(&f->fps, r->node, slot, FP_HASH);
+    uint64_t *n = gt_map_get(&f->fps, r->node, slot, FP_BYTES);
+    if (v && h && n && cur_backward(f) && (*h != r->hash || (int64_t)*n != r->hashed)) {
+        ck(f, gt_fingerprint(f->r, (int64_t)*v, 0, 0, (int64_t)*n, *h));
         ck(f, gt_fingerprint(f->r, (int64_t)*v, 1, cur_backward(f), r->hashed, r->hash));
-    gt_map_del(&f->fps, r->node, (uintptr_t)r->slot, 0);
+    }
+    for (uint64_t k = FP_SEQ; k <= FP_BYTES; k++)
+        gt_map_del(&f->fps, r->node, slot, k);
 }
 
 /* A stack whose frames come in several records (GT_CAP_STACKF_MORE) is

@@ -350,8 +350,9 @@ typedef struct gt_capture_opts {
      * op's thread, without the GIL; stack is the op's stack key; writes
      * GT_CAP_NAME records through gt_capture_reserve. NULL: no names */
     void (*names)(uint32_t stack, const gt_cap_tensor *t, const gt_cap_tensor *base);
-    /* fingerprint (XXH3) the bytes of every saved CPU tensor at save and as
-     * its node starts in backward (saved_fingerprints, --check-saved) */
+    /* how every saved CPU tensor is fingerprinted at save and as its node
+     * starts in backward (GT_FP_* of common/fingerprint.h, 0 none;
+     * saved_fingerprints, --check-saved) */
     int check_saved;
 } gt_capture_opts;
 

@@ -24,6 +24,7 @@
 
 #include <gradtrace/format.h>
 
+#include "fingerprint.h"
 #include "fold.h"
 #include "gt_pyrun.h"
 #include "gt_capture.h"
@@ -42,7 +43,7 @@ typedef struct {
     int on;     /* capture running */
     int active; /* inside the recorded window */
     int forked;
-    int check_saved;       /* fingerprint saved tensors (saved_fingerprints) */
+    int check_saved;       /* GT_FP_*: how saved tensors are fingerprinted */
     PyObject *hidden;      /* tuple of path prefixes never put in stacks */
     PyObject *engine;      /* tuple of path prefixes of the engine (torch) */
     PyObject *getline;     /* linecache.getline */
@@ -541,9 +542,14 @@ static int eng_init(PyObject *op, PyObject *args, PyObject *kw)
     unsigned int keep_last = 0;
     int check_saved = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "sO!O!O|pLIp", kwlist, &path, &PyTuple_Type, &hidden, &PyTuple_Type,
+            args, kw, "sO!O!O|pLIi", kwlist, &path, &PyTuple_Type, &hidden, &PyTuple_Type,
             &engine, &getline, &overwrite, &max_bytes, &keep_last, &check_saved))
         return -1;
+    if (check_saved < GT_FP_OFF || check_saved > GT_FP_FULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "check_saved: 0 (off), 1 (sampled) or 2 (full)");
+        return -1;
+    }
     self->check_saved = check_saved;
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");

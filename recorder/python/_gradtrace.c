@@ -39,8 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
+#include "fingerprint.h"
 #include "gt_pyrun.h"
 #include "gtmap.h"
 
@@ -229,7 +228,7 @@ typedef struct gt_pyrec {
     size_t ndone_keys, capdone_keys;
     gt_scratch *spare;  /* scratch of no op in flight */
     int calls;          /* call_begin without call_end yet */
-    int check_saved;    /* fingerprint saved tensors (saved_fingerprints) */
+    int check_saved;    /* GT_FP_*: how saved tensors are fingerprinted */
     PyObject *fp;       /* dict: node id -> list of (attr, index, saved seq) */
     int quiet;          /* our own reads run ops (unpacking a saved output):
                          * they pass through unrecorded */
@@ -1543,9 +1542,10 @@ out:
     return found;
 }
 
-/* XXH3 of the bytes CPU tensor t spans (from its data pointer over its
- * sizes and strides) into *hash, their count into *len. Returns 0, or -1
- * for a tensor whose bytes cannot be read here (not on the CPU, no data). */
+/* The fingerprint (common/fingerprint.h, as the engine adapter takes it)
+ * of CPU tensor t's own elements, in mode self->check_saved, into *hash,
+ * the bytes read into *len. Returns 0, or -1 for a tensor whose bytes
+ * cannot be read here (not on the CPU, no data). */
 static int fingerprint(gt_pyrec *self, PyObject *t, uint64_t *hash, int64_t *len)
 {
     modstate *ms = STATE(self);
@@ -1563,25 +1563,14 @@ static int fingerprint(gt_pyrec *self, PyObject *t, uint64_t *hash, int64_t *len
     swallow(self);
     if (!ok)
         return -1;
-    int64_t elems = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (geom[i] == 0) {
-            elems = 0;
-            break;
-        }
-        int64_t st = geom[ndim + i] < 0 ? -geom[ndim + i] : geom[ndim + i];
-        elems += (geom[i] - 1) * st;
-    }
+    *len = gt_fp_view((const void *)(uintptr_t)dp, (size_t)itemsize, ndim, geom,
+                      geom + ndim, self->check_saved, hash);
     free(geom);
-    if (elems && !dp)
-        return -1;
-    *len = elems * itemsize;
-    *hash = *len ? XXH3_64bits((const void *)(uintptr_t)dp, (size_t)*len) : 0;
-    return 0;
+    return *len < 0 ? -1 : 0;
 }
 
 /* With check_saved: fingerprint saved tensor v (row `sseq` of node nid,
- * read again as attr[index] of the node when it runs). */
+ * read again as attr[index] of the node when it runs), kept until then. */
 static void fingerprint_saved(gt_pyrec *self, gt_id nid, int64_t sseq, PyObject *v,
                               PyObject *attr, Py_ssize_t index)
 {
@@ -1589,7 +1578,6 @@ static void fingerprint_saved(gt_pyrec *self, gt_id nid, int64_t sseq, PyObject 
     int64_t len;
     if (!self->fp || !sseq || !attr || fingerprint(self, v, &h, &len) < 0)
         return;
-    ck(self, gt_fingerprint(self->r, sseq, 0, 0, len, h));
     PyObject *key = PyLong_FromLongLong(nid);
     PyObject *list = key ? PyDict_GetItemWithError(self->fp, key) : NULL;
     if (key && !list && !PyErr_Occurred()) {
@@ -1598,7 +1586,9 @@ static void fingerprint_saved(gt_pyrec *self, gt_id nid, int64_t sseq, PyObject 
             Py_CLEAR(list);
         Py_XDECREF(list); /* the dict holds it */
     }
-    PyObject *it = list ? Py_BuildValue("(OnL)", attr, index, (long long)sseq) : NULL;
+    PyObject *it = list ? Py_BuildValue("(OnLKL)", attr, index, (long long)sseq,
+                                        (unsigned long long)h, (long long)len)
+                        : NULL;
     if (it)
         PyList_Append(list, it);
     Py_XDECREF(it);
@@ -1607,7 +1597,8 @@ static void fingerprint_saved(gt_pyrec *self, gt_id nid, int64_t sseq, PyObject 
 }
 
 /* With check_saved, when node nid runs in backward: fingerprint again what
- * it saved. */
+ * it saved; the pair is written (saved_fingerprints) only when it differs
+ * from the one at save. */
 static void fingerprint_use(gt_pyrec *self, PyObject *node, gt_id nid)
 {
     if (!self->fp)
@@ -1631,9 +1622,15 @@ static void fingerprint_use(gt_pyrec *self, PyObject *node, gt_id nid)
         uint64_t h;
         int64_t len;
         if (v && PyObject_TypeCheck(v, (PyTypeObject *)self->tensor_type) &&
-            fingerprint(self, v, &h, &len) == 0)
-            ck(self, gt_fingerprint(self->r, PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2)),
-                                    1, self->cur_backward, len, h));
+            fingerprint(self, v, &h, &len) == 0) {
+            int64_t sseq = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 2));
+            uint64_t h0 = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(it, 3));
+            int64_t len0 = PyLong_AsLongLong(PyTuple_GET_ITEM(it, 4));
+            if (!PyErr_Occurred() && (h0 != h || len0 != len)) {
+                ck(self, gt_fingerprint(self->r, sseq, 0, 0, len0, h0));
+                ck(self, gt_fingerprint(self->r, sseq, 1, self->cur_backward, len, h));
+            }
+        }
         Py_XDECREF(v);
         swallow(self);
     }
@@ -2477,10 +2474,15 @@ static int rec_init(PyObject *op, PyObject *args, PyObject *kw)
     long long max_bytes = 0;
     unsigned int batch = 0, keep_last = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "sOOOOOO!O!UO|pLIppOpI", kwlist, &path, &tt, &om, &sn, &ge, &gl,
+            args, kw, "sOOOOOO!O!UO|pLIppOiI", kwlist, &path, &tt, &om, &sn, &ge, &gl,
             &PyTuple_Type, &hid, &PyTuple_Type, &eng, &key, &via, &overwrite, &max_bytes,
             &batch, &seqnr, &untyped, &inc, &check_saved, &keep_last))
         return -1;
+    if (check_saved < GT_FP_OFF || check_saved > GT_FP_FULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "check_saved: 0 (off), 1 (sampled) or 2 (full)");
+        return -1;
+    }
     if (self->r) {
         PyErr_SetString(PyExc_RuntimeError, "recorder already open");
         return -1;

@@ -237,6 +237,7 @@ class SpawnWorker:
                         "max_size": recording.max_size,
                         "backward_calls": recording.backward_calls,
                         "keep_last": recording.keep_last,
+                        "check_saved": recording.check_saved,
                         "argv": recording.argv}
         self.announce = recording.announce
 

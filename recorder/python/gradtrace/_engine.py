@@ -121,7 +121,7 @@ class EngineRecorder:
     _gradtrace.Recorder (backward_begin/end, error, close, ...)."""
 
     def __init__(self, mod, path, *, hidden, engine, getline, overwrite, max_bytes,
-                 keep_last=0, check_saved=False):
+                 keep_last=0, check_saved=1):
         self._eng = mod.Engine(path, hidden, engine, getline, overwrite, max_bytes,
                                keep_last, check_saved)
         self._hidden = hidden + engine

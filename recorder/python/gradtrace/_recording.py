@@ -27,11 +27,29 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_fork_child)
 
 
+# check_saved's modes, as the adapters take them (common/fingerprint.h GT_FP_*)
+_CHECK_SAVED = {"off": 0, "sampled": 1, "full": 2}
+
+
+def check_saved_mode(value):
+    """The name of the check_saved mode `value` asks for: None is "sampled"
+    (the default), True "full", False "off", a name itself. Raises
+    ValueError for anything else."""
+    if value is None:
+        return "sampled"
+    if value is True or value is False:
+        return "full" if value else "off"
+    if isinstance(value, str) and value in _CHECK_SAVED:
+        return value
+    raise ValueError("check_saved must be 'sampled', 'full', 'off', True, False or None, "
+                     "not %r" % (value,))
+
+
 class Recording:
     """One trace being recorded; gradtrace.record() describes the options."""
 
     def __init__(self, path, *, overwrite=False, max_size=None, backward_calls=None,
-                 argv=None, per_rank=None, check_saved=False, keep_last=None, quiet=False):
+                 argv=None, per_rank=None, check_saved=None, keep_last=None, quiet=False):
         from . import _dist
         self.template = os.fspath(path)
         self.path = _dist.trace_path(self.template, per_rank)
@@ -58,7 +76,7 @@ class Recording:
         if self.keep_last and backward_calls is not None:
             raise ValueError("keep_last and backward_calls cannot be combined")
         self.argv = list(sys.argv if argv is None else argv)
-        self.check_saved = bool(check_saved)
+        self.check_saved = check_saved_mode(check_saved)  # "sampled", "full" or "off"
         self.quiet = bool(quiet)  # no line saying it records through the dispatch adapter
         self._rec = None
         self._mode = None
@@ -116,7 +134,7 @@ class Recording:
                 engine=(torch_dir,) + _wrapper_files() + ("<eval_with_key>",),
                 getline=linecache.getline, overwrite=self.overwrite,
                 max_bytes=self.max_size, keep_last=self.keep_last,
-                check_saved=self.check_saved)
+                check_saved=_CHECK_SAVED[self.check_saved])
         else:
             self._rec = _gradtrace.Recorder(
                 self.file,
@@ -135,7 +153,7 @@ class Recording:
                 has_sequence_nr=hasattr(torch._C._functions.AccumulateGrad, "_sequence_nr"),
                 has_untyped_storage=hasattr(torch.Tensor, "untyped_storage"),
                 increment_version=getattr(torch._C, "_increment_version", None),
-                check_saved=self.check_saved,
+                check_saved=_CHECK_SAVED[self.check_saved],
                 keep_last=self.keep_last,
             )
         if fallback and not self.quiet:
@@ -431,7 +449,8 @@ def _on_signal_exit(path, signum):
 def record(path: "str | os.PathLike[str]" = "gradtrace.db", *, overwrite: bool = False,
            max_size: Optional[int] = None,
            backward_calls: Optional[Tuple[int, int]] = None,
-           keep_last: Optional[int] = None, check_saved: bool = False,
+           keep_last: Optional[int] = None,
+           check_saved: "bool | str | None" = None,
            per_rank: Optional[bool] = None,
            argv: Optional[Sequence[str]] = None, quiet: bool = False) -> "Recording":
     """A Recording of everything autograd does, into the trace at path.
@@ -451,9 +470,11 @@ def record(path: "str | os.PathLike[str]" = "gradtrace.db", *, overwrite: bool =
     keep_last: flight recorder: keep in memory only the last N backward
         calls (and what they use); the trace is written at stop, at an
         exception, on SIGTERM and at max_size. Not with backward_calls.
-    check_saved: fingerprint every saved CPU tensor's bytes at save and at
-        its use in backward, to catch writes autograd cannot see (NumPy
-        views, DLPack, custom kernels).
+    check_saved: how every saved CPU tensor's elements are fingerprinted at
+        save and at its use in backward, to catch writes autograd cannot see
+        (NumPy views, DLPack, custom kernels): "sampled" (the default, also
+        None: at most 4 KB read per tensor, spread over all of it), "full"
+        (also True: every element) or "off" (also False).
     per_rank: in a distributed run, write rank N's trace to path with
         ".rankN" before the extension (None: when a rank is known).
     argv: the command line kept in the trace's run row (default sys.argv).

@@ -39,7 +39,8 @@ _MAIN_ANNOTATIONS = "__annotations__" in globals()
 
 def _parse(argv):
     opts = {"output": "gradtrace.db", "force": False, "max_size": 0, "window": None, "keep_last": 0,
-            "command": "gradtrace", "quiet": False, "module": False, "check_saved": False}
+            "command": "gradtrace", "quiet": False, "module": False,
+            "check_saved": "sampled"}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -49,8 +50,8 @@ def _parse(argv):
             opts[a[2:]] = True
             i += 1
             continue
-        if a == "--check-saved":
-            opts["check_saved"] = True
+        if a == "--check-saved" or a.startswith("--check-saved="):
+            opts["check_saved"] = a.partition("=")[2] or "full"
             i += 1
             continue
         if i + 1 >= len(argv):
