@@ -504,8 +504,10 @@ static char *save_call_json(qdb *db, int *rc, int64_t inner)
  * calling line), the stack of the line inside the called function that
  * used `tensor`: the first op of the call that reads it without writing it
  * (else any op of the call reading it, else the op that made the node's
- * output). The call's ops lie between its op and the last node it made.
- * 0 when the node's op is an aten op or nothing is found. */
+ * output). The call's ops lie between its op and the last node it made;
+ * they are the outer loop (CROSS JOIN), so that op_args is read by its key
+ * and never scanned whole per finding. 0 when the node's op is an aten op
+ * or nothing is found. */
 static int64_t call_inner_stack(qdb *db, int *rc, int64_t node, int64_t tensor)
 {
     char *s = qtext(
@@ -523,11 +525,13 @@ static int64_t call_inner_stack(qdb *db, int *rc, int64_t node, int64_t tensor)
                  "  AND " GT_USER_FRAME(
                      "k") " IS NOT c.f) "
                           "SELECT o.stack FROM ops o WHERE o.seq = coalesce("
-                          " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op "
+                          " (SELECT min(a.op) FROM i CROSS JOIN op_args a ON a.op = "
+                          "i.seq "
                           "WHERE a.tensor = ?2"
                           "  AND a.role = 0 AND NOT EXISTS (SELECT 1 FROM op_args w"
                           "  WHERE w.op = a.op AND w.role = 2 AND w.tensor = ?2)),"
-                          " (SELECT min(a.op) FROM op_args a JOIN i ON i.seq = a.op "
+                          " (SELECT min(a.op) FROM i CROSS JOIN op_args a ON a.op = "
+                          "i.seq "
                           "WHERE a.tensor = ?2"
                           "  AND a.role = 0),"
                           " (SELECT t.created_by FROM node_outputs no JOIN tensors t ON "
@@ -1097,26 +1101,59 @@ out:
     free(by);
 }
 
-int gt_findings_same(gt_trace *t, const gt_findings *fs, size_t *lead)
+/* gt_findings_same for the findings of backward call `bw` and those of no
+ * backward call; any other finding leads its own group (a site names its
+ * backward call, so it shares none with these) and costs no document.
+ * bw < 0: every finding. */
+static int findings_same_in(gt_trace *t, const gt_findings *fs, int64_t bw, size_t *lead)
 {
     qdb db = {.t = t, .db = gt_trace_db(t)};
     int rc = 0;
-    size_t n = fs ? fs->n : 0;
-    char **docs = n ? findings_docs(&db, &rc, fs) : NULL;
-    char **keys = calloc(n ? n : 1, sizeof *keys);
-    keyed *by = calloc(n ? n : 1, sizeof *by);
-    if (!keys || !by)
+    size_t n0 = fs ? fs->n : 0, n = 0;
+    /* the findings looked at, as a view of fs's (shallow copies) */
+    gt_findings sub = {.v = calloc(n0 ? n0 : 1, sizeof *sub.v)};
+    size_t *at = calloc(n0 ? n0 : 1, sizeof *at), *sublead = NULL;
+    char **docs = NULL, **keys = NULL;
+    keyed *by = NULL;
+    if (!sub.v || !at) {
+        rc = GT_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n0; i++) {
+        lead[i] = i;
+        if (bw < 0 || !fs->v[i].backward || fs->v[i].backward == bw) {
+            at[n] = i;
+            sub.v[n++] = fs->v[i];
+        }
+    }
+    sub.n = n;
+    docs = n ? findings_docs(&db, &rc, &sub) : NULL;
+    keys = calloc(n ? n : 1, sizeof *keys);
+    by = calloc(n ? n : 1, sizeof *by);
+    sublead = calloc(n ? n : 1, sizeof *sublead);
+    if (!keys || !by || !sublead)
         rc = GT_ENOMEM;
     if (!rc)
-        same_groups(&db, &rc, docs, n, keys, by, lead);
+        same_groups(&db, &rc, docs, n, keys, by, sublead);
+    for (size_t i = 0; !rc && i < n; i++)
+        lead[at[i]] = at[sublead[i]];
     for (size_t i = 0; i < n; i++) {
         free(docs ? docs[i] : NULL);
         free(keys ? keys[i] : NULL);
     }
+out:
     free(docs);
     free(keys);
     free(by);
+    free(sublead);
+    free(at);
+    free(sub.v);
     return rc;
+}
+
+int gt_findings_same(gt_trace *t, const gt_findings *fs, size_t *lead)
+{
+    return findings_same_in(t, fs, -1, lead);
 }
 
 /* ---- notes ------------------------------------------------------------- */
@@ -1338,10 +1375,17 @@ int gt_graph_build_focused(gt_trace *t, gt_graph_options *opts, gt_graph **out,
     if (rc != 0)
         gt_strbuf_addf(notes, "cannot diagnose, drawing without findings: %s\n",
                        gt_trace_errmsg(t));
-    /* findings diagnose prints as one ("repeated N times") count once */
+    /* findings diagnose prints as one ("repeated N times") count once; only
+     * those of the backward call drawn are compared (as the graph picks it:
+     * the option, else the first to fail's, else the first finding's) */
     if (findings) {
+        int64_t bw = opts->backward;
+        for (int pass = 0; !bw && pass < 2; pass++)
+            for (size_t i = 0; !bw && i < findings->n; i++)
+                if (findings->v[i].backward > 0 && (pass || findings->v[i].first_to_fail))
+                    bw = findings->v[i].backward;
         lead = calloc(findings->n ? findings->n : 1, sizeof *lead);
-        if (!lead || gt_findings_same(t, findings, lead) != 0) {
+        if (!lead || findings_same_in(t, findings, bw ? bw : -1, lead) != 0) {
             rc = gt__trace_fail(t, lead ? GT_ECORRUPT : GT_ENOMEM, "%s",
                                 lead ? "cannot read the findings" : "out of memory");
             goto out;

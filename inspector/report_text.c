@@ -766,7 +766,7 @@ static const char *writes_label(const char *kind, const char *op)
 {
     return !strcmp(kind, "silent_storage_write")  ? "written at"
            : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at" : "swapped at")
-           : !strcmp(kind, "silent_saved_write")  ? "touched at"
+           : !strcmp(kind, "silent_saved_write")  ? "written at"
            : !strcmp(kind, "unexplained")         ? "last written"
                                                   : "modified at";
 }

@@ -11,12 +11,16 @@
  * later gives the interval it happened in (the last op that saw the old
  * storage, and the op or backward call that noticed the new one).
  *
- * silent_saved_write: with --check-saved, the fingerprint of a saved
- * tensor's bytes when its node ran differs from the one at save, and no
- * version bump explains it: something autograd cannot see wrote the memory
- * (a NumPy view, DLPack, __array_interface__, a custom kernel). Listed with
- * it: the recorded ops between save and use that took a tensor on the same
- * storage (the events that could reach that memory). */
+ * silent_saved_write: the fingerprint of a saved tensor's elements when its
+ * node ran (saved_fingerprints, sampled by default, --check-saved=full for
+ * every element) differs from the one at save, and no version bump
+ * explains it: something autograd cannot see wrote the memory (a NumPy
+ * view, DLPack, __array_interface__, a custom kernel). Its writes are the
+ * recorded ops between save and use that wrote a tensor on the same
+ * storage, if any; a write outside torch has no op, and the fix says after
+ * which line it happened: the last recorded op that made a tensor on that
+ * memory (`detach`, a view: what was handed out). A finding of the sampled
+ * check says so. */
 #include "diagnose_int.h"
 
 #include <stdio.h>
@@ -104,20 +108,74 @@ static const char sql_prints[] =
     "   AND b.version > st.version)"
     " ORDER BY u.seq";
 
-/* The ops between a save and its use taking a tensor on the same storage. */
-static const char sql_touch[] =
-    "SELECT a.op, min(a.tensor) FROM op_args a JOIN tensors t ON t.id = a.tensor"
-    " WHERE t.storage = ?1 AND a.op > ?2 AND a.op < ?3 GROUP BY a.op ORDER BY a.op"
-    " LIMIT 32";
+/* The recorded writes between a save and its use to a tensor on the same
+ * storage (from the tensors on it: the storage and written-argument
+ * indexes, never a scan of op_args). */
+static const char sql_writes[] =
+    "SELECT a.op, min(a.tensor) FROM tensors t JOIN op_args a ON a.tensor = t.id"
+    " AND a.role = 2 WHERE t.storage = ?1 AND a.op > ?2 AND a.op < ?3"
+    " GROUP BY a.op ORDER BY a.op LIMIT 32";
+
+/* The last recorded op between a save and its use that made a tensor on
+ * the same storage (`detach`, a view: memory handed out), with its name. */
+static const char sql_handed[] =
+    "SELECT o.stack, s.text FROM tensors t JOIN ops o ON o.seq = t.created_by"
+    " JOIN strings s ON s.id = o.name WHERE t.storage = ?1 AND t.created_by > ?2"
+    " AND t.created_by < ?3 ORDER BY t.created_by DESC LIMIT 1";
+
+/* How the run fingerprinted saved tensors: run.options.check_saved, a mode
+ * name, or true (a trace from before the modes: every byte). */
+static const char sql_mode[] =
+    "SELECT CASE json_type(options, '$.check_saved') WHEN 'true' THEN 'full'"
+    " WHEN 'text' THEN json_extract(options, '$.check_saved') END FROM run"
+    " WHERE json_valid(options)";
+
+/* The fix of a saved write: what wrote it, after which line (handed: the
+ * handing-out op's stack and name, else none), and whether the check that
+ * found it was sampled. Returns the malloc'd text, NULL when out of memory
+ * (with the message on t). */
+static char *saved_write_fix(gt_trace *t, sqlite3_stmt *handed, int sampled)
+{
+    char *after = NULL;
+    gt_strbuf buf = GT_STRBUF_INIT;
+    gt_strbuf_adds(&buf, "the saved bytes changed with no version bump: a write autograd "
+                         "cannot see (a NumPy view, DLPack, __array_interface__, a "
+                         "custom kernel)");
+    if (sqlite3_step(handed) == SQLITE_ROW) {
+        if (where(t, handed, 0, &after) != 0) {
+            gt_strbuf_release(&buf);
+            return NULL;
+        }
+        if (after)
+            gt_strbuf_addf(&buf,
+                           ", after %s (%s, the last recorded op to hand this "
+                           "memory out)",
+                           after, (const char *)sqlite3_column_text(handed, 1));
+    }
+    gt_strbuf_adds(&buf, "; clone() the tensor before handing its memory out, or write "
+                         "through a torch op");
+    if (sampled)
+        gt_strbuf_adds(&buf, " (found by the sampled check, which reads a few KB of each "
+                             "saved tensor; --check-saved=full reads every element)");
+    free(after);
+    char *out = gt_strbuf_detach(&buf);
+    if (!out)
+        gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    return out;
+}
 
 static int saved_writes(gt_trace *t, int64_t only, gt_findings *f)
 {
     sqlite3 *db = gt_trace_db(t);
-    sqlite3_stmt *st = NULL, *touch = NULL;
-    int rc = 0, s;
+    sqlite3_stmt *st = NULL, *writes = NULL, *handed = NULL, *mode = NULL;
+    int rc = 0, s, sampled = 0;
     if (sqlite3_prepare_v2(db, sql_prints, -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, sql_touch, -1, &touch, NULL) != SQLITE_OK)
+        sqlite3_prepare_v2(db, sql_writes, -1, &writes, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql_handed, -1, &handed, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql_mode, -1, &mode, NULL) != SQLITE_OK)
         goto fail_sql;
+    if (sqlite3_step(mode) == SQLITE_ROW && sqlite3_column_text(mode, 0))
+        sampled = !strcmp((const char *)sqlite3_column_text(mode, 0), "sampled");
     sqlite3_bind_int64(st, 1, only);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         gt_finding *x = append(f);
@@ -129,25 +187,26 @@ static int saved_writes(gt_trace *t, int64_t only, gt_findings *f)
         x->node = sqlite3_column_int64(st, 2);
         x->tensor = sqlite3_column_int64(st, 3);
         x->saved_version = sqlite3_column_int64(st, 4);
-        sqlite3_reset(touch);
-        sqlite3_bind_int64(touch, 1, sqlite3_column_int64(st, 6));
-        sqlite3_bind_int64(touch, 2, x->saved_seq);
-        sqlite3_bind_int64(touch, 3, sqlite3_column_int64(st, 5));
-        while (sqlite3_step(touch) == SQLITE_ROW) {
+        sqlite3_stmt *q[] = {writes, handed};
+        for (int i = 0; i < 2; i++) {
+            sqlite3_reset(q[i]);
+            sqlite3_bind_int64(q[i], 1, sqlite3_column_int64(st, 6));
+            sqlite3_bind_int64(q[i], 2, x->saved_seq);
+            sqlite3_bind_int64(q[i], 3, sqlite3_column_int64(st, 5));
+        }
+        while (sqlite3_step(writes) == SQLITE_ROW) {
             gt_mutation *m = realloc(x->mutations, (x->n_mutations + 1) * sizeof *m);
             if (!m)
                 goto nomem;
             x->mutations = m;
-            m[x->n_mutations++] = (gt_mutation){.seq = sqlite3_column_int64(touch, 0),
-                                                .tensor = sqlite3_column_int64(touch, 1),
+            m[x->n_mutations++] = (gt_mutation){.seq = sqlite3_column_int64(writes, 0),
+                                                .tensor = sqlite3_column_int64(writes, 1),
                                                 .version_after = -1};
         }
-        x->suggestion = strdup(
-            "the saved bytes changed with no version bump: a write autograd cannot see "
-            "(a NumPy view, DLPack, __array_interface__, a custom kernel); clone() the "
-            "tensor before handing its memory out, or write through a torch op");
-        if (!x->suggestion)
-            goto nomem;
+        if (!(x->suggestion = saved_write_fix(t, handed, sampled))) {
+            rc = GT_ENOMEM;
+            goto out;
+        }
     }
     if (s != SQLITE_DONE)
         goto fail_sql;
@@ -159,7 +218,9 @@ fail_sql:
     rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
     sqlite3_finalize(st);
-    sqlite3_finalize(touch);
+    sqlite3_finalize(writes);
+    sqlite3_finalize(handed);
+    sqlite3_finalize(mode);
     return rc;
 }
 
