@@ -13,10 +13,14 @@ backward, optimizer step) on one thread. Modes:
   anomaly   torch.autograd.set_detect_anomaly(True)
   engine    gradtrace.record(...) through the engine adapter
             (at::RecordFunction capture, GRADTRACE_ADAPTER=engine); rows go
-            to the row log during the run and into SQLite at close
+            to the row log during the run and into SQLite at close; saved
+            tensors fingerprinted as by default (check_saved="sampled")
+  engine_fp_off  the same with check_saved="off": no fingerprint
+  engine_fp_full  the same with check_saved="full": every saved element
   engine_direct  the same with every row inserted into SQLite as it comes
             (GRADTRACE_ROW_LOG=0: the writer before the row log)
   dispatch  gradtrace.record(...) through the dispatch adapter
+  dispatch_fp_off  the same with check_saved="off"
   gt_idle   the dispatch adapter with its window closed (backward_calls far
             ahead): the floor of that adapter's own entry point
   keep2     gradtrace.record(..., keep_last=2) through the engine adapter:
@@ -30,7 +34,10 @@ indexes, WAL checkpoint) is printed on its own lines (`_close` wall,
 step beside plain's (`_with_close_vs_plain`). Figures: process CPU
 (every thread, the engine's background fold included), training-thread CPU
 and wall, per step; ns per recorded op (process CPU above plain, divided by
-the ops the trace holds). The modes are interleaved in each round (the
+the ops the trace holds). With engine and engine_fp_off both run, what the
+default fingerprints cost is printed as a share of recording without them
+(`_fp_cost`: process CPU of loop and close, engine over engine_fp_off;
+likewise dispatch). The modes are interleaved in each round (the
 machine is shared; wall time drifts); each figure is the median of the
 rounds. Prints `name: value unit` lines and ratios to plain; never fails.
 """
@@ -85,7 +92,9 @@ def block():
 
 MODELS = {"mlp": mlp, "cnn": cnn, "block": block}
 RECORDING = ("engine", "engine_direct", "dispatch", "gt_idle", "keep2",
-             "keep2_dispatch")
+             "keep2_dispatch", "engine_fp_off", "engine_fp_full", "dispatch_fp_off")
+# check_saved of each recording mode (the default, sampled, where not named)
+CHECK_SAVED = {"engine_fp_off": "off", "engine_fp_full": "full", "dispatch_fp_off": "off"}
 
 
 def train(model, opt, x, y, steps):
@@ -116,10 +125,12 @@ def measure(build, mode, steps, tmp, counter):
         path = os.path.join(tmp, "bench%d.db" % counter[0])
         window = (10 ** 6, 10 ** 6) if mode == "gt_idle" else None
         keep = 2 if mode.startswith("keep2") else None
-        engine = mode in ("engine", "engine_direct", "keep2")
+        engine = mode in ("engine", "engine_direct", "keep2", "engine_fp_off",
+                          "engine_fp_full")
         os.environ["GRADTRACE_ADAPTER"] = "engine" if engine else "dispatch"
         os.environ["GRADTRACE_ROW_LOG"] = "0" if mode == "engine_direct" else "1"
-        rec = gradtrace.record(path, backward_calls=window, keep_last=keep)
+        rec = gradtrace.record(path, backward_calls=window, keep_last=keep,
+                               check_saved=CHECK_SAVED.get(mode))
         rec.start()
         if engine and rec.adapter != "engine":
             rec.stop()
@@ -198,7 +209,15 @@ def main():
                 for i, c in enumerate(clock_names):
                     print("%s_%s_%s_vs_plain: %.2f x" % (name, m, c,
                                                          med[m][i] / med["plain"][i]))
-            for m in ("engine", "engine_direct", "dispatch", "keep2", "keep2_dispatch"):
+            for m, off in (("engine", "engine_fp_off"), ("dispatch", "dispatch_fp_off"),
+                           ("engine_fp_full", "engine_fp_off")):
+                if m in med and off in med and closes[m] and closes[off]:
+                    with_fp = med[m][0] + statistics.median(c[1] for c in closes[m])
+                    without = med[off][0] + statistics.median(c[1] for c in closes[off])
+                    print("%s_%s_fp_cost: %.1f %% (of %s)" % (
+                        name, m, 100 * (with_fp - without) / without, off))
+            for m in ("engine", "engine_direct", "dispatch", "keep2", "keep2_dispatch",
+                      "engine_fp_off", "engine_fp_full", "dispatch_fp_off"):
                 if m in med and closes[m]:
                     wall = statistics.median(c[0] for c in closes[m])
                     cpu = statistics.median(c[1] for c in closes[m])
