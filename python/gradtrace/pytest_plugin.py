@@ -7,6 +7,8 @@ source tree, `pytest -p gradtrace.pytest_plugin --gradtrace`.
     pytest --gradtrace                      traces in .gradtrace/
     pytest --gradtrace --gradtrace-dir=DIR  traces in DIR
     pytest --gradtrace --gradtrace-fixtures record the fixtures too
+    pytest --gradtrace --gradtrace-check-saved=full  fingerprint every saved
+                                            element (default sampled; off)
 
 Each test's call phase (with --gradtrace-fixtures, its setup too: the
 fixtures it uses) is recorded into DIR/<test id>.db. A forward run in a
@@ -35,6 +37,10 @@ def pytest_addoption(parser):
     group.addoption("--gradtrace-fixtures", action="store_true", default=False,
                     help="with --gradtrace, record each test's fixtures (its setup) too, "
                          "so that tensors a fixture makes are in the trace")
+    group.addoption("--gradtrace-check-saved", default="sampled", metavar="MODE",
+                    choices=("sampled", "full", "off"),
+                    help="with --gradtrace, how saved tensors are fingerprinted to catch "
+                         "writes autograd cannot see: sampled (default), full or off")
 
 
 def _trace_path(item):
@@ -52,7 +58,8 @@ def _start(item):
     import gradtrace
     path = _trace_path(item)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    rec = gradtrace.Recording(path, overwrite=True, argv=["pytest", item.nodeid])
+    rec = gradtrace.Recording(path, overwrite=True, argv=["pytest", item.nodeid],
+                              check_saved=item.config.getoption("gradtrace_check_saved"))
     try:
         rec.start()
     except (RuntimeError, OSError) as e:

@@ -47,6 +47,15 @@ class Namespace(unittest.TestCase):
         with self.assertRaises(TypeError):
             gradtrace.record("x.db", overwrit=True)
 
+    def test_check_saved_modes(self):
+        # None (the default) samples; True and False are full and off
+        for value, mode in ((None, "sampled"), (True, "full"), (False, "off"),
+                            ("sampled", "sampled"), ("full", "full"), ("off", "off")):
+            self.assertEqual(gradtrace.record("x.db", check_saved=value).check_saved, mode)
+        for bad in ("on", 1, "FULL"):
+            with self.assertRaises(ValueError):
+                gradtrace.record("x.db", check_saved=bad)
+
 
 class Sql(unittest.TestCase):
     @classmethod
