@@ -186,8 +186,17 @@ int64_t gt_fp_view(const void *data, size_t itemsize, int ndim, const int64_t *s
         /* run k starts at k * (n - per) / (runs - 1): the first at 0, the
          * last ending at the last element, computed without overflow */
         int64_t span = v.n - per, q = span / (runs - 1), r = span % (runs - 1);
-        for (int64_t k = 0; k < runs; k++)
-            feed(&s, &v, k * q + k * r / (runs - 1), per, idx);
+        size_t run = (size_t)per * itemsize;
+        for (int64_t k = 0; k < runs; k++) {
+            int64_t at = k * q + k * r / (runs - 1);
+            if (v.nd == 1 && v.strides[0] == 1) { /* contiguous: copy the run */
+                memcpy(s.buf + s.len, v.data + at * (int64_t)itemsize, run);
+                s.len += run;
+                s.total += (int64_t)run;
+            } else {
+                feed(&s, &v, at, per, idx);
+            }
+        }
     } else {
         XXH3_state_t state;
         XXH3_INITSTATE(&state);
