@@ -169,8 +169,8 @@ def main():
     # thread alone: the fold thread's work then all lands in the close
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--models", default="mlp,cnn,block")
-    ap.add_argument("--modes", default="plain,floor,anomaly,engine,engine_direct,"
-                    "dispatch,gt_idle,keep2,keep2_dispatch",
+    ap.add_argument("--modes", default="plain,floor,anomaly,engine,engine_fp_off,"
+                    "engine_direct,dispatch,dispatch_fp_off,gt_idle,keep2,keep2_dispatch",
                     help="modes to interleave (plain, the anchor, is always run)")
     args = ap.parse_args()
     torch.set_num_threads(1)
