@@ -165,6 +165,17 @@ static char *saved_write_fix(gt_trace *t, sqlite3_stmt *handed, int sampled)
     return out;
 }
 
+/* 1 if one of f's first n findings already says how the tensor saved at
+ * `saved_seq` changed before backward call `bw` (a recorded write through an
+ * alias, silent_storage_write): its changed fingerprint says no more. */
+static int explained(const gt_findings *f, size_t n, int64_t bw, int64_t saved_seq)
+{
+    for (size_t i = 0; i < n; i++)
+        if (f->v[i].saved_seq == saved_seq && f->v[i].backward == bw)
+            return 1;
+    return 0;
+}
+
 static int saved_writes(gt_trace *t, int64_t only, gt_findings *f)
 {
     sqlite3 *db = gt_trace_db(t);
@@ -178,7 +189,11 @@ static int saved_writes(gt_trace *t, int64_t only, gt_findings *f)
     if (sqlite3_step(mode) == SQLITE_ROW && sqlite3_column_text(mode, 0))
         sampled = !strcmp((const char *)sqlite3_column_text(mode, 0), "sampled");
     sqlite3_bind_int64(st, 1, only);
+    size_t before = f->n; /* the finders' before this one */
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (explained(f, before, sqlite3_column_int64(st, 0),
+                      sqlite3_column_int64(st, 1)))
+            continue;
         gt_finding *x = append(f);
         if (!x)
             goto nomem;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,12 +89,81 @@ static void test_saved_bytes_same(void **state)
     fingerprints(0x1111, 0x1111, 0);
 }
 
+/* w's memory handed out (a detach at line 22 makes tensor 11 on its
+ * storage, with a counter of its own) after a read at line 21, then its
+ * bytes changed: the fix names the hand-out, the read is no write. With
+ * `writer`, an op at line 24 writes tensor 11 (no bump of w's counter): the
+ * silent_storage_write of that write is the one finding, the changed
+ * fingerprint adds none. Recorded with check_saved `mode`. */
+static gt_findings *handed_out(const char *mode, int writer)
+{
+    tb b;
+    tb_open(&b, writer ? "handed_write" : "handed");
+    char opts[64];
+    snprintf(opts, sizeof opts, "{\"check_saved\":\"%s\"}", mode);
+    gt_run_info ri = {.options_json = opts, .rank = -1, .local_rank = -1};
+    assert_int_equal(gt_run_set(b.r, &ri), 0);
+    int64_t saved = saved_w(&b);
+    int64_t sum = tb_op(&b, "aten::sum", GT_PHASE_FORWARD, 21, "w.sum()");
+    assert_int_equal(gt_op_arg(b.r, sum, GT_ROLE_INPUT, 0, 10, 0), 0);
+    int64_t det =
+        tb_op(&b, "aten::detach", GT_PHASE_FORWARD, 22, "v = w.detach().numpy()");
+    assert_int_equal(gt_op_arg(b.r, det, GT_ROLE_INPUT, 0, 10, 0), 0);
+    int64_t shape[1] = {3}, strides[1] = {1};
+    gt_tensor_info t = {.id = 11,
+                        .storage = 1,
+                        .dtype = b.dtype,
+                        .ndim = 1,
+                        .shape = shape,
+                        .strides = strides,
+                        .created_by = det,
+                        .version_counter = 11};
+    assert_int_equal(gt_tensor(b.r, &t), 0);
+    assert_int_equal(gt_op_arg(b.r, det, GT_ROLE_OUTPUT, 0, 11, 0), 0);
+    int64_t wr = 0;
+    if (writer) {
+        wr = tb_op(&b, "mylib::fill_", GT_PHASE_FORWARD, 24, "mylib.fill_(v)");
+        assert_int_equal(gt_op_arg(b.r, wr, GT_ROLE_MUTATED, 0, 11, 0), 0);
+    }
+    gt_id bw = tb_backward(&b, 1, 0, 25);
+    assert_int_equal(gt_fingerprint(b.r, saved, 0, 0, 12, 0x1111), 0);
+    assert_int_equal(gt_fingerprint(b.r, saved, 1, bw, 12, 0x2222), 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    unlink(b.path);
+    assert_int_equal(f->n, 1);
+    assert_int_equal(f->v[0].kind, writer ? GT_FINDING_SILENT_STORAGE_WRITE
+                                          : GT_FINDING_SILENT_SAVED_WRITE);
+    assert_int_equal(f->v[0].n_mutations, writer ? 1 : 0);
+    if (writer)
+        assert_int_equal(f->v[0].mutations[0].seq, wr);
+    return f;
+}
+
+static void test_saved_write_handed_out(void **state)
+{
+    (void)state;
+    gt_findings *f = handed_out("sampled", 0);
+    const char *fix = f->v[0].suggestion;
+    assert_non_null(strstr(fix, ", after /src/silent.py:22 (aten::detach, the last"));
+    assert_non_null(strstr(fix, "found by the sampled check"));
+    gt_findings_free(f);
+    f = handed_out("full", 0);
+    fix = f->v[0].suggestion;
+    assert_non_null(strstr(fix, ", after /src/silent.py:22 (aten::detach"));
+    assert_null(strstr(fix, "sampled"));
+    gt_findings_free(f);
+    gt_findings_free(handed_out("sampled", 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_storage_swap),
         cmocka_unit_test(test_saved_bytes_changed),
         cmocka_unit_test(test_saved_bytes_same),
+        cmocka_unit_test(test_saved_write_handed_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
