@@ -1,7 +1,8 @@
 """What recording costs, in instructions: bench_overhead.py's loops counted by callgrind.
 
     python bench/bench_overhead_ir.py [--steps 60] [--warm 100] [--models mlp,cnn]
-                                      [--modes plain,engine,keep2] [--keep DIR]
+                                      [--modes plain,engine,engine_fp_off,keep2]
+                                      [--keep DIR]
 
 CPU time on a shared machine moves with the load (bench_overhead.py's ratios
 move by about 0.15 between runs on a loaded 2-core host); instruction counts do not. Each
@@ -12,7 +13,10 @@ is switched on (callgrind_control) for exactly the measured steps, every
 thread counted: the training thread and, in engine mode, the fold thread
 persisting what was captured (the trace's close is not counted). Prints
 `name: value unit` lines: instructions per step for each mode, and each
-recording mode's ratio to plain, the anchor counted in the same run. Prints
+recording mode's ratio to plain, the anchor counted in the same run, and
+with engine and engine_fp_off (check_saved="off") both run, what the
+default fingerprints add to recording (`_fp_cost_ir`, engine over
+engine_fp_off). Prints
 a note and nothing else when valgrind is missing; never fails.
 """
 import argparse
@@ -41,7 +45,8 @@ def child(mode, model_name, steps, flag, warm):
     for phase, n in enumerate((3, warm, steps)):
         if phase == 1 and mode != "plain":
             os.environ["GRADTRACE_ADAPTER"] = "dispatch" if mode == "dispatch" else "engine"
-            rec = gradtrace.record(flag + ".db", keep_last=2 if mode == "keep2" else 0)
+            rec = gradtrace.record(flag + ".db", keep_last=2 if mode == "keep2" else 0,
+                                   check_saved="off" if mode == "engine_fp_off" else None)
             rec.start()
         if phase == 2:
             # the fold thread persists on its own clock: fold what came
@@ -111,9 +116,10 @@ def main():
     ap.add_argument("--warm", type=int, default=100,
                     help="steps recorded before the counted window (default 100)")
     ap.add_argument("--models", default="mlp,cnn")
-    ap.add_argument("--modes", default="plain,engine,keep2",
-                    help="plain (the anchor, always run), engine, dispatch, keep2 "
-                    "(the engine with keep_last=2)")
+    ap.add_argument("--modes", default="plain,engine,engine_fp_off,keep2",
+                    help="plain (the anchor, always run), engine, engine_fp_off (the "
+                    "engine with check_saved='off'), dispatch, keep2 (the engine with "
+                    "keep_last=2)")
     ap.add_argument("--keep", metavar="DIR",
                     help="leave callgrind's output files in DIR (model-mode.cg)")
     args = ap.parse_args()
@@ -122,7 +128,7 @@ def main():
         return
     modes = ["plain"] + [m for m in args.modes.split(",") if m and m != "plain"]
     for m in modes:
-        if m not in ("plain", "engine", "dispatch", "keep2"):
+        if m not in ("plain", "engine", "engine_fp_off", "dispatch", "keep2"):
             ap.error("unknown mode %r" % m)
     with tempfile.TemporaryDirectory(prefix="gtbench-ir-") as tmp:
         for model in args.models.split(","):
@@ -146,6 +152,9 @@ def main():
             for m in modes[1:]:
                 if got[m] and got["plain"]:
                     print("%s_%s_ir_vs_plain: %.2f x" % (model, m, got[m] / got["plain"]))
+            if got.get("engine") and got.get("engine_fp_off"):
+                print("%s_engine_fp_cost_ir: %.1f %% (of engine_fp_off)" % (
+                    model, 100 * (got["engine"] - got["engine_fp_off"]) / got["engine_fp_off"]))
 
 
 if __name__ == "__main__":
