@@ -97,6 +97,10 @@ static void fingerprint_saved(gt_pyrec *self, gt_id nid, int64_t sseq, PyObject 
     int64_t len;
     if (!self->fp || !sseq || !attr || fingerprint(self, v, &h, &len) < 0)
         return;
+    /* a node that never runs in backward leaves its entry: past this many
+     * nodes the ones saved so far go unchecked, as the engine adapter's */
+    if (PyDict_GET_SIZE(self->fp) >= (1 << 16))
+        PyDict_Clear(self->fp);
     PyObject *key = PyLong_FromLongLong(nid);
     PyObject *list = key ? PyDict_GetItemWithError(self->fp, key) : NULL;
     if (key && !list && !PyErr_Occurred()) {

@@ -1034,8 +1034,13 @@ static void on_node_out(gt_fold *f, const gt_cap_node_out *r)
         ck(f, gt_node_output(f->r, (gt_id)r->node, (int)r->output_nr, t));
 }
 
-/* What f->fps keeps of a saved tensor's fingerprint, under (node, slot). */
+/* What f->fps keeps of a saved tensor's fingerprint, under (node, slot),
+ * and how many entries it holds at most: a node that never runs in
+ * backward (a forward under grad mode whose graph is dropped) leaves its
+ * entries, so past the cap the map is emptied and the nodes saved so far go
+ * unchecked (some 87,000 saved tensors at once, about 10 MB). */
 enum { FP_SEQ, FP_HASH, FP_BYTES };
+#define FP_MAX_ENTRIES (1u << 18)
 
 static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
 {
@@ -1070,6 +1075,8 @@ static void on_saved(gt_fold *f, flane *l, const gt_cap_saved *r)
     /* check_saved: its fingerprint now, kept until its node starts
      * (on_fp_use) */
     uintptr_t slot = (uintptr_t)r->slot;
+    if (f->fps.len >= FP_MAX_ENTRIES)
+        gt_map_clear(&f->fps);
     if (gt_map_put(&f->fps, r->node, slot, FP_SEQ, (uint64_t)sseq) < 0 ||
         gt_map_put(&f->fps, r->node, slot, FP_HASH, r->hash) < 0 ||
         gt_map_put(&f->fps, r->node, slot, FP_BYTES, (uint64_t)r->hashed) < 0)
