@@ -184,13 +184,22 @@ int64_t gt_fp_view(const void *data, size_t itemsize, int ndim, const int64_t *s
         feed(&s, &v, 0, v.n, idx);
     } else if (mode == GT_FP_SAMPLED && runs >= 2) {
         /* run k starts at k * (n - per) / (runs - 1): the first at 0, the
-         * last ending at the last element, computed without overflow */
+         * last ending at the last element; stepped without overflow or a
+         * division per run (at = k * q + k * r / (runs - 1), carried) */
         int64_t span = v.n - per, q = span / (runs - 1), r = span % (runs - 1);
         size_t run = (size_t)per * itemsize;
-        for (int64_t k = 0; k < runs; k++) {
-            int64_t at = k * q + k * r / (runs - 1);
+        int64_t at = 0, frac = 0;
+        for (int64_t k = 0; k < runs; k++, at += q, frac += r) {
+            if (frac >= runs - 1) {
+                at++;
+                frac -= runs - 1;
+            }
             if (v.nd == 1 && v.strides[0] == 1) { /* contiguous: copy the run */
-                memcpy(s.buf + s.len, v.data + at * (int64_t)itemsize, run);
+                const unsigned char *p = v.data + at * (int64_t)itemsize;
+                if (run == GT_FP_BUDGET / GT_FP_RUNS) /* a constant size: inlined */
+                    memcpy(s.buf + s.len, p, GT_FP_BUDGET / GT_FP_RUNS);
+                else
+                    memcpy(s.buf + s.len, p, run);
                 s.len += run;
                 s.total += (int64_t)run;
             } else {
