@@ -17,7 +17,8 @@ _gradtrace()
     case $cmd in
     record)
         opts="-o --output -f --force -m -q --quiet --python --backward-calls
-              --check-saved --max-size --keep-last -h --help"
+              --check-saved --check-saved=sampled --check-saved=full --check-saved=off
+              --max-size --keep-last -h --help"
         case $prev in
         -o|--output) COMPREPLY=($(compgen -f -X '!*.db' -- "$cur") $(compgen -d -- "$cur"))
             return ;;
