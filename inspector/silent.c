@@ -240,14 +240,11 @@ out:
     return rc;
 }
 
-int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
+/* The storage swaps of saved tensors (the calls' with `only`) into f.
+ * Returns 0, or a negative GT_E* code with the message on t. */
+static int swaps(gt_trace *t, int64_t only, gt_findings *f)
 {
     sqlite3 *db = gt_trace_db(t);
-    if (gt__trace_has_table(t, "saved_fingerprints")) {
-        int rc = saved_writes(t, only, f);
-        if (rc)
-            return rc;
-    }
     if (!gt__trace_has_table(t, "storage_swaps"))
         return 0; /* a v2 trace: no swap was looked for */
     sqlite3_stmt *st = NULL;
@@ -318,6 +315,16 @@ fail_sql:
     rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
     sqlite3_finalize(st);
+    return rc;
+}
+
+/* Swaps first: a saved tensor swapped to other memory also changed its
+ * fingerprint, which then says no more (saved_writes skips it). */
+int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
+{
+    int rc = swaps(t, only, f);
+    if (rc == 0 && gt__trace_has_table(t, "saved_fingerprints"))
+        rc = saved_writes(t, only, f);
     return rc;
 }
 
