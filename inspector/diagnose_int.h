@@ -89,6 +89,16 @@ GT_WARN_UNUSED int gt__dx_nomem(gt__dctx *c);
  * else, a damaged trace included, leaves the lookup's "not found". */
 void gt__dx_lookup_nomem(gt__dctx *c, int s);
 
+/* c->t's cached statement for `sql` (trace.h's gt_trace_stmt: a literal),
+ * for a best-effort lookup: NULL when it cannot be prepared (out of memory
+ * sets c->oom; anything else reads as "not found"). End the lookup with
+ * gt__dx_done. */
+sqlite3_stmt *gt__dx_stmt(gt__dctx *c, const char *sql);
+
+/* End a best-effort lookup on st (NULL accepted) whose last prepare or step
+ * returned s (gt__dx_lookup_nomem), and reset st. Can't fail. */
+void gt__dx_done(gt__dctx *c, sqlite3_stmt *st, int s);
+
 /* Append a zeroed finding of `kind` (versions -1, matches_error -1); NULL
  * when out of memory (the findings are unchanged). */
 gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward);
@@ -245,11 +255,11 @@ GT_WARN_UNUSED int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f
 
 /* 1 if the node that saved row `saved_seq` (saved_tensors.seq) never reads
  * it in its backward (BatchNorm's running statistics in training mode), so
- * a write to it is no silent write (silent.c). */
-int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq);
+ * a write to it is no silent write (silent.c). Out of memory sets c->oom. */
+int gt__dx_slot_unread(gt__dctx *c, int64_t saved_seq);
 
 /* 1 if tensor `tensor` (tensors.id) was made under torch.func's vmap, whose
- * messages show one sample's shape (silent.c). */
-int gt__dx_under_vmap(sqlite3 *db, int64_t tensor);
+ * messages show one sample's shape (silent.c). Out of memory sets c->oom. */
+int gt__dx_under_vmap(gt__dctx *c, int64_t tensor);
 
 #endif

@@ -38,6 +38,20 @@ void gt__dx_lookup_nomem(gt__dctx *c, int s)
         c->oom = 1;
 }
 
+sqlite3_stmt *gt__dx_stmt(gt__dctx *c, const char *sql)
+{
+    sqlite3_stmt *st = gt_trace_stmt(c->t, sql);
+    if (!st && gt_trace_errcode(c->t) == GT_ENOMEM)
+        c->oom = 1;
+    return st;
+}
+
+void gt__dx_done(gt__dctx *c, sqlite3_stmt *st, int s)
+{
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_reset(st);
+}
+
 /* Append a zeroed finding; NULL on ENOMEM. */
 gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward)
 {
@@ -271,16 +285,14 @@ int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const c
                              int64_t (*pick)(gt__dctx *c, int64_t tensor),
                              gt_strbuf *name)
 {
-    sqlite3_stmt *st = NULL;
     int64_t got = 0;
     if (name)
         gt_strbuf_reset(name);
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT n.tensor, s.text FROM names n "
-                               "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
-                               "ORDER BY n.seq DESC LIMIT 20000",
-                               -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    sqlite3_stmt *st = gt__dx_stmt(c, "SELECT n.tensor, s.text FROM names n "
+                                      "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
+                                      "ORDER BY n.seq DESC LIMIT 20000");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, seq);
         while (!got && (s = sqlite3_step(st)) == SQLITE_ROW) {
             const char *nm = gt_column_text(st, 1, &c->oom);
@@ -293,29 +305,31 @@ int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const c
         if (s == SQLITE_DONE || s == SQLITE_ROW)
             s = SQLITE_OK;
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     return got;
 }
 
 int64_t gt__dx_int(gt__dctx *c, const char *sql, int64_t a, int64_t b, const char *b_text,
                    int64_t dflt)
 {
-    sqlite3_stmt *st = NULL;
     int64_t out = dflt;
-    int s = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    if (!b_text) {
+        int64_t v;
+        int r = gt_trace_int(c->t, sql, a, b, &v);
+        if (r == GT_ENOMEM)
+            c->oom = 1;
+        return r == 1 ? v : dflt;
+    }
+    sqlite3_stmt *st = gt__dx_stmt(c, sql);
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, a);
-        if (b_text)
-            sqlite3_bind_text(st, 2, b_text, -1, SQLITE_STATIC);
-        else
-            sqlite3_bind_int64(st, 2, b);
+        sqlite3_bind_text(st, 2, b_text, -1, SQLITE_STATIC);
         if ((s = sqlite3_step(st)) == SQLITE_ROW &&
             sqlite3_column_type(st, 0) != SQLITE_NULL)
             out = sqlite3_column_int64(st, 0);
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     return out;
 }
 
@@ -373,20 +387,19 @@ const char gt__dx_sql_family[] =
 int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *op,
                          int64_t *tensor)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
     *op = *tensor = 0;
     if (!frame)
         return 0;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT o.seq, a.tensor FROM ops o "
-                           "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
-                           "JOIN stacks s ON s.id = o.stack "
-                           "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
-                           "AND " GT_USER_FRAME("s") " = ?2 "
-                                                     "ORDER BY o.seq DESC LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st =
+        gt_trace_stmt(c->t, "SELECT o.seq, a.tensor FROM ops o "
+                            "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
+                            "JOIN stacks s ON s.id = o.stack "
+                            "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
+                            "AND " GT_USER_FRAME("s") " = ?2 "
+                                                      "ORDER BY o.seq DESC LIMIT 1");
+    if (!st)
+        return gt_trace_errcode(c->t);
     sqlite3_bind_int64(st, 1, err_seq);
     sqlite3_bind_int64(st, 2, frame);
     if ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -395,7 +408,7 @@ int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *o
     } else if (s != SQLITE_DONE) {
         rc = gt__dx_sql_fail(c);
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -404,22 +417,20 @@ int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *o
  * error), 0 if none. */
 int gt__dx_named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
     *out = 0;
-    if (sqlite3_prepare_v2(
-            c->db,
-            "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
-            "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1",
-            -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st = gt_trace_stmt(
+        c->t, "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
+              "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1");
+    if (!st)
+        return gt_trace_errcode(c->t);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, seq);
     if ((s = sqlite3_step(st)) == SQLITE_ROW)
         *out = sqlite3_column_int64(st, 0);
     else if (s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -461,10 +472,11 @@ int gt__dx_each_error(gt__dctx *c, int (*want)(int kind),
                       int (*one)(gt__dctx *c, int64_t seq, const gt_pymsg *m,
                                  int64_t stack, int64_t backward))
 {
+    /* its own statement: a finder run for one error may list them again */
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
-    if (sqlite3_prepare_v2(c->db, gt__dx_sql_family, -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    if ((rc = gt_trace_prepare(c->t, gt__dx_sql_family, &st)) != 0)
+        return rc;
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         gt_pymsg m;
         if (gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m) != 0) {

@@ -111,17 +111,16 @@ static int error_message(gt__dctx *c, int64_t seq, gt_pymsg *m)
 {
     char *msg = NULL;
     sqlite3_stmt *st = NULL;
-    int s = sqlite3_prepare_v2(c->db, "SELECT message FROM errors WHERE seq = ?1", -1,
-                               &st, NULL);
-    if (s == SQLITE_OK) {
+    st = gt__dx_stmt(c, "SELECT message FROM errors WHERE seq = ?1");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, seq);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             const char *t = gt_column_text(st, 0, &c->oom);
             msg = t ? strdup(t) : NULL;
         }
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     int rc = gt__pymsg_parse(msg, m) != 0 ? gt__dx_nomem(c) : 0;
     free(msg);
     return rc;

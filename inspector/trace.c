@@ -781,16 +781,6 @@ sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql)
             sqlite3_clear_bindings(t->stmts[i].st);
             return t->stmts[i].st;
         }
-    if (t->nstmts == t->capstmts) {
-        size_t cap = t->capstmts ? t->capstmts * 2 : 16;
-        void *v = realloc(t->stmts, cap * sizeof *t->stmts);
-        if (!v) {
-            gt__trace_fail(t, GT_ENOMEM, "out of memory");
-            return NULL;
-        }
-        t->stmts = v;
-        t->capstmts = cap;
-    }
     sqlite3_stmt *st = NULL;
     int s = sqlite3_prepare_v3(t->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
     if (s != SQLITE_OK) {
@@ -798,9 +788,92 @@ sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql)
         sql_fail(t, s);
         return NULL;
     }
+    if (t->nstmts == t->capstmts) {
+        size_t cap = t->capstmts ? t->capstmts * 2 : 16;
+        void *v = realloc(t->stmts, cap * sizeof *t->stmts);
+        if (!v) {
+            sqlite3_finalize(st);
+            gt__trace_fail(t, GT_ENOMEM, "out of memory");
+            return NULL;
+        }
+        t->stmts = v;
+        t->capstmts = cap;
+    }
     t->stmts[t->nstmts].sql = sql;
     t->stmts[t->nstmts++].st = st;
     return st;
+}
+
+int gt_trace_prepare(gt_trace *t, const char *sql, sqlite3_stmt **out)
+{
+    sqlite3_stmt *st = NULL;
+    int s = sqlite3_prepare_v2(t->db, sql, -1, &st, NULL);
+    *out = NULL;
+    if (s != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return sql_fail(t, s);
+    }
+    *out = st;
+    return GT_OK;
+}
+
+int gt_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out)
+{
+    *out = NULL;
+    int s = sqlite3_prepare_v2(db, sql, -1, out, NULL);
+    if (s != SQLITE_OK) {
+        sqlite3_finalize(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* Step cached `sql` once with ?1 = a and ?2 = b: 1 on a row whose first
+ * column is not NULL (st left on it), 0 on none (st reset), or a negative
+ * GT_E* code (st reset). */
+static int first_row(gt_trace *t, const char *sql, int64_t a, int64_t b,
+                     sqlite3_stmt **stp)
+{
+    sqlite3_stmt *st = gt_trace_stmt(t, sql);
+    if (!(*stp = st))
+        return t->errcode;
+    /* SQLITE_RANGE when sql has fewer parameters: nothing to bind */
+    sqlite3_bind_int64(st, 1, a);
+    sqlite3_bind_int64(st, 2, b);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        return 1;
+    sqlite3_reset(st);
+    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(t, s);
+}
+
+int gt_trace_int(gt_trace *t, const char *sql, int64_t a, int64_t b, int64_t *out)
+{
+    sqlite3_stmt *st;
+    int rc = first_row(t, sql, a, b, &st);
+    *out = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+    if (rc == 1)
+        sqlite3_reset(st);
+    return rc;
+}
+
+int gt_trace_text(gt_trace *t, const char *sql, int64_t a, int64_t b, gt_strbuf *out)
+{
+    sqlite3_stmt *st;
+    gt_strbuf_reset(out);
+    int rc = first_row(t, sql, a, b, &st);
+    if (rc != 1)
+        return rc;
+    int oom = 0;
+    const char *v = gt_column_text(st, 0, &oom);
+    if (v)
+        gt_strbuf_adds(out, v);
+    sqlite3_reset(st);
+    if (oom || out->oom) {
+        gt_strbuf_reset(out);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    return 1;
 }
 
 const char *gt_column_text(sqlite3_stmt *st, int i, int *oom)

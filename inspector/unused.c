@@ -200,10 +200,10 @@ static const char sql_window[] =
 static int each_row(gt__dctx *c, const char *sql, int64_t a, int64_t b,
                     int (*row)(gt__dctx *c, sqlite3_stmt *st, void *arg), void *arg)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
-    if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st = gt_trace_stmt(c->t, sql);
+    if (!st)
+        return gt_trace_errcode(c->t);
     sqlite3_bind_int64(st, 1, a);
     sqlite3_bind_int64(st, 2, b);
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -211,7 +211,7 @@ static int each_row(gt__dctx *c, const char *sql, int64_t a, int64_t b,
             break;
     if (!rc && s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -535,16 +535,16 @@ static int one(gt__dctx *c, int64_t seq, int64_t stack, const char *msg)
 
 int gt__dx_ddp_unused(gt__dctx *c)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
     if (c->only)
         return 0; /* raised at a forward, in no backward call */
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT seq, coalesce(stack, 0), message FROM errors WHERE "
-                           "message LIKE '%" REDUCTION_MSG "%' AND message NOT LIKE "
-                           "'%Traceback (most recent call last)%' ORDER BY seq",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st = gt_trace_stmt(c->t, "SELECT seq, coalesce(stack, 0), message FROM"
+                                           " errors WHERE message LIKE '%" REDUCTION_MSG
+                                           "%' AND message NOT LIKE"
+                                           " '%Traceback (most recent call last)%'"
+                                           " ORDER BY seq");
+    if (!st)
+        return gt_trace_errcode(c->t);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         const char *m = gt_column_text(st, 2, &c->oom);
         char *msg = m ? strdup(m) : NULL;
@@ -560,6 +560,6 @@ int gt__dx_ddp_unused(gt__dctx *c)
     }
     if (!rc && s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
