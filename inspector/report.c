@@ -1174,8 +1174,8 @@ int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines, si
     size_t k = 0;
     int rc = -1, s;
     char *cwd = getcwd(NULL, 0); /* however long; NULL: paths shown whole */
-    if (sqlite3_prepare_v2(db, which == GT_NOTE_COMPILED ? compiled_sql : outside_sql, -1,
-                           &st, NULL) != SQLITE_OK)
+    if (gt_db_prepare(db, which == GT_NOTE_COMPILED ? compiled_sql : outside_sql, &st) !=
+        SQLITE_OK)
         goto out;
     sqlite3_bind_text(st, 1, doc ? doc : "{}", -1, SQLITE_STATIC);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {

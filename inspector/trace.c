@@ -817,15 +817,21 @@ int gt_trace_prepare(gt_trace *t, const char *sql, sqlite3_stmt **out)
     return GT_OK;
 }
 
-int gt_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out)
+int gt_db_prepare_first(sqlite3 *db, const char *sql, sqlite3_stmt **out,
+                        const char **tail)
 {
     *out = NULL;
-    int s = sqlite3_prepare_v2(db, sql, -1, out, NULL);
+    int s = sqlite3_prepare_v2(db, sql, -1, out, tail);
     if (s != SQLITE_OK) {
         sqlite3_finalize(*out);
         *out = NULL;
     }
     return s;
+}
+
+int gt_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out)
+{
+    return gt_db_prepare_first(db, sql, out, NULL);
 }
 
 /* Step cached `sql` once with ?1 = a and ?2 = b: 1 on a row whose first

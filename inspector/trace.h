@@ -113,7 +113,7 @@ int gt_trace_check_links(gt_trace *t, gt_strbuf *what /* OUT */) GT_WARN_UNUSED;
  *   gt_trace_prepare    SQL built at run time, or a query stepped while the
  *                       same text's cached statement may be in use
  *   gt_db_prepare       a connection that is no trace's (a rank set's, a
- *                       scratch one for JSON) */
+ *                       scratch one for JSON); _first for SQL a user typed */
 
 /* The prepared statement for `sql`, which must be a string literal or an
  * array that lives as long as the trace (its address is the key), kept on
@@ -135,6 +135,13 @@ int gt_trace_prepare(gt_trace *t, const char *sql,
  * stays on db, sqlite3_errmsg): SQLITE_OK with *out to finalize, else
  * SQLite's result code with *out NULL. */
 int gt_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out /* OUT */);
+
+/* The same for the first statement of a script (SQL a user typed:
+ * `gradtrace sql`, Trace.sql(), under sql_guard.h's authorizer), the text
+ * after it at *tail (may be NULL); *out is NULL for a script of only
+ * blanks and comments. */
+int gt_db_prepare_first(sqlite3 *db, const char *sql, sqlite3_stmt **out /* OUT */,
+                        const char **tail /* OUT */);
 
 /* The first column of the first row cached `sql` (gt_trace_stmt) gives
  * with ?1 = a and ?2 = b (a parameter sql lacks is not bound): 1 with
