@@ -95,6 +95,12 @@ void gt__dx_lookup_nomem(gt__dctx *c, int s);
  * gt__dx_done. */
 sqlite3_stmt *gt__dx_stmt(gt__dctx *c, const char *sql);
 
+/* The text cached `sql` gives for ?1 = a (the first column of its first
+ * row: trace.h's gt_trace_text) into out, emptied first: "" when there is
+ * none or it cannot be read; out of memory sets c->oom. Returns 1 when out
+ * holds a text (even ""), else 0. */
+int gt__dx_text(gt__dctx *c, const char *sql, int64_t a, gt_strbuf *out /* OUT */);
+
 /* End a best-effort lookup on st (NULL accepted) whose last prepare or step
  * returned s (gt__dx_lookup_nomem), and reset st. Can't fail. */
 void gt__dx_done(gt__dctx *c, sqlite3_stmt *st, int s);

@@ -53,6 +53,14 @@ void gt__dx_done(gt__dctx *c, sqlite3_stmt *st, int s)
     sqlite3_reset(st);
 }
 
+int gt__dx_text(gt__dctx *c, const char *sql, int64_t a, gt_strbuf *out)
+{
+    int r = gt_trace_text(c->t, sql, a, 0, out);
+    if (r == GT_ENOMEM)
+        c->oom = 1;
+    return r == 1;
+}
+
 /* Append a zeroed finding; NULL on ENOMEM. */
 gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward)
 {

@@ -136,9 +136,7 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
  * if the op ran in none. */
 static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
 {
-    sqlite3_stmt *st = NULL;
-    gt_strbuf_reset(cls);
-    st = gt__dx_stmt(
+    gt__dx_text(
         c,
         "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
         " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 64)"
@@ -147,18 +145,8 @@ static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
         " JOIN strings sf ON sf.id = f.file JOIN strings fn ON fn.id = f.function"
         " JOIN strings sc ON sc.id = f.code WHERE sf.text LIKE '%/torch/nn/modules/%'"
         " AND fn.text LIKE '%_.forward' AND instr(sc.text, 'self.inplace') > 0"
-        " ORDER BY up.d LIMIT 1");
-    int s = SQLITE_OK;
-    if (st) {
-        sqlite3_bind_int64(st, 1, stack);
-        const char *name;
-        if ((s = sqlite3_step(st)) == SQLITE_ROW &&
-            (name = gt_column_text(st, 0, &c->oom)) != NULL)
-            gt_strbuf_adds(cls, name);
-    }
-    gt__dx_done(c, st, s);
-    if (cls->oom)
-        c->oom = 1;
+        " ORDER BY up.d LIMIT 1",
+        stack, cls);
     return cls->len > 0;
 }
 
@@ -167,22 +155,15 @@ static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
  * too)? */
 static int stack_through(gt__dctx *c, int64_t stack, const char *like)
 {
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    st = gt__dx_stmt(
-        c,
-        "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
-        " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < "
-        "256)"
-        " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
-        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE ?2 LIMIT 1");
-    int s = SQLITE_OK;
-    if (st) {
-        sqlite3_bind_int64(st, 1, stack);
-        sqlite3_bind_text(st, 2, like, -1, SQLITE_STATIC);
-        found = (s = sqlite3_step(st)) == SQLITE_ROW;
-    }
-    gt__dx_done(c, st, s);
+    int found =
+        gt__dx_int(c,
+                   "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL"
+                   " SELECT s.parent, up.d + 1 FROM stacks s JOIN up ON s.id = up.id"
+                   " WHERE s.parent IS NOT NULL AND up.d < 256)"
+                   " SELECT 1 FROM up JOIN stacks s ON s.id = up.id"
+                   " JOIN frames f ON f.id = s.frame JOIN strings sf"
+                   " ON sf.id = f.file WHERE sf.text LIKE ?2 LIMIT 1",
+                   stack, 0, like, 0) != 0;
     return found;
 }
 
@@ -1182,31 +1163,26 @@ static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
  * first); 0 if that frame calls none. */
 static int stack_activation_inplace(gt__dctx *c, int64_t stack, gt_strbuf *act)
 {
-    sqlite3_stmt *st = NULL;
     int found = 0;
+    gt_strbuf line = GT_STRBUF_INIT;
     gt_strbuf_reset(act);
-    st = gt__dx_stmt(c, "SELECT (SELECT text FROM strings WHERE id = f.code) "
-                        "FROM stacks s JOIN frames f ON f.id = s.frame "
-                        "WHERE s.id = ?1");
-    int s = SQLITE_OK;
-    if (st) {
-        sqlite3_bind_int64(st, 1, stack);
-        const char *code;
-        if ((s = sqlite3_step(st)) == SQLITE_ROW &&
-            (code = gt_column_text(st, 0, &c->oom)) != NULL) {
-            for (const char *p = strchr(code, '('); p && !found; p = strchr(p + 1, '(')) {
-                const char *b = p;
-                while (b > code && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
-                                    (b[-1] >= '0' && b[-1] <= '9')))
-                    b--;
-                if (p > b && p[-1] == '_' && activation_span(b, (size_t)(p - b), 0)) {
-                    gt_strbuf_add(act, b, (size_t)(p - b));
-                    found = 1;
-                }
+    if (gt__dx_text(c,
+                    "SELECT (SELECT text FROM strings WHERE id = f.code) "
+                    "FROM stacks s JOIN frames f ON f.id = s.frame WHERE s.id = ?1",
+                    stack, &line)) {
+        const char *code = gt_strbuf_str(&line);
+        for (const char *p = strchr(code, '('); p && !found; p = strchr(p + 1, '(')) {
+            const char *b = p;
+            while (b > code && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
+                                (b[-1] >= '0' && b[-1] <= '9')))
+                b--;
+            if (p > b && p[-1] == '_' && activation_span(b, (size_t)(p - b), 0)) {
+                gt_strbuf_add(act, b, (size_t)(p - b));
+                found = 1;
             }
         }
     }
-    gt__dx_done(c, st, s);
+    gt_strbuf_release(&line);
     return found;
 }
 
