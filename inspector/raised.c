@@ -137,13 +137,13 @@ static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t 
  * of the same user frame, before the error, that is a view of the leaf. */
 static int64_t view_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t leaf)
 {
-    sqlite3_stmt *st = NULL;
     int64_t out = 0;
-    st = gt__dx_stmt(c, "SELECT a.tensor FROM ops o JOIN op_args a ON a.op = o.seq"
-                        " AND a.role = 1 JOIN stacks s ON s.id = o.stack"
-                        " WHERE o.seq < ?1 AND o.seq > ?1 - 10000"
-                        " AND " GT_USER_FRAME("s") " = ?2"
-                                                   " ORDER BY o.seq DESC, a.pos LIMIT 8");
+    sqlite3_stmt *st =
+        gt__dx_stmt(c, "SELECT a.tensor FROM ops o JOIN op_args a ON a.op = o.seq"
+                       " AND a.role = 1 JOIN stacks s ON s.id = o.stack"
+                       " WHERE o.seq < ?1 AND o.seq > ?1 - 10000"
+                       " AND " GT_USER_FRAME("s") " = ?2"
+                                                  " ORDER BY o.seq DESC, a.pos LIMIT 8");
     int s = SQLITE_OK;
     if (st) {
         sqlite3_bind_int64(st, 1, err_seq);
@@ -182,9 +182,8 @@ static int finding_kind(int msg_kind)
 static void recomputed_write(gt__dctx *c, int64_t backward, int64_t *node, int64_t *op,
                              int64_t *tensor, int64_t *stack)
 {
-    sqlite3_stmt *st = NULL;
     *node = *op = *tensor = *stack = 0;
-    st = gt__dx_stmt(
+    sqlite3_stmt *st = gt__dx_stmt(
         c, "WITH RECURSIVE g(id) AS (SELECT node FROM backward_roots WHERE backward = ?1"
            " UNION SELECT e.next FROM edges e JOIN g ON e.node = g.id"
            " WHERE e.next IS NOT NULL) "

@@ -1370,22 +1370,19 @@ static int suggest_view(gt__dctx *c, gt_finding *f, sg *t)
     default: {
         /* The clone goes after the line that called the Function (its
          * `.apply(` frame), not after the view's line inside forward. */
-        sqlite3_stmt *st = NULL;
-        st = gt__dx_stmt(c, "WITH RECURSIVE up(id, frame, parent, depth) AS ("
-                            "SELECT id, frame, parent, 0 FROM stacks WHERE id = ?1 "
-                            "UNION ALL SELECT s.id, s.frame, s.parent, depth + 1 "
-                            "FROM stacks s JOIN up ON s.id = up.parent "
-                            "WHERE depth < 256) "
-                            "SELECT up.id FROM up JOIN frames f ON f.id = up.frame "
-                            "WHERE (SELECT text FROM strings WHERE id = f.code) "
-                            "LIKE '%.apply(%' ORDER BY depth LIMIT 1");
-        int s = SQLITE_OK;
-        if (st) {
-            sqlite3_bind_int64(st, 1, vo->stack);
-            if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &t->mwhere, NULL, NULL);
-        }
-        gt__dx_done(c, st, s);
+        int64_t apply =
+            gt__dx_int(c,
+                       "WITH RECURSIVE up(id, frame, parent, depth) AS ("
+                       "SELECT id, frame, parent, 0 FROM stacks WHERE id = ?1 "
+                       "UNION ALL SELECT s.id, s.frame, s.parent, depth + 1 "
+                       "FROM stacks s JOIN up ON s.id = up.parent "
+                       "WHERE depth < 256) "
+                       "SELECT up.id FROM up JOIN frames f ON f.id = up.frame "
+                       "WHERE (SELECT text FROM strings WHERE id = f.code) "
+                       "LIKE '%.apply(%' ORDER BY depth LIMIT 1",
+                       vo->stack, 0, NULL, 0);
+        if (apply) /* else mwhere stays as it was */
+            gt__dx_stack_loc(c, apply, &t->mwhere, NULL, NULL);
         vwhere = S(t->mwhere);
         return set_suggestion(
             c, f,
@@ -1402,11 +1399,10 @@ static int suggest_view(gt__dctx *c, gt_finding *f, sg *t)
  * finding's error is that one (and the suggestion is set or failed). */
 static int suggest_captured(gt__dctx *c, gt_finding *f, sg *t, int *rc)
 {
-    sqlite3_stmt *st = NULL;
     int64_t stack = 0;
     int captured = 0;
-    st = gt__dx_stmt(c, "SELECT message, coalesce(stack, 0) FROM errors "
-                        "WHERE seq = ?1");
+    sqlite3_stmt *st = gt__dx_stmt(c, "SELECT message, coalesce(stack, 0) FROM errors "
+                                      "WHERE seq = ?1");
     int s = SQLITE_OK;
     if (st) {
         sqlite3_bind_int64(st, 1, f->error_seq);
