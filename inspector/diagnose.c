@@ -66,10 +66,6 @@ static const char sql_silent_window[] =
 static const char sql_silent_size[] =
     "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors w "
     "ON w.storage = j.value LIMIT ?2)";
-static const char sql_tensor[] =
-    "SELECT t.storage_offset, t.shape, t.strides, coalesce(s.text, ''), t.requires_grad, "
-    "t.is_leaf, coalesce(t.alias_of, 0), coalesce(t.created_by, 0) "
-    "FROM tensors t LEFT JOIN strings s ON s.id = t.dtype WHERE t.id = ?1";
 static const char sql_bwerr[] =
     "SELECT seq, message FROM errors WHERE backward = ?1 ORDER BY seq LIMIT 1";
 static const char sql_op[] =
@@ -759,7 +755,6 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     } stmts[] = {
         {sql_saved, &c.saved},
         {sql_silent, &c.silent},
-        {sql_tensor, &c.tensor},
         {sql_silent_window, &c.silent_window},
         {sql_silent_size, &c.silent_size},
         {sql_bwerr, &c.bwerr},
@@ -862,7 +857,7 @@ out:
     sqlite3_reset(c.silent);
     sqlite3_reset(c.silent_window);
     sqlite3_reset(c.silent_size);
-    sqlite3_reset(c.tensor);
+    gt_tensor_row_release(&c.trow);
     sqlite3_reset(c.bwerr);
     sqlite3_reset(c.op);
     gt__replayer_free(c.rp);

@@ -66,9 +66,10 @@ typedef struct gt__dctx {
     sqlite3 *db;
     gt_trace *t; /* the reading layer: locations, names (trace.h) */
     gt_replayer *rp;
-    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op;
-    gt_imap freed;  /* node id -> backward call that freed its saved tensors */
-    gt_imap tcache; /* tensor id -> index in tv: tensors read in this backward */
+    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *bwerr, *op;
+    gt_tensor_row trow; /* gt__dx_load_tensor's row, its memory kept between reads */
+    gt_imap freed;      /* node id -> backward call that freed its saved tensors */
+    gt_imap tcache;     /* tensor id -> index in tv: tensors read in this backward */
     gt__tinfo *tv;
     size_t tn, tcap;
     gt_findings *f;

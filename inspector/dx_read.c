@@ -124,24 +124,19 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
 {
     memset(t, 0, sizeof *t);
     t->dtype = t->shape = "";
-    sqlite3_stmt *st = c->tensor;
-    sqlite3_bind_int64(st, 1, id);
-    int s = sqlite3_step(st), nomem = 0;
-    if (s == SQLITE_ROW) {
+    gt_tensor_row *x = &c->trow;
+    int r = gt_trace_tensor(c->t, id, x), nomem = r == GT_ENOMEM;
+    if (r == 1) {
         int64_t *shape = NULL, *strides = NULL;
         int nd, ns;
-        int64_t off = sqlite3_column_int64(st, 0);
-        nomem = parse_ints(gt_column_text(st, 1, &c->oom), &shape, &nd) != 0 ||
-                parse_ints(gt_column_text(st, 2, &c->oom), &strides, &ns) != 0;
-        const char *dtype = gt_column_text(st, 3, &c->oom);
-        if (!dtype)
-            dtype = "?";
+        nomem = parse_ints(x->shape, &shape, &nd) != 0 ||
+                parse_ints(x->strides, &strides, &ns) != 0;
         /* "dtype\0" then the sizes, written as "[16,8]" and read as "16,8" */
-        size_t dl = strlen(dtype) + 1;
+        size_t dl = strlen(x->dtype) + 1;
         if (!nomem && (t->text = malloc(dl + GT_INTS_ROOM(nd > 0 ? nd : 0))) == NULL)
             nomem = 1;
         if (!nomem) {
-            memcpy(t->text, dtype, dl);
+            memcpy(t->text, x->dtype, dl);
             t->dtype = t->text;
             char *sh = t->text + dl;
             size_t n = nd > 0 ? gt_ints_format(sh, shape, (size_t)nd) : 0;
@@ -156,24 +151,23 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
         /* A damaged or hostile trace may hold any numbers here: an extent
          * that cannot be represented is unknown, and overlaps nothing. */
         if (!nomem && nd >= 0 && nd == ns &&
-            gt__extent_init(&t->ext, off, shape, strides, nd, dtype_size(t->dtype)) != 0)
+            gt__extent_init(&t->ext, x->storage_offset, shape, strides, nd,
+                            dtype_size(t->dtype)) != 0)
             nomem = 1;
         free(shape);
         free(strides);
-        t->requires_grad = sqlite3_column_int(st, 4);
-        t->is_leaf = sqlite3_column_int(st, 5);
-        t->alias_of = sqlite3_column_int64(st, 6);
-        t->created_by = sqlite3_column_int64(st, 7);
+        t->requires_grad = x->requires_grad;
+        t->is_leaf = x->is_leaf;
+        t->alias_of = x->alias_of;
+        t->created_by = x->created_by;
         t->found = 1;
     }
-    sqlite3_reset(st);
     if (nomem) {
         gt__dx_tinfo_release(t);
         c->oom = 1; /* a caller reading failure as "not found" still fails */
         return gt__dx_nomem(c);
     }
-    gt__dx_lookup_nomem(c, s);
-    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
+    return r < 0 ? r : 0;
 }
 
 /* See diagnose_int.h. A container's item (laterals[2], hidden[0]) is no

@@ -1189,6 +1189,66 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
     return rc;
 }
 
+/* Empty x's numbers and texts, keeping its buffer. */
+static void tensor_clear(gt_tensor_row *x)
+{
+    gt_strbuf buf = x->buf;
+    *x = (gt_tensor_row)GT_TENSOR_ROW_INIT;
+    x->buf = buf;
+    gt_strbuf_reset(&x->buf);
+}
+
+int gt_trace_tensor(gt_trace *t, int64_t id, gt_tensor_row *out)
+{
+    tensor_clear(out);
+    sqlite3_stmt *st =
+        gt_trace_stmt(t, "SELECT t.storage, t.storage_offset, t.version_counter,"
+                         " coalesce(t.alias_of, 0), coalesce(t.created_by, 0),"
+                         " t.requires_grad, t.is_leaf, coalesce(s.text, ''), t.shape,"
+                         " t.strides FROM tensors t LEFT JOIN strings s ON s.id = t.dtype"
+                         " WHERE t.id = ?1");
+    if (!st)
+        return t->errcode;
+    sqlite3_bind_int64(st, 1, id);
+    int s = sqlite3_step(st);
+    if (s != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return s == SQLITE_DONE ? 0 : sql_fail(t, s);
+    }
+    out->storage = sqlite3_column_int64(st, 0);
+    out->storage_offset = sqlite3_column_int64(st, 1);
+    out->version_counter = sqlite3_column_int64(st, 2);
+    out->alias_of = sqlite3_column_int64(st, 3);
+    out->created_by = sqlite3_column_int64(st, 4);
+    out->requires_grad = sqlite3_column_int(st, 5);
+    out->is_leaf = sqlite3_column_int(st, 6);
+    /* the texts one after another in buf, each ended by its NUL: their
+     * places are known once buf stops moving */
+    size_t at[3];
+    int has[3], oom = 0;
+    for (int i = 0; i < 3; i++) {
+        const char *v = gt_column_text(st, 7 + i, &oom);
+        at[i] = out->buf.len;
+        has[i] = v != NULL;
+        gt_strbuf_add(&out->buf, v ? v : "", (v ? strlen(v) : 0) + 1);
+    }
+    sqlite3_reset(st);
+    if (oom || out->buf.oom) {
+        tensor_clear(out);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    const char **text[3] = {&out->dtype, &out->shape, &out->strides};
+    for (int i = 0; i < 3; i++)
+        *text[i] = has[i] || !i ? out->buf.p + at[i] : NULL;
+    return 1;
+}
+
+void gt_tensor_row_release(gt_tensor_row *x)
+{
+    gt_strbuf_release(&x->buf);
+    *x = (gt_tensor_row)GT_TENSOR_ROW_INIT;
+}
+
 /* The names of tensor ?1, in order (see gt_trace_names). A tensor sharing
  * its version counter that is a view of it or of one of its bases (its own
  * views, its siblings) lends no name: a view's name is not the base's; nor

@@ -230,6 +230,34 @@ void gt_loc_release(gt_loc *l);
 int gt_trace_stack_parent(gt_trace *t, int64_t stack,
                           int64_t *out /* OUT */) GT_WARN_UNUSED;
 
+/* A row of the trace's tensors table, as every reader reads it. The texts
+ * live in buf, kept from one gt_trace_tensor to the next; start from
+ * GT_TENSOR_ROW_INIT and free with gt_tensor_row_release. */
+typedef struct gt_tensor_row {
+    int64_t storage, storage_offset, version_counter;
+    int64_t alias_of;   /* the tensor it views, 0 if none */
+    int64_t created_by; /* ops.seq of the op that output it, 0 if unknown */
+    int requires_grad, is_leaf;
+    const char *dtype;   /* "float32"; "" when the trace names none */
+    const char *shape;   /* the sizes as written, a JSON array ("[16,8]");
+                          * NULL when unknown */
+    const char *strides; /* the same for the strides */
+    gt_strbuf buf;       /* holds the texts */
+} gt_tensor_row;
+
+#define GT_TENSOR_ROW_INIT                                                               \
+    {                                                                                    \
+        0, 0, 0, 0, 0, 0, 0, "", NULL, NULL, GT_STRBUF_INIT                              \
+    }
+
+/* Read tensor `id` into *out: 1; 0 when there is no such row (*out as
+ * GT_TENSOR_ROW_INIT leaves it, its memory kept); a negative GT_E* code with
+ * the message on the handle (the same). */
+int gt_trace_tensor(gt_trace *t, int64_t id, gt_tensor_row *out /* OUT */) GT_WARN_UNUSED;
+
+/* Free what a tensor row holds and reset it to GT_TENSOR_ROW_INIT. Can't fail. */
+void gt_tensor_row_release(gt_tensor_row *x);
+
 /* The variable names of a tensor: its own, its bases' (nearest first, at
  * most 16 views deep), then those of tensors sharing its version counter
  * that are no view of it or of its bases (a view's name is not its base's),
