@@ -19,7 +19,7 @@
 #include <gradtrace/error.h>
 
 #include "strbuf.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 /* The path rank N writes for `path`: `{rank}` replaced, else `.rankN`
  * inserted before the file name's extension. Returns a malloc'd string,
