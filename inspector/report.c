@@ -1290,6 +1290,10 @@ int gt_report_build(gt_trace *t, const char *name, const gt_diagnose_options *op
             "ssssisssss", name, tf(gt_trace_partial(t)), r.error, fjson,
             (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
             r.broken.len ? r.broken.p : NULL, ojson, cjson, sjson);
+    if ((rc || !r.doc) && rc != GT_ENOMEM && gt_trace_errcode(t) != 0) {
+        rc = gt_trace_errcode(t); /* the reading layer's message, on t */
+        goto fail;
+    }
     if (rc || !r.doc) {
         rc = gt__trace_fail(t, rc == GT_ENOMEM ? GT_ENOMEM : GT_ECORRUPT,
                             "cannot read trace: %s",

@@ -7,11 +7,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include <sqlite3.h>
 
+#include <gradtrace/report.h>
 #include <gradtrace/trace.h>
 
 #include "sqltrace.h"
@@ -205,13 +207,40 @@ static void test_tensor(void **state)
     gt_trace_close(t);
 }
 
+/* A query the report cannot run says why (SQLite's message, kept on the
+ * handle where the reading layer met it), not "not an error". */
+static void test_report_failure_message(void **state)
+{
+    (void)state;
+    char path[64];
+    seed_ids bad_ids;
+    snprintf(path, sizeof path, "/tmp/gt_test_trace_bad_%d.db", (int)getpid());
+    build_seed(path, &bad_ids, 1, NULL);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "DROP TABLE names; CREATE TABLE names (x)", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    gt_trace *t = NULL;
+    gt_report r;
+    assert_int_equal(gt_trace_open(path, &t), GT_OK);
+    assert_int_equal(gt_report_build(t, "bad.db", NULL, &r), GT_ECORRUPT);
+    const char *want = "cannot read trace: no such column: ";
+    if (strncmp(gt_trace_errmsg(t), want, strlen(want)) != 0)
+        fail_msg("message \"%s\", not \"%s...\"", gt_trace_errmsg(t), want);
+    gt_report_release(&r);
+    gt_trace_close(t);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stmt_cache), cmocka_unit_test(test_stmt_error),
         cmocka_unit_test(test_int),        cmocka_unit_test(test_text),
         cmocka_unit_test(test_prepare),    cmocka_unit_test(test_db_prepare),
-        cmocka_unit_test(test_tensor),
+        cmocka_unit_test(test_tensor),     cmocka_unit_test(test_report_failure_message),
     };
     return cmocka_run_group_tests(tests, setup_seed, teardown_seed);
 }
