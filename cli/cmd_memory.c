@@ -16,10 +16,10 @@
 
 #include "cmd.h"
 #include "grow.h"
-#include "memory.h"
+#include <gradtrace/memory.h>
 #include "strbuf.h"
-#include "termtext.h"
-#include "trace.h"
+#include <gradtrace/termtext.h>
+#include <gradtrace/trace.h>
 
 static void usage(FILE *o)
 {

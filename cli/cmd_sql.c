@@ -24,11 +24,11 @@
 
 #include "cmd.h"
 #include "grow.h"
-#include "multi.h"
-#include "sql_guard.h"
+#include <gradtrace/multi.h>
+#include <gradtrace/sql_guard.h>
 #include "strbuf.h"
-#include "table_out.h"
-#include "trace.h"
+#include <gradtrace/table_out.h>
+#include <gradtrace/trace.h>
 
 typedef struct param {
     const char *name; /* as given, without a prefix or with one */
