@@ -214,7 +214,7 @@ static int each_row(gt__dctx *c, const char *sql, int64_t a, int64_t b,
  * list; a new one starts at another stack or a tensor listed again. */
 typedef struct ddps {
     plist *v;
-    size_t n;
+    size_t n, cap;
     int64_t stack, last_seq; /* of the current one */
 } ddps;
 
@@ -227,11 +227,9 @@ static int sync_row(gt__dctx *c, sqlite3_stmt *st, void *arg)
     for (size_t i = 0; d->n && i < d->v[d->n - 1].n; i++)
         again |= d->v[d->n - 1].v[i] == t;
     if (!d->n || stack != d->stack || again) {
-        plist *v = realloc(d->v, (d->n + 1) * sizeof *v);
-        if (!v)
+        if (GT_ALLOC_GROW(d->v, d->n + 1, d->cap, 4) != 0)
             return gt__dx_nomem(c);
-        d->v = v;
-        memset(&d->v[d->n++], 0, sizeof *v);
+        memset(&d->v[d->n++], 0, sizeof *d->v);
         d->v[d->n - 1].at = seq;
         d->stack = stack;
     }
@@ -358,7 +356,7 @@ typedef struct ctx1 {
     gt_imap reached;
     window w;
     gt_ddp_param *ps;
-    size_t nps;
+    size_t nps, capps;
 } ctx1;
 
 static void ctx1_release(ctx1 *x)
@@ -388,13 +386,11 @@ static int fits(const ctx1 *x, const plist *list, int have_backward)
 
 static int add_param(gt__dctx *c, ctx1 *x, int64_t t, int64_t index, char *name)
 {
-    gt_ddp_param *v = realloc(x->ps, (x->nps + 1) * sizeof *v);
-    if (!v) {
+    if (GT_ALLOC_GROW(x->ps, x->nps + 1, x->capps, 8) != 0) {
         free(name);
         return gt__dx_nomem(c);
     }
-    x->ps = v;
-    v[x->nps++] = (gt_ddp_param){.tensor = t, .index = index, .name = name};
+    x->ps[x->nps++] = (gt_ddp_param){.tensor = t, .index = index, .name = name};
     return 0;
 }
 
@@ -557,7 +553,7 @@ static int one_in(gt__dctx *c, ctx1 *x, int64_t seq, int64_t stack, const char *
     f->params = x->ps;
     f->n_params = x->nps;
     x->ps = NULL;
-    x->nps = 0;
+    x->nps = x->capps = 0;
     return 0;
 }
 
