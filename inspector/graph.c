@@ -1412,24 +1412,17 @@ out:
     return rc;
 }
 
-/* Group the nodes one line of the user's code created (a module's call:
- * `output, hidden = self.rnn(emb, hidden)` makes dozens), as TensorBoard
- * groups a name scope: a cluster labelled once with the line and its
- * source, holding nodes labelled with their names only. A line with a
- * single drawn node, and a finding's node, keep their full labels. */
-static int plan_groups(builder *b)
+/* A block drawn once whose nodes one line made (a module's call in a
+ * loop) is labelled with that line itself, its nodes with their names:
+ * each repeat's frame becomes that line, or 0 when its drawn nodes come
+ * from several (a leaf has no line). Can't fail. */
+static void site_repeats(builder *b)
 {
-    int64_t *frames = malloc((b->nnodes ? b->nnodes : 1) * sizeof *frames);
-    size_t n = 0;
-    if (!frames)
-        return oom(b);
-    /* A block drawn once whose nodes one line made (a module's call in a
-     * loop) is labelled with that line itself, its nodes with their names. */
     for (size_t r = 0; r < b->nrepeats; r++)
         b->repeats[r].frame = -1; /* no node seen yet */
     for (size_t i = 0; i < b->nnodes; i++) {
         gnode *g = &b->nodes[i];
-        if (!g->visible || !g->repeat || g->frame <= 0) /* a leaf has no line */
+        if (!g->visible || !g->repeat || g->frame <= 0)
             continue;
         repeat *v = &b->repeats[g->repeat - 1];
         if (v->frame == -1)
@@ -1440,24 +1433,46 @@ static int plan_groups(builder *b)
     for (size_t r = 0; r < b->nrepeats; r++)
         if (b->repeats[r].frame < 0)
             b->repeats[r].frame = 0;
+}
+
+/* 1 if node g may join its line's group: drawn, made by a line, not a
+ * finding's node, and not in a block labelled with its line already. */
+static int groupable(const builder *b, const gnode *g)
+{
+    return g->visible && g->frame > 0 && !g->keep_saved &&
+           !(g->repeat && b->repeats[g->repeat - 1].frame);
+}
+
+/* Group the groupable nodes whose line made two or more of them. Returns
+ * 0, or GT_ENOMEM with the message on the trace. */
+static int group_by_line(builder *b)
+{
+    int64_t *frames = malloc((b->nnodes ? b->nnodes : 1) * sizeof *frames);
+    size_t n = 0;
+    if (!frames)
+        return oom(b);
     for (size_t i = 0; i < b->nnodes; i++)
-        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved &&
-            !(b->nodes[i].repeat && b->repeats[b->nodes[i].repeat - 1].frame))
+        if (groupable(b, &b->nodes[i]))
             frames[n++] = b->nodes[i].frame;
     qsort(frames, n, sizeof *frames, cmp_i64);
     for (size_t i = 0; i < b->nnodes; i++) {
         gnode *g = &b->nodes[i];
-        if (!g->visible || g->frame <= 0 || g->keep_saved ||
-            (g->repeat && b->repeats[g->repeat - 1].frame))
+        if (!groupable(b, g))
             continue;
         int64_t *hit = bsearch(&g->frame, frames, n, sizeof *frames, cmp_i64);
         /* the first and the last of the run of equal frames */
         g->grouped = hit && ((hit > frames && hit[-1] == g->frame) ||
                              (hit + 1 < frames + n && hit[1] == g->frame));
     }
-    /* A line's nodes inside a block drawn once for repeats and outside it
-     * make two groups (one inside the block's cluster); one node alone in
-     * either keeps its full label. */
+    free(frames);
+    return 0;
+}
+
+/* A line's nodes inside a block drawn once for repeats and outside it
+ * make two groups (one inside the block's cluster); one node alone in
+ * either keeps its full label. Can't fail. */
+static void ungroup_single(builder *b)
+{
     for (size_t i = 0; i < b->nnodes && b->collapsed; i++) {
         gnode *g = &b->nodes[i];
         size_t same = 0;
@@ -1470,7 +1485,22 @@ static int plan_groups(builder *b)
     for (size_t i = 0; i < b->nnodes; i++)
         if (b->nodes[i].grouped == 2)
             b->nodes[i].grouped = 0;
-    free(frames);
+}
+
+/* Group the nodes one line of the user's code created (a module's call:
+ * `output, hidden = self.rnn(emb, hidden)` makes dozens), as TensorBoard
+ * groups a name scope: a cluster labelled once with the line and its
+ * source, holding nodes labelled with their names only. A line with a
+ * single drawn node, and a finding's node, keep their full labels; groups
+ * that would form a cycle are undone (ungroup_cycles). Returns 0, or
+ * GT_ENOMEM with the message on the trace. */
+static int plan_groups(builder *b)
+{
+    int rc;
+    site_repeats(b);
+    if ((rc = group_by_line(b)) != 0)
+        return rc;
+    ungroup_single(b);
     return ungroup_cycles(b);
 }
 
@@ -2123,44 +2153,51 @@ static int draw_legend(builder *b, int saved_notes, size_t findings)
     return 0;
 }
 
-/* The graph's title: which backward call and what part of it. */
-static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
+/* The title's first line into b->lab: the backward call drawn, the
+ * trace's file, the call's API and line, and whether it raised; without a
+ * call, that none was recorded. Returns 0, or a negative GT_E* code with
+ * the message on the trace. */
+static int title_call(builder *b)
 {
     sqlite3_stmt *st = b->q[Q_BACKWARD];
     const char *path = gt_trace_path(b->trace);
     const char *base = strrchr(path, '/');
     int rc = 0;
-    int hops = b->hops;
 
-    gt_strbuf_reset(&b->lab);
-    if (b->backward) {
-        gt_strbuf_addf(&b->lab, "backward call %lld of ", (long long)b->backward);
-        sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, b->backward);
-        int step = sqlite3_step(st);
-        if (step == SQLITE_ROW) {
-            gt_strbuf_adds(&b->lab, ": ");
-            gt_loc l;
-            sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS / 2);
-            if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0 && l.frame) {
-                gt_strbuf_adds(&b->lab, " at ");
-                sb_loc(&b->lab, l.file, l.line);
-            }
-            if (col_text(b, st, 2) && !strcmp(col_text(b, st, 2), "error"))
-                gt_strbuf_adds(&b->lab, " (raised)");
-        } else if (step != SQLITE_DONE) {
-            rc = sql_fail(b);
-        }
-        sqlite3_reset(st);
-        if (rc)
-            return rc;
-    } else {
+    if (!b->backward) {
         gt_strbuf_adds(&b->lab, "autograd graph of ");
         sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
         gt_strbuf_adds(&b->lab, " (no backward call recorded)");
+        return 0;
     }
-    sb_br(&b->lab);
+    gt_strbuf_addf(&b->lab, "backward call %lld of ", (long long)b->backward);
+    sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b->backward);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        gt_strbuf_adds(&b->lab, ": ");
+        gt_loc l;
+        sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS / 2);
+        if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0 && l.frame) {
+            gt_strbuf_adds(&b->lab, " at ");
+            sb_loc(&b->lab, l.file, l.line);
+        }
+        if (col_text(b, st, 2) && !strcmp(col_text(b, st, 2), "error"))
+            gt_strbuf_adds(&b->lab, " (raised)");
+    } else if (step != SQLITE_DONE) {
+        rc = sql_fail(b);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* The title's second line into b->lab: how many nodes are drawn, and
+ * around what (centre: focus's count of centres), and the findings drawn.
+ * Can't fail (b->lab's sticky flag). */
+static void title_extent(builder *b, size_t drawn, size_t centre, size_t findings)
+{
+    int hops = b->hops;
     if (drawn == b->nnodes)
         gt_strbuf_addf(&b->lab, "all %zu autograd nodes", b->nnodes);
     else if (!b->focused)
@@ -2178,33 +2215,52 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
                        findings == 1 ? "finding" : "findings");
     else
         gt_strbuf_adds(&b->lab, ", no findings");
-    /* What was left out, and the option that shows it. */
-    if (drawn < b->nnodes || b->saved_folded) {
-        sb_br(&b->lab);
-        if (drawn < b->nnodes && !b->collapsed)
-            gt_strbuf_addf(&b->lab, "%zu %s hidden (--all or a larger --hops draws them)",
-                           b->nnodes - drawn, b->nnodes - drawn == 1 ? "node" : "nodes");
-        if (b->collapsed) {
-            gt_strbuf_addf(&b->lab,
-                           "%zu nodes hidden (--all draws them): %zu in repeats of ",
-                           b->nnodes - drawn, b->collapsed);
-            gt_strbuf_adds(&b->lab, b->nrepeats == 1 ? "a block" : "blocks");
-            gt_strbuf_adds(&b->lab, " drawn once (");
-            for (size_t r = 0; r < b->nrepeats && r < 4; r++)
-                gt_strbuf_addf(&b->lab, "%s\xc3\x97%zu", r ? ", " : "",
-                               b->repeats[r].count);
-            gt_strbuf_adds(&b->lab, b->nrepeats > 4 ? ", \xe2\x80\xa6)" : ")");
-            if (drawn + b->collapsed < b->nnodes)
-                gt_strbuf_addf(&b->lab, ", %zu beyond the focus",
-                               b->nnodes - drawn - b->collapsed);
-        }
-        if (drawn < b->nnodes && b->saved_folded)
-            gt_strbuf_adds(&b->lab, "; ");
-        if (b->saved_folded)
-            gt_strbuf_addf(&b->lab, "%zu saved %s listed in %s (--saved draws them)",
-                           b->saved_folded, b->saved_folded == 1 ? "tensor" : "tensors",
-                           b->saved_folded == 1 ? "its node" : "their nodes");
+}
+
+/* The title's last line into b->lab, when something was left out: the
+ * nodes hidden (by the focus, in repeats drawn once), the saved tensors
+ * listed in their nodes, and the option that shows each. Can't fail
+ * (b->lab's sticky flag). */
+static void title_hidden(builder *b, size_t drawn)
+{
+    if (drawn == b->nnodes && !b->saved_folded)
+        return;
+    sb_br(&b->lab);
+    if (drawn < b->nnodes && !b->collapsed)
+        gt_strbuf_addf(&b->lab, "%zu %s hidden (--all or a larger --hops draws them)",
+                       b->nnodes - drawn, b->nnodes - drawn == 1 ? "node" : "nodes");
+    if (b->collapsed) {
+        gt_strbuf_addf(&b->lab, "%zu nodes hidden (--all draws them): %zu in repeats of ",
+                       b->nnodes - drawn, b->collapsed);
+        gt_strbuf_adds(&b->lab, b->nrepeats == 1 ? "a block" : "blocks");
+        gt_strbuf_adds(&b->lab, " drawn once (");
+        for (size_t r = 0; r < b->nrepeats && r < 4; r++)
+            gt_strbuf_addf(&b->lab, "%s\xc3\x97%zu", r ? ", " : "", b->repeats[r].count);
+        gt_strbuf_adds(&b->lab, b->nrepeats > 4 ? ", \xe2\x80\xa6)" : ")");
+        if (drawn + b->collapsed < b->nnodes)
+            gt_strbuf_addf(&b->lab, ", %zu beyond the focus",
+                           b->nnodes - drawn - b->collapsed);
     }
+    if (drawn < b->nnodes && b->saved_folded)
+        gt_strbuf_adds(&b->lab, "; ");
+    if (b->saved_folded)
+        gt_strbuf_addf(&b->lab, "%zu saved %s listed in %s (--saved draws them)",
+                       b->saved_folded, b->saved_folded == 1 ? "tensor" : "tensors",
+                       b->saved_folded == 1 ? "its node" : "their nodes");
+}
+
+/* The graph's title: which backward call and what part of it (title_call,
+ * title_extent, title_hidden). Returns 0, or a negative GT_E* code with
+ * the message on the trace. */
+static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
+{
+    int rc;
+    gt_strbuf_reset(&b->lab);
+    if ((rc = title_call(b)) != 0)
+        return rc;
+    sb_br(&b->lab);
+    title_extent(b, drawn, centre, findings);
+    title_hidden(b, drawn);
     if (b->lab.oom)
         return oom(b);
     agattr(b->g, AGRAPH, (char *)"label", (char *)gt_strbuf_str(&b->lab));
