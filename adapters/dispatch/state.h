@@ -166,7 +166,7 @@ typedef struct {
 } gt_region;
 
 typedef struct gt_pyrec {
-    GT_PROTO_HEAD    /* r, active, failed, forked, data_orig: protocol.h */
+    GT_PROTO_HEAD    /* r, on, active, failed, forked, data_orig: protocol.h */
         int busy;    /* ops in flight (inside dispatch, any thread) */
     int in_backward; /* depth of recorded backward calls */
     int has_seqnr;   /* nodes have _sequence_nr() */
