@@ -166,8 +166,8 @@ typedef struct {
 } gt_region;
 
 typedef struct gt_pyrec {
-    GT_PROTO_HEAD    /* r, on, active, failed, forked, data_orig: protocol.h */
-        int busy;    /* ops in flight (inside dispatch, any thread) */
+    GT_PROTO_HEAD;   /* r, on, active, failed, forked, data_orig: protocol.h */
+    int busy;        /* ops in flight (inside dispatch, any thread) */
     int in_backward; /* depth of recorded backward calls */
     int has_seqnr;   /* nodes have _sequence_nr() */
     int has_untyped; /* tensors have untyped_storage() */

@@ -38,8 +38,8 @@
 #define TCACHE 1024
 
 typedef struct {
-    GT_PROTO_HEAD /* r, on (capture running), active, failed, forked, data_orig */
-        gt_fold *fold;
+    GT_PROTO_HEAD; /* r, on (capture running), active, failed, forked, data_orig */
+    gt_fold *fold;
     int check_saved;       /* fingerprint saved tensors (saved_fingerprints) */
     PyObject *hidden;      /* tuple of path prefixes never put in stacks */
     PyObject *engine;      /* tuple of path prefixes of the engine (torch) */

@@ -82,18 +82,18 @@ typedef struct gt_proto_ops {
     void (*forked)(gt_proto *p);
 } gt_proto_ops;
 
-/* The head both recorder objects start with. */
+/* The head both recorder objects start with (written `GT_PROTO_HEAD;`). */
 #define GT_PROTO_HEAD                                                                    \
     PyObject_HEAD gt_recorder *r;                                                        \
     const gt_proto_ops *hooks;                                                           \
-    int on;              /* the adapter captures (dispatch: open; engine: started) */    \
-    int active;          /* inside the recorded window */                                \
-    int failed;          /* a write failure stopped recording for good */                \
-    int forked;          /* a forked child: never touch r */                             \
-    PyObject *data_orig; /* the `data` descriptor data_set forwards to (owned) */
+    int on;             /* the adapter captures (dispatch: open; engine: started) */     \
+    int active;         /* inside the recorded window */                                 \
+    int failed;         /* a write failure stopped recording for good */                 \
+    int forked;         /* a forked child: never touch r */                              \
+    PyObject *data_orig /* the `data` descriptor data_set forwards to (owned) */
 
 struct gt_proto {
-    GT_PROTO_HEAD
+    GT_PROTO_HEAD;
 };
 
 /* Are ops being recorded now: open, capturing, inside the window, neither
