@@ -75,6 +75,7 @@
  * the run; the flight recorder holds its window (up to keep_last +
  * cut_slack calls) and the older rows the kept calls reference.
  */
+#include "grow.h"
 #include "gtmap.h"
 #include "intern.h"
 #include "intlist.h"
@@ -675,17 +676,10 @@ static int64_t *buf_row(gt_recorder *r, int which, unsigned char **null)
 static int buf_room(gt_recorder *r, int which, size_t need)
 {
     struct gt__rowbuf *b = &r->buf[which];
-    if (b->text_len + need > b->text_cap) {
-        size_t cap = b->text_cap ? b->text_cap : 4096;
-        while (cap < b->text_len + need)
-            cap *= 2;
-        char *t = realloc(b->text, cap);
-        if (!t) {
-            set_errmsg(r, "recording stopped: out of memory (%s)", buf_info[which].what);
-            return fail(r, GT_ENOMEM);
-        }
-        b->text = t;
-        b->text_cap = cap;
+    if (need > SIZE_MAX - b->text_len ||
+        GT_ALLOC_GROW(b->text, b->text_len + need, b->text_cap, 4096) != 0) {
+        set_errmsg(r, "recording stopped: out of memory (%s)", buf_info[which].what);
+        return fail(r, GT_ENOMEM);
     }
     return 0;
 }

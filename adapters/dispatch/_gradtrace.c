@@ -41,6 +41,7 @@
 
 #include <xxhash.h>
 
+#include "grow.h"
 #include "gt_pyrun.h"
 #include "gtmap.h"
 
@@ -219,7 +220,8 @@ typedef struct gt_pyrec {
     int last_lasti;
     gt_id last_stack;
     PyObject **pending; /* owned: outputs and mutated args of the last op */
-    Py_ssize_t npending, cappending;
+    Py_ssize_t npending;
+    size_t cappending;
     int64_t pending_seq;
     gt_id pending_thread;
     int flushing;        /* inside flush_pending */
@@ -471,24 +473,9 @@ static void scratch_free_all(gt_pyrec *self)
     }
 }
 
-/* Make room for one more element in an array of `size`-byte elements.
- * Returns 0, or -1 when out of memory (array unchanged). */
-static int reserve(void **v, size_t n, size_t *cap, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(*v, size * ncap);
-    if (!nv)
-        return -1;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
 static int argvec_push(argvec *a, argref r)
 {
-    if (reserve((void **)&a->v, a->n, &a->cap, sizeof *a->v) < 0)
+    if (GT_ALLOC_GROW(a->v, a->n + 1, a->cap, 16) != 0)
         return -1;
     a->v[a->n++] = r;
     return 0;
@@ -671,8 +658,8 @@ static gt_id capture_stack_from(gt_pyrec *self, PyFrameObject *start,
             self->stack_func = 1;
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != CODE_HIDDEN && reserve((void **)&sc->frames, (size_t)n,
-                                           &sc->frames_cap, sizeof *sc->frames) == 0)
+        if (kind != CODE_HIDDEN &&
+            GT_ALLOC_GROW(sc->frames, (size_t)n + 1, sc->frames_cap, 16) == 0)
             sc->frames[n++] = f; /* owned; out of memory: outermost dropped */
         else
             Py_DECREF(f);
@@ -1775,14 +1762,8 @@ typedef struct {
 static gt_id push_new_node(gt_pyrec *self, PyObject *node, PyObject *md, int64_t op,
                            gt_work **work, size_t *n, size_t *cap)
 {
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
-        gt_work *nw = realloc(*work, sizeof *nw * ncap);
-        if (!nw)
-            return 0;
-        *work = nw;
-        *cap = ncap;
-    }
+    if (GT_ALLOC_GROW(*work, *n + 1, *cap, 16) != 0)
+        return 0;
     gt_id id = self->next_node + 1;
     PyObject *idobj = PyLong_FromLongLong(id);
     if (!idobj || PyDict_SetItem(md, self->key, idobj) < 0) {
@@ -1986,8 +1967,9 @@ static void flush_pending(gt_pyrec *self)
         gt_tensor_ent *e = lookup(self, t);
         if (!e || gt_map_get(&self->done, (uint64_t)nid, (uint64_t)nr, 0))
             continue;
-        if (reserve((void **)&self->done_keys, self->ndone_keys, &self->capdone_keys,
-                    2 * sizeof *self->done_keys) < 0 ||
+        /* pairs of keys: an item is two of them */
+        if (gt_alloc_grow(&self->done_keys, self->ndone_keys + 1, &self->capdone_keys,
+                          2 * sizeof *self->done_keys, 16) != 0 ||
             gt_map_put(&self->done, (uint64_t)nid, (uint64_t)nr, 0, 1) < 0)
             continue;
         self->done_keys[2 * self->ndone_keys] = (uint64_t)nid;
@@ -2005,14 +1987,9 @@ static void flush_pending(gt_pyrec *self)
 
 static void add_pending(gt_pyrec *self, PyObject *t)
 {
-    if (self->npending == self->cappending) {
-        Py_ssize_t ncap = self->cappending ? self->cappending * 2 : 16;
-        PyObject **np = realloc(self->pending, sizeof *np * (size_t)ncap);
-        if (!np)
-            return;
-        self->pending = np;
-        self->cappending = ncap;
-    }
+    size_t need = (size_t)self->npending + 1;
+    if (GT_ALLOC_GROW(self->pending, need, self->cappending, 16) != 0)
+        return;
     self->pending[self->npending++] = Py_NewRef(t);
 }
 
@@ -2705,8 +2682,7 @@ static void region_pop(gt_pyrec *self, int64_t seq)
 /* Open a checkpoint region for call `seq` over the tensors of `in`. */
 static void region_push(gt_pyrec *self, int64_t seq, argvec *in)
 {
-    if (reserve((void **)&self->regions, self->nregions, &self->capregions,
-                sizeof *self->regions) < 0)
+    if (GT_ALLOC_GROW(self->regions, self->nregions + 1, self->capregions, 16) != 0)
         return;
     size_t n = in->n ? in->n : 1;
     gt_region rg = {.seq = seq,

@@ -2,6 +2,7 @@
  * fold.h. */
 #include "fold.h"
 
+#include "grow.h"
 #include "gt_capture.h"
 #include "gtmap.h"
 
@@ -78,11 +79,12 @@ typedef struct flane {
     uint64_t stamp; /* its stamp */
     int nin, nmut, nout;
     in_ent *in; /* the op's tensor inputs, nin of cap_in allocated */
-    int cap_in;
+    size_t cap_in;
     ftensor **pending; /* outputs whose rows wait for the next op (held) */
     size_t npending, cappending;
     fcall *calls; /* calls into user code in progress, innermost last */
-    int ncalls, cap_calls;
+    int ncalls;
+    size_t cap_calls;
     int call_end;      /* folding a call's outputs (GT_CAP_CALL_END) */
     gt_id region_node; /* the last node made in a region */
     int region_done;   /* its checkpoint inputs are recorded */
@@ -265,15 +267,7 @@ static void vc_unref(gt_fold *f, fvc *v, const void *key)
 /* Let go of a weak reference on impl: now, or after the hold (wrel). */
 static void weak_release(gt_fold *f, const void *impl)
 {
-    if (f->holding && f->nwrel == f->cap_wrel) {
-        size_t n = f->cap_wrel ? 2 * f->cap_wrel : 64;
-        const void **p = realloc(f->wrel, n * sizeof *p);
-        if (p) {
-            f->wrel = p;
-            f->cap_wrel = n;
-        }
-    }
-    if (f->holding && f->nwrel < f->cap_wrel)
+    if (f->holding && GT_ALLOC_GROW(f->wrel, f->nwrel + 1, f->cap_wrel, 64) == 0)
         f->wrel[f->nwrel++] = impl;
     else
         gt_capture_weak_release(impl); /* out of memory: at once */
@@ -685,14 +679,8 @@ static void pending_flush(gt_fold *f, flane *l)
 
 static void pending_add(flane *l, ftensor *t)
 {
-    if (l->npending == l->cappending) {
-        size_t n = l->cappending ? 2 * l->cappending : 16;
-        ftensor **p = realloc(l->pending, n * sizeof *p);
-        if (!p)
-            return; /* its row is written when it is dropped */
-        l->pending = p;
-        l->cappending = n;
-    }
+    if (GT_ALLOC_GROW(l->pending, l->npending + 1, l->cappending, 16) != 0)
+        return; /* its row is written when it is dropped */
     t->refs++;
     l->pending[l->npending++] = t;
 }
@@ -756,14 +744,8 @@ static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geo
  * tensors). Returns 0, or -1 when out of memory (the input is not kept). */
 static int lane_in_push(flane *l, in_ent e)
 {
-    if (l->nin == l->cap_in) {
-        int cap = l->cap_in ? 2 * l->cap_in : 64;
-        in_ent *p = realloc(l->in, (size_t)cap * sizeof *p);
-        if (!p)
-            return -1;
-        l->in = p;
-        l->cap_in = cap;
-    }
+    if (GT_ALLOC_GROW(l->in, (size_t)l->nin + 1, l->cap_in, 64) != 0)
+        return -1;
     l->in[l->nin++] = e;
     return 0;
 }
@@ -772,15 +754,10 @@ static int lane_in_push(flane *l, in_ent e)
  * depth). NULL when out of memory. */
 static fcall *lane_call_push(flane *l)
 {
-    if (l->ncalls == l->cap_calls) {
-        int cap = l->cap_calls ? 2 * l->cap_calls : 8;
-        fcall *p = realloc(l->calls, (size_t)cap * sizeof *p);
-        if (!p)
-            return NULL;
-        memset(p + l->cap_calls, 0, (size_t)(cap - l->cap_calls) * sizeof *p);
-        l->calls = p;
-        l->cap_calls = cap;
-    }
+    size_t had = l->cap_calls;
+    if (GT_ALLOC_GROW(l->calls, (size_t)l->ncalls + 1, l->cap_calls, 8) != 0)
+        return NULL;
+    memset(l->calls + had, 0, (l->cap_calls - had) * sizeof *l->calls);
     fcall *c = &l->calls[l->ncalls++];
     c->n = 0;
     return c;
@@ -812,7 +789,7 @@ static int call_input_push(fcall *c, gt_id id, int64_t version, int64_t nbytes)
 /* Free what a lane's consumer holds (its entries let go by lane_reset). */
 static void lane_free(flane *l)
 {
-    for (int i = 0; i < l->cap_calls; i++) {
+    for (size_t i = 0; i < l->cap_calls; i++) {
         free(l->calls[i].tensors);
         free(l->calls[i].versions);
         free(l->calls[i].nbytes);
@@ -1233,15 +1210,7 @@ static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
         if (bi.api && ck(f, gt_backward_begin(f->r, &bi, &id)) < 0)
             id = 0;
         f->bwd_stack = bi.stack;
-        if (f->nbwd == f->bwd_cap && !f->bwd_lost) {
-            size_t ncap = f->bwd_cap ? 2 * f->bwd_cap : 16;
-            gt_id *nb = realloc(f->bwd, ncap * sizeof *nb);
-            if (nb) {
-                f->bwd = nb;
-                f->bwd_cap = ncap;
-            }
-        }
-        if (f->nbwd < f->bwd_cap && !f->bwd_lost)
+        if (!f->bwd_lost && GT_ALLOC_GROW(f->bwd, f->nbwd + 1, f->bwd_cap, 16) == 0)
             f->bwd[f->nbwd++] = id;
         else
             f->bwd_lost++; /* its end is matched, its events go to no call */
@@ -1283,17 +1252,10 @@ static void text_drop(flane *l)
  * dropped) if memory runs out. */
 static int text_put(flane *l, const void *p, size_t n)
 {
-    if (n > l->text_cap - l->text_len) {
-        size_t nc = l->text_cap ? l->text_cap : 4096;
-        while (nc - l->text_len < n && nc <= SIZE_MAX / 2)
-            nc *= 2;
-        unsigned char *x = nc - l->text_len >= n ? realloc(l->text, nc) : NULL;
-        if (!x) {
-            text_drop(l);
-            return -1;
-        }
-        l->text = x;
-        l->text_cap = nc;
+    if (n > SIZE_MAX - l->text_len ||
+        GT_ALLOC_GROW(l->text, l->text_len + n, l->text_cap, 4096) != 0) {
+        text_drop(l);
+        return -1;
     }
     memcpy(l->text + l->text_len, p, n);
     l->text_len += n;
