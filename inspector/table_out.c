@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "strbuf.h"
 #include "utf8.h"
 
@@ -141,15 +142,9 @@ static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out, int6
             width[i] = gt_utf8_width(sqlite3_column_name(st, i));
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n + (size_t)ncol > cap) {
-            size_t ncap = cap ? cap * 2 : (size_t)ncol * 64;
-            char **p = realloc(cells, ncap * sizeof *p);
-            if (!p) {
-                rc = SQLITE_NOMEM;
-                goto out;
-            }
-            cells = p;
-            cap = ncap;
+        if (GT_ALLOC_GROW(cells, n + (size_t)ncol, cap, (size_t)ncol * 64) != 0) {
+            rc = SQLITE_NOMEM;
+            goto out;
         }
         for (int i = 0; i < ncol; i++) {
             int type = sqlite3_column_type(st, i);

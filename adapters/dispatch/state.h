@@ -33,6 +33,7 @@
 
 #include "grow.h"
 #include "gt_pyrun.h"
+#include "protocol.h"
 #include "gtmap.h"
 
 typedef struct {
@@ -166,10 +167,7 @@ typedef struct {
 } gt_region;
 
 typedef struct gt_pyrec {
-    PyObject_HEAD gt_recorder *r;
-    int active;      /* recording ops now */
-    int failed;      /* write failure: recording stopped for good */
-    int forked;      /* this is a forked child: never touch the handle */
+    GT_PROTO_HEAD;   /* r, on, active, failed, forked, data_orig: protocol.h */
     int busy;        /* ops in flight (inside dispatch, any thread) */
     int in_backward; /* depth of recorded backward calls */
     int has_seqnr;   /* nodes have _sequence_nr() */
@@ -234,7 +232,6 @@ typedef struct gt_pyrec {
     int ft_seen;          /* a transform ran: unwrap saved tensors and names */
     int ft_now;           /* the op in flight writes under a transform */
     int stack_func;       /* the last stack captured runs under a transform */
-    PyObject *data_orig;  /* TensorBase's `data` descriptor (watch_data) */
 } gt_pyrec;
 
 typedef struct {
@@ -276,6 +273,8 @@ static inline int ck(gt_pyrec *self, int rc)
     return rc;
 }
 
+/* The per-op path's own gt_proto_recording, without the recorder's lock:
+ * ck keeps `failed` in step with the handle. */
 static inline int recording(gt_pyrec *self)
 {
     return self->r && self->active && !self->failed && !self->forked;
