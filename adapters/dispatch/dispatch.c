@@ -150,14 +150,9 @@ void gt__bump_foreach(gt_pyrec *self)
 
 static void add_pending(gt_pyrec *self, PyObject *t)
 {
-    if (self->npending == self->cappending) {
-        Py_ssize_t ncap = self->cappending ? self->cappending * 2 : 16;
-        PyObject **np = realloc(self->pending, sizeof *np * (size_t)ncap);
-        if (!np)
-            return;
-        self->pending = np;
-        self->cappending = ncap;
-    }
+    size_t need = (size_t)self->npending + 1;
+    if (GT_ALLOC_GROW(self->pending, need, self->cappending, 16) != 0)
+        return;
     self->pending[self->npending++] = Py_NewRef(t);
 }
 

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "gt_pyrun.h"
 #include "protocol.h"
 #include "gtmap.h"
@@ -206,7 +207,8 @@ typedef struct gt_pyrec {
     int last_lasti;
     gt_id last_stack;
     PyObject **pending; /* owned: outputs and mutated args of the last op */
-    Py_ssize_t npending, cappending;
+    Py_ssize_t npending;
+    size_t cappending;
     int64_t pending_seq;
     gt_id pending_thread;
     int flushing;        /* inside flush_pending */
@@ -296,7 +298,6 @@ gt_id gt__current_thread(gt_pyrec *self);
 gt_scratch *gt__scratch_take(gt_pyrec *self);
 void gt__scratch_give(gt_pyrec *self, gt_scratch *sc);
 void gt__scratch_free_all(gt_pyrec *self);
-int gt__reserve(void **v, size_t n, size_t *cap, size_t size);
 int gt__argvec_push(argvec *a, argref r);
 
 /* functorch.c */

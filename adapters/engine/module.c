@@ -25,6 +25,7 @@
 #include <gradtrace/format.h>
 
 #include "fold.h"
+#include "grow.h"
 #include "gt_pyrun.h"
 #include "protocol.h"
 #include "gt_capture.h"
@@ -97,17 +98,9 @@ static void put(bytes *b, const void *p, size_t n)
 {
     if (b->oom)
         return;
-    if (b->len + n > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        while (nc < b->len + n)
-            nc *= 2;
-        unsigned char *x = realloc(b->buf, nc);
-        if (!x) {
-            b->oom = 1;
-            return;
-        }
-        b->buf = x;
-        b->cap = nc;
+    if (n > SIZE_MAX - b->len || GT_ALLOC_GROW(b->buf, b->len + n, b->cap, 1024) != 0) {
+        b->oom = 1;
+        return;
     }
     memcpy(b->buf + b->len, p, n);
     b->len += n;
@@ -208,15 +201,7 @@ static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
         int kind = code_kind(e, co);
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != 2 && n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            PyFrameObject **x = realloc(frames, nc * sizeof *x);
-            if (x) {
-                frames = x;
-                cap = nc;
-            }
-        }
-        if (kind != 2 && n < cap)
+        if (kind != 2 && GT_ALLOC_GROW(frames, n + 1, cap, 64) == 0)
             frames[n++] = f; /* out of memory: the outermost are dropped */
         else
             Py_DECREF(f);
