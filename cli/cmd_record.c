@@ -28,6 +28,7 @@
 
 #include "cmd.h"
 #include <gradtrace/multi.h>
+#include <gradtrace/trace.h>
 
 #ifndef GT_PYTHONPATH
 #define GT_PYTHONPATH ""
@@ -189,11 +190,11 @@ static int is_trace(const char *path)
     int yes = 0;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         goto out;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT (SELECT user_version FROM pragma_user_version) > 0"
-                           " AND EXISTS (SELECT 1 FROM sqlite_master"
-                           "  WHERE type = 'table' AND name = 'run')",
-                           -1, &st, NULL) == SQLITE_OK &&
+    if (gt_db_prepare(db,
+                      "SELECT (SELECT user_version FROM pragma_user_version) > 0"
+                      " AND EXISTS (SELECT 1 FROM sqlite_master"
+                      "  WHERE type = 'table' AND name = 'run')",
+                      &st) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
         yes = sqlite3_column_int(st, 0);
 out:

@@ -104,7 +104,7 @@ static int run_sql(sqlite3 *db, gt_sql_guard *g, const char *sql, const param *p
     while (*tail) {
         const char *next = NULL;
         gt_sql_guard_clear(g);
-        int rc = sqlite3_prepare_v2(db, tail, -1, &st, &next);
+        int rc = gt_db_prepare_first(db, tail, &st, &next);
         if (rc != SQLITE_OK) {
             if (gt_sql_guard_why(g)[0])
                 fprintf(stderr, "gradtrace: sql: refused: %s\n", gt_sql_guard_why(g));
@@ -167,7 +167,7 @@ static int dot_schema(sqlite3 *db, const char *name, int names_only)
     /* a TEMP view shadows the file's view of its name, as in queries */
     const char *sql = name ? SCHEMA_SQL " AND name = ?1 GROUP BY name"
                            : SCHEMA_SQL " GROUP BY name ORDER BY name";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    if (gt_db_prepare(db, sql, &st) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
         return -1;
     }

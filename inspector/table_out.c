@@ -1,5 +1,6 @@
 /* Printing the rows of a prepared statement; see table_out.h. */
 #include <gradtrace/table_out.h>
+#include <gradtrace/trace.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -299,7 +300,7 @@ static int print_json(sqlite3_stmt *st, FILE *out, int64_t *rows)
 
     if (!keys)
         goto out;
-    rc = sqlite3_prepare_v2(sqlite3_db_handle(st), "SELECT json_quote(?1)", -1, &q, NULL);
+    rc = gt_db_prepare(sqlite3_db_handle(st), "SELECT json_quote(?1)", &q);
     /* the keys, quoted once: "name": */
     for (int i = 0; i < ncol && rc == SQLITE_OK; i++)
         if ((rc = json_of(q, NULL, sqlite3_column_name(st, i), &keys[i])) == SQLITE_OK)
