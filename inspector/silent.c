@@ -96,8 +96,23 @@ static gt_finding *append(gt_findings *f)
     return x;
 }
 
+/* The condition that saved tensor `st` (an alias of saved_tensors) is a
+ * slot its node's backward does not read (gt__dx_slot_unread). */
+#define UNREAD_SLOT(st)                                                                  \
+    "EXISTS (SELECT 1 FROM strings sl, nodes n, strings nn WHERE sl.id = " st ".slot"    \
+    " AND n.id = " st ".node AND nn.id = n.name"                                         \
+    " AND sl.text IN ('running_mean', 'running_var')"                                    \
+    " AND nn.text LIKE '%BatchNorm%Backward%')"                                          \
+    " AND EXISTS (SELECT 1 FROM saved_tensors r JOIN strings rs ON rs.id = r.slot"       \
+    " JOIN tensors rt ON rt.id = r.tensor WHERE r.node = " st ".node"                    \
+    " AND rs.text = 'result1' AND json_valid(rt.shape) AND json_array_length(rt.shape) " \
+    "> 0"                                                                                \
+    " AND NOT EXISTS (SELECT 1 FROM json_each(rt.shape) WHERE value = 0))"
+
 /* Fingerprints at save and at use that differ, with nothing the version
- * counter saw (the saved version still current when the node ran). */
+ * counter saw (the saved version still current when the node ran), of a
+ * slot the node's backward reads (a training-mode BatchNorm's running
+ * statistics, updated by every forward, are not). */
 static const char sql_prints[] =
     "SELECT u.backward, st.seq, st.node, st.tensor, st.version, u.seq, t.storage"
     " FROM saved_fingerprints s JOIN saved_fingerprints u ON u.saved = s.saved"
@@ -107,7 +122,8 @@ static const char sql_prints[] =
     "  AND NOT EXISTS (SELECT 1 FROM version_bumps b JOIN tensors bt ON bt.id = b.tensor"
     "   WHERE bt.version_counter = t.version_counter AND b.seq > st.seq AND b.seq < u.seq"
     "   AND b.version > st.version)"
-    " ORDER BY u.seq";
+    "  AND NOT (" UNREAD_SLOT("st") ")"
+                                    " ORDER BY u.seq";
 
 /* The recorded writes between a save and its use to a tensor on the same
  * storage (from the tensors on it: the storage and written-argument
@@ -338,14 +354,7 @@ int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
  * with-update variants), so DDP's per-forward buffer broadcast into them
  * between two forwards and one backward changes nothing backward reads. */
 static const char sql_unread[] =
-    "SELECT 1 FROM saved_tensors st JOIN strings sl ON sl.id = st.slot"
-    " JOIN nodes n ON n.id = st.node JOIN strings nn ON nn.id = n.name"
-    " WHERE st.seq = ?1 AND sl.text IN ('running_mean', 'running_var')"
-    "  AND nn.text LIKE '%BatchNorm%Backward%'"
-    "  AND EXISTS (SELECT 1 FROM saved_tensors r JOIN strings rs ON rs.id = r.slot"
-    "   JOIN tensors t ON t.id = r.tensor WHERE r.node = st.node AND rs.text = 'result1'"
-    "   AND json_valid(t.shape) AND json_array_length(t.shape) > 0"
-    "   AND NOT EXISTS (SELECT 1 FROM json_each(t.shape) WHERE value = 0))";
+    "SELECT 1 FROM saved_tensors st WHERE st.seq = ?1 AND " UNREAD_SLOT("st");
 
 int gt__dx_slot_unread(gt__dctx *c, int64_t saved_seq)
 {

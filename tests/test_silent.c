@@ -157,6 +157,34 @@ static void test_saved_write_handed_out(void **state)
     gt_findings_free(handed_out("sampled", 1));
 }
 
+/* A training-mode BatchNorm's saved running statistics (its batch mean
+ * result1 has elements) are not read by its backward: a later forward
+ * updating them changes their fingerprint, and that is no finding. */
+static void test_saved_bytes_unread_slot(void **state)
+{
+    (void)state;
+    tb b;
+    tb_open(&b, "prints_unread");
+    assert_int_equal(gt_storage(b.r, 1, 16, b.cpu), 0);
+    assert_int_equal(gt_storage(b.r, 2, 16, b.cpu), 0);
+    tb_tensor(&b, 10, 1, 4, 0, 0, 1, 0, 0, 0);
+    tb_tensor(&b, 11, 2, 4, 0, 0, 0, 0, 0, 0);
+    int64_t op =
+        tb_op(&b, "aten::native_batch_norm", GT_PHASE_FORWARD, 20, "y1 = bn(x1)");
+    tb_node(&b, 1, "NativeBatchNormBackward0", op, 1);
+    int64_t saved = tb_save(&b, 1, "running_mean", 10, 0);
+    tb_save(&b, 1, "result1", 11, 0);
+    gt_id bw = tb_backward(&b, 1, 0, 22);
+    assert_int_equal(gt_fingerprint(b.r, saved, 0, 0, 16, 0x1111), 0);
+    assert_int_equal(gt_fingerprint(b.r, saved, 1, bw, 16, 0x2222), 0);
+    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, 0);
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -164,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_saved_bytes_changed),
         cmocka_unit_test(test_saved_bytes_same),
         cmocka_unit_test(test_saved_write_handed_out),
+        cmocka_unit_test(test_saved_bytes_unread_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
