@@ -89,6 +89,21 @@ static void test_saved_bytes_same(void **state)
     fingerprints(0x1111, 0x1111, 0);
 }
 
+/* Backward call 1 from node 1, at line `line`: the save's fingerprint
+ * 0x1111 at save and 0x2222 at use (`nbytes` each); closes the trace and
+ * returns its findings (the file removed). */
+static gt_findings *changed_then_diagnosed(tb *b, int64_t saved, int line, int64_t nbytes)
+{
+    gt_id bw = tb_backward(b, 1, 0, line);
+    assert_int_equal(gt_fingerprint(b->r, saved, 0, 0, nbytes, 0x1111), 0);
+    assert_int_equal(gt_fingerprint(b->r, saved, 1, bw, nbytes, 0x2222), 0);
+    assert_int_equal(gt_backward_end(b->r, bw, 1), 0);
+    tb_close(b, 1);
+    gt_findings *f = diagnose(b->path, 0, 0);
+    unlink(b->path);
+    return f;
+}
+
 /* w's memory handed out (a detach at line 22 makes tensor 11 on its
  * storage, with a counter of its own) after a read at line 21, then its
  * bytes changed: the fix names the hand-out, the read is no write. With
@@ -125,13 +140,7 @@ static gt_findings *handed_out(const char *mode, int writer)
         wr = tb_op(&b, "mylib::fill_", GT_PHASE_FORWARD, 24, "mylib.fill_(v)");
         assert_int_equal(gt_op_arg(b.r, wr, GT_ROLE_MUTATED, 0, 11, 0), 0);
     }
-    gt_id bw = tb_backward(&b, 1, 0, 25);
-    assert_int_equal(gt_fingerprint(b.r, saved, 0, 0, 12, 0x1111), 0);
-    assert_int_equal(gt_fingerprint(b.r, saved, 1, bw, 12, 0x2222), 0);
-    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
-    tb_close(&b, 1);
-    gt_findings *f = diagnose(b.path, 0, 0);
-    unlink(b.path);
+    gt_findings *f = changed_then_diagnosed(&b, saved, 25, 12);
     assert_int_equal(f->n, 1);
     assert_int_equal(f->v[0].kind, writer ? GT_FINDING_SILENT_STORAGE_WRITE
                                           : GT_FINDING_SILENT_SAVED_WRITE);
@@ -174,15 +183,9 @@ static void test_saved_bytes_unread_slot(void **state)
     tb_node(&b, 1, "NativeBatchNormBackward0", op, 1);
     int64_t saved = tb_save(&b, 1, "running_mean", 10, 0);
     tb_save(&b, 1, "result1", 11, 0);
-    gt_id bw = tb_backward(&b, 1, 0, 22);
-    assert_int_equal(gt_fingerprint(b.r, saved, 0, 0, 16, 0x1111), 0);
-    assert_int_equal(gt_fingerprint(b.r, saved, 1, bw, 16, 0x2222), 0);
-    assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
-    tb_close(&b, 1);
-    gt_findings *f = diagnose(b.path, 0, 0);
+    gt_findings *f = changed_then_diagnosed(&b, saved, 22, 16);
     assert_int_equal(f->n, 0);
     gt_findings_free(f);
-    unlink(b.path);
 }
 
 int main(void)
