@@ -52,16 +52,24 @@ static const char sql_saved_v3[] =
  * storages in JSON array ?1, by storage then op: through each tensor of
  * each storage, or through the window's op arguments (see
  * gt__pick_plan). */
-static const char sql_silent[] =
-    "SELECT w.storage, a.op, a.tensor, w.version_counter FROM json_each(?1) j "
-    "JOIN tensors w ON w.storage = j.value "
-    "JOIN op_args a ON a.tensor = w.id AND a.role = 2 AND a.op > ?2 AND a.op < ?3 "
-    "ORDER BY 1, 2, a.pos";
-static const char sql_silent_window[] =
-    "SELECT w.storage, a.op, a.tensor, w.version_counter "
-    "FROM op_args a CROSS JOIN tensors w ON w.id = a.tensor "
-    "WHERE a.op > ?2 AND a.op < ?3 AND a.role = 2 "
-    "AND +w.storage IN (SELECT value FROM json_each(?1)) ORDER BY 1, 2, a.pos";
+/* Each with whether the write is a kernel write (v6: kernel_writes). */
+#define SQL_SILENT(kernel)                                                               \
+    "SELECT w.storage, a.op, a.tensor, w.version_counter, " kernel                       \
+    " FROM json_each(?1) j "                                                             \
+    "JOIN tensors w ON w.storage = j.value "                                             \
+    "JOIN op_args a ON a.tensor = w.id AND a.role = 2 AND a.op > ?2 AND a.op < ?3 "      \
+    "ORDER BY 1, 2, a.pos"
+#define SQL_SILENT_WINDOW(kernel)                                                        \
+    "SELECT w.storage, a.op, a.tensor, w.version_counter, " kernel " "                   \
+    "FROM op_args a CROSS JOIN tensors w ON w.id = a.tensor "                            \
+    "WHERE a.op > ?2 AND a.op < ?3 AND a.role = 2 "                                      \
+    "AND +w.storage IN (SELECT value FROM json_each(?1)) ORDER BY 1, 2, a.pos"
+#define SQL_KERNEL_WRITE                                                                 \
+    "EXISTS (SELECT 1 FROM kernel_writes k WHERE k.op = a.op AND k.tensor = a.tensor)"
+static const char sql_silent[] = SQL_SILENT("0");
+static const char sql_silent_window[] = SQL_SILENT_WINDOW("0");
+static const char sql_silent_v6[] = SQL_SILENT(SQL_KERNEL_WRITE);
+static const char sql_silent_window_v6[] = SQL_SILENT_WINDOW(SQL_KERNEL_WRITE);
 static const char sql_silent_size[] =
     "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors w "
     "ON w.storage = j.value LIMIT ?2)";
@@ -149,6 +157,7 @@ typedef struct srec {
 /* A write through a tensor on one of the saved tensors' storages. */
 typedef struct wrec {
     int64_t storage, op, tensor, vc;
+    int kernel; /* a kernel write: the op moved no version (kernel_writes) */
 } wrec;
 
 /* Everything one replay's checks read, loaded in a few batched queries. */
@@ -299,6 +308,7 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         w->op = sqlite3_column_int64(st, 1);
         w->tensor = sqlite3_column_int64(st, 2);
         w->vc = sqlite3_column_int64(st, 3);
+        w->kernel = sqlite3_column_int(st, 4);
     }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -404,6 +414,17 @@ static gt_finding *add_saved_finding(gt__dctx *c, int kind, int64_t backward,
     return f;
 }
 
+/* Append write wr, with no bump, to v (n of cap). Returns 0, -1 when out of
+ * memory (v unchanged). */
+static int push_write(gt_mutation **v, size_t *n, size_t *cap, const wrec *wr)
+{
+    if (GT_ALLOC_GROW(*v, *n + 1, *cap, 4) != 0)
+        return -1;
+    (*v)[(*n)++] =
+        (gt_mutation){.seq = wr->op, .tensor = wr->tensor, .version_after = -1};
+    return 0;
+}
+
 /* Check saved tensor `x` of node `nd`, at event P, for a stale version and
  * for silent writes. */
 static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
@@ -462,7 +483,8 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     }
 
     /* Writes to the same bytes through a tensor with another counter, or
-     * through its own counter by an op that did not bump it. */
+     * through its own counter by an op that did not bump it: a collective,
+     * or a kernel write (kernel_writes), listed apart in kw. */
     size_t lo = 0, hi = bt->nwrites;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -471,26 +493,30 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         else
             hi = mid;
     }
-    gt_mutation *w = NULL;
-    size_t nw = 0, wcap = 0;
+    gt_mutation *w = NULL, *kw = NULL;
+    size_t nw = 0, wcap = 0, nk = 0, kcap = 0;
     for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
         const wrec *wr = &bt->writes[i];
         const gt__tinfo *wi;
         if (wr->op <= x->from || wr->op >= P)
             continue;
-        if (wr->vc == x->vc) {
+        int same = wr->vc == x->vc, kernel = 0;
+        if (same) {
             size_t b = 0;
             while (b < nbump_ops && bump_ops[b] != wr->op)
                 b++;
             if (b < nbump_ops)
                 continue; /* an ordinary in-place write: the version moved */
-            /* only collectives write without a bump by design; any other op
-             * without one raised before writing */
+        }
+        if (same || wr->kernel) {
+            /* only collectives and kernel writes write without a bump by
+             * design; any other op without one raised before writing */
             gt__opinfo wo = {0};
             gt__dx_load_op(c, wr->op, &wo);
             int collective = !strncmp(wo.name, "c10d::", 6);
             gt__dx_op_release(&wo);
-            if (!collective)
+            kernel = wr->kernel && !collective;
+            if (same && !collective && !kernel)
                 continue;
         }
         if (!loaded) {
@@ -505,24 +531,29 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
          * of one buffer (unsafe_split, as LSTM cells use) are independent. */
         if (!gt__extent_overlap(&wi->ext, &ti.ext))
             continue;
-        if (GT_ALLOC_GROW(w, nw + 1, wcap, 4) != 0) {
+        if ((kernel ? push_write(&kw, &nk, &kcap, wr) : push_write(&w, &nw, &wcap, wr))) {
             rc = gt__dx_nomem(c);
             break;
         }
-        w[nw].seq = wr->op;
-        w[nw].bump_seq = 0;
-        w[nw].tensor = wr->tensor;
-        w[nw].version_after = -1;
-        nw++;
     }
     free(bump_ops);
-    if (rc || nw == 0 || gt__dx_slot_unread(c->db, x->seq)) {
+    if (rc || (nw == 0 && nk == 0) || gt__dx_slot_unread(c->db, x->seq)) {
         free(w);
+        free(kw);
         return rc;
     }
-    if (!add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x, now, w,
-                           nw))
+    if (nw && !add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x,
+                                 now, w, nw)) {
+        free(kw);
         return gt__dx_nomem(c);
+    }
+    if (!nw)
+        free(w);
+    if (nk && !add_saved_finding(c, GT_FINDING_SILENT_KERNEL_WRITE, r->backward, nd, x,
+                                 now, kw, nk))
+        return gt__dx_nomem(c);
+    if (!nk)
+        free(kw);
     return 0;
 }
 
@@ -767,6 +798,10 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     };
     if (gt__trace_has_table(t, "saved_earlier"))
         stmts[0].sql = sql_saved_v3;
+    if (gt__trace_has_table(t, "kernel_writes")) {
+        stmts[1].sql = sql_silent_v6;
+        stmts[3].sql = sql_silent_window_v6;
+    }
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         if (sqlite3_prepare_v3(c.db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
                                stmts[i].st, NULL) != SQLITE_OK) {

@@ -46,6 +46,14 @@
       "SyncBatchNorm's CUDA kernel updates the running statistics in place")
 /* clang-format on */
 
+/* Ops whose schema marks an argument written though they change none of
+ * its elements (metadata, autograd state): never a kernel write. X(op). */
+/* clang-format off */
+#define GT_WRITES_NO_ELEMENT(X)                                                          \
+    X("aten::detach_") X("aten::record_stream") X("aten::requires_grad_")                \
+    X("aten::retain_grad") X("aten::set_data") X("aten::_coalesced_")
+/* clang-format on */
+
 /* The reason of op `name` ("aten::native_batch_norm", an overload name
  * after a '.' ignored), NULL if it is not listed. Can't fail. */
 static inline const char *gt_kernel_write_reason(const char *name)

@@ -681,9 +681,13 @@ ptrdiff_t collective_writes(const c10::FunctionSchema &s)
  * its elements (metadata, autograd state): never a kernel write. */
 bool writes_no_element(const std::string &n)
 {
-    return n == "aten::detach_" || n == "aten::record_stream" ||
-           n == "aten::requires_grad_" || n == "aten::retain_grad" ||
-           n == "aten::set_data" || n == "aten::_coalesced_";
+#define GT__KW_NAME(op) op,
+    static const char *const names[] = {GT_WRITES_NO_ELEMENT(GT__KW_NAME)};
+#undef GT__KW_NAME
+    for (const char *x : names)
+        if (n == x)
+            return true;
+    return false;
 }
 
 /* The arguments of the kernel-write list's entry for op name n (overload

@@ -33,6 +33,7 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <gradtrace/kwrites.h>
 #include <gradtrace/recorder.h>
 
 #include <stdint.h>
@@ -120,14 +121,19 @@ enum {
 
 typedef struct {
     gt_id name;
-    unsigned char *wpos; /* wpos[i]: schema argument i is written */
+    unsigned char *wpos; /* wpos[i]: schema argument i is written (1), or
+                          * written though the schema does not say so (2) */
     Py_ssize_t nwpos;
-    int bump;         /* BUMP_* */
-    PyObject *wnames; /* tuple of written argument names (for kwargs) */
-    int view_arg;     /* schema position an output aliases, -1 for none */
-    int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
-    int is_query;     /* a size/stride/layout query (is_metadata_query) */
-    PyObject *call;   /* what func(*args, **kwargs) calls: its C++ op, or func */
+    int bump;            /* BUMP_* */
+    int kw;              /* BUMP_NONE writes that moved no counter are kernel
+                          * writes (include/gradtrace/kwrites.h) */
+    int when;            /* kw: the bool argument the unmarked writes need, or -1 */
+    PyObject *when_name; /* its name (for kwargs), or NULL */
+    PyObject *wnames;    /* tuple of written argument names (for kwargs) */
+    int view_arg;        /* schema position an output aliases, -1 for none */
+    int is_detach;       /* aten::detach: maybe a shallow copy (.data) */
+    int is_query;        /* a size/stride/layout query (is_metadata_query) */
+    PyObject *call;      /* what func(*args, **kwargs) calls: its C++ op, or func */
 } gt_opmeta;
 
 typedef struct {
@@ -1302,6 +1308,58 @@ static int is_metadata_query(const char *name)
     return 0;
 }
 
+/* ---- kernel writes (include/gradtrace/kwrites.h) ---------------------------
+ * A write that moves no version: op_meta (gradtrace/_mode.py) names, for an
+ * op without an ADInplaceOrView kernel (BUMP_NONE), its kernel writes as
+ * kw = None or (when, when_name, unmarked positions): the written arguments
+ * whose counter did not move once the op returned are kernel_writes rows;
+ * the unmarked ones (the kernel-write list's) are written only when the
+ * bool argument `when` is true (when >= 0). */
+
+/* m's kw fields from op_meta's kw. Can't fail (a malformed kw is none). */
+static void kw_meta(gt_opmeta *m, PyObject *kw)
+{
+    Py_ssize_t when = -1;
+    PyObject *name = NULL, *unmarked = NULL;
+    m->when = -1;
+    if (kw == Py_None ||
+        !PyArg_ParseTuple(kw, "nUO!", &when, &name, &PyTuple_Type, &unmarked))
+        return;
+    m->kw = 1;
+    m->when = when >= 0 && when < 100000 ? (int)when : -1;
+    m->when_name = PyUnicode_GET_LENGTH(name) ? Py_NewRef(name) : NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(unmarked); i++) {
+        Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(unmarked, i));
+        if (k >= 0 && k < m->nwpos && m->wpos[k])
+            m->wpos[k] = 2;
+    }
+}
+
+/* 1 if the op's unmarked writes happen with these arguments: no condition,
+ * or its bool argument is True (positional, else by name in kwargs). */
+static int kw_when(const gt_opmeta *m, PyObject *args, PyObject *kwargs)
+{
+    if (!m->kw || m->when < 0)
+        return 1;
+    if (m->when < PyTuple_GET_SIZE(args))
+        return PyTuple_GET_ITEM(args, m->when) == Py_True;
+    PyObject *v = kwargs && m->when_name && PyDict_Check(kwargs)
+                      ? PyDict_GetItemWithError(kwargs, m->when_name)
+                      : NULL;
+    return v == Py_True;
+}
+
+/* After op `seq` returned: a kernel write of written argument a if its
+ * version did not move. */
+static void kw_after(gt_pyrec *self, const gt_opmeta *m, const argref *a, int64_t seq)
+{
+    if (!m->kw || !a->e || read_version(self, a->t) != a->ver)
+        return;
+    int marked =
+        a->schema_pos < 0 || a->schema_pos >= m->nwpos || m->wpos[a->schema_pos] == 1;
+    ck(self, gt_kernel_write(self->r, seq, a->e->id, a->ver, marked));
+}
+
 static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
 {
     uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
@@ -1314,9 +1372,10 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
     int view_arg;
     PyObject *call = func;
     int bump = BUMP_AFTER;
+    PyObject *kw = Py_None;
     if (!res ||
-        !PyArg_ParseTuple(res, "sO!O!i|Oi", &name, &PyTuple_Type, &wpos, &PyTuple_Type,
-                          &wnames, &view_arg, &call, &bump) ||
+        !PyArg_ParseTuple(res, "sO!O!i|OiO", &name, &PyTuple_Type, &wpos, &PyTuple_Type,
+                          &wnames, &view_arg, &call, &bump, &kw) ||
         !PyCallable_Check(call)) {
         Py_XDECREF(res);
         swallow(self);
@@ -1343,6 +1402,8 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
         m->wpos[k] = 1;
     }
     swallow(self);
+    kw_meta(m, kw);
+    swallow(self);
     m->bump = bump;
     m->name = intern_str(self, name);
     m->wnames = Py_NewRef(wnames);
@@ -1356,6 +1417,7 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
         swallow(self);
         Py_DECREF(m->wnames);
         Py_DECREF(m->call);
+        Py_XDECREF(m->when_name);
         free(m->wpos);
         free(m);
         return NULL;
@@ -2343,10 +2405,11 @@ static PyObject *rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t ar
     argvec *in = sc ? &sc->in : NULL;
     if (seq) {
         Py_ssize_t na = PyTuple_GET_SIZE(args);
-        int oom = 0;
+        int oom = 0, when = kw_when(meta, args, kwargs);
         for (Py_ssize_t i = 0; i < na && !oom; i++)
-            oom = collect(self, PyTuple_GET_ITEM(args, i), is_written(meta, i), (int)i,
-                          in, 0) < 0;
+            oom = collect(self, PyTuple_GET_ITEM(args, i),
+                          is_written(meta, i) && (when || meta->wpos[i] != 2), (int)i, in,
+                          0) < 0;
         if (kwargs && PyDict_Check(kwargs)) {
             PyObject *k, *v;
             Py_ssize_t p = 0;
@@ -2391,6 +2454,8 @@ static PyObject *rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t ar
             a->e->last_out = seq;
             if (a->e->saved) /* an op's own change (set_): autograd sees it */
                 check_storage(self, a->e, a->t, seq, 0, stack, 0);
+            if (meta->bump == BUMP_NONE)
+                kw_after(self, meta, a, seq);
             if (meta->bump != BUMP_NONE) {
                 int64_t after = a->ver + 1;
                 a->e->vc->expected = after;
@@ -2552,6 +2617,7 @@ static void free_caches(gt_pyrec *self)
             gt_opmeta *m = (gt_opmeta *)(uintptr_t)self->ops.slots[i].value;
             Py_XDECREF(m->wnames);
             Py_XDECREF(m->call);
+            Py_XDECREF(m->when_name);
             free(m->wpos);
             free(m);
         }
@@ -3289,6 +3355,32 @@ static PyType_Spec rec_spec = {
 
 /* ---- module -------------------------------------------------------------- */
 
+/* Module constants KERNEL_WRITES, the kernel-write list as a tuple of
+ * (op, "argument,argument", when, reason), and WRITES_NO_ELEMENT, a tuple of op
+ * names (include/gradtrace/kwrites.h). Returns 0, or -1 with an exception. */
+static int add_kernel_writes(PyObject *m)
+{
+#define GT__KW_TUPLE(op, args, when, reason) "(ssss)"
+#define GT__KW_ARGS(op, args, when, reason)  op, args, when, reason,
+    PyObject *list = Py_BuildValue("(" GT_KERNEL_WRITES(GT__KW_TUPLE) ")",
+                                   GT_KERNEL_WRITES(GT__KW_ARGS) NULL);
+#undef GT__KW_TUPLE
+#undef GT__KW_ARGS
+#define GT__KW_FMT(op)  "s"
+#define GT__KW_NAME(op) op,
+    PyObject *none = Py_BuildValue("(" GT_WRITES_NO_ELEMENT(GT__KW_FMT) ")",
+                                   GT_WRITES_NO_ELEMENT(GT__KW_NAME) NULL);
+#undef GT__KW_FMT
+#undef GT__KW_NAME
+    int rc = list && none && PyModule_AddObjectRef(m, "KERNEL_WRITES", list) == 0 &&
+                     PyModule_AddObjectRef(m, "WRITES_NO_ELEMENT", none) == 0
+                 ? 0
+                 : -1;
+    Py_XDECREF(list);
+    Py_XDECREF(none);
+    return rc;
+}
+
 static int mod_exec(PyObject *m)
 {
     modstate *ms = PyModule_GetState(m);
@@ -3332,7 +3424,8 @@ static int mod_exec(PyObject *m)
         PyModule_AddIntConstant(m, "schema_version", GT_SCHEMA_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "RUN_OK", GT_RUN_OK) < 0 ||
         PyModule_AddIntConstant(m, "RUN_EXCEPTION", GT_RUN_EXCEPTION) < 0 ||
-        PyModule_AddIntConstant(m, "RUN_SIGNAL", GT_RUN_SIGNAL) < 0)
+        PyModule_AddIntConstant(m, "RUN_SIGNAL", GT_RUN_SIGNAL) < 0 ||
+        add_kernel_writes(m) < 0)
         return -1;
     return 0;
 }
