@@ -35,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diagnose.h"
-#include "trace.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/trace.h>
 
 #include "bench.h"
 

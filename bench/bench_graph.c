@@ -28,10 +28,10 @@
 
 #include <gradtrace/recorder.h>
 
-#include "diagnose.h"
-#include "graph.h"
-#include "graph_render.h"
-#include "trace.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/graph.h>
+#include <gradtrace/graph_render.h>
+#include <gradtrace/trace.h>
 
 #include "bench.h"
 

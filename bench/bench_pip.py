@@ -72,7 +72,7 @@ def side_run(side, py, argv):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     if side == "source":
         env["PYTHONPATH"] = os.environ.get("PYTHONPATH") or os.pathsep.join(
-            os.path.join(SOURCE, d) for d in ("recorder/python", "build/python"))
+            os.path.join(SOURCE, d) for d in ("python", "build/python"))
     env["OMP_NUM_THREADS"] = "1"
     return subprocess.run([py] + argv, capture_output=True, text=True, env=env,
                           cwd=SOURCE if side == "source" else "/")

@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 int gt_cmd_record(int argc, char **argv);   /* cmd_record.c */
 int gt_cmd_diagnose(int argc, char **argv); /* cmd_diagnose.c */

@@ -13,8 +13,8 @@
 #include <gradtrace/error.h>
 
 #include "cmd.h"
-#include "multi.h"
-#include "report.h"
+#include <gradtrace/multi.h>
+#include <gradtrace/report.h>
 #include "strbuf.h"
 
 static void usage(FILE *o)

@@ -10,12 +10,12 @@
 #include <gradtrace/format.h>
 
 #include "cmd.h"
-#include "diagnose.h"
-#include "report.h"
-#include "graph.h"
-#include "graph_render.h"
-#include "memory.h"
-#include "trace.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/report.h>
+#include <gradtrace/graph.h>
+#include <gradtrace/graph_render.h>
+#include <gradtrace/memory.h>
+#include <gradtrace/trace.h>
 
 static const char usage_text[] =
     "usage: gradtrace graph TRACE -o FILE [--format dot|svg|png] [--backward N]\n"

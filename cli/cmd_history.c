@@ -12,8 +12,8 @@
 #include <gradtrace/error.h>
 
 #include "cmd.h"
-#include "history.h"
-#include "trace.h"
+#include <gradtrace/history.h>
+#include <gradtrace/trace.h>
 
 static void usage(FILE *o)
 {

@@ -11,10 +11,10 @@
 #include <gradtrace/error.h>
 
 #include "cmd.h"
-#include "info.h"
-#include "multi.h"
-#include "table_out.h"
-#include "trace.h"
+#include <gradtrace/info.h>
+#include <gradtrace/multi.h>
+#include <gradtrace/table_out.h>
+#include <gradtrace/trace.h>
 
 static void usage(FILE *out)
 {

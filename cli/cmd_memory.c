@@ -15,10 +15,10 @@
 #include <gradtrace/error.h>
 
 #include "cmd.h"
-#include "memory.h"
+#include <gradtrace/memory.h>
 #include "strbuf.h"
-#include "termtext.h"
-#include "trace.h"
+#include <gradtrace/termtext.h>
+#include <gradtrace/trace.h>
 
 static void usage(FILE *o)
 {

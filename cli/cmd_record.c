@@ -6,7 +6,7 @@
  *
  * This command checks what it can before the script starts (the script, the
  * output path, the interpreter, the option values), then replaces itself
- * with `PYTHON -m gradtrace.run ...` (recorder/python/gradtrace/run.py),
+ * with `PYTHON -m gradtrace.run ...` (python/gradtrace/run.py),
  * which checks that the interpreter imports torch and the _gradtrace
  * extension, starts recording, runs the script with runpy and closes the
  * trace however the script ends; when the run failed with an error the
@@ -27,7 +27,7 @@
 #include <sqlite3.h>
 
 #include "cmd.h"
-#include "multi.h"
+#include <gradtrace/multi.h>
 
 #ifndef GT_PYTHONPATH
 #define GT_PYTHONPATH ""

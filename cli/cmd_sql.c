@@ -23,11 +23,11 @@
 #include <gradtrace/format.h>
 
 #include "cmd.h"
-#include "multi.h"
-#include "sql_guard.h"
+#include <gradtrace/multi.h>
+#include <gradtrace/sql_guard.h>
 #include "strbuf.h"
-#include "table_out.h"
-#include "trace.h"
+#include <gradtrace/table_out.h>
+#include <gradtrace/trace.h>
 
 typedef struct param {
     const char *name; /* as given, without a prefix or with one */

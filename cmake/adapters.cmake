@@ -1,7 +1,7 @@
 # Which PyTorch adapters this build has, for `gradtrace --version`
 # (generated/gt_build.h) and the package (gradtrace/_build.py), and a warning
 # when the engine adapter is not built. Included after recorder/ (where
-# recorder/engine/CMakeLists.txt sets GT_ENGINE_BUILT) and before cli/.
+# adapters/engine/CMakeLists.txt sets GT_ENGINE_BUILT) and before cli/.
 #
 #   GT_BUILD_TORCH      the torch release the adapters were built against
 #                       ("" when the interpreter has no torch)
@@ -22,7 +22,7 @@ else()
     elseif(NOT GT_TORCH_VERSION)
         set(_gt_why "${GT_PYTHON_EXE} does not import torch")
     else()
-        # recorder/engine/ said why in its own "gradtrace engine adapter:" line
+        # adapters/engine/ said why in its own "gradtrace engine adapter:" line
         set(_gt_why "not built for torch ${GT_TORCH_VERSION}")
     endif()
     set(GT_BUILD_ADAPTERS "dispatch (engine: ${_gt_why})")

@@ -1,6 +1,6 @@
 # What a Python package build (scikit-build-core, `pip install .`) installs.
 # CMAKE_INSTALL_PREFIX is the wheel's site-packages; the pure-Python package
-# recorder/python/gradtrace is added by scikit-build-core (pyproject.toml,
+# python/gradtrace is added by scikit-build-core (pyproject.toml,
 # wheel.packages).
 #
 #   <site-packages>/gradtrace/_bin/gradtrace   the inspector command, run by
@@ -9,8 +9,8 @@
 #   <site-packages>/<every extension module>   top-level, as in build/python
 #
 # Extension modules are found, not listed: every MODULE or SHARED library
-# target defined anywhere under recorder/, inspector/ and cli/ (the adapter, a
-# libtorch shim, the trace reader) is installed beside the others, with an
+# target defined anywhere under adapters/ and python/ (the two adapters,
+# the trace reader) is installed beside the others, with an
 # RPATH to its own directory and to torch's libraries (site-packages/torch/lib)
 # so a module linked against libtorch loads whichever environment the wheel
 # goes to.
@@ -32,10 +32,9 @@ function(gt_collect_libraries dir out)
     set(${out} ${found} PARENT_SCOPE)
 endfunction()
 
-gt_collect_libraries(${CMAKE_SOURCE_DIR}/recorder GT_INSTALL_LIBS_REC)
-gt_collect_libraries(${CMAKE_SOURCE_DIR}/inspector GT_INSTALL_LIBS_INS)
-gt_collect_libraries(${CMAKE_SOURCE_DIR}/cli GT_INSTALL_LIBS_CLI)
-set(GT_INSTALL_LIBS ${GT_INSTALL_LIBS_REC} ${GT_INSTALL_LIBS_INS} ${GT_INSTALL_LIBS_CLI})
+gt_collect_libraries(${CMAKE_SOURCE_DIR}/adapters GT_INSTALL_LIBS_ADAPTERS)
+gt_collect_libraries(${CMAKE_SOURCE_DIR}/python GT_INSTALL_LIBS_PYTHON)
+set(GT_INSTALL_LIBS ${GT_INSTALL_LIBS_ADAPTERS} ${GT_INSTALL_LIBS_PYTHON})
 if(NOT GT_INSTALL_LIBS)
     message(FATAL_ERROR "gradtrace: no extension module to install "
                         "(is GT_PYTHON_ADAPTER off?)")

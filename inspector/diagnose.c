@@ -5,7 +5,7 @@
  * errors raised at the op and unexplained ones; suggest.c: the fixes;
  * pymsg.c: PyTorch's messages; pysrc.c: Python source lines; extent.c:
  * which bytes a tensor covers). */
-#include "diagnose.h"
+#include <gradtrace/diagnose.h>
 #include "pymsg.h"
 #include "diagnose_int.h"
 #include "pysrc.h"
@@ -25,6 +25,7 @@
 #include "grow.h"
 #include "intlist.h"
 #include "replay.h"
+#include "trace_int.h"
 
 /* ---- SQL --------------------------------------------------------------- */
 

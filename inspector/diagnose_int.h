@@ -30,8 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "finding.h"
-#include "trace.h"
+#include <gradtrace/finding.h>
+#include <gradtrace/trace.h>
 #include "strbuf.h"
 #include "extent.h"
 #include "pymsg.h"

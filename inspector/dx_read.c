@@ -18,6 +18,7 @@
 #include "grow.h"
 #include "intlist.h"
 #include "pysrc.h"
+#include "trace_int.h"
 
 /* ---- errors and findings ------------------------------------------------- */
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "finding.h"
+#include <gradtrace/finding.h>
 
 #define NAME_CASE(name, value, json, family, printer)                                    \
     case GT_FINDING_##name:                                                              \

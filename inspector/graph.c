@@ -1,6 +1,6 @@
 /* Building one backward call's graph with cgraph; see graph.h. Laying it
  * out and rendering it with gvc is graph_render.c. */
-#include "graph.h"
+#include <gradtrace/graph.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 #include "modpath.h"
 #include "strbuf.h"
 #include "utf8.h"
+#include "trace_int.h"
 
 #define LABEL_CHARS        60  /* characters of one piece of user text in a label */
 #define FILE_CHARS         40  /* characters of a file's base name */

@@ -1,7 +1,7 @@
 /* Laying out and rendering a built graph in-process with gvc (Graphviz's
  * dot layout, its svg renderer, cairo's png), and the output formats; see
  * graph_render.h. Building the graph is graph.c. */
-#include "graph_render.h"
+#include <gradtrace/graph_render.h>
 
 #include <errno.h>
 #include <fcntl.h>

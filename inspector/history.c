@@ -11,10 +11,11 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
-#include "history.h"
+#include <gradtrace/history.h>
 #include "strbuf.h"
-#include "table_out.h"
-#include "termtext.h"
+#include <gradtrace/table_out.h>
+#include <gradtrace/termtext.h>
+#include "trace_int.h"
 
 #define DEFAULT_LAST GT_HISTORY_LAST
 

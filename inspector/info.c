@@ -25,11 +25,11 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
-#include "info.h"
-#include "multi.h"
-#include "table_out.h"
-#include "termtext.h"
-#include "trace.h"
+#include <gradtrace/info.h>
+#include <gradtrace/multi.h>
+#include <gradtrace/table_out.h>
+#include <gradtrace/termtext.h>
+#include <gradtrace/trace.h>
 
 /* The tables counted, in the order they are shown. Constant names only:
  * they are pasted into SQL text. */

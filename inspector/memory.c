@@ -1,5 +1,5 @@
 /* The memory backward calls hold, by module, line and node type; see memory.h. */
-#include "memory.h"
+#include <gradtrace/memory.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "gtmap.h"
+#include "trace_int.h"
 
 /* ---- reading ------------------------------------------------------------ */
 

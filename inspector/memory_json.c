@@ -7,9 +7,10 @@
 
 #include <gradtrace/error.h>
 
-#include "memory.h"
+#include <gradtrace/memory.h>
 #include "strbuf.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
+#include "trace_int.h"
 
 typedef struct jw {
     gt_strbuf b;

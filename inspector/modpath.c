@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "trace_int.h"
 
 /* Walks up from ?1 (bounded: a damaged trace may hold a cycle) to the first
  * row with a module, at or above the location's row when ?2 = 0: the

@@ -13,7 +13,7 @@
 #include <gradtrace/error.h>
 
 #include "strbuf.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 /* The module path of stack `stack`: with innermost = 0, of its location
  * (the frame gt_trace_loc names): the module whose method holds that line,

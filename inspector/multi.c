@@ -12,8 +12,8 @@
 #include <gradtrace/format.h>
 
 #include "grow.h"
-#include "multi.h"
-#include "trace.h"
+#include <gradtrace/multi.h>
+#include <gradtrace/trace.h>
 #include "strbuf.h"
 
 #define RANK_FIELD "{rank}"
@@ -280,7 +280,7 @@ void gt_format_ranks(const int64_t *ranks, size_t n, char *buf, size_t len)
 
 #include "gt_schema_sql.h"
 #include "gt_views_sql.h"
-#include "termtext.h"
+#include <gradtrace/termtext.h>
 
 int gt_multi_wanted(int npaths, char **paths)
 {

@@ -10,6 +10,7 @@
 
 #include "intlist.h"
 #include "grow.h"
+#include "trace_int.h"
 
 #define REPLAY_KEEP       64
 #define REPLAY_KEEP_NODES 65536

@@ -35,8 +35,8 @@
 
 #include <gradtrace/format.h> /* enum gt_backward_status */
 
-#include "finding.h"
-#include "trace.h"
+#include <gradtrace/finding.h>
+#include <gradtrace/trace.h>
 #include "gtmap.h"
 
 typedef struct gt_replay_node {

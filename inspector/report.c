@@ -15,9 +15,10 @@
 #include "modpath.h"
 #include "pymsg.h"
 #include "pysrc.h"
-#include "report.h"
+#include <gradtrace/report.h>
 #include "strbuf.h"
-#include "termtext.h"
+#include <gradtrace/termtext.h>
+#include "trace_int.h"
 
 /* The identity of a finding: what it says, without the trace's own row ids
  * (node, tensor and event numbers differ between ranks, and between the

@@ -13,11 +13,11 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
-#include "multi.h"
-#include "report.h"
+#include <gradtrace/multi.h>
+#include <gradtrace/report.h>
 #include "strbuf.h"
-#include "termtext.h"
-#include "trace.h"
+#include <gradtrace/termtext.h>
+#include <gradtrace/trace.h>
 
 /* ---- info ------------------------------------------------------------- */
 

@@ -11,9 +11,10 @@
 
 #include "grow.h"
 #include "modpath.h"
-#include "report.h"
+#include <gradtrace/report.h>
 #include "strbuf.h"
-#include "termtext.h"
+#include <gradtrace/termtext.h>
+#include "trace_int.h"
 
 /* The trace and its connection (the statements are the trace's:
  * gt_trace_stmt). */

@@ -29,6 +29,7 @@
 #include <gradtrace/format.h>
 
 #include "strbuf.h"
+#include "trace_int.h"
 
 /* For each swap of a saved tensor, the saved rows saved before it and the
  * backward call that needed them (a node whose forward ran before recording

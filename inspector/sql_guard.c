@@ -1,5 +1,5 @@
 /* The guard on a connection that runs SQL a user wrote; see sql_guard.h. */
-#include "sql_guard.h"
+#include <gradtrace/sql_guard.h>
 
 #include <string.h>
 #include <strings.h>

@@ -1,5 +1,5 @@
 /* Printing the rows of a prepared statement; see table_out.h. */
-#include "table_out.h"
+#include <gradtrace/table_out.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "strbuf.h"
-#include "termtext.h"
+#include <gradtrace/termtext.h>
 #include "utf8.h"
 
 /* 1 for the invisible characters that change the order in which text is

@@ -1,5 +1,5 @@
 /* Opening a trace for reading; see trace.h. */
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,7 @@
 #include "tracelock.h"
 #include "gt_indexes_sql.h"
 #include "gt_views_sql.h"
+#include "trace_int.h"
 
 /* A trace smaller than this is read as it is even without the close-time
  * indexes: its scans are cheap. */

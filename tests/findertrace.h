@@ -14,8 +14,8 @@
 
 #include <gradtrace/recorder.h>
 
-#include "diagnose.h"
-#include "trace.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/trace.h>
 #include "tracebuilder.h"
 
 /* A float32 1-d tensor of n elements at `offset` in `storage`. */

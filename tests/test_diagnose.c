@@ -17,8 +17,8 @@
 #include <gradtrace/recorder.h>
 
 #include "cmd.h"
-#include "diagnose.h"
-#include "trace.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/trace.h>
 
 #define TB_PATH_PREFIX "gt_test_diag"
 #define TB_SOURCE_FILE "/src/train.py"

@@ -1,4 +1,4 @@
-/* Tests of the engine adapter's fold (recorder/engine/fold.c) fed capture
+/* Tests of the engine adapter's fold (adapters/engine/fold.c) fed capture
  * records made by hand through gt_capture.h's structs, without torch: this
  * file plays the capture's side of the lanes (gt_capture_lanes, recycling,
  * weak references) and writes, publishes and links the chunks itself.

@@ -20,10 +20,10 @@
 
 #include <gradtrace/recorder.h>
 
-#include "graph.h"
+#include <gradtrace/graph.h>
 #include "graph_int.h"
-#include "graph_render.h"
-#include "trace.h"
+#include <gradtrace/graph_render.h>
+#include <gradtrace/trace.h>
 
 /* ---- building traces ---------------------------------------------------- */
 

@@ -19,9 +19,9 @@
 #include <gradtrace/format.h>
 
 #include "cmd.h"
-#include "memory.h"
+#include <gradtrace/memory.h>
 #include "captured.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 #define TB_PATH_PREFIX "gt_test_memory"
 #define TB_SOURCE_FILE "/src/model.py"

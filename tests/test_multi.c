@@ -11,7 +11,7 @@
 #include <sqlite3.h>
 
 #include "cmd.h"
-#include "multi.h"
+#include <gradtrace/multi.h>
 #include "sqltrace.h"
 #include "strbuf.h"
 
@@ -25,7 +25,7 @@ static void expect_path(const char *path, int64_t rank, const char *want)
     free(got);
 }
 
-/* The same names as recorder/python/gradtrace/_dist.py rank_path. */
+/* The same names as python/gradtrace/_dist.py rank_path. */
 static void test_rank_path(void **state)
 {
     (void)state;

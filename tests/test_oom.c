@@ -38,8 +38,8 @@
 #include <gradtrace/recorder.h>
 
 #include "cmd.h"
-#include "diagnose.h"
-#include "trace.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/trace.h>
 
 /* ---- the countdown ------------------------------------------------------ */
 

@@ -14,7 +14,7 @@
 #include <gradtrace/recorder.h>
 
 #include "replay.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 #define TB_PATH_PREFIX "gt_test_replay"
 #define TB_SOURCE_FILE "model.py"

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "rowlog.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 #define GT_TMPDIR_PREFIX "gt_test_rowlog"
 #include "tmpdir.h"

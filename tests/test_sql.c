@@ -18,10 +18,10 @@
 #define GT_STR(x)  GT_XSTR(x) /* a macro's value as a string literal */
 
 #include "cmd.h"
-#include "diagnose.h"
+#include <gradtrace/diagnose.h>
 #include "strbuf.h"
-#include "table_out.h"
-#include "trace.h"
+#include <gradtrace/table_out.h>
+#include <gradtrace/trace.h>
 #include "sqltrace.h"
 
 typedef struct fixture {

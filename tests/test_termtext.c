@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "termtext.h"
+#include <gradtrace/termtext.h>
 
 /* gt_term_putn's output for n bytes of s, as a malloc'd string. */
 static char *put_n(const char *s, size_t n)

@@ -16,10 +16,10 @@
 
 #include <gradtrace/recorder.h>
 
-#include "diagnose.h"
-#include "report.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/report.h>
 #include "strbuf.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 #define TB_PATH_PREFIX "gt_test_unused"
 #define TB_SOURCE_FILE "/src/train.py"

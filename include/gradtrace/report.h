@@ -20,11 +20,11 @@
 #include <sqlite3.h>
 #include <stddef.h>
 
-#include "diagnose.h"
-#include "graph.h"
-#include "multi.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/graph.h>
+#include <gradtrace/multi.h>
 #include "strbuf.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 typedef struct gt_report {
     gt_findings *findings; /* gt_diagnose's, owned */

@@ -38,13 +38,13 @@
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
 
-#include "graph_render.h"
-#include "history.h"
-#include "info.h"
-#include "memory.h"
-#include "report.h"
-#include "sql_guard.h"
-#include "trace.h"
+#include <gradtrace/graph_render.h>
+#include <gradtrace/history.h>
+#include <gradtrace/info.h>
+#include <gradtrace/memory.h>
+#include <gradtrace/report.h>
+#include <gradtrace/sql_guard.h>
+#include <gradtrace/trace.h>
 
 /* Open the trace at path as the commands do (with gradtrace's views when
  * views is set); NULL with OSError set when it cannot be. */

@@ -17,7 +17,7 @@
 
 #include <gradtrace/error.h>
 
-#include "graph.h"
+#include <gradtrace/graph.h>
 
 enum gt_graph_format {
     GT_GRAPH_DOT = 0, /* cgraph's agwrite, no layout */

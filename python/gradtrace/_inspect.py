@@ -9,7 +9,7 @@
     t.graph()                     # shown inline by a notebook; .save("g.png")
 
 Everything here calls the C inspector through the _gtinspect extension
-(inspector/python/_gtinspect.c): the same code, guards and output as the
+(python/_gtinspect.c): the same code, guards and output as the
 `gradtrace` command, run in this process. Nothing is computed in Python.
 """
 import collections

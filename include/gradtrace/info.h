@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 /* The text shows every call of a run with at most GT_INFO_SHOW_ALL_UP_TO,
  * else the first and last GT_INFO_SHOWN_AT_ENDS and every call that did

@@ -2,7 +2,7 @@
 Python for (variable names; the backward wrappers are _mode.BackwardPatch).
 
 The C++ shim (_gradtrace_engine) is built for the torch release found at
-build time, from its headers (recorder/engine/torch_layout.h), and only
+build time, from its headers (adapters/engine/torch_layout.h), and only
 where that release passes the build's layout check. choose() loads it, checks
 the running torch against the one it was built for and runs the shim's
 self-test. GRADTRACE_ADAPTER=dispatch|engine overrides the default, the

@@ -1,7 +1,7 @@
 /*
  * Several traces at once: the traces of a distributed run's ranks.
  *
- * Naming (the contract with recorder/python/gradtrace/_dist.py): under a
+ * Naming (the contract with python/gradtrace/_dist.py): under a
  * launcher that sets RANK, rank N's trace for the path `run.db` is
  * `run.rankN.db` (`.rankN` before the file name's extension), or `{rank}`
  * in the path replaced by N.

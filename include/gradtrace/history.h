@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 /* How many of the tensors bound to a name are shown without `all`. */
 #define GT_HISTORY_LAST 5

@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
-#include "finding.h"
-#include "trace.h"
+#include <gradtrace/finding.h>
+#include <gradtrace/trace.h>
 
 typedef struct gt_diagnose_options {
     int64_t backward; /* restrict to this backward_calls.id; 0 = all */

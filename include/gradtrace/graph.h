@@ -73,8 +73,8 @@
 
 #include <gradtrace/error.h>
 
-#include "diagnose.h"
-#include "trace.h"
+#include <gradtrace/diagnose.h>
+#include <gradtrace/trace.h>
 
 #define GT_GRAPH_DEFAULT_HOPS 2
 /* Without --hops, the default drawing holds at most this many autograd

@@ -42,7 +42,7 @@
 #include <gradtrace/error.h>
 
 #include "strbuf.h"
-#include "trace.h"
+#include <gradtrace/trace.h>
 
 /* Rows of each table the text output shows by default (--top). */
 #define GT_MEMORY_DEFAULT_TOP 10
