@@ -1594,15 +1594,16 @@ static int suggest_silent_write(gt__dctx *c, gt_finding *f, sg *t)
 }
 
 /* silent_kernel_write: an op that writes without moving the version
- * (kernel_writes): BatchNorm's running statistics, a fused optimizer's
- * step, or another of the kernel-write list (its reason). */
+ * (kernel_writes): a BatchNorm forward in training mode, a fused
+ * optimizer's step, or another of the kernel-write list (its reason; the
+ * *_stats ops update running statistics in any mode). */
 static int suggest_kernel_write(gt__dctx *c, gt_finding *f, sg *t)
 {
     gt__opinfo *o = &t->o;
     gt__dx_first_name(c, f->tensor, &t->name);
     const char *name = S(t->name)[0] ? S(t->name) : "the tensor";
     gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
-    if (strstr(o->name, "batch_norm"))
+    if (strstr(o->name, "batch_norm") && !strstr(o->name, "_stats"))
         return set_suggestion(
             c, f,
             "%s updated %s in place in training mode, which moves no version, after a "

@@ -38,38 +38,38 @@ if case == "bn_eval_train":
     model = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
     x, x2 = torch.randn(8, 4), torch.randn(8, 4) * 5 + 3
     model.eval()
-    y = model(x)  # @save
+    y = model(x)  # @bn_eval_train-save
     if correct:
         y.pow(2).sum().backward()
     model.train()
-    model(x2)  # @write
+    model(x2)  # @bn_eval_train-write
     model.eval()
     if not correct:
-        y.pow(2).sum().backward()  # @backward
+        y.pow(2).sum().backward()  # @bn_eval_train-backward
     show(model[0].weight.grad)
 
 elif case == "fused_adam":
     w = torch.randn(3, 4, requires_grad=True)
     opt = torch.optim.Adam([w], lr=0.5, fused=True)
     x = torch.randn(8, 4, requires_grad=True)
-    y = x @ w.t()  # @save
+    y = x @ w.t()  # @fused_adam-save
     if correct:
         y.pow(2).sum().backward()
     w.grad = torch.ones_like(w)
-    opt.step()  # @write
+    opt.step()  # @fused_adam-write
     if not correct:
-        y.pow(2).sum().backward()  # @backward
+        y.pow(2).sum().backward()  # @fused_adam-backward
     show(x.grad)
 
 elif case == "update_stats":
     x, x2 = torch.randn(8, 3, requires_grad=True), torch.randn(8, 3) * 4 + 2
     rm, rv = torch.zeros(3), torch.ones(3)
-    y = F.batch_norm(x, rm, rv, training=False)  # @save
+    y = F.batch_norm(x, rm, rv, training=False)  # @update_stats-save
     if correct:
         y.pow(2).sum().backward()
-    torch.batch_norm_update_stats(x2, rm, rv, 0.5)  # @write
+    torch.batch_norm_update_stats(x2, rm, rv, 0.5)  # @update_stats-write
     if not correct:
-        y.pow(2).sum().backward()  # @backward
+        y.pow(2).sum().backward()  # @update_stats-backward
     show(x.grad)
 
 elif case == "bn_train":
