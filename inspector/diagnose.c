@@ -558,6 +558,29 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     return 0;
 }
 
+/* Drop the silent_saved_write findings of f->v[from .. *to) (changed bytes,
+ * --check-saved) that a silent_kernel_write of the same saved tensor and
+ * backward call explains: the write is known, with its op and line. *to
+ * becomes the new end of that range. Can't fail. */
+static void drop_explained(gt_findings *f, size_t from, size_t *to)
+{
+    size_t k = from;
+    for (size_t i = from; i < *to; i++) {
+        gt_finding *x = &f->v[i];
+        int known = 0;
+        for (size_t j = 0; j < from && !known; j++)
+            known = f->v[j].kind == GT_FINDING_SILENT_KERNEL_WRITE &&
+                    f->v[j].saved_seq == x->saved_seq && f->v[j].backward == x->backward;
+        if (known && x->kind == GT_FINDING_SILENT_SAVED_WRITE)
+            gt_finding_release(x);
+        else
+            f->v[k++] = *x;
+    }
+    memmove(&f->v[k], &f->v[*to], (f->n - *to) * sizeof *f->v);
+    f->n -= *to - k;
+    *to = k;
+}
+
 /* (tensor, checkpoint call) pairs already reported in one backward call. */
 typedef struct regions {
     int64_t (*v)[2];
@@ -874,6 +897,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;
     size_t silent_to = c.f->n;
+    drop_explained(c.f, silent_from, &silent_to);
     /* Never silent when PyTorch raised: an error of the family that no
      * finding explains is a finding of its own. */
     if ((rc = gt__dx_unexplained(&c, 0)) != 0)
