@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 BUILD = os.environ.get("GT_BUILD_DIR", os.path.join(SOURCE, "build"))
-GRADTRACE = os.environ.get("GRADTRACE", os.path.join(BUILD, "inspector", "gradtrace"))
+GRADTRACE = os.environ.get("GRADTRACE", os.path.join(BUILD, "bin", "gradtrace"))
 LOOP = os.path.join(HERE, "longtrace_loop.py")
 OUT = os.path.join(BUILD, "bench")
 

@@ -14,7 +14,7 @@ _BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bin", "gradtra
 
 def command():
     """The path of the inspector program, or None in a source tree (where it
-    is build/inspector/gradtrace)."""
+    is build/bin/gradtrace)."""
     return _BIN if os.access(_BIN, os.X_OK) else None
 
 
@@ -23,7 +23,7 @@ def main(argv=None):
     exe = command()
     if exe is None:
         sys.stderr.write("gradtrace: the gradtrace program is not installed beside %s "
-                         "(a source tree runs build/inspector/gradtrace; install the "
+                         "(a source tree runs build/bin/gradtrace; install the "
                          "package with pip install .)\n" % os.path.dirname(_BIN))
         return 2
     env = dict(os.environ)
