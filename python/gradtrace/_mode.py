@@ -126,7 +126,10 @@ def op_meta(func):
     silent = [i for i in collective_writes(schema) + listed if i not in positions]
     if silent:
         positions.extend(silent)
-        written.extend(schema.arguments[i].name for i in silent)
+        # a conditional write (training=True) is read from positional
+        # arguments only, as ops reach the mode from C++
+        written.extend(schema.arguments[i].name for i in silent
+                       if when[0] < 0 or i not in listed)
         bump = BUMP_NONE
     kw = None
     if bump == BUMP_NONE and schema.name not in _kernel_writes()[1]:
