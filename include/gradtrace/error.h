@@ -39,7 +39,7 @@ enum gt_errno {
 };
 
 /* The static message for a result code; never NULL, "unknown error" for an
- * unknown code (recorder/strerror.c). */
+ * unknown code (common/strerror.c). */
 const char *gt_strerror(int code);
 
 #ifdef __cplusplus

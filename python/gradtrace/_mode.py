@@ -36,7 +36,7 @@ def _direct_call(func):
     return op
 
 
-# How the versions of an op's written arguments move (_gradtrace.c BUMP_*)
+# How the versions of an op's written arguments move (adapters/dispatch/state.h BUMP_*)
 BUMP_AFTER, BUMP_FOREACH, BUMP_NONE = 0, 1, 2
 
 

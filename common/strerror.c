@@ -1,5 +1,6 @@
-/* gt_strerror, generated from GT_ERRNO_MAP. */
-#include <gradtrace/recorder.h>
+/* gt_strerror (include/gradtrace/error.h), generated from GT_ERRNO_MAP: in
+ * common/, so the recorder, the inspector and the adapters all have it. */
+#include <gradtrace/error.h>
 
 const char *gt_strerror(int code)
 {
