@@ -118,11 +118,11 @@ typedef struct {
                           * writes (kwrites.c) */
     int when;            /* kw: the bool argument the unmarked writes need, or -1 */
     PyObject *when_name; /* its name (for kwargs), or NULL */
-    PyObject *wnames; /* tuple of written argument names (for kwargs) */
-    int view_arg;     /* schema position an output aliases, -1 for none */
-    int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
-    int is_query;     /* a size/stride/layout query (is_metadata_query) */
-    PyObject *call;   /* what func(*args, **kwargs) calls: its C++ op, or func */
+    PyObject *wnames;    /* tuple of written argument names (for kwargs) */
+    int view_arg;        /* schema position an output aliases, -1 for none */
+    int is_detach;       /* aten::detach: maybe a shallow copy (.data) */
+    int is_query;        /* a size/stride/layout query (is_metadata_query) */
+    PyObject *call;      /* what func(*args, **kwargs) calls: its C++ op, or func */
 } gt_opmeta;
 
 typedef struct {
