@@ -48,8 +48,7 @@ static int info_ranks(int npaths, char **paths, int json)
         fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
         goto out;
     }
-    if (sqlite3_prepare_v2(db, "SELECT * FROM ranks ORDER BY rowid", -1, &st, NULL) !=
-        SQLITE_OK) {
+    if (gt_db_prepare(db, "SELECT * FROM ranks ORDER BY rowid", &st) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: info: %s\n", sqlite3_errmsg(db));
         goto out;
     }

@@ -15,6 +15,7 @@
 #include <gradtrace/error.h>
 
 #include "cmd.h"
+#include "grow.h"
 #include <gradtrace/memory.h>
 #include "strbuf.h"
 #include <gradtrace/termtext.h>
@@ -50,8 +51,8 @@ typedef struct table {
     int ncol;
     const char *head[8];
     int right[8];
-    char **cell; /* rows x ncol */
-    size_t rows, cap;
+    char **cell;      /* rows x ncol */
+    size_t rows, cap; /* cap: cells */
     int oom;
     int first; /* the output's first section: no blank line before it */
 } table;
@@ -60,15 +61,10 @@ static void cell_row(table *t, const char *const *v)
 {
     if (t->oom)
         return;
-    if (t->rows == t->cap) {
-        size_t c = t->cap ? 2 * t->cap : 16;
-        char **p = realloc(t->cell, c * (size_t)t->ncol * sizeof *p);
-        if (!p) {
-            t->oom = 1;
-            return;
-        }
-        t->cell = p;
-        t->cap = c;
+    if (GT_ALLOC_GROW(t->cell, (t->rows + 1) * (size_t)t->ncol, t->cap,
+                      16 * (size_t)t->ncol) != 0) {
+        t->oom = 1;
+        return;
     }
     for (int i = 0; i < t->ncol; i++) {
         char *s = gt_term_text(v[i] ? v[i] : "");
@@ -158,10 +154,17 @@ static const char *module_name(const char *m)
     return *m ? m : "(outside modules)";
 }
 
-static int print_call(const gt_mem_call *c, size_t top, size_t ncalls)
+/* The rows a table of n shows: at most top (0: every one). */
+static size_t rows_shown(size_t top, size_t n)
 {
-    char a[32], b[32], d[32], e[32], loc[4096];
-    size_t lim;
+    return top && top < n ? top : n;
+}
+
+/* Call c's heading: where it ran, the bytes held, parameters apart, and
+ * how many calls there are (ncalls). Can't fail. */
+static void print_heading(const gt_mem_call *c, size_t ncalls)
+{
+    char a[32], b[32];
     printf("backward call %" PRId64 " (%s", c->id, c->api ? c->api : "?");
     if (c->file) {
         printf(" at ");
@@ -178,55 +181,54 @@ static int print_call(const gt_mem_call *c, size_t top, size_t ncalls)
                gt_mem_human(c->live_bytes, a, sizeof a));
     if (ncalls > 1)
         printf("  (%zu backward calls; --call N shows another, --all each)\n", ncalls);
-    if (!c->detailed || c->saved == 0)
-        return 0;
+}
 
+/* The breakdowns of a call, as gt_mem_call holds them. */
+enum { BY_MODULE, BY_LINE, BY_NODE };
+
+/* Breakdown k's table (by module, line or node type): at most top groups
+ * (0: every one), the line's code beside a line. 0, or -1 when out of
+ * memory. */
+static int print_groups(const gt_mem_call *c, int k, size_t top)
+{
+    static const struct {
+        const char *head, *none, *title;
+    } bd[] = {
+        [BY_MODULE] = {"module", "(outside modules)",
+                       "by module (each storage with the first module that saved it)"},
+        [BY_LINE] = {"line", "(no line)", "by line"},
+        [BY_NODE] = {"node", NULL, "by node type"},
+    };
+    const gt_mem_group *v = k == BY_MODULE ? c->by_module
+                            : k == BY_LINE ? c->by_line
+                                           : c->by_node;
+    size_t n = k == BY_MODULE ? c->n_module : k == BY_LINE ? c->n_line : c->n_node;
+    size_t lim = rows_shown(top, n);
+    char a[32], b[32], d[32];
+    table t = {.ncol = k == BY_LINE ? 5 : 4,
+               .head = {bd[k].head, "bytes", "share", "saved", "code"},
+               .right = {0, 1, 1, 1, 0}};
+    for (size_t i = 0; i < lim; i++) {
+        const gt_mem_group *g = &v[i];
+        const char *cells[] = {*g->key || !bd[k].none ? g->key : bd[k].none,
+                               gt_mem_human(g->bytes, a, sizeof a),
+                               pct(g->bytes, c->bytes, b, sizeof b),
+                               num(g->saved, d, sizeof d), g->code};
+        cell_row(&t, cells);
+    }
+    return section(&t, bd[k].title, n, lim);
+}
+
+/* The largest saved tensors' table: at most top (0: every one). 0, or -1
+ * when out of memory. */
+static int print_tensors(const gt_mem_call *c, size_t top)
+{
+    char a[32], d[32], loc[4096];
+    size_t lim = rows_shown(top, c->n_tensors);
     table t = {
-        .ncol = 4, .head = {"module", "bytes", "share", "saved"}, .right = {0, 1, 1, 1}};
-    lim = top && top < c->n_module ? top : c->n_module;
-    for (size_t i = 0; i < lim; i++) {
-        const gt_mem_group *g = &c->by_module[i];
-        const char *v[] = {module_name(g->key), gt_mem_human(g->bytes, a, sizeof a),
-                           pct(g->bytes, c->bytes, b, sizeof b),
-                           num(g->saved, d, sizeof d)};
-        cell_row(&t, v);
-    }
-    if (section(&t, "by module (each storage with the first module that saved it)",
-                c->n_module, lim) < 0)
-        return -1;
-
-    t = (table){.ncol = 5,
-                .head = {"line", "bytes", "share", "saved", "code"},
-                .right = {0, 1, 1, 1, 0}};
-    lim = top && top < c->n_line ? top : c->n_line;
-    for (size_t i = 0; i < lim; i++) {
-        const gt_mem_group *g = &c->by_line[i];
-        const char *v[] = {
-            *g->key ? g->key : "(no line)", gt_mem_human(g->bytes, a, sizeof a),
-            pct(g->bytes, c->bytes, b, sizeof b), num(g->saved, d, sizeof d), g->code};
-        cell_row(&t, v);
-    }
-    if (section(&t, "by line", c->n_line, lim) < 0)
-        return -1;
-
-    t = (table){
-        .ncol = 4, .head = {"node", "bytes", "share", "saved"}, .right = {0, 1, 1, 1}};
-    lim = top && top < c->n_node ? top : c->n_node;
-    for (size_t i = 0; i < lim; i++) {
-        const gt_mem_group *g = &c->by_node[i];
-        const char *v[] = {g->key, gt_mem_human(g->bytes, a, sizeof a),
-                           pct(g->bytes, c->bytes, b, sizeof b),
-                           num(g->saved, d, sizeof d)};
-        cell_row(&t, v);
-    }
-    if (section(&t, "by node type", c->n_node, lim) < 0)
-        return -1;
-
-    t = (table){
         .ncol = 7,
         .head = {"bytes", "saved as", "dtype", "shape", "held by", "module", "line"},
         .right = {1, 0, 0, 0, 1, 0, 0}};
-    lim = top && top < c->n_tensors ? top : c->n_tensors;
     for (size_t i = 0; i < lim; i++) {
         const gt_mem_tensor *x = &c->tensors[i];
         char as[256];
@@ -243,19 +245,24 @@ static int print_call(const gt_mem_call *c, size_t top, size_t ncalls)
                            x->file ? loc : ""};
         cell_row(&t, v);
     }
-    if (section(&t,
-                "largest saved tensors (a storage once; held by: how many saved tensors "
-                "hold it)",
-                c->n_tensors, lim) < 0)
-        return -1;
+    return section(
+        &t,
+        "largest saved tensors (a storage once; held by: how many saved tensors "
+        "hold it)",
+        c->n_tensors, lim);
+}
 
-    /* the forward: held bytes at the end of each run of one module's saves,
-     * at most `top` of them evenly spread (the last always) */
+/* The forward's table: held bytes at the end of each run of one module's
+ * saves, at most top of them evenly spread (the last always; 0: every
+ * one). 0, or -1 when out of memory. */
+static int print_timeline(const gt_mem_call *c, size_t top)
+{
+    char a[32], d[32];
     size_t runs = 0;
     for (size_t i = 0; i < c->n_points; i++)
         runs += i + 1 == c->n_points || c->timeline[i + 1].group != c->timeline[i].group;
-    size_t want = top && top < runs ? top : runs;
-    t = (table){.ncol = 3, .head = {"seq", "held", "after module"}, .right = {1, 1, 0}};
+    size_t want = rows_shown(top, runs);
+    table t = {.ncol = 3, .head = {"seq", "held", "after module"}, .right = {1, 1, 0}};
     for (size_t i = 0, k = 0; i < c->n_points; i++) {
         if (!(i + 1 == c->n_points || c->timeline[i + 1].group != c->timeline[i].group))
             continue;
@@ -273,13 +280,18 @@ static int print_call(const gt_mem_call *c, size_t top, size_t ncalls)
     snprintf(title, sizeof title,
              "held for this call as the forward ran: after %zu of its %zu module runs%s",
              t.rows, runs, t.rows < runs ? " (--top 0 shows each)" : "");
-    if (section(&t, title, 0, 0) < 0)
-        return -1;
+    return section(&t, title, 0, 0);
+}
 
-    t = (table){.ncol = 5,
-                .head = {"module", "frees", "held", "kept (inputs, params)", "shared"},
-                .right = {0, 1, 1, 1, 1}};
-    lim = top && top < c->n_modules ? top : c->n_modules;
+/* The checkpointing table: what recomputing each module would free, at
+ * most top (0: every one). 0, or -1 when out of memory. */
+static int print_checkpoints(const gt_mem_call *c, size_t top)
+{
+    char a[32], b[32], d[32], e[32];
+    size_t lim = rows_shown(top, c->n_modules);
+    table t = {.ncol = 5,
+               .head = {"module", "frees", "held", "kept (inputs, params)", "shared"},
+               .right = {0, 1, 1, 1, 1}};
     for (size_t i = 0; i < lim; i++) {
         const gt_mem_module *m = &c->modules[i];
         const char *v[] = {m->path, gt_mem_human(m->frees, a, sizeof a),
@@ -293,6 +305,44 @@ static int print_call(const gt_mem_call *c, size_t top, size_t ncalls)
         "checkpointing: recomputing a module in backward frees what it made and "
         "only it holds",
         c->n_modules, lim);
+}
+
+/* Call c's heading and, when detailed, its tables (at most top rows each;
+ * 0: every row); ncalls: the calls of the trace. 0, or -1 when out of
+ * memory. */
+static int print_call(const gt_mem_call *c, size_t top, size_t ncalls)
+{
+    print_heading(c, ncalls);
+    if (!c->detailed || c->saved == 0)
+        return 0;
+    for (int k = BY_MODULE; k <= BY_NODE; k++)
+        if (print_groups(c, k, top) < 0)
+            return -1;
+    if (print_tensors(c, top) < 0 || print_timeline(c, top) < 0)
+        return -1;
+    return print_checkpoints(c, top);
+}
+
+/* --all's first table: every backward call, the bytes it holds and its
+ * line. 0, or -1 when out of memory. */
+static int print_call_list(const gt_memory *m)
+{
+    table tb = {.ncol = 5,
+                .head = {"call", "held", "saved", "with other graphs", "line"},
+                .right = {1, 1, 1, 1, 0},
+                .first = 1};
+    for (size_t i = 0; i < m->n; i++) {
+        const gt_mem_call *k = &m->calls[i];
+        char a[32], b[32], d[32], e[32], loc[4096];
+        if (k->file)
+            snprintf(loc, sizeof loc, "%s:%" PRId64, k->file, k->line);
+        const char *row[] = {num(k->id, a, sizeof a), gt_mem_human(k->bytes, b, sizeof b),
+                             num(k->saved, d, sizeof d),
+                             gt_mem_human(k->live_bytes, e, sizeof e),
+                             k->file ? loc : ""};
+        cell_row(&tb, row);
+    }
+    return section(&tb, "backward calls", m->n, m->n);
 }
 
 /* The JSON document (memory.h's gt_memory_json) and a newline on stdout. */
@@ -384,25 +434,7 @@ int gt_cmd_memory(int argc, char **argv)
         gt_term_puts(stdout, path);
         printf(": nothing is held for backward\n");
     } else {
-        int bad = 0;
-        if (opts.all) {
-            table tb = {.ncol = 5,
-                        .head = {"call", "held", "saved", "with other graphs", "line"},
-                        .right = {1, 1, 1, 1, 0},
-                        .first = 1};
-            for (size_t i = 0; i < m->n; i++) {
-                const gt_mem_call *k = &m->calls[i];
-                char a[32], b[32], d[32], e[32], loc[4096];
-                if (k->file)
-                    snprintf(loc, sizeof loc, "%s:%" PRId64, k->file, k->line);
-                const char *row[] = {
-                    num(k->id, a, sizeof a), gt_mem_human(k->bytes, b, sizeof b),
-                    num(k->saved, d, sizeof d), gt_mem_human(k->live_bytes, e, sizeof e),
-                    k->file ? loc : ""};
-                cell_row(&tb, row);
-            }
-            bad = section(&tb, "backward calls", m->n, m->n) < 0;
-        }
+        int bad = opts.all && print_call_list(m) < 0;
         for (size_t i = 0; !bad && i < m->n; i++) {
             if (!opts.all && i != m->chosen)
                 continue;

@@ -28,6 +28,7 @@
 
 #include "cmd.h"
 #include <gradtrace/multi.h>
+#include <gradtrace/trace.h>
 
 #ifndef GT_PYTHONPATH
 #define GT_PYTHONPATH ""
@@ -189,11 +190,11 @@ static int is_trace(const char *path)
     int yes = 0;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         goto out;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT (SELECT user_version FROM pragma_user_version) > 0"
-                           " AND EXISTS (SELECT 1 FROM sqlite_master"
-                           "  WHERE type = 'table' AND name = 'run')",
-                           -1, &st, NULL) == SQLITE_OK &&
+    if (gt_db_prepare(db,
+                      "SELECT (SELECT user_version FROM pragma_user_version) > 0"
+                      " AND EXISTS (SELECT 1 FROM sqlite_master"
+                      "  WHERE type = 'table' AND name = 'run')",
+                      &st) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
         yes = sqlite3_column_int(st, 0);
 out:
@@ -282,7 +283,97 @@ out:
     return rc;
 }
 
-int gt_cmd_record(int argc, char **argv)
+/* What `gradtrace record` was asked to do: the options, and the script (or
+ * module) with its arguments. */
+struct record_opts {
+    const char *out;    /* -o TRACE */
+    const char *python; /* --python PY, NULL for the environment's choice */
+    const char *window; /* --backward-calls as given, NULL without it */
+    const char *module; /* -m MODULE, NULL for a script */
+    int force, quiet, check_saved;
+    int64_t max_size; /* --max-size in bytes, 0 without it */
+    long first, last; /* --backward-calls A-B */
+    long keep_last;   /* --keep-last N, 0 without it */
+    char **args;      /* the script (unless -m) and its arguments */
+    int nargs;        /* how many */
+};
+
+/* parse_options' return when the command goes on to run the script */
+#define RECORD_RUN (-1)
+
+/* Parse --keep-last's value into o->keep_last: 0, or 2 (the exit status)
+ * after printing why it is not a count from 1 to 1000000. */
+static int parse_keep_last(const char *arg, struct record_opts *o)
+{
+    char *end;
+    errno = 0;
+    o->keep_last = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || o->keep_last < 1 || o->keep_last > 1000000) {
+        fprintf(stderr,
+                "gradtrace: invalid --keep-last '%s': expected a number of backward "
+                "calls from 1 to 1000000\n",
+                arg);
+        return 2;
+    }
+    return 0;
+}
+
+/* Parse --backward-calls' value into o->first..o->last: 0, or 2 (the exit
+ * status) after printing why it is not A-B with 1 <= A <= B. */
+static int parse_backward_calls(const char *arg, struct record_opts *o)
+{
+    if (parse_window(arg, &o->first, &o->last) < 0) {
+        fprintf(stderr,
+                "gradtrace: invalid --backward-calls '%s': expected A-B with "
+                "1 <= A <= B\n",
+                arg);
+        return 2;
+    }
+    o->window = arg;
+    return 0;
+}
+
+/* Parse --max-size's value into o->max_size: 0, or 2 (the exit status)
+ * after printing why it is not a positive size. */
+static int parse_max_size(const char *arg, struct record_opts *o)
+{
+    o->max_size = parse_size(arg);
+    if (o->max_size < 0) {
+        fprintf(stderr,
+                "gradtrace: invalid --max-size '%s': expected a positive size like "
+                "500M\n",
+                arg);
+        return 2;
+    }
+    return 0;
+}
+
+/* After the options: refuse what cannot be combined and take the script
+ * (or `-- -m module`) and its arguments from argv[optind...] into *o.
+ * Returns RECORD_RUN, or 2 (the exit status) after printing a usage
+ * error. */
+static int take_script(int argc, char **argv, struct record_opts *o)
+{
+    if (o->keep_last && o->window)
+        return gt_usage_error("record", usage,
+                              "--keep-last and --backward-calls cannot be combined");
+    /* `gradtrace record -- -m module` too, as python reads it */
+    if (!o->module && optind + 1 < argc && !strcmp(argv[optind], "-m"))
+        o->module = argv[optind + 1], optind += 2;
+    if (o->module && !*o->module)
+        return gt_usage_error("record", usage, "-m wants a module name");
+    if (!o->module && optind >= argc)
+        return gt_usage_error("record", usage, "no script given");
+    o->args = argv + optind;
+    o->nargs = argc - optind;
+    return RECORD_RUN;
+}
+
+/* Parse the command line into *o (getopt_long, stopping at the script or
+ * at -m MODULE, so the script's own options are left alone). Returns
+ * RECORD_RUN when the script should run, else the exit status: 0 after
+ * --help, 2 after printing a usage error or an invalid value. */
+static int parse_options(int argc, char **argv, struct record_opts *o)
 {
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -296,72 +387,42 @@ int gt_cmd_record(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *out = DEFAULT_OUTPUT;
-    const char *python = NULL;
-    const char *window = NULL;
-    const char *module = NULL;
-    int force = 0, quiet = 0, check_saved = 0;
-    int64_t max_size = 0;
-    long first = 0, last = 0, keep_last = 0;
-    int c;
+    int c, rc = 0;
 
+    memset(o, 0, sizeof *o);
+    o->out = DEFAULT_OUTPUT;
     optind = 0;
     /* '+': stop at the script, so its own options are left alone; -m MODULE
      * ends the options the same way */
-    while (!module && (c = getopt_long(argc, argv, "+:o:fm:qh", longopts, NULL)) != -1) {
+    while (!o->module &&
+           (c = getopt_long(argc, argv, "+:o:fm:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
-            out = optarg;
+            o->out = optarg;
             break;
         case 'f':
-            force = 1;
+            o->force = 1;
             break;
         case 'm':
-            module = optarg;
+            o->module = optarg;
             break;
         case 'q':
-            quiet = 1;
+            o->quiet = 1;
             break;
         case 'p':
-            python = optarg;
+            o->python = optarg;
             break;
         case 'c':
-            check_saved = 1;
+            o->check_saved = 1;
             break;
-        case 'k': {
-            char *end;
-            errno = 0;
-            keep_last = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || keep_last < 1 || keep_last > 1000000) {
-                fprintf(
-                    stderr,
-                    "gradtrace: invalid --keep-last '%s': expected a number of backward "
-                    "calls from 1 to 1000000\n",
-                    optarg);
-                return 2;
-            }
+        case 'k':
+            rc = parse_keep_last(optarg, o);
             break;
-        }
         case 'b':
-            if (parse_window(optarg, &first, &last) < 0) {
-                fprintf(stderr,
-                        "gradtrace: invalid --backward-calls '%s': expected A-B with "
-                        "1 <= A <= B\n",
-                        optarg);
-                return 2;
-            }
-            window = optarg;
+            rc = parse_backward_calls(optarg, o);
             break;
         case 's':
-            max_size = parse_size(optarg);
-            if (max_size < 0) {
-                fprintf(
-                    stderr,
-                    "gradtrace: invalid --max-size '%s': expected a positive size like "
-                    "500M\n",
-                    optarg);
-                return 2;
-            }
+            rc = parse_max_size(optarg, o);
             break;
         case 'h':
             usage(stdout);
@@ -375,43 +436,48 @@ int gt_cmd_record(int argc, char **argv)
             return gt_usage_error("record", usage, "unknown option '%s'",
                                   argv[optind - 1]);
         }
+        if (rc)
+            return rc;
     }
-    if (keep_last && window)
-        return gt_usage_error("record", usage,
-                              "--keep-last and --backward-calls cannot be combined");
-    /* `gradtrace record -- -m module` too, as python reads it */
-    if (!module && optind + 1 < argc && !strcmp(argv[optind], "-m"))
-        module = argv[optind + 1], optind += 2;
-    if (module && !*module)
-        return gt_usage_error("record", usage, "-m wants a module name");
-    if (!module && optind >= argc)
-        return gt_usage_error("record", usage, "no script given");
-    const char *script = module ? module : argv[optind];
+    return take_script(argc, argv, o);
+}
+
+/* Check that the script can run as python3 would run it: a readable regular
+ * file, or a directory with a __main__. A module is the runner's to look up
+ * (with the script's sys.path). 0, or 2 (the exit status) after printing
+ * why not. */
+static int check_script(const struct record_opts *o)
+{
+    const char *script;
     struct stat st;
-    if (module) {
-        /* the runner looks the module up, with the script's sys.path */
-    } else if (stat(script, &st) != 0) {
+    if (o->module)
+        return 0;
+    script = o->args[0];
+    if (stat(script, &st) != 0) {
         fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script, strerror(errno));
         return 2;
     }
-    if (!module && S_ISDIR(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
         /* as python3 dir/: the directory's __main__ runs */
         if (!has_main(script)) {
             fprintf(stderr, "gradtrace: cannot run script %s: no __main__.py in it\n",
                     script);
             return 2;
         }
-    } else if (!module && (!S_ISREG(st.st_mode) || access(script, R_OK) != 0)) {
+    } else if (!S_ISREG(st.st_mode) || access(script, R_OK) != 0) {
         fprintf(stderr, "gradtrace: cannot run script %s: %s\n", script,
                 S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
         return 2;
     }
-    /* under a launcher, this rank's trace (multi.h): the runner names it too */
-    char *ranked = gt_env_rank_path(out);
-    int bad = check_output(ranked ? ranked : out, force);
-    free(ranked);
-    if (bad < 0)
-        return 2;
+    return 0;
+}
+
+/* Choose the interpreter into o->python: --python, else $GRADTRACE_PYTHON,
+ * else the installed package's launcher's, else GT_DEFAULT_PYTHON. 0, or 2
+ * (the exit status) after printing that it is not an executable. */
+static int choose_python(struct record_opts *o)
+{
+    const char *python = o->python;
     const char *how = "--python";
     /* the installed package's launcher names its own interpreter */
     const char *launcher = getenv("GRADTRACE_LAUNCHER_PYTHON");
@@ -425,6 +491,7 @@ int gt_cmd_record(int argc, char **argv)
         python = GT_DEFAULT_PYTHON;
         how = "default";
     }
+    o->python = python;
     if (!executable(python)) {
         fprintf(stderr,
                 "gradtrace: cannot run interpreter %s (%s): not found or not executable; "
@@ -432,64 +499,97 @@ int gt_cmd_record(int argc, char **argv)
                 python, how);
         return 2;
     }
-    if (setup_env() < 0) {
-        fprintf(stderr, "gradtrace: cannot set up the environment: %s\n",
-                strerror(errno));
-        return 2;
+    return 0;
+}
+
+/* The runner's command line, NULL-terminated, into av (which has room for
+ * o->nargs + 24 pointers); the numbers are written into the caller's
+ * buffers, which must outlive av:
+ *     PYTHON -m gradtrace.run --output OUT [--force] [--check-saved]
+ *            [--max-size N] [--keep-last N] [--backward-calls A-B] [--quiet]
+ *            [--module] -- script|module args...
+ * This function can't fail. */
+static void runner_argv(const struct record_opts *o, char **av, char sizebuf[32],
+                        char keepbuf[32], char winbuf[64])
+{
+    int k = 0;
+    av[k++] = (char *)o->python;
+    av[k++] = "-m";
+    av[k++] = "gradtrace.run";
+    av[k++] = "--output";
+    av[k++] = (char *)o->out;
+    if (o->force)
+        av[k++] = "--force";
+    if (o->check_saved)
+        av[k++] = "--check-saved";
+    if (o->max_size) {
+        snprintf(sizebuf, 32, "%" PRId64, o->max_size);
+        av[k++] = "--max-size";
+        av[k++] = sizebuf;
     }
+    if (o->keep_last) {
+        snprintf(keepbuf, 32, "%ld", o->keep_last);
+        av[k++] = "--keep-last";
+        av[k++] = keepbuf;
+    }
+    if (o->window) {
+        snprintf(winbuf, 64, "%ld-%ld", o->first, o->last);
+        av[k++] = "--backward-calls";
+        av[k++] = winbuf;
+    }
+    if (o->quiet)
+        av[k++] = "--quiet";
+    if (o->module)
+        av[k++] = "--module";
+    av[k++] = "--";
+    if (o->module)
+        av[k++] = (char *)o->module;
+    for (int i = 0; i < o->nargs; i++)
+        av[k++] = o->args[i];
+    av[k] = NULL;
+}
 
-    /* the script's own children see no trace of the launcher */
-    unsetenv("GRADTRACE_LAUNCHER_PYTHON");
-
-    /* PYTHON -m gradtrace.run --output OUT [--force] [--max-size N]
-     *        [--keep-last N] [--backward-calls A-B] [--quiet]
-     *        [--module] -- script|module args... */
-    int nscript = argc - optind;
-    char **av = calloc((size_t)nscript + 24, sizeof *av);
+/* Replace this process with the runner: returns only on failure, with 2
+ * (the exit status) after printing why. */
+static int exec_runner(const struct record_opts *o)
+{
+    char **av = calloc((size_t)o->nargs + 24, sizeof *av);
     char sizebuf[32], winbuf[64], keepbuf[32];
     if (!av) {
         fprintf(stderr, "gradtrace: out of memory\n");
         return 2;
     }
-    int k = 0;
-    av[k++] = (char *)python;
-    av[k++] = "-m";
-    av[k++] = "gradtrace.run";
-    av[k++] = "--output";
-    av[k++] = (char *)out;
-    if (force)
-        av[k++] = "--force";
-    if (check_saved)
-        av[k++] = "--check-saved";
-    if (max_size) {
-        snprintf(sizebuf, sizeof sizebuf, "%" PRId64, max_size);
-        av[k++] = "--max-size";
-        av[k++] = sizebuf;
-    }
-    if (keep_last) {
-        snprintf(keepbuf, sizeof keepbuf, "%ld", keep_last);
-        av[k++] = "--keep-last";
-        av[k++] = keepbuf;
-    }
-    if (window) {
-        snprintf(winbuf, sizeof winbuf, "%ld-%ld", first, last);
-        av[k++] = "--backward-calls";
-        av[k++] = winbuf;
-    }
-    if (quiet)
-        av[k++] = "--quiet";
-    if (module)
-        av[k++] = "--module";
-    av[k++] = "--";
-    if (module)
-        av[k++] = (char *)module;
-    for (int i = optind; i < argc; i++)
-        av[k++] = argv[i];
-    av[k] = NULL;
+    runner_argv(o, av, sizebuf, keepbuf, winbuf);
     fflush(NULL);
-    execvp(python, av);
-    fprintf(stderr, "gradtrace: cannot run interpreter %s: %s\n", python,
+    execvp(o->python, av);
+    fprintf(stderr, "gradtrace: cannot run interpreter %s: %s\n", o->python,
             strerror(errno));
     free(av);
     return 2;
+}
+
+int gt_cmd_record(int argc, char **argv)
+{
+    struct record_opts o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc != RECORD_RUN)
+        return rc;
+    if (check_script(&o))
+        return 2;
+    /* under a launcher, this rank's trace (multi.h): the runner names it too */
+    char *ranked = gt_env_rank_path(o.out);
+    int bad = check_output(ranked ? ranked : o.out, o.force);
+    free(ranked);
+    if (bad < 0)
+        return 2;
+    if (choose_python(&o))
+        return 2;
+    if (setup_env() < 0) {
+        fprintf(stderr, "gradtrace: cannot set up the environment: %s\n",
+                strerror(errno));
+        return 2;
+    }
+    /* the script's own children see no trace of the launcher */
+    unsetenv("GRADTRACE_LAUNCHER_PYTHON");
+    return exec_runner(&o);
 }

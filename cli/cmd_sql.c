@@ -23,6 +23,7 @@
 #include <gradtrace/format.h>
 
 #include "cmd.h"
+#include "grow.h"
 #include <gradtrace/multi.h>
 #include <gradtrace/sql_guard.h>
 #include "strbuf.h"
@@ -103,7 +104,7 @@ static int run_sql(sqlite3 *db, gt_sql_guard *g, const char *sql, const param *p
     while (*tail) {
         const char *next = NULL;
         gt_sql_guard_clear(g);
-        int rc = sqlite3_prepare_v2(db, tail, -1, &st, &next);
+        int rc = gt_db_prepare_first(db, tail, &st, &next);
         if (rc != SQLITE_OK) {
             if (gt_sql_guard_why(g)[0])
                 fprintf(stderr, "gradtrace: sql: refused: %s\n", gt_sql_guard_why(g));
@@ -166,7 +167,7 @@ static int dot_schema(sqlite3 *db, const char *name, int names_only)
     /* a TEMP view shadows the file's view of its name, as in queries */
     const char *sql = name ? SCHEMA_SQL " AND name = ?1 GROUP BY name"
                            : SCHEMA_SQL " GROUP BY name ORDER BY name";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    if (gt_db_prepare(db, sql, &st) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: %s\n", sqlite3_errmsg(db));
         return -1;
     }
@@ -310,7 +311,55 @@ static void usage(FILE *out)
             gt_doc_path("SCHEMA.md", schema, sizeof schema));
 }
 
-int gt_cmd_sql(int argc, char **argv)
+/* What the options ask: the output, and the -p parameters. */
+typedef struct sql_opts {
+    gt_table_opts o;
+    param *ps;
+    size_t nps, cap;
+} sql_opts;
+
+/* Add the parameter of `-p NAME=VALUE` (arg, which this cuts at '=': the
+ * name and the value stay in it). Returns 0, or -1 after printing why on
+ * stderr. */
+static int add_param(sql_opts *so, char *arg)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) {
+        fprintf(stderr, "gradtrace: sql: bad --param '%s': want NAME=VALUE\n", arg);
+        return -1;
+    }
+    if (GT_ALLOC_GROW(so->ps, so->nps + 1, so->cap, 4) != 0) {
+        fprintf(stderr, "gradtrace: sql: out of memory\n");
+        return -1;
+    }
+    *eq = '\0';
+    so->ps[so->nps].name = arg;
+    so->ps[so->nps].value = eq + 1;
+    so->nps++;
+    return 0;
+}
+
+/* The N of --max-width N into so. Returns 0, or -1 after printing why on
+ * stderr. */
+static int set_max_width(sql_opts *so, const char *arg)
+{
+    char *end;
+    long w = strtol(arg, &end, 10);
+    if (!*arg || *end || w < 0 || w > 100000) {
+        fprintf(stderr,
+                "gradtrace: sql: bad --max-width '%s': "
+                "want a number of characters\n",
+                arg);
+        return -1;
+    }
+    so->o.max_width = (int)w;
+    return 0;
+}
+
+/* Read the options of argv into *so (getopt_long: optind then points at
+ * the first operand). Returns -1 to go on, else the exit status: 0 after
+ * --help, 2 after printing a bad option's error. */
+static int parse_options(int argc, char **argv, sql_opts *so)
 {
     enum {
         OPT_TABLE = 256,
@@ -333,88 +382,89 @@ int gt_cmd_sql(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int tty = isatty(STDOUT_FILENO);
-    gt_table_opts o = {tty ? GT_OUT_TABLE : GT_OUT_TSV, 1, -1};
-    param *ps = NULL;
-    size_t nps = 0;
-    gt_trace *t = NULL;
-    sqlite3 *mdb = NULL; /* several traces joined (multi.c) */
-    char *input = NULL;
-    gt_sql_guard g = GT_SQL_GUARD_INIT;
-    int status = 2, c;
-
+    int c;
     optind = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":hp:", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_TABLE:
-            o.mode = GT_OUT_TABLE;
+            so->o.mode = GT_OUT_TABLE;
             break;
         case OPT_TSV:
-            o.mode = GT_OUT_TSV;
+            so->o.mode = GT_OUT_TSV;
             break;
         case OPT_CSV:
-            o.mode = GT_OUT_CSV;
+            so->o.mode = GT_OUT_CSV;
             break;
         case OPT_JSON:
-            o.mode = GT_OUT_JSON;
+            so->o.mode = GT_OUT_JSON;
             break;
         case OPT_HEADER:
-            o.header = 1;
-            break;
         case OPT_NO_HEADER:
-            o.header = 0;
+            so->o.header = c == OPT_HEADER;
             break;
-        case OPT_MAX_WIDTH: {
-            char *end;
-            long w = strtol(optarg, &end, 10);
-            if (!*optarg || *end || w < 0 || w > 100000) {
-                fprintf(stderr,
-                        "gradtrace: sql: bad --max-width '%s': "
-                        "want a number of characters\n",
-                        optarg);
-                goto out;
-            }
-            o.max_width = (int)w;
+        case OPT_MAX_WIDTH:
+            if (set_max_width(so, optarg) != 0)
+                return 2;
             break;
-        }
-        case 'p': {
-            const char *eq = strchr(optarg, '=');
-            param *p;
-            if (!eq || eq == optarg) {
-                fprintf(stderr, "gradtrace: sql: bad --param '%s': want NAME=VALUE\n",
-                        optarg);
-                goto out;
-            }
-            p = realloc(ps, (nps + 1) * sizeof *ps);
-            if (!p) {
-                fprintf(stderr, "gradtrace: sql: out of memory\n");
-                goto out;
-            }
-            ps = p;
-            /* NAME ends at '=': cut it there in argv, which we own now. */
-            optarg[eq - optarg] = '\0';
-            ps[nps].name = optarg;
-            ps[nps].value = eq + 1;
-            nps++;
+        case 'p':
+            if (add_param(so, optarg) != 0)
+                return 2;
             break;
-        }
         case 'h':
             usage(stdout);
-            status = 0;
-            goto out;
+            return 0;
         case ':':
-            status = gt_usage_error("sql", usage, "option '%s' needs a value",
-                                    argv[optind - 1]);
-            goto out;
+            return gt_usage_error("sql", usage, "option '%s' needs a value",
+                                  argv[optind - 1]);
         default:
-            status =
-                gt_usage_error("sql", usage, "unknown option '%s'", argv[optind - 1]);
-            goto out;
+            return gt_usage_error("sql", usage, "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (o.max_width < 0)
-        o.max_width = o.mode == GT_OUT_TABLE && tty ? 60 : 0;
+    return -1;
+}
+
+/* Open the ntraces traces of paths: one as *t, with its views
+ * (gt_cmd_open); several (or a directory) joined into one connection
+ * *mdb (multi.h). The connection to query in *db. Returns 0, or -1 after
+ * printing why on stderr. */
+static int open_traces(int ntraces, char **paths, gt_trace **t, sqlite3 **mdb,
+                       sqlite3 **db)
+{
+    if (!gt_multi_wanted(ntraces, paths)) {
+        if (gt_cmd_open(GT_CMD_TRACE | GT_CMD_VIEWS, paths[0], t) != 0)
+            return -1;
+        *db = gt_trace_db(*t);
+        return 0;
+    }
+    gt_rank_set set;
+    int mrc = gt_rank_set_load(&set, ntraces, paths);
+    if (mrc == 0 && (mrc = gt_multi_connect(&set, mdb)) == GT_EINVAL)
+        fprintf(stderr, "gradtrace: sql: %s\n", gt_rank_set_errmsg(&set));
+    else if (mrc != 0)
+        fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
+    gt_rank_set_release(&set);
+    if (mrc != 0)
+        return -1;
+    *db = *mdb;
+    return 0;
+}
+
+int gt_cmd_sql(int argc, char **argv)
+{
+    int tty = isatty(STDOUT_FILENO);
+    sql_opts so = {.o = {tty ? GT_OUT_TABLE : GT_OUT_TSV, 1, -1}};
+    gt_trace *t = NULL;
+    sqlite3 *mdb = NULL, *db = NULL; /* mdb: several traces joined (multi.c) */
+    char *input = NULL;
+    gt_sql_guard g = GT_SQL_GUARD_INIT;
+    int status = parse_options(argc, argv, &so);
+
+    if (status >= 0)
+        goto out;
+    status = 2;
+    if (so.o.max_width < 0)
+        so.o.max_width = so.o.mode == GT_OUT_TABLE && tty ? 60 : 0;
     /* several traces (or a directory): TRACE... [QUERY] (multi.h) */
     int ntraces = gt_sql_count_traces(argc - optind, argv + optind);
     if (ntraces < 1 || (ntraces == 1 && argc - optind > 2)) {
@@ -433,36 +483,19 @@ int gt_cmd_sql(int argc, char **argv)
         }
         sql = input;
     }
-
-    sqlite3 *db;
-    if (gt_multi_wanted(ntraces, argv + optind)) {
-        gt_rank_set set;
-        int mrc = gt_rank_set_load(&set, ntraces, argv + optind);
-        if (mrc == 0 && (mrc = gt_multi_connect(&set, &mdb)) == GT_EINVAL)
-            fprintf(stderr, "gradtrace: sql: %s\n", gt_rank_set_errmsg(&set));
-        else if (mrc != 0)
-            fprintf(stderr, "gradtrace: %s\n", gt_rank_set_errmsg(&set));
-        gt_rank_set_release(&set);
-        if (mrc != 0)
-            goto out;
-        db = mdb;
-    } else if (gt_cmd_open(GT_CMD_TRACE | GT_CMD_VIEWS, path, &t) != 0) {
+    if (open_traces(ntraces, argv + optind, &t, &mdb, &db) != 0)
         goto out;
-    } else {
-        db = gt_trace_db(t);
-    }
     if (gt_sql_guard_connection(db, &g) != SQLITE_OK) {
         fprintf(stderr, "gradtrace: sql: cannot make %s read-only: %s\n", path,
                 sqlite3_errmsg(db));
         goto out;
     }
-
     if (interactive) {
-        status = prompt_loop(db, &g, ps, nps, &o, path);
+        status = prompt_loop(db, &g, so.ps, so.nps, &so.o, path);
         goto out;
     }
     int printed = 0;
-    if (run_sql(db, &g, sql, ps, nps, &o, &printed) != 0)
+    if (run_sql(db, &g, sql, so.ps, so.nps, &so.o, &printed) != 0)
         goto out;
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "gradtrace: sql: cannot write the result: %s\n", strerror(errno));
@@ -474,6 +507,6 @@ out:
     sqlite3_close(mdb);
     gt_sql_guard_release(&g);
     free(input);
-    free(ps);
+    free(so.ps);
     return status;
 }

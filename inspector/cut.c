@@ -97,9 +97,9 @@ static int walk(gt__dctx *c, int64_t root, int64_t before, cut *k)
     size_t qn = 0, qcap = 0, head = 0;
     wop o = {0};
     int rc = 0;
-    if (sqlite3_prepare_v2(c->db, sql_made, -1, &made, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(c->db, sql_inputs, -1, &in, NULL) != SQLITE_OK) {
-        rc = gt__dx_sql_fail(c);
+    if (!(made = gt_trace_stmt(c->t, sql_made)) ||
+        !(in = gt_trace_stmt(c->t, sql_inputs))) {
+        rc = gt_trace_errcode(c->t);
         goto out;
     }
 #define PUSH(t)                                                                          \
@@ -189,8 +189,8 @@ static int walk(gt__dctx *c, int64_t root, int64_t before, cut *k)
     }
 #undef PUSH
 out:
-    sqlite3_finalize(made);
-    sqlite3_finalize(in);
+    sqlite3_reset(made);
+    sqlite3_reset(in);
     gt__imap_clear(&seen);
     gt_strbuf_release(&o.name);
     free(q);

@@ -74,10 +74,6 @@ static const char sql_silent_window_v6[] = SQL_SILENT_WINDOW(SQL_KERNEL_WRITE);
 static const char sql_silent_size[] =
     "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors w "
     "ON w.storage = j.value LIMIT ?2)";
-static const char sql_tensor[] =
-    "SELECT t.storage_offset, t.shape, t.strides, coalesce(s.text, ''), t.requires_grad, "
-    "t.is_leaf, coalesce(t.alias_of, 0), coalesce(t.created_by, 0) "
-    "FROM tensors t LEFT JOIN strings s ON s.id = t.dtype WHERE t.id = ?1";
 static const char sql_bwerr[] =
     "SELECT seq, message FROM errors WHERE backward = ?1 ORDER BY seq LIMIT 1";
 static const char sql_op[] =
@@ -470,7 +466,7 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
                 !strcmp(ti.dtype, e->m.dtype) &&
                 gt__pymsg_shape_fits(ti.shape, e->m.shape,
                                      strcmp(ti.shape, e->m.shape) != 0 &&
-                                         gt__dx_under_vmap(c->db, x->tensor)) &&
+                                         gt__dx_under_vmap(c, x->tensor)) &&
                 e->m.version == now && e->m.expected == x->version &&
                 grad_fn_matches(c, x, nd->id, P, nb > 0, &ti, e);
         else if (e->seq)
@@ -538,7 +534,7 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         }
     }
     free(bump_ops);
-    if (rc || (nw == 0 && nk == 0) || gt__dx_slot_unread(c->db, x->seq)) {
+    if (rc || (nw == 0 && nk == 0) || gt__dx_slot_unread(c, x->seq)) {
         free(w);
         free(kw);
         return rc;
@@ -812,8 +808,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         sqlite3_stmt **st;
     } stmts[] = {
         {sql_saved, &c.saved},
-        {sql_silent, &c.silent},
-        {sql_tensor, &c.tensor},
+        {sql_silent, &c.silent}, /* [1], [2]: v6 below */
         {sql_silent_window, &c.silent_window},
         {sql_silent_size, &c.silent_size},
         {sql_bwerr, &c.bwerr},
@@ -824,26 +819,21 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         stmts[0].sql = sql_saved_v3;
     if (gt__trace_has_table(t, "kernel_writes")) {
         stmts[1].sql = sql_silent_v6;
-        stmts[3].sql = sql_silent_window_v6;
+        stmts[2].sql = sql_silent_window_v6;
     }
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
-        if (sqlite3_prepare_v3(c.db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT,
-                               stmts[i].st, NULL) != SQLITE_OK) {
-            rc = gt__dx_sql_fail(&c);
+        if (!(*stmts[i].st = gt_trace_stmt(t, stmts[i].sql))) {
+            rc = gt_trace_errcode(t);
             goto out;
         }
     }
     if (only) {
-        sqlite3_stmt *chk = NULL;
-        int found = 0;
-        int s = sqlite3_prepare_v2(c.db, "SELECT 1 FROM backward_calls WHERE id = ?1", -1,
-                                   &chk, NULL);
-        if (s == SQLITE_OK) {
-            sqlite3_bind_int64(chk, 1, only);
-            found = (s = sqlite3_step(chk)) == SQLITE_ROW;
-        }
-        gt__dx_lookup_nomem(&c, s);
-        sqlite3_finalize(chk);
+        int64_t one;
+        int r =
+            gt_trace_int(t, "SELECT 1 FROM backward_calls WHERE id = ?1", only, 0, &one);
+        int found = r == 1;
+        if (r == GT_ENOMEM)
+            c.oom = 1;
         if (c.oom) {
             rc = gt__dx_nomem(&c);
             goto out;
@@ -920,14 +910,15 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     *out = c.f;
     c.f = NULL;
 out:
-    sqlite3_finalize(calls);
-    sqlite3_finalize(c.saved);
-    sqlite3_finalize(c.silent);
-    sqlite3_finalize(c.silent_window);
-    sqlite3_finalize(c.silent_size);
-    sqlite3_finalize(c.tensor);
-    sqlite3_finalize(c.bwerr);
-    sqlite3_finalize(c.op);
+    /* the trace keeps them (gt_trace_stmt), none left on a row */
+    sqlite3_reset(calls);
+    sqlite3_reset(c.saved);
+    sqlite3_reset(c.silent);
+    sqlite3_reset(c.silent_window);
+    sqlite3_reset(c.silent_size);
+    gt_tensor_row_release(&c.trow);
+    sqlite3_reset(c.bwerr);
+    sqlite3_reset(c.op);
     gt__replayer_free(c.rp);
     gt__imap_clear(&c.freed);
     gt__imap_clear(&c.tcache);

@@ -66,9 +66,10 @@ typedef struct gt__dctx {
     sqlite3 *db;
     gt_trace *t; /* the reading layer: locations, names (trace.h) */
     gt_replayer *rp;
-    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *tensor, *bwerr, *op;
-    gt_imap freed;  /* node id -> backward call that freed its saved tensors */
-    gt_imap tcache; /* tensor id -> index in tv: tensors read in this backward */
+    sqlite3_stmt *saved, *silent, *silent_window, *silent_size, *bwerr, *op;
+    gt_tensor_row trow; /* gt__dx_load_tensor's row, its memory kept between reads */
+    gt_imap freed;      /* node id -> backward call that freed its saved tensors */
+    gt_imap tcache;     /* tensor id -> index in tv: tensors read in this backward */
     gt__tinfo *tv;
     size_t tn, tcap;
     gt_findings *f;
@@ -88,6 +89,22 @@ GT_WARN_UNUSED int gt__dx_nomem(gt__dctx *c);
  * result `s`: SQLITE_NOMEM (any extended code of it) sets c->oom; anything
  * else, a damaged trace included, leaves the lookup's "not found". */
 void gt__dx_lookup_nomem(gt__dctx *c, int s);
+
+/* c->t's cached statement for `sql` (trace.h's gt_trace_stmt: a literal),
+ * for a best-effort lookup: NULL when it cannot be prepared (out of memory
+ * sets c->oom; anything else reads as "not found"). End the lookup with
+ * gt__dx_done. */
+sqlite3_stmt *gt__dx_stmt(gt__dctx *c, const char *sql);
+
+/* The text cached `sql` gives for ?1 = a (the first column of its first
+ * row: trace.h's gt_trace_text) into out, emptied first: "" when there is
+ * none or it cannot be read; out of memory sets c->oom. Returns 1 when out
+ * holds a text (even ""), else 0. */
+int gt__dx_text(gt__dctx *c, const char *sql, int64_t a, gt_strbuf *out /* OUT */);
+
+/* End a best-effort lookup on st (NULL accepted) whose last prepare or step
+ * returned s (gt__dx_lookup_nomem), and reset st. Can't fail. */
+void gt__dx_done(gt__dctx *c, sqlite3_stmt *st, int s);
 
 /* Append a zeroed finding of `kind` (versions -1, matches_error -1); NULL
  * when out of memory (the findings are unchanged). */
@@ -245,11 +262,11 @@ GT_WARN_UNUSED int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f
 
 /* 1 if the node that saved row `saved_seq` (saved_tensors.seq) never reads
  * it in its backward (BatchNorm's running statistics in training mode), so
- * a write to it is no silent write (silent.c). */
-int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq);
+ * a write to it is no silent write (silent.c). Out of memory sets c->oom. */
+int gt__dx_slot_unread(gt__dctx *c, int64_t saved_seq);
 
 /* 1 if tensor `tensor` (tensors.id) was made under torch.func's vmap, whose
- * messages show one sample's shape (silent.c). */
-int gt__dx_under_vmap(sqlite3 *db, int64_t tensor);
+ * messages show one sample's shape (silent.c). Out of memory sets c->oom. */
+int gt__dx_under_vmap(gt__dctx *c, int64_t tensor);
 
 #endif

@@ -39,6 +39,28 @@ void gt__dx_lookup_nomem(gt__dctx *c, int s)
         c->oom = 1;
 }
 
+sqlite3_stmt *gt__dx_stmt(gt__dctx *c, const char *sql)
+{
+    sqlite3_stmt *st = gt_trace_stmt(c->t, sql);
+    if (!st && gt_trace_errcode(c->t) == GT_ENOMEM)
+        c->oom = 1;
+    return st;
+}
+
+void gt__dx_done(gt__dctx *c, sqlite3_stmt *st, int s)
+{
+    gt__dx_lookup_nomem(c, s);
+    sqlite3_reset(st);
+}
+
+int gt__dx_text(gt__dctx *c, const char *sql, int64_t a, gt_strbuf *out)
+{
+    int r = gt_trace_text(c->t, sql, a, 0, out);
+    if (r == GT_ENOMEM)
+        c->oom = 1;
+    return r == 1;
+}
+
 /* Append a zeroed finding; NULL on ENOMEM. */
 gt_finding *gt__dx_add_finding(gt__dctx *c, int kind, int64_t backward)
 {
@@ -102,24 +124,19 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
 {
     memset(t, 0, sizeof *t);
     t->dtype = t->shape = "";
-    sqlite3_stmt *st = c->tensor;
-    sqlite3_bind_int64(st, 1, id);
-    int s = sqlite3_step(st), nomem = 0;
-    if (s == SQLITE_ROW) {
+    gt_tensor_row *x = &c->trow;
+    int r = gt_trace_tensor(c->t, id, x), nomem = r == GT_ENOMEM;
+    if (r == 1) {
         int64_t *shape = NULL, *strides = NULL;
         int nd, ns;
-        int64_t off = sqlite3_column_int64(st, 0);
-        nomem = parse_ints(gt_column_text(st, 1, &c->oom), &shape, &nd) != 0 ||
-                parse_ints(gt_column_text(st, 2, &c->oom), &strides, &ns) != 0;
-        const char *dtype = gt_column_text(st, 3, &c->oom);
-        if (!dtype)
-            dtype = "?";
+        nomem = parse_ints(x->shape, &shape, &nd) != 0 ||
+                parse_ints(x->strides, &strides, &ns) != 0;
         /* "dtype\0" then the sizes, written as "[16,8]" and read as "16,8" */
-        size_t dl = strlen(dtype) + 1;
+        size_t dl = strlen(x->dtype) + 1;
         if (!nomem && (t->text = malloc(dl + GT_INTS_ROOM(nd > 0 ? nd : 0))) == NULL)
             nomem = 1;
         if (!nomem) {
-            memcpy(t->text, dtype, dl);
+            memcpy(t->text, x->dtype, dl);
             t->dtype = t->text;
             char *sh = t->text + dl;
             size_t n = nd > 0 ? gt_ints_format(sh, shape, (size_t)nd) : 0;
@@ -134,24 +151,23 @@ int gt__dx_load_tensor(gt__dctx *c, int64_t id, gt__tinfo *t)
         /* A damaged or hostile trace may hold any numbers here: an extent
          * that cannot be represented is unknown, and overlaps nothing. */
         if (!nomem && nd >= 0 && nd == ns &&
-            gt__extent_init(&t->ext, off, shape, strides, nd, dtype_size(t->dtype)) != 0)
+            gt__extent_init(&t->ext, x->storage_offset, shape, strides, nd,
+                            dtype_size(t->dtype)) != 0)
             nomem = 1;
         free(shape);
         free(strides);
-        t->requires_grad = sqlite3_column_int(st, 4);
-        t->is_leaf = sqlite3_column_int(st, 5);
-        t->alias_of = sqlite3_column_int64(st, 6);
-        t->created_by = sqlite3_column_int64(st, 7);
+        t->requires_grad = x->requires_grad;
+        t->is_leaf = x->is_leaf;
+        t->alias_of = x->alias_of;
+        t->created_by = x->created_by;
         t->found = 1;
     }
-    sqlite3_reset(st);
     if (nomem) {
         gt__dx_tinfo_release(t);
         c->oom = 1; /* a caller reading failure as "not found" still fails */
         return gt__dx_nomem(c);
     }
-    gt__dx_lookup_nomem(c, s);
-    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : gt__dx_sql_fail(c);
+    return r < 0 ? r : 0;
 }
 
 /* See diagnose_int.h. A container's item (laterals[2], hidden[0]) is no
@@ -272,16 +288,14 @@ int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const c
                              int64_t (*pick)(gt__dctx *c, int64_t tensor),
                              gt_strbuf *name)
 {
-    sqlite3_stmt *st = NULL;
     int64_t got = 0;
     if (name)
         gt_strbuf_reset(name);
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT n.tensor, s.text FROM names n "
-                               "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
-                               "ORDER BY n.seq DESC LIMIT 20000",
-                               -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    sqlite3_stmt *st = gt__dx_stmt(c, "SELECT n.tensor, s.text FROM names n "
+                                      "JOIN strings s ON s.id = n.name WHERE n.seq <= ?1 "
+                                      "ORDER BY n.seq DESC LIMIT 20000");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, seq);
         while (!got && (s = sqlite3_step(st)) == SQLITE_ROW) {
             const char *nm = gt_column_text(st, 1, &c->oom);
@@ -294,29 +308,31 @@ int64_t gt__dx_named_on_line(gt__dctx *c, int64_t seq, const char *code, const c
         if (s == SQLITE_DONE || s == SQLITE_ROW)
             s = SQLITE_OK;
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     return got;
 }
 
 int64_t gt__dx_int(gt__dctx *c, const char *sql, int64_t a, int64_t b, const char *b_text,
                    int64_t dflt)
 {
-    sqlite3_stmt *st = NULL;
     int64_t out = dflt;
-    int s = sqlite3_prepare_v2(c->db, sql, -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    if (!b_text) {
+        int64_t v;
+        int r = gt_trace_int(c->t, sql, a, b, &v);
+        if (r == GT_ENOMEM)
+            c->oom = 1;
+        return r == 1 ? v : dflt;
+    }
+    sqlite3_stmt *st = gt__dx_stmt(c, sql);
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, a);
-        if (b_text)
-            sqlite3_bind_text(st, 2, b_text, -1, SQLITE_STATIC);
-        else
-            sqlite3_bind_int64(st, 2, b);
+        sqlite3_bind_text(st, 2, b_text, -1, SQLITE_STATIC);
         if ((s = sqlite3_step(st)) == SQLITE_ROW &&
             sqlite3_column_type(st, 0) != SQLITE_NULL)
             out = sqlite3_column_int64(st, 0);
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     return out;
 }
 
@@ -374,20 +390,19 @@ const char gt__dx_sql_family[] =
 int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *op,
                          int64_t *tensor)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
     *op = *tensor = 0;
     if (!frame)
         return 0;
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT o.seq, a.tensor FROM ops o "
-                           "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
-                           "JOIN stacks s ON s.id = o.stack "
-                           "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
-                           "AND " GT_USER_FRAME("s") " = ?2 "
-                                                     "ORDER BY o.seq DESC LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st =
+        gt_trace_stmt(c->t, "SELECT o.seq, a.tensor FROM ops o "
+                            "JOIN op_args a ON a.op = o.seq AND a.role = 2 "
+                            "JOIN stacks s ON s.id = o.stack "
+                            "WHERE o.seq < ?1 AND o.seq > ?1 - 10000 "
+                            "AND " GT_USER_FRAME("s") " = ?2 "
+                                                      "ORDER BY o.seq DESC LIMIT 1");
+    if (!st)
+        return gt_trace_errcode(c->t);
     sqlite3_bind_int64(st, 1, err_seq);
     sqlite3_bind_int64(st, 2, frame);
     if ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -396,7 +411,7 @@ int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *o
     } else if (s != SQLITE_DONE) {
         rc = gt__dx_sql_fail(c);
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -405,22 +420,20 @@ int gt__dx_write_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t *o
  * error), 0 if none. */
 int gt__dx_named_tensor(gt__dctx *c, const char *name, int64_t seq, int64_t *out)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
     *out = 0;
-    if (sqlite3_prepare_v2(
-            c->db,
-            "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
-            "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1",
-            -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st = gt_trace_stmt(
+        c->t, "SELECT n.tensor FROM names n JOIN strings s ON s.id = n.name "
+              "WHERE s.text = ?1 AND n.seq <= ?2 ORDER BY n.seq DESC LIMIT 1");
+    if (!st)
+        return gt_trace_errcode(c->t);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, seq);
     if ((s = sqlite3_step(st)) == SQLITE_ROW)
         *out = sqlite3_column_int64(st, 0);
     else if (s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -462,10 +475,11 @@ int gt__dx_each_error(gt__dctx *c, int (*want)(int kind),
                       int (*one)(gt__dctx *c, int64_t seq, const gt_pymsg *m,
                                  int64_t stack, int64_t backward))
 {
+    /* its own statement: a finder run for one error may list them again */
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
-    if (sqlite3_prepare_v2(c->db, gt__dx_sql_family, -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    if ((rc = gt_trace_prepare(c->t, gt__dx_sql_family, &st)) != 0)
+        return rc;
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         gt_pymsg m;
         if (gt__pymsg_parse(gt_column_text(st, 1, &c->oom), &m) != 0) {

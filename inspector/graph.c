@@ -12,6 +12,7 @@
 #include <gradtrace/format.h>
 
 #include "graph_int.h"
+#include "grow.h"
 #include "gtmap.h"
 #include "modpath.h"
 #include "strbuf.h"
@@ -208,7 +209,7 @@ typedef struct builder {
     size_t partial_hops; /* rings beyond it drawn in part (BREADTH) */
     int focused;         /* 1: focus hid nodes */
     repeat *repeats;     /* blocks drawn once for repeats (collapse_repeats) */
-    size_t nrepeats;
+    size_t nrepeats, caprepeats;
     size_t collapsed;    /* nodes they hide */
     int fold_saved;      /* 1: saved tensors listed in their node's label */
     size_t saved_folded; /* saved tensors not drawn as notes */
@@ -226,6 +227,21 @@ static int oom(builder *b)
 {
     return gt__trace_fail(b->trace, GT_ENOMEM, "cannot draw %s: out of memory",
                           gt_trace_path(b->trace));
+}
+
+/* The statement for `sql`, a string literal, prepared once and kept on
+ * the trace (gt_trace_stmt), returned reset with no bindings; the caller
+ * resets it when done. NULL when it cannot be prepared, with the message
+ * on the trace: out of memory (oom), or the trace's SQLite error
+ * (sql_fail). */
+static sqlite3_stmt *stmt(builder *b, const char *sql)
+{
+    sqlite3_stmt *st = gt_trace_stmt(b->trace, sql);
+    if (!st && gt_trace_errcode(b->trace) == GT_ENOMEM)
+        oom(b);
+    else if (!st)
+        sql_fail(b);
+    return st;
 }
 
 /* Column i as text, or NULL; out of memory (gt_column_text) sets the label
@@ -275,14 +291,8 @@ static int add_node(builder *b, int64_t id, size_t *idx)
         *idx = i;
         return 0;
     }
-    if (b->nnodes == b->capnodes) {
-        size_t cap = b->capnodes ? b->capnodes * 2 : 256;
-        gnode *v = realloc(b->nodes, cap * sizeof *v);
-        if (!v)
-            return oom(b);
-        b->nodes = v;
-        b->capnodes = cap;
-    }
+    if (GT_ALLOC_GROW(b->nodes, b->nnodes + 1, b->capnodes, 256) != 0)
+        return oom(b);
     if (gt_map_put(&b->map, (uint64_t)id, 0, 0, b->nnodes) != 0)
         return oom(b);
     gnode *n = &b->nodes[b->nnodes];
@@ -296,14 +306,8 @@ static int add_node(builder *b, int64_t id, size_t *idx)
 
 static int add_edge(builder *b, size_t node, size_t next)
 {
-    if (b->nedges == b->capedges) {
-        size_t cap = b->capedges ? b->capedges * 2 : 256;
-        gedge *v = realloc(b->edges, cap * sizeof *v);
-        if (!v)
-            return oom(b);
-        b->edges = v;
-        b->capedges = cap;
-    }
+    if (GT_ALLOC_GROW(b->edges, b->nedges + 1, b->capedges, 256) != 0)
+        return oom(b);
     b->edges[b->nedges].node = node;
     b->edges[b->nedges].next = next;
     b->nedges++;
@@ -323,11 +327,10 @@ static int finding_here(const builder *b, const gt_finding *f)
 /* The directory the run started in (run.cwd), to shorten paths below it. */
 static int load_cwd(builder *b)
 {
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *st = stmt(b, "SELECT cwd FROM run WHERE id = 1");
     int rc = 0;
-    if (sqlite3_prepare_v2(b->db, "SELECT cwd FROM run WHERE id = 1", -1, &st, NULL) !=
-        SQLITE_OK)
-        return sql_fail(b);
+    if (!st)
+        return gt_trace_errcode(b->trace);
     int step = sqlite3_step(st);
     if (step == SQLITE_ROW && col_text(b, st, 0)) {
         if (!(b->cwd = strdup(col_text(b, st, 0))))
@@ -335,51 +338,47 @@ static int load_cwd(builder *b)
     } else if (step != SQLITE_ROW && step != SQLITE_DONE) {
         rc = sql_fail(b);
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
 /* Pick the backward call: the option, else the one with findings (the
  * first to fail first), else the last one with a root node (a run killed
  * as a call began leaves that call without its roots), else the last. 0
- * if the trace has none. */
+ * if the trace has none. Returns 0, GT_EINVAL when the trace has no call
+ * numbered as the option asks, or a negative GT_E* code; the message on
+ * the trace. */
 static int pick_backward(builder *b)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = 0;
+    sqlite3_stmt *st =
+        stmt(b, "SELECT count(*), coalesce((SELECT max(backward) FROM "
+                "backward_roots WHERE node IS NOT NULL), max(id)) FROM backward_calls");
     int64_t want = b->opts->backward, last = 0, count = 0;
-    if (sqlite3_prepare_v2(b->db,
-                           "SELECT count(*), coalesce((SELECT max(backward) FROM "
-                           "backward_roots WHERE node IS NOT NULL), max(id)) FROM "
-                           "backward_calls",
-                           -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(b);
+    if (!st)
+        return gt_trace_errcode(b->trace);
     if (sqlite3_step(st) != SQLITE_ROW) {
-        rc = sql_fail(b);
-        goto out;
+        int rc = sql_fail(b);
+        sqlite3_reset(st);
+        return rc;
     }
     count = sqlite3_column_int64(st, 0);
     last = sqlite3_column_int64(st, 1);
+    sqlite3_reset(st);
     if (want) {
-        sqlite3_finalize(st);
-        st = NULL;
-        if (sqlite3_prepare_v2(b->db, "SELECT 1 FROM backward_calls WHERE id = ?1", -1,
-                               &st, NULL) != SQLITE_OK)
-            return sql_fail(b);
+        if (!(st = stmt(b, "SELECT 1 FROM backward_calls WHERE id = ?1")))
+            return gt_trace_errcode(b->trace);
         sqlite3_bind_int64(st, 1, want);
-        int step = sqlite3_step(st);
-        if (step == SQLITE_DONE) {
+        int step = sqlite3_step(st), rc = 0;
+        if (step == SQLITE_DONE)
             rc = gt__trace_fail(
                 b->trace, GT_EINVAL, "trace %s has no backward call %lld (it has %lld)",
                 gt_trace_path(b->trace), (long long)want, (long long)count);
-            goto out;
-        }
-        if (step != SQLITE_ROW) {
+        else if (step != SQLITE_ROW)
             rc = sql_fail(b);
-            goto out;
-        }
-        b->backward = want;
-        goto out;
+        sqlite3_reset(st);
+        if (rc == 0)
+            b->backward = want;
+        return rc;
     }
     const gt_findings *fs = b->opts->findings;
     b->backward = last;
@@ -387,89 +386,107 @@ static int pick_backward(builder *b)
         for (size_t i = 0; i < fs->n; i++) {
             if (fs->v[i].backward > 0 && (pass == 1 || fs->v[i].first_to_fail)) {
                 b->backward = fs->v[i].backward;
-                goto out;
+                return 0;
             }
         }
     }
-out:
-    sqlite3_finalize(st);
+    return 0;
+}
+
+/* Add node id (if new) to the list as a root of the drawing. Returns 0, or
+ * GT_ENOMEM with the message on the trace. */
+static int add_root(builder *b, int64_t id)
+{
+    size_t idx;
+    int rc = add_node(b, id, &idx);
+    if (rc == 0)
+        b->nodes[idx].root = 1;
+    return rc;
+}
+
+/* The node that made tensor `tensor` (its grad_fn) into *node, 0 if none.
+ * Returns 0, or a negative GT_E* code with the message on the trace. */
+static int grad_fn_of(builder *b, int64_t tensor, int64_t *node)
+{
+    sqlite3_stmt *st = stmt(b, "SELECT node FROM node_outputs WHERE tensor = ?1 LIMIT 1");
+    int rc = 0;
+    *node = 0;
+    if (!st)
+        return gt_trace_errcode(b->trace);
+    sqlite3_bind_int64(st, 1, tensor);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW)
+        *node = sqlite3_column_int64(st, 0);
+    else if (step != SQLITE_DONE)
+        rc = sql_fail(b);
+    sqlite3_reset(st);
     return rc;
 }
 
 /* Seed the node list with the roots of the backward call (or, without
- * one, every node no edge leads to) and the nodes of its findings. */
-static int seed_roots(builder *b)
+ * one, every node no edge leads to). Returns 0, or a negative GT_E* code
+ * with the message on the trace. */
+static int seed_call_roots(builder *b)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = 0;
-    const char *sql =
-        b->backward
-            ? "SELECT node FROM backward_roots WHERE backward = ?1 AND node IS NOT NULL "
-              "ORDER BY pos"
-            : "SELECT id FROM nodes WHERE id NOT IN "
-              "(SELECT next FROM edges WHERE next IS NOT NULL) ORDER BY id";
-    if (sqlite3_prepare_v2(b->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return sql_fail(b);
+    sqlite3_stmt *st = stmt(
+        b, b->backward ? "SELECT node FROM backward_roots WHERE backward = ?1 AND "
+                         "node IS NOT NULL ORDER BY pos"
+                       : "SELECT id FROM nodes WHERE id NOT IN "
+                         "(SELECT next FROM edges WHERE next IS NOT NULL) ORDER BY id");
+    int rc = 0, step;
+    if (!st)
+        return gt_trace_errcode(b->trace);
     if (b->backward)
         sqlite3_bind_int64(st, 1, b->backward);
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        size_t idx;
-        if ((rc = add_node(b, sqlite3_column_int64(st, 0), &idx)) != 0)
-            goto out;
-        b->nodes[idx].root = 1;
-    }
-    if (step != SQLITE_DONE) {
+    while ((step = sqlite3_step(st)) == SQLITE_ROW)
+        if ((rc = add_root(b, sqlite3_column_int64(st, 0))) != 0)
+            break;
+    if (!rc && step != SQLITE_DONE)
         rc = sql_fail(b);
-        goto out;
-    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* Add the nodes of the call's findings to the list. A root with no
+ * grad_fn is drawn from the graph it was cut from (the grad_fn of the
+ * tensor the cutting op took), as a root. Returns 0, or a negative GT_E*
+ * code with the message on the trace. */
+static int seed_findings(builder *b)
+{
     const gt_findings *fs = b->opts->findings;
-    for (size_t i = 0; fs && i < fs->n; i++) {
+    int rc = 0;
+    for (size_t i = 0; fs && i < fs->n && !rc && b->backward; i++) {
         const gt_finding *f = &fs->v[i];
         size_t idx;
-        if (f->node > 0 && f->backward == b->backward && b->backward &&
-            (rc = add_node(b, f->node, &idx)) != 0)
-            goto out;
-        /* a root with no grad_fn: the graph it was cut from (the grad_fn
-         * of the tensor the cutting op took), drawn from there */
+        int64_t cut_from = 0;
+        if (f->backward != b->backward)
+            continue;
+        if (f->node > 0 && (rc = add_node(b, f->node, &idx)) != 0)
+            break;
         if (f->kind == GT_FINDING_ROOT_WITHOUT_GRAD && f->other > 0 &&
-            f->backward == b->backward && b->backward) {
-            int64_t cut_from = 0;
-            sqlite3_stmt *cs = NULL;
-            if (sqlite3_prepare_v2(
-                    b->db, "SELECT node FROM node_outputs WHERE tensor = ?1 LIMIT 1", -1,
-                    &cs, NULL) != SQLITE_OK) {
-                rc = sql_fail(b);
-                goto out;
-            }
-            sqlite3_bind_int64(cs, 1, f->other);
-            if ((step = sqlite3_step(cs)) == SQLITE_ROW)
-                cut_from = sqlite3_column_int64(cs, 0);
-            sqlite3_finalize(cs);
-            if (step != SQLITE_ROW && step != SQLITE_DONE) {
-                rc = sql_fail(b);
-                goto out;
-            }
-            if (cut_from) {
-                if ((rc = add_node(b, cut_from, &idx)) != 0)
-                    goto out;
-                b->nodes[idx].root = 1;
-            }
-        }
+            (rc = grad_fn_of(b, f->other, &cut_from)) == 0 && cut_from)
+            rc = add_root(b, cut_from);
     }
-    if (b->nnodes == 0) {
-        if (b->backward)
-            rc = gt__trace_fail(b->trace, GT_EINVAL,
-                                "backward call %lld of %s has no recorded graph to draw",
-                                (long long)b->backward, gt_trace_path(b->trace));
-        else
-            rc = gt__trace_fail(b->trace, GT_EINVAL,
-                                "trace %s holds no autograd graph to draw",
-                                gt_trace_path(b->trace));
-    }
-out:
-    sqlite3_finalize(st);
     return rc;
+}
+
+/* Seed the node list: the call's roots and its findings' nodes. Returns 0,
+ * GT_EINVAL when that leaves nothing to draw, or a negative GT_E* code;
+ * the message on the trace. */
+static int seed_roots(builder *b)
+{
+    int rc;
+    if ((rc = seed_call_roots(b)) != 0 || (rc = seed_findings(b)) != 0)
+        return rc;
+    if (b->nnodes == 0 && b->backward)
+        return gt__trace_fail(b->trace, GT_EINVAL,
+                              "backward call %lld of %s has no recorded graph to draw",
+                              (long long)b->backward, gt_trace_path(b->trace));
+    if (b->nnodes == 0)
+        return gt__trace_fail(b->trace, GT_EINVAL,
+                              "trace %s holds no autograd graph to draw",
+                              gt_trace_path(b->trace));
+    return 0;
 }
 
 /* Walk next edges from the seeds: every node of the backward's graph. */
@@ -601,11 +618,10 @@ static int collapse_run(builder *b, rctx *r, const unsigned char *keep, size_t s
         if (len < 2 || (len - 1) * p < REPEAT_MIN_HIDDEN)
             continue;
         size_t rep = a == 0 && k < count ? k - 1 : a;
-        repeat *v = realloc(b->repeats, (b->nrepeats + 1) * sizeof *v);
-        if (!v)
+        if (GT_ALLOC_GROW(b->repeats, b->nrepeats + 1, b->caprepeats, 4) != 0)
             return oom(b);
-        b->repeats = v;
-        v[b->nrepeats] = (repeat){.count = len, .size = p, .hidden = (len - 1) * p};
+        b->repeats[b->nrepeats] =
+            (repeat){.count = len, .size = p, .hidden = (len - 1) * p};
         b->nrepeats++;
         for (size_t m = a; m < k; m++) {
             for (size_t j = 0; j < p; j++) {
@@ -623,131 +639,162 @@ static int collapse_run(builder *b, rctx *r, const unsigned char *keep, size_t s
     return 0;
 }
 
-/* Repeated structure is drawn once (TensorBoard's series, an unrolled RNN
- * folded back): in the default drawing of a graph larger than the screen
- * budget, nodes are taken in creation order (nodes.id: a loop over time
- * steps or over layers creates one block after another), and a run of two
- * or more consecutive blocks that match (same_block) is drawn as one block
- * in a cluster labelled "×N"; edges of the hidden repeats are drawn from and
- * to their copies in it (one repeat feeding the next: a dashed edge back
- * inside the block). Greedy from the first node: at each position, the
- * block size (up to REPEAT_MAX_BLOCK) whose run covers the most nodes, the
- * smallest on a tie; a block must hold more than leaves, and the repeats
- * hidden at least REPEAT_MIN_HIDDEN nodes. A root's or a finding's node is
- * never collapsed: its repeat is drawn as itself, the repeats on either side
- * folded apart. A leaf that only hidden repeats use (each layer's own
- * parameters) is hidden with them. */
-static int collapse_repeats(builder *b)
+/* Free what the repeat search holds (n: the nodes it was made for);
+ * accepts a zeroed one. Can't fail. */
+static void rctx_release(rctx *r, size_t n)
 {
-    const gt_findings *fs = b->opts->findings;
-    size_t n = b->nnodes;
-    rctx r = {.b = b, .work = REPEAT_WORK};
-    unsigned char *keep = NULL;
-    size_t *users = NULL, *hid = NULL, *via = NULL;
-    int64_t *ids = NULL;
-    int rc = 0;
+    free(r->seq);
+    free(r->rank);
+    for (size_t k = 0; r->sig && k < n; k++)
+        free(r->sig[k].shapes);
+    free(r->sig);
+    free(r->off);
+    free(r->nx);
+}
 
-    if (b->opts->all || b->opts->hops >= 0 || n <= screen_budget(b))
-        return 0;
-    r.seq = malloc(n * sizeof *r.seq);
-    r.rank = malloc(n * sizeof *r.rank);
-    r.sig = calloc(n, sizeof *r.sig);
-    r.off = calloc(n + 1, sizeof *r.off);
-    r.nx = malloc((b->nedges + 1) * sizeof *r.nx);
-    keep = calloc(n, 1);
-    ids = malloc(n * sizeof *ids);
-    if (!r.seq || !r.rank || !r.sig || !r.off || !r.nx || !keep || !ids) {
-        rc = oom(b);
-        goto out;
-    }
-    /* creation order: node ids ascending (ids are unique) */
+/* Put the nodes in creation order, node ids ascending (ids are unique):
+ * r->seq and r->rank. Returns 0, or GT_ENOMEM with the message on the
+ * trace. */
+static int order_by_creation(builder *b, rctx *r)
+{
+    size_t n = b->nnodes;
+    int64_t *ids = malloc(n * sizeof *ids);
+    if (!ids)
+        return oom(b);
     for (size_t i = 0; i < n; i++)
         ids[i] = b->nodes[i].id;
     qsort(ids, n, sizeof *ids, cmp_i64);
     for (size_t k = 0; k < n; k++) {
         size_t i = node_index(b, ids[k]);
-        r.seq[k] = i;
-        r.rank[i] = k;
+        r->seq[k] = i;
+        r->rank[i] = k;
     }
+    free(ids);
+    return 0;
+}
+
+/* Read each node's signature (Q_SIG: name, line, leaf, dtypes and shapes)
+ * into r->sig, by position in creation order. Returns 0, or a negative
+ * GT_E* code with the message on the trace. */
+static int read_signatures(builder *b, rctx *r)
+{
     sqlite3_stmt *st = b->q[Q_SIG];
-    for (size_t k = 0; k < n; k++) {
+    int rc = 0;
+    for (size_t k = 0; k < b->nnodes && !rc; k++) {
         sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, b->nodes[r.seq[k]].id);
+        sqlite3_bind_int64(st, 1, b->nodes[r->seq[k]].id);
         int step = sqlite3_step(st);
-        r.sig[k] = (nsig){0};
+        r->sig[k] = (nsig){0};
         if (step == SQLITE_ROW) {
             int o = 0;
             const char *sh = gt_column_text(st, 3, &o);
-            r.sig[k] = (nsig){.name = sqlite3_column_int64(st, 0),
-                              .frame = sqlite3_column_int64(st, 1),
-                              .leaf = sqlite3_column_int64(st, 2) > 0,
-                              .shash = str_hash(sh),
-                              .shapes = sh ? strdup(sh) : NULL};
-            if ((sh && !r.sig[k].shapes) || o)
+            r->sig[k] = (nsig){.name = sqlite3_column_int64(st, 0),
+                               .frame = sqlite3_column_int64(st, 1),
+                               .leaf = sqlite3_column_int64(st, 2) > 0,
+                               .shash = str_hash(sh),
+                               .shapes = sh ? strdup(sh) : NULL};
+            if ((sh && !r->sig[k].shapes) || o)
                 rc = oom(b);
-        } else if (step != SQLITE_DONE)
+        } else if (step != SQLITE_DONE) {
             rc = sql_fail(b);
-        if (rc)
-            break;
+        }
     }
     sqlite3_reset(st);
-    if (rc)
-        goto out;
+    return rc;
+}
+
+/* The inputs of each node index in edge order, in CSR form: those of node
+ * i at r->nx[r->off[i] .. r->off[i + 1]). Returns 0, or GT_ENOMEM with the
+ * message on the trace. */
+static int index_inputs(builder *b, rctx *r)
+{
+    size_t n = b->nnodes;
+    size_t *fill = calloc(n, sizeof *fill);
+    if (!fill)
+        return oom(b);
     for (size_t e = 0; e < b->nedges; e++)
-        r.off[b->edges[e].node + 1]++;
+        r->off[b->edges[e].node + 1]++;
     for (size_t i = 0; i < n; i++)
-        r.off[i + 1] += r.off[i];
-    {
-        size_t *fill = calloc(n, sizeof *fill);
-        if (!fill) {
-            rc = oom(b);
-            goto out;
-        }
-        for (size_t e = 0; e < b->nedges; e++) {
-            size_t u = b->edges[e].node;
-            r.nx[r.off[u] + fill[u]++] = b->edges[e].next;
-        }
-        free(fill);
+        r->off[i + 1] += r->off[i];
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->edges[e].node;
+        r->nx[r->off[u] + fill[u]++] = b->edges[e].next;
     }
-    for (size_t i = 0; i < n; i++)
+    free(fill);
+    return 0;
+}
+
+/* Mark in keep[] the nodes no repeat may hide: the roots and the nodes of
+ * the findings drawn here. Can't fail. */
+static void mark_kept(const builder *b, unsigned char *keep)
+{
+    const gt_findings *fs = b->opts->findings;
+    for (size_t i = 0; i < b->nnodes; i++)
         keep[i] = b->nodes[i].root != 0;
     for (size_t i = 0; fs && i < fs->n; i++) {
         size_t idx = node_index(b, fs->v[i].node);
         if (finding_here(b, &fs->v[i]) && idx != (size_t)-1)
             keep[idx] = 1;
     }
-    for (size_t i = 0; i < n && r.work;) {
-        size_t cover = 0, size = 0, count = 0;
-        size_t pmax = (n - i) / 2 < REPEAT_MAX_BLOCK ? (n - i) / 2 : REPEAT_MAX_BLOCK;
-        for (size_t p = 1; p <= pmax && r.work; p++) {
-            if (!sig_eq(&r, i, i + p))
-                continue;
-            size_t c = 1;
-            while (i + (c + 1) * p <= n && same_block(&r, i, i + c * p, p))
-                c++;
-            if (c >= 2 && c * p > cover) {
-                cover = c * p;
-                size = p;
-                count = c;
-            }
+}
+
+/* The longest run of matching blocks from position i: of every block size
+ * p up to REPEAT_MAX_BLOCK (and half the nodes left), the one whose run of
+ * two or more same_block copies covers the most nodes, the smallest on a
+ * tie, while comparisons are left. Returns the nodes it covers, 0 if none;
+ * the block size in *size and the copies in *count. */
+static size_t best_run(rctx *r, size_t i, size_t n, size_t *size, size_t *count)
+{
+    size_t cover = 0;
+    size_t pmax = (n - i) / 2 < REPEAT_MAX_BLOCK ? (n - i) / 2 : REPEAT_MAX_BLOCK;
+    *size = *count = 0;
+    for (size_t p = 1; p <= pmax && r->work; p++) {
+        if (!sig_eq(r, i, i + p))
+            continue;
+        size_t c = 1;
+        while (i + (c + 1) * p <= n && same_block(r, i, i + c * p, p))
+            c++;
+        if (c >= 2 && c * p > cover) {
+            cover = c * p;
+            *size = p;
+            *count = c;
         }
-        int inner = 0;
+    }
+    return cover;
+}
+
+/* Find the runs greedily from the first node in creation order (best_run
+ * at each position; a block must hold more than leaves) and collapse each
+ * (collapse_run). Returns 0, or GT_ENOMEM with the message on the trace. */
+static int find_repeats(builder *b, rctx *r, const unsigned char *keep)
+{
+    size_t n = b->nnodes;
+    for (size_t i = 0; i < n && r->work;) {
+        size_t size, count, cover = best_run(r, i, n, &size, &count);
+        int inner = 0, rc;
         for (size_t j = 0; j < size && !inner; j++)
-            inner = !r.sig[i + j].leaf;
+            inner = !r->sig[i + j].leaf;
         if (!cover || !inner) {
             i++;
             continue;
         }
-        if ((rc = collapse_run(b, &r, keep, i, size, count)) != 0)
-            goto out;
+        if ((rc = collapse_run(b, r, keep, i, size, count)) != 0)
+            return rc;
         i += cover;
     }
-    if (!b->collapsed)
-        goto out;
-    /* leaves only hidden repeats use */
-    users = calloc(n, sizeof *users);
-    hid = calloc(n, sizeof *hid);
-    via = calloc(n, sizeof *via);
+    return 0;
+}
+
+/* Hide the leaves that only hidden repeats use (each layer's own
+ * parameters) with them, counted among the hidden nodes of the block that
+ * stands for those repeats. Returns 0, or GT_ENOMEM with the message on the
+ * trace. */
+static int hide_private_leaves(builder *b, const rctx *r, const unsigned char *keep)
+{
+    size_t n = b->nnodes;
+    size_t *users = calloc(n, sizeof *users), *hid = calloc(n, sizeof *hid);
+    size_t *via = calloc(n, sizeof *via);
+    int rc = 0;
     if (!users || !hid || !via) {
         rc = oom(b);
         goto out;
@@ -762,7 +809,7 @@ static int collapse_repeats(builder *b)
     }
     for (size_t i = 0; i < n; i++) {
         gnode *g = &b->nodes[i];
-        if (g->collapsed || keep[i] || r.off[i + 1] != r.off[i] || !users[i] ||
+        if (g->collapsed || keep[i] || r->off[i + 1] != r->off[i] || !users[i] ||
             hid[i] != users[i] || !via[i])
             continue;
         g->collapsed = 1;
@@ -771,19 +818,209 @@ static int collapse_repeats(builder *b)
         b->collapsed++;
     }
 out:
-    free(r.seq);
-    free(r.rank);
-    for (size_t k = 0; r.sig && k < n; k++)
-        free(r.sig[k].shapes);
-    free(r.sig);
-    free(r.off);
-    free(r.nx);
-    free(keep);
-    free(ids);
     free(users);
     free(hid);
     free(via);
     return rc;
+}
+
+/* Repeated structure is drawn once (TensorBoard's series, an unrolled RNN
+ * folded back): in the default drawing of a graph larger than the screen
+ * budget, nodes are taken in creation order (nodes.id: a loop over time
+ * steps or over layers creates one block after another), and a run of two
+ * or more consecutive blocks that match (same_block) is drawn as one block
+ * in a cluster labelled "×N"; edges of the hidden repeats are drawn from and
+ * to their copies in it (one repeat feeding the next: a dashed edge back
+ * inside the block). Greedy from the first node: at each position, the
+ * block size (up to REPEAT_MAX_BLOCK) whose run covers the most nodes, the
+ * smallest on a tie; a block must hold more than leaves, and the repeats
+ * hidden at least REPEAT_MIN_HIDDEN nodes. A root's or a finding's node is
+ * never collapsed: its repeat is drawn as itself, the repeats on either side
+ * folded apart. A leaf that only hidden repeats use (each layer's own
+ * parameters) is hidden with them. Returns 0, or a negative GT_E* code
+ * with the message on the trace. */
+static int collapse_repeats(builder *b)
+{
+    size_t n = b->nnodes;
+    rctx r = {.b = b, .work = REPEAT_WORK};
+    unsigned char *keep = NULL;
+    int rc = 0;
+
+    if (b->opts->all || b->opts->hops >= 0 || n <= screen_budget(b))
+        return 0;
+    r.seq = malloc(n * sizeof *r.seq);
+    r.rank = malloc(n * sizeof *r.rank);
+    r.sig = calloc(n, sizeof *r.sig);
+    r.off = calloc(n + 1, sizeof *r.off);
+    r.nx = malloc((b->nedges + 1) * sizeof *r.nx);
+    keep = calloc(n, 1);
+    if (!r.seq || !r.rank || !r.sig || !r.off || !r.nx || !keep) {
+        rc = oom(b);
+        goto out;
+    }
+    if ((rc = order_by_creation(b, &r)) != 0 || (rc = read_signatures(b, &r)) != 0 ||
+        (rc = index_inputs(b, &r)) != 0)
+        goto out;
+    mark_kept(b, keep);
+    if ((rc = find_repeats(b, &r, keep)) == 0 && b->collapsed)
+        rc = hide_private_leaves(b, &r, keep);
+out:
+    rctx_release(&r, n);
+    free(keep);
+    return rc;
+}
+
+/* The breadth-first walk of focus: the nodes reached, centres first and
+ * then by distance, and the undirected adjacency it walks. */
+typedef struct fwalk {
+    size_t *queue; /* nodes reached: queue[0 .. tail) */
+    size_t tail;
+    size_t *off, *adj; /* node i's neighbours: adj[off[i] .. off[i + 1]) */
+} fwalk;
+
+/* Queue the nodes of the findings drawn here at distance 0, the centres.
+ * Returns how many. Can't fail. */
+static size_t queue_findings(builder *b, fwalk *w)
+{
+    const gt_findings *fs = b->opts->findings;
+    for (size_t i = 0; fs && i < fs->n; i++) {
+        size_t idx = node_index(b, fs->v[i].node);
+        if (!finding_here(b, &fs->v[i]) || idx == (size_t)-1 || b->nodes[idx].dist == 0)
+            continue;
+        b->nodes[idx].dist = 0;
+        w->queue[w->tail++] = idx;
+    }
+    return w->tail;
+}
+
+/* Queue the roots not hidden in a repeat at distance 0, the centres. Can't
+ * fail. */
+static void queue_roots(builder *b, fwalk *w)
+{
+    for (size_t i = 0; i < b->nnodes; i++) {
+        if (b->nodes[i].root && !b->nodes[i].collapsed) {
+            b->nodes[i].dist = 0;
+            w->queue[w->tail++] = i;
+        }
+    }
+}
+
+/* The undirected adjacency of the nodes in CSR form (w->off, w->adj),
+ * repeats drawn once taken as their copy in the block drawn
+ * (collapse_repeats). Returns 0, or GT_ENOMEM with the message on the
+ * trace. */
+static int link_neighbours(builder *b, fwalk *w)
+{
+    size_t *fill = NULL;
+    w->off = calloc(b->nnodes + 1, sizeof *w->off);
+    w->adj = malloc((2 * b->nedges + 1) * sizeof *w->adj);
+    if (!w->off || !w->adj || !(fill = calloc(b->nnodes, sizeof *fill)))
+        return oom(b);
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->nodes[b->edges[e].node].twin, v = b->nodes[b->edges[e].next].twin;
+        if (u == NO_TWIN || v == NO_TWIN || u == v)
+            continue;
+        w->off[u + 1]++;
+        w->off[v + 1]++;
+    }
+    for (size_t i = 0; i < b->nnodes; i++)
+        w->off[i + 1] += w->off[i];
+    for (size_t e = 0; e < b->nedges; e++) {
+        size_t u = b->nodes[b->edges[e].node].twin, v = b->nodes[b->edges[e].next].twin;
+        if (u == NO_TWIN || v == NO_TWIN || u == v)
+            continue;
+        w->adj[w->off[u] + fill[u]++] = v;
+        w->adj[w->off[v] + fill[v]++] = u;
+    }
+    free(fill);
+    return 0;
+}
+
+/* Walk out from the queued centres, breadth first, to max_dist: each node
+ * reached gets its distance and joins the queue. Can't fail. */
+static void spread(builder *b, fwalk *w, size_t max_dist)
+{
+    for (size_t head = 0; head < w->tail;) {
+        size_t u = w->queue[head++];
+        if (b->nodes[u].dist >= max_dist)
+            continue;
+        for (size_t k = w->off[u]; k < w->off[u + 1]; k++) {
+            size_t v = w->adj[k];
+            if (b->nodes[v].dist != (size_t)-1)
+                continue;
+            b->nodes[v].dist = b->nodes[u].dist + 1;
+            w->queue[w->tail++] = v;
+        }
+    }
+}
+
+/* The largest radius whose nodes fit the budget, at least 1 (when a node
+ * lies that far), into *radius. Returns 0, or GT_ENOMEM with the message
+ * on the trace. */
+static int fit_radius(builder *b, const fwalk *w, size_t budget, size_t *radius)
+{
+    size_t deepest = 0, *per_dist;
+    for (size_t k = 0; k < w->tail; k++)
+        if (b->nodes[w->queue[k]].dist > deepest)
+            deepest = b->nodes[w->queue[k]].dist;
+    if (!(per_dist = calloc(deepest + 1, sizeof *per_dist)))
+        return oom(b);
+    for (size_t k = 0; k < w->tail; k++)
+        per_dist[b->nodes[w->queue[k]].dist]++;
+    size_t sum = per_dist[0];
+    *radius = 0;
+    for (size_t d = 1; d <= deepest; d++) {
+        sum += per_dist[d];
+        if (sum > budget && d > 1)
+            break;
+        *radius = d;
+    }
+    free(per_dist);
+    return 0;
+}
+
+/* Mark the nodes reached within radius visible. Returns how many. */
+static size_t show_within(builder *b, const fwalk *w, size_t radius)
+{
+    size_t shown = 0;
+    for (size_t k = 0; k < w->tail; k++)
+        if (b->nodes[w->queue[k]].dist <= radius) {
+            b->nodes[w->queue[k]].visible = 1;
+            shown++;
+        }
+    return shown;
+}
+
+/* A ring wider than the budget (a loss over a Cat of 39 time steps) would
+ * stop the drawing at a node or two: the budget left goes, ring after
+ * ring, to the first BREADTH neighbours of each drawn node one ring further
+ * out (in the order of its edges: inputs by position), so the drawing
+ * still shows a path or three through the model; each hidden set is
+ * marked "… N more" on its node. The queue is reused: the frontier at
+ * radius first. Returns the nodes now shown (shown before, counted in). */
+static size_t show_partial_rings(builder *b, fwalk *w, size_t radius, size_t budget,
+                                 size_t shown)
+{
+    size_t h = 0, t = 0;
+    for (size_t k = 0; k < w->tail; k++)
+        if (b->nodes[w->queue[k]].dist == radius)
+            w->queue[t++] = w->queue[k]; /* the frontier; earlier entries done */
+    while (h < t && shown < budget) {
+        size_t u = w->queue[h++], taken = 0;
+        for (size_t k = w->off[u]; k < w->off[u + 1] && taken < BREADTH && shown < budget;
+             k++) {
+            size_t v = w->adj[k];
+            if (b->nodes[v].visible || b->nodes[v].dist != b->nodes[u].dist + 1)
+                continue;
+            b->nodes[v].visible = 1;
+            w->queue[t++] = v;
+            taken++;
+            shown++;
+            if (b->nodes[v].dist - radius > b->partial_hops)
+                b->partial_hops = b->nodes[v].dist - radius;
+        }
+    }
+    return shown;
 }
 
 /* Mark the nodes to draw: all, or those within `hops` of the centre.
@@ -793,14 +1030,15 @@ out:
  * whole when it is that small, else around its roots; around findings or
  * roots, the radius is the largest (up to the default, or unbounded around
  * roots) whose nodes fit the budget, at least 1. What is hidden is marked
- * on the boundary ("… N more") and counted in the title. */
+ * on the boundary ("… N more") and counted in the title. The centres'
+ * count in *centre_count. Returns 0, or GT_ENOMEM with the message on the
+ * trace. */
 static int focus(builder *b, size_t *centre_count)
 {
-    const gt_findings *fs = b->opts->findings;
     int explicit_hops = b->opts->hops >= 0;
     size_t max_dist = explicit_hops ? (size_t)b->opts->hops : GT_GRAPH_DEFAULT_HOPS;
-    size_t *queue = NULL, *off = NULL, *adj = NULL, *per_dist = NULL, head = 0, tail = 0;
     size_t budget = screen_budget(b), live = b->nnodes - b->collapsed;
+    fwalk w = {0};
     int rc = 0;
 
     *centre_count = 0;
@@ -810,17 +1048,9 @@ static int focus(builder *b, size_t *centre_count)
             b->nodes[i].visible = 1;
         return 0;
     }
-    queue = malloc((b->nnodes + 1) * sizeof *queue);
-    if (!queue)
+    if (!(w.queue = malloc((b->nnodes + 1) * sizeof *w.queue)))
         return oom(b);
-    for (size_t i = 0; fs && i < fs->n; i++) {
-        size_t idx = node_index(b, fs->v[i].node);
-        if (!finding_here(b, &fs->v[i]) || idx == (size_t)-1 || b->nodes[idx].dist == 0)
-            continue;
-        b->nodes[idx].dist = 0;
-        queue[tail++] = idx;
-    }
-    if (tail == 0) {
+    if (queue_findings(b, &w) == 0) {
         /* No finding here: everything if it fits a screen, else the roots. */
         if (live <= budget) {
             for (size_t i = 0; i < b->nnodes; i++)
@@ -829,124 +1059,27 @@ static int focus(builder *b, size_t *centre_count)
         }
         if (!explicit_hops)
             max_dist = (size_t)-2; /* as far as the budget allows */
-        for (size_t i = 0; i < b->nnodes; i++) {
-            if (b->nodes[i].root && !b->nodes[i].collapsed) {
-                b->nodes[i].dist = 0;
-                queue[tail++] = i;
-            }
-        }
+        queue_roots(b, &w);
     }
-    *centre_count = tail;
-
-    /* Undirected adjacency in CSR form, repeats drawn once taken as their
-     * copy in the block drawn (collapse_repeats). */
-    off = calloc(b->nnodes + 1, sizeof *off);
-    adj = malloc((2 * b->nedges + 1) * sizeof *adj);
-    if (!off || !adj) {
-        rc = oom(b);
+    *centre_count = w.tail;
+    if ((rc = link_neighbours(b, &w)) != 0)
         goto out;
-    }
-    for (size_t e = 0; e < b->nedges; e++) {
-        size_t u = b->nodes[b->edges[e].node].twin, v = b->nodes[b->edges[e].next].twin;
-        if (u == NO_TWIN || v == NO_TWIN || u == v)
-            continue;
-        off[u + 1]++;
-        off[v + 1]++;
-    }
-    for (size_t i = 0; i < b->nnodes; i++)
-        off[i + 1] += off[i];
-    {
-        size_t *fill = calloc(b->nnodes, sizeof *fill);
-        if (!fill) {
-            rc = oom(b);
-            goto out;
-        }
-        for (size_t e = 0; e < b->nedges; e++) {
-            size_t u = b->nodes[b->edges[e].node].twin;
-            size_t v = b->nodes[b->edges[e].next].twin;
-            if (u == NO_TWIN || v == NO_TWIN || u == v)
-                continue;
-            adj[off[u] + fill[u]++] = v;
-            adj[off[v] + fill[v]++] = u;
-        }
-        free(fill);
-    }
-    while (head < tail) {
-        size_t u = queue[head++];
-        if (b->nodes[u].dist >= max_dist)
-            continue;
-        for (size_t k = off[u]; k < off[u + 1]; k++) {
-            size_t v = adj[k];
-            if (b->nodes[v].dist != (size_t)-1)
-                continue;
-            b->nodes[v].dist = b->nodes[u].dist + 1;
-            queue[tail++] = v;
-        }
-    }
+    spread(b, &w, max_dist);
     /* The radius: as given, or the largest that fits the screen budget. */
     size_t radius = max_dist;
-    if (!explicit_hops) {
-        size_t deepest = 0;
-        for (size_t k = 0; k < tail; k++)
-            if (b->nodes[queue[k]].dist > deepest)
-                deepest = b->nodes[queue[k]].dist;
-        per_dist = calloc(deepest + 1, sizeof *per_dist);
-        if (!per_dist) {
-            rc = oom(b);
-            goto out;
-        }
-        for (size_t k = 0; k < tail; k++)
-            per_dist[b->nodes[queue[k]].dist]++;
-        size_t sum = per_dist[0];
-        radius = 0;
-        for (size_t d = 1; d <= deepest; d++) {
-            sum += per_dist[d];
-            if (sum > budget && d > 1)
-                break;
-            radius = d;
-        }
-    }
-    size_t shown = 0;
-    for (size_t k = 0; k < tail; k++)
-        if (b->nodes[queue[k]].dist <= radius) {
-            b->nodes[queue[k]].visible = 1;
-            shown++;
-        }
+    if (!explicit_hops && (rc = fit_radius(b, &w, budget, &radius)) != 0)
+        goto out;
+    size_t shown = show_within(b, &w, radius);
     b->hops = radius > INT32_MAX ? INT32_MAX : (int)radius;
     b->focused = shown < live;
-    /* A ring wider than the budget (a loss over a Cat of 39 time steps)
-     * would stop the drawing at a node or two: the budget left goes, ring
-     * after ring, to the first BREADTH neighbours of each drawn node one
-     * ring further out (in the order of its edges: inputs by position), so
-     * the drawing still shows a path or three through the model; each
-     * hidden set is marked "… N more" on its node. */
     if (!explicit_hops && shown < budget) {
-        size_t h = 0, t = 0;
-        for (size_t k = 0; k < tail; k++)
-            if (b->nodes[queue[k]].dist == radius)
-                queue[t++] = queue[k]; /* the frontier; earlier entries done */
-        while (h < t && shown < budget) {
-            size_t u = queue[h++], taken = 0;
-            for (size_t k = off[u]; k < off[u + 1] && taken < BREADTH && shown < budget;
-                 k++) {
-                size_t v = adj[k];
-                if (b->nodes[v].visible || b->nodes[v].dist != b->nodes[u].dist + 1)
-                    continue;
-                b->nodes[v].visible = 1;
-                queue[t++] = v;
-                taken++;
-                shown++;
-                if (b->nodes[v].dist - radius > b->partial_hops)
-                    b->partial_hops = b->nodes[v].dist - radius;
-            }
-        }
+        shown = show_partial_rings(b, &w, radius, budget, shown);
         b->focused = shown < live;
     }
 out:
-    free(queue);
-    free(off);
-    free(adj);
-    free(per_dist);
+    free(w.queue);
+    free(w.off);
+    free(w.adj);
     return rc;
 }
 
@@ -1019,14 +1152,8 @@ static int site_of(builder *b, int64_t stack, gt_loc *l)
         *l = b->locs[*at - 1];
         return 0;
     }
-    if (b->nlocs == b->caplocs) {
-        size_t cap = b->caplocs ? b->caplocs * 2 : 16;
-        gt_loc *v = realloc(b->locs, cap * sizeof *v);
-        if (!v)
-            return oom(b);
-        b->locs = v;
-        b->caplocs = cap;
-    }
+    if (GT_ALLOC_GROW(b->locs, b->nlocs + 1, b->caplocs, 16) != 0)
+        return oom(b);
     gt_loc got;
     int rc = gt_trace_user_loc(b->trace, stack, &got);
     if (rc < 0)
@@ -1114,42 +1241,111 @@ static int plan_saved(builder *b, size_t drawn)
     return 0;
 }
 
-/* A group is drawn as one box over a range of ranks, so the groups must
- * not form a cycle once each is taken as one node: a Python loop's lines
- * (`y = conv(h)` then `h = act(bn(y))`, ten times) interleave, and dot
- * would turn edges upwards to keep each box whole. Groups in a strongly
- * connected component of that quotient graph (Tarjan's algorithm, written
- * iteratively: a damaged trace may hold long paths or cycles) are
- * ungrouped; what remains is acyclic, since splitting groups cannot make a
- * cycle that did not pass through one of them. */
-static int ungroup_cycles(builder *b)
+#define SCC_NONE ((size_t)-1)
+
+/* Tarjan's strongly connected components over a graph in CSR form (the
+ * edges of vertex v at adj[off[v] .. off[v + 1])), written iteratively: a
+ * damaged trace may hold long paths or cycles. */
+typedef struct scc {
+    size_t *off, *adj;
+    size_t *index, *low; /* per vertex: DFS number (SCC_NONE: not seen), low link */
+    size_t *stack, sp;   /* the vertices of components not yet closed */
+    size_t *call, cs;    /* the DFS path */
+    size_t *pos;         /* per vertex on the path: its next edge */
+    unsigned char *on;   /* on the stack */
+    unsigned char *cyc;  /* in a component of more than one vertex */
+    size_t counter;
+} scc;
+
+/* Allocate s for n vertices and up to `edges` edges, none seen yet.
+ * Returns 0, or -1 when out of memory (scc_release frees what was made). */
+static int scc_alloc(scc *s, size_t n, size_t edges)
 {
-    size_t n = b->nnodes, none = (size_t)-1, counter = 0, sp = 0, cs = 0;
-    size_t *rep = NULL, *off = NULL, *adj = NULL, *index = NULL, *low = NULL;
-    size_t *stack = NULL, *call = NULL, *pos = NULL;
-    unsigned char *on = NULL, *cyc = NULL;
-    int rc = 0;
-    if (!n)
-        return 0;
-    rep = malloc(n * sizeof *rep);
-    off = calloc(n + 1, sizeof *off);
-    adj = malloc((b->nedges + 1) * sizeof *adj);
-    index = malloc(n * sizeof *index);
-    low = malloc(n * sizeof *low);
-    stack = malloc(n * sizeof *stack);
-    call = malloc(n * sizeof *call);
-    pos = malloc(n * sizeof *pos);
-    on = calloc(n, 1);
-    cyc = calloc(n, 1);
-    if (!rep || !cyc || !off || !adj || !index || !low || !stack || !call || !pos ||
-        !on) {
-        rc = oom(b);
-        goto out;
+    memset(s, 0, sizeof *s);
+    s->off = calloc(n + 1, sizeof *s->off);
+    s->adj = malloc((edges + 1) * sizeof *s->adj);
+    s->index = malloc(n * sizeof *s->index);
+    s->low = malloc(n * sizeof *s->low);
+    s->stack = malloc(n * sizeof *s->stack);
+    s->call = malloc(n * sizeof *s->call);
+    s->pos = malloc(n * sizeof *s->pos);
+    s->on = calloc(n, 1);
+    s->cyc = calloc(n, 1);
+    if (!s->off || !s->adj || !s->index || !s->low || !s->stack || !s->call || !s->pos ||
+        !s->on || !s->cyc)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        s->index[i] = SCC_NONE;
+    return 0;
+}
+
+/* Free what s holds; accepts a zeroed one. Can't fail. */
+static void scc_release(scc *s)
+{
+    free(s->off);
+    free(s->adj);
+    free(s->index);
+    free(s->low);
+    free(s->stack);
+    free(s->call);
+    free(s->pos);
+    free(s->on);
+    free(s->cyc);
+}
+
+/* Number vertex v, and push it on the stack and on the DFS path. */
+static void scc_enter(scc *s, size_t v)
+{
+    s->index[v] = s->low[v] = s->counter++;
+    s->stack[s->sp++] = v;
+    s->on[v] = 1;
+    s->pos[v] = s->off[v];
+    s->call[s->cs++] = v;
+}
+
+/* Vertex v's edges are done: leave it, and when it roots a component pop
+ * the component, marking it in s->cyc if it holds more than v. */
+static void scc_leave(scc *s, size_t v)
+{
+    s->cs--;
+    if (s->cs && s->low[v] < s->low[s->call[s->cs - 1]])
+        s->low[s->call[s->cs - 1]] = s->low[v];
+    if (s->low[v] != s->index[v])
+        return;
+    size_t size = 0, top = s->sp;
+    do
+        s->on[s->stack[--top]] = 0, size++;
+    while (s->stack[top] != v);
+    for (size_t k = top; size > 1 && k < s->sp; k++)
+        s->cyc[s->stack[k]] = 1;
+    s->sp = top;
+}
+
+/* The depth-first search of Tarjan's algorithm from vertex r, not seen
+ * yet. Can't fail. */
+static void scc_from(scc *s, size_t r)
+{
+    scc_enter(s, r);
+    while (s->cs) {
+        size_t v = s->call[s->cs - 1];
+        if (s->pos[v] == s->off[v + 1]) {
+            scc_leave(s, v);
+            continue;
+        }
+        size_t w = s->adj[s->pos[v]++];
+        if (s->index[w] == SCC_NONE)
+            scc_enter(s, w);
+        else if (s->on[w] && s->index[w] < s->low[v])
+            s->low[v] = s->index[w];
     }
-    /* rep: the first drawn node of a node's group, or the node itself */
-    for (size_t i = 0; i < n; i++) {
+}
+
+/* rep[i]: the first node of node i's group (its frame's, within its
+ * block drawn once), or i itself when not grouped. Can't fail. */
+static void group_heads(const builder *b, size_t *rep)
+{
+    for (size_t i = 0; i < b->nnodes; i++) {
         rep[i] = i;
-        index[i] = none;
         if (!b->nodes[i].grouped)
             continue;
         for (size_t j = 0; j < i; j++) {
@@ -1160,93 +1356,73 @@ static int ungroup_cycles(builder *b)
             }
         }
     }
+}
+
+/* The graph of the groups into s's CSR arrays: an edge between the heads
+ * (rep) of each edge's ends, from input to user, where both are drawn and
+ * in different groups. s->pos is the scratch. Can't fail. */
+static void link_groups(const builder *b, const size_t *rep, scc *s)
+{
+    size_t n = b->nnodes;
     for (size_t e = 0; e < b->nedges; e++) {
         size_t u = b->edges[e].next, v = b->edges[e].node;
         if (b->nodes[u].visible && b->nodes[v].visible && rep[u] != rep[v])
-            off[rep[u] + 1]++;
+            s->off[rep[u] + 1]++;
     }
     for (size_t i = 0; i < n; i++)
-        off[i + 1] += off[i];
-    memcpy(pos, off, n * sizeof *pos);
+        s->off[i + 1] += s->off[i];
+    memcpy(s->pos, s->off, n * sizeof *s->pos);
     for (size_t e = 0; e < b->nedges; e++) {
         size_t u = b->edges[e].next, v = b->edges[e].node;
         if (b->nodes[u].visible && b->nodes[v].visible && rep[u] != rep[v])
-            adj[pos[rep[u]]++] = rep[v];
+            s->adj[s->pos[rep[u]]++] = rep[v];
     }
-    for (size_t r = 0; r < n; r++) {
-        if (rep[r] != r || !b->nodes[r].visible || index[r] != none)
-            continue;
-        /* iterative Tarjan from r: call[] holds the DFS path, pos[] the next
-         * edge of each vertex on it */
-        call[cs++] = r;
-        index[r] = low[r] = counter++;
-        stack[sp++] = r;
-        on[r] = 1;
-        pos[r] = off[r];
-        while (cs) {
-            size_t v = call[cs - 1];
-            if (pos[v] < off[v + 1]) {
-                size_t w = adj[pos[v]++];
-                if (index[w] == none) {
-                    index[w] = low[w] = counter++;
-                    stack[sp++] = w;
-                    on[w] = 1;
-                    pos[w] = off[w];
-                    call[cs++] = w;
-                } else if (on[w] && index[w] < low[v]) {
-                    low[v] = index[w];
-                }
-                continue;
-            }
-            cs--;
-            if (cs && low[v] < low[call[cs - 1]])
-                low[call[cs - 1]] = low[v];
-            if (low[v] != index[v])
-                continue;
-            size_t size = 0, top = sp;
-            do
-                on[stack[--top]] = 0, size++;
-            while (stack[top] != v);
-            for (size_t k = top; size > 1 && k < sp; k++)
-                cyc[stack[k]] = 1; /* in a cycle: ungrouped below */
-            sp = top;
-        }
+}
+
+/* A group is drawn as one box over a range of ranks, so the groups must
+ * not form a cycle once each is taken as one node: a Python loop's lines
+ * (`y = conv(h)` then `h = act(bn(y))`, ten times) interleave, and dot
+ * would turn edges upwards to keep each box whole. Groups in a strongly
+ * connected component of that quotient graph (Tarjan's algorithm, scc)
+ * are ungrouped; what remains is acyclic, since splitting groups cannot
+ * make a cycle that did not pass through one of them. Returns 0, or
+ * GT_ENOMEM with the message on the trace. */
+static int ungroup_cycles(builder *b)
+{
+    size_t n = b->nnodes, *rep = NULL;
+    scc s = {0};
+    int rc = 0;
+    if (!n)
+        return 0;
+    if (!(rep = malloc(n * sizeof *rep)) || scc_alloc(&s, n, b->nedges) != 0) {
+        rc = oom(b);
+        goto out;
     }
+    group_heads(b, rep);
+    link_groups(b, rep, &s);
+    for (size_t r = 0; r < n; r++)
+        if (rep[r] == r && b->nodes[r].visible && s.index[r] == SCC_NONE)
+            scc_from(&s, r);
     for (size_t i = 0; i < n; i++)
-        if (cyc[rep[i]])
+        if (s.cyc[rep[i]])
             b->nodes[i].grouped = 0;
 out:
     free(rep);
-    free(cyc);
-    free(off);
-    free(adj);
-    free(index);
-    free(low);
-    free(stack);
-    free(call);
-    free(pos);
-    free(on);
+    scc_release(&s);
     return rc;
 }
 
-/* Group the nodes one line of the user's code created (a module's call:
- * `output, hidden = self.rnn(emb, hidden)` makes dozens), as TensorBoard
- * groups a name scope: a cluster labelled once with the line and its
- * source, holding nodes labelled with their names only. A line with a
- * single drawn node, and a finding's node, keep their full labels. */
-static int plan_groups(builder *b)
+/* A block drawn once whose nodes one line made (a module's call in a
+ * loop) is labelled with that line itself, its nodes with their names:
+ * each repeat's frame becomes that line, or 0 when its drawn nodes come
+ * from several (a leaf has no line). Can't fail. */
+static void site_repeats(builder *b)
 {
-    int64_t *frames = malloc((b->nnodes ? b->nnodes : 1) * sizeof *frames);
-    size_t n = 0;
-    if (!frames)
-        return oom(b);
-    /* A block drawn once whose nodes one line made (a module's call in a
-     * loop) is labelled with that line itself, its nodes with their names. */
     for (size_t r = 0; r < b->nrepeats; r++)
         b->repeats[r].frame = -1; /* no node seen yet */
     for (size_t i = 0; i < b->nnodes; i++) {
         gnode *g = &b->nodes[i];
-        if (!g->visible || !g->repeat || g->frame <= 0) /* a leaf has no line */
+        if (!g->visible || !g->repeat || g->frame <= 0)
             continue;
         repeat *v = &b->repeats[g->repeat - 1];
         if (v->frame == -1)
@@ -1257,24 +1433,46 @@ static int plan_groups(builder *b)
     for (size_t r = 0; r < b->nrepeats; r++)
         if (b->repeats[r].frame < 0)
             b->repeats[r].frame = 0;
+}
+
+/* 1 if node g may join its line's group: drawn, made by a line, not a
+ * finding's node, and not in a block labelled with its line already. */
+static int groupable(const builder *b, const gnode *g)
+{
+    return g->visible && g->frame > 0 && !g->keep_saved &&
+           !(g->repeat && b->repeats[g->repeat - 1].frame);
+}
+
+/* Group the groupable nodes whose line made two or more of them. Returns
+ * 0, or GT_ENOMEM with the message on the trace. */
+static int group_by_line(builder *b)
+{
+    int64_t *frames = malloc((b->nnodes ? b->nnodes : 1) * sizeof *frames);
+    size_t n = 0;
+    if (!frames)
+        return oom(b);
     for (size_t i = 0; i < b->nnodes; i++)
-        if (b->nodes[i].visible && b->nodes[i].frame > 0 && !b->nodes[i].keep_saved &&
-            !(b->nodes[i].repeat && b->repeats[b->nodes[i].repeat - 1].frame))
+        if (groupable(b, &b->nodes[i]))
             frames[n++] = b->nodes[i].frame;
     qsort(frames, n, sizeof *frames, cmp_i64);
     for (size_t i = 0; i < b->nnodes; i++) {
         gnode *g = &b->nodes[i];
-        if (!g->visible || g->frame <= 0 || g->keep_saved ||
-            (g->repeat && b->repeats[g->repeat - 1].frame))
+        if (!groupable(b, g))
             continue;
         int64_t *hit = bsearch(&g->frame, frames, n, sizeof *frames, cmp_i64);
         /* the first and the last of the run of equal frames */
         g->grouped = hit && ((hit > frames && hit[-1] == g->frame) ||
                              (hit + 1 < frames + n && hit[1] == g->frame));
     }
-    /* A line's nodes inside a block drawn once for repeats and outside it
-     * make two groups (one inside the block's cluster); one node alone in
-     * either keeps its full label. */
+    free(frames);
+    return 0;
+}
+
+/* A line's nodes inside a block drawn once for repeats and outside it
+ * make two groups (one inside the block's cluster); one node alone in
+ * either keeps its full label. Can't fail. */
+static void ungroup_single(builder *b)
+{
     for (size_t i = 0; i < b->nnodes && b->collapsed; i++) {
         gnode *g = &b->nodes[i];
         size_t same = 0;
@@ -1287,7 +1485,22 @@ static int plan_groups(builder *b)
     for (size_t i = 0; i < b->nnodes; i++)
         if (b->nodes[i].grouped == 2)
             b->nodes[i].grouped = 0;
-    free(frames);
+}
+
+/* Group the nodes one line of the user's code created (a module's call:
+ * `output, hidden = self.rnn(emb, hidden)` makes dozens), as TensorBoard
+ * groups a name scope: a cluster labelled once with the line and its
+ * source, holding nodes labelled with their names only. A line with a
+ * single drawn node, and a finding's node, keep their full labels; groups
+ * that would form a cycle are undone (ungroup_cycles). Returns 0, or
+ * GT_ENOMEM with the message on the trace. */
+static int plan_groups(builder *b)
+{
+    int rc;
+    site_repeats(b);
+    if ((rc = group_by_line(b)) != 0)
+        return rc;
+    ungroup_single(b);
     return ungroup_cycles(b);
 }
 
@@ -1940,44 +2153,51 @@ static int draw_legend(builder *b, int saved_notes, size_t findings)
     return 0;
 }
 
-/* The graph's title: which backward call and what part of it. */
-static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
+/* The title's first line into b->lab: the backward call drawn, the
+ * trace's file, the call's API and line, and whether it raised; without a
+ * call, that none was recorded. Returns 0, or a negative GT_E* code with
+ * the message on the trace. */
+static int title_call(builder *b)
 {
     sqlite3_stmt *st = b->q[Q_BACKWARD];
     const char *path = gt_trace_path(b->trace);
     const char *base = strrchr(path, '/');
     int rc = 0;
-    int hops = b->hops;
 
-    gt_strbuf_reset(&b->lab);
-    if (b->backward) {
-        gt_strbuf_addf(&b->lab, "backward call %lld of ", (long long)b->backward);
-        sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, b->backward);
-        int step = sqlite3_step(st);
-        if (step == SQLITE_ROW) {
-            gt_strbuf_adds(&b->lab, ": ");
-            gt_loc l;
-            sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS / 2);
-            if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0 && l.frame) {
-                gt_strbuf_adds(&b->lab, " at ");
-                sb_loc(&b->lab, l.file, l.line);
-            }
-            if (col_text(b, st, 2) && !strcmp(col_text(b, st, 2), "error"))
-                gt_strbuf_adds(&b->lab, " (raised)");
-        } else if (step != SQLITE_DONE) {
-            rc = sql_fail(b);
-        }
-        sqlite3_reset(st);
-        if (rc)
-            return rc;
-    } else {
+    if (!b->backward) {
         gt_strbuf_adds(&b->lab, "autograd graph of ");
         sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
         gt_strbuf_adds(&b->lab, " (no backward call recorded)");
+        return 0;
     }
-    sb_br(&b->lab);
+    gt_strbuf_addf(&b->lab, "backward call %lld of ", (long long)b->backward);
+    sb_text(&b->lab, base ? base + 1 : path, FILE_CHARS);
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, b->backward);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        gt_strbuf_adds(&b->lab, ": ");
+        gt_loc l;
+        sb_text(&b->lab, col_text(b, st, 0), LABEL_CHARS / 2);
+        if ((rc = site_of(b, sqlite3_column_int64(st, 1), &l)) == 0 && l.frame) {
+            gt_strbuf_adds(&b->lab, " at ");
+            sb_loc(&b->lab, l.file, l.line);
+        }
+        if (col_text(b, st, 2) && !strcmp(col_text(b, st, 2), "error"))
+            gt_strbuf_adds(&b->lab, " (raised)");
+    } else if (step != SQLITE_DONE) {
+        rc = sql_fail(b);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* The title's second line into b->lab: how many nodes are drawn, and
+ * around what (centre: focus's count of centres), and the findings drawn.
+ * Can't fail (b->lab's sticky flag). */
+static void title_extent(builder *b, size_t drawn, size_t centre, size_t findings)
+{
+    int hops = b->hops;
     if (drawn == b->nnodes)
         gt_strbuf_addf(&b->lab, "all %zu autograd nodes", b->nnodes);
     else if (!b->focused)
@@ -1995,33 +2215,52 @@ static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
                        findings == 1 ? "finding" : "findings");
     else
         gt_strbuf_adds(&b->lab, ", no findings");
-    /* What was left out, and the option that shows it. */
-    if (drawn < b->nnodes || b->saved_folded) {
-        sb_br(&b->lab);
-        if (drawn < b->nnodes && !b->collapsed)
-            gt_strbuf_addf(&b->lab, "%zu %s hidden (--all or a larger --hops draws them)",
-                           b->nnodes - drawn, b->nnodes - drawn == 1 ? "node" : "nodes");
-        if (b->collapsed) {
-            gt_strbuf_addf(&b->lab,
-                           "%zu nodes hidden (--all draws them): %zu in repeats of ",
-                           b->nnodes - drawn, b->collapsed);
-            gt_strbuf_adds(&b->lab, b->nrepeats == 1 ? "a block" : "blocks");
-            gt_strbuf_adds(&b->lab, " drawn once (");
-            for (size_t r = 0; r < b->nrepeats && r < 4; r++)
-                gt_strbuf_addf(&b->lab, "%s\xc3\x97%zu", r ? ", " : "",
-                               b->repeats[r].count);
-            gt_strbuf_adds(&b->lab, b->nrepeats > 4 ? ", \xe2\x80\xa6)" : ")");
-            if (drawn + b->collapsed < b->nnodes)
-                gt_strbuf_addf(&b->lab, ", %zu beyond the focus",
-                               b->nnodes - drawn - b->collapsed);
-        }
-        if (drawn < b->nnodes && b->saved_folded)
-            gt_strbuf_adds(&b->lab, "; ");
-        if (b->saved_folded)
-            gt_strbuf_addf(&b->lab, "%zu saved %s listed in %s (--saved draws them)",
-                           b->saved_folded, b->saved_folded == 1 ? "tensor" : "tensors",
-                           b->saved_folded == 1 ? "its node" : "their nodes");
+}
+
+/* The title's last line into b->lab, when something was left out: the
+ * nodes hidden (by the focus, in repeats drawn once), the saved tensors
+ * listed in their nodes, and the option that shows each. Can't fail
+ * (b->lab's sticky flag). */
+static void title_hidden(builder *b, size_t drawn)
+{
+    if (drawn == b->nnodes && !b->saved_folded)
+        return;
+    sb_br(&b->lab);
+    if (drawn < b->nnodes && !b->collapsed)
+        gt_strbuf_addf(&b->lab, "%zu %s hidden (--all or a larger --hops draws them)",
+                       b->nnodes - drawn, b->nnodes - drawn == 1 ? "node" : "nodes");
+    if (b->collapsed) {
+        gt_strbuf_addf(&b->lab, "%zu nodes hidden (--all draws them): %zu in repeats of ",
+                       b->nnodes - drawn, b->collapsed);
+        gt_strbuf_adds(&b->lab, b->nrepeats == 1 ? "a block" : "blocks");
+        gt_strbuf_adds(&b->lab, " drawn once (");
+        for (size_t r = 0; r < b->nrepeats && r < 4; r++)
+            gt_strbuf_addf(&b->lab, "%s\xc3\x97%zu", r ? ", " : "", b->repeats[r].count);
+        gt_strbuf_adds(&b->lab, b->nrepeats > 4 ? ", \xe2\x80\xa6)" : ")");
+        if (drawn + b->collapsed < b->nnodes)
+            gt_strbuf_addf(&b->lab, ", %zu beyond the focus",
+                           b->nnodes - drawn - b->collapsed);
     }
+    if (drawn < b->nnodes && b->saved_folded)
+        gt_strbuf_adds(&b->lab, "; ");
+    if (b->saved_folded)
+        gt_strbuf_addf(&b->lab, "%zu saved %s listed in %s (--saved draws them)",
+                       b->saved_folded, b->saved_folded == 1 ? "tensor" : "tensors",
+                       b->saved_folded == 1 ? "its node" : "their nodes");
+}
+
+/* The graph's title: which backward call and what part of it (title_call,
+ * title_extent, title_hidden). Returns 0, or a negative GT_E* code with
+ * the message on the trace. */
+static int draw_title(builder *b, size_t drawn, size_t centre, size_t findings)
+{
+    int rc;
+    gt_strbuf_reset(&b->lab);
+    if ((rc = title_call(b)) != 0)
+        return rc;
+    sb_br(&b->lab);
+    title_extent(b, drawn, centre, findings);
+    title_hidden(b, drawn);
     if (b->lab.oom)
         return oom(b);
     agattr(b->g, AGRAPH, (char *)"label", (char *)gt_strbuf_str(&b->lab));
@@ -2061,33 +2300,17 @@ static void declare_defaults(Agraph_t *g)
         agattr(g, AGEDGE, (char *)edge_attrs[i][0], (char *)edge_attrs[i][1]);
 }
 
-static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
+/* Draw the edges between drawn nodes, from input to user, and count on
+ * each drawn node the edges to nodes the focus hid (draw_more marks them).
+ * Returns 0, or GT_ENOMEM with the message on the trace. */
+static int draw_edges(builder *b)
 {
-    const gt_findings *fs = b->opts->findings;
-    int rc;
-
-    b->g = agopen((char *)"gradtrace", Agdirected, NULL);
-    if (!b->g)
-        return oom(b);
-    declare_defaults(b->g);
-    *drawn = 0;
-    for (size_t i = 0; i < b->nnodes; i++)
-        *drawn += b->nodes[i].visible != 0;
-    if ((rc = plan_saved(b, *drawn)) != 0 || (rc = plan_groups(b)) != 0)
-        return rc;
-    for (size_t i = 0; i < b->nnodes; i++) {
-        if (!b->nodes[i].visible)
-            continue;
-        if ((rc = draw_node(b, i)) != 0)
-            return rc;
-    }
     for (size_t e = 0; e < b->nedges; e++) {
         gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];
         if (node->collapsed || next->collapsed)
             continue;
         if (node->visible && next->visible) {
-            Agedge_t *ae = mkedge(b->g, next->an, node->an);
-            if (!ae)
+            if (!mkedge(b->g, next->an, node->an))
                 return oom(b);
         } else if (node->visible) {
             node->hidden_in++;
@@ -2095,9 +2318,15 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             next->hidden_out++;
         }
     }
-    /* The edges of repeats drawn once, from and to their copies, once each;
-     * one repeat feeding the next is an edge back inside the block (or a
-     * loop on a one-node block), dashed and not ranking it. */
+    return 0;
+}
+
+/* The edges of repeats drawn once, from and to their copies, once each;
+ * one repeat feeding the next is an edge back inside the block (or a loop
+ * on a one-node block), dashed and not ranking it. Returns 0, or GT_ENOMEM
+ * with the message on the trace. */
+static int draw_repeat_edges(builder *b)
+{
     for (size_t e = 0; e < b->nedges && b->collapsed; e++) {
         gnode *node = &b->nodes[b->edges[e].node], *next = &b->nodes[b->edges[e].next];
         if ((!node->collapsed && !next->collapsed) || node->twin == NO_TWIN ||
@@ -2117,17 +2346,19 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
             set(ae, "class", "gt-recur");
         }
     }
-    if ((rc = wrap_chains(b)) != 0)
-        return rc;
-    for (size_t i = 0; i < b->nnodes; i++) {
-        if (!b->nodes[i].visible)
-            continue;
-        if ((rc = draw_saved(b, i)) != 0 || (rc = draw_more(b, i)) != 0)
-            return rc;
-    }
-    *findings = 0;
+    return 0;
+}
+
+/* Draw the findings whose node is drawn; their count, one per group of
+ * findings that say the same (opts->finding_lead), into *findings.
+ * Returns 0, or a negative GT_E* code with the message on the trace. */
+static int draw_findings(builder *b, size_t *findings)
+{
+    const gt_findings *fs = b->opts->findings;
     const size_t *lead = b->opts->finding_lead;
     unsigned char *counted = fs && lead ? calloc(fs->n ? fs->n : 1, 1) : NULL;
+    int rc = 0;
+    *findings = 0;
     if (fs && lead && !counted)
         return oom(b);
     for (size_t i = 0; fs && i < fs->n; i++) {
@@ -2135,24 +2366,29 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
         size_t idx = node_index(b, f->node);
         if (!finding_here(b, f) || idx == (size_t)-1 || !b->nodes[idx].visible)
             continue;
-        if ((rc = draw_finding(b, f)) != 0 || (rc = label_said(b, i)) != 0) {
-            free(counted);
-            return rc;
-        }
+        if ((rc = draw_finding(b, f)) != 0 || (rc = label_said(b, i)) != 0)
+            break;
         /* one that says what a drawn one said is not one more */
         if (!counted || (lead[i] < fs->n && !counted[lead[i]]++))
             ++*findings;
     }
     free(counted);
-    int saved_notes = 0;
-    for (Agnode_t *n = agfstnode(b->g); n && !saved_notes; n = agnxtnode(b->g, n))
-        saved_notes = !strncmp(agget(n, (char *)"class"), "gt-saved", 8);
-    if (!b->opts->no_legend && (rc = draw_legend(b, saved_notes, *findings)) != 0)
-        return rc;
-    if ((rc = draw_title(b, *drawn, centre, *findings)) != 0)
-        return rc;
-    if ((rc = stagger_leaves(b)) != 0)
-        return rc;
+    return rc;
+}
+
+/* 1 if a saved tensor is drawn as a note (the legend then shows one). */
+static int draws_saved_notes(builder *b)
+{
+    for (Agnode_t *n = agfstnode(b->g); n; n = agnxtnode(b->g, n))
+        if (!strncmp(agget(n, (char *)"class"), "gt-saved", 8))
+            return 1;
+    return 0;
+}
+
+/* The layout's graph attributes: the screen's size for the default
+ * drawing, and bounded iterations for a big graph. Can't fail. */
+static void set_layout(builder *b)
+{
     /* The default drawing fits a screen: Graphviz scales a larger layout
      * down to `size` (inches at 72 pt; a viewer shows 1 pt as 4/3 px, cairo
      * renders PNG at 96 dpi). The focus, the folded saved tensors and the
@@ -2171,6 +2407,48 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
         agattr(b->g, AGRAPH, (char *)"mclimit", (char *)"0.2");
         agattr(b->g, AGRAPH, (char *)"searchsize", (char *)"20");
     }
+}
+
+/* Draw the nodes marked visible into a new cgraph graph b->g: the
+ * autograd nodes (grouped by line), their edges and those of repeats drawn
+ * once, the saved tensors, the "… N more" markers, the findings, the
+ * legend and the title. The nodes drawn in *drawn, the findings in
+ * *findings (centre: focus's count of centres, for the title). Returns 0,
+ * or a negative GT_E* code with the message on the trace. */
+static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
+{
+    int rc;
+
+    b->g = agopen((char *)"gradtrace", Agdirected, NULL);
+    if (!b->g)
+        return oom(b);
+    declare_defaults(b->g);
+    *drawn = 0;
+    for (size_t i = 0; i < b->nnodes; i++)
+        *drawn += b->nodes[i].visible != 0;
+    if ((rc = plan_saved(b, *drawn)) != 0 || (rc = plan_groups(b)) != 0)
+        return rc;
+    for (size_t i = 0; i < b->nnodes; i++)
+        if (b->nodes[i].visible && (rc = draw_node(b, i)) != 0)
+            return rc;
+    if ((rc = draw_edges(b)) != 0 || (rc = draw_repeat_edges(b)) != 0 ||
+        (rc = wrap_chains(b)) != 0)
+        return rc;
+    for (size_t i = 0; i < b->nnodes; i++) {
+        if (!b->nodes[i].visible)
+            continue;
+        if ((rc = draw_saved(b, i)) != 0 || (rc = draw_more(b, i)) != 0)
+            return rc;
+    }
+    if ((rc = draw_findings(b, findings)) != 0)
+        return rc;
+    if (!b->opts->no_legend &&
+        (rc = draw_legend(b, draws_saved_notes(b), *findings)) != 0)
+        return rc;
+    if ((rc = draw_title(b, *drawn, centre, *findings)) != 0 ||
+        (rc = stagger_leaves(b)) != 0)
+        return rc;
+    set_layout(b);
     return 0;
 }
 
@@ -2191,8 +2469,8 @@ int gt_graph_build(gt_trace *t, const gt_graph_options *opts, gt_graph **out)
     if ((rc = plan_said(&b)) != 0)
         goto out;
     for (int i = 0; i < Q_COUNT; i++) {
-        if (sqlite3_prepare_v2(b.db, queries[i], -1, &b.q[i], NULL) != SQLITE_OK) {
-            rc = sql_fail(&b);
+        if (!(b.q[i] = stmt(&b, queries[i]))) {
+            rc = gt_trace_errcode(t);
             goto out;
         }
     }
@@ -2223,7 +2501,8 @@ out:
     gt__graph_messages(NULL);
     gt_strbuf_release(&warnings);
     for (int i = 0; i < Q_COUNT; i++)
-        sqlite3_finalize(b.q[i]);
+        if (b.q[i])
+            sqlite3_reset(b.q[i]); /* the trace's (stmt): left reset, not finalized */
     if (b.g)
         agclose(b.g);
     free(b.nodes);

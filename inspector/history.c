@@ -98,22 +98,18 @@ static int64_t count_counters(gt_trace *t, const char *what, int by_id)
  * "no variable 'x' in run.db; its variables include a, b, ...". Returns 1. */
 static int say_unknown(gt_trace *t, const char *path, const char *what, int by_id)
 {
-    sqlite3_stmt *st = NULL;
-    const char *some = NULL;
-    int oom = 0; /* the list is a hint: out of memory leaves it out */
+    gt_strbuf some = GT_STRBUF_INIT; /* a hint: out of memory leaves it out */
     char *w = gt_term_text(what), *p = gt_term_text(path), *s = NULL;
-    if (!by_id &&
-        sqlite3_prepare_v2(gt_trace_db(t),
-                           "SELECT group_concat(name, ', ') FROM (SELECT DISTINCT "
-                           "s.text AS name FROM names n JOIN strings s "
-                           "ON s.id = n.name ORDER BY 1 LIMIT 12)",
-                           -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW && (some = gt_column_text(st, 0, &oom)) != NULL)
-        s = gt_term_text(some);
+    if (!by_id && gt_trace_text(t,
+                                "SELECT group_concat(name, ', ') FROM (SELECT DISTINCT "
+                                "s.text AS name FROM names n JOIN strings s "
+                                "ON s.id = n.name ORDER BY 1 LIMIT 12)",
+                                0, 0, &some) == 1)
+        s = gt_term_text(gt_strbuf_str(&some));
     gt__trace_fail(t, GT_EINVAL, "no %s '%s' in %s%s%s", by_id ? "tensor" : "variable",
                    w ? w : what, p ? p : path, s ? "; its variables include " : "",
                    s ? s : "");
-    sqlite3_finalize(st);
+    gt_strbuf_release(&some);
     free(w);
     free(p);
     free(s);

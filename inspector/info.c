@@ -181,6 +181,17 @@ static char *json_sql(void)
     return s;
 }
 
+/* The SQLite result code of trace t's last failed gt_trace_stmt or
+ * gt_trace_prepare (SQLITE_NOMEM when out of memory): gt_info_print's
+ * error model. */
+static int stmt_rc(gt_trace *t)
+{
+    if (gt_trace_errcode(t) == GT_ENOMEM)
+        return SQLITE_NOMEM;
+    int rc = sqlite3_errcode(gt_trace_db(t));
+    return rc != SQLITE_OK ? rc : SQLITE_ERROR;
+}
+
 /* Column i as text, "" for NULL; out of memory sets *oom (and gives ""). */
 static const char *col(sqlite3_stmt *st, int i, int *oom)
 {
@@ -190,16 +201,16 @@ static const char *col(sqlite3_stmt *st, int i, int *oom)
 
 static int print_json(gt_trace *t, FILE *out)
 {
-    sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL;
     gt_strbuf broken = GT_STRBUF_INIT;
     char *sql = json_sql();
     int rc = SQLITE_NOMEM;
     if (!sql)
         goto out;
-    rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
+    if (gt_trace_prepare(t, sql, &st) != 0) {
+        rc = stmt_rc(t);
         goto out;
+    }
     sqlite3_bind_text(st, 1, gt_trace_path(t), -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, gt_trace_partial(t));
     sqlite3_bind_int64(st, 3, gt_trace_stopped_seq(t));
@@ -239,14 +250,12 @@ static void tput(FILE *out, sqlite3_stmt *st, int i, int *oom)
 /* A flight recording's window (--keep-last N, schema v4): which backward
  * calls it kept. Traces of older schemas, or whole recordings, print
  * nothing. */
-static void print_window(FILE *out, sqlite3 *db)
+static void print_window(FILE *out, gt_trace *t)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT keep_last, kept_from_backward, kept_from_seq FROM run"
-                           " WHERE id = 1 AND keep_last IS NOT NULL",
-                           -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
+    sqlite3_stmt *st =
+        gt_trace_stmt(t, "SELECT keep_last, kept_from_backward, kept_from_seq"
+                         " FROM run WHERE id = 1 AND keep_last IS NOT NULL");
+    if (st && sqlite3_step(st) == SQLITE_ROW) {
         fprintf(out,
                 "window     the last %" PRId64 " backward calls were kept (--keep-last)",
                 (int64_t)sqlite3_column_int64(st, 0));
@@ -259,7 +268,7 @@ static void print_window(FILE *out, sqlite3 *db)
                     (int64_t)sqlite3_column_int64(st, 2));
         fputc('\n', out);
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
 }
 
 /* Print `msg` with every line after the first indented by `indent`; each
@@ -284,13 +293,14 @@ static void put_indented(FILE *out, const char *msg, const char *indent)
  * text sets *oom. */
 static int print_run(gt_trace *t, FILE *out, int *oomp)
 {
-    sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL;
     gt_strbuf broken = GT_STRBUF_INIT;
     int rc, oom = 0;
 
-    if ((rc = sqlite3_prepare_v2(db, RUN_SQL, -1, &st, NULL)) != SQLITE_OK)
+    if (!(st = gt_trace_stmt(t, RUN_SQL))) {
+        rc = stmt_rc(t);
         goto out;
+    }
     if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
         rc = rc == SQLITE_DONE ? SQLITE_CORRUPT : rc;
         goto out;
@@ -333,7 +343,7 @@ static int print_run(gt_trace *t, FILE *out, int *oomp)
         tput(out, st, 8, &oom);
     }
     fputc('\n', out);
-    gt_print_rank_line(out, db); /* distributed runs (multi.c) */
+    gt_print_rank_line(out, t); /* distributed runs (multi.c) */
     fputs("status     ", out);
     tput(out, st, 9, &oom);
     if (sqlite3_column_type(st, 10) != SQLITE_NULL)
@@ -343,7 +353,7 @@ static int print_run(gt_trace *t, FILE *out, int *oomp)
     if (sqlite3_column_type(st, 12) != SQLITE_NULL)
         fprintf(out, ", %.3f s", sqlite3_column_double(st, 12));
     fputc('\n', out);
-    print_window(out, db);
+    print_window(out, t);
     if (gt_trace_stopped_seq(t)) {
         fprintf(out, "           recording stopped early, after event %" PRId64 " (",
                 gt_trace_stopped_seq(t));
@@ -367,30 +377,36 @@ static int print_run(gt_trace *t, FILE *out, int *oomp)
 
     rc = SQLITE_OK;
 out:
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     gt_strbuf_release(&broken);
     *oomp |= oom;
     return rc;
 }
 
 /* The number of events and the rows of each table. */
-static int print_counts(sqlite3 *db, FILE *out)
+static int print_counts(gt_trace *t, FILE *out)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if ((rc = sqlite3_prepare_v2(db, EVENTS_SQL, -1, &st, NULL)) != SQLITE_OK)
+    if (!(st = gt_trace_stmt(t, EVENTS_SQL))) {
+        rc = stmt_rc(t);
         goto out;
-    if ((rc = sqlite3_step(st)) != SQLITE_ROW)
-        goto out;
-    fprintf(out, "events     %" PRId64 "\n", (int64_t)sqlite3_column_int64(st, 0));
-    sqlite3_finalize(st);
+    }
+    int64_t events =
+        (rc = sqlite3_step(st)) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
     st = NULL;
+    if (rc != SQLITE_ROW)
+        goto out;
+    fprintf(out, "events     %" PRId64 "\n", events);
     fprintf(out, "\nrows per table\n");
     for (size_t i = 0; i < N_COUNTED; i++) {
         char sql[96];
         snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", counted[i]);
-        if ((rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) != SQLITE_OK)
+        if (gt_trace_prepare(t, sql, &st) != 0) {
+            rc = stmt_rc(t);
             goto out;
+        }
         if ((rc = sqlite3_step(st)) != SQLITE_ROW)
             goto out;
         fprintf(out, "  %-16s %10" PRId64 "\n", counted[i],
@@ -407,12 +423,14 @@ out:
 
 /* The backward calls: counted by outcome, then shown (all, or the ends and
  * every one that did not return ok). */
-static int print_backward_calls(sqlite3 *db, FILE *out, int all, int *oomp)
+static int print_backward_calls(gt_trace *t, FILE *out, int all, int *oomp)
 {
     sqlite3_stmt *st = NULL;
     int rc, oom = 0;
-    if ((rc = sqlite3_prepare_v2(db, BACKWARD_COUNT_SQL, -1, &st, NULL)) != SQLITE_OK)
+    if (!(st = gt_trace_stmt(t, BACKWARD_COUNT_SQL))) {
+        rc = stmt_rc(t);
         goto out;
+    }
     if ((rc = sqlite3_step(st)) != SQLITE_ROW)
         goto out;
     int64_t total = (int64_t)sqlite3_column_double(st, 0);
@@ -420,8 +438,7 @@ static int print_backward_calls(sqlite3 *db, FILE *out, int all, int *oomp)
     int64_t n_err = (int64_t)sqlite3_column_double(st, 2);
     int64_t n_run = (int64_t)sqlite3_column_double(st, 3);
     int64_t n_compiler = (int64_t)sqlite3_column_double(st, 4);
-    sqlite3_finalize(st);
-    st = NULL;
+    sqlite3_reset(st);
     if (total == 0) {
         fprintf(out, "\nbackward calls: none\n");
     } else {
@@ -445,8 +462,10 @@ static int print_backward_calls(sqlite3 *db, FILE *out, int all, int *oomp)
                 " graph, not listed)\n",
                 n_compiler);
     int every = all || total <= SHOW_ALL_UP_TO;
-    if ((rc = sqlite3_prepare_v2(db, BACKWARD_SQL, -1, &st, NULL)) != SQLITE_OK)
+    if (!(st = gt_trace_stmt(t, BACKWARD_SQL))) {
+        rc = stmt_rc(t);
         goto out;
+    }
     int64_t i = 0, hidden = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         i++;
@@ -482,18 +501,20 @@ static int print_backward_calls(sqlite3 *db, FILE *out, int all, int *oomp)
 
     rc = SQLITE_OK;
 out:
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     *oomp |= oom;
     return rc;
 }
 
 /* Every error, with its line and message. */
-static int print_errors(sqlite3 *db, FILE *out, int *oomp)
+static int print_errors(gt_trace *t, FILE *out, int *oomp)
 {
     sqlite3_stmt *st = NULL;
     int rc, oom = 0;
-    if ((rc = sqlite3_prepare_v2(db, ERRORS_SQL, -1, &st, NULL)) != SQLITE_OK)
+    if (!(st = gt_trace_stmt(t, ERRORS_SQL))) {
+        rc = stmt_rc(t);
         goto out;
+    }
     int n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (!n++)
@@ -523,22 +544,21 @@ static int print_errors(sqlite3 *db, FILE *out, int *oomp)
         fprintf(out, "\nerrors: none\n");
     rc = SQLITE_OK;
 out:
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     *oomp |= oom;
     return rc;
 }
 
 static int print_text(gt_trace *t, FILE *out, int all)
 {
-    sqlite3 *db = gt_trace_db(t);
     int oom = 0; /* a text read ran out of memory */
     int rc = print_run(t, out, &oom);
     if (rc == SQLITE_OK)
-        rc = print_counts(db, out);
+        rc = print_counts(t, out);
     if (rc == SQLITE_OK)
-        rc = print_backward_calls(db, out, all, &oom);
+        rc = print_backward_calls(t, out, all, &oom);
     if (rc == SQLITE_OK)
-        rc = print_errors(db, out, &oom);
+        rc = print_errors(t, out, &oom);
     return rc == SQLITE_OK && oom ? SQLITE_NOMEM : rc;
 }
 

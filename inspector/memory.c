@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "grow.h"
 #include "gtmap.h"
 #include "trace_int.h"
 
@@ -29,20 +30,6 @@ static int oom(gt_trace *t)
 static int64_t col_i64(sqlite3_stmt *st, int i, int64_t none)
 {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? none : sqlite3_column_int64(st, i);
-}
-
-/* Grow *p (of *cap items of size sz) to hold n + 1 items; 0 or -1. */
-static int grow(void *p, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 16;
-    void *q = realloc(*(void **)p, c * sz);
-    if (!q)
-        return -1;
-    *(void **)p = q;
-    *cap = c;
-    return 0;
 }
 
 /* ---- module paths --------------------------------------------------------
@@ -145,7 +132,7 @@ static int load_stacks(walker *w)
     if (!st)
         return gt_trace_errcode(t);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow(&w->frames, &cap, w->nframes, sizeof *w->frames) < 0)
+        if (GT_ALLOC_GROW(w->frames, w->nframes + 1, cap, 16) != 0)
             goto nomem;
         frame *f = &w->frames[w->nframes++];
         f->function = gt_column_dup(st, 1, &bad);
@@ -160,19 +147,13 @@ static int load_stacks(walker *w)
         return read_fail(t, rc);
     if (!(st = gt_trace_stmt(t, sql_stacks)))
         return gt_trace_errcode(t);
-    size_t capst = 0;
+    size_t cap_parent = 0, cap_frame = 0, cap_id = 0;
     int64_t *parent_id = NULL;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        size_t c0 = capst;
-        if (grow(&w->st_parent, &c0, w->nstacks, sizeof *w->st_parent) < 0)
+        if (GT_ALLOC_GROW(w->st_parent, w->nstacks + 1, cap_parent, 16) != 0 ||
+            GT_ALLOC_GROW(w->st_frame, w->nstacks + 1, cap_frame, 16) != 0 ||
+            GT_ALLOC_GROW(parent_id, w->nstacks + 1, cap_id, 16) != 0)
             goto nomem_st;
-        c0 = capst;
-        if (grow(&w->st_frame, &c0, w->nstacks, sizeof *w->st_frame) < 0)
-            goto nomem_st;
-        c0 = capst;
-        if (grow(&parent_id, &c0, w->nstacks, sizeof *parent_id) < 0)
-            goto nomem_st;
-        capst = c0;
         size_t i = w->nstacks++;
         parent_id[i] = col_i64(st, 1, 0);
         uint64_t *f = gt_map_get(&w->frame_ix, (uint64_t)col_i64(st, 2, 0), 0, 0);
@@ -222,7 +203,7 @@ static int64_t chain(walker *w, int64_t s, int64_t *n)
     for (int64_t i = s; i >= 0 && steps <= w->nstacks; i = w->st_parent[i], steps++) {
         if (!is_forward(w, i))
             continue;
-        if (grow(&w->pool, &w->cappool, w->npool, sizeof *w->pool) < 0)
+        if (GT_ALLOC_GROW(w->pool, w->npool + 1, w->cappool, 16) != 0)
             return -1;
         w->pool[w->npool++] = i;
         k++;
@@ -256,7 +237,7 @@ static const char *caller_code(const walker *w, int64_t i)
 
 static int64_t new_inv(walker *w, int64_t parent, int64_t s)
 {
-    if (grow(&w->invs, &w->capinvs, w->ninvs, sizeof *w->invs) < 0)
+    if (GT_ALLOC_GROW(w->invs, w->ninvs + 1, w->capinvs, 16) != 0)
         return -1;
     inv *v = &w->invs[w->ninvs];
     const frame *f = frame_of(w, s);
@@ -335,124 +316,142 @@ static void name_inv(walker *w, int64_t v, char *p)
         w->invs[v].path = p;
 }
 
-/* Walk the forward ops and give each op an invocation with a path. */
-static int walk_ops(walker *w)
+/* The walk of the forward ops in order: the invocations the last op ran
+ * in, and the parameter names read along. */
+typedef struct opwalk {
+    int64_t *cur; /* invocation index per level, outermost first */
+    size_t depth, cap;
+    sqlite3_stmt *pst; /* the ops' parameter names, stepped along with the ops */
+    int prc;           /* its last step */
+    char *pname;       /* the current op's first parameter name, or NULL */
+} opwalk;
+
+/* Step o->pst to op seq's rows and take the first name it reads into
+ * o->pname (NULL when none), past the rest. Returns 0, or -1 when out of
+ * memory. */
+static int read_param(opwalk *o, int64_t seq)
 {
-    static const char sql_ops[] = "SELECT seq, stack FROM ops"
-                                  " WHERE phase <> 1 AND stack IS NOT NULL ORDER BY seq";
-    /* the parameters and buffers an op reads, as the recorder named them
-     * (module walk names hold a dot; list items a bracket) */
-    static const char sql_params[] =
-        "SELECT a.op, sn.text FROM op_args a JOIN names n ON n.tensor = a.tensor"
-        " JOIN strings sn ON sn.id = n.name JOIN ops o ON o.seq = a.op"
-        " WHERE a.role = 0 AND o.phase <> 1 AND instr(sn.text, '.') > 0"
-        " AND instr(sn.text, '[') = 0 ORDER BY a.op, a.pos, n.seq";
-    gt_trace *t = w->t;
-    sqlite3_stmt *ops = gt_trace_stmt(t, sql_ops), *pst = NULL;
-    int64_t *cur = NULL;
-    size_t depth = 0, capcur = 0;
-    int rc = 0, prc = SQLITE_ROW, s;
-    char *pname = NULL;
     int64_t pop = -1;
-    /* both statements are stepped together, in op order */
-    if (!ops || !(pst = gt_trace_stmt(t, sql_params))) {
-        if (ops)
-            sqlite3_reset(ops);
-        return gt_trace_errcode(t);
+    free(o->pname);
+    o->pname = NULL;
+    while (o->prc == SQLITE_ROW && (pop = sqlite3_column_int64(o->pst, 0)) < seq)
+        o->prc = sqlite3_step(o->pst);
+    if (o->prc != SQLITE_ROW || pop != seq)
+        return 0;
+    int bad = 0;
+    o->pname = gt_column_dup(o->pst, 1, &bad);
+    if (bad)
+        return -1;
+    while (o->prc == SQLITE_ROW && sqlite3_column_int64(o->pst, 0) == seq)
+        o->prc = sqlite3_step(o->pst);
+    return 0;
+}
+
+/* How many levels of the op's chain (n forward frames at w->pool + at)
+ * continue the current invocations: the same caller, the same forward,
+ * and not back to an earlier line of it. Their lines move on. Can't
+ * fail. */
+static size_t continued_levels(walker *w, const opwalk *o, int64_t at, int64_t n)
+{
+    size_t keep = 0;
+    while (keep < (size_t)n && keep < o->depth) {
+        int64_t fs = w->pool[at + (int64_t)keep];
+        inv *v = &w->invs[o->cur[keep]];
+        const frame *f = frame_of(w, fs);
+        int64_t line = f ? f->line : 0;
+        if (v->slot != w->st_parent[fs] || line < v->line || !f || !v->cls ||
+            !f->function || strcmp(v->cls, f->function) != 0)
+            break;
+        v->line = line;
+        keep++;
     }
-    prc = sqlite3_step(pst);
-    while ((s = sqlite3_step(ops)) == SQLITE_ROW) {
-        int64_t seq = sqlite3_column_int64(ops, 0);
-        uint64_t *si =
-            gt_map_get(&w->stack_ix, (uint64_t)sqlite3_column_int64(ops, 1), 0, 0);
-        /* this op's first parameter name */
-        free(pname);
-        pname = NULL;
-        while (prc == SQLITE_ROW && (pop = sqlite3_column_int64(pst, 0)) < seq)
-            prc = sqlite3_step(pst);
-        if (prc == SQLITE_ROW && pop == seq) {
-            int bad = 0;
-            pname = gt_column_dup(pst, 1, &bad);
-            if (bad)
-                goto nomem;
-            while (prc == SQLITE_ROW && sqlite3_column_int64(pst, 0) == seq)
-                prc = sqlite3_step(pst);
-        }
-        if (!si)
+    return keep;
+}
+
+/* The components of the op's parameter name that name its modules (one
+ * per level, the innermost last), 0 when it names none: without its last
+ * component, or none when it is below the op's own module's path (a
+ * module reading its child's parameter: MultiheadAttention's
+ * out_proj.weight). Can't fail. */
+static int64_t named_levels(const walker *w, const opwalk *o, size_t keep, int64_t n)
+{
+    int64_t m = o->pname ? components(o->pname) - 1 : 0;
+    if (m > 0 && keep == (size_t)n && w->invs[o->cur[n - 1]].path) {
+        const char *own = w->invs[o->cur[n - 1]].path;
+        size_t ol = strlen(own);
+        if (!strncmp(o->pname, own, ol) && o->pname[ol] == '.' &&
+            strchr(o->pname + ol + 1, '.'))
+            m = 0;
+    }
+    return m;
+}
+
+/* A parameter naming a continued level otherwise than its invocation: a
+ * new call from there. *keep is cut to that level. Returns 0, or -1 when
+ * out of memory. */
+static int cut_renamed(const walker *w, const opwalk *o, int64_t m, int64_t n,
+                       size_t *keep)
+{
+    for (size_t j = 0; j < *keep && m > 0; j++) {
+        int64_t len = m - (n - 1 - (int64_t)j);
+        if (len <= 0 || !w->invs[o->cur[j]].path)
             continue;
-        int64_t n, at = chain(w, (int64_t)*si, &n);
-        if (at < 0)
-            goto nomem;
-        if (n == 0)
-            continue;
-        size_t keep = 0;
-        while (keep < (size_t)n && keep < depth) {
-            int64_t fs = w->pool[at + (int64_t)keep];
-            inv *v = &w->invs[cur[keep]];
-            const frame *f = frame_of(w, fs);
-            int64_t line = f ? f->line : 0;
-            /* the same caller, the same forward, and not back to an
-             * earlier line of it */
-            if (v->slot != w->st_parent[fs] || line < v->line || !f || !v->cls ||
-                !f->function || strcmp(v->cls, f->function) != 0)
-                break;
-            v->line = line;
-            keep++;
+        char *p = prefix(o->pname, len);
+        if (!p)
+            return -1;
+        int differs = strcmp(p, w->invs[o->cur[j]].path) != 0;
+        free(p);
+        if (differs) {
+            *keep = j;
+            break;
         }
-        /* a parameter naming a level otherwise than its invocation: a
-         * new call from there */
-        int64_t m = pname ? components(pname) - 1 : 0;
-        /* a module reading its child's parameter (MultiheadAttention's
-         * out_proj.weight): the name is below the op's own module */
-        if (m > 0 && keep == (size_t)n && w->invs[cur[n - 1]].path) {
-            const char *own = w->invs[cur[n - 1]].path;
-            size_t ol = strlen(own);
-            if (!strncmp(pname, own, ol) && pname[ol] == '.' &&
-                strchr(pname + ol + 1, '.'))
-                m = 0;
-        }
-        for (size_t j = 0; j < keep && m > 0; j++) {
-            int64_t len = m - (n - 1 - (int64_t)j);
-            if (len <= 0 || !w->invs[cur[j]].path)
-                continue;
-            char *p = prefix(pname, len);
-            if (!p)
-                goto nomem;
-            int differs = strcmp(p, w->invs[cur[j]].path) != 0;
-            free(p);
-            if (differs) {
-                keep = j;
-                break;
-            }
-        }
-        depth = keep;
-        for (int64_t j = (int64_t)keep; j < n; j++) {
-            if (grow(&cur, &capcur, depth, sizeof *cur) < 0)
-                goto nomem;
-            int64_t v = new_inv(w, depth ? cur[depth - 1] : -1, w->pool[at + j]);
-            if (v < 0)
-                goto nomem;
-            cur[depth++] = v;
-        }
-        for (int64_t j = n - 1; j >= 0 && m > 0; j--) {
-            int64_t len = m - (n - 1 - j);
-            if (len <= 0)
-                break;
-            char *p = prefix(pname, len);
-            if (!p)
-                goto nomem;
-            name_inv(w, cur[j], p);
-        }
-        if (gt_map_put(&w->op_inv, (uint64_t)seq, 0, 0, (uint64_t)cur[n - 1] + 1) < 0)
-            goto nomem;
     }
-    if (s != SQLITE_DONE || (prc != SQLITE_ROW && prc != SQLITE_DONE)) {
-        rc = read_fail(t, s != SQLITE_DONE ? s : prc);
-        goto out;
+    return 0;
+}
+
+/* Place op seq, whose stack is index s: continue the current invocations
+ * as far as they match, open new ones for the rest of its chain, name
+ * them from its parameter, and map the op to its innermost. Returns 0, or
+ * -1 when out of memory. */
+static int place_op(walker *w, opwalk *o, int64_t seq, int64_t s)
+{
+    int64_t n, at = chain(w, s, &n);
+    if (at < 0)
+        return -1;
+    if (n == 0)
+        return 0;
+    size_t keep = continued_levels(w, o, at, n);
+    int64_t m = named_levels(w, o, keep, n);
+    if (cut_renamed(w, o, m, n, &keep) != 0)
+        return -1;
+    o->depth = keep;
+    for (int64_t j = (int64_t)keep; j < n; j++) {
+        if (GT_ALLOC_GROW(o->cur, o->depth + 1, o->cap, 16) != 0)
+            return -1;
+        int64_t v = new_inv(w, o->depth ? o->cur[o->depth - 1] : -1, w->pool[at + j]);
+        if (v < 0)
+            return -1;
+        o->cur[o->depth++] = v;
     }
-    /* paths no parameter gave: the parent's and the caller's attribute, or
-     * in a container called by index (nn.Sequential) the number after the
-     * previous child's */
+    for (int64_t j = n - 1; j >= 0 && m > 0; j--) {
+        int64_t len = m - (n - 1 - j);
+        if (len <= 0)
+            break;
+        char *p = prefix(o->pname, len);
+        if (!p)
+            return -1;
+        name_inv(w, o->cur[j], p);
+    }
+    return gt_map_put(&w->op_inv, (uint64_t)seq, 0, 0, (uint64_t)o->cur[n - 1] + 1) < 0
+               ? -1
+               : 0;
+}
+
+/* The paths no parameter gave: the parent's and the caller's attribute,
+ * or in a container called by index (nn.Sequential) the number after the
+ * previous child's. Returns 0, or -1 when out of memory. */
+static int derive_paths(walker *w)
+{
     for (size_t i = 0; i < w->ninvs; i++) {
         inv *v = &w->invs[i];
         inv *up = v->parent >= 0 ? &w->invs[v->parent] : NULL;
@@ -469,7 +468,7 @@ static int walk_ops(walker *w)
                          v->cls ? v->cls : "");
             size_t len = (pp ? strlen(pp) + 1 : 0) + strlen(part) + 1;
             if (!(v->path = malloc(len)))
-                goto nomem;
+                return -1;
             snprintf(v->path, len, "%s%s%s", pp ? pp : "", pp ? "." : "", part);
         }
         /* a child numbered under its parent: the next may follow it */
@@ -480,13 +479,52 @@ static int walk_ops(walker *w)
                 up->last = k;
         }
     }
-    goto out;
+    return 0;
+}
+
+/* Walk the forward ops and give each op an invocation with a path.
+ * Returns 0, or a negative GT_E* code with the message on the trace. */
+static int walk_ops(walker *w)
+{
+    static const char sql_ops[] = "SELECT seq, stack FROM ops"
+                                  " WHERE phase <> 1 AND stack IS NOT NULL ORDER BY seq";
+    /* the parameters and buffers an op reads, as the recorder named them
+     * (module walk names hold a dot; list items a bracket) */
+    static const char sql_params[] =
+        "SELECT a.op, sn.text FROM op_args a JOIN names n ON n.tensor = a.tensor"
+        " JOIN strings sn ON sn.id = n.name JOIN ops o ON o.seq = a.op"
+        " WHERE a.role = 0 AND o.phase <> 1 AND instr(sn.text, '.') > 0"
+        " AND instr(sn.text, '[') = 0 ORDER BY a.op, a.pos, n.seq";
+    gt_trace *t = w->t;
+    sqlite3_stmt *ops = gt_trace_stmt(t, sql_ops);
+    opwalk o = {0};
+    int rc = 0, s;
+    /* both statements are stepped together, in op order */
+    if (!ops || !(o.pst = gt_trace_stmt(t, sql_params))) {
+        if (ops)
+            sqlite3_reset(ops);
+        return gt_trace_errcode(t);
+    }
+    o.prc = sqlite3_step(o.pst);
+    while ((s = sqlite3_step(ops)) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(ops, 0);
+        uint64_t *si =
+            gt_map_get(&w->stack_ix, (uint64_t)sqlite3_column_int64(ops, 1), 0, 0);
+        if (read_param(&o, seq) != 0 || (si && place_op(w, &o, seq, (int64_t)*si) != 0))
+            goto nomem;
+    }
+    if (s != SQLITE_DONE || (o.prc != SQLITE_ROW && o.prc != SQLITE_DONE)) {
+        rc = read_fail(t, s != SQLITE_DONE ? s : o.prc);
+        goto out;
+    }
+    if (derive_paths(w) == 0)
+        goto out;
 nomem:
     rc = oom(t);
 out:
-    free(pname);
-    free(cur);
-    sqlite3_reset(pst);
+    free(o.pname);
+    free(o.cur);
+    sqlite3_reset(o.pst);
     sqlite3_reset(ops);
     return rc;
 }
@@ -591,7 +629,7 @@ static int load_rows(walker *w, const char *cwd, int64_t call, row **out, size_t
         return gt_trace_errcode(t);
     sqlite3_bind_int64(st, 1, call);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow(&r, &cap, n, sizeof *r) < 0) {
+        if (GT_ALLOC_GROW(r, n + 1, cap, 16) != 0) {
             bad = 1;
             break;
         }
@@ -748,7 +786,7 @@ static int group(row *r, size_t n, int k, gt_mem_group **g, size_t *ng)
                 ;
         if (gi == m) {
             if ((!v && gt_map_put(&ix, h, 0, 0, m) < 0) ||
-                grow(&out, &cap, m, sizeof *out) < 0)
+                GT_ALLOC_GROW(out, m + 1, cap, 16) != 0)
                 goto out;
             memset(&out[m], 0, sizeof out[m]);
             out[m].first_seq = r[i].at;
@@ -817,7 +855,7 @@ static int modules(const row *r, size_t n, gt_mem_module **out, size_t *nout)
         for (const char *e = p;; e++) {
             if (*e != '.' && *e != '\0')
                 continue;
-            if (grow(&paths, &cap, np, sizeof *paths) < 0 ||
+            if (GT_ALLOC_GROW(paths, np + 1, cap, 16) != 0 ||
                 !(paths[np] = strndup(p, (size_t)(e - p))))
                 goto out;
             np++;
@@ -1007,7 +1045,7 @@ static int load_calls(gt_trace *t, const char *cwd, gt_memory *m)
     if (!st)
         return gt_trace_errcode(t);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow(&m->calls, &cap, m->n, sizeof *m->calls) < 0) {
+        if (GT_ALLOC_GROW(m->calls, m->n + 1, cap, 16) != 0) {
             bad = 1;
             break;
         }
@@ -1169,7 +1207,7 @@ int gt_memory_paint(gt_trace *t, Agraph_t *g, int64_t backward)
         return gt_trace_errcode(t);
     sqlite3_bind_int64(st, 1, backward);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow(&h, &cap, n, sizeof *h) < 0) {
+        if (GT_ALLOC_GROW(h, n + 1, cap, 16) != 0) {
             sqlite3_reset(st);
             rc = oom(t);
             goto out;

@@ -172,14 +172,13 @@ int gt_memory_json(gt_trace *t, const gt_memory *m, gt_strbuf *out)
     sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL;
     jw j = {0};
-    int rc = -1;
-    if (sqlite3_prepare_v2(db, "SELECT json_quote(?1)", -1, &j.quote, NULL) !=
-            SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT CASE WHEN json_valid(?1) THEN json(?1)"
-                           " ELSE json_quote(?1) END",
-                           -1, &j.value, NULL) != SQLITE_OK)
+    int rc = -1, nomem = 0;
+    if (!(j.quote = gt_trace_stmt(t, "SELECT json_quote(?1)")) ||
+        !(j.value = gt_trace_stmt(t, "SELECT CASE WHEN json_valid(?1) THEN json(?1)"
+                                     " ELSE json_quote(?1) END"))) {
+        nomem = gt_trace_errcode(t) == GT_ENOMEM;
         goto out;
+    }
     gt_strbuf_adds(&j.b, "{\"trace\":");
     jstr(&j, gt_trace_path(t));
     jkey(&j, "backward", 0);
@@ -195,21 +194,25 @@ int gt_memory_json(gt_trace *t, const gt_memory *m, gt_strbuf *out)
         gt_strbuf_adds(&j.b, "}");
     }
     gt_strbuf_adds(&j.b, "]}");
-    if (j.bad || j.b.oom ||
-        sqlite3_prepare_v2(db, "SELECT json(?1)", -1, &st, NULL) != SQLITE_OK)
+    if (j.bad || j.b.oom)
         goto out;
+    if (!(st = gt_trace_stmt(t, "SELECT json(?1)"))) {
+        nomem = gt_trace_errcode(t) == GT_ENOMEM;
+        goto out;
+    }
     sqlite3_bind_text(st, 1, gt_strbuf_str(&j.b), -1, SQLITE_STATIC);
     const char *doc;
     if (sqlite3_step(st) == SQLITE_ROW &&
         (doc = (const char *)sqlite3_column_text(st, 0)) && gt_strbuf_adds(out, doc) == 0)
         rc = 0;
 out:
+    nomem |= j.b.oom;
     if (rc != 0)
-        rc = gt__trace_fail(t, j.b.oom ? GT_ENOMEM : GT_ECORRUPT, "cannot write JSON: %s",
-                            j.b.oom ? "out of memory" : sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    sqlite3_finalize(j.quote);
-    sqlite3_finalize(j.value);
+        rc = gt__trace_fail(t, nomem ? GT_ENOMEM : GT_ECORRUPT, "cannot write JSON: %s",
+                            nomem ? "out of memory" : sqlite3_errmsg(db));
+    sqlite3_reset(st);
+    sqlite3_reset(j.quote);
+    sqlite3_reset(j.value);
     gt_strbuf_release(&j.b);
     return rc;
 }

@@ -215,15 +215,13 @@ int gt_rank_set_load(gt_rank_set *out, int npaths, char **paths)
             gt_trace_close(t);
             break;
         }
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(gt_trace_db(t), "SELECT rank FROM run", -1, &st, NULL) ==
-                SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_stmt *st = gt_trace_stmt(t, "SELECT rank FROM run");
+        if (st && sqlite3_step(st) == SQLITE_ROW &&
             sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
             s.v[i].rank = sqlite3_column_int64(st, 0);
             s.v[i].has_rank = 1;
         }
-        sqlite3_finalize(st);
+        sqlite3_reset(st);
         gt_trace_close(t);
     }
     if (rc) {
@@ -334,10 +332,10 @@ static int own_objects(objlist *tables, objlist *views)
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
         sqlite3_exec(db, gt_schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_exec(db, gt_views_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT type, name, sql FROM sqlite_schema "
-                           "WHERE type IN ('table', 'view') ORDER BY rowid",
-                           -1, &st, NULL) != SQLITE_OK)
+        gt_db_prepare(db,
+                      "SELECT type, name, sql FROM sqlite_schema "
+                      "WHERE type IN ('table', 'view') ORDER BY rowid",
+                      &st) != SQLITE_OK)
         goto out;
     while (sqlite3_step(st) == SQLITE_ROW) {
         int oom = 0;
@@ -474,7 +472,7 @@ static int has_column(sqlite3 *db, const char *schema, const char *table, const 
     char sql[256];
     snprintf(sql, sizeof sql,
              "SELECT 1 FROM \"%s\".pragma_table_info(?1) WHERE name = ?2", schema);
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    if (gt_db_prepare(db, sql, &st) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
         found = sqlite3_step(st) == SQLITE_ROW;
@@ -494,8 +492,8 @@ static int own_columns(const char *table, char ***cols, size_t *n)
     *n = 0;
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
         sqlite3_exec(db, gt_schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info(?1) ORDER BY cid", -1,
-                           &st, NULL) != SQLITE_OK)
+        gt_db_prepare(db, "SELECT name FROM pragma_table_info(?1) ORDER BY cid", &st) !=
+            SQLITE_OK)
         goto out;
     sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -550,7 +548,7 @@ int gt_multi_connect(gt_rank_set *s, sqlite3 **out)
         sqlite3_stmt *st = NULL;
         char sql[64];
         snprintf(sql, sizeof sql, "ATTACH ?1 AS %s", name);
-        int ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+        int ok = gt_db_prepare(db, sql, &st) == SQLITE_OK &&
                  sqlite3_bind_text(st, 1, s->v[i].path, -1, SQLITE_STATIC) == SQLITE_OK &&
                  sqlite3_step(st) == SQLITE_DONE;
         sqlite3_finalize(st);
@@ -608,8 +606,8 @@ int gt_multi_connect(gt_rank_set *s, sqlite3 **out)
     }
     for (size_t i = 0; i < s->n; i++) {
         sqlite3_stmt *st = NULL;
-        int ok = sqlite3_prepare_v2(db, "INSERT INTO temp.traces VALUES (?1, ?2, ?3)", -1,
-                                    &st, NULL) == SQLITE_OK;
+        int ok = gt_db_prepare(db, "INSERT INTO temp.traces VALUES (?1, ?2, ?3)", &st) ==
+                 SQLITE_OK;
         if (ok) {
             sqlite3_bind_int64(st, 1, ranks[i]);
             sqlite3_bind_text(st, 2, schemas[i], -1, SQLITE_STATIC);
@@ -653,19 +651,14 @@ int gt_sql_count_traces(int npos, char **pos)
     return npos;
 }
 
-void gt_print_rank_line(FILE *out, sqlite3 *db)
+void gt_print_rank_line(FILE *out, gt_trace *t)
 {
-    sqlite3_stmt *st = NULL;
     /* v3 columns when the trace has them (an older one has rank only) */
-    int v3 = sqlite3_prepare_v2(db,
-                                "SELECT rank, world_size, local_rank, backend,"
-                                " launcher_run_id FROM run WHERE id = 1",
-                                -1, &st, NULL) == SQLITE_OK;
-    if (!v3 && sqlite3_prepare_v2(db, "SELECT rank FROM run WHERE id = 1", -1, &st,
-                                  NULL) != SQLITE_OK) {
-        sqlite3_finalize(st);
+    sqlite3_stmt *st = gt_trace_stmt(t, "SELECT rank, world_size, local_rank, backend,"
+                                        " launcher_run_id FROM run WHERE id = 1");
+    int v3 = st != NULL;
+    if (!v3 && !(st = gt_trace_stmt(t, "SELECT rank FROM run WHERE id = 1")))
         return;
-    }
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
         fprintf(out, "rank       %lld", (long long)sqlite3_column_int64(st, 0));
         if (v3 && sqlite3_column_type(st, 1) != SQLITE_NULL)
@@ -682,5 +675,5 @@ void gt_print_rank_line(FILE *out, sqlite3 *db)
         }
         fputc('\n', out);
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
 }

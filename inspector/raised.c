@@ -50,22 +50,17 @@ static int find_leaf(gt__dctx *c, int64_t err_seq, int64_t frame, const char *co
  * the latest op whose user line assigns it ("name = ..."). 0 if none. */
 static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
 {
-    sqlite3_stmt *st = NULL;
     int64_t t = 0;
-    int s =
-        sqlite3_prepare_v2(c->db,
-                           "SELECT o.seq, c.text, (SELECT tensor FROM op_args a WHERE "
-                           "a.op = o.seq AND a.role = 1 ORDER BY pos LIMIT 1) "
-                           "FROM ops o JOIN stacks s ON s.id = o.stack "
-                           "JOIN frames f ON f.id = " GT_USER_FRAME(
-                               "s") " "
-                                    "JOIN strings c ON c.id = f.code "
-                                    "WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000",
-                           -1, &st, NULL);
-    if (s != SQLITE_OK) {
-        gt__dx_lookup_nomem(c, s);
+    int s;
+    sqlite3_stmt *st =
+        gt__dx_stmt(c, "SELECT o.seq, c.text, (SELECT tensor FROM op_args a"
+                       " WHERE a.op = o.seq AND a.role = 1 ORDER BY pos"
+                       " LIMIT 1) FROM ops o JOIN stacks s ON s.id = o.stack"
+                       " JOIN frames f ON f.id = " GT_USER_FRAME(
+                           "s") " JOIN strings c ON c.id = f.code"
+                                " WHERE o.seq < ?1 ORDER BY o.seq DESC LIMIT 200000");
+    if (!st)
         return 0;
-    }
     sqlite3_bind_int64(st, 1, before);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         const char *code = gt_column_text(st, 1, &c->oom);
@@ -76,8 +71,7 @@ static int64_t assigned_tensor(gt__dctx *c, const char *name, int64_t before)
             break;
         }
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     return t;
 }
 
@@ -118,14 +112,13 @@ static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t 
     aten_op_name(c, m->grad_fn, &pat);
     if (pat.oom)
         return gt__dx_nomem(c);
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT a.tensor FROM ops o JOIN strings s ON s.id = o.name "
-                           "JOIN op_args a ON a.op = o.seq AND a.role = 1 AND a.pos = ?3 "
-                           "WHERE o.seq < ?2 AND o.seq > ?2 - 100000 AND (s.text = ?1 OR "
-                           "s.text LIKE ?1 || '.%') ORDER BY o.seq DESC LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK) {
+    if (!(st = gt_trace_stmt(
+              c->t, "SELECT a.tensor FROM ops o JOIN strings s ON s.id = o.name "
+                    "JOIN op_args a ON a.op = o.seq AND a.role = 1 AND a.pos = ?3 "
+                    "WHERE o.seq < ?2 AND o.seq > ?2 - 100000 AND (s.text = ?1 OR "
+                    "s.text LIKE ?1 || '.%') ORDER BY o.seq DESC LIMIT 1"))) {
         gt_strbuf_release(&pat);
-        return gt__dx_sql_fail(c);
+        return gt_trace_errcode(c->t);
     }
     sqlite3_bind_text(st, 1, gt_strbuf_str(&pat), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, seq);
@@ -134,7 +127,7 @@ static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t 
         *tensor = sqlite3_column_int64(st, 0);
     else if (s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     gt_strbuf_release(&pat);
     return rc;
 }
@@ -144,17 +137,15 @@ static int view_by_message(gt__dctx *c, const gt_pymsg *m, int64_t seq, int64_t 
  * of the same user frame, before the error, that is a view of the leaf. */
 static int64_t view_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t leaf)
 {
-    sqlite3_stmt *st = NULL;
     int64_t out = 0;
-    int s = sqlite3_prepare_v2(
-        c->db,
-        "SELECT a.tensor FROM ops o JOIN op_args a ON a.op = o.seq"
-        " AND a.role = 1 JOIN stacks s ON s.id = o.stack"
-        " WHERE o.seq < ?1 AND o.seq > ?1 - 10000"
-        " AND " GT_USER_FRAME("s") " = ?2"
-                                   " ORDER BY o.seq DESC, a.pos LIMIT 8",
-        -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    sqlite3_stmt *st =
+        gt__dx_stmt(c, "SELECT a.tensor FROM ops o JOIN op_args a ON a.op = o.seq"
+                       " AND a.role = 1 JOIN stacks s ON s.id = o.stack"
+                       " WHERE o.seq < ?1 AND o.seq > ?1 - 10000"
+                       " AND " GT_USER_FRAME("s") " = ?2"
+                                                  " ORDER BY o.seq DESC, a.pos LIMIT 8");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, err_seq);
         sqlite3_bind_int64(st, 2, frame);
         while (!out && (s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -163,8 +154,7 @@ static int64_t view_on_line(gt__dctx *c, int64_t err_seq, int64_t frame, int64_t
                 out = t;
         }
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     return out;
 }
 
@@ -192,22 +182,20 @@ static int finding_kind(int msg_kind)
 static void recomputed_write(gt__dctx *c, int64_t backward, int64_t *node, int64_t *op,
                              int64_t *tensor, int64_t *stack)
 {
-    sqlite3_stmt *st = NULL;
     *node = *op = *tensor = *stack = 0;
-    int s = sqlite3_prepare_v2(
-        c->db,
-        "WITH RECURSIVE g(id) AS (SELECT node FROM backward_roots WHERE backward = ?1"
-        " UNION SELECT e.next FROM edges e JOIN g ON e.node = g.id"
-        " WHERE e.next IS NOT NULL) "
-        "SELECT n.id, a.op, a.tensor, o.stack FROM g JOIN nodes n ON n.id = g.id"
-        " JOIN ops k ON k.seq = n.op JOIN strings kn ON kn.id = k.name"
-        " JOIN op_args i ON i.op = k.seq AND i.role = 0"
-        " JOIN op_args a ON a.tensor = i.tensor AND a.role = 2 AND a.op > k.seq"
-        "  AND a.op <= n.seq"
-        " JOIN ops o ON o.seq = a.op "
-        "WHERE kn.text LIKE '%CheckpointFunction.apply' ORDER BY a.op LIMIT 1",
-        -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    sqlite3_stmt *st = gt__dx_stmt(
+        c, "WITH RECURSIVE g(id) AS (SELECT node FROM backward_roots WHERE backward = ?1"
+           " UNION SELECT e.next FROM edges e JOIN g ON e.node = g.id"
+           " WHERE e.next IS NOT NULL) "
+           "SELECT n.id, a.op, a.tensor, o.stack FROM g JOIN nodes n ON n.id = g.id"
+           " JOIN ops k ON k.seq = n.op JOIN strings kn ON kn.id = k.name"
+           " JOIN op_args i ON i.op = k.seq AND i.role = 0"
+           " JOIN op_args a ON a.tensor = i.tensor AND a.role = 2 AND a.op > k.seq"
+           "  AND a.op <= n.seq"
+           " JOIN ops o ON o.seq = a.op "
+           "WHERE kn.text LIKE '%CheckpointFunction.apply' ORDER BY a.op LIMIT 1");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, backward);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             *node = sqlite3_column_int64(st, 0);
@@ -216,8 +204,7 @@ static void recomputed_write(gt__dctx *c, int64_t backward, int64_t *node, int64
             *stack = sqlite3_column_int64(st, 3);
         }
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
 }
 
 /* What one_raised reads from the raising line, on the heap: a line and
@@ -349,24 +336,24 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
     size_t cap = 0;
     if (!m->has_versions)
         return 0;
-    if (sqlite3_prepare_v2(
-            c->db,
-            "SELECT t.id, (SELECT b.op FROM version_bumps b JOIN tensors w ON w.id = "
-            "b.tensor "
-            " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
-            " ORDER BY b.seq DESC LIMIT 1), "
-            " (SELECT b.version FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
-            " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
-            " ORDER BY b.seq DESC LIMIT 1) "
-            "FROM tensors t JOIN strings d ON d.id = t.dtype "
-            "WHERE d.text = ?1 AND t.shape = '[' || ?2 || ']' AND t.id = "
-            "t.version_counter AND EXISTS ("
-            " SELECT 1 FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
-            " WHERE w.version_counter = t.version_counter AND b.version = ?3 AND b.seq < "
-            "?4) "
-            "ORDER BY t.id LIMIT 50",
-            -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    if (!(st = gt_trace_stmt(
+              c->t,
+              "SELECT t.id, (SELECT b.op FROM version_bumps b JOIN tensors w ON w.id = "
+              "b.tensor "
+              " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
+              " ORDER BY b.seq DESC LIMIT 1), "
+              " (SELECT b.version FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
+              " WHERE w.version_counter = t.version_counter AND b.seq < ?4 "
+              " ORDER BY b.seq DESC LIMIT 1) "
+              "FROM tensors t JOIN strings d ON d.id = t.dtype "
+              "WHERE d.text = ?1 AND t.shape = '[' || ?2 || ']' AND t.id = "
+              "t.version_counter AND EXISTS ("
+              " SELECT 1 FROM version_bumps b JOIN tensors w ON w.id = b.tensor "
+              " WHERE w.version_counter = t.version_counter AND b.version = ?3 AND b.seq "
+              "< "
+              "?4) "
+              "ORDER BY t.id LIMIT 50")))
+        return gt_trace_errcode(c->t);
     sqlite3_bind_text(st, 1, m->dtype, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, m->shape, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, m->version);
@@ -397,7 +384,7 @@ static int candidates(gt__dctx *c, gt_finding *f, const gt_pymsg *m, int64_t seq
     }
     if (!rc && s != SQLITE_DONE && s != SQLITE_ROW)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     if (!rc && f->n_candidates == 1)
         f->tensor = f->candidates[0];
     return rc;
@@ -426,8 +413,8 @@ int gt__dx_unexplained(gt__dctx *c, size_t first)
     sqlite3_stmt *st = NULL;
     int rc = 0, s;
     gt_pymsg m;
-    if (sqlite3_prepare_v2(c->db, gt__dx_sql_family, -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    if ((rc = gt_trace_prepare(c->t, gt__dx_sql_family, &st)) != 0)
+        return rc;
     gt__pymsg_parse(NULL, &m); /* holds nothing */
     while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t seq = sqlite3_column_int64(st, 0), bw = sqlite3_column_int64(st, 3);

@@ -118,13 +118,12 @@ static const char sql_counters_size[] =
     "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors t "
     "ON t.version_counter = j.value LIMIT ?2)";
 
+/* The trace's statement for `sql` (gt_trace_stmt: every replayer of a
+ * trace shares them; each use steps one to its end and resets it before
+ * returning). */
 static int prepare(gt_replayer *rp, const char *sql, sqlite3_stmt **st)
 {
-    if (sqlite3_prepare_v3(rp->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
-        SQLITE_OK)
-        return gt__trace_fail(rp->t, GT_ECORRUPT, "cannot read trace: %s",
-                              sqlite3_errmsg(rp->db));
-    return 0;
+    return (*st = gt_trace_stmt(rp->t, sql)) != NULL ? 0 : gt_trace_errcode(rp->t);
 }
 
 int gt__replayer_new(gt_trace *t, gt_replayer **out)
@@ -155,15 +154,7 @@ void gt__replayer_free(gt_replayer *rp)
 {
     if (!rp)
         return;
-    sqlite3_finalize(rp->call);
-    sqlite3_finalize(rp->roots);
-    sqlite3_finalize(rp->root_nodes);
-    sqlite3_finalize(rp->children);
-    sqlite3_finalize(rp->execs);
-    sqlite3_finalize(rp->counters);
-    sqlite3_finalize(rp->counters_window);
-    sqlite3_finalize(rp->counters_size);
-    sqlite3_finalize(rp->inputs);
+    /* the statements are the trace's */
     for (size_t i = 0; i < rp->nkept; i++)
         gt__replay_free(rp->kept[i]);
     free(rp);

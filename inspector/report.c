@@ -1175,8 +1175,8 @@ int gt_diagnose_notes(sqlite3 *db, const char *doc, int which, char ***lines, si
     size_t k = 0;
     int rc = -1, s;
     char *cwd = getcwd(NULL, 0); /* however long; NULL: paths shown whole */
-    if (sqlite3_prepare_v2(db, which == GT_NOTE_COMPILED ? compiled_sql : outside_sql, -1,
-                           &st, NULL) != SQLITE_OK)
+    if (gt_db_prepare(db, which == GT_NOTE_COMPILED ? compiled_sql : outside_sql, &st) !=
+        SQLITE_OK)
         goto out;
     sqlite3_bind_text(st, 1, doc ? doc : "{}", -1, SQLITE_STATIC);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1290,6 +1290,10 @@ int gt_report_build(gt_trace *t, const char *name, const gt_diagnose_options *op
             "ssssisssss", name, tf(gt_trace_partial(t)), r.error, fjson,
             (int64_t)gt_trace_stopped_seq(t), gt_trace_stopped_reason(t),
             r.broken.len ? r.broken.p : NULL, ojson, cjson, sjson);
+    if ((rc || !r.doc) && rc != GT_ENOMEM && gt_trace_errcode(t) != 0) {
+        rc = gt_trace_errcode(t); /* the reading layer's message, on t */
+        goto fail;
+    }
     if (rc || !r.doc) {
         rc = gt__trace_fail(t, rc == GT_ENOMEM ? GT_ENOMEM : GT_ECORRUPT,
                             "cannot read trace: %s",

@@ -88,15 +88,14 @@ static int info_row(gt_rank_set *set, sqlite3 *out, const char *path)
             memmove(p + 4, p + n, strlen(p + n) + 1);
         }
     }
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
+    if (gt_trace_prepare(t, sql, &st) != 0 || sqlite3_step(st) != SQLITE_ROW) {
         multi_fail(set, "info: cannot read %s: %s", path, sqlite3_errmsg(db));
         goto out;
     }
-    if (sqlite3_prepare_v2(out,
-                           "INSERT INTO ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-                           " ?9, ?10, ?11, ?12, ?13, ?14)",
-                           -1, &ins, NULL) != SQLITE_OK)
+    if (gt_db_prepare(out,
+                      "INSERT INTO ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                      " ?9, ?10, ?11, ?12, ?13, ?14)",
+                      &ins) != SQLITE_OK)
         goto oom;
     for (int i = 0; i < 11; i++)
         sqlite3_bind_value(ins, i + 1, sqlite3_column_value(st, i));
@@ -154,10 +153,10 @@ static void loc_line(FILE *o, sqlite3 *db, const char *doc, const char *path,
                      const char *label, const char *extra, int *oom)
 {
     sqlite3_stmt *st = NULL;
-    int s = sqlite3_prepare_v2(db,
-                               "SELECT ?1 -> ?2 ->> '$.file', ?1 -> ?2 ->> '$.line',"
-                               " ?1 -> ?2 ->> '$.code'",
-                               -1, &st, NULL);
+    int s = gt_db_prepare(db,
+                          "SELECT ?1 -> ?2 ->> '$.file', ?1 -> ?2 ->> '$.line',"
+                          " ?1 -> ?2 ->> '$.code'",
+                          &st);
     const char *file = NULL, *line = NULL, *code = NULL;
     if (s == SQLITE_OK) {
         sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
@@ -194,7 +193,7 @@ static char *jtext(sqlite3 *db, const char *sql, const char *doc, int *oom)
 {
     sqlite3_stmt *st = NULL;
     const char *v = NULL;
-    int s = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    int s = gt_db_prepare(db, sql, &st);
     if (s == SQLITE_OK) {
         sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
         if ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -274,10 +273,10 @@ static void print_group(FILE *o, sqlite3 *db, size_t index, const group *g,
     loc_line(o, db, g->doc, "$.node.location", "saved at", saved, oom);
     free(saved);
     sqlite3_stmt *st = NULL;
-    int s = sqlite3_prepare_v2(db,
-                               "SELECT m.value, m.value ->> '$.op' FROM json_each(?1,"
-                               " '$.mutations') m ORDER BY m.key",
-                               -1, &st, NULL);
+    int s = gt_db_prepare(db,
+                          "SELECT m.value, m.value ->> '$.op' FROM json_each(?1,"
+                          " '$.mutations') m ORDER BY m.key",
+                          &st);
     if (s == SQLITE_OK) {
         sqlite3_bind_text(st, 1, g->doc, -1, SQLITE_STATIC);
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -402,7 +401,7 @@ static int add_ranked(gt_strbuf *b, sqlite3 *db, const char *sql, int first,
     sqlite3_stmt *st = NULL;
     gt_strbuf rl = {0};
     ranks_json(&rl, ranks, n);
-    if (!rl.oom && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+    if (!rl.oom && gt_db_prepare(db, sql, &st) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, rl.p, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, a, -1, SQLITE_STATIC);
         if (c)
@@ -499,10 +498,10 @@ static int write_json(mreport *m)
     for (size_t i = 0; i < m->set->n; i++) {
         char *row = NULL;
         sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(m->db,
-                               "SELECT json_object('rank', ?1, 'path', ?2, 'status',"
-                               " ?3, 'diagnosis', json(nullif(?4, '')))",
-                               -1, &st, NULL) == SQLITE_OK) {
+        if (gt_db_prepare(m->db,
+                          "SELECT json_object('rank', ?1, 'path', ?2, 'status',"
+                          " ?3, 'diagnosis', json(nullif(?4, '')))",
+                          &st) == SQLITE_OK) {
             if (m->set->v[i].has_rank)
                 sqlite3_bind_int64(st, 1, m->set->v[i].rank);
             sqlite3_bind_text(st, 2, m->set->v[i].path, -1, SQLITE_STATIC);
@@ -638,10 +637,9 @@ static int multi_report(FILE *o, const gt_rank_set *set, char **docs, const int 
     mreport m = {.o = o, .set = set, .docs = docs, .codes = codes};
     int rc = GT_ENOMEM;
     if (sqlite3_open_v2(":memory:", &m.db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(m.db, gt_finding_key_sql, -1, &m.kst, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(m.db,
-                           "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
-                           -1, &m.fst, NULL) != SQLITE_OK)
+        gt_db_prepare(m.db, gt_finding_key_sql, &m.kst) != SQLITE_OK ||
+        gt_db_prepare(m.db, "SELECT value FROM json_each(?1, '$.findings') ORDER BY key",
+                      &m.fst) != SQLITE_OK)
         goto out;
     if (group_findings(&m) < 0 ||
         group_notes(m.db, set, docs, codes, &m.notes, &m.nnotes) < 0)

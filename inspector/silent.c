@@ -116,9 +116,10 @@ static int saved_writes(gt_trace *t, int64_t only, gt_findings *f)
     sqlite3 *db = gt_trace_db(t);
     sqlite3_stmt *st = NULL, *touch = NULL;
     int rc = 0, s;
-    if (sqlite3_prepare_v2(db, sql_prints, -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, sql_touch, -1, &touch, NULL) != SQLITE_OK)
-        goto fail_sql;
+    if (!(st = gt_trace_stmt(t, sql_prints)) || !(touch = gt_trace_stmt(t, sql_touch))) {
+        rc = gt_trace_errcode(t);
+        goto out;
+    }
     sqlite3_bind_int64(st, 1, only);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         gt_finding *x = append(f);
@@ -159,8 +160,8 @@ nomem:
 fail_sql:
     rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
-    sqlite3_finalize(st);
-    sqlite3_finalize(touch);
+    sqlite3_reset(st);
+    sqlite3_reset(touch);
     return rc;
 }
 
@@ -176,8 +177,8 @@ int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
         return 0; /* a v2 trace: no swap was looked for */
     sqlite3_stmt *st = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(db, sql_swaps, -1, &st, NULL) != SQLITE_OK)
-        goto fail_sql;
+    if (!(st = gt_trace_stmt(t, sql_swaps)))
+        return gt_trace_errcode(t);
     sqlite3_bind_int64(st, 1, only);
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -241,7 +242,7 @@ int gt__diagnose_silent(gt_trace *t, int64_t only, gt_findings *f)
 fail_sql:
     rc = gt__trace_fail(t, GT_ECORRUPT, "cannot read trace: %s", sqlite3_errmsg(db));
 out:
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -262,22 +263,15 @@ static const char sql_unread[] =
     "   AND json_valid(t.shape) AND json_array_length(t.shape) > 0"
     "   AND NOT EXISTS (SELECT 1 FROM json_each(t.shape) WHERE value = 0))";
 
-int gt__dx_slot_unread(sqlite3 *db, int64_t saved_seq)
+int gt__dx_slot_unread(gt__dctx *c, int64_t saved_seq)
 {
-    sqlite3_stmt *q = NULL;
-    int unread = 0;
-    if (sqlite3_prepare_v2(db, sql_unread, -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(q, 1, saved_seq);
-        unread = sqlite3_step(q) == SQLITE_ROW;
-    }
-    sqlite3_finalize(q);
-    return unread;
+    return gt__dx_int(c, sql_unread, saved_seq, 0, NULL, 0) != 0;
 }
 
 /* 1 if tensor `tensor` was made by an op run under torch.func's vmap (a
  * frame of its vmap implementation on the op's stack: torch/_functorch/ in
  * 2.x, the functorch package's _src in 1.13). */
-int gt__dx_under_vmap(sqlite3 *db, int64_t tensor)
+int gt__dx_under_vmap(gt__dctx *c, int64_t tensor)
 {
     static const char sql[] =
         "WITH RECURSIVE up(id, d) AS (SELECT o.stack, 0 FROM tensors t JOIN ops o"
@@ -287,12 +281,5 @@ int gt__dx_under_vmap(sqlite3 *db, int64_t tensor)
         " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
         " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE '%functorch%vmap.py' "
         "LIMIT 1";
-    sqlite3_stmt *q = NULL;
-    int yes = 0;
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(q, 1, tensor);
-        yes = sqlite3_step(q) == SQLITE_ROW;
-    }
-    sqlite3_finalize(q);
-    return yes;
+    return gt__dx_int(c, sql, tensor, 0, NULL, 0) != 0;
 }

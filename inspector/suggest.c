@@ -110,7 +110,6 @@ static void sg_release(gt__dctx *c, sg *t)
  * updated in place" of the seed story. */
 static int has_autograd(gt__dctx *c, int64_t tensor)
 {
-    sqlite3_stmt *st = NULL;
     int yes = 0;
     for (int depth = 0; tensor && depth < 16 && !yes; depth++) {
         gt__tinfo t;
@@ -123,18 +122,10 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
             break;
         if (requires_grad)
             return 1;
-        int s = sqlite3_prepare_v2(c->db,
-                                   "SELECT EXISTS (SELECT 1 FROM node_outputs "
-                                   "WHERE tensor = ?1) OR EXISTS "
-                                   "(SELECT 1 FROM nodes WHERE variable = ?1)",
-                                   -1, &st, NULL);
-        if (s == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, tensor);
-            if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                yes = sqlite3_column_int(st, 0);
-        }
-        gt__dx_lookup_nomem(c, s);
-        sqlite3_finalize(st);
+        yes = gt__dx_int(c,
+                         "SELECT EXISTS (SELECT 1 FROM node_outputs WHERE tensor = ?1)"
+                         " OR EXISTS (SELECT 1 FROM nodes WHERE variable = ?1)",
+                         tensor, 0, NULL, 0) != 0;
         tensor = base;
     }
     return yes;
@@ -146,10 +137,8 @@ static int has_autograd(gt__dctx *c, int64_t tensor)
  * if the op ran in none. */
 static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
 {
-    sqlite3_stmt *st = NULL;
-    gt_strbuf_reset(cls);
-    int s = sqlite3_prepare_v2(
-        c->db,
+    gt__dx_text(
+        c,
         "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
         " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < 64)"
         " SELECT substr(fn.text, 1, length(fn.text) - 8) FROM up"
@@ -158,18 +147,7 @@ static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
         " JOIN strings sc ON sc.id = f.code WHERE sf.text LIKE '%/torch/nn/modules/%'"
         " AND fn.text LIKE '%_.forward' AND instr(sc.text, 'self.inplace') > 0"
         " ORDER BY up.d LIMIT 1",
-        -1, &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, stack);
-        const char *name;
-        if ((s = sqlite3_step(st)) == SQLITE_ROW &&
-            (name = gt_column_text(st, 0, &c->oom)) != NULL)
-            gt_strbuf_adds(cls, name);
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
-    if (cls->oom)
-        c->oom = 1;
+        stack, cls);
     return cls->len > 0;
 }
 
@@ -178,23 +156,15 @@ static int inplace_module(gt__dctx *c, int64_t stack, gt_strbuf *cls)
  * too)? */
 static int stack_through(gt__dctx *c, int64_t stack, const char *like)
 {
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    int s = sqlite3_prepare_v2(
-        c->db,
-        "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL SELECT s.parent, up.d + 1"
-        " FROM stacks s JOIN up ON s.id = up.id WHERE s.parent IS NOT NULL AND up.d < "
-        "256)"
-        " SELECT 1 FROM up JOIN stacks s ON s.id = up.id JOIN frames f ON f.id = s.frame"
-        " JOIN strings sf ON sf.id = f.file WHERE sf.text LIKE ?2 LIMIT 1",
-        -1, &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, stack);
-        sqlite3_bind_text(st, 2, like, -1, SQLITE_STATIC);
-        found = (s = sqlite3_step(st)) == SQLITE_ROW;
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    int found =
+        gt__dx_int(c,
+                   "WITH RECURSIVE up(id, d) AS (SELECT ?1, 0 UNION ALL"
+                   " SELECT s.parent, up.d + 1 FROM stacks s JOIN up ON s.id = up.id"
+                   " WHERE s.parent IS NOT NULL AND up.d < 256)"
+                   " SELECT 1 FROM up JOIN stacks s ON s.id = up.id"
+                   " JOIN frames f ON f.id = s.frame JOIN strings sf"
+                   " ON sf.id = f.file WHERE sf.text LIKE ?2 LIMIT 1",
+                   stack, 0, like, 0) != 0;
     return found;
 }
 
@@ -383,6 +353,15 @@ static void method_receiver(const char *code, const char *op, char *buf, size_t 
     }
 }
 
+/* The stack of the op that made node `node`, 0 if unknown. */
+static int64_t node_stack(gt__dctx *c, int64_t node)
+{
+    return gt__dx_int(c,
+                      "SELECT coalesce(o.stack, 0) FROM nodes n "
+                      "JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
+                      node, 0, NULL, 0);
+}
+
 /* The clone() alternative to an out-of-place rewrite, said with where it
  * goes, into out: "`x = x.clone()` after f.py:16" when the line that
  * saved x assigns it (a clone there leaves the saved tensor alone, and
@@ -393,22 +372,10 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
                      gt_strbuf *out)
 {
     gt_strbuf where = GT_STRBUF_INIT, code = GT_STRBUF_INIT;
-    sqlite3_stmt *st = NULL;
     gt_strbuf_reset(out);
-    int s = name[0] && f->node
-                ? sqlite3_prepare_v2(c->db,
-                                     "SELECT coalesce(o.stack, 0) FROM nodes n "
-                                     "JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
-                                     -1, &st, NULL)
-                : SQLITE_DONE;
-    int64_t stack = 0;
-    if (st) {
-        sqlite3_bind_int64(st, 1, f->node);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            gt__dx_stack_loc(c, stack = sqlite3_column_int64(st, 0), &where, &code, NULL);
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    int64_t stack = name[0] && f->node ? node_stack(c, f->node) : 0;
+    if (stack)
+        gt__dx_stack_loc(c, stack, &where, &code, NULL);
     if (S(where)[0] && gt__py_assigns(S(code), name)) {
         /* after the statement's last line: "path:N" of its first, N moved */
         where_line(&where, statement_end(c, stack));
@@ -459,19 +426,8 @@ static void clone_at(gt__dctx *c, const gt_finding *f, const char *name, const c
 /* 1 if node `node` was made by an op of the line "file:line" `where`. */
 static int same_line_as_node(gt__dctx *c, int64_t node, const char *where)
 {
-    sqlite3_stmt *st = NULL;
     gt_strbuf w = GT_STRBUF_INIT;
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT coalesce(o.stack, 0) FROM nodes n "
-                               "JOIN ops o ON o.seq = n.op WHERE n.id = ?1",
-                               -1, &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, node);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &w, NULL, NULL);
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_stack_loc(c, node_stack(c, node), &w, NULL, NULL);
     int same = !strcmp(S(w), where);
     if (w.oom)
         c->oom = 1;
@@ -529,18 +485,16 @@ static int carried_state(gt__dctx *c, int64_t before, int64_t until, gt_strbuf *
     gt_strbuf_reset(code);
     gt_strbuf_reset(where);
     gt_strbuf_adds(&seen, "\n");
-    int s = sqlite3_prepare_v2(
-        c->db,
-        "SELECT a.tensor, coalesce(o.stack, 0), "
-        "coalesce((SELECT stack FROM ops WHERE seq = t.created_by), 0) "
-        "FROM op_args a JOIN ops o ON o.seq = a.op "
-        "JOIN tensors t ON t.id = a.tensor "
-        "WHERE a.role = 0 AND a.op > ?1 AND a.op < ?2 "
-        "AND o.grad_mode = 1 AND t.created_by < ?1 "
-        "AND EXISTS (SELECT 1 FROM node_outputs n "
-        "WHERE n.tensor = a.tensor) ORDER BY a.op, a.pos",
-        -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    st = gt__dx_stmt(c, "SELECT a.tensor, coalesce(o.stack, 0), "
+                        "coalesce((SELECT stack FROM ops WHERE seq = t.created_by), 0) "
+                        "FROM op_args a JOIN ops o ON o.seq = a.op "
+                        "JOIN tensors t ON t.id = a.tensor "
+                        "WHERE a.role = 0 AND a.op > ?1 AND a.op < ?2 "
+                        "AND o.grad_mode = 1 AND t.created_by < ?1 "
+                        "AND EXISTS (SELECT 1 FROM node_outputs n "
+                        "WHERE n.tensor = a.tensor) ORDER BY a.op, a.pos");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, before);
         sqlite3_bind_int64(st, 2, until);
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -565,8 +519,7 @@ static int carried_state(gt__dctx *c, int64_t before, int64_t until, gt_strbuf *
         if (s == SQLITE_DONE)
             s = SQLITE_OK;
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     if (n)
         gt_strbuf_addf(code, " = %s", S(rhs));
     else if (unnamed.len && fed_back_name(S(line), &name)) {
@@ -636,8 +589,8 @@ static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node
     gt_strbuf_reset(where);
     gt_strbuf_reset(fn);
     gt_strbuf_reset(leaves);
-    int s = sqlite3_prepare_v2(
-        c->db,
+    st = gt__dx_stmt(
+        c,
         "SELECT a.tensor, coalesce((SELECT stack FROM ops WHERE seq = t.created_by), 0),"
         " (SELECT min(n.node) FROM node_outputs n WHERE n.tensor = a.tensor),"
         " ?3 IN (WITH RECURSIVE r(id) AS (SELECT (SELECT min(n.node) FROM node_outputs n"
@@ -647,9 +600,9 @@ static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node
         " FROM op_args a JOIN ops o ON o.seq = a.op JOIN tensors t ON t.id = a.tensor"
         " WHERE a.role = 0 AND a.op > ?1 AND a.op < ?2 AND o.grad_mode = 1"
         " AND o.phase != 1 AND t.created_by < ?1 AND EXISTS (SELECT 1 FROM node_outputs n"
-        " WHERE n.tensor = a.tensor) ORDER BY a.op, a.pos LIMIT 64",
-        -1, &st, NULL);
-    if (s == SQLITE_OK) {
+        " WHERE n.tensor = a.tensor) ORDER BY a.op, a.pos LIMIT 64");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, before);
         sqlite3_bind_int64(st, 2, until);
         sqlite3_bind_int64(st, 3, node);
@@ -666,8 +619,7 @@ static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node
         if (s == SQLITE_DONE)
             s = SQLITE_OK;
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     st = NULL;
     if (!pick)
         return 0;
@@ -682,14 +634,13 @@ static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node
     if (r == 1 && l.function)
         gt_strbuf_adds(fn, l.function);
     gt_loc_release(&l);
-    s = sqlite3_prepare_v2(
-        c->db,
-        "WITH RECURSIVE r(id) AS (SELECT ?1 UNION SELECT e.next FROM edges e"
-        " JOIN r ON e.node = r.id WHERE e.next IS NOT NULL LIMIT 100000)"
-        " SELECT DISTINCT n.variable FROM r JOIN nodes n ON n.id = r.id"
-        " WHERE n.variable IS NOT NULL ORDER BY n.variable LIMIT 4",
-        -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    st = gt__dx_stmt(c,
+                     "WITH RECURSIVE r(id) AS (SELECT ?1 UNION SELECT e.next FROM edges e"
+                     " JOIN r ON e.node = r.id WHERE e.next IS NOT NULL LIMIT 100000)"
+                     " SELECT DISTINCT n.variable FROM r JOIN nodes n ON n.id = r.id"
+                     " WHERE n.variable IS NOT NULL ORDER BY n.variable LIMIT 4");
+    s = SQLITE_OK;
+    if (st) {
         gt_strbuf one = GT_STRBUF_INIT;
         sqlite3_bind_int64(st, 1, pick_node);
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
@@ -703,8 +654,7 @@ static int reused_graph(gt__dctx *c, int64_t before, int64_t until, int64_t node
             c->oom = 1;
         gt_strbuf_release(&one);
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     if (name->oom || where->oom || fn->oom || leaves->oom)
         c->oom = 1;
     return 1;
@@ -1214,33 +1164,26 @@ static int64_t writes_after(gt__dctx *c, int64_t stack, gt_strbuf *more)
  * first); 0 if that frame calls none. */
 static int stack_activation_inplace(gt__dctx *c, int64_t stack, gt_strbuf *act)
 {
-    sqlite3_stmt *st = NULL;
     int found = 0;
+    gt_strbuf line = GT_STRBUF_INIT;
     gt_strbuf_reset(act);
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT (SELECT text FROM strings WHERE id = f.code) "
-                               "FROM stacks s JOIN frames f ON f.id = s.frame "
-                               "WHERE s.id = ?1",
-                               -1, &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, stack);
-        const char *code;
-        if ((s = sqlite3_step(st)) == SQLITE_ROW &&
-            (code = gt_column_text(st, 0, &c->oom)) != NULL) {
-            for (const char *p = strchr(code, '('); p && !found; p = strchr(p + 1, '(')) {
-                const char *b = p;
-                while (b > code && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
-                                    (b[-1] >= '0' && b[-1] <= '9')))
-                    b--;
-                if (p > b && p[-1] == '_' && activation_span(b, (size_t)(p - b), 0)) {
-                    gt_strbuf_add(act, b, (size_t)(p - b));
-                    found = 1;
-                }
+    if (gt__dx_text(c,
+                    "SELECT (SELECT text FROM strings WHERE id = f.code) "
+                    "FROM stacks s JOIN frames f ON f.id = s.frame WHERE s.id = ?1",
+                    stack, &line)) {
+        const char *code = gt_strbuf_str(&line);
+        for (const char *p = strchr(code, '('); p && !found; p = strchr(p + 1, '(')) {
+            const char *b = p;
+            while (b > code && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') ||
+                                (b[-1] >= '0' && b[-1] <= '9')))
+                b--;
+            if (p > b && p[-1] == '_' && activation_span(b, (size_t)(p - b), 0)) {
+                gt_strbuf_add(act, b, (size_t)(p - b));
+                found = 1;
             }
         }
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt_strbuf_release(&line);
     return found;
 }
 
@@ -1255,17 +1198,8 @@ static int64_t carries_grad(gt__dctx *c, int64_t tensor)
 static int leaf_in_checkpoint(gt__dctx *c, gt_finding *f, sg *t, const char *name,
                               const char *code)
 {
-    int64_t call_op = 0;
-    sqlite3_stmt *st = NULL;
-    int s =
-        sqlite3_prepare_v2(c->db, "SELECT op FROM nodes WHERE id = ?1", -1, &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, f->node);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW)
-            call_op = sqlite3_column_int64(st, 0);
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    int64_t call_op =
+        gt__dx_int(c, "SELECT op FROM nodes WHERE id = ?1", f->node, 0, NULL, 0);
     gt__dx_load_op(c, call_op, &t->o);
     gt__dx_stack_loc(c, t->o.stack, &t->mwhere, NULL, NULL);
     const char *nm = name[0] ? name : "x", *call = S(t->mwhere);
@@ -1437,25 +1371,19 @@ static int suggest_view(gt__dctx *c, gt_finding *f, sg *t)
     default: {
         /* The clone goes after the line that called the Function (its
          * `.apply(` frame), not after the view's line inside forward. */
-        sqlite3_stmt *st = NULL;
-        int s =
-            sqlite3_prepare_v2(c->db,
-                               "WITH RECURSIVE up(id, frame, parent, depth) AS ("
-                               "SELECT id, frame, parent, 0 FROM stacks WHERE id = ?1 "
-                               "UNION ALL SELECT s.id, s.frame, s.parent, depth + 1 "
-                               "FROM stacks s JOIN up ON s.id = up.parent "
-                               "WHERE depth < 256) "
-                               "SELECT up.id FROM up JOIN frames f ON f.id = up.frame "
-                               "WHERE (SELECT text FROM strings WHERE id = f.code) "
-                               "LIKE '%.apply(%' ORDER BY depth LIMIT 1",
-                               -1, &st, NULL);
-        if (s == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, vo->stack);
-            if ((s = sqlite3_step(st)) == SQLITE_ROW)
-                gt__dx_stack_loc(c, sqlite3_column_int64(st, 0), &t->mwhere, NULL, NULL);
-        }
-        gt__dx_lookup_nomem(c, s);
-        sqlite3_finalize(st);
+        int64_t apply =
+            gt__dx_int(c,
+                       "WITH RECURSIVE up(id, frame, parent, depth) AS ("
+                       "SELECT id, frame, parent, 0 FROM stacks WHERE id = ?1 "
+                       "UNION ALL SELECT s.id, s.frame, s.parent, depth + 1 "
+                       "FROM stacks s JOIN up ON s.id = up.parent "
+                       "WHERE depth < 256) "
+                       "SELECT up.id FROM up JOIN frames f ON f.id = up.frame "
+                       "WHERE (SELECT text FROM strings WHERE id = f.code) "
+                       "LIKE '%.apply(%' ORDER BY depth LIMIT 1",
+                       vo->stack, 0, NULL, 0);
+        if (apply) /* else mwhere stays as it was */
+            gt__dx_stack_loc(c, apply, &t->mwhere, NULL, NULL);
         vwhere = S(t->mwhere);
         return set_suggestion(
             c, f,
@@ -1472,14 +1400,12 @@ static int suggest_view(gt__dctx *c, gt_finding *f, sg *t)
  * finding's error is that one (and the suggestion is set or failed). */
 static int suggest_captured(gt__dctx *c, gt_finding *f, sg *t, int *rc)
 {
-    sqlite3_stmt *st = NULL;
     int64_t stack = 0;
     int captured = 0;
-    int s = sqlite3_prepare_v2(c->db,
-                               "SELECT message, coalesce(stack, 0) FROM errors "
-                               "WHERE seq = ?1",
-                               -1, &st, NULL);
-    if (s == SQLITE_OK) {
+    sqlite3_stmt *st = gt__dx_stmt(c, "SELECT message, coalesce(stack, 0) FROM errors "
+                                      "WHERE seq = ?1");
+    int s = SQLITE_OK;
+    if (st) {
         sqlite3_bind_int64(st, 1, f->error_seq);
         if ((s = sqlite3_step(st)) == SQLITE_ROW) {
             gt_pymsg m;
@@ -1490,8 +1416,7 @@ static int suggest_captured(gt__dctx *c, gt_finding *f, sg *t, int *rc)
             stack = sqlite3_column_int64(st, 1);
         }
     }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
+    gt__dx_done(c, st, s);
     if (!captured)
         return 0;
     gt__dx_stack_loc(c, stack, &t->where, &t->code, NULL);

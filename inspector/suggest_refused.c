@@ -109,21 +109,11 @@ static int fix_inference(rfix *r)
  * (a message that cannot be read parses as none). */
 static int error_message(gt__dctx *c, int64_t seq, gt_pymsg *m)
 {
-    char *msg = NULL;
-    sqlite3_stmt *st = NULL;
-    int s = sqlite3_prepare_v2(c->db, "SELECT message FROM errors WHERE seq = ?1", -1,
-                               &st, NULL);
-    if (s == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, seq);
-        if ((s = sqlite3_step(st)) == SQLITE_ROW) {
-            const char *t = gt_column_text(st, 0, &c->oom);
-            msg = t ? strdup(t) : NULL;
-        }
-    }
-    gt__dx_lookup_nomem(c, s);
-    sqlite3_finalize(st);
-    int rc = gt__pymsg_parse(msg, m) != 0 ? gt__dx_nomem(c) : 0;
-    free(msg);
+    gt_strbuf msg = GT_STRBUF_INIT;
+    int found = gt__dx_text(c, "SELECT message FROM errors WHERE seq = ?1", seq, &msg);
+    int rc =
+        gt__pymsg_parse(found ? gt_strbuf_str(&msg) : NULL, m) != 0 ? gt__dx_nomem(c) : 0;
+    gt_strbuf_release(&msg);
     return rc;
 }
 

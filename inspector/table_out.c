@@ -1,9 +1,11 @@
 /* Printing the rows of a prepared statement; see table_out.h. */
 #include <gradtrace/table_out.h>
+#include <gradtrace/trace.h>
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "strbuf.h"
 #include "utf8.h"
 
@@ -141,15 +143,9 @@ static int print_table(sqlite3_stmt *st, const gt_table_opts *o, FILE *out, int6
             width[i] = gt_utf8_width(sqlite3_column_name(st, i));
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n + (size_t)ncol > cap) {
-            size_t ncap = cap ? cap * 2 : (size_t)ncol * 64;
-            char **p = realloc(cells, ncap * sizeof *p);
-            if (!p) {
-                rc = SQLITE_NOMEM;
-                goto out;
-            }
-            cells = p;
-            cap = ncap;
+        if (GT_ALLOC_GROW(cells, n + (size_t)ncol, cap, (size_t)ncol * 64) != 0) {
+            rc = SQLITE_NOMEM;
+            goto out;
         }
         for (int i = 0; i < ncol; i++) {
             int type = sqlite3_column_type(st, i);
@@ -304,7 +300,7 @@ static int print_json(sqlite3_stmt *st, FILE *out, int64_t *rows)
 
     if (!keys)
         goto out;
-    rc = sqlite3_prepare_v2(sqlite3_db_handle(st), "SELECT json_quote(?1)", -1, &q, NULL);
+    rc = gt_db_prepare(sqlite3_db_handle(st), "SELECT json_quote(?1)", &q);
     /* the keys, quoted once: "name": */
     for (int i = 0; i < ncol && rc == SQLITE_OK; i++)
         if ((rc = json_of(q, NULL, sqlite3_column_name(st, i), &keys[i])) == SQLITE_OK)

@@ -782,16 +782,6 @@ sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql)
             sqlite3_clear_bindings(t->stmts[i].st);
             return t->stmts[i].st;
         }
-    if (t->nstmts == t->capstmts) {
-        size_t cap = t->capstmts ? t->capstmts * 2 : 16;
-        void *v = realloc(t->stmts, cap * sizeof *t->stmts);
-        if (!v) {
-            gt__trace_fail(t, GT_ENOMEM, "out of memory");
-            return NULL;
-        }
-        t->stmts = v;
-        t->capstmts = cap;
-    }
     sqlite3_stmt *st = NULL;
     int s = sqlite3_prepare_v3(t->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
     if (s != SQLITE_OK) {
@@ -799,9 +789,98 @@ sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql)
         sql_fail(t, s);
         return NULL;
     }
+    if (t->nstmts == t->capstmts) {
+        size_t cap = t->capstmts ? t->capstmts * 2 : 16;
+        void *v = realloc(t->stmts, cap * sizeof *t->stmts);
+        if (!v) {
+            sqlite3_finalize(st);
+            gt__trace_fail(t, GT_ENOMEM, "out of memory");
+            return NULL;
+        }
+        t->stmts = v;
+        t->capstmts = cap;
+    }
     t->stmts[t->nstmts].sql = sql;
     t->stmts[t->nstmts++].st = st;
     return st;
+}
+
+int gt_trace_prepare(gt_trace *t, const char *sql, sqlite3_stmt **out)
+{
+    sqlite3_stmt *st = NULL;
+    int s = sqlite3_prepare_v2(t->db, sql, -1, &st, NULL);
+    *out = NULL;
+    if (s != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return sql_fail(t, s);
+    }
+    *out = st;
+    return GT_OK;
+}
+
+int gt_db_prepare_first(sqlite3 *db, const char *sql, sqlite3_stmt **out,
+                        const char **tail)
+{
+    *out = NULL;
+    int s = sqlite3_prepare_v2(db, sql, -1, out, tail);
+    if (s != SQLITE_OK) {
+        sqlite3_finalize(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+int gt_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out)
+{
+    return gt_db_prepare_first(db, sql, out, NULL);
+}
+
+/* Step cached `sql` once with ?1 = a and ?2 = b: 1 on a row whose first
+ * column is not NULL (st left on it), 0 on none (st reset), or a negative
+ * GT_E* code (st reset). */
+static int first_row(gt_trace *t, const char *sql, int64_t a, int64_t b,
+                     sqlite3_stmt **stp)
+{
+    sqlite3_stmt *st = gt_trace_stmt(t, sql);
+    if (!(*stp = st))
+        return t->errcode;
+    /* SQLITE_RANGE when sql has fewer parameters: nothing to bind */
+    sqlite3_bind_int64(st, 1, a);
+    sqlite3_bind_int64(st, 2, b);
+    int s = sqlite3_step(st);
+    if (s == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        return 1;
+    sqlite3_reset(st);
+    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : sql_fail(t, s);
+}
+
+int gt_trace_int(gt_trace *t, const char *sql, int64_t a, int64_t b, int64_t *out)
+{
+    sqlite3_stmt *st;
+    int rc = first_row(t, sql, a, b, &st);
+    *out = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+    if (rc == 1)
+        sqlite3_reset(st);
+    return rc;
+}
+
+int gt_trace_text(gt_trace *t, const char *sql, int64_t a, int64_t b, gt_strbuf *out)
+{
+    sqlite3_stmt *st;
+    gt_strbuf_reset(out);
+    int rc = first_row(t, sql, a, b, &st);
+    if (rc != 1)
+        return rc;
+    int oom = 0;
+    const char *v = gt_column_text(st, 0, &oom);
+    if (v)
+        gt_strbuf_adds(out, v);
+    sqlite3_reset(st);
+    if (oom || out->oom) {
+        gt_strbuf_reset(out);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    return 1;
 }
 
 const char *gt_column_text(sqlite3_stmt *st, int i, int *oom)
@@ -1108,6 +1187,66 @@ int gt_trace_stack_parent(gt_trace *t, int64_t stack, int64_t *out)
     }
     sqlite3_reset(st);
     return rc;
+}
+
+/* Empty x's numbers and texts, keeping its buffer. */
+static void tensor_clear(gt_tensor_row *x)
+{
+    gt_strbuf buf = x->buf;
+    *x = (gt_tensor_row)GT_TENSOR_ROW_INIT;
+    x->buf = buf;
+    gt_strbuf_reset(&x->buf);
+}
+
+int gt_trace_tensor(gt_trace *t, int64_t id, gt_tensor_row *out)
+{
+    tensor_clear(out);
+    sqlite3_stmt *st =
+        gt_trace_stmt(t, "SELECT t.storage, t.storage_offset, t.version_counter,"
+                         " coalesce(t.alias_of, 0), coalesce(t.created_by, 0),"
+                         " t.requires_grad, t.is_leaf, coalesce(s.text, ''), t.shape,"
+                         " t.strides FROM tensors t LEFT JOIN strings s ON s.id = t.dtype"
+                         " WHERE t.id = ?1");
+    if (!st)
+        return t->errcode;
+    sqlite3_bind_int64(st, 1, id);
+    int s = sqlite3_step(st);
+    if (s != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return s == SQLITE_DONE ? 0 : sql_fail(t, s);
+    }
+    out->storage = sqlite3_column_int64(st, 0);
+    out->storage_offset = sqlite3_column_int64(st, 1);
+    out->version_counter = sqlite3_column_int64(st, 2);
+    out->alias_of = sqlite3_column_int64(st, 3);
+    out->created_by = sqlite3_column_int64(st, 4);
+    out->requires_grad = sqlite3_column_int(st, 5);
+    out->is_leaf = sqlite3_column_int(st, 6);
+    /* the texts one after another in buf, each ended by its NUL: their
+     * places are known once buf stops moving */
+    size_t at[3];
+    int has[3], oom = 0;
+    for (int i = 0; i < 3; i++) {
+        const char *v = gt_column_text(st, 7 + i, &oom);
+        at[i] = out->buf.len;
+        has[i] = v != NULL;
+        gt_strbuf_add(&out->buf, v ? v : "", (v ? strlen(v) : 0) + 1);
+    }
+    sqlite3_reset(st);
+    if (oom || out->buf.oom) {
+        tensor_clear(out);
+        return gt__trace_fail(t, GT_ENOMEM, "out of memory");
+    }
+    const char **text[3] = {&out->dtype, &out->shape, &out->strides};
+    for (int i = 0; i < 3; i++)
+        *text[i] = has[i] || !i ? out->buf.p + at[i] : NULL;
+    return 1;
+}
+
+void gt_tensor_row_release(gt_tensor_row *x)
+{
+    gt_strbuf_release(&x->buf);
+    *x = (gt_tensor_row)GT_TENSOR_ROW_INIT;
 }
 
 /* The names of tensor ?1, in order (see gt_trace_names). A tensor sharing

@@ -29,6 +29,7 @@
 #include <gradtrace/error.h>
 
 #include "diagnose_int.h"
+#include "grow.h"
 
 #define REDUCTION_MSG "Expected to have finished reduction in the prior iteration"
 
@@ -136,14 +137,8 @@ static int plist_add(plist *p, int64_t t)
     for (size_t i = 0; i < p->n; i++)
         if (p->v[i] == t)
             return 0; /* shared parameters are listed once */
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 16;
-        int64_t *v = realloc(p->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        p->v = v;
-        p->cap = cap;
-    }
+    if (GT_ALLOC_GROW(p->v, p->n + 1, p->cap, 16) != 0)
+        return -1;
     p->v[p->n++] = t;
     return 0;
 }
@@ -200,10 +195,10 @@ static const char sql_window[] =
 static int each_row(gt__dctx *c, const char *sql, int64_t a, int64_t b,
                     int (*row)(gt__dctx *c, sqlite3_stmt *st, void *arg), void *arg)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
-    if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st = gt_trace_stmt(c->t, sql);
+    if (!st)
+        return gt_trace_errcode(c->t);
     sqlite3_bind_int64(st, 1, a);
     sqlite3_bind_int64(st, 2, b);
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
@@ -211,7 +206,7 @@ static int each_row(gt__dctx *c, const char *sql, int64_t a, int64_t b,
             break;
     if (!rc && s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -219,7 +214,7 @@ static int each_row(gt__dctx *c, const char *sql, int64_t a, int64_t b,
  * list; a new one starts at another stack or a tensor listed again. */
 typedef struct ddps {
     plist *v;
-    size_t n;
+    size_t n, cap;
     int64_t stack, last_seq; /* of the current one */
 } ddps;
 
@@ -232,11 +227,9 @@ static int sync_row(gt__dctx *c, sqlite3_stmt *st, void *arg)
     for (size_t i = 0; d->n && i < d->v[d->n - 1].n; i++)
         again |= d->v[d->n - 1].v[i] == t;
     if (!d->n || stack != d->stack || again) {
-        plist *v = realloc(d->v, (d->n + 1) * sizeof *v);
-        if (!v)
+        if (GT_ALLOC_GROW(d->v, d->n + 1, d->cap, 4) != 0)
             return gt__dx_nomem(c);
-        d->v = v;
-        memset(&d->v[d->n++], 0, sizeof *v);
+        memset(&d->v[d->n++], 0, sizeof *d->v);
         d->v[d->n - 1].at = seq;
         d->stack = stack;
     }
@@ -299,14 +292,8 @@ typedef struct window {
 static int window_row(gt__dctx *c, sqlite3_stmt *st, void *arg)
 {
     window *w = arg;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        warg *v = realloc(w->v, cap * sizeof *v);
-        if (!v)
-            return gt__dx_nomem(c);
-        w->v = v;
-        w->cap = cap;
-    }
+    if (GT_ALLOC_GROW(w->v, w->n + 1, w->cap, 256) != 0)
+        return gt__dx_nomem(c);
     const char *name = (const char *)sqlite3_column_text(st, 4);
     w->v[w->n++] = (warg){.op = sqlite3_column_int64(st, 0),
                           .role = sqlite3_column_int(st, 1),
@@ -369,7 +356,7 @@ typedef struct ctx1 {
     gt_imap reached;
     window w;
     gt_ddp_param *ps;
-    size_t nps;
+    size_t nps, capps;
 } ctx1;
 
 static void ctx1_release(ctx1 *x)
@@ -399,99 +386,118 @@ static int fits(const ctx1 *x, const plist *list, int have_backward)
 
 static int add_param(gt__dctx *c, ctx1 *x, int64_t t, int64_t index, char *name)
 {
-    gt_ddp_param *v = realloc(x->ps, (x->nps + 1) * sizeof *v);
-    if (!v) {
+    if (GT_ALLOC_GROW(x->ps, x->nps + 1, x->capps, 8) != 0) {
         free(name);
         return gt__dx_nomem(c);
     }
-    x->ps = v;
-    v[x->nps++] = (gt_ddp_param){.tensor = t, .index = index, .name = name};
+    x->ps[x->nps++] = (gt_ddp_param){.tensor = t, .index = index, .name = name};
     return 0;
 }
 
-static int one_in(gt__dctx *c, ctx1 *x, int64_t seq, int64_t stack, const char *msg)
+/* The backward that left the parameters without a gradient, the last
+ * before the error at seq: its id in *bw (0 if none), its seq in *bseq
+ * (seq when none), and where the backward calls before it ended in *prev.
+ * Best-effort lookups (gt__dx_int): can't fail. */
+static void backward_before(gt__dctx *c, int64_t seq, int64_t *bw, int64_t *bseq,
+                            int64_t *prev)
+{
+    *bw = gt__dx_int(c,
+                     "SELECT id FROM backward_calls WHERE seq < ?1 ORDER BY seq DESC "
+                     "LIMIT 1",
+                     seq, 0, NULL, 0);
+    *bseq = *bw ? gt__dx_int(c, "SELECT seq FROM backward_calls WHERE id = ?1", *bw, 0,
+                             NULL, 0)
+                : seq;
+    *prev = gt__dx_int(c,
+                       "SELECT max(coalesce(end_seq, seq)) FROM backward_calls "
+                       "WHERE seq < ?1",
+                       *bseq, 0, NULL, 0);
+}
+
+/* DDP's parameter list of the module that raised at seq: of the
+ * DistributedDataParallel(...) constructions before it, the latest whose
+ * list the message's indices fit, else the latest; without any, the
+ * parameters the user's frame names (x->named). Into *list. Returns 0, or
+ * a negative GT_E* code. */
+static int pick_list(gt__dctx *c, ctx1 *x, int64_t seq, int64_t bw, const plist **list)
 {
     int rc;
-    int64_t bw = 0, bseq = 0, prev = 0, v;
-    if (parse_listed(msg, &x->l) != 0)
-        return gt__dx_nomem(c);
-    /* the backward that left them without a gradient: the last before */
-    bw = gt__dx_int(c,
-                    "SELECT id FROM backward_calls WHERE seq < ?1 ORDER BY seq DESC "
-                    "LIMIT 1",
-                    seq, 0, NULL, 0);
-    bseq =
-        bw ? gt__dx_int(c, "SELECT seq FROM backward_calls WHERE id = ?1", bw, 0, NULL, 0)
-           : seq;
-    prev = gt__dx_int(c,
-                      "SELECT max(coalesce(end_seq, seq)) FROM backward_calls "
-                      "WHERE seq < ?1",
-                      bseq, 0, NULL, 0);
-    if (bw && (rc = each_row(c, sql_reached, bw, 0, reached_row, &x->reached)) != 0)
-        return rc;
+    *list = NULL;
     if ((rc = each_row(c, sql_sync, seq, 0, sync_row, &x->d)) != 0)
         return rc;
-    /* the DDP module that raised: the latest whose list the message's
-     * indices fit, else the latest */
-    const plist *list = NULL;
-    for (size_t i = x->d.n; i-- > 0 && !list;)
+    for (size_t i = x->d.n; i-- > 0 && !*list;)
         if (x->d.v[i].at < seq && fits(x, &x->d.v[i], bw != 0))
-            list = &x->d.v[i];
-    if (!list && x->d.n)
-        list = &x->d.v[x->d.n - 1];
-    if (!list) {
-        if ((rc = each_row(c, sql_named, seq, 0, named_row, &x->named)) != 0)
-            return rc;
-        list = &x->named;
-    }
-    if (!list->n)
-        return 0; /* no DDP module in this process (a launcher relaying it) */
-    int64_t ddp_at = list->at;
-
-    /* which: the indices, else the names, else every one not reached */
-    int matches = -1;
-    if (x->l.nidx) {
-        matches = fits(x, list, bw != 0);
-        for (size_t i = 0; i < x->l.nidx && !rc; i++) {
-            int64_t k = x->l.idx[i];
-            int64_t t = k >= 0 && (size_t)k < list->n ? list->v[k] : 0;
-            char *nm = t ? ddp_name(c, t) : NULL;
-            /* with TORCH_DISTRIBUTED_DEBUG set the message names them too */
-            int named = !x->l.nnames;
-            for (size_t n = 0; n < x->l.nnames && nm; n++)
-                named |= !strcmp(nm, x->l.names[n]);
-            if (!named)
-                matches = 0;
-            rc = add_param(c, x, t, k, nm);
-        }
-    } else {
-        for (size_t i = 0; i < list->n && !rc; i++) {
-            char *nm = ddp_name(c, list->v[i]);
-            int want = 0;
-            if (x->l.nnames) {
-                for (size_t k = 0; k < x->l.nnames && nm; k++)
-                    want |= !strcmp(nm, x->l.names[k]);
-            } else {
-                want = bw && !gt__imap_get(&x->reached, list->v[i], &v);
-            }
-            if (want)
-                rc = add_param(c, x, list->v[i], (int64_t)i, nm);
-            else
-                free(nm);
-        }
-        if (x->l.nnames)
-            matches = x->nps == x->l.nnames;
-    }
-    if (rc)
-        return rc;
-    if (x->nps == 0)
+            *list = &x->d.v[i];
+    if (!*list && x->d.n)
+        *list = &x->d.v[x->d.n - 1];
+    if (*list)
         return 0;
+    if ((rc = each_row(c, sql_named, seq, 0, named_row, &x->named)) != 0)
+        return rc;
+    *list = &x->named;
+    return 0;
+}
 
-    /* the forward they were left out of: from the first op inside a DDP
-     * module's forward after the backward before (and after the wrapping)
-     * up to the backward call */
-    int64_t lo = prev > x->d.last_seq ? prev : x->d.last_seq;
+/* The parameters the message lists by index, into x->ps; *matches 1 when
+ * the list fits them (each one unreached, and named as the message's
+ * debug line names them, if it has one), else 0. Returns 0, or GT_ENOMEM. */
+static int params_by_index(gt__dctx *c, ctx1 *x, const plist *list, int64_t bw,
+                           int *matches)
+{
+    int rc = 0;
+    *matches = fits(x, list, bw != 0);
+    for (size_t i = 0; i < x->l.nidx && !rc; i++) {
+        int64_t k = x->l.idx[i];
+        int64_t t = k >= 0 && (size_t)k < list->n ? list->v[k] : 0;
+        char *nm = t ? ddp_name(c, t) : NULL;
+        /* with TORCH_DISTRIBUTED_DEBUG set the message names them too */
+        int named = !x->l.nnames;
+        for (size_t n = 0; n < x->l.nnames && nm; n++)
+            named |= !strcmp(nm, x->l.names[n]);
+        if (!named)
+            *matches = 0;
+        rc = add_param(c, x, t, k, nm);
+    }
+    return rc;
+}
+
+/* Without indices: the parameters of the list the message names, else
+ * every one backward call bw did not reach, into x->ps; *matches 1 when
+ * every name was found, 0 when not, -1 when the message names none.
+ * Returns 0, or GT_ENOMEM. */
+static int params_by_name(gt__dctx *c, ctx1 *x, const plist *list, int64_t bw,
+                          int *matches)
+{
+    int64_t v;
+    int rc = 0;
+    for (size_t i = 0; i < list->n && !rc; i++) {
+        char *nm = ddp_name(c, list->v[i]);
+        int want = 0;
+        if (x->l.nnames) {
+            for (size_t k = 0; k < x->l.nnames && nm; k++)
+                want |= !strcmp(nm, x->l.names[k]);
+        } else {
+            want = bw && !gt__imap_get(&x->reached, list->v[i], &v);
+        }
+        if (want)
+            rc = add_param(c, x, list->v[i], (int64_t)i, nm);
+        else
+            free(nm);
+    }
+    *matches = x->l.nnames ? x->nps == x->l.nnames : -1;
+    return rc;
+}
+
+/* Why each parameter of x->ps got no gradient (why), from the forward
+ * they were left out of: the ops from the first one inside a DDP module's
+ * forward after the backward before (prev) and after the wrapping, up to
+ * the backward call at bseq. Returns 0, or a negative GT_E* code. */
+static int explain_params(gt__dctx *c, ctx1 *x, int64_t seq, int64_t bw, int64_t bseq,
+                          int64_t prev)
+{
+    int64_t lo = prev > x->d.last_seq ? prev : x->d.last_seq, v;
     int64_t from = gt__dx_int(c, sql_ddp_forward, lo, bseq, NULL, 0);
+    int rc;
     if (!from)
         from = lo + 1;
     if ((rc = each_row(c, sql_window, from, bseq, window_row, &x->w)) != 0)
@@ -505,7 +511,34 @@ static int one_in(gt__dctx *c, ctx1 *x, int64_t seq, int64_t stack, const char *
         rc = why(c, &x->w, p->tensor, &p->reason, &p->op);
         p->made = gt__dx_made_at(c, p->tensor, seq);
     }
-    if (rc)
+    return rc;
+}
+
+/* Diagnose the error at seq (stack, message msg), x holding what it
+ * reads: the parameters DDP says got no gradient and why, as one
+ * ddp_unused_parameters finding, which takes x->ps. None when no DDP
+ * module is in this process (a launcher relaying the error) or no
+ * parameter is found. Returns 0, or a negative GT_E* code. */
+static int one_in(gt__dctx *c, ctx1 *x, int64_t seq, int64_t stack, const char *msg)
+{
+    int64_t bw, bseq, prev;
+    const plist *list;
+    int rc, matches;
+    if (parse_listed(msg, &x->l) != 0)
+        return gt__dx_nomem(c);
+    backward_before(c, seq, &bw, &bseq, &prev);
+    if (bw && (rc = each_row(c, sql_reached, bw, 0, reached_row, &x->reached)) != 0)
+        return rc;
+    if ((rc = pick_list(c, x, seq, bw, &list)) != 0)
+        return rc;
+    if (!list->n)
+        return 0;
+    /* which: the indices, else the names, else every one not reached */
+    rc = x->l.nidx ? params_by_index(c, x, list, bw, &matches)
+                   : params_by_name(c, x, list, bw, &matches);
+    if (rc || x->nps == 0)
+        return rc;
+    if ((rc = explain_params(c, x, seq, bw, bseq, prev)) != 0)
         return rc;
 
     gt_finding *f = gt__dx_add_finding(c, GT_FINDING_DDP_UNUSED_PARAMETERS, bw);
@@ -515,12 +548,12 @@ static int one_in(gt__dctx *c, ctx1 *x, int64_t seq, int64_t stack, const char *
     f->error_seq = seq;
     f->stack = stack;
     f->matches_error = matches;
-    f->op = ddp_at;
+    f->op = list->at;
     f->other = x->l.rank;
     f->params = x->ps;
     f->n_params = x->nps;
     x->ps = NULL;
-    x->nps = 0;
+    x->nps = x->capps = 0;
     return 0;
 }
 
@@ -535,16 +568,16 @@ static int one(gt__dctx *c, int64_t seq, int64_t stack, const char *msg)
 
 int gt__dx_ddp_unused(gt__dctx *c)
 {
-    sqlite3_stmt *st = NULL;
     int rc = 0, s;
     if (c->only)
         return 0; /* raised at a forward, in no backward call */
-    if (sqlite3_prepare_v2(c->db,
-                           "SELECT seq, coalesce(stack, 0), message FROM errors WHERE "
-                           "message LIKE '%" REDUCTION_MSG "%' AND message NOT LIKE "
-                           "'%Traceback (most recent call last)%' ORDER BY seq",
-                           -1, &st, NULL) != SQLITE_OK)
-        return gt__dx_sql_fail(c);
+    sqlite3_stmt *st = gt_trace_stmt(c->t, "SELECT seq, coalesce(stack, 0), message FROM"
+                                           " errors WHERE message LIKE '%" REDUCTION_MSG
+                                           "%' AND message NOT LIKE"
+                                           " '%Traceback (most recent call last)%'"
+                                           " ORDER BY seq");
+    if (!st)
+        return gt_trace_errcode(c->t);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         const char *m = gt_column_text(st, 2, &c->oom);
         char *msg = m ? strdup(m) : NULL;
@@ -560,6 +593,6 @@ int gt__dx_ddp_unused(gt__dctx *c)
     }
     if (!rc && s != SQLITE_DONE)
         rc = gt__dx_sql_fail(c);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc;
 }

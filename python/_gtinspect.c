@@ -432,7 +432,7 @@ static PyObject *gtinspect_query(PyObject *module, PyObject *args)
         goto out;
     }
     const char *tail = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, &tail) != SQLITE_OK) {
+    if (gt_db_prepare_first(db, sql, &st, &tail) != SQLITE_OK) {
         const char *why = gt_sql_guard_why(&g);
         PyErr_Format(PyExc_ValueError, "%s%s", why[0] ? "refused: " : "",
                      why[0] ? why : sqlite3_errmsg(db));

@@ -75,6 +75,7 @@
  * the run; the flight recorder holds its window (up to keep_last +
  * cut_slack calls) and the older rows the kept calls reference.
  */
+#include "grow.h"
 #include "gtmap.h"
 #include "intern.h"
 #include "intlist.h"
@@ -677,17 +678,10 @@ static int64_t *buf_row(gt_recorder *r, int which, unsigned char **null)
 static int buf_room(gt_recorder *r, int which, size_t need)
 {
     struct gt__rowbuf *b = &r->buf[which];
-    if (b->text_len + need > b->text_cap) {
-        size_t cap = b->text_cap ? b->text_cap : 4096;
-        while (cap < b->text_len + need)
-            cap *= 2;
-        char *t = realloc(b->text, cap);
-        if (!t) {
-            set_errmsg(r, "recording stopped: out of memory (%s)", buf_info[which].what);
-            return fail(r, GT_ENOMEM);
-        }
-        b->text = t;
-        b->text_cap = cap;
+    if (need > SIZE_MAX - b->text_len ||
+        GT_ALLOC_GROW(b->text, b->text_len + need, b->text_cap, 4096) != 0) {
+        set_errmsg(r, "recording stopped: out of memory (%s)", buf_info[which].what);
+        return fail(r, GT_ENOMEM);
     }
     return 0;
 }
@@ -1481,27 +1475,56 @@ static char *absolute_path(const char *path)
     return p;
 }
 
-int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *errbuf,
-                     size_t errlen, gt_recorder **out)
-{
-    gt_recorder *r = NULL;
-    char eb[128];
-    int rc, fd, created = 0;
+/* Where gt_recorder_open reports a failure: the path as the caller gave it
+ * (messages name it; the file is created and, on failure, removed by it)
+ * and the caller's buffer for the message. */
+struct open_err {
+    const char *path;
+    char *buf;
+    size_t len;
+};
 
-    if (!path || !*path || !out) {
-        put_err(errbuf, errlen, "cannot create trace: no path given");
-        return GT_EINVAL;
-    }
-    r = calloc(1, sizeof(*r));
+/* A step of opening that SQLite refused: put "cannot create trace PATH:
+ * STAGE: MESSAGE" (emsg, from sqlite3_exec, else the connection's message)
+ * and free emsg; err is the errno seen with the failure. Returns the
+ * error code: GT_EFULL, GT_ENOMEM, GT_EIO, or GT_ESQL for anything else. */
+static int open_sql_error(gt_recorder *r, const struct open_err *e, const char *stage,
+                          char *emsg, int err)
+{
+    int rc;
+    put_err(e->buf, e->len, "cannot create trace %s: %s: %s", e->path, stage,
+            emsg ? emsg : sqlite3_errmsg(r->db));
+    int prim = sqlite3_errcode(r->db) & 0xff;
+    int sys = full_errno(sqlite3_system_errno(r->db), err);
+    if (prim == SQLITE_FULL ||
+        (prim == SQLITE_IOERR && (sys == EFBIG || sys == ENOSPC || sys == EDQUOT)))
+        rc = GT_EFULL;
+    else if (prim == SQLITE_NOMEM)
+        rc = GT_ENOMEM;
+    else if (prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN)
+        rc = GT_EIO;
+    else
+        rc = GT_ESQL;
+    sqlite3_free(emsg);
+    return rc;
+}
+
+/* A new handle with the options applied and the absolute path, no file or
+ * database yet, into *out. Returns 0, or GT_ENOMEM (nothing left
+ * allocated, *out untouched). */
+static int new_handle(const gt_recorder_options *opts, const struct open_err *e,
+                      gt_recorder **out)
+{
+    gt_recorder *r = calloc(1, sizeof(*r));
     if (!r) {
-        put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
+        put_err(e->buf, e->len, "cannot create trace %s: out of memory", e->path);
         return GT_ENOMEM;
     }
     r->lock_fd = -1;
     r->log_fd = -1;
     if (pthread_mutex_init(&r->mu, NULL) != 0) {
         free(r);
-        put_err(errbuf, errlen, "cannot create trace %s: mutex init failed", path);
+        put_err(e->buf, e->len, "cannot create trace %s: mutex init failed", e->path);
         return GT_ENOMEM;
     }
     gt__strtab_init(&r->strings);
@@ -1520,125 +1543,147 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
     r->pid = getpid();
     r->next_string = r->next_frame = r->next_stack = r->next_thread = 1;
     r->next_backward = 1;
-    r->path = absolute_path(path);
+    r->path = absolute_path(e->path);
     if (!r->path) {
-        put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
-        rc = GT_ENOMEM;
-        goto fail_alloc;
+        put_err(e->buf, e->len, "cannot create trace %s: out of memory", e->path);
+        release(r);
+        return GT_ENOMEM;
     }
+    *out = r;
+    return 0;
+}
 
-    /* Create the file ourselves: O_EXCL refuses an existing trace and the
-     * errno says why a path is unusable. */
+/* Create the trace file ourselves, its flock held in r->lock_fd: O_EXCL
+ * refuses an existing trace and the errno says why a path is unusable; with
+ * opts->overwrite a file there (not a directory, not a live recording's) is
+ * removed first. Returns 0, or GT_EEXIST or GT_EIO with nothing created. */
+static int create_file(gt_recorder *r, const gt_recorder_options *opts,
+                       const struct open_err *e)
+{
+    const char *path = e->path;
+    char eb[128];
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (!(opts && opts->overwrite)) {
-            put_err(errbuf, errlen, "cannot create trace %s: file exists", path);
-            rc = GT_EEXIST;
-            goto fail_alloc;
+            put_err(e->buf, e->len, "cannot create trace %s: file exists", path);
+            return GT_EEXIST;
         }
         if (S_ISDIR(sb.st_mode)) {
-            put_err(errbuf, errlen, "cannot create trace %s: is a directory", path);
-            rc = GT_EIO;
-            goto fail_alloc;
+            put_err(e->buf, e->len, "cannot create trace %s: is a directory", path);
+            return GT_EIO;
         }
         if (gt_trace_is_live(path)) {
-            put_err(errbuf, errlen,
+            put_err(e->buf, e->len,
                     "cannot replace trace %s: another recording "
                     "is writing it",
                     path);
-            rc = GT_EEXIST;
-            goto fail_alloc;
+            return GT_EEXIST;
         }
         if (unlink(path) != 0) {
-            put_err(errbuf, errlen, "cannot replace trace %s: %s", path,
+            put_err(e->buf, e->len, "cannot replace trace %s: %s", path,
                     errno_text(errno, eb, sizeof(eb)));
-            rc = GT_EIO;
-            goto fail_alloc;
+            return GT_EIO;
         }
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        int e = errno;
-        put_err(errbuf, errlen, "cannot create trace %s: %s", path,
-                errno_text(e, eb, sizeof(eb)));
-        rc = e == EEXIST ? GT_EEXIST : GT_EIO;
-        goto fail_alloc;
+        int err = errno;
+        put_err(e->buf, e->len, "cannot create trace %s: %s", path,
+                errno_text(err, eb, sizeof(eb)));
+        return err == EEXIST ? GT_EEXIST : GT_EIO;
     }
     /* Held for the handle's life: a later overwrite of this path sees that
      * a recording is live (flock locks are apart from SQLite's POSIX locks).
      * A file system without flock just goes without. */
     (void)flock(fd, LOCK_EX | LOCK_NB);
     r->lock_fd = fd;
-    created = 1;
     /* a stale write-ahead log of an earlier file of that name would be
      * replayed into the new one */
     unlink_sidecars(path);
+    return 0;
+}
 
-    /* the flight recorder holds its window in memory (write_window) */
-    rc = sqlite3_open_v2(r->keep_last ? ":memory:" : path, &r->db,
-                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+/* Open the connection into r->db: the file, or memory for the flight
+ * recorder, which holds its window there (write_window). Returns 0, or
+ * GT_ENOMEM or GT_EIO; r->db may then hold a handle to close. */
+static int open_db(gt_recorder *r, const struct open_err *e)
+{
+    int rc = sqlite3_open_v2(r->keep_last ? ":memory:" : e->path, &r->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        put_err(errbuf, errlen, "cannot open trace %s: %s", path,
+        put_err(e->buf, e->len, "cannot open trace %s: %s", e->path,
                 r->db ? sqlite3_errmsg(r->db) : sqlite3_errstr(rc));
-        rc = rc == SQLITE_NOMEM ? GT_ENOMEM : GT_EIO;
-        goto fail_db;
+        return rc == SQLITE_NOMEM ? GT_ENOMEM : GT_EIO;
     }
     sqlite3_extended_result_codes(r->db, 1);
     /* a reader checkpointing the live trace may hold the log briefly: wait
      * for it rather than failing the recording */
     sqlite3_busy_timeout(r->db, 5000);
+    return 0;
+}
 
+/* Insert the run row (version, schema, start time, pid, keep_last).
+ * Returns SQLITE_OK, or the SQLite error with the errno seen in *err. */
+static int insert_run(gt_recorder *r, int *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc =
+        sqlite3_prepare_v2(r->db,
+                           "INSERT INTO run (id, gradtrace_version, schema_version,"
+                           " start_ns, pid, keep_last) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+                           -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, GT_VERSION_STRING, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, GT_SCHEMA_VERSION);
+        sqlite3_bind_int64(st, 3, wall_ns());
+        sqlite3_bind_int64(st, 4, (int64_t)r->pid);
+        bind_id(st, 5, r->keep_last);
+        errno = 0;
+        rc = sqlite3_step(st);
+        *err = errno;
+        rc = rc == SQLITE_DONE ? SQLITE_OK : sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Set the pragmas (WAL, synchronous, the schema version) and create the
+ * schema, the views and the run row in one transaction. Returns 0, or an
+ * error code from open_sql_error. */
+static int create_schema(gt_recorder *r, const struct open_err *e)
+{
     char pragmas[160];
+    char *emsg = NULL;
+    int err = 0;
     snprintf(pragmas, sizeof(pragmas),
              "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
              " PRAGMA user_version = %d;",
              GT_SCHEMA_VERSION);
-    char *emsg = NULL;
-    int exec_errno = 0;
-    const char *stage = "set up";
-    if (exec_sql(r->db, pragmas, &emsg, &exec_errno) != SQLITE_OK)
-        goto fail_exec;
-    stage = "create schema";
-    if (exec_sql(r->db, "BEGIN", &emsg, &exec_errno) != SQLITE_OK ||
-        exec_sql(r->db, gt_schema_sql, &emsg, &exec_errno) != SQLITE_OK)
-        goto fail_exec;
-    stage = "create views";
-    if (exec_sql(r->db, gt_views_sql, &emsg, &exec_errno) != SQLITE_OK)
-        goto fail_exec;
-    stage = "insert run";
-    {
-        sqlite3_stmt *st = NULL;
-        rc = sqlite3_prepare_v2(
-            r->db,
-            "INSERT INTO run (id, gradtrace_version, schema_version,"
-            " start_ns, pid, keep_last) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
-            -1, &st, NULL);
-        if (rc == SQLITE_OK) {
-            sqlite3_bind_text(st, 1, GT_VERSION_STRING, -1, SQLITE_STATIC);
-            sqlite3_bind_int(st, 2, GT_SCHEMA_VERSION);
-            sqlite3_bind_int64(st, 3, wall_ns());
-            sqlite3_bind_int64(st, 4, (int64_t)r->pid);
-            bind_id(st, 5, r->keep_last);
-            errno = 0;
-            rc = sqlite3_step(st);
-            exec_errno = errno;
-            rc = rc == SQLITE_DONE ? SQLITE_OK : sqlite3_reset(st);
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_OK)
-            goto fail_exec;
-    }
-    if (exec_sql(r->db, "COMMIT", &emsg, &exec_errno) != SQLITE_OK)
-        goto fail_exec;
+    if (exec_sql(r->db, pragmas, &emsg, &err) != SQLITE_OK)
+        return open_sql_error(r, e, "set up", emsg, err);
+    if (exec_sql(r->db, "BEGIN", &emsg, &err) != SQLITE_OK ||
+        exec_sql(r->db, gt_schema_sql, &emsg, &err) != SQLITE_OK)
+        return open_sql_error(r, e, "create schema", emsg, err);
+    if (exec_sql(r->db, gt_views_sql, &emsg, &err) != SQLITE_OK)
+        return open_sql_error(r, e, "create views", emsg, err);
+    if (insert_run(r, &err) != SQLITE_OK ||
+        exec_sql(r->db, "COMMIT", &emsg, &err) != SQLITE_OK)
+        return open_sql_error(r, e, "insert run", emsg, err);
+    return 0;
+}
 
+/* Prepare the statement table (r->st) and each row buffer's one-row and
+ * multi-row inserts, once for the handle's life, and read the page size.
+ * Returns 0, or GT_ESQL (the statements prepared so far are
+ * finalize_stmts's). */
+static int prepare_stmts(gt_recorder *r, const struct open_err *e)
+{
     for (int i = 0; i < ST_COUNT; i++) {
-        rc = sqlite3_prepare_v3(r->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-                                &r->st[i], NULL);
-        if (rc != SQLITE_OK) {
-            put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s", path,
+        if (sqlite3_prepare_v3(r->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &r->st[i], NULL) != SQLITE_OK) {
+            put_err(e->buf, e->len, "cannot create trace %s: prepare %s: %s", e->path,
                     stmt_sql[i], sqlite3_errmsg(r->db));
-            rc = GT_ESQL;
-            goto fail_stmts;
+            return GT_ESQL;
         }
     }
     for (int w = 0; w < GT__NBUF; w++) {
@@ -1646,139 +1691,180 @@ int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *er
         for (int rows = 1; rows <= GT__BUF_ROWS; rows += GT__BUF_ROWS - 1) {
             (void)gt_rowlog_insert_sql(w, rows, sql, sizeof sql);
             sqlite3_stmt **st = rows == 1 ? &r->buf[w].one : &r->buf[w].multi;
-            rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
-            if (rc != SQLITE_OK) {
-                put_err(errbuf, errlen, "cannot create trace %s: prepare %s: %s", path,
+            if (sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
+                SQLITE_OK) {
+                put_err(e->buf, e->len, "cannot create trace %s: prepare %s: %s", e->path,
                         sql, sqlite3_errmsg(r->db));
-                rc = GT_ESQL;
-                goto fail_stmts;
+                return GT_ESQL;
             }
         }
     }
-    {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(r->db, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            r->page_size = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        if (r->page_size <= 0)
-            r->page_size = 4096;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(r->db, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        r->page_size = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (r->page_size <= 0)
+        r->page_size = 4096;
+    return 0;
+}
+
+/* Start the row log beside the trace when opts asks for it (not with a
+ * window or a size cap, nor with GRADTRACE_ROW_LOG=0, kept for
+ * comparisons): created empty (its header), replaced if stale. Returns 0,
+ * or GT_ENOMEM, GT_EFULL, GT_EIO or write_log's code (release closes
+ * r->log_fd; unlink_sidecars removes the file). */
+static int open_row_log(gt_recorder *r, const gt_recorder_options *opts,
+                        const struct open_err *e)
+{
+    const char *log_env = getenv("GRADTRACE_ROW_LOG");
+    char eb[128];
+    int rc;
+    if (!(opts && opts->row_log) || r->keep_last || r->max_bytes > 0 ||
+        (log_env && !strcmp(log_env, "0")))
+        return 0;
+    size_t n = strlen(r->path);
+    r->log_path = malloc(n + sizeof GT_ROWLOG_SUFFIX);
+    if (r->log_path) {
+        memcpy(r->log_path, r->path, n);
+        memcpy(r->log_path + n, GT_ROWLOG_SUFFIX, sizeof GT_ROWLOG_SUFFIX);
     }
-    const char *log_env = getenv("GRADTRACE_ROW_LOG"); /* "0": off, for comparisons */
-    if (opts && opts->row_log && !r->keep_last && r->max_bytes <= 0 &&
-        !(log_env && !strcmp(log_env, "0"))) {
-        /* the row log: created empty (its header), replaced if stale */
-        size_t n = strlen(r->path);
-        r->log_path = malloc(n + sizeof GT_ROWLOG_SUFFIX);
-        if (r->log_path) {
-            memcpy(r->log_path, r->path, n);
-            memcpy(r->log_path + n, GT_ROWLOG_SUFFIX, sizeof GT_ROWLOG_SUFFIX);
-        }
-        if (!r->log_path || gt_rowlog_put_head(&r->log) != 0) {
-            put_err(errbuf, errlen, "cannot create trace %s: out of memory", path);
-            rc = GT_ENOMEM;
-            goto fail_stmts;
-        }
-        r->log_fd =
-            open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-        if (r->log_fd < 0) {
-            int e = errno;
-            put_err(errbuf, errlen, "cannot create trace %s: row log %s: %s", path,
-                    r->log_path, errno_text(e, eb, sizeof eb));
-            rc = e == ENOSPC || e == EFBIG || e == EDQUOT ? GT_EFULL : GT_EIO;
-            goto fail_stmts;
-        }
-        r->log_on = 1;
-        if ((rc = write_log(r)) != 0) {
-            put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
-            goto fail_stmts;
-        }
+    if (!r->log_path || gt_rowlog_put_head(&r->log) != 0) {
+        put_err(e->buf, e->len, "cannot create trace %s: out of memory", e->path);
+        return GT_ENOMEM;
     }
-    if (r->max_bytes > 0) {
-        /* the smallest closed trace: the schema, the run row, the empty
-         * indexes, and room for a first batch of a few dozen rows */
-        int64_t least = 0;
-        if ((rc = projected_bytes(r, &least)) != 0) {
-            put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
-            goto fail_stmts;
-        }
-        r->base_bytes = r->last_bytes = least;
-        /* first batches: a quarter of the room at a guessed 256 bytes per
-         * row (later ones go by what was measured, shrink_batch) */
-        int64_t fit = (r->max_bytes - least) / 4 / 256;
-        if (fit < (int64_t)r->batch_cur)
-            r->batch_cur = fit < GT__BUF_ROWS ? GT__BUF_ROWS : (unsigned)fit;
-        least += 4 * r->page_size;
-        if (r->max_bytes < least) {
-            put_err(errbuf, errlen,
-                    "cannot create trace %s: a size cap of %" PRId64
-                    " bytes is below the smallest trace (%" PRId64 " bytes)",
-                    path, r->max_bytes, least);
-            rc = GT_EINVAL;
-            goto fail_stmts;
-        }
+    r->log_fd =
+        open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (r->log_fd < 0) {
+        int err = errno;
+        put_err(e->buf, e->len, "cannot create trace %s: row log %s: %s", e->path,
+                r->log_path, errno_text(err, eb, sizeof eb));
+        return err == ENOSPC || err == EFBIG || err == EDQUOT ? GT_EFULL : GT_EIO;
     }
-    if (r->keep_last) {
-        /* the file holds an empty trace until the window is first written */
-        stage = "set up the window";
-        if (exec_sql(r->db, cut_tables_sql, &emsg, &exec_errno) != SQLITE_OK)
-            goto fail_exec;
-        /* the cut's statements, parsed once rather than at every cut:
-         * keep_mem's before and after its C cut, else cut_sql */
-        r->keep_mem = r->max_bytes <= 0;
-        if (r->keep_mem) {
-            if (prepare_cut(r, cut_pre_sql) != 0)
-                goto fail_exec;
-            r->ncut_pre = r->ncut;
-            if (prepare_cut(r, cut_post_sql) != 0)
-                goto fail_exec;
-            for (int i = 0; i < 4; i++)
-                if (sqlite3_prepare_v3(r->db, cut_read_sql[i], -1,
-                                       SQLITE_PREPARE_PERSISTENT, &r->cut_read[i],
-                                       NULL) != SQLITE_OK)
-                    goto fail_exec;
-            if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_sd VALUES (?1)",
-                                   -1, SQLITE_PREPARE_PERSISTENT, &r->cut_drop_saved,
-                                   NULL) != SQLITE_OK)
-                goto fail_exec;
-        } else if (sqlite3_prepare_v3(
-                       r->db, "INSERT OR IGNORE INTO temp.gt_ss VALUES (?1, ?2)", -1,
-                       SQLITE_PREPARE_PERSISTENT, &r->storage_seq, NULL) != SQLITE_OK ||
-                   prepare_cut(r, cut_sql) != 0)
-            goto fail_exec;
-        if ((rc = write_window(r)) != 0) {
-            put_err(errbuf, errlen, "cannot create trace %s: %s", path, r->errmsg);
-            goto fail_stmts;
-        }
+    r->log_on = 1;
+    if ((rc = write_log(r)) != 0) {
+        put_err(e->buf, e->len, "cannot create trace %s: %s", e->path, r->errmsg);
+        return rc;
     }
+    return 0;
+}
+
+/* With a size cap (r->max_bytes), measure the smallest closed trace (the
+ * schema, the run row, the empty indexes) and size the first batches to a
+ * quarter of the room left. Returns 0, GT_EINVAL when the cap is below the
+ * smallest trace with room for a first batch, or projected_bytes' code. */
+static int fit_size_cap(gt_recorder *r, const struct open_err *e)
+{
+    int64_t least = 0;
+    int rc;
+    if (r->max_bytes <= 0)
+        return 0;
+    if ((rc = projected_bytes(r, &least)) != 0) {
+        put_err(e->buf, e->len, "cannot create trace %s: %s", e->path, r->errmsg);
+        return rc;
+    }
+    r->base_bytes = r->last_bytes = least;
+    /* first batches: a quarter of the room at a guessed 256 bytes per
+     * row (later ones go by what was measured, shrink_batch) */
+    int64_t fit = (r->max_bytes - least) / 4 / 256;
+    if (fit < (int64_t)r->batch_cur)
+        r->batch_cur = fit < GT__BUF_ROWS ? GT__BUF_ROWS : (unsigned)fit;
+    least += 4 * r->page_size;
+    if (r->max_bytes < least) {
+        put_err(e->buf, e->len,
+                "cannot create trace %s: a size cap of %" PRId64
+                " bytes is below the smallest trace (%" PRId64 " bytes)",
+                e->path, r->max_bytes, least);
+        return GT_EINVAL;
+    }
+    return 0;
+}
+
+/* Prepare the window's cut statements, parsed once rather than at every
+ * cut: keep_mem's before and after its C cut, else cut_sql. Returns
+ * SQLITE_OK, or not (the error on r->db; finalize_stmts finalizes). */
+static int prepare_window(gt_recorder *r)
+{
+    if (!r->keep_mem) {
+        if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_ss VALUES (?1, ?2)",
+                               -1, SQLITE_PREPARE_PERSISTENT, &r->storage_seq,
+                               NULL) != SQLITE_OK ||
+            prepare_cut(r, cut_sql) != 0)
+            return SQLITE_ERROR;
+        return SQLITE_OK;
+    }
+    if (prepare_cut(r, cut_pre_sql) != 0)
+        return SQLITE_ERROR;
+    r->ncut_pre = r->ncut;
+    if (prepare_cut(r, cut_post_sql) != 0)
+        return SQLITE_ERROR;
+    for (int i = 0; i < 4; i++)
+        if (sqlite3_prepare_v3(r->db, cut_read_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &r->cut_read[i], NULL) != SQLITE_OK)
+            return SQLITE_ERROR;
+    if (sqlite3_prepare_v3(r->db, "INSERT OR IGNORE INTO temp.gt_sd VALUES (?1)", -1,
+                           SQLITE_PREPARE_PERSISTENT, &r->cut_drop_saved,
+                           NULL) != SQLITE_OK)
+        return SQLITE_ERROR;
+    return SQLITE_OK;
+}
+
+/* For the flight recorder (r->keep_last): create the window's tables,
+ * prepare its cut and write the empty trace the file holds until the window
+ * is first written. Returns 0, or open_sql_error's or write_window's
+ * code. */
+static int open_window(gt_recorder *r, const struct open_err *e)
+{
+    char *emsg = NULL;
+    int err = 0, rc;
+    if (!r->keep_last)
+        return 0;
+    if (exec_sql(r->db, cut_tables_sql, &emsg, &err) != SQLITE_OK)
+        return open_sql_error(r, e, "set up the window", emsg, err);
+    r->keep_mem = r->max_bytes <= 0;
+    if (prepare_window(r) != SQLITE_OK)
+        return open_sql_error(r, e, "set up the window", NULL, err);
+    if ((rc = write_window(r)) != 0) {
+        put_err(e->buf, e->len, "cannot create trace %s: %s", e->path, r->errmsg);
+        return rc;
+    }
+    return 0;
+}
+
+/* Acquired in this order, and on failure unwound in reverse: the handle,
+ * the file, the connection, the schema and the statements (with the row
+ * log, the size cap's measure and the window, whose statements too are
+ * finalize_stmts's). */
+int gt_recorder_open(const char *path, const gt_recorder_options *opts, char *errbuf,
+                     size_t errlen, gt_recorder **out)
+{
+    struct open_err e = {path, errbuf, errlen};
+    gt_recorder *r = NULL;
+    int rc;
+
+    if (!path || !*path || !out) {
+        put_err(errbuf, errlen, "cannot create trace: no path given");
+        return GT_EINVAL;
+    }
+    if ((rc = new_handle(opts, &e, &r)) != 0)
+        return rc;
+    if ((rc = create_file(r, opts, &e)) != 0)
+        goto fail_alloc;
+    if ((rc = open_db(r, &e)) != 0)
+        goto fail_db;
+    if ((rc = create_schema(r, &e)) != 0 || (rc = prepare_stmts(r, &e)) != 0 ||
+        (rc = open_row_log(r, opts, &e)) != 0 || (rc = fit_size_cap(r, &e)) != 0 ||
+        (rc = open_window(r, &e)) != 0)
+        goto fail_stmts;
     *out = r;
     return 0;
 
-fail_exec:
-    put_err(errbuf, errlen, "cannot create trace %s: %s: %s", path, stage,
-            emsg ? emsg : sqlite3_errmsg(r->db));
-    {
-        int prim = sqlite3_errcode(r->db) & 0xff;
-        int sys = full_errno(sqlite3_system_errno(r->db), exec_errno);
-        if (prim == SQLITE_FULL ||
-            (prim == SQLITE_IOERR && (sys == EFBIG || sys == ENOSPC || sys == EDQUOT)))
-            rc = GT_EFULL;
-        else if (prim == SQLITE_NOMEM)
-            rc = GT_ENOMEM;
-        else if (prim == SQLITE_IOERR || prim == SQLITE_CANTOPEN)
-            rc = GT_EIO;
-        else
-            rc = GT_ESQL;
-    }
-    sqlite3_free(emsg);
 fail_stmts:
     finalize_stmts(r);
 fail_db:
     sqlite3_close(r->db);
-    if (created) {
-        unlink(path);
-        unlink_sidecars(path);
-    }
+    unlink(path);
+    unlink_sidecars(path);
 fail_alloc:
     release(r);
     return rc;

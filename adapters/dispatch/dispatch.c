@@ -154,14 +154,9 @@ void gt__bump_foreach(gt_pyrec *self)
 
 static void add_pending(gt_pyrec *self, PyObject *t)
 {
-    if (self->npending == self->cappending) {
-        Py_ssize_t ncap = self->cappending ? self->cappending * 2 : 16;
-        PyObject **np = realloc(self->pending, sizeof *np * (size_t)ncap);
-        if (!np)
-            return;
-        self->pending = np;
-        self->cappending = ncap;
-    }
+    size_t need = (size_t)self->npending + 1;
+    if (GT_ALLOC_GROW(self->pending, need, self->cappending, 16) != 0)
+        return;
     self->pending[self->npending++] = Py_NewRef(t);
 }
 
@@ -234,6 +229,186 @@ static int is_written(const gt_opmeta *m, Py_ssize_t pos)
     return pos < m->nwpos && m->wpos[pos];
 }
 
+/* An op dispatch passes through unrecorded (not recording, or our own
+ * reads): the bumps a _foreach_ op still owes first, then the op. */
+static PyObject *call_unrecorded(gt_pyrec *self, PyObject *func, PyObject *args,
+                                 PyObject *kwargs)
+{
+    if (self->unbumped && PyList_GET_SIZE(self->unbumped)) {
+        excsave e = exc_save();
+        gt__bump_foreach(self);
+        exc_restore(e);
+    }
+    uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
+    PyObject *call = v ? ((gt_opmeta *)(uintptr_t)*v)->call : func;
+    return PyObject_Call(call, args, kwargs);
+}
+
+/* Is the op called at `site` (instruction lasti) one to let through
+ * unrecorded: a metadata query, or autograd's own detach of the previous
+ * op's output? *shallow gets whether a detach is `.data`'s. */
+static int not_users_op(gt_pyrec *self, const gt_opmeta *meta, PyFrameObject *site,
+                        int lasti, int *shallow)
+{
+    if (meta && meta->is_query) {
+        /* nothing to record, and no tensor's grad_fn may be read: autograd
+         * can be asking with a tensor's autograd lock held */
+        return 1;
+    }
+    if (meta && meta->is_detach && self->via_autograd != Py_None) {
+        /* `.data` (and SavedVariable's tensor_data) reach us as a detach
+         * that did not come through the autograd kernels: .data gets a
+         * version counter of its own */
+        PyObject *r = PyObject_CallNoArgs(self->via_autograd);
+        *shallow = r == Py_False;
+        Py_XDECREF(r);
+        swallow(self);
+        if (*shallow && site && (uintptr_t)site == self->last_site_addr &&
+            lasti == self->last_lasti) {
+            /* autograd saving the previous op's output (same frame, same
+             * instruction): bookkeeping, not the user's op */
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The op's ops row (name, phase, grad mode, thread, stack) with what it
+ * needs first: the graph a torch.func transform hides, the node running it
+ * in backward. Returns its seq, 0 when not recorded; *stack gets its stack,
+ * *uf a new reference to the innermost user frame (or NULL). */
+static int64_t op_row(gt_pyrec *self, const gt_opmeta *meta, PyFrameObject *site,
+                      int lasti, gt_id *stack, PyFrameObject **uf /* OUT */)
+{
+    int64_t seq = 0;
+    *stack = gt__capture_stack(self, site, lasti, uf);
+    /* (inside the mode functorch's own level stack reads empty) */
+    self->ft_now = meta->nwpos && self->stack_func && gt__ft_active(self);
+    if (self->ft_now && *uf)
+        ft_scan(self, *uf);
+    PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
+    int grad = ge == Py_True;
+    Py_XDECREF(ge);
+    swallow(self);
+    if (self->in_backward)
+        gt__note_exec(self); /* before the op: the node ran it */
+    gt_op_info oi = {.name = meta->name,
+                     .phase = self->in_backward ? GT_PHASE_BACKWARD
+                              : grad            ? GT_PHASE_FORWARD
+                                                : GT_PHASE_OTHER,
+                     .grad_mode = grad,
+                     .thread = gt__current_thread(self),
+                     .stack = *stack};
+    if (ck(self, gt_op(self->r, &oi, &seq)) < 0)
+        seq = 0;
+    self->pending_thread = oi.thread;
+    return seq;
+}
+
+/* Record the tensor arguments of op `seq` (into `in`): each as an input
+ * with its version, the written ones as mutated too; a saved tensor's
+ * storage is checked first. */
+static void record_inputs(gt_pyrec *self, const gt_opmeta *meta, PyObject *args,
+                          PyObject *kwargs, argvec *in, int64_t seq, gt_id stack)
+{
+    Py_ssize_t na = PyTuple_GET_SIZE(args);
+    int oom = 0, when = gt__kw_when(meta, args, kwargs);
+    for (Py_ssize_t i = 0; i < na && !oom; i++)
+        oom = gt__collect(self, PyTuple_GET_ITEM(args, i),
+                          is_written(meta, i) && (when || meta->wpos[i] != 2), (int)i, in,
+                          0) < 0;
+    if (kwargs && PyDict_Check(kwargs)) {
+        PyObject *k, *v;
+        Py_ssize_t p = 0;
+        while (!oom && PyDict_Next(kwargs, &p, &k, &v)) {
+            int w = PySequence_Contains(meta->wnames, k) > 0;
+            oom = gt__collect(self, v, w, -1, in, 0) < 0;
+        }
+    }
+    if (oom)
+        PyErr_NoMemory(), swallow(self); /* recorded in part */
+    int nmut = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        argref *a = &in->v[i];
+        a->e = gt__see_tensor(self, a->t, 0, NULL, &a->ver);
+        if (a->e && a->e->saved)
+            gt__check_storage(self, a->e, a->t, seq, 0, stack, 1);
+        if (a->e)
+            ck(self, gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
+        if (a->written && a->e)
+            ck(self, gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, a->e->id, a->ver));
+    }
+}
+
+/* After op `seq` returned: the predicted bumps. The ADInplaceOrView kernel
+ * bumps after we return, once per version counter however many written
+ * arguments share it; the names bound to what it wrote in the user's frame
+ * uf. */
+static void record_bumps(gt_pyrec *self, const gt_opmeta *meta, argvec *in, int64_t seq,
+                         gt_id stack, PyFrameObject *uf)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        argref *a = &in->v[i];
+        if (!a->written || !a->e || !a->e->vc)
+            continue;
+        if (a->e->vc->bumped_at == seq)
+            continue;
+        a->e->last_out = seq;
+        if (a->e->saved) /* an op's own change (set_): autograd sees it */
+            gt__check_storage(self, a->e, a->t, seq, 0, stack, 0);
+        if (meta->bump == BUMP_NONE)
+            gt__kw_after(self, meta, a, seq);
+        if (meta->bump != BUMP_NONE) {
+            int64_t after = a->ver + 1;
+            a->e->vc->expected = after;
+            a->e->vc->bumped_at = seq;
+            ck(self, gt_version_bump(self->r, seq, a->e->id, after, 0, NULL));
+        }
+        if (meta->bump == BUMP_FOREACH) {
+            PyObject *it = Py_BuildValue("(OL)", a->t, (long long)a->ver);
+            if (!it || !self->unbumped || PyList_Append(self->unbumped, it) < 0)
+                swallow(self);
+            Py_XDECREF(it);
+        }
+        if (uf)
+            gt__record_names(self, uf, seq, a->t, a->e);
+        add_pending(self, a->t);
+    }
+}
+
+/* The tensors op `seq` returned in `out` (collected into outs): each as an
+ * output, a new one recorded (a view of the schema's view argument shares
+ * its version counter, unless the op is `.data`'s shallow detach). */
+static void record_outputs(gt_pyrec *self, const gt_opmeta *meta, argvec *in,
+                           argvec *outs, PyObject *out, int64_t seq, int shallow)
+{
+    if (gt__collect(self, out, 0, 0, outs, 0) < 0)
+        PyErr_NoMemory(), swallow(self);
+    gt_tensor_ent *via = NULL;
+    if (meta->view_arg >= 0 && !shallow)
+        for (size_t i = 0; i < in->n; i++)
+            if (in->v[i].schema_pos == meta->view_arg && !in->v[i].written) {
+                via = in->v[i].e;
+                break;
+            }
+    for (size_t j = 0; j < outs->n; j++) {
+        int64_t ver = 0;
+        PyObject *t = outs->v[j].t;
+        gt_tensor_ent *e = gt__lookup(self, t);
+        if (e) {
+            ver = e->vc ? e->vc->expected : 0;
+        } else {
+            e = gt__see_tensor(self, t, seq, via, &ver);
+            if (e)
+                add_pending(self, t);
+        }
+        if (e)
+            ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, (int)j, e->id, ver));
+    }
+}
+
+/* dispatch(func, [types,] args, kwargs): the steps at the top of this file.
+ * Returns what func returns, or NULL with its exception. */
 PyObject *gt__rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
 {
     gt_pyrec *self = (gt_pyrec *)op;
@@ -254,16 +429,8 @@ PyObject *gt__rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
     PyObject *func = argv[0], *args = argv[1], *kwargs = argv[2];
     if (kwargs == Py_None)
         kwargs = NULL;
-    if (!recording(self) || self->quiet) {
-        if (self->unbumped && PyList_GET_SIZE(self->unbumped)) {
-            excsave e = exc_save();
-            gt__bump_foreach(self);
-            exc_restore(e);
-        }
-        uint64_t *v = gt_map_get(&self->ops, (uintptr_t)func, 0, 0);
-        PyObject *call = v ? ((gt_opmeta *)(uintptr_t)*v)->call : func;
-        return PyObject_Call(call, args, kwargs);
-    }
+    if (!recording(self) || self->quiet)
+        return call_unrecorded(self, func, args, kwargs);
 
     /* the caller's exception state must survive our bookkeeping */
     excsave saved_exc = exc_save();
@@ -271,29 +438,10 @@ PyObject *gt__rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
     int lasti = -1;
     PyFrameObject *site = gt__current_site(self, &lasti);
     int shallow = 0;
-    if (meta && meta->is_query) {
-        /* nothing to record, and no tensor's grad_fn may be read: autograd
-         * can be asking with a tensor's autograd lock held */
+    if (not_users_op(self, meta, site, lasti, &shallow)) {
         Py_XDECREF(site);
         exc_restore(saved_exc);
         return PyObject_Call(meta->call, args, kwargs);
-    }
-    if (meta && meta->is_detach && self->via_autograd != Py_None) {
-        /* `.data` (and SavedVariable's tensor_data) reach us as a detach
-         * that did not come through the autograd kernels: .data gets a
-         * version counter of its own */
-        PyObject *r = PyObject_CallNoArgs(self->via_autograd);
-        shallow = r == Py_False;
-        Py_XDECREF(r);
-        swallow(self);
-        if (shallow && site && (uintptr_t)site == self->last_site_addr &&
-            lasti == self->last_lasti) {
-            /* autograd saving the previous op's output (same frame, same
-             * instruction): bookkeeping, not the user's op */
-            Py_DECREF(site);
-            exc_restore(saved_exc);
-            return PyObject_Call(meta->call, args, kwargs);
-        }
     }
     self->busy++;
     gt__flush_pending(self);
@@ -301,65 +449,14 @@ PyObject *gt__rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
     PyFrameObject *uf = NULL;
     gt_id stack = 0;
     int64_t seq = 0;
-    int grad = 0;
     gt_scratch *sc = gt__scratch_take(self);
     if (!sc)
         PyErr_NoMemory(), swallow(self);
-    if (meta && sc && recording(self)) {
-        stack = gt__capture_stack(self, site, lasti, &uf);
-        /* (inside the mode functorch's own level stack reads empty) */
-        self->ft_now = meta->nwpos && self->stack_func && gt__ft_active(self);
-        if (self->ft_now && uf)
-            ft_scan(self, uf);
-        PyObject *ge = PyObject_CallNoArgs(self->grad_enabled);
-        grad = ge == Py_True;
-        Py_XDECREF(ge);
-        swallow(self);
-        if (self->in_backward)
-            gt__note_exec(self); /* before the op: the node ran it */
-        gt_op_info oi = {.name = meta->name,
-                         .phase = self->in_backward ? GT_PHASE_BACKWARD
-                                  : grad            ? GT_PHASE_FORWARD
-                                                    : GT_PHASE_OTHER,
-                         .grad_mode = grad,
-                         .thread = gt__current_thread(self),
-                         .stack = stack};
-        if (ck(self, gt_op(self->r, &oi, &seq)) < 0)
-            seq = 0;
-        self->pending_thread = oi.thread;
-    }
+    if (meta && sc && recording(self))
+        seq = op_row(self, meta, site, lasti, &stack, &uf);
     argvec *in = sc ? &sc->in : NULL;
-    if (seq) {
-        Py_ssize_t na = PyTuple_GET_SIZE(args);
-        int oom = 0, when = gt__kw_when(meta, args, kwargs);
-        for (Py_ssize_t i = 0; i < na && !oom; i++)
-            oom = gt__collect(self, PyTuple_GET_ITEM(args, i),
-                              is_written(meta, i) && (when || meta->wpos[i] != 2), (int)i,
-                              in, 0) < 0;
-        if (kwargs && PyDict_Check(kwargs)) {
-            PyObject *k, *v;
-            Py_ssize_t p = 0;
-            while (!oom && PyDict_Next(kwargs, &p, &k, &v)) {
-                int w = PySequence_Contains(meta->wnames, k) > 0;
-                oom = gt__collect(self, v, w, -1, in, 0) < 0;
-            }
-        }
-        if (oom)
-            PyErr_NoMemory(), swallow(self); /* recorded in part */
-        int nmut = 0;
-        for (size_t i = 0; i < in->n; i++) {
-            argref *a = &in->v[i];
-            a->e = gt__see_tensor(self, a->t, 0, NULL, &a->ver);
-            if (a->e && a->e->saved)
-                gt__check_storage(self, a->e, a->t, seq, 0, stack, 1);
-            if (a->e)
-                ck(self,
-                   gt_op_arg(self->r, seq, GT_ROLE_INPUT, (int)i, a->e->id, a->ver));
-            if (a->written && a->e)
-                ck(self,
-                   gt_op_arg(self->r, seq, GT_ROLE_MUTATED, nmut++, a->e->id, a->ver));
-        }
-    }
+    if (seq)
+        record_inputs(self, meta, args, kwargs, in, seq, stack);
     swallow(self);
     exc_restore(saved_exc);
 
@@ -369,60 +466,9 @@ PyObject *gt__rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc)
 
     if (seq && recording(self)) {
         saved_exc = exc_save();
-        /* predicted bumps: the ADInplaceOrView kernel bumps after we return,
-         * once per version counter however many written arguments share it */
-        for (size_t i = 0; i < in->n; i++) {
-            argref *a = &in->v[i];
-            if (!a->written || !a->e || !a->e->vc || !out)
-                continue;
-            if (a->e->vc->bumped_at == seq)
-                continue;
-            a->e->last_out = seq;
-            if (a->e->saved) /* an op's own change (set_): autograd sees it */
-                gt__check_storage(self, a->e, a->t, seq, 0, stack, 0);
-            if (meta->bump == BUMP_NONE)
-                gt__kw_after(self, meta, a, seq);
-            if (meta->bump != BUMP_NONE) {
-                int64_t after = a->ver + 1;
-                a->e->vc->expected = after;
-                a->e->vc->bumped_at = seq;
-                ck(self, gt_version_bump(self->r, seq, a->e->id, after, 0, NULL));
-            }
-            if (meta->bump == BUMP_FOREACH) {
-                PyObject *it = Py_BuildValue("(OL)", a->t, (long long)a->ver);
-                if (!it || !self->unbumped || PyList_Append(self->unbumped, it) < 0)
-                    swallow(self);
-                Py_XDECREF(it);
-            }
-            if (uf)
-                gt__record_names(self, uf, seq, a->t, a->e);
-            add_pending(self, a->t);
-        }
         if (out) {
-            argvec *outs = &sc->out;
-            if (gt__collect(self, out, 0, 0, outs, 0) < 0)
-                PyErr_NoMemory(), swallow(self);
-            gt_tensor_ent *via = NULL;
-            if (meta->view_arg >= 0 && !shallow)
-                for (size_t i = 0; i < in->n; i++)
-                    if (in->v[i].schema_pos == meta->view_arg && !in->v[i].written) {
-                        via = in->v[i].e;
-                        break;
-                    }
-            for (size_t j = 0; j < outs->n; j++) {
-                int64_t ver = 0;
-                PyObject *t = outs->v[j].t;
-                gt_tensor_ent *e = gt__lookup(self, t);
-                if (e) {
-                    ver = e->vc ? e->vc->expected : 0;
-                } else {
-                    e = gt__see_tensor(self, t, seq, via, &ver);
-                    if (e)
-                        add_pending(self, t);
-                }
-                if (e)
-                    ck(self, gt_op_arg(self->r, seq, GT_ROLE_OUTPUT, (int)j, e->id, ver));
-            }
+            record_bumps(self, meta, in, seq, stack, uf);
+            record_outputs(self, meta, in, &sc->out, out, seq, shallow);
         }
         self->pending_seq = seq;
         swallow(self);

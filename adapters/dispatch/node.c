@@ -67,14 +67,8 @@ typedef struct {
 static gt_id push_new_node(gt_pyrec *self, PyObject *node, PyObject *md, int64_t op,
                            gt_work **work, size_t *n, size_t *cap)
 {
-    if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
-        gt_work *nw = realloc(*work, sizeof *nw * ncap);
-        if (!nw)
-            return 0;
-        *work = nw;
-        *cap = ncap;
-    }
+    if (GT_ALLOC_GROW(*work, *n + 1, *cap, 16) != 0)
+        return 0;
     gt_id id = self->next_node + 1;
     PyObject *idobj = PyLong_FromLongLong(id);
     if (!idobj || PyDict_SetItem(md, self->key, idobj) < 0) {
@@ -251,8 +245,9 @@ void gt__flush_pending(gt_pyrec *self)
         gt_tensor_ent *e = gt__lookup(self, t);
         if (!e || gt_map_get(&self->done, (uint64_t)nid, (uint64_t)nr, 0))
             continue;
-        if (gt__reserve((void **)&self->done_keys, self->ndone_keys, &self->capdone_keys,
-                        2 * sizeof *self->done_keys) < 0 ||
+        /* pairs of keys: an item is two of them */
+        if (gt_alloc_grow(&self->done_keys, self->ndone_keys + 1, &self->capdone_keys,
+                          2 * sizeof *self->done_keys, 16) != 0 ||
             gt_map_put(&self->done, (uint64_t)nid, (uint64_t)nr, 0, 1) < 0)
             continue;
         self->done_keys[2 * self->ndone_keys] = (uint64_t)nid;

@@ -1,6 +1,8 @@
 /* recorder.c: the Recorder type: open, close and the Python methods the package calls. */
 #include "state.h"
 
+static const gt_proto_ops rec_ops; /* below: the methods this adapter implements */
+
 static int rec_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     gt_pyrec *self = (gt_pyrec *)op;
@@ -33,28 +35,14 @@ static int rec_init(PyObject *op, PyObject *args, PyObject *kw)
             &PyTuple_Type, &hid, &PyTuple_Type, &eng, &key, &via, &overwrite, &max_bytes,
             &batch, &seqnr, &untyped, &inc, &check_saved, &keep_last))
         return -1;
-    if (self->r) {
-        PyErr_SetString(PyExc_RuntimeError, "recorder already open");
-        return -1;
-    }
     gt_recorder_options opts = {.max_bytes = max_bytes,
                                 .overwrite = overwrite,
                                 .batch_events = batch,
                                 .keep_last = keep_last,
                                 .row_log = 1};
-    char err[512] = "";
-    gt_recorder *r = NULL;
-    int rc = gt_recorder_open(path, &opts, err, sizeof err, &r);
-    if (rc < 0) {
-        if (err[0])
-            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
-                         "gradtrace: %s", err);
-        else
-            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
-                         "gradtrace: cannot create trace %s: %s", path, gt_strerror(rc));
+    self->hooks = &rec_ops;
+    if (gt_proto_open((gt_proto *)self, path, &opts) < 0)
         return -1;
-    }
-    self->r = r;
     Py_XSETREF(self->tensor_type, Py_NewRef(tt));
     Py_XSETREF(self->op_meta_fn, Py_NewRef(om));
     Py_XSETREF(self->saved_fn, Py_NewRef(sn));
@@ -76,6 +64,7 @@ static int rec_init(PyObject *op, PyObject *args, PyObject *kw)
         return -1;
     self->has_seqnr = seqnr;
     self->has_untyped = untyped;
+    self->on = 1;
     self->active = 1;
     return 0;
 }
@@ -150,21 +139,17 @@ static void free_caches(gt_pyrec *self)
     gt__scratch_free_all(self);
 }
 
-/* close(status, exit_code, signal) -> None or the recorder's error message */
-static PyObject *rec_close(PyObject *op, PyObject *args)
+/* close, first part (gt_proto_close): the last op's nodes, the run's end.
+ * Returns 1 (leave the handle be) when called from a signal handler in the
+ * middle of an op, else 0. */
+static int rec_close_begin(gt_proto *p, int status, int exit_code, int sig)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    int status = GT_RUN_OK, exit_code = 0, sig = 0;
-    if (!PyArg_ParseTuple(args, "|iii", &status, &exit_code, &sig))
-        return NULL;
-    if (!self->r || self->forked)
-        Py_RETURN_NONE;
+    gt_pyrec *self = (gt_pyrec *)p;
     excsave saved_exc = exc_save();
     if (!self->failed)
         gt__flush_pending(self);
     gt__bump_foreach(self);
     self->active = 0;
-    int rc = 0;
     /* even after a stop: at the size cap the recorder still writes the end */
     ck(self, gt_run_end(self->r, status, exit_code, sig));
     if (self->busy) {
@@ -173,55 +158,34 @@ static PyObject *rec_close(PyObject *op, PyObject *args)
         gt_recorder_flush(self->r);
         swallow(self);
         exc_restore(saved_exc);
-        Py_RETURN_NONE;
+        return 1;
     }
     gt__clear_pending(self);
-    gt_recorder *r = self->r;
-    self->r = NULL;
-    char msg[512] = "";
-    if (self->failed)
-        snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
-    char close_msg[512] = "";
-    /* writing the last rows and the indexes can take seconds: other
-     * threads (gradtrace's "closing the trace" note) run meanwhile; self->r
-     * is NULL, so an op they run passes through */
-    Py_BEGIN_ALLOW_THREADS rc = gt_recorder_close_msg(r, close_msg, sizeof close_msg);
-    Py_END_ALLOW_THREADS free_caches(self);
     swallow(self);
     exc_restore(saved_exc);
-    if (rc == GT_EFULL && !self->failed) {
-        /* the size cap (or a full disk) stopped the last batch: said as any
-         * stop is; the trace is complete up to there */
-        PySys_WriteStderr("gradtrace: %s\n", close_msg);
-        return PyUnicode_FromString(close_msg);
-    }
-    if (rc < 0 && !self->failed) {
-        /* closing itself failed (the trace is not one finished file):
-         * OSError, which Recording.stop reports without raising */
-        PyErr_Format(PyExc_OSError, "gradtrace: %s",
-                     close_msg[0] ? close_msg : gt_strerror(rc));
-        return NULL;
-    }
-    if (rc < 0 || msg[0])
-        return PyUnicode_FromString(msg[0] ? msg : gt_strerror(rc));
-    Py_RETURN_NONE;
+    return 0;
 }
 
-static PyObject *rec_set_run(PyObject *op, PyObject *args, PyObject *kw)
+/* close, last part: the handle is closed; forget every entry. */
+static void rec_close_end(gt_proto *p)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    gt_run_info ri;
-    if (gt_py_run_info(args, kw, &ri) < 0)
-        return NULL;
-    if (self->r && !self->forked && !self->failed)
-        ck(self, gt_run_set(self->r, &ri));
-    Py_RETURN_NONE;
+    gt_pyrec *self = (gt_pyrec *)p;
+    excsave saved_exc = exc_save();
+    free_caches(self);
+    swallow(self);
+    exc_restore(saved_exc);
+}
+
+/* The protocol's check hook: ck. */
+static int rec_check(gt_proto *p, int rc)
+{
+    return ck((gt_pyrec *)p, rc);
 }
 
 /* flush(): discover pending nodes and commit what was recorded. */
-static PyObject *rec_flush(PyObject *op, PyObject *Py_UNUSED(a))
+static void rec_flush(gt_proto *p)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
+    gt_pyrec *self = (gt_pyrec *)p;
     excsave saved_exc = exc_save();
     if (recording(self) && !self->busy) {
         gt__flush_pending(self);
@@ -229,24 +193,19 @@ static PyObject *rec_flush(PyObject *op, PyObject *Py_UNUSED(a))
     }
     swallow(self);
     exc_restore(saved_exc);
-    Py_RETURN_NONE;
 }
 
-/* call_begin(name, args, region) -> seq (0: not recorded): a Python-level
- * call the engine makes into user code (a custom autograd.Function's
- * apply, a checkpointed function) as an ops row named `name`, with the
+/* call_begin(name, args, region) -> seq (0: not recorded), while recording
+ * (gt_proto_call_begin): the call as an ops row named `name` with the
  * caller's stack and the tensors of `args` as inputs. region: a
  * non-reentrant checkpoint (see gt_region) until call_end(seq). */
-static PyObject *rec_call_begin(PyObject *op, PyObject *args)
+static PyObject *rec_call_begin(gt_proto *p, PyObject *pyname, PyObject *inputs,
+                                int region)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    const char *name;
-    PyObject *inputs;
-    int region;
-    if (!PyArg_ParseTuple(args, "sOp", &name, &inputs, &region))
+    gt_pyrec *self = (gt_pyrec *)p;
+    const char *name = PyUnicode_AsUTF8(pyname);
+    if (!name)
         return NULL;
-    if (!recording(self))
-        return PyLong_FromLong(0);
     excsave saved_exc = exc_save();
     gt__flush_pending(self);
     gt_scratch *sc = gt__scratch_take(self);
@@ -288,15 +247,10 @@ static PyObject *rec_call_begin(PyObject *op, PyObject *args)
  * tensors are the call's outputs, and the nodes they got (a custom
  * Function's node) are recorded now, attributed to the call, while what
  * they saved is still unmodified. Closes the call's checkpoint region. */
-static PyObject *rec_call_end(PyObject *op, PyObject *args)
+static void rec_call_end(gt_proto *p, unsigned long long useq, PyObject *result)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    long long seq;
-    PyObject *result;
-    if (!PyArg_ParseTuple(args, "LO", &seq, &result))
-        return NULL;
-    if (!seq)
-        Py_RETURN_NONE;
+    gt_pyrec *self = (gt_pyrec *)p;
+    int64_t seq = (int64_t)useq;
     if (self->calls > 0)
         self->calls--;
     excsave saved_exc = exc_save();
@@ -335,21 +289,14 @@ static PyObject *rec_call_end(PyObject *op, PyObject *args)
     self->quiet--;
     swallow(self);
     exc_restore(saved_exc);
-    Py_RETURN_NONE;
 }
 
 /* backward_begin(api, roots, retain_graph, create_graph, inputs) -> id (0:
- * not recorded) */
-static PyObject *rec_backward_begin(PyObject *op, PyObject *args)
+ * not recorded), while recording (gt_proto_backward_begin) */
+static PyObject *rec_backward_begin(gt_proto *p, const char *api, PyObject *roots,
+                                    int retain, int create, PyObject *inputs)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    const char *api;
-    PyObject *roots, *inputs;
-    int retain, create;
-    if (!PyArg_ParseTuple(args, "sOppO", &api, &roots, &retain, &create, &inputs))
-        return NULL;
-    if (!recording(self))
-        return PyLong_FromLong(0);
+    gt_pyrec *self = (gt_pyrec *)p;
     gt__flush_pending(self);
     PyFrameObject *uf = NULL;
     gt_backward_info bi = {.api = gt__intern_str(self, api),
@@ -410,13 +357,10 @@ static void record_error(gt_pyrec *self, PyObject *exc, gt_id stack, gt_id bid)
 
 /* backward_end(id, exc_or_None): record how backward `id` ended; an
  * exception is written (and committed) before the caller re-raises it. */
-static PyObject *rec_backward_end(PyObject *op, PyObject *args)
+static void rec_backward_end(gt_proto *p, unsigned long long uid, PyObject *exc)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    long long id;
-    PyObject *exc;
-    if (!PyArg_ParseTuple(args, "LO", &id, &exc))
-        return NULL;
+    gt_pyrec *self = (gt_pyrec *)p;
+    gt_id id = (gt_id)uid;
     if (self->in_backward > 0 && id)
         self->in_backward--;
     if (!self->in_backward && !self->busy)
@@ -426,7 +370,7 @@ static PyObject *rec_backward_end(PyObject *op, PyObject *args)
         Py_CLEAR(self->last_exec);
     }
     if (!id || !self->r || self->forked || self->failed)
-        Py_RETURN_NONE;
+        return;
     excsave saved_exc = exc_save();
     if (exc != Py_None) {
         PyFrameObject *uf = NULL;
@@ -439,16 +383,15 @@ static PyObject *rec_backward_end(PyObject *op, PyObject *args)
         ck(self, gt_recorder_flush(self->r));
     swallow(self);
     exc_restore(saved_exc);
-    Py_RETURN_NONE;
 }
 
 /* error(exc): record an exception that ends the run, at the innermost
  * frame of its traceback. */
-static PyObject *rec_error(PyObject *op, PyObject *exc)
+static void rec_error(gt_proto *p, PyObject *exc)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    if (!self->r || self->forked || self->failed)
-        Py_RETURN_NONE;
+    gt_pyrec *self = (gt_pyrec *)p;
+    if (self->failed)
+        return;
     excsave saved_exc = exc_save();
     gt__flush_pending(self);
     PyObject *tb = PyException_GetTraceback(exc);
@@ -478,15 +421,13 @@ static PyObject *rec_error(PyObject *op, PyObject *exc)
     ck(self, gt_recorder_flush(self->r));
     swallow(self);
     exc_restore(saved_exc);
-    Py_RETURN_NONE;
 }
 
-static PyObject *rec_set_active(PyObject *op, PyObject *arg)
+/* set_active(on): opening the window, or closing it (the last op's nodes
+ * first). */
+static void rec_set_active(gt_proto *p, int on)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
-    int on = PyObject_IsTrue(arg);
-    if (on < 0)
-        return NULL;
+    gt_pyrec *self = (gt_pyrec *)p;
     if (!on && self->active && recording(self) && !self->busy)
         gt__flush_pending(self);
     if (!on && !self->busy)
@@ -497,63 +438,43 @@ static PyObject *rec_set_active(PyObject *op, PyObject *arg)
         Py_CLEAR(self->last_user);
     }
     self->active = on && !self->failed;
-    Py_RETURN_NONE;
 }
 
 /* forget(tensor): let go of t's entry and its weak reference
  * (torch.utils.swap_tensors refuses a tensor with one); t is recorded anew
  * when next seen. */
-static PyObject *rec_forget(PyObject *op, PyObject *t)
+static void rec_forget(gt_proto *p, PyObject *t)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
+    gt_pyrec *self = (gt_pyrec *)p;
     uint64_t *v = gt_map_get(&self->tensors, (uintptr_t)t, 0, 0);
     if (v)
         gt__ent_forget(self, (gt_tensor_ent *)(uintptr_t)*v);
-    Py_RETURN_NONE;
 }
 
 /* observe_version(tensor): its version counter was set (not bumped) by
  * torch._C._autograd._unsafe_set_version_counter; record the value it has
  * now, before any node runs that checks it. */
-static PyObject *rec_observe_version(PyObject *op, PyObject *t)
+static void rec_observe_version(gt_proto *p, PyObject *t)
 {
-    gt_pyrec *self = (gt_pyrec *)op;
+    gt_pyrec *self = (gt_pyrec *)p;
     if (!recording(self))
-        Py_RETURN_NONE;
+        return;
     excsave saved_exc = exc_save();
     gt__flush_pending(self);
     gt_tensor_ent *e = gt__lookup(self, t);
     if (e)
         gt__observe(self, e, gt__read_version(self, t));
     exc_restore(saved_exc);
-    Py_RETURN_NONE;
 }
 
-/* watch_data(descriptor): the `data` getset descriptor of torch's tensor base
- * class, which data_set forwards to. */
-static PyObject *rec_watch_data(PyObject *op, PyObject *descr)
+/* data_set(tensor, value) (gt_proto_data_set): the assignment, and a
+ * storage_swaps row with op and backward NULL and the assigning line's
+ * stack. Any tensor counts, saved yet or not: a node that saved it before
+ * recording started is found at backward. Returns the assignment's 0 or -1
+ * (its Python error). */
+static int rec_data_set(gt_proto *p, PyObject *t, PyObject *value)
 {
-    return gt_py_watch_data(&((gt_pyrec *)op)->data_orig, descr);
-}
-
-/* data_set(tensor, value): `tensor.data = value`, recorded where it happens.
- * The assignment replaces the tensor's storage without a version bump and
- * without an aten op, so the dispatch mode never sees it: the property the
- * Python side puts on torch.Tensor while recording calls this, which does
- * the assignment through the original descriptor (its result and its error
- * are the user's) and records a storage_swaps row with op and backward NULL
- * and the assigning line's stack. Any tensor counts, saved yet or not: a
- * node that saved it before recording started is found at backward. */
-static PyObject *rec_data_set(PyObject *op, PyObject *args)
-{
-    gt_pyrec *self = (gt_pyrec *)op;
-    PyObject *t, *value;
-    if (!PyArg_ParseTuple(args, "OO", &t, &value))
-        return NULL;
-    if (!self->data_orig) {
-        PyErr_SetString(PyExc_RuntimeError, "data_set before watch_data");
-        return NULL;
-    }
+    gt_pyrec *self = (gt_pyrec *)p;
     gt_tensor_ent *e = NULL;
     if (recording(self) && !self->busy &&
         PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type)) {
@@ -567,7 +488,7 @@ static PyObject *rec_data_set(PyObject *op, PyObject *args)
         swallow(self);
         exc_restore(saved_exc);
     }
-    int rc = Py_TYPE(self->data_orig)->tp_descr_set(self->data_orig, t, value);
+    int rc = gt_proto_data_assign(p, t, value);
     if (rc == 0 && e && e->rec && recording(self)) {
         excsave saved_exc = exc_save();
         gt_id stack = gt__capture_stack_here(self, NULL);
@@ -576,39 +497,25 @@ static PyObject *rec_data_set(PyObject *op, PyObject *args)
         exc_restore(saved_exc);
     }
     Py_XDECREF(e);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return rc;
 }
 
-/* forked(): called in a forked child; never touch the parent's trace. */
-static PyObject *rec_forked(PyObject *op, PyObject *Py_UNUSED(a))
-{
-    gt_pyrec *self = (gt_pyrec *)op;
-    self->forked = 1;
-    self->active = 0;
-    self->r = NULL; /* the parent's connection: leaked on purpose */
-    Py_RETURN_NONE;
-}
-
-static PyObject *rec_get_recording(PyObject *op, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(recording((gt_pyrec *)op));
-}
-
-static PyObject *rec_get_failed(PyObject *op, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(((gt_pyrec *)op)->failed);
-}
-
-static PyObject *rec_get_seq(PyObject *op, void *c)
-{
-    (void)c;
-    gt_pyrec *self = (gt_pyrec *)op;
-    return PyLong_FromLongLong(self->r ? gt_recorder_seq(self->r) : 0);
-}
+/* What the protocol (gt_proto_*) leaves to this adapter. */
+static const gt_proto_ops rec_ops = {
+    .check = rec_check,
+    .backward_begin = rec_backward_begin,
+    .backward_end = rec_backward_end,
+    .call_begin = rec_call_begin,
+    .call_end = rec_call_end,
+    .error = rec_error,
+    .flush = rec_flush,
+    .forget = rec_forget,
+    .observe_version = rec_observe_version,
+    .set_active = rec_set_active,
+    .data_set = rec_data_set,
+    .close_begin = rec_close_begin,
+    .close_end = rec_close_end,
+};
 
 static PyObject *rec_get_internal_errors(PyObject *op, void *c)
 {
@@ -688,40 +595,15 @@ static void rec_dealloc(PyObject *op)
 }
 
 static PyMethodDef rec_methods[] = {
+    GT_PROTO_METHODS,
     {"dispatch", (PyCFunction)(void (*)(void))gt__rec_dispatch, METH_FASTCALL,
      "dispatch(func, [types,] args, kwargs): record the op and call func(*args, "
      "**kwargs)"},
-    {"close", rec_close, METH_VARARGS,
-     "close(status=0, exit_code=0, signal=0): end the run and close the trace; returns "
-     "the recorder's error message or None"},
-    {"set_run", (PyCFunction)(void (*)(void))rec_set_run, METH_VARARGS | METH_KEYWORDS,
-     "set_run(**run_info): fill in the run row"},
-    {"flush", rec_flush, METH_NOARGS, "discover pending nodes and commit"},
-    {"backward_begin", rec_backward_begin, METH_VARARGS,
-     "backward_begin(api, roots, retain_graph, create_graph, inputs) -> id"},
-    {"backward_end", rec_backward_end, METH_VARARGS, "backward_end(id, exc_or_None)"},
-    {"error", rec_error, METH_O, "error(exc): record the exception ending the run"},
-    {"call_begin", rec_call_begin, METH_VARARGS,
-     "call_begin(name, args, region) -> seq: record a call into user code"},
-    {"call_end", rec_call_end, METH_VARARGS,
-     "call_end(seq, result_or_None): its outputs and the nodes they got"},
-    {"set_active", rec_set_active, METH_O, "set_active(bool): open/close the window"},
-    {"watch_data", rec_watch_data, METH_O,
-     "watch_data(descriptor): the tensor base class's `data` descriptor"},
-    {"data_set", rec_data_set, METH_VARARGS,
-     "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
-    {"forget", rec_forget, METH_O,
-     "forget(tensor): drop its entry and weak reference (before swap_tensors)"},
-    {"observe_version", rec_observe_version, METH_O,
-     "observe_version(tensor): record the version its counter was set to"},
-    {"forked", rec_forked, METH_NOARGS, "in a forked child: stop without writing"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef rec_getset[] = {
-    {"recording", rec_get_recording, NULL, "True while ops are being recorded", NULL},
-    {"failed", rec_get_failed, NULL, "True once a write failure stopped recording", NULL},
-    {"seq", rec_get_seq, NULL, "events recorded so far", NULL},
+    GT_PROTO_GETSET,
     {"internal_errors", rec_get_internal_errors, NULL,
      "bookkeeping errors cleared (for tests)", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -295,8 +295,7 @@ void gt__region_pop(gt_pyrec *self, int64_t seq)
 /* Open a checkpoint region for call `seq` over the tensors of `in`. */
 void gt__region_push(gt_pyrec *self, int64_t seq, argvec *in)
 {
-    if (gt__reserve((void **)&self->regions, self->nregions, &self->capregions,
-                    sizeof *self->regions) < 0)
+    if (GT_ALLOC_GROW(self->regions, self->nregions + 1, self->capregions, 16) != 0)
         return;
     size_t n = in->n ? in->n : 1;
     gt_region rg = {.seq = seq,

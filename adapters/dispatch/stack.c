@@ -166,8 +166,8 @@ gt_id gt__capture_stack_from(gt_pyrec *self, PyFrameObject *start,
             self->stack_func = 1;
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != CODE_HIDDEN && gt__reserve((void **)&sc->frames, (size_t)n,
-                                               &sc->frames_cap, sizeof *sc->frames) == 0)
+        if (kind != CODE_HIDDEN &&
+            GT_ALLOC_GROW(sc->frames, (size_t)n + 1, sc->frames_cap, 16) == 0)
             sc->frames[n++] = f; /* owned; out of memory: outermost dropped */
         else
             Py_DECREF(f);

@@ -32,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "gt_pyrun.h"
+#include "protocol.h"
 #include "gtmap.h"
 
 typedef struct {
@@ -171,10 +173,7 @@ typedef struct {
 } gt_region;
 
 typedef struct gt_pyrec {
-    PyObject_HEAD gt_recorder *r;
-    int active;      /* recording ops now */
-    int failed;      /* write failure: recording stopped for good */
-    int forked;      /* this is a forked child: never touch the handle */
+    GT_PROTO_HEAD;   /* r, on, active, failed, forked, data_orig: protocol.h */
     int busy;        /* ops in flight (inside dispatch, any thread) */
     int in_backward; /* depth of recorded backward calls */
     int has_seqnr;   /* nodes have _sequence_nr() */
@@ -214,7 +213,8 @@ typedef struct gt_pyrec {
     int last_lasti;
     gt_id last_stack;
     PyObject **pending; /* owned: outputs and mutated args of the last op */
-    Py_ssize_t npending, cappending;
+    Py_ssize_t npending;
+    size_t cappending;
     int64_t pending_seq;
     gt_id pending_thread;
     int flushing;        /* inside flush_pending */
@@ -238,7 +238,6 @@ typedef struct gt_pyrec {
     int ft_seen;          /* a transform ran: unwrap saved tensors and names */
     int ft_now;           /* the op in flight writes under a transform */
     int stack_func;       /* the last stack captured runs under a transform */
-    PyObject *data_orig;  /* TensorBase's `data` descriptor (watch_data) */
 } gt_pyrec;
 
 typedef struct {
@@ -280,6 +279,8 @@ static inline int ck(gt_pyrec *self, int rc)
     return rc;
 }
 
+/* The per-op path's own gt_proto_recording, without the recorder's lock:
+ * ck keeps `failed` in step with the handle. */
 static inline int recording(gt_pyrec *self)
 {
     return self->r && self->active && !self->failed && !self->forked;
@@ -303,7 +304,6 @@ gt_id gt__current_thread(gt_pyrec *self);
 gt_scratch *gt__scratch_take(gt_pyrec *self);
 void gt__scratch_give(gt_pyrec *self, gt_scratch *sc);
 void gt__scratch_free_all(gt_pyrec *self);
-int gt__reserve(void **v, size_t n, size_t *cap, size_t size);
 int gt__argvec_push(argvec *a, argref r);
 
 /* functorch.c */

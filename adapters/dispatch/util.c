@@ -111,24 +111,9 @@ void gt__scratch_free_all(gt_pyrec *self)
     }
 }
 
-/* Make room for one more element in an array of `size`-byte elements.
- * Returns 0, or -1 when out of memory (array unchanged). */
-int gt__reserve(void **v, size_t n, size_t *cap, size_t size)
-{
-    if (n < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(*v, size * ncap);
-    if (!nv)
-        return -1;
-    *v = nv;
-    *cap = ncap;
-    return 0;
-}
-
 int gt__argvec_push(argvec *a, argref r)
 {
-    if (gt__reserve((void **)&a->v, a->n, &a->cap, sizeof *a->v) < 0)
+    if (GT_ALLOC_GROW(a->v, a->n + 1, a->cap, 16) != 0)
         return -1;
     a->v[a->n++] = r;
     return 0;

@@ -2,6 +2,7 @@
  * fold.h. */
 #include "fold.h"
 
+#include "grow.h"
 #include "gt_capture.h"
 #include "gtmap.h"
 
@@ -79,11 +80,12 @@ typedef struct flane {
     uint64_t stamp; /* its stamp */
     int nin, nmut, nout;
     in_ent *in; /* the op's tensor inputs, nin of cap_in allocated */
-    int cap_in;
+    size_t cap_in;
     ftensor **pending; /* outputs whose rows wait for the next op (held) */
     size_t npending, cappending;
     fcall *calls; /* calls into user code in progress, innermost last */
-    int ncalls, cap_calls;
+    int ncalls;
+    size_t cap_calls;
     int call_end;      /* folding a call's outputs (GT_CAP_CALL_END) */
     gt_id region_node; /* the last node made in a region */
     int region_done;   /* its checkpoint inputs are recorded */
@@ -266,15 +268,7 @@ static void vc_unref(gt_fold *f, fvc *v, const void *key)
 /* Let go of a weak reference on impl: now, or after the hold (wrel). */
 static void weak_release(gt_fold *f, const void *impl)
 {
-    if (f->holding && f->nwrel == f->cap_wrel) {
-        size_t n = f->cap_wrel ? 2 * f->cap_wrel : 64;
-        const void **p = realloc(f->wrel, n * sizeof *p);
-        if (p) {
-            f->wrel = p;
-            f->cap_wrel = n;
-        }
-    }
-    if (f->holding && f->nwrel < f->cap_wrel)
+    if (f->holding && GT_ALLOC_GROW(f->wrel, f->nwrel + 1, f->cap_wrel, 64) == 0)
         f->wrel[f->nwrel++] = impl;
     else
         gt_capture_weak_release(impl); /* out of memory: at once */
@@ -488,12 +482,124 @@ static void tensor_touch(gt_fold *f, ftensor *t)
         row_write(f, t, 1);
 }
 
+/* The version counter a tensor first seen now shares, or NULL: that of
+ * share (an input of its op with the same counter, a view), or, for a
+ * tensor first seen as an input (created_by 0), the known counter at c->vc
+ * if it is on the same storage (a view or detach of a known tensor).
+ * *alias gets the tensor it aliases, when that one's row is there. This
+ * function can't fail. */
+static fvc *counter_shared(gt_fold *f, const gt_cap_tensor *c, int64_t created_by,
+                           ftensor *share, gt_id *alias)
+{
+    if (share && share->v) {
+        *alias = named(f, share->id, UINT32_MAX);
+        return share->v;
+    }
+    if (created_by || !c->vc)
+        return NULL;
+    uint64_t *p = gt_map_get(&f->vcs, (uintptr_t)c->vc, 0, 0);
+    fvc *o = p ? (fvc *)(uintptr_t)*p : NULL;
+    if (!o || o->storage != c->storage)
+        return NULL;
+    *alias = named(f, o->last, o->last_epoch);
+    if (!*alias)
+        *alias = named(f, o->id, o->id_epoch);
+    return o;
+}
+
+/* A new version counter for c->vc, tensor t its first, noted in f->vcs
+ * (an older counter at that address is dead). NULL when out of memory. */
+static fvc *counter_new(gt_fold *f, const ftensor *t, const gt_cap_tensor *c)
+{
+    fvc *v = fvc_alloc(f);
+    if (!v)
+        return NULL;
+    v->id = t->id;
+    v->id_epoch = cut_epoch(f);
+    v->expected = c->version;
+    v->storage = c->storage;
+    v->refs = 1;
+    int added;
+    uint64_t *p = gt_map_upsert(&f->vcs, (uintptr_t)c->vc, 0, 0, &added);
+    if (p)
+        *p = (uintptr_t)v;
+    return v;
+}
+
+/* Note tensor t as the first on storage sid (c->storage) when it is the
+ * first seen there or the storage is fresh, and return t's alias: `alias`,
+ * or, for a tensor made by no op with none known (x.data), the first tensor
+ * recorded on that storage. This function can't fail (a map that cannot
+ * grow notes nothing). */
+static gt_id storage_first(gt_fold *f, const gt_cap_tensor *c, const ftensor *t,
+                           gt_id alias, int64_t created_by, int fresh_storage)
+{
+    if (!c->storage)
+        return alias;
+    if (!alias && !created_by) {
+        /* first seen on a storage another tensor uses: an alias of the
+         * first tensor recorded there */
+        uint64_t *p = gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0);
+        if (p && (gt_id)(*p >> 32) == t->sid)
+            alias = named(f, (gt_id)(*p & 0xffffffffu), UINT32_MAX);
+    }
+    int added;
+    uint64_t *p = gt_map_upsert(&f->stor_first, (uintptr_t)c->storage, 0, 0, &added);
+    if (p && (added || fresh_storage))
+        *p = (uint64_t)t->sid << 32 | (uint64_t)(t->id & 0xffffffffu);
+    return alias;
+}
+
+/* Keep t's row ti, its geometry copied: an output's (created_by) waits for
+ * the tensor's next sighting (requires_grad may be set after its op
+ * returns, as nn.Parameter does), any other is written now; a window cut
+ * may drop it (tensor_touch). Out of memory, the row is written now and not
+ * kept. This function can't fail. */
+static void row_keep(gt_fold *f, ftensor *t, const gt_tensor_info *ti, int64_t created_by)
+{
+    size_t gn = (size_t)(ti->ndim ? ti->ndim : 1);
+    t->row = gn <= GT__FOLD_INLINE ? &t->row_in
+                                   : malloc(sizeof *t->row + sizeof(int64_t) * 2 * gn);
+    if (!t->row) {
+        ck(f, gt_tensor(f->r, ti));
+        return;
+    }
+    int64_t *g = t->row == &t->row_in ? t->geom_in : (int64_t *)(t->row + 1);
+    memcpy(g, ti->shape, sizeof *g * gn);
+    memcpy(g + gn, ti->strides, sizeof *g * gn);
+    *t->row = *ti;
+    t->row->shape = g;
+    t->row->strides = g + gn;
+    if (created_by)
+        t->deferred = 1;
+    else
+        row_write(f, t, 0);
+}
+
+/* Find t by its id (a window's cuts) and by its TensorImpl (c->impl),
+ * dropping the dead tensor recorded at that address. This function can't
+ * fail (a map that cannot grow does not find it). */
+static void tensor_index(gt_fold *f, ftensor *t, const gt_cap_tensor *c)
+{
+    if (f->windowed)
+        gt_map_put(&f->byid, (uint64_t)t->id, 0, 0, (uintptr_t)t);
+    int added;
+    uint64_t *p = gt_map_upsert(&f->tensors, (uintptr_t)c->impl, 0, 0, &added);
+    if (p) {
+        if (!added)
+            tensor_drop(f, (ftensor *)(uintptr_t)*p); /* the dead one there */
+        *p = (uintptr_t)t;
+    }
+}
+
 /* Record a tensor first seen now. created_by: op seq for a new output;
  * share: an input of the op with the same counter (a view), or NULL;
- * base: an input on the same storage, or NULL. */
+ * base: an input on the same storage, or NULL. Returns the tensor, or NULL
+ * when out of memory (nothing recorded). */
 static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *geom,
                            int64_t created_by, ftensor *share, ftensor *base)
 {
+    static const int64_t none[1] = {0};
     sweep_dead(f);
     ftensor *t = ftensor_alloc(f);
     if (!t)
@@ -508,42 +614,13 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     t->vc = c->vc;
     t->storage = c->storage;
     gt_id alias = 0;
-    int shares = 0;
-    fvc *v = NULL;
-    if (share && share->v) {
-        v = share->v;
-        alias = named(f, share->id, UINT32_MAX);
-        shares = 1;
-    } else if (!created_by && c->vc) {
-        /* first seen as an input: a view or detach of a known tensor shares
-         * its counter and storage */
-        uint64_t *p = gt_map_get(&f->vcs, (uintptr_t)c->vc, 0, 0);
-        fvc *o = p ? (fvc *)(uintptr_t)*p : NULL;
-        if (o && o->storage == c->storage) {
-            v = o;
-            alias = named(f, o->last, o->last_epoch);
-            if (!alias)
-                alias = named(f, o->id, o->id_epoch);
-            shares = 1;
-        }
-    }
+    fvc *v = counter_shared(f, c, created_by, share, &alias);
+    int shares = v != NULL;
     if (v) {
         v->refs++;
-    } else if (c->vc) {
-        v = fvc_alloc(f);
-        if (!v) {
-            ftensor_free(f, t);
-            return NULL;
-        }
-        v->id = t->id;
-        v->id_epoch = cut_epoch(f);
-        v->expected = c->version;
-        v->storage = c->storage;
-        v->refs = 1;
-        int added;
-        uint64_t *p = gt_map_upsert(&f->vcs, (uintptr_t)c->vc, 0, 0, &added);
-        if (p)
-            *p = (uintptr_t)v; /* an older counter at that address is dead */
+    } else if (c->vc && !(v = counter_new(f, t, c))) {
+        ftensor_free(f, t);
+        return NULL;
     }
     t->v = v;
     if (v) {
@@ -553,27 +630,13 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     if (!alias && base)
         alias = named(f, base->id, UINT32_MAX);
     int fresh_storage = created_by && !base && !share;
-    static const int64_t none[1] = {0};
     int nd = geom ? c->ndim : 0;
-    gt_id sid = storage_of(f, c, fresh_storage);
-    t->sid = sid;
+    t->sid = storage_of(f, c, fresh_storage);
     t->seen = gt_recorder_seq(f->r);
-    if (c->storage && !alias && !created_by) {
-        /* first seen on a storage another tensor uses (x.data, made by no
-         * op): an alias of the first tensor recorded there */
-        uint64_t *p = gt_map_get(&f->stor_first, (uintptr_t)c->storage, 0, 0);
-        if (p && (gt_id)(*p >> 32) == sid)
-            alias = named(f, (gt_id)(*p & 0xffffffffu), UINT32_MAX);
-    }
-    if (c->storage) {
-        int added;
-        uint64_t *p = gt_map_upsert(&f->stor_first, (uintptr_t)c->storage, 0, 0, &added);
-        if (p && (added || fresh_storage))
-            *p = (uint64_t)sid << 32 | (uint64_t)(t->id & 0xffffffffu);
-    }
+    alias = storage_first(f, c, t, alias, created_by, fresh_storage);
     gt_tensor_info ti = {
         .id = t->id,
-        .storage = sid,
+        .storage = t->sid,
         .dtype = str_id(f, c->dtype),
         .ndim = nd,
         .shape = nd ? geom : none,
@@ -589,35 +652,8 @@ static ftensor *tensor_new(gt_fold *f, const gt_cap_tensor *c, const int64_t *ge
     t->nbytes = c->nbytes < 0 ? 0 : c->nbytes;
     t->device = str_id(f, c->device);
     t->wepoch = cut_epoch(f);
-    /* the row is kept: an output's waits for the tensor's next sighting
-     * (requires_grad may be set after its op returns, as nn.Parameter
-     * does), and a window cut may drop it (tensor_touch) */
-    size_t gn = (size_t)(nd ? nd : 1);
-    t->row = gn <= GT__FOLD_INLINE ? &t->row_in
-                                   : malloc(sizeof *t->row + sizeof(int64_t) * 2 * gn);
-    if (t->row) {
-        int64_t *g = t->row == &t->row_in ? t->geom_in : (int64_t *)(t->row + 1);
-        memcpy(g, ti.shape, sizeof *g * (size_t)(nd ? nd : 1));
-        memcpy(g + (nd ? nd : 1), ti.strides, sizeof *g * (size_t)(nd ? nd : 1));
-        *t->row = ti;
-        t->row->shape = g;
-        t->row->strides = g + (nd ? nd : 1);
-        if (created_by)
-            t->deferred = 1;
-        else
-            row_write(f, t, 0);
-    } else {
-        ck(f, gt_tensor(f->r, &ti));
-    }
-    if (f->windowed)
-        gt_map_put(&f->byid, (uint64_t)t->id, 0, 0, (uintptr_t)t);
-    int added;
-    uint64_t *p = gt_map_upsert(&f->tensors, (uintptr_t)c->impl, 0, 0, &added);
-    if (p) {
-        if (!added)
-            tensor_drop(f, (ftensor *)(uintptr_t)*p); /* the dead one there */
-        *p = (uintptr_t)t;
-    }
+    row_keep(f, t, &ti, created_by);
+    tensor_index(f, t, c);
     return t;
 }
 
@@ -644,14 +680,8 @@ static void pending_flush(gt_fold *f, flane *l)
 
 static void pending_add(flane *l, ftensor *t)
 {
-    if (l->npending == l->cappending) {
-        size_t n = l->cappending ? 2 * l->cappending : 16;
-        ftensor **p = realloc(l->pending, n * sizeof *p);
-        if (!p)
-            return; /* its row is written when it is dropped */
-        l->pending = p;
-        l->cappending = n;
-    }
+    if (GT_ALLOC_GROW(l->pending, l->npending + 1, l->cappending, 16) != 0)
+        return; /* its row is written when it is dropped */
     t->refs++;
     l->pending[l->npending++] = t;
 }
@@ -715,14 +745,8 @@ static ftensor *see_input(gt_fold *f, const gt_cap_tensor *c, const int64_t *geo
  * tensors). Returns 0, or -1 when out of memory (the input is not kept). */
 static int lane_in_push(flane *l, in_ent e)
 {
-    if (l->nin == l->cap_in) {
-        int cap = l->cap_in ? 2 * l->cap_in : 64;
-        in_ent *p = realloc(l->in, (size_t)cap * sizeof *p);
-        if (!p)
-            return -1;
-        l->in = p;
-        l->cap_in = cap;
-    }
+    if (GT_ALLOC_GROW(l->in, (size_t)l->nin + 1, l->cap_in, 64) != 0)
+        return -1;
     l->in[l->nin++] = e;
     return 0;
 }
@@ -731,15 +755,10 @@ static int lane_in_push(flane *l, in_ent e)
  * depth). NULL when out of memory. */
 static fcall *lane_call_push(flane *l)
 {
-    if (l->ncalls == l->cap_calls) {
-        int cap = l->cap_calls ? 2 * l->cap_calls : 8;
-        fcall *p = realloc(l->calls, (size_t)cap * sizeof *p);
-        if (!p)
-            return NULL;
-        memset(p + l->cap_calls, 0, (size_t)(cap - l->cap_calls) * sizeof *p);
-        l->calls = p;
-        l->cap_calls = cap;
-    }
+    size_t had = l->cap_calls;
+    if (GT_ALLOC_GROW(l->calls, (size_t)l->ncalls + 1, l->cap_calls, 8) != 0)
+        return NULL;
+    memset(l->calls + had, 0, (l->cap_calls - had) * sizeof *l->calls);
     fcall *c = &l->calls[l->ncalls++];
     c->n = 0;
     return c;
@@ -771,7 +790,7 @@ static int call_input_push(fcall *c, gt_id id, int64_t version, int64_t nbytes)
 /* Free what a lane's consumer holds (its entries let go by lane_reset). */
 static void lane_free(flane *l)
 {
-    for (int i = 0; i < l->cap_calls; i++) {
+    for (size_t i = 0; i < l->cap_calls; i++) {
         free(l->calls[i].tensors);
         free(l->calls[i].versions);
         free(l->calls[i].nbytes);
@@ -1198,15 +1217,7 @@ static void on_bwd(gt_fold *f, const gt_cap_bwd *r)
         if (bi.api && ck(f, gt_backward_begin(f->r, &bi, &id)) < 0)
             id = 0;
         f->bwd_stack = bi.stack;
-        if (f->nbwd == f->bwd_cap && !f->bwd_lost) {
-            size_t ncap = f->bwd_cap ? 2 * f->bwd_cap : 16;
-            gt_id *nb = realloc(f->bwd, ncap * sizeof *nb);
-            if (nb) {
-                f->bwd = nb;
-                f->bwd_cap = ncap;
-            }
-        }
-        if (f->nbwd < f->bwd_cap && !f->bwd_lost)
+        if (!f->bwd_lost && GT_ALLOC_GROW(f->bwd, f->nbwd + 1, f->bwd_cap, 16) == 0)
             f->bwd[f->nbwd++] = id;
         else
             f->bwd_lost++; /* its end is matched, its events go to no call */
@@ -1248,17 +1259,10 @@ static void text_drop(flane *l)
  * dropped) if memory runs out. */
 static int text_put(flane *l, const void *p, size_t n)
 {
-    if (n > l->text_cap - l->text_len) {
-        size_t nc = l->text_cap ? l->text_cap : 4096;
-        while (nc - l->text_len < n && nc <= SIZE_MAX / 2)
-            nc *= 2;
-        unsigned char *x = nc - l->text_len >= n ? realloc(l->text, nc) : NULL;
-        if (!x) {
-            text_drop(l);
-            return -1;
-        }
-        l->text = x;
-        l->text_cap = nc;
+    if (n > SIZE_MAX - l->text_len ||
+        GT_ALLOC_GROW(l->text, l->text_len + n, l->text_cap, 4096) != 0) {
+        text_drop(l);
+        return -1;
     }
     memcpy(l->text + l->text_len, p, n);
     l->text_len += n;

@@ -25,7 +25,9 @@
 #include <gradtrace/format.h>
 
 #include "fold.h"
+#include "grow.h"
 #include "gt_pyrun.h"
+#include "protocol.h"
 #include "gt_capture.h"
 #include "gtmap.h"
 
@@ -37,17 +39,13 @@
 #define TCACHE 1024
 
 typedef struct {
-    PyObject_HEAD gt_recorder *r;
+    GT_PROTO_HEAD; /* r, on (capture running), active, failed, forked, data_orig */
     gt_fold *fold;
-    int on;     /* capture running */
-    int active; /* inside the recorded window */
-    int forked;
     int check_saved;       /* fingerprint saved tensors (saved_fingerprints) */
     PyObject *hidden;      /* tuple of path prefixes never put in stacks */
     PyObject *engine;      /* tuple of path prefixes of the engine (torch) */
     PyObject *getline;     /* linecache.getline */
     PyObject *callnames;   /* call names: their UTF-8 lives as long as the gt_engine */
-    PyObject *data_orig;   /* torch's own `data` descriptor (watch_data) */
     PyObject *tensor_type; /* torch.Tensor: looked up by bind_names, once */
     PyObject *module_type; /* torch.nn.Module: looked up at start, never
                             * replaced (stack_key reads it without the GIL) */
@@ -100,17 +98,9 @@ static void put(bytes *b, const void *p, size_t n)
 {
     if (b->oom)
         return;
-    if (b->len + n > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 1024;
-        while (nc < b->len + n)
-            nc *= 2;
-        unsigned char *x = realloc(b->buf, nc);
-        if (!x) {
-            b->oom = 1;
-            return;
-        }
-        b->buf = x;
-        b->cap = nc;
+    if (n > SIZE_MAX - b->len || GT_ALLOC_GROW(b->buf, b->len + n, b->cap, 1024) != 0) {
+        b->oom = 1;
+        return;
     }
     memcpy(b->buf + b->len, p, n);
     b->len += n;
@@ -211,15 +201,7 @@ static void describe_stack(gt_engine *e, uint32_t id, PyFrameObject *start)
         int kind = code_kind(e, co);
         Py_DECREF(co);
         PyFrameObject *back = PyFrame_GetBack(f);
-        if (kind != 2 && n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            PyFrameObject **x = realloc(frames, nc * sizeof *x);
-            if (x) {
-                frames = x;
-                cap = nc;
-            }
-        }
-        if (kind != 2 && n < cap)
+        if (kind != 2 && GT_ALLOC_GROW(frames, n + 1, cap, 64) == 0)
             frames[n++] = f; /* out of memory: the outermost are dropped */
         else
             Py_DECREF(f);
@@ -528,6 +510,8 @@ static void put_text(int type, uint32_t stack, const char *a, const char *b)
 
 /* ---- gt_engine object ------------------------------------------------------------ */
 
+static const gt_proto_ops eng_ops; /* below: the methods this adapter implements */
+
 static int eng_init(PyObject *op, PyObject *args, PyObject *kw)
 {
     gt_engine *self = (gt_engine *)op;
@@ -545,29 +529,14 @@ static int eng_init(PyObject *op, PyObject *args, PyObject *kw)
             &engine, &getline, &overwrite, &max_bytes, &keep_last, &check_saved))
         return -1;
     self->check_saved = check_saved;
-    if (self->r) {
-        PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
-        return -1;
-    }
     gt_recorder_options o = {.overwrite = overwrite,
                              .max_bytes = max_bytes,
                              .batch_ms = 200,
                              .keep_last = keep_last,
                              .row_log = 1};
-    char err[512] = "";
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = gt_recorder_open(path, &o, err, sizeof err, &self->r);
-    Py_END_ALLOW_THREADS if (rc < 0)
-    {
-        /* worded as the dispatch adapter's Recorder says it */
-        if (err[0])
-            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
-                         "gradtrace: %s", err);
-        else
-            PyErr_Format(rc == GT_EEXIST ? PyExc_FileExistsError : PyExc_OSError,
-                         "gradtrace: cannot create trace %s: %s", path, gt_strerror(rc));
+    self->hooks = &eng_ops;
+    if (gt_proto_open((gt_proto *)self, path, &o) < 0)
         return -1;
-    }
     if (gt_fold_new(self->r, keep_last > 0, &self->fold) < 0) {
         gt_recorder_close(self->r);
         self->r = NULL;
@@ -621,29 +590,13 @@ static PyObject *eng_start(PyObject *op, PyObject *Py_UNUSED(a))
     Py_RETURN_NONE;
 }
 
-static PyObject *eng_set_run(PyObject *op, PyObject *args, PyObject *kw)
+/* backward_begin(api, roots, retain_graph, create_graph, inputs) -> 1, while
+ * recording (gt_proto_backward_begin); ValueError for an api it does not
+ * know */
+static PyObject *eng_backward_begin(gt_proto *p, const char *api, PyObject *roots,
+                                    int retain, int create, PyObject *inputs)
 {
-    gt_engine *self = (gt_engine *)op;
-    /* the same keywords as the dispatch adapter's Recorder.set_run */
-    gt_run_info ri;
-    if (gt_py_run_info(args, kw, &ri) < 0)
-        return NULL;
-    if (self->r && !self->forked)
-        gt_run_set(self->r, &ri);
-    Py_RETURN_NONE;
-}
-
-/* backward_begin(api, roots, retain_graph, create_graph, inputs) */
-static PyObject *eng_backward_begin(PyObject *op, PyObject *args)
-{
-    gt_engine *self = (gt_engine *)op;
-    const char *api;
-    PyObject *roots, *inputs;
-    int retain, create;
-    if (!PyArg_ParseTuple(args, "sOppO", &api, &roots, &retain, &create, &inputs))
-        return NULL;
-    if (!self->on || !self->active || gt_recorder_failed(self->r))
-        return PyLong_FromLong(0);
+    (void)p;
     /* static: the capture record keeps the pointer; the last three are the
      * calls torch.compile makes while compiling (gradtrace/_mode.py) */
     static const char *apis[] = {
@@ -741,12 +694,12 @@ static uint32_t exc_stack(PyObject *exc)
     return id;
 }
 
-/* backward_end(exc_or_None) */
-static PyObject *eng_backward_end(PyObject *op, PyObject *exc)
+/* backward_end(id, exc_or_None): backward call id (0: not recorded) ended */
+static void eng_backward_end(gt_proto *p, unsigned long long id, PyObject *exc)
 {
-    gt_engine *self = (gt_engine *)op;
-    if (!self->on)
-        Py_RETURN_NONE;
+    gt_engine *self = (gt_engine *)p;
+    if (!self->on || !id)
+        return;
     gt_capture_backward_depth(-1);
     if (exc != Py_None)
         put_error(exc, exc_stack(exc));
@@ -762,7 +715,6 @@ static PyObject *eng_backward_end(PyObject *op, PyObject *exc)
         gt_recorder_flush(self->r);
         Py_END_ALLOW_THREADS
     }
-    Py_RETURN_NONE;
 }
 
 /* call_begin(name, args, region) -> stamp (0: not recorded): a call the
@@ -770,15 +722,9 @@ static PyObject *eng_backward_end(PyObject *op, PyObject *exc)
  * checkpointed function), recorded as an op named `name` with the caller's
  * stack and the tensors of args as inputs; region: a non-reentrant
  * checkpoint, whose nodes save through hooks (see fold.c). */
-static PyObject *eng_call_begin(PyObject *op, PyObject *args)
+static PyObject *eng_call_begin(gt_proto *p, PyObject *name, PyObject *inputs, int region)
 {
-    gt_engine *self = (gt_engine *)op;
-    PyObject *name, *inputs;
-    int region;
-    if (!PyArg_ParseTuple(args, "UOp", &name, &inputs, &region))
-        return NULL;
-    if (!self->on || !self->active || gt_recorder_failed(self->r))
-        return PyLong_FromLong(0);
+    gt_engine *self = (gt_engine *)p;
     PyObject *kept = PyDict_SetDefault(self->callnames, name, name);
     const char *cname = kept ? PyUnicode_AsUTF8(kept) : NULL;
     if (!cname) {
@@ -792,28 +738,19 @@ static PyObject *eng_call_begin(PyObject *op, PyObject *args)
 
 /* call_end(stamp, result_or_None): the call returned result (None: it
  * raised); its outputs and the nodes they got are recorded now */
-static PyObject *eng_call_end(PyObject *op, PyObject *args)
+static void eng_call_end(gt_proto *p, unsigned long long stamp, PyObject *result)
 {
-    gt_engine *self = (gt_engine *)op;
-    unsigned long long stamp;
-    PyObject *result;
-    if (!PyArg_ParseTuple(args, "KO", &stamp, &result))
-        return NULL;
-    if (!self->on || !stamp)
-        Py_RETURN_NONE;
-    gt_capture_call_end(stamp, result == Py_None ? NULL : result);
-    Py_RETURN_NONE;
+    if (p->on)
+        gt_capture_call_end(stamp, result == Py_None ? NULL : result);
 }
 
 /* error(exc): an exception that ends the run */
-static PyObject *eng_error(PyObject *op, PyObject *exc)
+static void eng_error(gt_proto *p, PyObject *exc)
 {
-    gt_engine *self = (gt_engine *)op;
-    if (!self->on)
-        Py_RETURN_NONE;
+    if (!p->on)
+        return;
     put_error(exc, exc_stack(exc));
     gt_capture_commit();
-    Py_RETURN_NONE;
 }
 
 /* `name` is bound to tensor t in the user's frame */
@@ -877,90 +814,69 @@ static int tensor_now(gt_engine *self, PyObject *t, gt_cap_tensor *ct)
     return 1;
 }
 
-static PyObject *eng_forget(PyObject *op, PyObject *t)
+static void eng_forget(gt_proto *p, PyObject *t)
 {
-    gt_engine *self = (gt_engine *)op;
+    gt_engine *self = (gt_engine *)p;
     gt_cap_tensor ct;
     if (!tensor_now(self, t, &ct))
-        Py_RETURN_NONE;
+        return;
     const void *impl = ct.impl;
     gt_capture_forget(impl);
     Py_BEGIN_ALLOW_THREADS gt_fold_forget_tensor(self->fold, impl);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+    Py_END_ALLOW_THREADS
 }
 
 /* observe_version(tensor): its counter was set to the value it has now. */
-static PyObject *eng_observe_version(PyObject *op, PyObject *t)
+static void eng_observe_version(gt_proto *p, PyObject *t)
 {
-    gt_engine *self = (gt_engine *)op;
+    gt_engine *self = (gt_engine *)p;
     gt_cap_tensor ct;
     if (!tensor_now(self, t, &ct))
-        Py_RETURN_NONE;
+        return;
     Py_BEGIN_ALLOW_THREADS gt_fold_observe_version(self->fold, ct.impl, ct.vc,
                                                    ct.version);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
-}
-
-/* watch_data(descriptor): the `data` getset descriptor of torch's tensor
- * base class, which data_set forwards to. */
-static PyObject *eng_watch_data(PyObject *op, PyObject *descr)
-{
-    return gt_py_watch_data(&((gt_engine *)op)->data_orig, descr);
+    Py_END_ALLOW_THREADS
 }
 
 typedef struct {
-    PyObject *descr, *t, *value;
+    gt_proto *p;
+    PyObject *t, *value;
 } data_assignment;
 
 static int data_assign(void *ctx)
 {
     data_assignment *a = ctx;
-    return Py_TYPE(a->descr)->tp_descr_set(a->descr, a->t, a->value);
+    return gt_proto_data_assign(a->p, a->t, a->value);
 }
 
-/* data_set(tensor, value): `tensor.data = value`, as the dispatch adapter
- * records it. The assignment moves the tensor to other memory with no aten
- * op and no version bump, which no callback sees: the property the Python
- * side puts on torch.Tensor while recording calls this, which performs the
- * assignment through the original descriptor (its result and its error are
- * the user's) and, when the tensor moved, records a storage swap with the
- * assigning line's stack (see gt_capture_data_set). */
-static PyObject *eng_data_set(PyObject *op, PyObject *args)
+/* data_set(tensor, value) (gt_proto_data_set): the assignment moves the
+ * tensor to other memory with no aten op and no version bump, which no
+ * callback sees; when the tensor moved, a storage swap is recorded with the
+ * assigning line's stack (see gt_capture_data_set). Returns the
+ * assignment's 0 or -1 (its Python error). */
+static int eng_data_set(gt_proto *p, PyObject *t, PyObject *value)
 {
-    gt_engine *self = (gt_engine *)op;
-    PyObject *t, *value;
-    if (!PyArg_ParseTuple(args, "OO", &t, &value))
-        return NULL;
-    if (!self->data_orig) {
-        PyErr_SetString(PyExc_RuntimeError, "data_set before watch_data");
-        return NULL;
-    }
-    data_assignment a = {self->data_orig, t, value};
-    int on = self->on && self->active && self->r && !gt_recorder_failed(self->r);
+    data_assignment a = {p, t, value};
+    int on = gt_proto_recording(p);
     uint32_t stack = on ? stack_here() : 0;
-    int rc = on ? gt_capture_data_set(t, stack, data_assign, &a) : data_assign(&a);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return on ? gt_capture_data_set(t, stack, data_assign, &a) : data_assign(&a);
 }
 
-static PyObject *eng_set_active(PyObject *op, PyObject *arg)
+static void eng_set_active(gt_proto *p, int on)
 {
-    gt_engine *self = (gt_engine *)op;
-    self->active = PyObject_IsTrue(arg) > 0;
-    gt_capture_set_active(self->active && self->r && !gt_recorder_failed(self->r));
-    Py_RETURN_NONE;
+    p->active = on;
+    gt_capture_set_active(p->active && p->r && !gt_recorder_failed(p->r));
 }
 
-static PyObject *eng_flush(PyObject *op, PyObject *Py_UNUSED(a))
+static void eng_flush(gt_proto *p)
 {
-    gt_engine *self = (gt_engine *)op;
+    gt_engine *self = (gt_engine *)p;
     if (!self->on)
-        Py_RETURN_NONE;
+        return;
     gt_capture_commit();
     Py_BEGIN_ALLOW_THREADS gt_fold_drain(self->fold);
     gt_recorder_flush(self->r);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+    Py_END_ALLOW_THREADS
 }
 
 static void stop_capture(gt_engine *self)
@@ -976,74 +892,51 @@ static void stop_capture(gt_engine *self)
     g_engine = NULL;
 }
 
-/* close(status, exit_code, signal) -> None or the recorder's error message */
-static PyObject *eng_close(PyObject *op, PyObject *args)
+/* close, first part (gt_proto_close): stop capturing (the fold drains what
+ * was captured) and write the run's end. A failure before it is the one
+ * close reports. Returns 0. */
+static int eng_close_begin(gt_proto *p, int status, int code, int sig)
 {
-    gt_engine *self = (gt_engine *)op;
-    int status, code, sig;
-    if (!PyArg_ParseTuple(args, "iii", &status, &code, &sig))
-        return NULL;
-    if (!self->r)
-        Py_RETURN_NONE;
+    gt_engine *self = (gt_engine *)p;
     stop_capture(self);
     gt_fold_free(self->fold);
     self->fold = NULL;
-    char err[512] = "";
-    int rc;
-    gt_recorder *r = self->r;
-    self->r = NULL;
-    int failed = gt_recorder_failed(r);
-    char msg[512] = "";
-    if (failed)
-        snprintf(msg, sizeof msg, "%s", gt_recorder_errmsg(r));
-    Py_BEGIN_ALLOW_THREADS gt_run_end(r, status, code, sig);
-    rc = gt_recorder_close_msg(r, err, sizeof err);
-    Py_END_ALLOW_THREADS
-        /* as the dispatch adapter's Recorder.close */
-        if (rc == GT_EFULL && !failed)
-    {
-        PySys_WriteStderr("gradtrace: %s\n", err);
-        return PyUnicode_FromString(err);
-    }
-    if (rc < 0 && !failed) {
-        /* the trace is not one finished file: OSError, which Recording.stop
-         * reports without raising */
-        PyErr_Format(PyExc_OSError, "gradtrace: %s", err[0] ? err : gt_strerror(rc));
-        return NULL;
-    }
-    if (rc < 0 || msg[0])
-        return PyUnicode_FromString(msg[0] ? msg : gt_strerror(rc));
-    Py_RETURN_NONE;
+    if (gt_recorder_failed(p->r))
+        p->failed = 1;
+    PyThreadState *ts = PyEval_SaveThread();
+    gt_run_end(p->r, status, code, sig);
+    PyEval_RestoreThread(ts);
+    return 0;
 }
 
-static PyObject *eng_forked(PyObject *op, PyObject *Py_UNUSED(a))
+/* forked(): in a forked child. The parent's fold thread may have held the
+ * handle's mutex at fork(): the handle is never touched here (its memory
+ * stays with the child). */
+static void eng_forked(gt_proto *p)
 {
-    gt_engine *self = (gt_engine *)op;
-    self->forked = 1;
+    gt_engine *self = (gt_engine *)p;
     self->on = 0;
     gt_capture_forked();
     gt_fold_forget(self->fold);
     self->fold = NULL;
-    /* the parent's fold thread may have held the handle's mutex at fork():
-     * never touch the handle here (its memory stays with the child) */
-    self->r = NULL;
     g_engine = NULL;
-    Py_RETURN_NONE;
 }
 
-static PyObject *eng_get_recording(PyObject *op, void *c)
-{
-    (void)c;
-    gt_engine *self = (gt_engine *)op;
-    return PyBool_FromLong(self->on && self->r && !gt_recorder_failed(self->r));
-}
-
-static PyObject *eng_get_failed(PyObject *op, void *c)
-{
-    (void)c;
-    gt_engine *self = (gt_engine *)op;
-    return PyBool_FromLong(self->r && gt_recorder_failed(self->r));
-}
+/* What the protocol (gt_proto_*) leaves to this adapter. */
+static const gt_proto_ops eng_ops = {
+    .backward_begin = eng_backward_begin,
+    .backward_end = eng_backward_end,
+    .call_begin = eng_call_begin,
+    .call_end = eng_call_end,
+    .error = eng_error,
+    .flush = eng_flush,
+    .forget = eng_forget,
+    .observe_version = eng_observe_version,
+    .set_active = eng_set_active,
+    .data_set = eng_data_set,
+    .close_begin = eng_close_begin,
+    .forked = eng_forked,
+};
 
 static PyObject *eng_get_errmsg(PyObject *op, void *c)
 {
@@ -1077,39 +970,14 @@ static void eng_dealloc(PyObject *op)
 }
 
 static PyMethodDef eng_methods[] = {
+    GT_PROTO_METHODS,
     {"start", eng_start, METH_NOARGS, "start capturing"},
-    {"set_run", (PyCFunction)(void (*)(void))eng_set_run, METH_VARARGS | METH_KEYWORDS,
-     "run metadata"},
-    {"backward_begin", eng_backward_begin, METH_VARARGS, "a backward call starts"},
-    {"backward_end", eng_backward_end, METH_O, "a backward call ended"},
-    {"error", eng_error, METH_O, "an exception ends the run"},
-    {"call_begin", eng_call_begin, METH_VARARGS, "a call into user code starts"},
-    {"call_end", eng_call_end, METH_VARARGS, "it returned (or raised: None)"},
     {"bind_names", eng_bind_names, METH_O, "the names bound in a frame's locals"},
-    {"watch_data", eng_watch_data, METH_O, "the `data` descriptor data_set forwards to"},
-    {"data_set", eng_data_set, METH_VARARGS,
-     "data_set(tensor, value): `tensor.data = value`, with the swap recorded"},
-    {"set_active", eng_set_active, METH_O, "record ops (True) or not"},
-    {"forget", eng_forget, METH_O, "let go of a tensor (before swap_tensors)"},
-    {"observe_version", eng_observe_version, METH_O,
-     "record the version a counter was set to"},
-    {"flush", eng_flush, METH_NOARGS, "fold and commit what was captured"},
-    {"close", eng_close, METH_VARARGS, "stop and close the trace"},
-    {"forked", eng_forked, METH_NOARGS, "in a forked child: let go"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyObject *eng_get_seq(PyObject *op, void *c)
-{
-    (void)c;
-    gt_engine *self = (gt_engine *)op;
-    return PyLong_FromLongLong(self->r ? gt_recorder_seq(self->r) : 0);
-}
-
 static PyGetSetDef eng_getset[] = {
-    {"seq", eng_get_seq, NULL, "events recorded so far", NULL},
-    {"recording", eng_get_recording, NULL, "capturing and not failed", NULL},
-    {"failed", eng_get_failed, NULL, "a write error stopped recording", NULL},
+    GT_PROTO_GETSET,
     {"errmsg", eng_get_errmsg, NULL, "the recorder's last message", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -12,6 +12,7 @@
 #include <frameobject.h>
 #endif
 
+#include "grow.h"
 #include "gtmap.h"
 #include "strbuf.h"
 
@@ -147,14 +148,8 @@ static int walk_dict(gt_walk *w, PyObject *d, PyObject *prefix)
         if (!PyObject_TypeCheck(v, (PyTypeObject *)n->tensor_type) ||
             !n->known(n->ctx, v))
             continue;
-        if (w->len == w->cap) {
-            size_t ncap = w->cap ? w->cap * 2 : 16;
-            gt_param *nv = realloc(w->v, sizeof *nv * ncap);
-            if (!nv)
-                return -1;
-            w->v = nv;
-            w->cap = ncap;
-        }
+        if (GT_ALLOC_GROW(w->v, w->len + 1, w->cap, 16) != 0)
+            return -1;
         w->v[w->len++] = (gt_param){Py_NewRef(prefix), Py_NewRef(k), Py_NewRef(v)};
     }
     return 0;

@@ -19,6 +19,7 @@
 #include <gradtrace/error.h>
 
 #include "strbuf.h"
+#include <gradtrace/trace.h>
 
 /* The path rank N writes for `path`: `{rank}` replaced, else `.rankN`
  * inserted before the file name's extension. Returns a malloc'd string,
@@ -109,6 +110,6 @@ int gt_sql_count_traces(int npos, char **pos);
 /* For `gradtrace info` on one trace: "rank       R of N (local L), backend B,
  * launcher run id J\n" when the run row names a rank (parts it lacks left
  * out), nothing otherwise. */
-void gt_print_rank_line(FILE *out, sqlite3 *db);
+void gt_print_rank_line(FILE *out, gt_trace *t);
 
 #endif

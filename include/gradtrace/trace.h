@@ -104,11 +104,55 @@ int gt_trace_check_links(gt_trace *t, gt_strbuf *what /* OUT */) GT_WARN_UNUSED;
  * line. */
 #define GT_USER_FRAME(s) "coalesce(" s ".user_frame, " s ".frame)"
 
-/* The prepared statement for `sql`, which must be a string literal (its
- * address is the key), kept on the trace until it closes and returned
- * reset with no bindings; the caller resets it when done. NULL on error,
- * with the message on the handle. */
+/* Every statement the inspector runs is prepared here (tests/check-prepare
+ * fails on an sqlite3_prepare_* anywhere else): so a failed prepare is
+ * reported one way, and the failure-injection tests reach every one.
+ *
+ *   gt_trace_stmt       a query with fixed text: prepared once per trace
+ *   gt_trace_int/_text  its first column, for one-value lookups
+ *   gt_trace_prepare    SQL built at run time, or a query stepped while the
+ *                       same text's cached statement may be in use
+ *   gt_db_prepare       a connection that is no trace's (a rank set's, a
+ *                       scratch one for JSON); _first for SQL a user typed */
+
+/* The prepared statement for `sql`, which must be a string literal or an
+ * array that lives as long as the trace (its address is the key), kept on
+ * the trace until it closes and returned reset with no bindings. The
+ * caller resets it when done (sqlite3_reset), so that no cached statement
+ * is left on a row; a caller that steps it must call nothing that asks for
+ * the same `sql` before it is done (a recursive reader uses
+ * gt_trace_prepare). NULL on error, with the message on the handle. */
 sqlite3_stmt *gt_trace_stmt(gt_trace *t, const char *sql);
+
+/* A statement of the caller's own for `sql` (any text, not cached): GT_OK
+ * with *out to sqlite3_finalize, or a negative GT_E* code (GT_ENOMEM,
+ * GT_ECORRUPT "cannot read trace: ...") with the message on the handle and
+ * *out NULL. */
+int gt_trace_prepare(gt_trace *t, const char *sql,
+                     sqlite3_stmt **out /* OUT */) GT_WARN_UNUSED;
+
+/* sqlite3_prepare_v2 on a connection that is not a trace's (the message
+ * stays on db, sqlite3_errmsg): SQLITE_OK with *out to finalize, else
+ * SQLite's result code with *out NULL. */
+int gt_db_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out /* OUT */);
+
+/* The same for the first statement of a script (SQL a user typed:
+ * `gradtrace sql`, Trace.sql(), under sql_guard.h's authorizer), the text
+ * after it at *tail (may be NULL); *out is NULL for a script of only
+ * blanks and comments. */
+int gt_db_prepare_first(sqlite3 *db, const char *sql, sqlite3_stmt **out /* OUT */,
+                        const char **tail /* OUT */);
+
+/* The first column of the first row cached `sql` (gt_trace_stmt) gives
+ * with ?1 = a and ?2 = b (a parameter sql lacks is not bound): 1 with
+ * *out; 0 when there is no row or the value is NULL (*out 0); a negative
+ * GT_E* code with the message on the handle (*out 0). */
+int gt_trace_int(gt_trace *t, const char *sql, int64_t a, int64_t b,
+                 int64_t *out /* OUT */) GT_WARN_UNUSED;
+
+/* The same as text, into out (emptied first; left empty unless 1). */
+int gt_trace_text(gt_trace *t, const char *sql, int64_t a, int64_t b,
+                  gt_strbuf *out /* OUT */) GT_WARN_UNUSED;
 
 /* Column i of the row st is on as text (sqlite3_column_text), NULL for SQL
  * NULL -- or when converting a number to text ran out of memory: SQLite
@@ -185,6 +229,34 @@ void gt_loc_release(gt_loc *l);
 /* The parent of stack `stack` (0 if it has none). */
 int gt_trace_stack_parent(gt_trace *t, int64_t stack,
                           int64_t *out /* OUT */) GT_WARN_UNUSED;
+
+/* A row of the trace's tensors table, as every reader reads it. The texts
+ * live in buf, kept from one gt_trace_tensor to the next; start from
+ * GT_TENSOR_ROW_INIT and free with gt_tensor_row_release. */
+typedef struct gt_tensor_row {
+    int64_t storage, storage_offset, version_counter;
+    int64_t alias_of;   /* the tensor it views, 0 if none */
+    int64_t created_by; /* ops.seq of the op that output it, 0 if unknown */
+    int requires_grad, is_leaf;
+    const char *dtype;   /* "float32"; "" when the trace names none */
+    const char *shape;   /* the sizes as written, a JSON array ("[16,8]");
+                          * NULL when unknown */
+    const char *strides; /* the same for the strides */
+    gt_strbuf buf;       /* holds the texts */
+} gt_tensor_row;
+
+#define GT_TENSOR_ROW_INIT                                                               \
+    {                                                                                    \
+        0, 0, 0, 0, 0, 0, 0, "", NULL, NULL, GT_STRBUF_INIT                              \
+    }
+
+/* Read tensor `id` into *out: 1; 0 when there is no such row (*out as
+ * GT_TENSOR_ROW_INIT leaves it, its memory kept); a negative GT_E* code with
+ * the message on the handle (the same). */
+int gt_trace_tensor(gt_trace *t, int64_t id, gt_tensor_row *out /* OUT */) GT_WARN_UNUSED;
+
+/* Free what a tensor row holds and reset it to GT_TENSOR_ROW_INIT. Can't fail. */
+void gt_tensor_row_release(gt_tensor_row *x);
 
 /* The variable names of a tensor: its own, its bases' (nearest first, at
  * most 16 views deep), then those of tensors sharing its version counter

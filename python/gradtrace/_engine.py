@@ -171,8 +171,7 @@ class EngineRecorder:
         return bid
 
     def backward_end(self, bid, exc):
-        if bid:
-            self._eng.backward_end(exc)
+        self._eng.backward_end(bid, exc)
 
     def error(self, exc):
         tb = getattr(exc, "__traceback__", None)
