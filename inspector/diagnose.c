@@ -53,16 +53,24 @@ static const char sql_saved_v3[] =
  * storages in JSON array ?1, by storage then op: through each tensor of
  * each storage, or through the window's op arguments (see
  * gt__pick_plan). */
-static const char sql_silent[] =
-    "SELECT w.storage, a.op, a.tensor, w.version_counter FROM json_each(?1) j "
-    "JOIN tensors w ON w.storage = j.value "
-    "JOIN op_args a ON a.tensor = w.id AND a.role = 2 AND a.op > ?2 AND a.op < ?3 "
-    "ORDER BY 1, 2, a.pos";
-static const char sql_silent_window[] =
-    "SELECT w.storage, a.op, a.tensor, w.version_counter "
-    "FROM op_args a CROSS JOIN tensors w ON w.id = a.tensor "
-    "WHERE a.op > ?2 AND a.op < ?3 AND a.role = 2 "
-    "AND +w.storage IN (SELECT value FROM json_each(?1)) ORDER BY 1, 2, a.pos";
+/* Each with whether the write is a kernel write (v6: kernel_writes). */
+#define SQL_SILENT(kernel)                                                               \
+    "SELECT w.storage, a.op, a.tensor, w.version_counter, " kernel                       \
+    " FROM json_each(?1) j "                                                             \
+    "JOIN tensors w ON w.storage = j.value "                                             \
+    "JOIN op_args a ON a.tensor = w.id AND a.role = 2 AND a.op > ?2 AND a.op < ?3 "      \
+    "ORDER BY 1, 2, a.pos"
+#define SQL_SILENT_WINDOW(kernel)                                                        \
+    "SELECT w.storage, a.op, a.tensor, w.version_counter, " kernel " "                   \
+    "FROM op_args a CROSS JOIN tensors w ON w.id = a.tensor "                            \
+    "WHERE a.op > ?2 AND a.op < ?3 AND a.role = 2 "                                      \
+    "AND +w.storage IN (SELECT value FROM json_each(?1)) ORDER BY 1, 2, a.pos"
+#define SQL_KERNEL_WRITE                                                                 \
+    "EXISTS (SELECT 1 FROM kernel_writes k WHERE k.op = a.op AND k.tensor = a.tensor)"
+static const char sql_silent[] = SQL_SILENT("0");
+static const char sql_silent_window[] = SQL_SILENT_WINDOW("0");
+static const char sql_silent_v6[] = SQL_SILENT(SQL_KERNEL_WRITE);
+static const char sql_silent_window_v6[] = SQL_SILENT_WINDOW(SQL_KERNEL_WRITE);
 static const char sql_silent_size[] =
     "SELECT count(*) FROM (SELECT 1 FROM json_each(?1) j JOIN tensors w "
     "ON w.storage = j.value LIMIT ?2)";
@@ -146,6 +154,7 @@ typedef struct srec {
 /* A write through a tensor on one of the saved tensors' storages. */
 typedef struct wrec {
     int64_t storage, op, tensor, vc;
+    int kernel; /* a kernel write: the op moved no version (kernel_writes) */
 } wrec;
 
 /* Everything one replay's checks read, loaded in a few batched queries. */
@@ -296,6 +305,7 @@ static int load_batch(gt__dctx *c, const gt_replay *r, batch *bt)
         w->op = sqlite3_column_int64(st, 1);
         w->tensor = sqlite3_column_int64(st, 2);
         w->vc = sqlite3_column_int64(st, 3);
+        w->kernel = sqlite3_column_int(st, 4);
     }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -401,6 +411,17 @@ static gt_finding *add_saved_finding(gt__dctx *c, int kind, int64_t backward,
     return f;
 }
 
+/* Append write wr, with no bump, to v (n of cap). Returns 0, -1 when out of
+ * memory (v unchanged). */
+static int push_write(gt_mutation **v, size_t *n, size_t *cap, const wrec *wr)
+{
+    if (GT_ALLOC_GROW(*v, *n + 1, *cap, 4) != 0)
+        return -1;
+    (*v)[(*n)++] =
+        (gt_mutation){.seq = wr->op, .tensor = wr->tensor, .version_after = -1};
+    return 0;
+}
+
 /* Check saved tensor `x` of node `nd`, at event P, for a stale version and
  * for silent writes. */
 static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
@@ -459,7 +480,8 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     }
 
     /* Writes to the same bytes through a tensor with another counter, or
-     * through its own counter by an op that did not bump it. */
+     * through its own counter by an op that did not bump it: a collective,
+     * or a kernel write (kernel_writes), listed apart in kw. */
     size_t lo = 0, hi = bt->nwrites;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -468,26 +490,30 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
         else
             hi = mid;
     }
-    gt_mutation *w = NULL;
-    size_t nw = 0, wcap = 0;
+    gt_mutation *w = NULL, *kw = NULL;
+    size_t nw = 0, wcap = 0, nk = 0, kcap = 0;
     for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
         const wrec *wr = &bt->writes[i];
         const gt__tinfo *wi;
         if (wr->op <= x->from || wr->op >= P)
             continue;
-        if (wr->vc == x->vc) {
+        int same = wr->vc == x->vc, kernel = 0;
+        if (same) {
             size_t b = 0;
             while (b < nbump_ops && bump_ops[b] != wr->op)
                 b++;
             if (b < nbump_ops)
                 continue; /* an ordinary in-place write: the version moved */
-            /* only collectives write without a bump by design; any other op
-             * without one raised before writing */
+        }
+        if (same || wr->kernel) {
+            /* only collectives and kernel writes write without a bump by
+             * design; any other op without one raised before writing */
             gt__opinfo wo = {0};
             gt__dx_load_op(c, wr->op, &wo);
             int collective = !strncmp(wo.name, "c10d::", 6);
             gt__dx_op_release(&wo);
-            if (!collective)
+            kernel = wr->kernel && !collective;
+            if (same && !collective && !kernel)
                 continue;
         }
         if (!loaded) {
@@ -502,25 +528,53 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
          * of one buffer (unsafe_split, as LSTM cells use) are independent. */
         if (!gt__extent_overlap(&wi->ext, &ti.ext))
             continue;
-        if (GT_ALLOC_GROW(w, nw + 1, wcap, 4) != 0) {
+        if ((kernel ? push_write(&kw, &nk, &kcap, wr) : push_write(&w, &nw, &wcap, wr))) {
             rc = gt__dx_nomem(c);
             break;
         }
-        w[nw].seq = wr->op;
-        w[nw].bump_seq = 0;
-        w[nw].tensor = wr->tensor;
-        w[nw].version_after = -1;
-        nw++;
     }
     free(bump_ops);
-    if (rc || nw == 0 || gt__dx_slot_unread(c, x->seq)) {
+    if (rc || (nw == 0 && nk == 0) || gt__dx_slot_unread(c, x->seq)) {
         free(w);
+        free(kw);
         return rc;
     }
-    if (!add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x, now, w,
-                           nw))
+    if (nw && !add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x,
+                                 now, w, nw)) {
+        free(kw);
         return gt__dx_nomem(c);
+    }
+    if (!nw)
+        free(w);
+    if (nk && !add_saved_finding(c, GT_FINDING_SILENT_KERNEL_WRITE, r->backward, nd, x,
+                                 now, kw, nk))
+        return gt__dx_nomem(c);
+    if (!nk)
+        free(kw);
     return 0;
+}
+
+/* Drop the silent_saved_write findings of f->v[from .. *to) (changed bytes,
+ * --check-saved) that a silent_kernel_write of the same saved tensor and
+ * backward call explains: the write is known, with its op and line. *to
+ * becomes the new end of that range. Can't fail. */
+static void drop_explained(gt_findings *f, size_t from, size_t *to)
+{
+    size_t k = from;
+    for (size_t i = from; i < *to; i++) {
+        gt_finding *x = &f->v[i];
+        int known = 0;
+        for (size_t j = 0; j < from && !known; j++)
+            known = f->v[j].kind == GT_FINDING_SILENT_KERNEL_WRITE &&
+                    f->v[j].saved_seq == x->saved_seq && f->v[j].backward == x->backward;
+        if (known && x->kind == GT_FINDING_SILENT_SAVED_WRITE)
+            gt_finding_release(x);
+        else
+            f->v[k++] = *x;
+    }
+    memmove(&f->v[k], &f->v[*to], (f->n - *to) * sizeof *f->v);
+    f->n -= *to - k;
+    *to = k;
 }
 
 /* (tensor, checkpoint call) pairs already reported in one backward call. */
@@ -754,7 +808,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
         sqlite3_stmt **st;
     } stmts[] = {
         {sql_saved, &c.saved},
-        {sql_silent, &c.silent},
+        {sql_silent, &c.silent}, /* [1], [2]: v6 below */
         {sql_silent_window, &c.silent_window},
         {sql_silent_size, &c.silent_size},
         {sql_bwerr, &c.bwerr},
@@ -763,6 +817,10 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     };
     if (gt__trace_has_table(t, "saved_earlier"))
         stmts[0].sql = sql_saved_v3;
+    if (gt__trace_has_table(t, "kernel_writes")) {
+        stmts[1].sql = sql_silent_v6;
+        stmts[2].sql = sql_silent_window_v6;
+    }
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         if (!(*stmts[i].st = gt_trace_stmt(t, stmts[i].sql))) {
             rc = gt_trace_errcode(t);
@@ -829,6 +887,7 @@ int gt_diagnose(gt_trace *t, const gt_diagnose_options *opts, gt_findings **out)
     if ((rc = gt__diagnose_silent(t, only, c.f)) != 0)
         goto out;
     size_t silent_to = c.f->n;
+    drop_explained(c.f, silent_from, &silent_to);
     /* Never silent when PyTorch raised: an error of the family that no
      * finding explains is a finding of its own. */
     if ((rc = gt__dx_unexplained(&c, 0)) != 0)

@@ -305,6 +305,15 @@ static void head_silent_write(const ftext *x)
                 x->nm, x->node, x->slot);
 }
 
+/* an op that writes without moving the version (kernel_writes) */
+static void head_kernel_write(const ftext *x)
+{
+    fprintf(x->o,
+            "%s overwritten by %s, which moves no version, after %s saved it as %s: "
+            "gradients are silently wrong",
+            x->nm, jt(x->d, "$.mutations[0].op"), x->node, x->slot);
+}
+
 static void head_saved_write(const ftext *x)
 {
     fprintf(x->o,
@@ -765,7 +774,8 @@ static void print_saved(const ftext *x)
 /* The label of a group of writes of this kind. */
 static const char *writes_label(const char *kind, const char *op)
 {
-    return !strcmp(kind, "silent_storage_write")  ? "written at"
+    return !strcmp(kind, "silent_storage_write") || !strcmp(kind, "silent_kernel_write")
+               ? "written at"
            : !strcmp(kind, "silent_storage_swap") ? (op[0] ? "noticed at" : "swapped at")
            : !strcmp(kind, "silent_saved_write")  ? "written at"
            : !strcmp(kind, "unexplained")         ? "last written"

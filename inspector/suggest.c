@@ -9,6 +9,7 @@
 
 #include <gradtrace/error.h>
 #include <gradtrace/format.h>
+#include <gradtrace/kwrites.h>
 
 #include "diagnose_int.h"
 #include "pysrc.h"
@@ -1517,6 +1518,41 @@ static int suggest_silent_write(gt__dctx *c, gt_finding *f, sg *t)
                           name[0] ? name : "the tensor");
 }
 
+/* silent_kernel_write: an op that writes without moving the version
+ * (kernel_writes): a BatchNorm forward in training mode, a fused
+ * optimizer's step, or another of the kernel-write list (its reason; the
+ * *_stats ops update running statistics in any mode). */
+static int suggest_kernel_write(gt__dctx *c, gt_finding *f, sg *t)
+{
+    gt__opinfo *o = &t->o;
+    gt__dx_first_name(c, f->tensor, &t->name);
+    const char *name = S(t->name)[0] ? S(t->name) : "the tensor";
+    gt__dx_load_op(c, f->n_mutations ? f->mutations[0].seq : 0, o);
+    if (strstr(o->name, "batch_norm") && !strstr(o->name, "_stats"))
+        return set_suggestion(
+            c, f,
+            "%s updated %s in place in training mode, which moves no version, after a "
+            "forward in eval mode saved it, so backward used the new statistics: call "
+            "backward() before the next training-mode forward of the module, or run the "
+            "eval-mode forward under torch.no_grad() if it needs no gradient",
+            o->name, name);
+    if (strstr(o->name, "::_fused_"))
+        return set_suggestion(
+            c, f,
+            "the fused optimizer step %s wrote %s in place without moving "
+            "its version after a forward saved it, so backward used the "
+            "updated values: call optimizer.step() after backward() "
+            "(without fused=True PyTorch raises here instead)",
+            o->name, name);
+    const char *why = gt_kernel_write_reason(o->name);
+    return set_suggestion(
+        c, f,
+        "%s wrote %s in place without moving its version%s%s%s, after a "
+        "forward saved it, so backward used the new values: run it after "
+        "backward(), or give it a clone()",
+        o->name, name, why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
 /* backward_twice where the new loss reuses a value made before the earlier
  * backward() (reused_graph has filled t): make it again, or without a
  * graph. `where` is that backward()'s line. */
@@ -1608,6 +1644,8 @@ static int suggest(gt__dctx *c, gt_finding *f, sg *t)
         return suggest_inplace(c, f, t);
     case GT_FINDING_SILENT_STORAGE_WRITE:
         return suggest_silent_write(c, f, t);
+    case GT_FINDING_SILENT_KERNEL_WRITE:
+        return suggest_kernel_write(c, f, t);
     case GT_FINDING_BACKWARD_TWICE:
         return suggest_twice(c, f, t);
     case GT_FINDING_LEAF_INPLACE:

@@ -208,6 +208,8 @@ struct gt__rowbuf {
              " VALUES (?1, ?2, ?3, ?4, ?5)")                                             \
     X(SWAP, "INSERT INTO storage_swaps (seq, tensor, old_storage, new_storage, op,"      \
             " backward, last_seen, stack) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")      \
+    X(KWRITE, "INSERT OR IGNORE INTO kernel_writes (op, tensor, version, marked)"        \
+              " VALUES (?1, ?2, ?3, ?4)")                                                \
     X(EARLIER, "INSERT INTO saved_earlier (saved, saved_seq) VALUES (?1, ?2)")           \
     X(FINGERPRINT, "INSERT INTO saved_fingerprints (seq, saved, at_use, backward,"       \
                    " nbytes, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
@@ -979,6 +981,7 @@ static const char cut_tables_sql[] =
 #define CUT_FINGERPRINT_CALL_SQL "(backward IS NOT NULL AND backward NOT IN temp.gt_kc);"
 #define CUT_OLD_EVENTS_SQL                                                               \
     "DELETE FROM storage_swaps WHERE seq <= (SELECT c FROM temp.gt_cut);"                \
+    "DELETE FROM kernel_writes WHERE op <= (SELECT c FROM temp.gt_cut);"                 \
     "DELETE FROM errors WHERE seq <= (SELECT c FROM temp.gt_cut);"
 #define CUT_CALLS_SQL                                                                    \
     "DELETE FROM backward_roots WHERE backward NOT IN temp.gt_kc;"                       \
@@ -2714,6 +2717,20 @@ int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward,
     sqlite3_bind_int64(st, 5, nbytes);
     sqlite3_bind_int64(st, 6, (int64_t)hash);
     LOCKED_END(r, "fingerprint");
+}
+
+int gt_kernel_write(gt_recorder *r, int64_t op, gt_id tensor, int64_t version, int marked)
+{
+    if (!r || op <= 0 || tensor <= 0 || version < 0)
+        return GT_EINVAL;
+    const enum gt__stmt st_id = ST_KWRITE;
+    LOCKED_BEGIN(r);
+    sqlite3_stmt *st = r->st[st_id];
+    sqlite3_bind_int64(st, 1, op);
+    sqlite3_bind_int64(st, 2, tensor);
+    sqlite3_bind_int64(st, 3, version);
+    sqlite3_bind_int(st, 4, marked ? 1 : 0);
+    LOCKED_END(r, "kernel write");
 }
 
 int gt_storage_swap(gt_recorder *r, const gt_swap_info *s)

@@ -276,3 +276,17 @@ CREATE TABLE names (
     name   INTEGER NOT NULL,          -- strings.id: the variable name
     PRIMARY KEY (seq, tensor, name)
 ) WITHOUT ROWID;
+
+-- v6: a write an op made into a tensor argument without moving its version
+-- counter, seen after the op returned (the counter's value is the same as
+-- before it): BatchNorm's running statistics in training mode and the other
+-- ops of the kernel-write list (include/gradtrace/kwrites.h), arguments an
+-- op's schema marks written that it did not bump (a fused optimizer's), and
+-- c10d's in-place collectives. Each also has a 'mutated' op_args row.
+CREATE TABLE kernel_writes (
+    op      INTEGER NOT NULL,         -- ops.seq of the writing op
+    tensor  INTEGER NOT NULL,         -- tensors.id written
+    version INTEGER NOT NULL,         -- its counter's value, before and after
+    marked  INTEGER NOT NULL,         -- 1: the op's schema marks it written
+    PRIMARY KEY (op, tensor)
+) WITHOUT ROWID;

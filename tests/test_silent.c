@@ -1,6 +1,7 @@
 /* Unit tests of inspector/silent.c: writes PyTorch cannot see (a saved
  * tensor swapped to other memory, a saved tensor's bytes changed without a
- * version bump), on traces built by hand (no torch). */
+ * version bump, a kernel write: an op that wrote it and moved no version),
+ * on traces built by hand (no torch). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +189,67 @@ static void test_saved_bytes_unread_slot(void **state)
     gt_findings_free(f);
 }
 
+/* An op writing saved w (a `mutated` argument, no bump) between the save
+ * and backward: a silent_kernel_write naming that op when kernel_writes
+ * says it wrote with no bump (kw); without the row (an op that raised
+ * before writing) no finding; the same write after backward none. */
+static void kernel_write(const char *name, int kw, int after_backward, size_t want)
+{
+    tb b;
+    tb_open(&b, name);
+    int64_t saved = saved_w(&b);
+    gt_id bw = 0;
+    if (after_backward) {
+        bw = tb_backward(&b, 1, 0, 22);
+        assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    }
+    int64_t op = tb_op(&b, "aten::native_batch_norm", GT_PHASE_FORWARD, 21, "m(x2)");
+    assert_int_equal(gt_op_arg(b.r, op, GT_ROLE_INPUT, 3, 10, 0), 0);
+    assert_int_equal(gt_op_arg(b.r, op, GT_ROLE_MUTATED, 0, 10, 0), 0);
+    if (kw)
+        assert_int_equal(gt_kernel_write(b.r, op, 10, 0, 0), 0);
+    assert_int_equal(gt_kernel_write(b.r, op, 10, -1, 0), GT_EINVAL);
+    if (!after_backward) {
+        bw = tb_backward(&b, 1, 0, 22);
+        assert_int_equal(gt_backward_end(b.r, bw, 1), 0);
+    }
+    tb_close(&b, 1);
+    gt_findings *f = diagnose(b.path, 0, 0);
+    assert_int_equal(f->n, want);
+    if (want) {
+        assert_int_equal(f->v[0].kind, GT_FINDING_SILENT_KERNEL_WRITE);
+        assert_string_equal(gt_finding_kind_name(f->v[0].kind), "silent_kernel_write");
+        assert_int_equal(gt_finding_family(f->v[0].kind), GT_FAMILY_SAVED);
+        assert_int_equal(f->v[0].tensor, 10);
+        assert_int_equal(f->v[0].node, 1);
+        assert_int_equal(f->v[0].saved_seq, saved);
+        assert_int_equal(f->v[0].backward, bw);
+        assert_int_equal(f->v[0].n_mutations, 1);
+        assert_int_equal(f->v[0].mutations[0].seq, op);
+        assert_non_null(strstr(f->v[0].suggestion, "in training mode"));
+    }
+    gt_findings_free(f);
+    unlink(b.path);
+}
+
+static void test_kernel_write(void **state)
+{
+    (void)state;
+    kernel_write("kwrite", 1, 0, 1);
+}
+
+static void test_write_that_raised(void **state)
+{
+    (void)state;
+    kernel_write("kwrite_raised", 0, 0, 0);
+}
+
+static void test_kernel_write_after_backward(void **state)
+{
+    (void)state;
+    kernel_write("kwrite_after", 1, 1, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +258,9 @@ int main(void)
         cmocka_unit_test(test_saved_bytes_same),
         cmocka_unit_test(test_saved_write_handed_out),
         cmocka_unit_test(test_saved_bytes_unread_slot),
+        cmocka_unit_test(test_kernel_write),
+        cmocka_unit_test(test_write_that_raised),
+        cmocka_unit_test(test_kernel_write_after_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

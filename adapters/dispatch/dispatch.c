@@ -73,9 +73,10 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
     int view_arg;
     PyObject *call = func;
     int bump = BUMP_AFTER;
+    PyObject *kw = Py_None;
     if (!res ||
-        !PyArg_ParseTuple(res, "sO!O!i|Oi", &name, &PyTuple_Type, &wpos, &PyTuple_Type,
-                          &wnames, &view_arg, &call, &bump) ||
+        !PyArg_ParseTuple(res, "sO!O!i|OiO", &name, &PyTuple_Type, &wpos, &PyTuple_Type,
+                          &wnames, &view_arg, &call, &bump, &kw) ||
         !PyCallable_Check(call)) {
         Py_XDECREF(res);
         swallow(self);
@@ -102,6 +103,8 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
         m->wpos[k] = 1;
     }
     swallow(self);
+    gt__kw_meta(m, kw);
+    swallow(self);
     m->bump = bump;
     m->name = gt__intern_str(self, name);
     m->wnames = Py_NewRef(wnames);
@@ -115,6 +118,7 @@ static gt_opmeta *op_meta(gt_pyrec *self, PyObject *func)
         swallow(self);
         Py_DECREF(m->wnames);
         Py_DECREF(m->call);
+        Py_XDECREF(m->when_name);
         free(m->wpos);
         free(m);
         return NULL;
@@ -308,10 +312,11 @@ static void record_inputs(gt_pyrec *self, const gt_opmeta *meta, PyObject *args,
                           PyObject *kwargs, argvec *in, int64_t seq, gt_id stack)
 {
     Py_ssize_t na = PyTuple_GET_SIZE(args);
-    int oom = 0;
+    int oom = 0, when = gt__kw_when(meta, args, kwargs);
     for (Py_ssize_t i = 0; i < na && !oom; i++)
-        oom = gt__collect(self, PyTuple_GET_ITEM(args, i), is_written(meta, i), (int)i,
-                          in, 0) < 0;
+        oom = gt__collect(self, PyTuple_GET_ITEM(args, i),
+                          is_written(meta, i) && (when || meta->wpos[i] != 2), (int)i, in,
+                          0) < 0;
     if (kwargs && PyDict_Check(kwargs)) {
         PyObject *k, *v;
         Py_ssize_t p = 0;
@@ -351,6 +356,8 @@ static void record_bumps(gt_pyrec *self, const gt_opmeta *meta, argvec *in, int6
         a->e->last_out = seq;
         if (a->e->saved) /* an op's own change (set_): autograd sees it */
             gt__check_storage(self, a->e, a->t, seq, 0, stack, 0);
+        if (meta->bump == BUMP_NONE)
+            gt__kw_after(self, meta, a, seq);
         if (meta->bump != BUMP_NONE) {
             int64_t after = a->ver + 1;
             a->e->vc->expected = after;

@@ -44,7 +44,8 @@ static int mod_exec(PyObject *m)
         PyModule_AddIntConstant(m, "schema_version", GT_SCHEMA_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "RUN_OK", GT_RUN_OK) < 0 ||
         PyModule_AddIntConstant(m, "RUN_EXCEPTION", GT_RUN_EXCEPTION) < 0 ||
-        PyModule_AddIntConstant(m, "RUN_SIGNAL", GT_RUN_SIGNAL) < 0)
+        PyModule_AddIntConstant(m, "RUN_SIGNAL", GT_RUN_SIGNAL) < 0 ||
+        gt__kw_module_add(m) < 0)
         return -1;
     return 0;
 }

@@ -98,6 +98,7 @@ static void free_caches(gt_pyrec *self)
             gt_opmeta *m = (gt_opmeta *)(uintptr_t)self->ops.slots[i].value;
             Py_XDECREF(m->wnames);
             Py_XDECREF(m->call);
+            Py_XDECREF(m->when_name);
             free(m->wpos);
             free(m);
         }

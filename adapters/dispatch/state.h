@@ -14,6 +14,7 @@
  *   stack.c     Python stacks, frames and module paths
  *   names.c     variable names bound to recorded tensors
  *   functorch.c torch.func's wrapped tensors
+ *   kwrites.c   kernel writes: writes that move no version
  *   util.c      attribute readers, interning, per-op scratch
  *
  * Nothing here is exported: each extension exports only PyInit__gradtrace.
@@ -111,14 +112,19 @@ enum {
 
 typedef struct {
     gt_id name;
-    unsigned char *wpos; /* wpos[i]: schema argument i is written */
+    unsigned char *wpos; /* wpos[i]: schema argument i is written (1), or
+                          * written though the schema does not say so (2) */
     Py_ssize_t nwpos;
-    int bump;         /* BUMP_* */
-    PyObject *wnames; /* tuple of written argument names (for kwargs) */
-    int view_arg;     /* schema position an output aliases, -1 for none */
-    int is_detach;    /* aten::detach: maybe a shallow copy (.data) */
-    int is_query;     /* a size/stride/layout query (is_metadata_query) */
-    PyObject *call;   /* what func(*args, **kwargs) calls: its C++ op, or func */
+    int bump;            /* BUMP_* */
+    int kw;              /* BUMP_NONE writes that moved no counter are kernel
+                          * writes (kwrites.c) */
+    int when;            /* kw: the bool argument the unmarked writes need, or -1 */
+    PyObject *when_name; /* its name (for kwargs), or NULL */
+    PyObject *wnames;    /* tuple of written argument names (for kwargs) */
+    int view_arg;        /* schema position an output aliases, -1 for none */
+    int is_detach;       /* aten::detach: maybe a shallow copy (.data) */
+    int is_query;        /* a size/stride/layout query (is_metadata_query) */
+    PyObject *call;      /* what func(*args, **kwargs) calls: its C++ op, or func */
 } gt_opmeta;
 
 typedef struct {
@@ -359,6 +365,21 @@ void gt__bind_names(gt_pyrec *self, PyFrameObject *uf, int64_t seq);
 
 /* dispatch.c */
 void gt__bump_foreach(gt_pyrec *self);
+
+/* kwrites.c */
+/* m's kernel-write fields from op_meta's kw. Can't fail (a malformed kw is
+ * none; an exception may be left set: swallow it). */
+void gt__kw_meta(gt_opmeta *m, PyObject *kw);
+/* 1 if the op's unmarked writes happen with these arguments: no condition,
+ * or its bool argument is True (positional, else by name in kwargs). */
+int gt__kw_when(const gt_opmeta *m, PyObject *args, PyObject *kwargs);
+/* After op `seq` returned: a kernel write of written argument a if its
+ * version did not move. */
+void gt__kw_after(gt_pyrec *self, const gt_opmeta *m, const argref *a, int64_t seq);
+/* Module constants KERNEL_WRITES, the kernel-write list as a tuple of (op,
+ * "argument,argument", when, reason), and WRITES_NO_ELEMENT, a tuple of op
+ * names. Returns 0, or -1 with an exception. */
+int gt__kw_module_add(PyObject *m);
 int gt__collect(gt_pyrec *self, PyObject *v, int written, int pos, argvec *a, int depth);
 PyObject *gt__rec_dispatch(PyObject *op, PyObject *const *argv, Py_ssize_t argc);
 

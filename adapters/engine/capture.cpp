@@ -24,6 +24,7 @@
  */
 #include "fingerprint.h"
 #include "gt_capture.h"
+#include "gradtrace/kwrites.h"
 #include "torch_layout.h"
 
 #include <ATen/SequenceNumber.h>
@@ -108,6 +109,9 @@ struct NodeRef {
 enum : uint8_t {
     ARG_WRITTEN = 1,  /* it writes it */
     ARG_UNMARKED = 2, /* without its schema saying so (a c10d collective's) */
+    ARG_NOBUMP = 4,   /* maybe without a version bump: a kernel write when
+                       * its counter did not move (include/gradtrace/kwrites.h) */
+    ARG_WHEN = 8,     /* only when the op's `when` argument is true */
 };
 
 struct OpMeta {
@@ -115,6 +119,7 @@ struct OpMeta {
     bool is_op = false;
     bool composite = false;
     bool schema_writes = false; /* its schema marks an argument written */
+    int when = -1;              /* position of the bool argument ARG_WHEN writes need */
     /* ARG_* of each schema argument, as many as it has (empty: it writes
      * none); set once, when the op is first seen */
     std::vector<uint8_t> args;
@@ -583,7 +588,7 @@ inline void copy_dims(int64_t *dst, const int64_t *src, int n)
 }
 
 void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, bool written,
-             bool unmarked = false)
+             bool unmarked = false, bool nobump = false)
 {
     gt_cap_tensor f;
     int nd = facts(x, f);
@@ -601,6 +606,8 @@ void put_arg(Tls &t, int role, int pos, const at::Tensor &x, uint64_t stamp, boo
         r->t.flags |= GT_CAPT_WRITTEN;
     if (unmarked)
         r->t.flags |= GT_CAPT_UNMARKED;
+    if (nobump)
+        r->t.flags |= GT_CAPT_NOBUMP;
     if (f.impl) {
         /* one atomic increment: the address stays this tensor's while the
          * consumer knows it by that address */
@@ -669,8 +676,60 @@ ptrdiff_t collective_writes(const c10::FunctionSchema &s)
     return -1;
 }
 
-/* m.args and m.schema_writes from the op's schema, every argument of it. */
-void set_writes(OpMeta &m, const c10::FunctionSchema &schema)
+/* Ops whose schema marks an argument written though they change none of
+ * its elements (metadata, autograd state): never a kernel write. */
+bool writes_no_element(const std::string &n)
+{
+#define GT__KW_NAME(op) op,
+    static const char *const names[] = {GT_WRITES_NO_ELEMENT(GT__KW_NAME)};
+#undef GT__KW_NAME
+    for (const char *x : names)
+        if (n == x)
+            return true;
+    return false;
+}
+
+/* The arguments of the kernel-write list's entry for op name n (overload
+ * aside) in m.args: ARG_WRITTEN | ARG_UNMARKED | ARG_NOBUMP, and ARG_WHEN
+ * with m.when when the entry names a condition. Returns whether any. */
+bool set_kernel_writes(OpMeta &m, const c10::FunctionSchema &schema,
+                       std::vector<uint8_t> &f)
+{
+    struct Entry {
+        const char *op, *args, *when;
+    };
+#define GT__KW_ENTRY(op, args, when, reason) {op, args, when},
+    static const Entry entries[] = {GT_KERNEL_WRITES(GT__KW_ENTRY)};
+#undef GT__KW_ENTRY
+    const auto &args = schema.arguments();
+    bool any = false;
+    for (const Entry &e : entries) {
+        if (schema.name() != e.op)
+            continue;
+        for (size_t i = 0; i < args.size(); i++) {
+            const std::string &a = args[i].name();
+            if (e.when[0] && a == e.when &&
+                args[i].type()->kind() == c10::TypeKind::BoolType)
+                m.when = (int)i;
+            std::string list = std::string(",") + e.args + ",";
+            if (!args[i].alias_info() && tensorish(args[i].type()) &&
+                list.find("," + a + ",") != std::string::npos)
+                f[i] = ARG_WRITTEN | ARG_UNMARKED | ARG_NOBUMP, any = true;
+        }
+        if (e.when[0] && m.when < 0)
+            return false; /* no such argument: the entry does not fit */
+        if (e.when[0])
+            for (auto &x : f)
+                if (x & ARG_UNMARKED)
+                    x |= ARG_WHEN;
+    }
+    return any;
+}
+
+/* m.args and m.schema_writes from the op's schema, every argument of it;
+ * bump_free: the op has no ADInplaceOrView kernel (nothing bumps what it
+ * writes but the kernel itself). */
+void set_writes(OpMeta &m, const c10::FunctionSchema &schema, bool bump_free)
 {
     const auto &args = schema.arguments();
     std::vector<uint8_t> f(args.size(), 0);
@@ -681,9 +740,14 @@ void set_writes(OpMeta &m, const c10::FunctionSchema &schema)
             f[i] = ARG_WRITTEN, any = true;
     }
     m.schema_writes = any;
+    if (any && bump_free && !writes_no_element(schema.name()))
+        for (auto &x : f)
+            x |= x ? ARG_NOBUMP : 0;
     ptrdiff_t c = collective_writes(schema); /* never one the schema marks */
     if (c >= 0)
-        f[(size_t)c] = ARG_WRITTEN | ARG_UNMARKED, any = true;
+        f[(size_t)c] = ARG_WRITTEN | ARG_UNMARKED | ARG_NOBUMP, any = true;
+    if (set_kernel_writes(m, schema, f))
+        any = true;
     if (any)
         m.args = std::move(f);
 }
@@ -715,10 +779,11 @@ const OpMeta *op_meta_slow(const at::RecordFunction &fn, const char *key)
         m->name = schema->name();
         if (!schema->overload_name().empty())
             m->name += "." + schema->overload_name();
-        set_writes(*m, *schema);
         /* decomposed before the Python key (a dispatch mode never sees it):
          * the computed AutogradCPU entry is the math kernel */
         auto h = c10::Dispatcher::singleton().findOp(schema->operator_name());
+        set_writes(*m, *schema,
+                   h && !h->hasKernelForDispatchKey(c10::DispatchKey::ADInplaceOrView));
         if (h) {
             std::string table = h->dumpComputedTable();
             size_t p = table.find("\nAutogradCPU: ");
@@ -1141,7 +1206,7 @@ bool refused_by_autograd(const at::RecordFunction &fn, const OpMeta *m, bool gra
     auto in = fn.inputs();
     bool refused = false;
     for (size_t i = 0; i < in.size() && !refused; i++) {
-        if (m->arg(i) != ARG_WRITTEN)
+        if ((m->arg(i) & (ARG_WRITTEN | ARG_UNMARKED)) != ARG_WRITTEN)
             continue; /* not written, or not as its schema says */
         each_tensor(in[i], [&](const at::Tensor &x) {
             if (!x.defined() || refused)
@@ -1257,11 +1322,17 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
             r->pad[0] = r->pad[1] = 0;
         }
         auto in = fn.inputs();
+        /* a write of the kernel-write list only happens with its condition */
+        bool when = m->when < 0 || ((size_t)m->when < in.size() && in[m->when].isBool() &&
+                                    in[m->when].toBool());
         for (size_t i = 0; i < in.size(); i++) {
             uint8_t a = m->arg(i);
+            if ((a & ARG_WHEN) && !when)
+                a = 0;
             bool w = a & ARG_WRITTEN;
             each_tensor(in[i], [&](const at::Tensor &x) {
-                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w, a & ARG_UNMARKED);
+                put_arg(t, GT_CAP_IN, (int)i, x, fr.stamp, w, a & ARG_UNMARKED,
+                        a & ARG_NOBUMP);
                 /* keep the counter to read its value after the op */
                 t.vvs.push_back(
                     x.defined() ? x.unsafeGetTensorImpl()->version_counter()
@@ -1306,8 +1377,11 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     }
     t.vis_depth--;
     /* the versions in records of at most GT_CAP_VERS_MAX: GT_CAP_VERS
-     * ones, then the GT_CAP_END (an op may take any number of tensors) */
+     * ones, then the GT_CAP_END (an op may take any number of tensors);
+     * an op ending by an exception (RecordFunction ends as it unwinds) may
+     * have written nothing */
     size_t total = t.vvs.size() - fr.vv_begin, first = 0;
+    uint16_t raised = std::uncaught_exceptions() > 0 ? GT_CAP_ENDF_RAISED : 0;
     do {
         uint32_t n = (uint32_t)std::min<size_t>(total - first, GT_CAP_VERS_MAX);
         bool last = first + n == total;
@@ -1315,6 +1389,7 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
         auto *r = reinterpret_cast<gt_cap_end *>(
             reserve(t, len, last ? GT_CAP_END : GT_CAP_VERS, fr.stamp));
         if (r) {
+            r->h.flags |= raised;
             r->n = n;
             r->first = (uint32_t)first;
             uint32_t *v = reinterpret_cast<uint32_t *>(r + 1);
@@ -1831,7 +1906,7 @@ int gt_capture_schema_writes(const char *schema, char *out, size_t outlen)
     try {
         c10::FunctionSchema s = torch::jit::parseSchema(schema);
         OpMeta m;
-        set_writes(m, s);
+        set_writes(m, s, false);
         size_t n = s.arguments().size();
         if (n >= outlen)
             return -1;

@@ -56,6 +56,7 @@ typedef struct in_ent {
     uint32_t version;
     int written;
     int unmarked; /* GT_CAPT_UNMARKED: its change is seen later, not the op's */
+    int nobump;   /* GT_CAPT_NOBUMP: a kernel write if its counter did not move */
 } in_ent;
 
 /* A call into user code in progress on a lane (gt_capture_call_begin). A
@@ -895,17 +896,18 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
     }
     if (r->role == GT_CAP_IN) {
         if (c->flags & GT_CAPT_UNDEF) {
-            (void)lane_in_push(l, (in_ent){NULL, 0, 0, 0});
+            (void)lane_in_push(l, (in_ent){NULL, 0, 0, 0, 0});
             return;
         }
         ftensor *t = see_input(f, c, geom, l->op, 0, l->opstack);
         int w = (c->flags & GT_CAPT_WRITTEN) != 0;
         int pos = l->nin;
-        if (t && lane_in_push(l, (in_ent){t, c->version, w,
-                                          (c->flags & GT_CAPT_UNMARKED) != 0}) == 0)
+        if (t &&
+            lane_in_push(l, (in_ent){t, c->version, w, (c->flags & GT_CAPT_UNMARKED) != 0,
+                                     w && (c->flags & GT_CAPT_NOBUMP) != 0}) == 0)
             t->refs++;
         else if (!t)
-            (void)lane_in_push(l, (in_ent){NULL, 0, 0, 0});
+            (void)lane_in_push(l, (in_ent){NULL, 0, 0, 0, 0});
         if (!t)
             return;
         fcall *cl = l->ncalls ? &l->calls[l->ncalls - 1] : NULL;
@@ -959,7 +961,9 @@ static void on_arg_body(gt_fold *f, flane *l, const gt_cap_arg *r)
 
 /* The versions after the op of its inputs first..first + n - 1 (a
  * GT_CAP_VERS record, or the GT_CAP_END that ends the op): a change is a
- * bump of the op, once per counter (its first input with that counter). */
+ * bump of the op, once per counter (its first input with that counter); no
+ * change of a counter the op may write without bumping is a kernel write,
+ * unless the op ended by an exception. */
 static void on_versions(gt_fold *f, flane *l, const gt_cap_end *r)
 {
     pending_flush(f, l); /* the outputs of the lane's previous op */
@@ -974,6 +978,9 @@ static void on_versions(gt_fold *f, flane *l, const gt_cap_end *r)
         /* an earlier input of this op had the counter (stamps are unique) */
         int dup = e->t->v->mark == l->stamp;
         e->t->v->mark = l->stamp;
+        if (!dup && e->nobump && after[k] == e->version &&
+            !(r->h.flags & GT_CAP_ENDF_RAISED))
+            ck(f, gt_kernel_write(f->r, l->op, e->t->id, e->version, !e->unmarked));
         if (dup || after[k] == UINT32_MAX || after[k] == e->version || e->unmarked)
             continue;
         e->t->v->expected = after[k];

@@ -100,6 +100,8 @@ enum {
     GT_CAPT_NOGEOM = 32,    /* no strided geometry (sparse, nested, symbolic) */
     GT_CAPT_UNMARKED = 128, /* written without the schema saying so (a c10d
                              * collective): no bump is the op's */
+    GT_CAPT_NOBUMP = 256,   /* written maybe without a bump: if its counter
+                             * did not move, a kernel write (kernel_writes) */
     GT_CAPT_WEAK = 64,      /* the record holds a weak reference on impl: the
                              * consumer keeps it (gt_capture_weak_alive) or
                              * gives it back (gt_capture_weak_release) */
@@ -145,6 +147,9 @@ typedef struct gt_cap_arg {
 
 /* An op with more inputs than a record holds (GT_CAP_VERS_MAX) has its
  * versions in several: GT_CAP_VERS records, then the GT_CAP_END. */
+/* gt_cap_end.h.flags: the op ended by an exception */
+enum { GT_CAP_ENDF_RAISED = 1 };
+
 typedef struct gt_cap_end {
     gt_cap_hdr h;
     uint32_t n;     /* followed by n uint32 versions, in GT_CAP_IN order, */

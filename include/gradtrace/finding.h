@@ -56,7 +56,12 @@
  *                              finished reduction in the prior iteration":
  *                              the parameters the backward before did not
  *                              reach, each with why (unused.c; gt_finding's
- *                              params) */
+ *                              params)
+ *   silent_kernel_write        a saved tensor written by an op that moved no
+ *                              version (kernel_writes: BatchNorm's running
+ *                              statistics in training mode, a fused
+ *                              optimizer's step; include/gradtrace/kwrites.h)
+ *                              before the backward that read it (diagnose.c) */
 #define GT_FINDING_KINDS(X)                                                              \
     X(INPLACE_INVALIDATED_SAVED, 0, "inplace_invalidated_saved", SAVED, invalidated)     \
     X(SILENT_STORAGE_WRITE, 1, "silent_storage_write", SAVED, silent_write)              \
@@ -78,7 +83,8 @@
     X(RESIZE_REQUIRES_GRAD, 17, "resize_requires_grad", REFUSED, resize)                 \
     X(ROOT_WITHOUT_GRAD, 18, "root_without_grad", CUT, root)                             \
     X(GRAD_INPUT_UNREACHABLE, 19, "grad_input_unreachable", CUT, input)                  \
-    X(DDP_UNUSED_PARAMETERS, 20, "ddp_unused_parameters", DDP, ddp_unused)
+    X(DDP_UNUSED_PARAMETERS, 20, "ddp_unused_parameters", DDP, ddp_unused)               \
+    X(SILENT_KERNEL_WRITE, 21, "silent_kernel_write", SAVED, kernel_write)
 
 #define GT__FINDING_ENUM(name, value, json, family, printer) GT_FINDING_##name = value,
 enum gt_finding_kind { GT_FINDING_KINDS(GT__FINDING_ENUM) };

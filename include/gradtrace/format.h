@@ -18,7 +18,7 @@ extern "C" {
 
 /* Schema version written by this release (PRAGMA user_version and
  * run.schema_version of the trace); readers open this version and older. */
-#define GT_SCHEMA_VERSION 5
+#define GT_SCHEMA_VERSION 6
 /* The gradtrace release (run.gradtrace_version), GT_VERSION_STRING: the
  * build defines it from CMakeLists.txt's project(VERSION), the version the
  * Python package has too. */
@@ -84,7 +84,8 @@ enum gt_backward_status { GT_BACKWARD_STATUS_MAP(GT__FORMAT_ENUM) };
     X(ops) X(op_args) X(storages) X(tensors) X(version_bumps) X(nodes)   \
     X(edges) X(node_outputs) X(saved_tensors) X(saved_earlier)           \
     X(backward_calls) X(backward_roots) X(backward_inputs) X(node_execs) \
-    X(errors) X(storage_swaps) X(saved_fingerprints) X(names)
+    X(errors) X(storage_swaps) X(saved_fingerprints) X(names)         \
+    X(kernel_writes)
 /* clang-format on */
 
 /* The name of a value of each enumeration, as the trace stores it; NULL for

@@ -375,6 +375,14 @@ typedef struct gt_swap_info {
 /* Record a storage swap; takes a seq. */
 int gt_storage_swap(gt_recorder *r, const gt_swap_info *s);
 
+/* Op `op` wrote `tensor` without moving its version counter, which was
+ * `version` before and after it (kernel_writes): marked 1 if the op's
+ * schema marks the argument written, 0 if not (include/gradtrace/kwrites.h,
+ * a c10d collective). A second row for the same op and tensor is ignored.
+ * Takes no seq. Returns 0, GT_EINVAL for a bad argument, or a write error. */
+int gt_kernel_write(gt_recorder *r, int64_t op, gt_id tensor, int64_t version,
+                    int marked);
+
 /* A fingerprint of the bytes of saved tensor `saved` (saved_tensors.seq):
  * at_use 0 at save, 1 when its node ran in backward call `backward`. */
 int gt_fingerprint(gt_recorder *r, int64_t saved, int at_use, gt_id backward,

@@ -59,16 +59,50 @@ def _bump_kind(name, written):
     return BUMP_NONE
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel_writes():
+    """{op: (argument names, when, reason)} of the kernel-write list and the
+    set of ops whose schema marks a write of no element
+    (include/gradtrace/kwrites.h, as _gradtrace has it)."""
+    import _gradtrace
+    table = {op: (tuple(args.split(",")), when, reason)
+             for op, args, when, reason in _gradtrace.KERNEL_WRITES}
+    return table, frozenset(_gradtrace.WRITES_NO_ELEMENT)
+
+
+def _kernel_write_args(schema):
+    """The schema positions the kernel-write list says the op writes, and
+    its condition as (position, name), or (-1, '')."""
+    table, _ = _kernel_writes()
+    entry = table.get(schema.name)
+    if entry is None:
+        return [], (-1, "")
+    names, when, _ = entry
+    pos = [i for i, a in enumerate(schema.arguments)
+           if a.name in names and a.alias_info is None and "Tensor" in str(a.type)]
+    if not when:
+        return pos, (-1, "")
+    cond = [i for i, a in enumerate(schema.arguments)
+            if a.name == when and str(a.type) == "bool"]
+    return (pos, (cond[0], when)) if cond else ([], (-1, ""))
+
+
 def op_meta(func):
     """(name, written-argument positions, written-argument names, view
-    argument, callable, bump kind) of an OpOverload, from its schema:
+    argument, callable, bump kind, kernel writes) of an OpOverload, from its
+    schema:
     alias_info.is_write marks what the op mutates (in-place, out= and copy_
     alike); a return with non-write alias info is a view of the first
     argument with alias info. The callable is what func(*args, **kwargs)
     ends up calling; the bump kind says how PyTorch moves the written
     arguments' versions (_bump_kind). An in-place c10d collective's output,
     which its schema does not mark, is written too, without a bump
-    (_dist.collective_writes)."""
+    (_dist.collective_writes), and so are the arguments of the kernel-write
+    list (_kernel_write_args). Kernel writes: None, or for an op whose
+    written arguments PyTorch does not bump (BUMP_NONE) (when position,
+    when name, unmarked positions): a written argument whose version did not
+    move once it returned is a write no version shows (_gradtrace.c
+    kw_meta)."""
     schema = func._schema
     name = schema.name
     if schema.overload_name:
@@ -88,12 +122,19 @@ def op_meta(func):
                 break
     bump = _bump_kind(name, written)
     from ._dist import collective_writes  # c10d writes its schema does not mark
-    silent = [i for i in collective_writes(schema) if i not in positions]
+    listed, when = _kernel_write_args(schema)
+    silent = [i for i in collective_writes(schema) + listed if i not in positions]
     if silent:
         positions.extend(silent)
-        written.extend(schema.arguments[i].name for i in silent)
+        # a conditional write (training=True) is read from positional
+        # arguments only, as ops reach the mode from C++
+        written.extend(schema.arguments[i].name for i in silent
+                       if when[0] < 0 or i not in listed)
         bump = BUMP_NONE
-    return (name, tuple(positions), tuple(written), view_arg, _direct_call(func), bump)
+    kw = None
+    if bump == BUMP_NONE and schema.name not in _kernel_writes()[1]:
+        kw = (when[0], when[1], tuple(silent))
+    return (name, tuple(positions), tuple(written), view_arg, _direct_call(func), bump, kw)
 
 
 def saved_names(cls):

@@ -18,16 +18,19 @@ try:
     import torch
     import _gradtrace_engine as eng
     from gradtrace._dist import collective_writes
+    from gradtrace._mode import _kernel_write_args
 except ImportError:
     eng = None
 
 
 def expected(schema):
     """The flags the shim must give: 'w' for an argument the schema marks
-    written, 'u' for the one a c10d collective writes unmarked, '.' else."""
+    written, 'u' for the one a c10d collective writes unmarked and for those
+    of the kernel-write list (include/gradtrace/kwrites.h, as the dispatch
+    adapter reads it), '.' else."""
     flags = ["w" if a.alias_info is not None and a.alias_info.is_write else "."
              for a in schema.arguments]
-    for i in collective_writes(schema):
+    for i in collective_writes(schema) + _kernel_write_args(schema)[0]:
         flags[i] = "u"
     return "".join(flags)
 
@@ -50,6 +53,9 @@ class SchemaWrites(unittest.TestCase):
             kinds.update(want)
             self.assertEqual(eng.schema_writes(str(s)), want, str(s))
         self.assertEqual(kinds, {".", "w", "u"})  # collectives included
+        # BatchNorm's running statistics, which its schema does not mark
+        bn = torch.ops.aten.native_batch_norm.default._schema
+        self.assertEqual(eng.schema_writes(str(bn)), "...uu...")
 
     def test_more_than_64_arguments(self):
         for n, at in ((65, 64), (70, 67), (130, 129), (300, 70)):
