@@ -422,17 +422,129 @@ static int push_write(gt_mutation **v, size_t *n, size_t *cap, const wrec *wr)
     return 0;
 }
 
+/* The inplace_invalidated_saved finding for saved tensor `x` of node `nd`,
+ * whose counter moved from x->version to `now` by the nb writes in `bumps`
+ * (owned from here on), and whether it is the error e reported; *ti becomes
+ * x's tensor facts. Returns 0 or a GT_E* code. */
+static int stale_finding(gt__dctx *c, const gt_replay *r, const gt_replay_node *nd,
+                         int64_t P, const srec *x, const bwerr *e, int64_t now,
+                         gt_mutation *bumps, size_t nb, gt__tinfo *ti /* OUT */)
+{
+    gt_finding *f = add_saved_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED,
+                                      r->backward, nd, x, now, bumps, nb);
+    if (!f)
+        return gt__dx_nomem(c);
+    f->error_seq = e->seq;
+    const gt__tinfo *tp;
+    int rc = cached_tensor(c, x->tensor, &tp);
+    if (rc)
+        return rc;
+    *ti = *tp;
+    if (e->seq && e->m.has_versions)
+        f->matches_error = !strcmp(ti->dtype, e->m.dtype) &&
+                           gt__pymsg_shape_fits(ti->shape, e->m.shape,
+                                                strcmp(ti->shape, e->m.shape) != 0 &&
+                                                    gt__dx_under_vmap(c, x->tensor)) &&
+                           e->m.version == now && e->m.expected == x->version &&
+                           grad_fn_matches(c, x, nd->id, P, nb > 0, ti, e);
+    else if (e->seq)
+        f->matches_error = 0;
+    return 0;
+}
+
+/* Whether write wr changed saved tensor x's bytes with no version of x
+ * moving: 0 no (an ordinary in-place write, whose bump is one of the nb
+ * ops in bump_ops; an op without a bump that raised before writing), 1 yes
+ * (through another counter, or a c10d collective), 2 yes, a kernel write
+ * (kernel_writes). Can't fail. */
+static int unseen_write(gt__dctx *c, const srec *x, const wrec *wr,
+                        const int64_t *bump_ops, size_t nb)
+{
+    int same = wr->vc == x->vc;
+    for (size_t b = 0; same && b < nb; b++)
+        if (bump_ops[b] == wr->op)
+            return 0; /* an ordinary in-place write: the version moved */
+    if (!same && !wr->kernel)
+        return 1;
+    /* only collectives and kernel writes write without a bump by design;
+     * any other op without one raised before writing */
+    gt__opinfo wo = {0};
+    gt__dx_load_op(c, wr->op, &wo);
+    int collective = !strncmp(wo.name, "c10d::", 6);
+    gt__dx_op_release(&wo);
+    int kernel = wr->kernel && !collective;
+    if (same && !collective && !kernel)
+        return 0;
+    return kernel ? 2 : 1;
+}
+
+/* The writes a saved tensor's version did not see: through another
+ * counter or a collective (w), kernel writes (kw). */
+typedef struct unseen {
+    gt_mutation *w, *kw;
+    size_t nw, wcap, nk, kcap;
+} unseen;
+
+/* The index of batch bt's first write on `storage` (writes are sorted by
+ * storage), bt->nwrites if none. Can't fail. */
+static size_t first_write_on(const batch *bt, int64_t storage)
+{
+    size_t lo = 0, hi = bt->nwrites;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (bt->writes[mid].storage < storage)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Collect into *u the writes to saved tensor x's own bytes between its save
+ * and event P that moved no version of x (unseen_write). *ti is x's tensor
+ * facts, read here first when *loaded is 0. Returns 0 or a GT_E* code (the
+ * lists in *u are the caller's to free either way). */
+static int unseen_writes(gt__dctx *c, const batch *bt, int64_t P, const srec *x,
+                         const int64_t *bump_ops, size_t nb, gt__tinfo *ti, int *loaded,
+                         unseen *u)
+{
+    for (size_t i = first_write_on(bt, x->storage);
+         i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
+        const wrec *wr = &bt->writes[i];
+        const gt__tinfo *wi;
+        int rc, how;
+        if (wr->op <= x->from || wr->op >= P ||
+            !(how = unseen_write(c, x, wr, bump_ops, nb)))
+            continue;
+        if (!*loaded) {
+            if ((rc = cached_tensor(c, x->tensor, &wi)) != 0)
+                return rc;
+            *ti = *wi;
+            *loaded = 1;
+        }
+        if ((rc = cached_tensor(c, wr->tensor, &wi)) != 0)
+            return rc;
+        /* Only a write to the saved tensor's own bytes reaches it: pieces
+         * of one buffer (unsafe_split, as LSTM cells use) are independent. */
+        if (!gt__extent_overlap(&wi->ext, &ti->ext))
+            continue;
+        if (how == 2 ? push_write(&u->kw, &u->nk, &u->kcap, wr)
+                     : push_write(&u->w, &u->nw, &u->wcap, wr))
+            return gt__dx_nomem(c);
+    }
+    return 0;
+}
+
 /* Check saved tensor `x` of node `nd`, at event P, for a stale version and
- * for silent writes. */
+ * for silent writes. Returns 0 or a GT_E* code. */
 static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
                        const gt_replay_node *nd, int64_t P, const srec *x, const bwerr *e)
 {
     int64_t now;
     gt_mutation *bumps = NULL;
     size_t nb = 0;
-    int rc = gt__counters_window(bt->counters, x->vc, x->from, x->version, P, &now,
-                                 &bumps, &nb);
-    if (rc)
+    if (gt__counters_window(bt->counters, x->vc, x->from, x->version, P, &now, &bumps,
+                            &nb))
         return gt__dx_nomem(c);
     /* the ops that bumped x's counter: a c10d collective writing through
      * the same counter without one left the version where it was */
@@ -443,114 +555,35 @@ static int check_saved(gt__dctx *c, const gt_replay *r, const batch *bt,
     }
     for (size_t i = 0; i < nb; i++)
         bump_ops[i] = bumps[i].seq;
-    size_t nbump_ops = nb;
     gt__tinfo ti;
-    int loaded = 0;
+    int loaded = 0, rc = 0;
     if (now != x->version) {
-        gt_finding *f = add_saved_finding(c, GT_FINDING_INPLACE_INVALIDATED_SAVED,
-                                          r->backward, nd, x, now, bumps, nb);
-        if (!f) {
-            free(bump_ops);
-            return gt__dx_nomem(c);
-        }
-        f->error_seq = e->seq;
-        const gt__tinfo *tp;
-        if ((rc = cached_tensor(c, x->tensor, &tp)) != 0) {
-            free(bump_ops);
-            return rc;
-        }
-        ti = *tp;
+        rc = stale_finding(c, r, nd, P, x, e, now, bumps, nb, &ti);
         loaded = 1;
-        if (e->seq && e->m.has_versions)
-            f->matches_error =
-                !strcmp(ti.dtype, e->m.dtype) &&
-                gt__pymsg_shape_fits(ti.shape, e->m.shape,
-                                     strcmp(ti.shape, e->m.shape) != 0 &&
-                                         gt__dx_under_vmap(c, x->tensor)) &&
-                e->m.version == now && e->m.expected == x->version &&
-                grad_fn_matches(c, x, nd->id, P, nb > 0, &ti, e);
-        else if (e->seq)
-            f->matches_error = 0;
     } else {
         free(bumps);
     }
-    if (!x->has_storage) {
-        free(bump_ops);
-        return 0;
-    }
-
-    /* Writes to the same bytes through a tensor with another counter, or
-     * through its own counter by an op that did not bump it: a collective,
-     * or a kernel write (kernel_writes), listed apart in kw. */
-    size_t lo = 0, hi = bt->nwrites;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (bt->writes[mid].storage < x->storage)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    gt_mutation *w = NULL, *kw = NULL;
-    size_t nw = 0, wcap = 0, nk = 0, kcap = 0;
-    for (size_t i = lo; i < bt->nwrites && bt->writes[i].storage == x->storage; i++) {
-        const wrec *wr = &bt->writes[i];
-        const gt__tinfo *wi;
-        if (wr->op <= x->from || wr->op >= P)
-            continue;
-        int same = wr->vc == x->vc, kernel = 0;
-        if (same) {
-            size_t b = 0;
-            while (b < nbump_ops && bump_ops[b] != wr->op)
-                b++;
-            if (b < nbump_ops)
-                continue; /* an ordinary in-place write: the version moved */
-        }
-        if (same || wr->kernel) {
-            /* only collectives and kernel writes write without a bump by
-             * design; any other op without one raised before writing */
-            gt__opinfo wo = {0};
-            gt__dx_load_op(c, wr->op, &wo);
-            int collective = !strncmp(wo.name, "c10d::", 6);
-            gt__dx_op_release(&wo);
-            kernel = wr->kernel && !collective;
-            if (same && !collective && !kernel)
-                continue;
-        }
-        if (!loaded) {
-            if ((rc = cached_tensor(c, x->tensor, &wi)) != 0)
-                break;
-            ti = *wi;
-            loaded = 1;
-        }
-        if ((rc = cached_tensor(c, wr->tensor, &wi)) != 0)
-            break;
-        /* Only a write to the saved tensor's own bytes reaches it: pieces
-         * of one buffer (unsafe_split, as LSTM cells use) are independent. */
-        if (!gt__extent_overlap(&wi->ext, &ti.ext))
-            continue;
-        if ((kernel ? push_write(&kw, &nk, &kcap, wr) : push_write(&w, &nw, &wcap, wr))) {
-            rc = gt__dx_nomem(c);
-            break;
-        }
-    }
+    unseen u = {0};
+    if (!rc && x->has_storage)
+        rc = unseen_writes(c, bt, P, x, bump_ops, nb, &ti, &loaded, &u);
     free(bump_ops);
-    if (rc || (nw == 0 && nk == 0) || gt__dx_slot_unread(c, x->seq)) {
-        free(w);
-        free(kw);
+    if (rc || (u.nw == 0 && u.nk == 0) || gt__dx_slot_unread(c, x->seq)) {
+        free(u.w);
+        free(u.kw);
         return rc;
     }
-    if (nw && !add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x,
-                                 now, w, nw)) {
-        free(kw);
+    if (u.nw && !add_saved_finding(c, GT_FINDING_SILENT_STORAGE_WRITE, r->backward, nd, x,
+                                   now, u.w, u.nw)) {
+        free(u.kw);
         return gt__dx_nomem(c);
     }
-    if (!nw)
-        free(w);
-    if (nk && !add_saved_finding(c, GT_FINDING_SILENT_KERNEL_WRITE, r->backward, nd, x,
-                                 now, kw, nk))
+    if (!u.nw)
+        free(u.w);
+    if (u.nk && !add_saved_finding(c, GT_FINDING_SILENT_KERNEL_WRITE, r->backward, nd, x,
+                                   now, u.kw, u.nk))
         return gt__dx_nomem(c);
-    if (!nk)
-        free(kw);
+    if (!u.nk)
+        free(u.kw);
     return 0;
 }
 
