@@ -17,24 +17,32 @@ void gt__storage_release(gt_pyrec *self, gt_storage_ent *st)
     free(st);
 }
 
+/* Take entry e off its storage's list and release the storage (nothing
+ * when it has none). Can't fail. */
+void gt__ent_unlink(gt_pyrec *self, gt_tensor_ent *e)
+{
+    if (!e->st)
+        return;
+    if (e->st_prev)
+        e->st_prev->st_next = e->st_next;
+    else
+        e->st->head = e->st_next;
+    if (e->st_next)
+        e->st_next->st_prev = e->st_prev;
+    else
+        e->st->tail = e->st_prev;
+    gt__storage_release(self, e->st);
+    e->st = NULL;
+    e->st_prev = e->st_next = NULL;
+}
+
 /* Forget a tensor entry: out of the map, off its storage, weakref dropped. */
 void gt__ent_forget(gt_pyrec *self, gt_tensor_ent *e)
 {
     if (!e->rec)
         return;
     e->rec = NULL;
-    if (e->st) {
-        if (e->st_prev)
-            e->st_prev->st_next = e->st_next;
-        else
-            e->st->head = e->st_next;
-        if (e->st_next)
-            e->st_next->st_prev = e->st_prev;
-        else
-            e->st->tail = e->st_prev;
-        gt__storage_release(self, e->st);
-        e->st = NULL;
-    }
+    gt__ent_unlink(self, e);
     vc_release(e->vc);
     e->vc = NULL;
     gt_map_del(&self->byid, (uint64_t)e->id, 0, 0);

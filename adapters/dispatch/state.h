@@ -323,6 +323,8 @@ gt_id gt__capture_stack_here(gt_pyrec *self, PyFrameObject **user);
 
 /* ent.c */
 void gt__storage_release(gt_pyrec *self, gt_storage_ent *st);
+/* Take e off its storage's list and release the storage. Can't fail. */
+void gt__ent_unlink(gt_pyrec *self, gt_tensor_ent *e);
 void gt__ent_forget(gt_pyrec *self, gt_tensor_ent *e);
 extern PyType_Spec gt__ent_spec;
 

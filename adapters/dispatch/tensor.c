@@ -399,19 +399,7 @@ void gt__check_storage(gt_pyrec *self, gt_tensor_ent *e, PyObject *t, int64_t op
                            .stack = stack};
         ck(self, gt_storage_swap(self->r, &si));
     }
-    if (e->st) {
-        if (e->st_prev)
-            e->st_prev->st_next = e->st_next;
-        else
-            e->st->head = e->st_next;
-        if (e->st_next)
-            e->st_next->st_prev = e->st_prev;
-        else
-            e->st->tail = e->st_prev;
-        gt__storage_release(self, e->st);
-        e->st = NULL;
-        e->st_prev = e->st_next = NULL;
-    }
+    gt__ent_unlink(self, e);
     if (st) {
         st->refs++;
         e->st = st;

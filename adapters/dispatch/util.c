@@ -1,9 +1,10 @@
 /* util.c: attribute readers, interning and per-op scratch of the dispatch adapter. */
 #include "state.h"
 
-int64_t gt__long_attr(PyObject *o, PyObject *name, int64_t dflt, gt_pyrec *self)
+/* v as an int64_t, v's reference taken; dflt (the Python error swallowed)
+ * when v is NULL or not an integer that fits. */
+static int64_t long_of(PyObject *v, int64_t dflt, gt_pyrec *self)
 {
-    PyObject *v = PyObject_GetAttr(o, name);
     if (!v) {
         swallow(self);
         return dflt;
@@ -17,20 +18,14 @@ int64_t gt__long_attr(PyObject *o, PyObject *name, int64_t dflt, gt_pyrec *self)
     return x;
 }
 
+int64_t gt__long_attr(PyObject *o, PyObject *name, int64_t dflt, gt_pyrec *self)
+{
+    return long_of(PyObject_GetAttr(o, name), dflt, self);
+}
+
 int64_t gt__long_call(PyObject *o, PyObject *name, int64_t dflt, gt_pyrec *self)
 {
-    PyObject *v = PyObject_CallMethodNoArgs(o, name);
-    if (!v) {
-        swallow(self);
-        return dflt;
-    }
-    int64_t x = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    if (x == -1 && PyErr_Occurred()) {
-        swallow(self);
-        return dflt;
-    }
-    return x;
+    return long_of(PyObject_CallMethodNoArgs(o, name), dflt, self);
 }
 
 int gt__truth_attr(PyObject *o, PyObject *name, gt_pyrec *self)
