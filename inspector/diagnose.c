@@ -605,7 +605,8 @@ static void drop_explained(gt_findings *f, size_t from, size_t *to)
         else
             f->v[k++] = *x;
     }
-    memmove(&f->v[k], &f->v[*to], (f->n - *to) * sizeof *f->v);
+    if (f->n > *to) /* f->v is NULL when there are no findings */
+        memmove(&f->v[k], &f->v[*to], (f->n - *to) * sizeof *f->v);
     f->n -= *to - k;
     *to = k;
 }
