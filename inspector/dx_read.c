@@ -216,15 +216,11 @@ void gt__dx_stack_loc(gt__dctx *c, int64_t stack, gt_strbuf *where, gt_strbuf *c
         return;
     /* Shown like every other path of the output: relative to the working
      * directory when it lies below it. */
-    const char *file = l.file;
-    size_t n;
-    if (file && !c->cwd_read) { /* the process's, not the trace's */
+    if (l.file && !c->cwd_read) { /* the process's, not the trace's */
         c->cwd = getcwd(NULL, 0);
         c->cwd_read = 1;
     }
-    if (file && c->cwd && (n = strlen(c->cwd)) > 1 && !strncmp(file, c->cwd, n) &&
-        file[n] == '/')
-        file += n + 1;
+    const char *file = gt__path_below(l.file, c->cwd);
     if (gt_strbuf_addf(where, "%s:%d", file ? file : "", (int)l.line) != 0)
         c->oom = 1;
     if (code && gt_strbuf_adds(code, l.code ? l.code : "") != 0)

@@ -1191,11 +1191,8 @@ static void set_tooltip_site(builder *b, void *obj, const gt_loc *l)
 {
     if (!l->frame)
         return;
-    const char *file = l->file;
-    size_t n = b->cwd ? strlen(b->cwd) : 0;
     /* Relative to the run's directory when it is below it. */
-    if (file && n > 1 && !strncmp(file, b->cwd, n) && file[n] == '/')
-        file += n + 1;
+    const char *file = gt__path_below(l->file, b->cwd);
     gt_strbuf_reset(&b->tmp);
     sb_text(&b->tmp, file, 0);
     gt_strbuf_addf(&b->tmp, ":%lld", (long long)l->line);

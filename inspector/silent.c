@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -71,11 +72,15 @@ static int where(gt_trace *t, sqlite3_stmt *st, int col, char **out)
     int rc = gt_trace_loc(t, sqlite3_column_int64(st, col), &l);
     *out = NULL;
     if (rc == 1 && l.file) {
-        size_t n = strlen(l.file) + 24;
+        /* relative to the working directory, as diagnose's other paths */
+        char *cwd = getcwd(NULL, 0);
+        const char *file = gt__path_below(l.file, cwd);
+        size_t n = strlen(file) + 24;
         if (!(*out = malloc(n)))
             rc = gt__trace_fail(t, GT_ENOMEM, "out of memory");
         else
-            snprintf(*out, n, "%s:%lld", l.file, (long long)l.line);
+            snprintf(*out, n, "%s:%lld", file, (long long)l.line);
+        free(cwd);
     }
     gt_loc_release(&l);
     return rc == GT_ENOMEM ? rc : 0; /* a stack it cannot read: no line */

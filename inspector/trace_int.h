@@ -6,6 +6,8 @@
 #ifndef GT_TRACE_INT_H
 #define GT_TRACE_INT_H
 
+#include <string.h>
+
 #include <gradtrace/trace.h>
 
 /* Forget the handle's message: each top-level call on a trace
@@ -23,5 +25,15 @@ int gt__trace_has_table(gt_trace *t, const char *name);
  * on the handle. */
 int gt__trace_fail(gt_trace *t, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* file relative to dir (the part after "dir/") when it lies below dir, else
+ * file itself: how every path of the output is shown. Can't fail. */
+static inline const char *gt__path_below(const char *file, const char *dir)
+{
+    size_t n = dir ? strlen(dir) : 0;
+    if (file && n > 1 && !strncmp(file, dir, n) && file[n] == '/')
+        return file + n + 1;
+    return file;
+}
 
 #endif /* GT_TRACE_INT_H */

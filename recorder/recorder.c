@@ -722,6 +722,18 @@ static int64_t next_seq(gt_recorder *r)
     return __atomic_add_fetch(&r->seq, 1, __ATOMIC_RELAXED);
 }
 
+/* In a forked child, closes the handle with a message and returns 1: a
+ * child must not write through its parent's connection. */
+static int forked_child(gt_recorder *r)
+{
+    if (getpid() == r->pid)
+        return 0;
+    r->closed = 1;
+    set_errmsg(r, "recorder handle was opened by process %ld, not by this (forked) process",
+               (long)r->pid);
+    return 1;
+}
+
 /* begin_write_as past its common case (a usable handle in a transaction). */
 static int begin_write_slow(gt_recorder *r, int run_row)
 {
@@ -731,15 +743,8 @@ static int begin_write_slow(gt_recorder *r, int run_row)
         return GT_EFAILED;
     if (r->in_txn)
         return 0;
-    if (getpid() != r->pid) {
-        /* a forked child must not write through its parent's connection */
-        r->closed = 1;
-        set_errmsg(r,
-                   "recorder handle was opened by process %ld, "
-                   "not by this (forked) process",
-                   (long)r->pid);
+    if (forked_child(r))
         return GT_ECLOSED;
-    }
     int rc = step(r, ST_BEGIN, "begin", 1);
     if (rc)
         return rc;
@@ -879,14 +884,8 @@ static int commit(gt_recorder *r)
 {
     if (!r->in_txn)
         return 0;
-    if (getpid() != r->pid) {
-        r->closed = 1;
-        set_errmsg(r,
-                   "recorder handle was opened by process %ld, "
-                   "not by this (forked) process",
-                   (long)r->pid);
+    if (forked_child(r))
         return GT_ECLOSED;
-    }
     int args_rc = flush_bufs(r);
     if (args_rc && args_rc != GT_EINVAL)
         return args_rc;

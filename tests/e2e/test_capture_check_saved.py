@@ -28,9 +28,9 @@ def marker(tag):
     return gtutil.marker(SCRIPT, tag)
 
 
-def diagnose(trace):
+def diagnose(trace, cwd=None):
     r = subprocess.run([gtutil.GRADTRACE, "diagnose", "--json", trace], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=120, cwd=cwd)
     return r.returncode, json.loads(r.stdout)
 
 
@@ -63,6 +63,10 @@ class CheckSaved(unittest.TestCase):
         # the fix names the line that handed the memory out (y.detach().numpy())
         self.assertIn("cap_numpy.py:%d (aten::detach" % marker("touch"), f["suggestion"])
         self.assertIn("sampled check", f["suggestion"])
+        # as every path of the report: relative to the working directory
+        _, doc = diagnose(os.path.abspath(trace), cwd=os.path.dirname(SCRIPT))
+        self.assertIn(", after cap_numpy.py:%d (aten::detach" % marker("touch"),
+                      doc["findings"][0]["suggestion"])
         self.assertEqual(mode_of(trace), "sampled")
         db = gtutil.connect(trace)
         prints = gtutil.rows(db, "SELECT at_use, nbytes FROM saved_fingerprints ORDER BY at_use")
