@@ -729,7 +729,8 @@ static int forked_child(gt_recorder *r)
     if (getpid() == r->pid)
         return 0;
     r->closed = 1;
-    set_errmsg(r, "recorder handle was opened by process %ld, not by this (forked) process",
+    set_errmsg(r,
+               "recorder handle was opened by process %ld, not by this (forked) process",
                (long)r->pid);
     return 1;
 }
