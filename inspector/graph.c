@@ -2416,7 +2416,7 @@ static int draw(builder *b, size_t centre, size_t *drawn, size_t *findings)
 {
     int rc;
 
-    b->g = agopen((char *)"gradtrace", Agdirected, NULL);
+    b->g = agopen((char *)"gradtrace", Agdirected, &gt__graph_disc);
     if (!b->g)
         return oom(b);
     declare_defaults(b->g);

@@ -30,4 +30,11 @@ struct gt_graph {
  * to->oom). */
 void gt__graph_messages(gt_strbuf *to);
 
+/* The discipline graph.c opens its graphs with: cgraph's own, except for
+ * object IDs (graph_ids.c). cgraph's default makes a name's ID the address
+ * of its interned string and walks subgraphs in ID order, so the order of
+ * the clusters in a DOT file and in the layout followed the allocator;
+ * this one counts, so every object is walked in the order it was made. */
+extern Agdisc_t gt__graph_disc;
+
 #endif

@@ -4,7 +4,7 @@ examples/transformer_inplace.py), recorded and diagnosed.
 
 Checks the module paths (stacks.module) in diagnose's text and JSON, the
 transformer's six findings said once and drawn once as x6 with the blocks'
-indices (DOT), that a finding's node notes only the saved tensors the
+indices (DOT), the DOT's clusters in the order they were drawn, that a finding's node notes only the saved tensors the
 finding is about (no batch norm running statistics, no weights), and that a
 PNG's labels stay at least 11 px high (its scale) at the default size."""
 import os
@@ -72,6 +72,19 @@ class BigModels(unittest.TestCase):
         self.assertIn("\u00d76 in blocks.0\u20135.mlp", text)
         # labels carry the module that made each node
         self.assertRegex(text, r"AddmmBackward0\\nblocks\.\d\.mlp\.fc2\\n")
+
+    def test_dot_clusters_in_drawing_order(self):
+        # cgraph walks subgraphs by ID: with IDs counted, not taken from
+        # the addresses of interned names, the clusters come out in the
+        # order they were drawn (the legend last), whatever the allocator did
+        for name, trace in (("resnet", self.resnet), ("transformer", self.transformer)):
+            with self.subTest(name):
+                dot = os.path.join(self.tmp, name + "_all.dot")
+                graph(trace, dot, "--all")
+                with open(dot) as f:
+                    clusters = re.findall(r"subgraph (cluster_\w+)", f.read())
+                self.assertGreater(len(clusters), 2, clusters)
+                self.assertEqual(clusters[-1], "cluster_legend", clusters)
 
     def test_resnet_graph_notes_only_the_finding_tensors(self):
         dot = os.path.join(self.tmp, "resnet.dot")
