@@ -72,6 +72,13 @@ class CheckSaved(unittest.TestCase):
         prints = gtutil.rows(db, "SELECT at_use, nbytes FROM saved_fingerprints ORDER BY at_use")
         self.assertEqual(prints, [(0, 16), (1, 16)])
 
+    def test_found_past_the_fingerprint_cap(self):
+        # 70,000 nodes that never run: the fingerprints kept for them pass
+        # the cap and are let go; what is saved after that is still checked
+        trace, f = self.found("dropped", [], "save", "backward")
+        db = gtutil.connect(trace)
+        self.assertGreater(gtutil.one(db, "SELECT count(*) FROM saved_tensors"), 130000)
+
     def test_numpy_write_found_full(self):
         trace, f = self.found("numpy", ["--check-saved"], "save", "backward")
         self.assertNotIn("sampled check", f["suggestion"])
