@@ -1,6 +1,6 @@
 """What recording costs, in instructions: bench_overhead.py's loops counted by callgrind.
 
-    python bench/bench_overhead_ir.py [--steps 60] [--warm 100] [--models mlp,cnn]
+    python bench/bench_overhead_ir.py [--steps N] [--warm N] [--models mlp,cnn,block]
                                       [--modes plain,engine,engine_fp_off,keep2]
                                       [--keep DIR]
 
@@ -8,8 +8,10 @@ CPU time on a shared machine moves with the load (bench_overhead.py's ratios
 move by about 0.15 between runs on a loaded 2-core host); instruction counts do not. Each
 model is trained (SGD, one thread) under valgrind --tool=callgrind with
 instrumentation off while Python and torch start and the loop warms up
-(3 steps, then --warm steps recorded, all from the same line); it
-is switched on (callgrind_control) for exactly the measured steps, every
+(3 steps, then --warm steps recorded, all from the same line: by default
+100 for the MLP and CNN, 20 for the transformer block); it
+is switched on (callgrind_control) for exactly the measured steps (--steps:
+by default 60, 10 for the block, whose step is some 40 times the MLP's), every
 thread counted: the training thread and, in engine mode, the fold thread
 persisting what was captured (the trace's close is not counted). Prints
 `name: value unit` lines: instructions per step for each mode, and each
@@ -112,10 +114,11 @@ def main():
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--warm", type=int, default=100,
-                    help="steps recorded before the counted window (default 100)")
-    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--steps", type=int,
+                    help="steps counted (default 60, 10 for block)")
+    ap.add_argument("--warm", type=int,
+                    help="steps recorded before the counted window (default 100, 20 for block)")
+    ap.add_argument("--models", default="mlp,cnn,block")
     ap.add_argument("--modes", default="plain,engine,engine_fp_off,keep2",
                     help="plain (the anchor, always run), engine, engine_fp_off (the "
                     "engine with check_saved='off'), dispatch, keep2 (the engine with "
@@ -132,11 +135,13 @@ def main():
             ap.error("unknown mode %r" % m)
     with tempfile.TemporaryDirectory(prefix="gtbench-ir-") as tmp:
         for model in args.models.split(","):
+            steps = args.steps or (10 if model == "block" else 60)
+            warm = args.warm or (20 if model == "block" else 100)
             got = {}
             # two at a time: counts do not depend on what runs beside
             # them
             for i in range(0, len(modes), 2):
-                runs = [(m,) + start(tmp, m, model, args.steps, args.warm)
+                runs = [(m,) + start(tmp, m, model, steps, warm)
                         for m in modes[i:i + 2]]
                 for m, flag, out, proc in runs:
                     got[m] = finish(flag, out, proc)
@@ -144,7 +149,7 @@ def main():
                 if got[m] is None:
                     print("%s_%s_ir: not measured (see the valgrind log)" % (model, m))
                     continue
-                print("%s_%s_ir: %.0f instructions/step" % (model, m, got[m] / args.steps))
+                print("%s_%s_ir: %.0f instructions/step" % (model, m, got[m] / steps))
                 if args.keep:
                     os.makedirs(args.keep, exist_ok=True)
                     shutil.copy(os.path.join(tmp, "%s-%s.cg" % (model, m)),
