@@ -86,6 +86,17 @@ class Open(unittest.TestCase):
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         self.assertIn("digraph gradtrace", self.t.graph(hops=1).dot())
 
+    def test_graph_dot_same_bytes_in_one_process(self):
+        # drawn again after other drawings (other allocations): the same DOT
+        # as the command's
+        first = self.t.graph(all=True).dot()
+        self.t.graph(hops=1)._repr_svg_()
+        self.assertEqual(self.t.graph(all=True).dot(), first)
+        out = os.path.join(gtutil.tmpdir(), "cli.dot")
+        self.assertEqual(cli("graph", "--all", SEED, "-o", out).returncode, 0)
+        with open(out) as f:
+            self.assertEqual(f.read(), first)
+
     def test_bad_files(self):
         bad = os.path.join(gtutil.tmpdir(), "not.db")
         with open(bad, "w") as f:
