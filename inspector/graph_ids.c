@@ -3,8 +3,8 @@
  * Each name gets the next ID the first time it is mapped and keeps it; an
  * anonymous object (an edge) gets the next ID too. The names live in the
  * graph's string pool, listed in the discipline's state until the graph
- * closes: cgraph prints an object's name through `print`. Names are found through a gt_map keyed by the
- * name's FNV-1a hash and length, the third key word stepping past a
+ * closes: cgraph prints an object's name through `print`. Names are found through a
+ * gt_map keyed by the name's FNV-1a hash and length, the third key word stepping past a
  * collision. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,7 +43,8 @@ static void *ids_open(Agraph_t *g, Agdisc_t *disc)
 static IDTYPE ids_add(ids *s, char *name)
 {
     char *copy = NULL;
-    if (GT_ALLOC_GROW(s->names, s->n + 1, s->cap, 64) != 0 || (name && !(copy = agstrdup(s->g, name))))
+    if (GT_ALLOC_GROW(s->names, s->n + 1, s->cap, 64) != 0 ||
+        (name && !(copy = agstrdup(s->g, name))))
         return 0;
     s->names[s->n++] = copy;
     return (IDTYPE)s->n;
