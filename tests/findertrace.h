@@ -22,43 +22,27 @@
 static inline void tb_tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t offset,
                              int rg, int leaf, gt_id alias_of, int shares, gt_id vc)
 {
-    int64_t shape[1] = {n}, strides[1] = {1};
-    gt_tensor_info t = {.id = id,
-                        .storage = storage,
-                        .dtype = b->dtype,
-                        .ndim = 1,
-                        .shape = shape,
-                        .strides = strides,
-                        .storage_offset = offset,
-                        .requires_grad = rg,
-                        .is_leaf = leaf,
-                        .alias_of = alias_of,
-                        .shares_version = shares,
-                        .version_counter = vc};
-    assert_int_equal(gt_tensor(b->r, &t), 0);
+    tb_tensor_1d(b,
+                 (gt_tensor_info){.id = id,
+                                  .storage = storage,
+                                  .storage_offset = offset,
+                                  .requires_grad = rg,
+                                  .is_leaf = leaf,
+                                  .alias_of = alias_of,
+                                  .shares_version = shares,
+                                  .version_counter = vc},
+                 n);
 }
 
 static inline int64_t tb_op(tb *b, const char *name, int phase, int line,
                             const char *code)
 {
-    gt_op_info o = {.name = tb_str(b, name),
-                    .phase = phase,
-                    .grad_mode = 1,
-                    .thread = b->thread,
-                    .stack = tb_stack(b, line, code)};
-    int64_t seq;
-    assert_int_equal(gt_op(b->r, &o, &seq), 0);
-    return seq;
+    return tb_op_at(b, name, phase, tb_stack(b, line, code));
 }
 
 static inline void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr)
 {
-    gt_node_info n = {.id = id,
-                      .name = tb_str(b, name),
-                      .op = op,
-                      .sequence_nr = seqnr,
-                      .thread = b->thread};
-    assert_int_equal(gt_node(b->r, &n), 0);
+    tb_node_named(b, (gt_node_info){.id = id, .op = op, .sequence_nr = seqnr}, name);
 }
 
 static inline int64_t tb_save(tb *b, gt_id node, const char *slot, gt_id tensor,
@@ -82,14 +66,8 @@ static inline int64_t tb_mutate(tb *b, const char *op, int line, const char *cod
 
 static inline gt_id tb_backward(tb *b, gt_id root, int retain, int line)
 {
-    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"),
-                           .retain_graph = retain,
-                           .thread = b->thread,
-                           .stack = tb_stack(b, line, "loss.backward()")};
-    gt_id id;
-    assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
-    assert_int_equal(gt_backward_root(b->r, id, 0, 0, root), 0);
-    return id;
+    return tb_backward_from(b, "Tensor.backward", retain,
+                            tb_stack(b, line, "loss.backward()"), 1, &root);
 }
 
 /* Name `tensor` as the user's variable `name`, seen at the latest event. */
@@ -110,9 +88,11 @@ static inline void tb_backward_error(tb *b, gt_id bw, int line, const char *code
 
 static inline void tb_close(tb *b, int ended)
 {
-    if (ended)
-        assert_int_equal(gt_run_end(b->r, GT_RUN_EXCEPTION, 1, 0), 0);
-    assert_int_equal(gt_recorder_close(b->r), 0);
+    if (ended) {
+        tb_end(b, GT_RUN_EXCEPTION, 1);
+        return;
+    }
+    assert_int_equal(gt_recorder_close(b->r), 0); /* a killed recording */
     b->r = NULL;
 }
 

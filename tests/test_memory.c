@@ -33,20 +33,16 @@
 static void tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t made_by, int leaf,
                    int rg, gt_id alias_of)
 {
-    int64_t shape[1] = {n}, strides[1] = {1};
-    gt_tensor_info t = {.id = id,
-                        .storage = storage,
-                        .dtype = b->dtype,
-                        .ndim = 1,
-                        .shape = shape,
-                        .strides = strides,
-                        .requires_grad = rg,
-                        .is_leaf = leaf,
-                        .created_by = made_by,
-                        .alias_of = alias_of,
-                        .shares_version = alias_of != 0,
-                        .version_counter = alias_of};
-    assert_int_equal(gt_tensor(b->r, &t), 0);
+    tb_tensor_1d(b,
+                 (gt_tensor_info){.id = id,
+                                  .storage = storage,
+                                  .requires_grad = rg,
+                                  .is_leaf = leaf,
+                                  .created_by = made_by,
+                                  .alias_of = alias_of,
+                                  .shares_version = alias_of != 0,
+                                  .version_counter = alias_of},
+                 n);
 }
 
 static void storage(tb *b, gt_id id, int64_t nbytes)
@@ -56,20 +52,12 @@ static void storage(tb *b, gt_id id, int64_t nbytes)
 
 static int64_t op(tb *b, const char *name, gt_id stack)
 {
-    gt_op_info o = {.name = tb_str(b, name),
-                    .phase = GT_PHASE_FORWARD,
-                    .grad_mode = 1,
-                    .thread = b->thread,
-                    .stack = stack};
-    int64_t seq;
-    assert_int_equal(gt_op(b->r, &o, &seq), 0);
-    return seq;
+    return tb_op_at(b, name, GT_PHASE_FORWARD, stack);
 }
 
 static void node(tb *b, gt_id id, const char *name, int64_t op)
 {
-    gt_node_info n = {.id = id, .name = tb_str(b, name), .op = op, .thread = b->thread};
-    assert_int_equal(gt_node(b->r, &n), 0);
+    tb_node_named(b, (gt_node_info){.id = id, .op = op}, name);
 }
 
 static void save(tb *b, gt_id node, const char *slot, gt_id tensor, int64_t nbytes)
@@ -80,21 +68,13 @@ static void save(tb *b, gt_id node, const char *slot, gt_id tensor, int64_t nbyt
 
 static gt_id backward(tb *b, gt_id root, int retain)
 {
-    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"),
-                           .retain_graph = retain,
-                           .thread = b->thread,
-                           .stack = tb_stack(b, 90, "loss.backward()")};
-    gt_id id;
-    assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
-    assert_int_equal(gt_backward_root(b->r, id, 0, 0, root), 0);
-    return id;
+    return tb_backward_from(b, "Tensor.backward", retain,
+                            tb_stack(b, 90, "loss.backward()"), 1, &root);
 }
 
 static void close_trace(tb *b)
 {
-    assert_int_equal(gt_run_end(b->r, GT_RUN_OK, 0, 0), 0);
-    assert_int_equal(gt_recorder_close(b->r), 0);
-    b->r = NULL;
+    tb_end(b, GT_RUN_OK, 0);
 }
 
 /* A stack frame `function` at line in /src/model.py (user code, or torch's

@@ -26,42 +26,27 @@
 static void tb_tensor(tb *b, gt_id id, gt_id storage, int64_t n, int64_t offset,
                       gt_id alias_of, gt_id vc)
 {
-    int64_t shape[1] = {n}, strides[1] = {1};
-    gt_tensor_info t = {.id = id,
-                        .storage = storage,
-                        .dtype = b->dtype,
-                        .ndim = 1,
-                        .shape = shape,
-                        .strides = strides,
-                        .storage_offset = offset,
-                        .alias_of = alias_of,
-                        .shares_version = alias_of && vc,
-                        .version_counter = vc};
-    assert_int_equal(gt_tensor(b->r, &t), 0);
+    tb_tensor_1d(b,
+                 (gt_tensor_info){.id = id,
+                                  .storage = storage,
+                                  .storage_offset = offset,
+                                  .alias_of = alias_of,
+                                  .shares_version = alias_of && vc,
+                                  .version_counter = vc},
+                 n);
 }
 
 static int64_t tb_op(tb *b, const char *name, int line)
 {
-    gt_op_info o = {.name = tb_str(b, name),
-                    .phase = GT_PHASE_FORWARD,
-                    .grad_mode = 1,
-                    .thread = b->thread,
-                    .stack = line ? tb_stack(b, line, name) : 0};
-    int64_t seq;
-    assert_int_equal(gt_op(b->r, &o, &seq), 0);
-    return seq;
+    return tb_op_at(b, name, GT_PHASE_FORWARD, line ? tb_stack(b, line, name) : 0);
 }
 
 static void tb_node(tb *b, gt_id id, const char *name, int64_t op, int64_t seqnr,
                     gt_id variable)
 {
-    gt_node_info n = {.id = id,
-                      .name = tb_str(b, name),
-                      .op = op,
-                      .sequence_nr = seqnr,
-                      .thread = b->thread,
-                      .variable = variable};
-    assert_int_equal(gt_node(b->r, &n), 0);
+    tb_node_named(
+        b, (gt_node_info){.id = id, .op = op, .sequence_nr = seqnr, .variable = variable},
+        name);
 }
 
 /* Leaf tensor `tensor` (3 elements) and `node`, its AccumulateGrad. */
@@ -88,24 +73,14 @@ static void tb_edges(tb *b, gt_id node, int n, ...)
 
 static gt_id tb_backward(tb *b, int nroots, const gt_id *roots, int retain)
 {
-    gt_backward_info bi = {.api = tb_str(b, "Tensor.backward"),
-                           .retain_graph = retain,
-                           .thread = b->thread,
-                           .stack = tb_stack(b, 99, "loss.backward()")};
-    gt_id id;
-    assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
-    for (int i = 0; i < nroots; i++)
-        assert_int_equal(gt_backward_root(b->r, id, i, 0, roots[i]), 0);
-    return id;
+    return tb_backward_from(b, "Tensor.backward", retain,
+                            tb_stack(b, 99, "loss.backward()"), nroots, roots);
 }
 
 /* A torch.autograd.grad call from `root` with inputs=[input], ended ok. */
 static gt_id tb_grad(tb *b, gt_id root, gt_id input)
 {
-    gt_backward_info bi = {.api = tb_str(b, "torch.autograd.grad"), .thread = b->thread};
-    gt_id id;
-    assert_int_equal(gt_backward_begin(b->r, &bi, &id), 0);
-    assert_int_equal(gt_backward_root(b->r, id, 0, 0, root), 0);
+    gt_id id = tb_backward_from(b, "torch.autograd.grad", 0, 0, 1, &root);
     assert_int_equal(gt_backward_input(b->r, id, 0, input), 0);
     assert_int_equal(gt_backward_end(b->r, id, 1), 0);
     return id;
@@ -114,9 +89,7 @@ static gt_id tb_grad(tb *b, gt_id root, gt_id input)
 /* Close the recording and open it for reading with a replayer. */
 static void tb_finish(tb *b, gt_trace **t, gt_replayer **rp)
 {
-    assert_int_equal(gt_run_end(b->r, GT_RUN_OK, 0, 0), 0);
-    assert_int_equal(gt_recorder_close(b->r), 0);
-    b->r = NULL;
+    tb_end(b, GT_RUN_OK, 0);
     assert_int_equal(gt_trace_open(b->path, t), 0);
     assert_int_equal(gt__replayer_new(*t, rp), 0);
 }

@@ -37,15 +37,9 @@ enum { P_FC = 1, P_AUX, P_ENC, P_EXTRA, X = 10, H, SIDE, E, ED, LOSS };
 
 static void tensor(tb *b, gt_id id, int leaf_param)
 {
-    int64_t shape[1] = {4}, strides[1] = {1};
-    gt_tensor_info t = {.id = id,
-                        .dtype = b->dtype,
-                        .ndim = 1,
-                        .shape = shape,
-                        .strides = strides,
-                        .requires_grad = leaf_param,
-                        .is_leaf = leaf_param};
-    assert_int_equal(gt_tensor(b->r, &t), 0);
+    tb_tensor_1d(
+        b, (gt_tensor_info){.id = id, .requires_grad = leaf_param, .is_leaf = leaf_param},
+        4);
 }
 
 /* A stack of the user's line `line` (`code`) calling torch's `fn` in
@@ -69,13 +63,7 @@ static gt_id stack2(tb *b, int line, const char *code, const char *file, const c
 /* An op named `name` at `stack` reading in0 (and in1 if not 0), giving out. */
 static int64_t op(tb *b, const char *name, gt_id stack, gt_id in0, gt_id in1, gt_id out)
 {
-    gt_op_info o = {.name = tb_str(b, name),
-                    .phase = GT_PHASE_FORWARD,
-                    .grad_mode = 1,
-                    .thread = b->thread,
-                    .stack = stack};
-    int64_t seq;
-    assert_int_equal(gt_op(b->r, &o, &seq), 0);
+    int64_t seq = tb_op_at(b, name, GT_PHASE_FORWARD, stack);
     assert_int_equal(gt_op_arg(b->r, seq, GT_ROLE_INPUT, 0, in0, 0), 0);
     if (in1)
         assert_int_equal(gt_op_arg(b->r, seq, GT_ROLE_INPUT, 1, in1, 0), 0);
@@ -86,13 +74,10 @@ static int64_t op(tb *b, const char *name, gt_id stack, gt_id in0, gt_id in1, gt
 
 static void node(tb *b, gt_id id, const char *name, int64_t made_by, gt_id variable)
 {
-    gt_node_info n = {.id = id,
-                      .name = tb_str(b, name),
-                      .op = made_by,
-                      .sequence_nr = -1,
-                      .thread = b->thread,
-                      .variable = variable};
-    assert_int_equal(gt_node(b->r, &n), 0);
+    tb_node_named(
+        b,
+        (gt_node_info){.id = id, .op = made_by, .sequence_nr = -1, .variable = variable},
+        name);
 }
 
 /* The trace, with `tail` after MSG (the message's parameter lines). The
@@ -159,9 +144,7 @@ static void build(tb *b, const char *name, const char *tail, int64_t *aux, int64
         snprintf(nm, sizeof nm, "ddp.module.%s", names[p - 1]);
         assert_int_equal(gt_name(b->r, gt_recorder_seq(b->r), p, nm), 0);
     }
-    assert_int_equal(gt_run_end(b->r, GT_RUN_EXCEPTION, 1, 0), 0);
-    assert_int_equal(gt_recorder_close(b->r), 0);
-    b->r = NULL;
+    tb_end(b, GT_RUN_EXCEPTION, 1);
 }
 
 /* The one ddp_unused_parameters finding of b's trace, the trace's
