@@ -250,6 +250,27 @@ static inline void build_seed(const char *path, seed_ids *ids, int close,
     }
 }
 
+/* For a test file whose tests share one finished seed trace: seed_path
+ * (/tmp/gt_<prefix>_<pid>.db), its seed_ids `seed`, and the cmocka group
+ * fixtures setup_seed (builds it) and teardown_seed (removes it). */
+#define SQLTRACE_SEED_FIXTURE(prefix)                                                    \
+    static char seed_path[64];                                                           \
+    static seed_ids seed;                                                                \
+    static int setup_seed(void **state)                                                  \
+    {                                                                                    \
+        (void)state;                                                                     \
+        snprintf(seed_path, sizeof seed_path, "/tmp/gt_" prefix "_%d.db",                \
+                 (int)getpid());                                                         \
+        build_seed(seed_path, &seed, 1, NULL);                                           \
+        return 0;                                                                        \
+    }                                                                                    \
+    static int teardown_seed(void **state)                                               \
+    {                                                                                    \
+        (void)state;                                                                     \
+        unlink(seed_path);                                                               \
+        return 0;                                                                        \
+    }
+
 #include "captured.h"
 
 #endif

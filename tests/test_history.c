@@ -15,23 +15,7 @@
 #include "cmd.h"
 #include "sqltrace.h"
 
-static char seed_path[64];
-
-static int setup_seed(void **state)
-{
-    (void)state;
-    seed_ids ids;
-    snprintf(seed_path, sizeof seed_path, "/tmp/gt_test_history_%d.db", (int)getpid());
-    build_seed(seed_path, &ids, 1, NULL);
-    return 0;
-}
-
-static int teardown_seed(void **state)
-{
-    (void)state;
-    unlink(seed_path);
-    return 0;
-}
+SQLTRACE_SEED_FIXTURE("test_history")
 
 /* Run `gradtrace history` with the given arguments ("@" = the seed trace). */
 static void history(captured *c, int n, ...)

@@ -18,23 +18,7 @@
 
 #include "sqltrace.h"
 
-static char seed_path[64];
-static seed_ids ids;
-
-static int setup_seed(void **state)
-{
-    (void)state;
-    snprintf(seed_path, sizeof seed_path, "/tmp/gt_test_trace_%d.db", (int)getpid());
-    build_seed(seed_path, &ids, 1, NULL);
-    return 0;
-}
-
-static int teardown_seed(void **state)
-{
-    (void)state;
-    unlink(seed_path);
-    return 0;
-}
+SQLTRACE_SEED_FIXTURE("test_trace")
 
 static gt_trace *open_seed(void)
 {
@@ -101,7 +85,7 @@ static void test_int(void **state)
     /* ?2 bound too */
     assert_int_equal(
         gt_trace_int(t, "SELECT count(*) FROM version_bumps WHERE seq BETWEEN ?1 AND ?2",
-                     ids.bump_seq[0], ids.bump_seq[2], &v),
+                     seed.bump_seq[0], seed.bump_seq[2], &v),
         1);
     assert_int_equal(v, 3);
     v = -1;
