@@ -21,16 +21,10 @@
  * not. */
 static void made(tb *b, gt_id id, int64_t by, int rg)
 {
-    int64_t shape[1] = {4}, strides[1] = {1};
-    gt_tensor_info t = {.id = id,
-                        .dtype = b->dtype,
-                        .ndim = 1,
-                        .shape = shape,
-                        .strides = strides,
-                        .requires_grad = rg,
-                        .is_leaf = !by,
-                        .created_by = by};
-    assert_int_equal(gt_tensor(b->r, &t), 0);
+    tb_tensor_1d(
+        b,
+        (gt_tensor_info){.id = id, .requires_grad = rg, .is_leaf = !by, .created_by = by},
+        4);
     if (by)
         assert_int_equal(gt_op_arg(b->r, by, GT_ROLE_OUTPUT, 0, id, 0), 0);
 }

@@ -125,16 +125,10 @@ static gt_findings *handed_out(const char *mode, int writer)
     int64_t det =
         tb_op(&b, "aten::detach", GT_PHASE_FORWARD, 22, "v = w.detach().numpy()");
     assert_int_equal(gt_op_arg(b.r, det, GT_ROLE_INPUT, 0, 10, 0), 0);
-    int64_t shape[1] = {3}, strides[1] = {1};
-    gt_tensor_info t = {.id = 11,
-                        .storage = 1,
-                        .dtype = b.dtype,
-                        .ndim = 1,
-                        .shape = shape,
-                        .strides = strides,
-                        .created_by = det,
-                        .version_counter = 11};
-    assert_int_equal(gt_tensor(b.r, &t), 0);
+    tb_tensor_1d(&b,
+                 (gt_tensor_info){
+                     .id = 11, .storage = 1, .created_by = det, .version_counter = 11},
+                 3);
     assert_int_equal(gt_op_arg(b.r, det, GT_ROLE_OUTPUT, 0, 11, 0), 0);
     int64_t wr = 0;
     if (writer) {
